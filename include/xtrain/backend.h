@@ -1,0 +1,155 @@
+// Backend: the small compute interface the model and the training step are written against
+// (ggml-backend style). The CPU backend (src/cpu/) is a full backend and the test oracle for every
+// other backend. Exactly one file, src/registry.cpp, knows which backends were compiled in.
+//
+// Conventions for every op: raw pointers into the backend's memory plus explicit sizes; row-major;
+// shape letters B batch, T sequence, C channels, V vocab, NH query heads, KVH key/value heads,
+// HS head size, N = B*T rows, IC/OC matmul in/out features. `count` is elements, `bytes` is bytes.
+// Backward ops ACCUMULATE (+=) into every gradient they produce, so parameter gradients sum over
+// micro-steps and residual branches add up; callers zero gradient buffers when a step begins.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace xtrain {
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual std::string device_name() const = 0;  // e.g. "cpu (OpenBLAS)", "NVIDIA H200 (0000:1b:00.0)"
+
+  // ---- memory (backend address space) ----
+  virtual void* alloc(size_t bytes) = 0;                         // throws Error when out of memory
+  virtual void free(void* ptr) noexcept = 0;                     // ptr may be null
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* ptr, size_t bytes) = 0;
+  virtual void synchronize() = 0;  // all queued work finished (no-op on CPU)
+
+  // ---- ops ----
+  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
+  virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+                               int B, int T, int C) = 0;
+  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+                                int B, int T, int C) = 0;
+
+  // layernorm_forward: inp (N,C), w,b (C) -> out (N,C), mean,rstd (N); eps 1e-5 (Ba et al. 2016;
+  // GPT-2 / PyTorch default).
+  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                                 const float* w, const float* b, int N, int C) = 0;
+  // layernorm_backward: dout (N,C) -> dinp (N,C) +=, dw,db (C) +=
+  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
+                                  const float* inp, const float* w, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  // matmul_forward: inp (N,IC), w (OC,IC), bias (OC) or null -> out (N,OC) = inp w^T + bias
+  virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+                              int IC, int OC) = 0;
+  // matmul_backward: dout (N,OC) -> dinp (N,IC) +=, dw (OC,IC) +=, dbias (OC) += (dbias may be null)
+  virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
+                               const float* inp, const float* w, int N, int IC, int OC) = 0;
+
+  // attention_forward: causal scaled-dot-product attention with grouped-query heads
+  // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
+  // qkv (B,T,(NH+2*KVH)*HS) laid out [q heads | k heads | v heads] per position
+  // -> out (B,T,NH*HS), att (B,NH,T,T) softmax probabilities (rows t, columns <= t; rest 0).
+  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH,
+                                 int KVH, int HS) = 0;
+  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) +=
+  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+                                  int B, int T, int NH, int KVH, int HS) = 0;
+
+  // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
+  virtual void gelu_forward(float* out, const float* inp, size_t count) = 0;
+  // gelu_backward: dinp (count) += gelu'(inp) * dout
+  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) = 0;
+
+  // residual_forward: out = a + b (count)
+  virtual void residual_forward(float* out, const float* a, const float* b, size_t count) = 0;
+  // add_inplace: dst += src (count). Residual backward and gradient routing.
+  virtual void add_inplace(float* dst, const float* src, size_t count) = 0;
+
+  // dropout_apply: x (B, per_seq) *= keep / (1 - p), keep = uniform01(seq_keys[b], j) >= p.
+  // The same call is the forward (on activations) and the backward (on their gradients): the mask
+  // is recomputed from the keys, never stored. seq_keys (B) is HOST memory. p in [0, 1).
+  virtual void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) = 0;
+
+  // cross_entropy_forward_backward: logits (N,V), targets (N) int32 -> losses (N) = -log softmax[target];
+  // if dlogits is non-null, dlogits (N,V) = (softmax - onehot(target)) * dloss (dlogits may alias
+  // logits: fused loss + gradient in one pass). Targets outside [0,V) are an error.
+  virtual void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+                                              const int32_t* targets, float dloss, int N, int V) = 0;
+
+  // sum / sum_squares over x (count), accumulated in double, returned on the host.
+  virtual double sum(const float* x, size_t count) = 0;
+  virtual double sum_squares(const float* x, size_t count) = 0;
+
+  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based):
+  //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * param )
+  // param, grad, m, v (count). grad_scale carries gradient clipping.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
+                            float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                            int t) = 0;
+};
+
+// DeviceBuffer: RAII owner of `count` elements of T in a backend's memory.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& be, size_t count)
+      : be_(&be), count_(count), ptr_(static_cast<T*>(count ? be.alloc(count * sizeof(T)) : nullptr)) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), count_(o.count_), ptr_(o.ptr_) {
+    o.ptr_ = nullptr;
+    o.count_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      be_ = o.be_, count_ = o.count_, ptr_ = o.ptr_;
+      o.ptr_ = nullptr, o.count_ = 0;
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (ptr_) be_->free(ptr_);
+    ptr_ = nullptr;
+    count_ = 0;
+  }
+  T* get() const { return ptr_; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  Backend* be_ = nullptr;
+  size_t count_ = 0;
+  T* ptr_ = nullptr;
+};
+
+// ---- registry (src/registry.cpp: the one file that knows which backends were compiled in) ----
+
+// BackendOptions: what a backend needs to bind its device.
+struct BackendOptions {
+  std::string device = "auto";  // auto | cpu | cuda
+  int local_rank = 0;           // node-local rank (MPI shared-memory split)
+  int local_size = 1;           // ranks on this node
+};
+
+// make_backend: creates the backend for opts.device. "auto" picks cuda when compiled in and a GPU is
+// visible, else cpu. Throws UsageError for an unknown or not-compiled-in device, Error when the
+// device cannot be used (e.g. more ranks on the node than visible GPUs).
+std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
+
+// compiled_backends: e.g. "cpu" or "cpu, cuda" (for --help and the start banner).
+std::string compiled_backends();
+
+}  // namespace xtrain

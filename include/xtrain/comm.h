@@ -1,0 +1,39 @@
+// Communicator: the collectives the training step uses, over buffers in the backend's memory
+// (host memory for the CPU backend, device memory for CUDA). Counts are elements, never bytes.
+// Implementations: MPI (src/comm_mpi.cpp, any backend whose memory is host memory) and NCCL
+// (src/cuda/comm_nccl.cpp). The training step calls only this interface.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+namespace xtrain {
+
+enum class ReduceOp { sum, avg };
+
+class Communicator {
+ public:
+  virtual ~Communicator() = default;
+  virtual std::string name() const = 0;  // "mpi", "nccl"
+  virtual int rank() const = 0;
+  virtual int world_size() const = 0;
+  // all_reduce: buf (count) in place; avg divides the sum by world_size. Every rank ends with
+  // bitwise identical values (one reduction order for all ranks).
+  virtual void all_reduce(float* buf, size_t count, ReduceOp op) = 0;
+  // broadcast: buf (count) from root to every rank.
+  virtual void broadcast(float* buf, size_t count, int root) = 0;
+  virtual void barrier() = 0;
+};
+
+class MpiContext;
+class Backend;
+
+// make_communicator: the communicator matching the backend ("mpi" for cpu, "nccl" for cuda).
+// Collective over all ranks. Defined in src/registry.cpp.
+std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend);
+
+// make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD.
+std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi);
+
+}  // namespace xtrain

@@ -1,0 +1,67 @@
+// Errors: one exception type carrying file:line, the failing expression and the library's message,
+// plus the XT_*_CHECK macros (flashlight / tiny-cuda-nn style). CUDA/cuBLAS/NCCL checks live in
+// src/cuda/cuda_check.h so that this header stays free of GPU includes.
+#pragma once
+
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace xtrain {
+
+// Thrown for every runtime failure. what() is one line: "<file>:<line>: <message>" for internal
+// checks, or a plain user-facing message for input errors (see input_error).
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// A usage error (bad option, bad combination of options): main exits with code 2 and prints usage.
+class UsageError : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+[[noreturn]] inline void throw_check(const char* file, int line, const char* expr, const std::string& msg) {
+  std::ostringstream os;
+  os << file << ":" << line << ": check failed: " << expr;
+  if (!msg.empty()) os << ": " << msg;
+  throw Error(os.str());
+}
+}  // namespace detail
+
+}  // namespace xtrain
+
+// XT_CHECK(cond, msg_stream): throws xtrain::Error with file:line when cond is false.
+// Example: XT_CHECK(n > 0, "count " << n << " must be positive");
+#define XT_CHECK(cond, msg)                                                      \
+  do {                                                                           \
+    if (!(cond)) {                                                               \
+      std::ostringstream xt_check_os_;                                           \
+      xt_check_os_ << msg;                                                       \
+      ::xtrain::detail::throw_check(__FILE__, __LINE__, #cond, xt_check_os_.str()); \
+    }                                                                            \
+  } while (0)
+
+// XT_FAIL(msg_stream): throws a user-facing xtrain::Error without file:line (bad input files etc.).
+#define XT_FAIL(msg)                     \
+  do {                                   \
+    std::ostringstream xt_fail_os_;      \
+    xt_fail_os_ << msg;                  \
+    throw ::xtrain::Error(xt_fail_os_.str()); \
+  } while (0)
+
+// XT_MPI_CHECK(call): throws with the MPI error string when an MPI call does not return MPI_SUCCESS.
+// Needs <mpi.h>; defined here so every MPI user gets the same message format.
+#define XT_MPI_CHECK(call)                                                       \
+  do {                                                                           \
+    int xt_mpi_rc_ = (call);                                                     \
+    if (xt_mpi_rc_ != MPI_SUCCESS) {                                             \
+      char xt_mpi_msg_[MPI_MAX_ERROR_STRING];                                    \
+      int xt_mpi_len_ = 0;                                                       \
+      MPI_Error_string(xt_mpi_rc_, xt_mpi_msg_, &xt_mpi_len_);                   \
+      ::xtrain::detail::throw_check(__FILE__, __LINE__, #call,                   \
+                                    std::string(xt_mpi_msg_, xt_mpi_len_));      \
+    }                                                                            \
+  } while (0)

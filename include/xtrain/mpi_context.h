@@ -1,0 +1,65 @@
+// MpiContext: process bootstrap. MPI_Init first; rank and world size from MPI; node-local rank and
+// size from MPI_Comm_split_type(MPI_COMM_TYPE_SHARED), which is right under every launcher and
+// every mapping (--map-by node, srun --distribution=cyclic). Launcher variables are only a
+// cross-check: SLURM_* describe the allocation, not the job, under mpirun-in-sbatch, and
+// OMPI_COMM_WORLD_LOCAL_RANK is unset under srun (docs/launch.md).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace xtrain {
+
+struct Placement {
+  int rank = 0;
+  std::string host;
+  int local_rank = 0;
+  std::string device;
+};
+
+class MpiContext {
+ public:
+  // Calls MPI_Init (or MPI_Init_thread(FUNNELED)); MPI errors return codes (MPI_ERRORS_RETURN) so
+  // that they become xtrain::Error with the MPI message.
+  MpiContext(int* argc, char*** argv);
+  ~MpiContext();  // MPI_Finalize unless abort() was called
+  MpiContext(const MpiContext&) = delete;
+  MpiContext& operator=(const MpiContext&) = delete;
+
+  int rank() const { return rank_; }
+  int world_size() const { return world_; }
+  int local_rank() const { return local_rank_; }
+  int local_size() const { return local_size_; }
+  const std::string& host() const { return host_; }
+
+  // check_launcher: throws Error when the environment says the launcher started several tasks
+  // (SLURM_NTASKS/SLURM_STEP_NUM_TASKS under srun, OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE...) but MPI
+  // sees a world of one — N independent "rank 0 of 1" trainings. Also cross-checks
+  // OMPI_COMM_WORLD_LOCAL_RANK against the shared-memory split where it is set.
+  void check_launcher() const;
+
+  // Host-side collectives on small arrays (losses, checksums, flags). Collective over all ranks.
+  void all_reduce_sum(double* x, int count) const;
+  void all_reduce_max(double* x, int count) const;
+  uint64_t all_reduce_min(uint64_t x) const;
+  uint64_t all_reduce_max(uint64_t x) const;
+  void broadcast(void* data, size_t bytes, int root) const;
+  void barrier() const;
+
+  // gather_placement: every rank's (rank, host, local rank, device); the full table on every rank.
+  std::vector<Placement> gather_placement(const std::string& device) const;
+
+  // abort: end the whole job now (MPI_Abort on MPI_COMM_WORLD) with the given exit code.
+  [[noreturn]] void abort(int code);
+
+ private:
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
+  std::string host_;
+  bool aborted_ = false;
+};
+
+// gather_strings: every rank's string, in rank order, on every rank (MPI_Allgatherv).
+std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine);
+
+}  // namespace xtrain

@@ -1,0 +1,35 @@
+// Token cache: the token stream of a corpus in a small binary file, so later runs skip tokenizing.
+// Format (little-endian): header { magic "XTTOKENS", u32 version=1, u32 reserved, u64 tokenizer
+// fingerprint, u64 source size in bytes, u64 source content hash (FNV-1a 64), u64 token count },
+// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (tmp, fsync, rename).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xtrain/tokenizer.h"
+
+namespace xtrain {
+
+// fnv1a64: FNV-1a 64-bit hash of bytes (Fowler, Noll, Vo), chainable through `h`.
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
+
+// read_text_file: whole file as bytes. Throws Error "cannot read <path>: <strerror>".
+std::string read_text_file(const std::string& path);
+
+// write_token_cache / read_token_cache: see format above. read_token_cache throws Error for a
+// missing, truncated or corrupt file (checksum), and returns false (no throw) when the file is valid
+// but was made from other text or another tokenizer (the caller re-tokenizes).
+void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, uint64_t tok_fingerprint,
+                       uint64_t source_bytes, uint64_t source_hash);
+bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_t source_bytes,
+                      uint64_t source_hash, std::vector<int32_t>* ids);
+
+// load_tokens: the token stream of text_path, from cache_path when it is valid for this text and
+// tokenizer, otherwise tokenized now and (when write_cache) cached. cache_path "" means
+// text_path + ".tokcache". Throws Error when the text cannot be read.
+std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok,
+                                 std::string cache_path, bool write_cache);
+
+}  // namespace xtrain

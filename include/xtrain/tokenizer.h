@@ -1,0 +1,52 @@
+// GPT-2 byte-level BPE tokenizer (Radford et al. 2019), giving exactly tiktoken's "gpt2" ids.
+// Loads either OpenAI's encoder.json + vocab.bpe or a Hugging Face tokenizer.json (BPE model with
+// ByteLevel pre-tokenizer). The pre-tokenizer regex's Unicode letter/number classes come from PCRE2
+// with PCRE2_UCP (docs/dependencies.md says why PCRE2); JSON parsing is nlohmann/json.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xtrain {
+
+class Tokenizer {
+ public:
+  // from_gpt2_files: encoder.json (token string -> id, GPT-2 byte-to-unicode alphabet) and
+  // vocab.bpe ("#version" line then one merge "a b" per line, rank = line order).
+  // Throws Error naming the file for a missing/unreadable/malformed file.
+  static Tokenizer from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe);
+  // from_hf_json: a Hugging Face tokenizer.json with model.type "BPE" (model.vocab, model.merges as
+  // "a b" strings or [a, b] pairs) and added_tokens (special tokens such as <|endoftext|>).
+  static Tokenizer from_hf_json(const std::string& tokenizer_json);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // encode: UTF-8 text (any bytes are accepted) -> token ids. Special tokens (e.g. "<|endoftext|>")
+  // appearing literally in the text map to their ids (tiktoken's allowed_special="all").
+  std::vector<int32_t> encode(std::string_view text) const;
+  // decode: ids -> bytes. Throws Error for an id outside [0, vocab_size()).
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  int vocab_size() const;  // number of ids, e.g. 50257 for GPT-2
+  int eot_id() const;      // id of <|endoftext|>, or -1 when the vocabulary has none
+  // fingerprint: 64-bit hash of vocabulary, merges and special tokens; token caches and checkpoints
+  // record it so that data tokenized with another vocabulary is refused.
+  uint64_t fingerprint() const;
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// load_tokenizer: picks the format from the arguments: tokenizer_json non-empty -> HF file,
+// otherwise encoder_json + vocab_bpe. Throws UsageError when neither is given.
+Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
+                         const std::string& vocab_bpe);
+
+}  // namespace xtrain
