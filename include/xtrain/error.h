@@ -22,6 +22,18 @@ class UsageError : public Error {
   using Error::Error;
 };
 
+// A failure every rank detected identically (e.g. a non-finite global loss, or an input check whose
+// outcome was agreed with a collective). The message was already printed once, by rank 0 or by the
+// lowest failing rank; main ends every rank with exit_code without MPI_Abort.
+class AgreedFailure : public Error {
+ public:
+  explicit AgreedFailure(int exit_code) : Error("agreed failure"), exit_code_(exit_code) {}
+  int exit_code() const { return exit_code_; }
+
+ private:
+  int exit_code_;
+};
+
 namespace detail {
 [[noreturn]] inline void throw_check(const char* file, int line, const char* expr, const std::string& msg) {
   std::ostringstream os;

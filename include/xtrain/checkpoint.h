@@ -1,0 +1,41 @@
+// Checkpoints: parameters, AdamW state, step, model config and the identity of the data and
+// tokenizer, in one file with a header and an FNV-1a 64 checksum over everything before it.
+// Batch sampling and dropout are counter-based (rng.h), keyed by (seed, step), so seed + step are
+// the whole RNG and data-loader state. Written atomically: temporary file, fsync, rename, fsync dir.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xtrain/model.h"
+
+namespace xtrain {
+
+struct CheckpointMeta {
+  GPTConfig model;
+  int32_t step = 0;           // optimizer steps completed
+  int32_t batch = 0;          // global sequences per optimizer step
+  int32_t grad_accum = 1;
+  int32_t total_steps = 0;    // the LR schedule's length
+  float dropout = 0.0f;
+  uint64_t seed = 0;
+  uint64_t tokenizer_fingerprint = 0;
+  uint64_t data_hash = 0;     // FNV-1a 64 of the training token stream
+  uint64_t num_params = 0;
+};
+
+struct CheckpointState {
+  CheckpointMeta meta;
+  std::vector<float> params, m, v;  // (num_params) each
+};
+
+// save_checkpoint: writes `path` atomically; a crash leaves either the old file or the new one.
+// Throws Error naming the path and the OS error.
+void save_checkpoint(const std::string& path, const CheckpointState& st);
+
+// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic/version,
+// truncated file, size mismatch or checksum mismatch.
+CheckpointState load_checkpoint(const std::string& path);
+
+}  // namespace xtrain

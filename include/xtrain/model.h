@@ -1,0 +1,95 @@
+// GPT decoder (Radford et al. 2019, GPT-2 layout): token + learned position embeddings, L pre-LN
+// blocks of causal self-attention with grouped-query heads (Ainslie et al. 2023) and a GELU MLP,
+// final LayerNorm, output head tied to the token embedding. Written once against Backend&.
+// All parameters live in ONE contiguous buffer and the gradients in a buffer of the same layout,
+// so the data-parallel gradient all-reduce is one call (llm.c).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "xtrain/backend.h"
+
+namespace xtrain {
+
+struct GPTConfig {
+  int V = 50257;  // vocabulary size
+  int maxT = 128; // context length (rows of wpe)
+  int C = 128;    // model width (embedding channels)
+  int L = 4;      // layers
+  int NH = 4;     // query heads
+  int KVH = 4;    // key/value heads (GQA; NH % KVH == 0)
+  int HS = 32;    // head size
+  int F = 512;    // MLP hidden width
+  int qkv_width() const { return (NH + 2 * KVH) * HS; }
+  // validate: throws UsageError naming the option for inconsistent sizes.
+  void validate() const;
+  std::string describe() const;  // one line for logs
+};
+
+// One tensor carved out of the flat parameter buffer.
+struct ParamTensor {
+  std::string name;          // e.g. "h3.attn.qkv.w"
+  std::vector<int> shape;    // e.g. {QKV, C}
+  size_t offset = 0, count = 0;  // elements into the flat buffer
+  bool decay = false;        // AdamW weight decay applies (2-D weights only)
+};
+
+// param_layout: every tensor in buffer order: wte (V,C), wpe (maxT,C), per layer ln1.w,b (C),
+// attn.qkv.w (QKV,C), attn.qkv.b (QKV), attn.proj.w (C,NH*HS), attn.proj.b (C), ln2.w,b (C),
+// mlp.fc.w (F,C), mlp.fc.b (F), mlp.proj.w (C,F), mlp.proj.b (C); then lnf.w,b (C).
+std::vector<ParamTensor> param_layout(const GPTConfig& cfg);
+
+// Dropout context for one forward/backward: p and one key per local sequence, derived from
+// (seed, step, global sequence index) so masks do not depend on world size or micro-batching.
+struct DropoutKeys {
+  float p = 0.0f;
+  std::vector<uint64_t> seq_keys;  // (B) base key per local sequence
+};
+
+class GPT {
+ public:
+  GPT(const GPTConfig& cfg, Backend& be);
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
+
+  const GPTConfig& config() const { return cfg_; }
+  const std::vector<ParamTensor>& layout() const { return layout_; }
+  size_t num_params() const { return num_params_; }
+  float* params() { return params_.get(); }  // backend memory, (num_params)
+  float* grads() { return grads_.get(); }    // backend memory, same layout
+
+  // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:
+  // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper, sec. 2.3), biases 0,
+  // LayerNorm weights 1. Drawn on the host from rng.h streams keyed by (seed, tensor index).
+  void init_params(uint64_t seed);
+
+  // forward: tokens, targets host (B,T) int32 with T <= maxT. Returns the SUM of the B*T per-position
+  // cross-entropy losses (nats). When `train`, the fused loss kernel also leaves dlogits = dloss *
+  // (softmax - onehot) for backward(); dropout (when keys given and p > 0) is applied.
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
+                 const DropoutKeys* dropout);
+  // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads().
+  void backward();
+  void zero_grads();
+
+ private:
+  struct Acts;
+  void ensure_acts(int B, int T);
+  float* param(int layer, int which);
+
+  GPTConfig cfg_;
+  Backend& be_;
+  std::vector<ParamTensor> layout_;
+  size_t num_params_ = 0;
+  DeviceBuffer<float> params_, grads_;
+  // activations for the current (B,T); reallocated only when B*T grows
+  int B_ = 0, T_ = 0;
+  std::vector<DeviceBuffer<float>> acts_;
+  DeviceBuffer<int32_t> tokens_, targets_;
+  const DropoutKeys* dropout_ = nullptr;
+  float dloss_ = 0.0f;
+};
+
+}  // namespace xtrain

@@ -1,0 +1,151 @@
+// Checkpoint file format and atomic write (see include/xtrain/checkpoint.h).
+// Layout (little-endian, native struct packing of fixed-width fields):
+//   char magic[8] = "XTCKPT01"; u32 header_bytes; CheckpointMeta fields one by one;
+//   float params[n]; float m[n]; float v[n]; u64 fnv1a64(all bytes before it)
+#include "xtrain/checkpoint.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <libgen.h>
+
+#include "xtrain/error.h"
+#include "xtrain/token_cache.h"
+
+namespace xtrain {
+
+namespace {
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+
+struct Writer {
+  std::string buf;
+  template <typename T>
+  void put(const T& x) { buf.append(reinterpret_cast<const char*>(&x), sizeof(T)); }
+  void put_floats(const std::vector<float>& v) {
+    buf.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+};
+
+struct Reader {
+  const std::string& buf;
+  size_t pos = 0;
+  const std::string& path;
+  template <typename T>
+  T get() {
+    if (pos + sizeof(T) > buf.size()) XT_FAIL("checkpoint " << path << ": truncated (header)");
+    T x;
+    std::memcpy(&x, buf.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return x;
+  }
+};
+
+void put_meta(Writer& w, const CheckpointMeta& m) {
+  const GPTConfig& c = m.model;
+  for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
+  for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
+  w.put(m.dropout);
+  for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params}) w.put(x);
+}
+
+CheckpointMeta get_meta(Reader& r) {
+  CheckpointMeta m;
+  GPTConfig& c = m.model;
+  for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
+  for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
+  m.dropout = r.get<float>();
+  for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params}) *x = r.get<uint64_t>();
+  return m;
+}
+
+[[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
+  XT_FAIL("checkpoint " << path << ": " << what << ": " << std::strerror(errno));
+}
+}  // namespace
+
+void save_checkpoint(const std::string& path, const CheckpointState& st) {
+  const size_t n = st.meta.num_params;
+  XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n, "checkpoint state sizes");
+  Writer w;
+  w.buf.append(kMagic, sizeof(kMagic));
+  Writer meta;
+  put_meta(meta, st.meta);
+  w.put(static_cast<uint32_t>(meta.buf.size()));
+  w.buf += meta.buf;
+  w.put_floats(st.params);
+  w.put_floats(st.m);
+  w.put_floats(st.v);
+  w.put(fnv1a64(w.buf.data(), w.buf.size()));
+
+  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0) fail_errno("cannot create " + tmp, path);
+  size_t done = 0;
+  while (done < w.buf.size()) {
+    ssize_t k = ::write(fd, w.buf.data() + done, w.buf.size() - done);
+    if (k < 0) {
+      if (errno == EINTR) continue;
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      errno = e;
+      fail_errno("write failed", path);
+    }
+    done += static_cast<size_t>(k);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    errno = e;
+    fail_errno("fsync/close failed", path);
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    int e = errno;
+    ::unlink(tmp.c_str());
+    errno = e;
+    fail_errno("rename failed", path);
+  }
+  // fsync the directory so the rename itself is durable
+  std::string dir_buf = path;
+  int dfd = ::open(::dirname(dir_buf.data()), O_RDONLY | O_DIRECTORY);
+  if (dfd >= 0) {
+    ::fsync(dfd);
+    ::close(dfd);
+  }
+}
+
+CheckpointState load_checkpoint(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+    XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
+  Reader r{buf, sizeof(kMagic), path};
+  const uint32_t header_bytes = r.get<uint32_t>();
+  const size_t meta_start = r.pos;
+  CheckpointState st;
+  st.meta = get_meta(r);
+  if (r.pos - meta_start != header_bytes)
+    XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
+                          << " (written by another xtrain version)");
+  const uint64_t n = st.meta.num_params;
+  const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
+  if (buf.size() != expect)
+    XT_FAIL("checkpoint " << path << ": " << buf.size() << " bytes, expected " << expect
+                          << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
+  uint64_t stored;
+  std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
+  if (stored != fnv1a64(buf.data(), buf.size() - sizeof(uint64_t)))
+    XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
+  for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
+    v->resize(n);
+    std::memcpy(v->data(), buf.data() + r.pos, n * sizeof(float));
+    r.pos += n * sizeof(float);
+  }
+  return st;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,2 @@
+// xtrain_mpi entry point (being written).
+int main() { return 0; }

@@ -1,0 +1,134 @@
+// GPT parameter layout, configuration checks, initialization and activation buffers.
+// Forward and backward are in src/model_step.cpp.
+#include <cmath>
+#include <sstream>
+
+#include "model_acts.h"
+#include "xtrain/error.h"
+#include "xtrain/model.h"
+#include "xtrain/rng.h"
+
+namespace xtrain {
+
+void GPTConfig::validate() const {
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  need(V > 0, "vocabulary size must be positive");
+  need(maxT > 0, "--seq must be positive");
+  need(C > 0, "--dim must be positive");
+  need(L > 0, "--layers must be positive");
+  need(NH > 0, "--heads must be positive");
+  need(KVH > 0 && NH % KVH == 0,
+       "--kv-heads (" + std::to_string(KVH) + ") must divide --heads (" + std::to_string(NH) + ")");
+  need(HS > 0, "--head-dim must be positive");
+  need(F > 0, "--ffn must be positive");
+}
+
+std::string GPTConfig::describe() const {
+  std::ostringstream os;
+  os << "V=" << V << " T=" << maxT << " C=" << C << " L=" << L << " NH=" << NH << " KVH=" << KVH
+     << " HS=" << HS << " F=" << F;
+  return os.str();
+}
+
+std::vector<ParamTensor> param_layout(const GPTConfig& c) {
+  std::vector<ParamTensor> out;
+  size_t off = 0;
+  auto add = [&](std::string name, std::vector<int> shape, bool decay) {
+    size_t n = 1;
+    for (int d : shape) n *= static_cast<size_t>(d);
+    out.push_back({std::move(name), std::move(shape), off, n, decay});
+    off += n;
+  };
+  const int QKV = c.qkv_width(), A = c.NH * c.HS;
+  add("wte", {c.V, c.C}, true);
+  add("wpe", {c.maxT, c.C}, true);
+  for (int l = 0; l < c.L; ++l) {
+    std::string h = "h" + std::to_string(l) + ".";
+    add(h + "ln1.w", {c.C}, false);
+    add(h + "ln1.b", {c.C}, false);
+    add(h + "attn.qkv.w", {QKV, c.C}, true);
+    add(h + "attn.qkv.b", {QKV}, false);
+    add(h + "attn.proj.w", {c.C, A}, true);
+    add(h + "attn.proj.b", {c.C}, false);
+    add(h + "ln2.w", {c.C}, false);
+    add(h + "ln2.b", {c.C}, false);
+    add(h + "mlp.fc.w", {c.F, c.C}, true);
+    add(h + "mlp.fc.b", {c.F}, false);
+    add(h + "mlp.proj.w", {c.C, c.F}, true);
+    add(h + "mlp.proj.b", {c.C}, false);
+  }
+  add("lnf.w", {c.C}, false);
+  add("lnf.b", {c.C}, false);
+  return out;
+}
+
+GPT::GPT(const GPTConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
+  cfg_.validate();
+  layout_ = param_layout(cfg_);
+  num_params_ = layout_.back().offset + layout_.back().count;
+  params_ = DeviceBuffer<float>(be_, num_params_);
+  grads_ = DeviceBuffer<float>(be_, num_params_);
+  be_.zero(params_.get(), params_.bytes());
+  be_.zero(grads_.get(), grads_.bytes());
+}
+
+float* GPT::param(int layer, int which) {
+  return params_.get() + layout_[kLayerBase + layer * kPerLayer + which].offset;
+}
+
+void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
+
+void GPT::init_params(uint64_t seed) {
+  std::vector<float> host(num_params_);
+  const uint64_t base = hash_key(seed, kRngInit);
+  const double std_w = 0.02, std_proj = 0.02 / std::sqrt(2.0 * cfg_.L);
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    const ParamTensor& t = layout_[i];
+    float* p = host.data() + t.offset;
+    const std::string& n = t.name;
+    auto ends_with = [&](const char* s) {
+      size_t k = std::char_traits<char>::length(s);
+      return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
+    };
+    if (ends_with("ln1.w") || ends_with("ln2.w") || n == "lnf.w") {
+      for (size_t j = 0; j < t.count; ++j) p[j] = 1.0f;
+    } else if (t.shape.size() == 1) {
+      for (size_t j = 0; j < t.count; ++j) p[j] = 0.0f;
+    } else {
+      const double sd = (ends_with("attn.proj.w") || ends_with("mlp.proj.w")) ? std_proj : std_w;
+      const uint64_t key = hash_key(base, i);
+      for (size_t j = 0; j < t.count; ++j) p[j] = static_cast<float>(sd * normal(key, j));
+    }
+  }
+  be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
+}
+
+void GPT::ensure_acts(int B, int T) {
+  XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
+  if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
+  const size_t N = static_cast<size_t>(B) * T, C = cfg_.C;
+  const size_t QKV = cfg_.qkv_width(), A = static_cast<size_t>(cfg_.NH) * cfg_.HS, F = cfg_.F;
+  const size_t ATT = static_cast<size_t>(B) * cfg_.NH * T * T;
+  acts_.clear();
+  std::vector<size_t> sizes(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs, 0);
+  for (int l = 0; l < cfg_.L; ++l) {
+    size_t* s = sizes.data() + l * kPerLayerActs;
+    s[kLn1] = N * C, s[kLn1Mean] = N, s[kLn1Rstd] = N, s[kQkv] = N * QKV, s[kAtty] = N * A;
+    s[kAtt] = ATT, s[kAttProj] = N * C, s[kRes2] = N * C, s[kLn2] = N * C, s[kLn2Mean] = N;
+    s[kLn2Rstd] = N, s[kFch] = N * F, s[kFchGelu] = N * F, s[kFcProj] = N * C, s[kRes3] = N * C;
+  }
+  size_t* g = sizes.data() + cfg_.L * kPerLayerActs;
+  g[kEncoded] = N * C, g[kLnf] = N * C, g[kLnfMean] = N, g[kLnfRstd] = N;
+  g[kLogits] = N * cfg_.V, g[kLosses] = N;
+  g[kDRes] = N * C, g[kDTmpC] = N * C, g[kDTmpC2] = N * C, g[kDQkv] = N * QKV, g[kDAtty] = N * A;
+  g[kDFch] = N * F, g[kDFchGelu] = N * F;
+  acts_.reserve(sizes.size());
+  for (size_t s : sizes) acts_.emplace_back(be_, s);
+  tokens_ = DeviceBuffer<int32_t>(be_, N);
+  targets_ = DeviceBuffer<int32_t>(be_, N);
+  B_ = B, T_ = T;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,22 @@
+// Internal indices of GPT parameter tensors and activation buffers (shared by model.cpp and
+// model_step.cpp). Per layer the parameter tensors follow param_layout's order.
+#pragma once
+
+namespace xtrain {
+
+// parameter tensors: 0 wte, 1 wpe, then kPerLayer per layer, then lnf.w, lnf.b
+constexpr int kLayerBase = 2;
+constexpr int kPerLayer = 12;
+enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+
+// activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs)
+enum LayerAct {
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttProj, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu,
+  kFcProj, kRes3, kPerLayerActs
+};
+enum GlobalAct {
+  kEncoded, kLnf, kLnfMean, kLnfRstd, kLogits, kLosses,
+  kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
+};
+
+}  // namespace xtrain

@@ -1,0 +1,131 @@
+// MpiContext: MPI bootstrap, node-local rank from the shared-memory split, launcher cross-checks,
+// host-side small collectives and the placement table. See include/xtrain/mpi_context.h.
+#include "xtrain/mpi_context.h"
+
+#include <mpi.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "xtrain/error.h"
+
+namespace xtrain {
+
+namespace {
+int env_int(const char* name, int fallback) {
+  const char* v = std::getenv(name);
+  if (!v || !*v) return fallback;
+  char* end = nullptr;
+  long x = std::strtol(v, &end, 10);
+  return (end && *end == '\0') ? static_cast<int>(x) : fallback;
+}
+}  // namespace
+
+MpiContext::MpiContext(int* argc, char*** argv) {
+  int provided = 0;
+  // FUNNELED: only the main thread calls MPI (OpenBLAS/CUDA threads never do).
+  MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+  // Errors come back as codes and become xtrain::Error with the MPI message (XT_MPI_CHECK).
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  XT_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank_));
+  XT_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &world_));
+  // Node-local rank: ranks sharing memory with us, ordered by world rank. Right under every launcher
+  // and mapping, unlike rank % gpus_per_node or SLURM_LOCALID (docs/launch.md).
+  MPI_Comm local = MPI_COMM_NULL;
+  XT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
+  XT_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
+  XT_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  MPI_Comm_free(&local);
+  char name[MPI_MAX_PROCESSOR_NAME];
+  int len = 0;
+  XT_MPI_CHECK(MPI_Get_processor_name(name, &len));
+  host_.assign(name, len);
+}
+
+MpiContext::~MpiContext() {
+  if (!aborted_) MPI_Finalize();
+}
+
+void MpiContext::check_launcher() const {
+  // A launcher that started several tasks while MPI sees a world of one means every process trains
+  // alone as "rank 0 of 1" (e.g. srun without --mpi=pmix, or a binary built against another MPI).
+  // SLURM_NTASKS alone is not enough: inside sbatch/salloc the batch shell has it without srun.
+  const char* vars[] = {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_SIZE", "SLURM_STEP_NUM_TASKS"};
+  if (world_ == 1) {
+    for (const char* v : vars) {
+      int n = env_int(v, 1);
+      if (n > 1) {
+        XT_FAIL("the launcher started " << n << " tasks (" << v << "=" << n
+                << ") but MPI sees a world of 1, so each process would train alone. Launch with "
+                   "`mpirun -np N` from the same Open MPI xtrain was built with, or `srun --mpi=pmix`");
+      }
+    }
+  }
+  int ompi_local = env_int("OMPI_COMM_WORLD_LOCAL_RANK", -1);
+  if (ompi_local >= 0 && ompi_local != local_rank_) {
+    XT_FAIL("OMPI_COMM_WORLD_LOCAL_RANK=" << ompi_local << " but the shared-memory split gives local rank "
+            << local_rank_ << " on " << host_ << ": the launcher and MPI disagree about placement");
+  }
+}
+
+void MpiContext::all_reduce_sum(double* x, int count) const {
+  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+}
+void MpiContext::all_reduce_max(double* x, int count) const {
+  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+}
+uint64_t MpiContext::all_reduce_min(uint64_t x) const {
+  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  return x;
+}
+uint64_t MpiContext::all_reduce_max(uint64_t x) const {
+  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  return x;
+}
+void MpiContext::broadcast(void* data, size_t bytes, int root) const {
+  XT_CHECK(bytes <= static_cast<size_t>(INT32_MAX), "broadcast of " << bytes << " bytes");
+  XT_MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+}
+void MpiContext::barrier() const { XT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+
+std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine) {
+  int n = mpi.world_size();
+  int len = static_cast<int>(mine.size());
+  std::vector<int> lens(n), displs(n);
+  XT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  int total = 0;
+  for (int i = 0; i < n; ++i) displs[i] = total, total += lens[i];
+  std::string all(total, '\0');
+  XT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                              MPI_COMM_WORLD));
+  std::vector<std::string> out(n);
+  for (int i = 0; i < n; ++i) out[i] = all.substr(displs[i], lens[i]);
+  return out;
+}
+
+std::vector<Placement> MpiContext::gather_placement(const std::string& device) const {
+  std::ostringstream os;
+  os << local_rank_ << '\t' << host_ << '\t' << device;
+  std::vector<std::string> rows = all_gather_strings(*this, os.str());
+  std::vector<Placement> out(rows.size());
+  for (size_t r = 0; r < rows.size(); ++r) {
+    std::istringstream is(rows[r]);
+    std::string lr;
+    std::getline(is, lr, '\t');
+    std::getline(is, out[r].host, '\t');
+    std::getline(is, out[r].device);
+    out[r].rank = static_cast<int>(r);
+    out[r].local_rank = std::atoi(lr.c_str());
+  }
+  return out;
+}
+
+void MpiContext::abort(int code) {
+  aborted_ = true;
+  MPI_Abort(MPI_COMM_WORLD, code);
+  std::_Exit(code);  // MPI_Abort does not return; keep the compiler and readers sure of that
+}
+
+}  // namespace xtrain

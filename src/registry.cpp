@@ -1,0 +1,46 @@
+// The one file that knows which backends and communicators were compiled in (ggml-backend style).
+// XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
+#include <memory>
+#include <string>
+
+#include "cpu/cpu_backend.h"
+#include "xtrain/backend.h"
+#include "xtrain/comm.h"
+#include "xtrain/error.h"
+#include "xtrain/mpi_context.h"
+#ifdef XTRAIN_HAVE_CUDA
+#include "cuda/cuda_backend.h"
+#endif
+
+namespace xtrain {
+
+std::string compiled_backends() {
+#ifdef XTRAIN_HAVE_CUDA
+  return "cpu, cuda";
+#else
+  return "cpu";
+#endif
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
+  if (opts.device == "cpu") return make_cpu_backend();
+#ifdef XTRAIN_HAVE_CUDA
+  if (opts.device == "cuda") return make_cuda_backend(opts);
+  if (opts.device == "auto") return cuda_device_available() ? make_cuda_backend(opts) : make_cpu_backend();
+#else
+  if (opts.device == "auto") return make_cpu_backend();
+  if (opts.device == "cuda")
+    throw UsageError("--device cuda: this xtrain was built without CUDA (configure with -DXTRAIN_CUDA=ON)");
+#endif
+  throw UsageError("--device must be auto, cpu or cuda (got '" + opts.device + "')");
+}
+
+std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend) {
+#ifdef XTRAIN_HAVE_CUDA
+  if (backend.name() == "cuda") return make_nccl_communicator(mpi, backend);
+#endif
+  XT_CHECK(backend.name() == "cpu", "no communicator for backend " << backend.name());
+  return make_mpi_communicator(mpi);
+}
+
+}  // namespace xtrain
