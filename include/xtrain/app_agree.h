@@ -1,0 +1,40 @@
+// Implementation of xtrain::agree (template, included by app.h).
+#pragma once
+
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "xtrain/error.h"
+#include "xtrain/mpi_context.h"
+
+namespace xtrain {
+
+template <typename Fn>
+void agree(MpiContext& mpi, Fn&& fn) {
+  std::string msg;
+  int code = 0;
+  try {
+    fn();
+  } catch (const AgreedFailure&) {
+    throw;
+  } catch (const UsageError& e) {
+    msg = e.what(), code = 2;
+  } catch (const std::exception& e) {
+    msg = e.what(), code = 1;
+  }
+  // max of (world - rank) picks the lowest failing rank; max of code prefers usage errors.
+  double flags[2] = {code ? static_cast<double>(mpi.world_size() - mpi.rank()) : 0.0, static_cast<double>(code)};
+  mpi.all_reduce_max(flags, 2);
+  if (flags[0] > 0) {
+    const int first = mpi.world_size() - static_cast<int>(flags[0]);
+    if (mpi.rank() == first) {
+      std::fprintf(stderr, "rank %d (%s): %s%s\n", mpi.rank(), mpi.host().c_str(), code == 2 ? "usage error: " : "",
+                   msg.c_str());
+      std::fflush(stderr);
+    }
+    throw AgreedFailure(static_cast<int>(flags[1]));
+  }
+}
+
+}  // namespace xtrain

@@ -1,0 +1,31 @@
+// Command-line options of xtrain_mpi (Boost.Program_options): every option with its default in --help.
+#pragma once
+
+#include <string>
+
+#include "xtrain/train.h"
+
+namespace xtrain {
+
+struct RunOptions {
+  TrainConfig train;
+  std::string data;            // text corpus
+  std::string tokens_cache;    // token cache path ("" = <data>.tokcache)
+  bool no_cache = false;       // do not read or write the token cache
+  std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
+  std::string encoder_json, vocab_bpe;
+  std::string device = "auto";
+  std::string dtype = "fp32";
+  double comm_timeout_s = 300;
+  bool help = false;
+  std::string help_text;
+};
+
+// parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
+// inconsistent combinations that do not depend on the world size. With --help, help=true.
+RunOptions parse_options(int argc, char** argv);
+
+// check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
+void check_world(const RunOptions& o, int world);
+
+}  // namespace xtrain

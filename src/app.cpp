@@ -1,0 +1,92 @@
+// run_training: from parsed options to a finished training run (see include/xtrain/app.h).
+#include "xtrain/app.h"
+
+#include <cstdio>
+#include <memory>
+
+#include "xtrain/backend.h"
+#include "xtrain/comm.h"
+#include "xtrain/model.h"
+#include "xtrain/token_cache.h"
+#include "xtrain/tokenizer.h"
+#include "xtrain/train.h"
+
+namespace xtrain {
+
+namespace {
+
+void print_placement(const std::vector<Placement>& rows) {
+  std::printf("%-6s %-24s %-11s %s\n", "rank", "host", "local_rank", "device");
+  for (const Placement& p : rows) std::printf("%-6d %-24s %-11d %s\n", p.rank, p.host.c_str(), p.local_rank, p.device.c_str());
+}
+
+std::string human(double x) {
+  char buf[32];
+  if (x >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", x / 1e9);
+  else if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+}  // namespace
+
+int run_training(const RunOptions& o, MpiContext& mpi) {
+  const int rank = mpi.rank(), world = mpi.world_size();
+  mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
+  check_world(o, world);
+  if (o.dtype == "bf16" && o.device == "cpu") throw UsageError("--dtype bf16 needs --device cuda (the CPU backend is fp32)");
+
+  // Backend and device (may fail on one rank only, e.g. a missing GPU).
+  std::unique_ptr<Backend> be;
+  agree(mpi, [&] {
+    BackendOptions bo;
+    bo.device = o.device;
+    bo.local_rank = mpi.local_rank();
+    bo.local_size = mpi.local_size();
+    be = make_backend(bo);
+  });
+
+  // Tokenizer and token stream. Every rank reads its inputs; rank 0 writes the cache first so that
+  // ranks sharing its file system can reuse it.
+  std::unique_ptr<Tokenizer> tok;
+  std::vector<int32_t> tokens;
+  auto load = [&] {
+    tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
+    tokens = o.no_cache ? tok->encode(read_text_file(o.data)) : load_tokens(o.data, *tok, o.tokens_cache, rank == 0);
+  };
+  if (rank == 0) agree(mpi, load);
+  else agree(mpi, [] {});
+  if (rank != 0) agree(mpi, load);
+  else agree(mpi, [] {});
+
+  TrainConfig cfg = o.train;
+  cfg.model.V = tok->vocab_size();
+  TrainData data;
+  agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
+  agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
+
+  const std::vector<Placement> placement = mpi.gather_placement(be->device_name());
+  std::unique_ptr<Communicator> comm;
+  agree(mpi, [&] { comm = make_communicator(mpi, *be); });
+  GPT model(cfg.model, *be);
+  model.init_params(cfg.seed);
+  if (rank == 0) {
+    print_placement(placement);
+    const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
+    std::printf("xtrain | world %d | backend %s | comm %s\n", world, be->name().c_str(), comm->name().c_str());
+    std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
+    std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
+                human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
+    std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
+                cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
+    std::fflush(stdout);
+  }
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm, mpi);
+  if (rank == 0 && !r.losses.empty())
+    std::printf("done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
+                r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
+  return 0;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,126 @@
+// xtrain_mpi options (see include/xtrain/options.h). Defaults train a small GPT on the Brown corpus
+// with the GPT-2 tokenizer, both fetched into data/ by scripts/setup.sh.
+#include "xtrain/options.h"
+
+#include <boost/program_options.hpp>
+#include <sstream>
+
+#include "xtrain/backend.h"
+#include "xtrain/error.h"
+
+#ifndef XTRAIN_DEFAULT_DATA_DIR
+#define XTRAIN_DEFAULT_DATA_DIR "data"
+#endif
+
+namespace po = boost::program_options;
+
+namespace xtrain {
+
+RunOptions parse_options(int argc, char** argv) {
+  RunOptions o;
+  TrainConfig& t = o.train;
+  GPTConfig& m = t.model;
+  OptimConfig& oc = t.optim;
+  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
+  int kv_heads = 0, head_dim = 0, ffn = 0;
+  uint64_t seed = t.seed;
+  po::options_description data("Data and tokenizer");
+  data.add_options()
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
+    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache file (default: <data>.tokcache)")
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
+    ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json")
+    ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe (merges)")
+    ("tokenizer-json", po::value(&o.tokenizer_json)->default_value(""), "Hugging Face tokenizer.json (instead of encoder/vocab)")
+    ("val-fraction", po::value(&t.val_fraction)->default_value(0.1), "fraction of the token stream held out for validation")
+    ("val-every", po::value(&t.val_every)->default_value(50), "validation loss every N steps and at the end (0 = never)")
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
+  po::options_description model("Model (GPT-2 layout, pre-LN, tied head)");
+  model.add_options()
+    ("dim", po::value(&m.C)->default_value(128), "C: model width")
+    ("heads", po::value(&m.NH)->default_value(4), "NH: query heads")
+    ("kv-heads", po::value(&kv_heads)->default_value(0), "KVH: key/value heads for grouped-query attention (0 = --heads)")
+    ("head-dim", po::value(&head_dim)->default_value(0), "HS: head size (0 = dim / heads)")
+    ("layers", po::value(&m.L)->default_value(4), "L: transformer blocks")
+    ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
+    ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
+    ("dropout", po::value(&t.dropout)->default_value(0.0f), "dropout probability on embeddings and residual branches");
+  po::options_description train("Training");
+  train.add_options()
+    ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
+    ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
+    ("steps", po::value(&t.steps)->default_value(200), "optimizer steps")
+    ("lr", po::value(&oc.lr)->default_value(1e-3f), "peak learning rate")
+    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
+    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f), "cosine decay ends at lr x this")
+    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f), "AdamW decoupled weight decay (2-D weights only)")
+    ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f), "clip the global gradient L2 norm to this (0 = off)")
+    ("seed", po::value(&seed)->default_value(1337), "seed of initialization, batch sampling and dropout")
+    ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
+    ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
+    ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
+    ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
+    ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps");
+  po::options_description sys("System");
+  sys.add_options()
+    ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
+    ("dtype", po::value(&o.dtype)->default_value("fp32"), "fp32 | bf16 (bf16: CUDA only)")
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0), "seconds a GPU collective may wait before the job aborts")
+    ("help,h", po::bool_switch(&o.help), "print this help");
+  po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
+  all.add(data).add(model).add(train).add(sys);
+  std::ostringstream help;
+  help << all;
+  o.help_text = help.str();
+  try {
+    po::variables_map vm;
+    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (o.help) return o;
+  t.seed = seed;
+  m.maxT = t.seq;
+  m.KVH = kv_heads > 0 ? kv_heads : m.NH;
+  if (m.NH <= 0) throw UsageError("--heads must be positive");
+  m.HS = head_dim > 0 ? head_dim : m.C / m.NH;
+  m.F = ffn > 0 ? ffn : 4 * m.C;
+  if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");
+  if (kv_heads < 0 || head_dim < 0 || ffn < 0) throw UsageError("--kv-heads, --head-dim and --ffn must be >= 0");
+  m.validate();
+  auto need = [](bool ok, const char* msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  need(t.batch > 0, "--batch must be positive");
+  need(t.seq > 0, "--seq must be positive");
+  need(t.steps > 0, "--steps must be positive");
+  need(t.grad_accum > 0, "--grad-accum must be positive");
+  need(t.dropout >= 0.0f && t.dropout < 1.0f, "--dropout must be in [0, 1)");
+  need(oc.lr > 0, "--lr must be positive");
+  need(oc.warmup_steps >= 0, "--warmup must be >= 0");
+  need(oc.min_lr_frac >= 0 && oc.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
+  need(oc.weight_decay >= 0, "--weight-decay must be >= 0");
+  need(oc.grad_clip >= 0, "--grad-clip must be >= 0");
+  need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
+  need(t.val_every >= 0, "--val-every must be >= 0");
+  need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
+  need(t.log_every > 0, "--log-every must be positive");
+  need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be fp32 or bf16");
+  need(o.comm_timeout_s > 0, "--comm-timeout must be positive");
+  need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
+  return o;
+}
+
+void check_world(const RunOptions& o, int world) {
+  const TrainConfig& t = o.train;
+  if (t.batch % (world * t.grad_accum) != 0) {
+    std::ostringstream os;
+    os << "--batch " << t.batch << " must be divisible by world size x --grad-accum = " << world << " x "
+       << t.grad_accum << " = " << world * t.grad_accum;
+    throw UsageError(os.str());
+  }
+}
+
+}  // namespace xtrain

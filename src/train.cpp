@@ -1,0 +1,155 @@
+// train_rank: the data-parallel training loop (see include/xtrain/train.h).
+#include "xtrain/train.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "train_util.h"
+#include "xtrain/app.h"
+#include "xtrain/checkpoint.h"
+#include "xtrain/error.h"
+#include "xtrain/rng.h"
+#include "xtrain/token_cache.h"
+
+namespace xtrain {
+
+TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
+  TrainData d;
+  d.tokenizer_fingerprint = tokenizer_fingerprint;
+  d.hash = fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
+  const size_t n = tokens.size();
+  const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
+  d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
+  // One global batch of distinct windows must fit in the training part (plus the shifted target).
+  const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;
+  if (d.n_train < need)
+    XT_FAIL("corpus too short: " << d.n_train << " training tokens (of " << n << ", --val-fraction "
+                                 << cfg.val_fraction << ") but one global batch needs --batch x --seq + 1 = "
+                                 << need);
+  if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
+    XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
+                                                << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");
+  for (int32_t t : tokens)
+    if (t < 0 || t >= cfg.model.V) XT_FAIL("token id " << t << " outside the vocabulary [0, " << cfg.model.V << ")");
+  d.tokens = std::move(tokens);
+  return d;
+}
+
+void check_same_on_all_ranks(const MpiContext& mpi, uint64_t value, const std::string& what) {
+  if (mpi.all_reduce_min(value) != mpi.all_reduce_max(value))
+    XT_FAIL(what << " differs across ranks (rank " << mpi.rank() << " on " << mpi.host() << " has "
+                 << std::hex << value << ")");
+}
+
+double max_param_diff(GPT& model, Backend& be, MpiContext& mpi) {
+  std::vector<float> mine(model.num_params()), root(model.num_params());
+  be.copy_to_host(mine.data(), model.params(), mine.size() * sizeof(float));
+  root = mine;
+  mpi.broadcast(root.data(), root.size() * sizeof(float), 0);
+  double m = 0;
+  for (size_t i = 0; i < mine.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(mine[i]) - root[i]));
+  mpi.all_reduce_max(&m, 1);
+  return m;
+}
+
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
+                       MpiContext& mpi) {
+  const int world = comm.world_size(), rank = comm.rank();
+  const int T = cfg.seq, K = cfg.grad_accum;
+  const int micro_global = cfg.batch / K;       // sequences per micro-step, all ranks
+  const int micro_local = micro_global / world; // sequences per micro-step on this rank
+  const size_t n = model.num_params();
+  AdamW opt(be, n);
+  OptimConfig oc = cfg.optim;
+  oc.total_steps = cfg.steps;
+
+  int start = 0;
+  // Input checks agreed across ranks before the first training collective (app.h).
+  if (!cfg.resume.empty()) agree(mpi, [&] { start = restore_checkpoint(cfg, data, model, opt, be, mpi); });
+  const uint64_t h = params_hash(model, be);
+  agree(mpi, [&] { check_same_on_all_ranks(mpi, h, "initial parameters"); });
+
+  MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start > 0);
+  TrainResult res;
+  res.first_step = start + 1;
+  std::vector<int32_t> tok(static_cast<size_t>(micro_local) * T), tgt(tok.size());
+  DropoutKeys drop;
+  drop.p = cfg.dropout;
+  const uint64_t batch_key = hash_key(cfg.seed, kRngBatch), drop_key = hash_key(cfg.seed, kRngDropout);
+  const size_t span = data.n_train - T;  // valid window starts: [0, n_train - T)
+  const float dloss = 1.0f / (static_cast<float>(cfg.batch / world) * T);  // local mean; avg across ranks
+  double timed_s = 0;
+  long timed_tokens = 0;
+
+  for (int step = start + 1; step <= cfg.steps; ++step) {
+    auto t0 = std::chrono::steady_clock::now();
+    model.zero_grads();
+    const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
+    double loss_sum = 0;
+    for (int k = 0; k < K; ++k) {
+      drop.seq_keys.clear();
+      int b = 0;
+      for (int j = 0; j < micro_global; ++j) {
+        const int i = k * micro_global + j;  // global sequence index in this optimizer step
+        if (i % world != rank) continue;
+        const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
+        std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
+        std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
+        drop.seq_keys.push_back(hash_key(hash_key(drop_key, static_cast<uint64_t>(step)), static_cast<uint64_t>(i)));
+        ++b;
+      }
+      loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
+      model.backward();
+    }
+    comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+    mpi.all_reduce_sum(&loss_sum, 1);
+    const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
+    const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
+    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+      if (rank == 0)
+        std::fprintf(stderr, "rank 0: non-finite %s (%g) at step %d; stopping%s\n",
+                     std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
+                     cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
+      throw AgreedFailure(1);
+    }
+    const float lr = lr_at(oc, step);
+    opt.step(model, step, lr, clip_scale(oc, grad_norm), oc);
+    be.synchronize();
+    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    const double tok_per_s = static_cast<double>(cfg.batch) * T / (ms / 1000.0);
+    if (step > res.first_step || cfg.steps == res.first_step) timed_s += ms / 1000.0, timed_tokens += static_cast<long>(cfg.batch) * T;
+    res.losses.push_back(loss);
+    res.last_step = step;
+    if (rank == 0) {
+      const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (cfg.steps - step);
+      if (step % cfg.log_every == 0 || step == cfg.steps || step == res.first_step)
+        print_step(step, cfg.steps, loss, lr, grad_norm, ms, tok_per_s, eta);
+      metrics.write({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                     {"ms", ms}, {"tok_per_s", tok_per_s}});
+    }
+    if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == cfg.steps)) {
+      const double vl = validation_loss(cfg, data, model, mpi, micro_local);
+      if (rank == 0) {
+        std::printf("step %5d/%d | val loss %.4f\n", step, cfg.steps, vl);
+        metrics.write({{"type", "val"}, {"step", step}, {"val_loss", vl}});
+      }
+    }
+    const bool last = step == cfg.steps;
+    if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0)))
+      write_checkpoint(cfg, data, model, opt, be, rank, step);
+  }
+  res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
+  res.max_param_diff = max_param_diff(model, be, mpi);
+  if (rank == 0) {
+    std::printf("max parameter difference across %d ranks: %.3e\n", world, res.max_param_diff);
+    metrics.write({{"type", "final"}, {"step", res.last_step}, {"world_size", world},
+                   {"max_param_diff", res.max_param_diff}, {"tok_per_s", res.tok_per_s}});
+  }
+  return res;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,122 @@
+// Metrics, step line, validation and checkpoint glue for train_rank (see src/train_util.h).
+#include "train_util.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+
+#include "xtrain/checkpoint.h"
+#include "xtrain/error.h"
+#include "xtrain/token_cache.h"
+
+namespace xtrain {
+
+MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+  if (path.empty()) return;
+  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (!f_) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  if (!f_) return;
+  const std::string line = record.dump() + "\n";
+  if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
+    XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(errno));
+}
+
+void print_step(int step, int steps, double loss, float lr, double grad_norm, double ms, double tok_per_s,
+                double eta_s) {
+  const long eta = std::lround(eta_s);
+  std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s | eta %ldm%02lds\n", step,
+              steps, loss, lr, grad_norm, ms, tok_per_s, eta / 60, eta % 60);
+  std::fflush(stdout);
+}
+
+double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, MpiContext& mpi, int micro_local) {
+  const int T = cfg.seq, world = mpi.world_size(), rank = mpi.rank();
+  const size_t n_val = data.tokens.size() - data.n_train;
+  const int seqs = static_cast<int>(std::min<size_t>(cfg.val_seqs, (n_val - 1) / T));
+  std::vector<int32_t> tok, tgt;
+  double sum = 0;
+  std::vector<int> mine;
+  for (int j = rank; j < seqs; j += world) mine.push_back(j);
+  for (size_t c = 0; c < mine.size(); c += micro_local) {
+    const int b = static_cast<int>(std::min<size_t>(micro_local, mine.size() - c));
+    tok.resize(static_cast<size_t>(b) * T), tgt.resize(tok.size());
+    for (int k = 0; k < b; ++k) {
+      const size_t off = data.n_train + static_cast<size_t>(mine[c + k]) * T;
+      std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(k) * T);
+      std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(k) * T);
+    }
+    sum += model.forward(tok.data(), tgt.data(), b, T, false, 0.0f, nullptr);
+  }
+  mpi.all_reduce_sum(&sum, 1);
+  return seqs > 0 ? sum / (static_cast<double>(seqs) * T) : std::nan("");
+}
+
+uint64_t params_hash(GPT& model, Backend& be) {
+  std::vector<float> host(model.num_params());
+  be.copy_to_host(host.data(), model.params(), host.size() * sizeof(float));
+  return fnv1a64(host.data(), host.size() * sizeof(float));
+}
+
+static CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
+  CheckpointMeta m;
+  m.model = model.config();
+  m.step = step;
+  m.batch = cfg.batch;
+  m.grad_accum = cfg.grad_accum;
+  m.total_steps = cfg.steps;
+  m.dropout = cfg.dropout;
+  m.seed = cfg.seed;
+  m.tokenizer_fingerprint = data.tokenizer_fingerprint;
+  m.data_hash = data.hash;
+  m.num_params = model.num_params();
+  return m;
+}
+
+void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                      int step) {
+  if (rank != 0) return;  // only rank 0 writes; every rank holds identical state
+  CheckpointState st;
+  st.meta = make_meta(cfg, data, model, step);
+  const size_t n = model.num_params(), bytes = n * sizeof(float);
+  st.params.resize(n), st.m.resize(n), st.v.resize(n);
+  be.copy_to_host(st.params.data(), model.params(), bytes);
+  be.copy_to_host(st.m.data(), opt.m(), bytes);
+  be.copy_to_host(st.v.data(), opt.v(), bytes);
+  save_checkpoint(cfg.ckpt, st);
+  std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
+}
+
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       MpiContext& mpi) {
+  CheckpointState st = load_checkpoint(cfg.resume);
+  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  const CheckpointMeta& got = st.meta;
+  auto mismatch = [&](const char* what, auto have, auto need) {
+    XT_FAIL("checkpoint " << cfg.resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
+                          << need << " now");
+  };
+  if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
+  if (got.batch != want.batch) mismatch("--batch", got.batch, want.batch);
+  if (got.grad_accum != want.grad_accum) mismatch("--grad-accum", got.grad_accum, want.grad_accum);
+  if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
+  if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
+  if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
+  if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
+  if (got.step >= cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is already at step " << got.step << " of --steps " << cfg.steps);
+  const size_t bytes = model.num_params() * sizeof(float);
+  be.copy_to_device(model.params(), st.params.data(), bytes);
+  be.copy_to_device(opt.m(), st.m.data(), bytes);
+  be.copy_to_device(opt.v(), st.v.data(), bytes);
+  if (mpi.rank() == 0) std::printf("resumed from %s at step %d\n", cfg.resume.c_str(), got.step);
+  return got.step;
+}
+
+}  // namespace xtrain
