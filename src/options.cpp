@@ -50,6 +50,7 @@ RunOptions parse_options(int argc, char** argv) {
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
     ("steps", po::value(&t.steps)->default_value(200), "optimizer steps")
+    ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
     ("lr", po::value(&oc.lr)->default_value(1e-3f), "peak learning rate")
     ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
     ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f), "cosine decay ends at lr x this")
@@ -105,6 +106,7 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
   need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be fp32 or bf16");

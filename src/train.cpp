@@ -85,7 +85,8 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   double timed_s = 0;
   long timed_tokens = 0;
 
-  for (int step = start + 1; step <= cfg.steps; ++step) {
+  const int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  for (int step = start + 1; step <= end; ++step) {
     auto t0 = std::chrono::steady_clock::now();
     model.zero_grads();
     const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
@@ -121,24 +122,27 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     be.synchronize();
     const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
     const double tok_per_s = static_cast<double>(cfg.batch) * T / (ms / 1000.0);
-    if (step > res.first_step || cfg.steps == res.first_step) timed_s += ms / 1000.0, timed_tokens += static_cast<long>(cfg.batch) * T;
+    if (step > res.first_step || end == res.first_step) {  // the first step includes warm-up costs
+      timed_s += ms / 1000.0;
+      timed_tokens += static_cast<long>(cfg.batch) * T;
+    }
     res.losses.push_back(loss);
     res.last_step = step;
     if (rank == 0) {
-      const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (cfg.steps - step);
-      if (step % cfg.log_every == 0 || step == cfg.steps || step == res.first_step)
+      const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (end - step);
+      if (step % cfg.log_every == 0 || step == end || step == res.first_step)
         print_step(step, cfg.steps, loss, lr, grad_norm, ms, tok_per_s, eta);
       metrics.write({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
                      {"ms", ms}, {"tok_per_s", tok_per_s}});
     }
-    if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == cfg.steps)) {
+    if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == end)) {
       const double vl = validation_loss(cfg, data, model, mpi, micro_local);
       if (rank == 0) {
         std::printf("step %5d/%d | val loss %.4f\n", step, cfg.steps, vl);
         metrics.write({{"type", "val"}, {"step", step}, {"val_loss", vl}});
       }
     }
-    const bool last = step == cfg.steps;
+    const bool last = step == end;
     if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0)))
       write_checkpoint(cfg, data, model, opt, be, rank, step);
   }

@@ -19,6 +19,7 @@ struct TrainConfig {
   int batch = 16;          // GLOBAL sequences per optimizer step (all ranks, all micro-steps)
   int seq = 128;           // T, tokens per sequence
   int steps = 200;         // optimizer steps to reach (a resumed run continues up to this step)
+  int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
   int grad_accum = 1;      // micro-steps per optimizer step
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
   uint64_t seed = 1337;    // init, batch sampling and dropout streams

@@ -1,0 +1,29 @@
+# Shared helpers for the shell tests (sourced). Needs XTRAIN_BIN_DIR (set by tests/CMakeLists.txt).
+# Test data: a 400 KB excerpt of data/brown.txt (scripts/setup.sh) with the GPT-2 files in data/gpt2,
+# or, when data/ is absent, ../shared/data; exit 77 (ctest: skipped) when neither is there.
+set -euo pipefail
+
+XT="${XTRAIN_BIN_DIR:?XTRAIN_BIN_DIR not set}/xtrain_mpi"
+WORK="$(mktemp -d "${TMPDIR:-/tmp}/xtrain-test.XXXXXX")"
+trap 'rm -rf "$WORK"' EXIT
+
+xt_data() {
+  local dd="${XTRAIN_DATA_DIR:-}" sd="${XTRAIN_SHARED_DATA:-}"
+  if [[ -f "$dd/brown.txt" && -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" ]]; then
+    head -c 400000 "$dd/brown.txt" > "$WORK/corpus.txt"
+    TOK=(--encoder-json "$dd/gpt2/encoder.json" --vocab-bpe "$dd/gpt2/vocab.bpe")
+  elif [[ -f "$sd/tinyshakespeare.txt" && -f "$sd/gpt2/encoder.json" ]]; then
+    head -c 400000 "$sd/tinyshakespeare.txt" > "$WORK/corpus.txt"
+    TOK=(--encoder-json "$sd/gpt2/encoder.json" --vocab-bpe "$sd/gpt2/vocab.bpe")
+  else
+    echo "SKIP: no data (run scripts/setup.sh, or provide ../shared/data)"
+    exit 77
+  fi
+  DATA=(--data "$WORK/corpus.txt" "${TOK[@]}")
+}
+
+# A small model that exercises every op, grouped-query attention included; fast on 2 cores.
+TINY=(--dim 32 --heads 4 --kv-heads 2 --layers 2 --seq 32 --batch 8 --lr 3e-3 --warmup 5 --val-every 0 --log-every 5)
+
+# mpirun for tests: root needs an opt-in, more ranks than cores need oversubscription.
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)

@@ -1,0 +1,86 @@
+#!/usr/bin/env bash
+# Bad input (issue #2): each case ends EVERY rank promptly with the expected exit code and one line
+# naming the rank and the cause; no rank hangs (each run is bounded by `timeout`, the whole test by
+# the ctest TIMEOUT) and no damaged file is left behind.
+source "$(dirname "$0")/common.sh"
+xt_data
+BOUND=60  # seconds; a hang in a collective would hit this
+fails=0
+# expect NAME CODE PATTERN NP args... : run, check exit code and that stderr matches PATTERN
+expect() {
+  local name=$1 code=$2 pattern=$3 np=$4
+  shift 4
+  local t0=$SECONDS rc=0
+  timeout -s KILL $BOUND "${MPIRUN[@]}" -np "$np" "$XT" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  local line
+  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
+  if [[ $rc -eq $code ]] && grep -qE "$pattern" <<< "$line"; then
+    printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
+  else
+    printf 'FAIL %-34s exit %d (want %d), message: %s\n' "$name" "$rc" "$code" "${line:-<none>}"
+    sed 's/^/     | /' "$WORK/err" | head -20
+    fails=$((fails + 1))
+  fi
+}
+OK=("${DATA[@]}" "${TINY[@]}")
+expect "missing corpus" 1 "cannot read .*nope.txt" 2 "${OK[@]}" --data "$WORK/nope.txt"
+expect "corpus is a directory" 1 "cannot read" 2 "${OK[@]}" --data "$WORK"
+expect "missing encoder.json" 1 "nope.json" 2 "${OK[@]}" --encoder-json "$WORK/nope.json"
+printf '{"a": ' > "$WORK/bad.json"
+expect "malformed encoder.json" 1 "bad.json" 2 "${OK[@]}" --encoder-json "$WORK/bad.json"
+head -c 2000 "$WORK/corpus.txt" > "$WORK/short.txt"
+expect "corpus shorter than a batch" 1 "corpus too short" 2 "${OK[@]}" --data "$WORK/short.txt"
+expect "batch not divisible" 2 "divisible by world size" 2 "${OK[@]}" --batch 6 --grad-accum 2
+expect "batch not divisible (world 4)" 2 "divisible by world size" 4 "${OK[@]}" --batch 6
+expect "unknown option" 2 "usage error: .*--bogus" 2 "${OK[@]}" --bogus 1
+expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
+expect "kv-heads not dividing heads" 2 "kv-heads" 2 "${OK[@]}" --kv-heads 3
+expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
+
+# checkpoints: make a good one, then damage copies of it
+"${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/good.ckpt" > "$WORK/mk.log" 2>&1 \
+  || { cat "$WORK/mk.log"; exit 1; }
+cp "$WORK/good.ckpt" "$WORK/flip.ckpt"
+printf '\x55' | dd of="$WORK/flip.ckpt" bs=1 seek=5000 conv=notrunc status=none
+expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --steps 4 --resume "$WORK/flip.ckpt"
+head -c 3000 "$WORK/good.ckpt" > "$WORK/trunc.ckpt"
+expect "truncated checkpoint" 1 "truncated" 2 "${OK[@]}" --steps 4 --resume "$WORK/trunc.ckpt"
+expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[@]}" --steps 4 --dim 64 --resume "$WORK/good.ckpt"
+expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"
+expect "not a checkpoint" 1 "bad magic" 2 "${OK[@]}" --steps 4 --resume "$WORK/corpus.txt"
+expect "missing checkpoint" 1 "cannot open" 2 "${OK[@]}" --steps 4 --resume "$WORK/none.ckpt"
+
+# non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
+# good checkpoint (written at step 1) is neither overwritten nor left half-written
+expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
+[[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || { echo "FAIL: no good checkpoint before the blow-up"; fails=$((fails+1)); }
+if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then echo "FAIL: temporary checkpoint left behind"; fails=$((fails+1)); fi
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 > /dev/null 2>"$WORK/err2" \
+  || grep -q "non-finite" "$WORK/err2" || { echo "FAIL: the kept checkpoint does not load"; cat "$WORK/err2"; fails=$((fails+1)); }
+
+# a launcher that started several tasks while MPI sees one process (no mpirun here)
+rc=0; PMI_SIZE=4 timeout -s KILL $BOUND "$XT" "${OK[@]}" > /dev/null 2> "$WORK/err" || rc=$?
+if [[ $rc -eq 1 ]] && grep -q "world of 1" "$WORK/err"; then echo "ok   launcher/MPI mismatch                 exit 1: $(head -1 "$WORK/err")"
+else echo "FAIL launcher/MPI mismatch: exit $rc"; cat "$WORK/err"; fails=$((fails+1)); fi
+
+# a rank killed with SIGKILL mid-run ends the whole job non-zero promptly
+"${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 100000 > "$WORK/kill.log" 2>&1 &
+job=$!
+victim=""
+for _ in $(seq 300); do
+  for p in $(pgrep -f "$XT" || true); do
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
+  done
+  [[ -n "$victim" ]] && grep -q "^step" "$WORK/kill.log" && break
+  sleep 0.1
+done
+t0=$SECONDS
+kill -9 "$victim"
+rc=0; timeout -s KILL $BOUND tail --pid=$job -f /dev/null || rc=$?
+wait $job && jrc=0 || jrc=$?
+if [[ $rc -eq 0 && $jrc -ne 0 ]] && ! pgrep -f "$XT" > /dev/null; then
+  echo "ok   rank 1 killed with SIGKILL          job exit $jrc after $((SECONDS - t0))s, no rank left"
+else
+  echo "FAIL kill -9 of rank 1: job exit $jrc, wait rc $rc"; pkill -9 -f "$XT" || true; fails=$((fails+1))
+fi
+[[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }

@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Gates 1 and 2 (issue #2): world 2 and 4 train what world 1 trains, over 20 steps of the same
+# global batch stream; grad accumulation 2 at world 1 equals world 2; dropout masks do not depend
+# on the world size. Figures are printed by gate_compare.py.
+source "$(dirname "$0")/common.sh"
+xt_data
+CMP="$(dirname "$0")/gate_compare.py"
+run() {  # run NP OUT [extra args]
+  local np=$1 out=$2
+  shift 2
+  "${MPIRUN[@]}" -np "$np" "$XT" "${DATA[@]}" "${TINY[@]}" --steps 20 --metrics "$WORK/$out" "$@" > "$WORK/$out.log" 2>&1 \
+    || { cat "$WORK/$out.log"; echo "FAIL: run $out"; exit 1; }
+}
+run 1 w1.jsonl
+run 2 w2.jsonl
+run 4 w4.jsonl
+grep -A5 "^rank" "$WORK/w4.jsonl.log" | head -6
+python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w2.jsonl" --label "world 2 vs 1"
+python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w4.jsonl" --label "world 4 vs 1"
+run 1 acc.jsonl --grad-accum 2
+python3 "$CMP" "$WORK/acc.jsonl" "$WORK/w2.jsonl" --label "world 1 grad-accum 2 vs world 2"
+run 1 d1.jsonl --dropout 0.1
+run 2 d2.jsonl --dropout 0.1 --grad-accum 2
+python3 "$CMP" "$WORK/d1.jsonl" "$WORK/d2.jsonl" --label "dropout 0.1: world 2 grad-accum 2 vs world 1"
+# The loss must actually fall, or the gates compare two broken runs.
+python3 - "$WORK/w1.jsonl" <<'PY'
+import json, sys
+l = [json.loads(x)["loss"] for x in open(sys.argv[1]) if '"train"' in x]
+print(f"world 1 loss: step 1 {l[0]:.4f} -> step {len(l)} {l[-1]:.4f}")
+sys.exit(0 if l[-1] < l[0] - 1.0 else 1)
+PY
