@@ -1,0 +1,117 @@
+// CPU reference causal grouped-query attention (included by ops.h). Plain loops over (b, t, h) with
+// scores, softmax and dot products accumulated in double; the clarity of an oracle, not a fast kernel.
+// Layout (include/xtrain/backend.h): qkv (B,T,(NH+2*KVH)*HS) = per position [NH q | KVH k | KVH v].
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <vector>
+
+#include "xtrain/error.h"
+
+namespace xtrain::cpu {
+
+namespace detail {
+// Offsets into qkv for batch b, position t: query head h, key / value head kh (units: elements).
+struct QkvLayout {
+  int T, NH, KVH, HS;
+  size_t row() const { return size_t(NH + 2 * KVH) * HS; }  // elements per position
+  size_t q(int b, int t, int h) const { return (size_t(b) * T + t) * row() + size_t(h) * HS; }
+  size_t k(int b, int t, int kh) const { return (size_t(b) * T + t) * row() + size_t(NH + kh) * HS; }
+  size_t v(int b, int t, int kh) const { return (size_t(b) * T + t) * row() + size_t(NH + KVH + kh) * HS; }
+  size_t out(int b, int t, int h) const { return (size_t(b) * T + t) * NH * HS + size_t(h) * HS; }
+  size_t att(int b, int h, int t) const { return ((size_t(b) * NH + h) * T + t) * T; }  // row t
+  // Grouped-query attention (Ainslie et al. 2023): NH/KVH consecutive query heads share one kv head.
+  int kv_head(int h) const { return h / (NH / KVH); }
+};
+
+inline QkvLayout check_attention_shape(int B, int T, int NH, int KVH, int HS) {
+  XT_CHECK(B >= 0 && T >= 0 && HS > 0, "bad attention shape B=" << B << " T=" << T << " HS=" << HS);
+  XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
+           "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
+  return QkvLayout{T, NH, KVH, HS};
+}
+}  // namespace detail
+
+// attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS), att (B,NH,T,T)
+//   att[b,h,t,:] = softmax_{t2<=t}(q_t . k_t2 / sqrt(HS)), 0 for t2 > t; out_t = sum_t2 att[t2] v_t2.
+// Scale 1/sqrt(HS): Vaswani et al. 2017, eq. 1. Throws Error when NH is not a multiple of KVH.
+template <typename Real>
+void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int NH, int KVH, int HS) {
+  const detail::QkvLayout L = detail::check_attention_shape(B, T, NH, KVH, HS);
+  const double scale = 1.0 / std::sqrt(double(HS));
+  std::vector<double> p(size_t(T) + 1), acc(HS);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < NH; ++h) {
+        const int kh = L.kv_head(h);
+        const Real* q = qkv + L.q(b, t, h);
+        double mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const Real* k = qkv + L.k(b, t2, kh);
+          double s = 0.0;
+          for (int i = 0; i < HS; ++i) s += double(q[i]) * k[i];
+          p[t2] = s * scale;
+          mx = std::fmax(mx, p[t2]);
+        }
+        double z = 0.0;  // softmax shifted by the row max: no overflow
+        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        Real* a = att + L.att(b, h, t);
+        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? Real(p[t2] /= z) : Real(0);
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const Real* v = qkv + L.v(b, t2, kh);
+          for (int i = 0; i < HS; ++i) acc[i] += p[t2] * v[i];
+        }
+        Real* o = out + L.out(b, t, h);
+        for (int i = 0; i < HS; ++i) o[i] = Real(acc[i]);
+      }
+}
+
+// attention_backward: dout (B,T,NH*HS), qkv, att (from attention_forward) -> dqkv (B,T,(NH+2*KVH)*HS) +=
+// Per (b, h, t), with s = q.k/sqrt(HS) and P = att row:
+//   dv_t2 += P_t2 dout_t;  dP_t2 = dout_t . v_t2;  dS_t2 = P_t2 (dP_t2 - sum_j P_j dP_j)  (softmax);
+//   dq_t += dS_t2 k_t2 / sqrt(HS);  dk_t2 += dS_t2 q_t / sqrt(HS).
+// A kv head shared by several query heads receives the sum of their gradients.
+template <typename Real>
+void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Real* att, int B, int T, int NH,
+                        int KVH, int HS) {
+  const detail::QkvLayout L = detail::check_attention_shape(B, T, NH, KVH, HS);
+  const double scale = 1.0 / std::sqrt(double(HS));
+  std::vector<double> dp(size_t(T) + 1), dq(HS);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int h = 0; h < NH; ++h) {
+        const int kh = L.kv_head(h);
+        const Real* q = qkv + L.q(b, t, h);
+        const Real* a = att + L.att(b, h, t);
+        const Real* dy = dout + L.out(b, t, h);
+        double dot = 0.0;  // sum_j P_j dP_j
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const Real* v = qkv + L.v(b, t2, kh);
+          Real* dv = dqkv + L.v(b, t2, kh);
+          double s = 0.0;
+          for (int i = 0; i < HS; ++i) {
+            s += double(dy[i]) * v[i];
+            dv[i] += Real(double(a[t2]) * dy[i]);
+          }
+          dp[t2] = s;
+          dot += double(a[t2]) * s;
+        }
+        std::fill(dq.begin(), dq.end(), 0.0);
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const double ds = double(a[t2]) * (dp[t2] - dot) * scale;
+          const Real* k = qkv + L.k(b, t2, kh);
+          Real* dk = dqkv + L.k(b, t2, kh);
+          for (int i = 0; i < HS; ++i) {
+            dq[i] += ds * k[i];
+            dk[i] += Real(ds * q[i]);
+          }
+        }
+        Real* dqo = dqkv + L.q(b, t, h);
+        for (int i = 0; i < HS; ++i) dqo[i] += Real(dq[i]);
+      }
+}
+
+}  // namespace xtrain::cpu

@@ -1,0 +1,126 @@
+// CpuBackend: Backend over aligned host memory; every op forwards to the float instantiation of the
+// reference templates in ops.h / attention.h. Copies are memcpy; synchronize is a no-op.
+#include "cpu/cpu_backend.h"
+
+#include <cblas.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "cpu/ops.h"
+#include "xtrain/error.h"
+
+namespace xtrain {
+namespace {
+
+// 64 B: one cache line and the widest SIMD vector (AVX-512), so BLAS gets aligned operands.
+constexpr size_t kAlignment = 64;
+
+// "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21": the first two words of the build config.
+std::string openblas_version() {
+  std::istringstream config(openblas_get_config());
+  std::string name, version;
+  config >> name >> version;
+  return name + " " + version;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+    // One BLAS thread: xtrain's parallelism is MPI ranks, one per core; BLAS threads on top of them
+    // would oversubscribe the cores (ranks x threads runnable threads) and slow every rank down.
+    openblas_set_num_threads(1);
+  }
+
+  std::string name() const override { return "cpu"; }
+  std::string device_name() const override {
+    const int threads = openblas_get_num_threads();
+    std::ostringstream os;
+    os << "cpu (" << openblas_version() << ", " << threads << (threads == 1 ? " thread)" : " threads)");
+    return os.str();
+  }
+
+  // ---- memory ----
+  void* alloc(size_t bytes) override {
+    // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a unique block.
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+    XT_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes");
+    return p;
+  }
+  void free(void* ptr) noexcept override { std::free(ptr); }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host_src, bytes);
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host_dst, src, bytes);
+  }
+  void zero(void* ptr, size_t bytes) override {
+    if (bytes) std::memset(ptr, 0, bytes);
+  }
+  void synchronize() override {}
+
+  // ---- ops: float instantiations of the reference templates ----
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                       int C) override {
+    cpu::encoder_forward(out, tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+                        int C) override {
+    cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+  }
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                         const float* b, int N, int C) override {
+    cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+  }
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                          const float* w, const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+  }
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+                      int OC) override {
+    cpu::matmul_forward(out, inp, w, bias, N, IC, OC);
+  }
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                       const float* w, int N, int IC, int OC) override {
+    cpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+  }
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+                         int HS) override {
+    cpu::attention_forward(out, att, qkv, B, T, NH, KVH, HS);
+  }
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+                          int NH, int KVH, int HS) override {
+    cpu::attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+  }
+  void gelu_forward(float* out, const float* inp, size_t count) override {
+    cpu::gelu_forward(out, inp, count);
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) override {
+    cpu::gelu_backward(dinp, inp, dout, count);
+  }
+  void residual_forward(float* out, const float* a, const float* b, size_t count) override {
+    cpu::residual_forward(out, a, b, count);
+  }
+  void add_inplace(float* dst, const float* src, size_t count) override { cpu::add_inplace(dst, src, count); }
+  void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override {
+    cpu::dropout_apply(x, seq_keys, B, per_seq, p);
+  }
+  void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+                                      const int32_t* targets, float dloss, int N, int V) override {
+    cpu::cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss, N, V);
+  }
+  double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
+  double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float grad_scale, int t) override {
+    cpu::adamw_update(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace xtrain
