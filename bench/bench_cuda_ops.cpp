@@ -1,0 +1,92 @@
+// Times each CUDA op once per shape at GPT-2 124M sizes (C=768, NH=12, HS=64, V=50257, T=1024), so the
+// slow ops can be found before a whole training step is timed. Prints one JSON object per op:
+// {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
+// Wall time of `reps` calls between two synchronize() calls, after one warm-up call.
+// Usage: bench_cuda_ops [B=8] [reps=5]     (command recorded in the output's first line)
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_backend.h"
+
+using namespace xtrain;
+
+namespace {
+double time_ms(Backend& be, int reps, const std::function<void()>& op) {
+  op();
+  be.synchronize();
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < reps; ++i) op();
+  be.synchronize();
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count() / reps;
+}
+
+void report(const char* op, double ms, double flops, double bytes) {
+  std::printf("{\"op\": \"%s\", \"ms\": %.4f", op, ms);
+  if (flops > 0) std::printf(", \"tflops\": %.2f", flops / (ms * 1e-3) / 1e12);
+  if (bytes > 0) std::printf(", \"gbs\": %.1f", bytes / (ms * 1e-3) / 1e9);
+  std::printf("}\n");
+}
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int B = argc > 1 ? std::atoi(argv[1]) : 8, reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, N = B * T;
+  std::printf("# bench_cuda_ops %d %d (fp32; B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, B, T, C, NH, V);
+  if (!cuda_device_available()) {
+    std::printf("# no CUDA device visible\n");
+    return 77;
+  }
+  auto be = make_cuda_backend(BackendOptions{"cuda", 0, 1});
+  std::printf("# device: %s\n", be->device_name().c_str());
+  auto buf = [&](size_t n) {
+    DeviceBuffer<float> d(*be, n);
+    be->zero(d.get(), d.bytes());
+    return d;
+  };
+  DeviceBuffer<float> x = buf(size_t(N) * C), dx = buf(size_t(N) * C), qkv = buf(size_t(N) * 3 * C),
+                      dqkv = buf(size_t(N) * 3 * C), h = buf(size_t(N) * 4 * C), dh = buf(size_t(N) * 4 * C),
+                      att = buf(size_t(B) * NH * T * T), w = buf(size_t(V) * C), dw = buf(size_t(V) * C),
+                      bias = buf(size_t(4) * C), logits = buf(size_t(N) * V), losses = buf(N), mean = buf(N),
+                      rstd = buf(N);
+  DeviceBuffer<int32_t> tok(*be, N);
+  be->zero(tok.get(), tok.bytes());
+  const double f = 4.0;  // bytes per float
+  struct Mm { const char* name; int IC, OC; };
+  for (Mm m : {Mm{"qkv", C, 3 * C}, Mm{"attproj", C, C}, Mm{"fc", C, 4 * C}, Mm{"fcproj", 4 * C, C},
+               Mm{"lm_head", C, V}}) {
+    float* in = m.IC == C ? x.get() : h.get();
+    float* out = m.OC == V ? logits.get() : (m.OC == C ? dx.get() : (m.OC == 3 * C ? qkv.get() : h.get()));
+    const double flops = 2.0 * N * double(m.IC) * m.OC;
+    report((std::string("matmul_forward.") + m.name).c_str(),
+           time_ms(*be, reps, [&] { be->matmul_forward(out, in, w.get(), m.OC == V ? nullptr : bias.get(), N, m.IC, m.OC); }),
+           flops, 0);
+    float* din = m.IC == C ? x.get() : dh.get();
+    report((std::string("matmul_backward.") + m.name).c_str(),
+           time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC == V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
+           2 * flops, 0);
+  }
+  report("attention_forward", time_ms(*be, reps, [&] { be->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }),
+         2.0 * 2.0 * B * NH * double(T) * T * HS / 2, 0);
+  report("attention_backward", time_ms(*be, reps, [&] { be->attention_backward(dqkv.get(), dx.get(), qkv.get(), att.get(), B, T, NH, NH, HS); }),
+         4.0 * 2.0 * B * NH * double(T) * T * HS / 2, 0);
+  report("layernorm_forward", time_ms(*be, reps, [&] { be->layernorm_forward(dx.get(), mean.get(), rstd.get(), x.get(), w.get(), bias.get(), N, C); }),
+         0, 2.0 * N * C * f);
+  report("layernorm_backward", time_ms(*be, reps, [&] { be->layernorm_backward(x.get(), dw.get(), bias.get(), dx.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C); }),
+         0, 4.0 * N * C * f);
+  report("gelu_forward", time_ms(*be, reps, [&] { be->gelu_forward(dh.get(), h.get(), size_t(N) * 4 * C); }), 0, 2.0 * N * 4 * C * f);
+  report("gelu_backward", time_ms(*be, reps, [&] { be->gelu_backward(dh.get(), h.get(), dh.get(), size_t(N) * 4 * C); }), 0, 3.0 * N * 4 * C * f);
+  report("residual_forward", time_ms(*be, reps, [&] { be->residual_forward(dx.get(), x.get(), dx.get(), size_t(N) * C); }), 0, 3.0 * N * C * f);
+  report("encoder_backward", time_ms(*be, reps, [&] { be->encoder_backward(dw.get(), h.get(), x.get(), tok.get(), B, T, C); }), 0, 3.0 * N * C * f);
+  report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V); }),
+         0, 2.0 * N * double(V) * f);
+  const size_t P = 124475904;  // GPT-2 124M parameter count (tied embeddings)
+  DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);
+  report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), P, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
+         0, 7.0 * P * f);
+  report("sum_squares", time_ms(*be, reps, [&] { be->sum_squares(g.get(), P); }), 0, double(P) * f);
+  return 0;
+}

@@ -1,0 +1,57 @@
+# CUDA backend + NCCL communicator (included by CMakeLists.txt when XTRAIN_CUDA=ON).
+# Architectures are an explicit list, never "native", so this configures and builds on machines with
+# nvcc and no GPU (NVIDIA/nccl-tests habit): 80 = A100, 90 = H100/H200. Override with
+# -DCMAKE_CUDA_ARCHITECTURES=90 for a faster single-target build.
+# The CUDA runtime is linked statically (CMake's default, CUDA::cudart_static) and libcuda never
+# directly: the runtime loads the driver at first use, so a CUDA build starts on a GPU-less machine
+# and reports "no GPU" cleanly. cuBLAS and NCCL are shared libraries (soname libcublas.so.13,
+# libnccl.so.2), resolved on the machine that runs the binary.
+if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
+  set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
+endif()
+enable_language(CUDA)
+find_package(CUDAToolkit 12.0 REQUIRED)
+set(CMAKE_CUDA_STANDARD 17)
+set(CMAKE_CUDA_STANDARD_REQUIRED ON)
+set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
+
+# NCCL ships no CMake package. Look in the CUDA toolkit's directories first (NVIDIA's installers
+# put it there), then in the system ones (Debian/Ubuntu libnccl-dev). NCCL_ROOT overrides both.
+set(NCCL_ROOT "" CACHE PATH "NCCL install prefix (optional)")
+find_path(NCCL_INCLUDE_DIR nccl.h
+          HINTS ${NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
+find_library(NCCL_LIBRARY nccl
+             HINTS ${NCCL_ROOT}/lib ${NCCL_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+                   ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
+  message(FATAL_ERROR "XTRAIN_CUDA=ON needs NCCL (nccl.h, libnccl.so); set NCCL_ROOT to its prefix")
+endif()
+message(STATUS "NCCL: ${NCCL_LIBRARY} (headers ${NCCL_INCLUDE_DIR})")
+add_library(xtrain_nccl INTERFACE)
+target_include_directories(xtrain_nccl INTERFACE ${NCCL_INCLUDE_DIR})
+target_link_libraries(xtrain_nccl INTERFACE ${NCCL_LIBRARY})
+
+target_sources(xtrain_core PRIVATE
+  src/cuda/allocator.cpp
+  src/cuda/cuda_backend.cpp
+  src/cuda/comm_nccl.cpp
+  src/cuda/adamw.cu
+  src/cuda/attention.cu
+  src/cuda/cross_entropy.cu
+  src/cuda/dropout.cu
+  src/cuda/encoder.cu
+  src/cuda/gelu.cu
+  src/cuda/layernorm.cu
+  src/cuda/matmul.cu
+  src/cuda/reduce.cu
+  src/cuda/residual.cu
+)
+target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas xtrain_nccl)
+# -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
+target_compile_options(xtrain_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+set_source_files_properties(src/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
+
+# Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
+add_executable(bench_cuda_ops bench/bench_cuda_ops.cpp)
+target_link_libraries(bench_cuda_ops PRIVATE xtrain_core)
+target_include_directories(bench_cuda_ops PRIVATE ${PROJECT_SOURCE_DIR}/src)

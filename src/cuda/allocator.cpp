@@ -1,0 +1,75 @@
+// CachingAllocator implementation (see allocator.h).
+#include "cuda/allocator.h"
+
+#include <cstdio>
+
+#include "cuda/cuda_check.h"
+
+namespace xtrain::cuda {
+
+namespace {
+constexpr size_t kGranularity = 512;  // bytes; rounding keeps near-equal requests in one size class
+size_t round_up(size_t bytes) { return (bytes + kGranularity - 1) / kGranularity * kGranularity; }
+}  // namespace
+
+CachingAllocator::~CachingAllocator() {
+  release_cached();
+  for (auto& [ptr, size] : in_use_) cudaFree(ptr);  // leaked by a caller; free anyway, no throw
+}
+
+void* CachingAllocator::alloc(size_t bytes) {
+  const size_t size = round_up(bytes == 0 ? 1 : bytes);
+  auto it = free_.lower_bound(size);
+  if (it != free_.end() && it->first <= 2 * size) {
+    void* ptr = it->second;
+    in_use_.emplace(ptr, it->first);
+    stats_.bytes_in_use += it->first;
+    free_.erase(it);
+    return ptr;
+  }
+  void* ptr = nullptr;
+  cudaError_t rc = cudaMalloc(&ptr, size);
+  ++stats_.cuda_malloc_calls;
+  if (rc == cudaErrorMemoryAllocation) {
+    cudaGetLastError();  // clear the sticky-free error state before retrying
+    release_cached();
+    rc = cudaMalloc(&ptr, size);
+    ++stats_.cuda_malloc_calls;
+  }
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    XT_FAIL("CUDA out of memory: cannot allocate " << size << " bytes (" << stats_.bytes_in_use
+                                                    << " bytes in use by xtrain, " << free_b << " of "
+                                                    << total_b << " bytes free on the device): "
+                                                    << cudaGetErrorString(rc));
+  }
+  in_use_.emplace(ptr, size);
+  stats_.bytes_in_use += size;
+  stats_.bytes_reserved += size;
+  return ptr;
+}
+
+void CachingAllocator::free(void* ptr) noexcept {
+  if (!ptr) return;
+  auto it = in_use_.find(ptr);
+  if (it == in_use_.end()) {
+    std::fprintf(stderr, "xtrain: CachingAllocator::free of unknown pointer %p ignored\n", ptr);
+    return;
+  }
+  free_.emplace(it->second, ptr);
+  stats_.bytes_in_use -= it->second;
+  in_use_.erase(it);
+}
+
+void CachingAllocator::release_cached() noexcept {
+  for (auto& [size, ptr] : free_) {
+    cudaFree(ptr);
+    ++stats_.cuda_free_calls;
+    stats_.bytes_reserved -= size;
+  }
+  free_.clear();
+}
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,58 @@
+// CachingAllocator: device memory for the CUDA backend. Freed blocks go to a free list keyed by
+// size and are handed out again, so after the first step of training (warm-up) no cudaMalloc or
+// cudaFree runs; both are counted so a test can assert that. All users of a block are ordered on
+// the backend's one compute stream, so a block freed on the host may be reused by the next op
+// without a device sync (the same reasoning as PyTorch's stream-ordered caching allocator).
+#pragma once
+
+#include <cstddef>
+#include <map>
+#include <unordered_map>
+
+#include "cuda/cuda_backend.h"
+
+namespace xtrain::cuda {
+
+class CachingAllocator {
+ public:
+  CachingAllocator() = default;
+  ~CachingAllocator();  // cudaFree of every block it holds; never throws
+  CachingAllocator(const CachingAllocator&) = delete;
+  CachingAllocator& operator=(const CachingAllocator&) = delete;
+
+  // alloc: a block of at least `bytes` bytes (256-byte aligned). Reuses the smallest cached block
+  // that fits and wastes at most half of it; else cudaMalloc. On out-of-memory, releases the cache
+  // and retries once, then throws Error naming the request and the free/total device memory.
+  void* alloc(size_t bytes);
+  // free: returns ptr (from alloc, or null) to the cache. Throws nothing; an unknown pointer is a
+  // programming error and is reported on stderr.
+  void free(void* ptr) noexcept;
+  // release_cached: cudaFree every cached (unused) block.
+  void release_cached() noexcept;
+
+  const CudaAllocStats& stats() const { return stats_; }
+
+ private:
+  std::multimap<size_t, void*> free_;          // size -> cached block
+  std::unordered_map<void*, size_t> in_use_;   // block -> size
+  CudaAllocStats stats_;
+};
+
+// ScratchBuffer: a temporary device buffer for one op, from the allocator, back to it at scope end.
+// Safe without a sync because every op runs on the same stream (see above).
+template <typename T>
+class ScratchBuffer {
+ public:
+  ScratchBuffer(CachingAllocator& a, size_t count)
+      : a_(a), ptr_(static_cast<T*>(a.alloc(count ? count * sizeof(T) : 1))) {}
+  ~ScratchBuffer() { a_.free(ptr_); }
+  ScratchBuffer(const ScratchBuffer&) = delete;
+  ScratchBuffer& operator=(const ScratchBuffer&) = delete;
+  T* get() const { return ptr_; }
+
+ private:
+  CachingAllocator& a_;
+  T* ptr_;
+};
+
+}  // namespace xtrain::cuda

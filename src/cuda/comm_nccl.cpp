@@ -1,0 +1,197 @@
+// NcclCommunicator: the Communicator on CUDA device memory through NCCL. Collectives run on a side
+// stream ordered against the backend's compute stream by events (llm.c style; never a device-wide
+// sync). The communicator is non-blocking (ncclConfig_t.blocking = 0), so no NCCL call can hang the
+// host: every wait polls ncclCommGetAsyncError against a deadline, and a collective that does not
+// finish within comm_timeout_s aborts the communicator (ncclCommAbort) and throws Error naming the
+// rank and the operation, so main can end the whole job instead of leaving ranks waiting.
+#include <chrono>
+#include <map>
+#include <sstream>
+#include <thread>
+
+#include "cuda/cuda_backend_impl.h"
+#include "cuda/cuda_check.h"
+#include "xtrain/mpi_context.h"
+
+namespace xtrain {
+
+namespace {
+
+class NcclCommunicator final : public Communicator {
+ public:
+  NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, double comm_timeout_s);
+  ~NcclCommunicator() override;
+  NcclCommunicator(const NcclCommunicator&) = delete;
+  NcclCommunicator& operator=(const NcclCommunicator&) = delete;
+
+  std::string name() const override { return "nccl"; }
+  int rank() const override { return mpi_.rank(); }
+  int world_size() const override { return mpi_.world_size(); }
+
+  // all_reduce: NCCL counts are elements (ncclFloat), never bytes; avg is ncclAvg (NCCL >= 2.10).
+  void all_reduce(float* buf, size_t count, ReduceOp op) override {
+    if (count == 0) return;
+    begin("all_reduce", count);
+    XT_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, op == ReduceOp::avg ? ncclAvg : ncclSum, comm_,
+                                stream_));
+    finish();
+  }
+
+  void broadcast(float* buf, size_t count, int root) override {
+    if (count == 0) return;
+    begin("broadcast", count);
+    XT_NCCL_CHECK(ncclBroadcast(buf, buf, count, ncclFloat, root, comm_, stream_));
+    finish();
+  }
+
+  // barrier: this rank's queued GPU work is done, then every rank meets (MPI).
+  void barrier() override {
+    be_.synchronize();
+    mpi_.barrier();
+  }
+
+  double comm_timeout_s = 300.0;  // seconds a collective (or init) may take before the abort
+
+ private:
+  using Clock = std::chrono::steady_clock;
+
+  // begin: checks the communicator is alive, starts the deadline, orders the side stream after the
+  // work queued so far on the compute stream.
+  void begin(const char* op, size_t count);
+  // finish: waits (polling, with the deadline) for the enqueued collective, then orders the compute
+  // stream after it.
+  void finish();
+  // poll_nccl: true once NCCL no longer reports ncclInProgress; throws on an NCCL error or timeout.
+  bool poll_nccl();
+  // wait_nccl: polls until the last NCCL call (init, enqueue) has completed on the host side.
+  void wait_nccl();
+  [[noreturn]] void abort_and_throw(const std::string& why);
+
+  MpiContext& mpi_;
+  cuda::CudaBackend& be_;
+  ncclComm_t comm_ = nullptr;
+  cudaStream_t stream_ = nullptr;
+  cudaEvent_t ready_ = nullptr, done_ = nullptr;
+  std::string op_ = "init";
+  size_t count_ = 0;
+  Clock::time_point deadline_;
+  bool aborted_ = false;
+};
+
+// Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only
+// after a collective init, and not with a message naming the placement). The gathered table is the
+// same on every rank, so every rank throws alike and none is left waiting.
+void check_one_rank_per_gpu(const MpiContext& mpi, const cuda::CudaBackend& be) {
+  const std::vector<std::string> all = all_gather_strings(mpi, be.host() + " " + be.pci_bus_id());
+  std::map<std::string, int> first;
+  for (int r = 0; r < int(all.size()); ++r) {
+    auto [it, inserted] = first.emplace(all[r], r);
+    if (!inserted)
+      XT_FAIL("ranks " << it->second << " and " << r << " are both bound to the GPU at PCI bus id " << all[r]
+                       << " (host, bus id); start one rank per GPU (check CUDA_VISIBLE_DEVICES and the "
+                       << "launcher's GPU binding)");
+  }
+}
+
+NcclCommunicator::NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, double timeout_s)
+    : comm_timeout_s(timeout_s), mpi_(mpi), be_(be) {
+  XT_CHECK(timeout_s > 0, "comm_timeout_s " << timeout_s << " must be positive");
+  check_one_rank_per_gpu(mpi, be);
+  ncclUniqueId id{};
+  if (mpi.rank() == 0) XT_NCCL_CHECK(ncclGetUniqueId(&id));
+  mpi.broadcast(&id, sizeof(id), 0);
+  mpi.barrier();
+  XT_CUDA_CHECK(cudaSetDevice(be.device()));
+  XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  XT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
+  XT_CUDA_CHECK(cudaEventCreateWithFlags(&done_, cudaEventDisableTiming));
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  op_ = "init";
+  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
+  XT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, mpi.world_size(), id, mpi.rank(), &config));
+  wait_nccl();
+}
+
+NcclCommunicator::~NcclCommunicator() {
+  if (comm_ && !aborted_) {
+    // Finalize flushes outstanding work; bounded like every other wait, then destroy (or abort).
+    ncclResult_t st = ncclCommFinalize(comm_);
+    const auto deadline = Clock::now() + std::chrono::seconds(30);
+    while (st == ncclInProgress && Clock::now() < deadline) {
+      std::this_thread::sleep_for(std::chrono::microseconds(100));
+      if (ncclCommGetAsyncError(comm_, &st) != ncclSuccess) break;
+    }
+    if (st == ncclSuccess) ncclCommDestroy(comm_);
+    else ncclCommAbort(comm_);
+  }
+  if (done_) cudaEventDestroy(done_);
+  if (ready_) cudaEventDestroy(ready_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void NcclCommunicator::begin(const char* op, size_t count) {
+  op_ = op;
+  count_ = count;
+  if (aborted_) XT_FAIL("NCCL " << op << " on rank " << rank() << ": the communicator was aborted earlier");
+  deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(comm_timeout_s));
+  XT_CUDA_CHECK(cudaEventRecord(ready_, be_.stream()));
+  XT_CUDA_CHECK(cudaStreamWaitEvent(stream_, ready_, 0));
+}
+
+void NcclCommunicator::finish() {
+  wait_nccl();  // the collective is enqueued
+  XT_CUDA_CHECK(cudaEventRecord(done_, stream_));
+  XT_CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), done_, 0));
+  // Wait for completion on the host too: a peer that died leaves the kernel spinning, and only this
+  // poll can notice and abort.
+  for (int spins = 0;; ++spins) {
+    const cudaError_t rc = cudaEventQuery(done_);
+    if (rc == cudaSuccess) break;
+    if (rc != cudaErrorNotReady) XT_CUDA_CHECK(rc);
+    poll_nccl();
+    if (spins < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+bool NcclCommunicator::poll_nccl() {
+  ncclResult_t st = ncclSuccess;
+  XT_NCCL_CHECK(ncclCommGetAsyncError(comm_, &st));
+  if (st != ncclSuccess && st != ncclInProgress)
+    abort_and_throw(std::string(ncclGetErrorString(st)) + ": " + ncclGetLastError(comm_));
+  if (Clock::now() > deadline_) {
+    std::ostringstream os;
+    os << "did not finish within " << comm_timeout_s << " s (a peer rank may have failed or be stuck)";
+    abort_and_throw(os.str());
+  }
+  return st == ncclSuccess;
+}
+
+void NcclCommunicator::wait_nccl() {
+  for (int spins = 0; !poll_nccl(); ++spins) {
+    if (spins < 1000) std::this_thread::yield();
+    else std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+}
+
+void NcclCommunicator::abort_and_throw(const std::string& why) {
+  aborted_ = true;
+  ncclCommAbort(comm_);
+  comm_ = nullptr;
+  std::ostringstream os;
+  os << "NCCL " << op_;
+  if (op_ != "init") os << " of " << count_ << " floats";
+  os << " on rank " << rank() << ": " << why << "; communicator aborted";
+  throw Error(os.str());
+}
+
+}  // namespace
+
+std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
+  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
+  XT_CHECK(cuda != nullptr, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
+  return std::make_unique<NcclCommunicator>(mpi, *cuda, comm_timeout_s);
+}
+
+}  // namespace xtrain

@@ -1,0 +1,190 @@
+// CudaBackend: device binding, stream, cuBLAS handle, memory and the dispatch of every op to its
+// launcher (one .cu file per op). See cuda_backend_impl.h.
+#include "cuda/cuda_backend_impl.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+
+#include "cuda/cuda_check.h"
+
+namespace xtrain {
+
+namespace {
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// cuBLAS workspace: the cuBLAS documentation recommends 32 MiB on Hopper (cublasSetWorkspace);
+// providing it from our allocator keeps cuBLAS from allocating behind our counters.
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+}  // namespace
+
+bool cuda_device_available() {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  cudaGetLastError();  // no driver / no device leaves an error state; clear it
+  return rc == cudaSuccess && n > 0;
+}
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
+  return std::make_unique<cuda::CudaBackend>(opts);
+}
+
+CudaAllocStats cuda_alloc_stats(const Backend& backend) {
+  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
+  XT_CHECK(cuda != nullptr, "cuda_alloc_stats: backend '" << backend.name() << "' is not the CUDA backend");
+  return cuda->alloc_stats();
+}
+
+namespace cuda {
+
+CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    XT_FAIL("no GPU: the CUDA runtime sees no device on host " << host_ << " ("
+                                                               << (rc == cudaSuccess ? "0 devices" : cudaGetErrorString(rc))
+                                                               << "); use --device cpu");
+  }
+  // One visible device: the launcher (or CUDA_VISIBLE_DEVICES) gave this process its own GPU.
+  // Several: node-local rank i takes device i, and there must be one per local rank.
+  if (n > 1) {
+    if (opts.local_size > n) {
+      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+      XT_FAIL("host " << host_ << ": " << opts.local_size << " ranks on this node but only " << n
+                      << " GPUs visible (CUDA_VISIBLE_DEVICES=" << (cvd ? cvd : "<unset>")
+                      << "); start at most one rank per GPU");
+    }
+    device_ = opts.local_rank;
+  }
+  XT_CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  XT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  char bus[64] = {};
+  XT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device_));
+  pci_bus_id_ = bus;
+  device_name_ = std::string(prop.name) + " (" + pci_bus_id_ + ")";
+
+  XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  XT_CUBLAS_CHECK(cublasCreate(&cublas_));
+  XT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));  // resets the workspace: set it afterwards
+  // fp32 mode: plain FP32 arithmetic. CUBLAS_DEFAULT_MATH never uses TF32 or BF16x9 emulation for
+  // SGEMM (both are opt-in math modes), so results match the CPU within fp32 rounding.
+  XT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  cublas_workspace_ = alloc_.alloc(kCublasWorkspaceBytes);
+  XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+  error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
+  XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_};
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  if (cublas_) cublasDestroy(cublas_);
+  alloc_.free(cublas_workspace_);
+  alloc_.free(error_flag_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::check_device_errors() {
+  int flag = 0;
+  // Device-to-pageable-host copies return only when complete, so `flag` is valid afterwards.
+  XT_CUDA_CHECK(cudaMemcpyAsync(&flag, error_flag_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  if (flag == kDeviceOk) return;
+  XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  if (flag == kBadTarget) XT_FAIL("cross-entropy: a target id is outside the vocabulary [0, V)");
+  if (flag == kBadToken) XT_FAIL("encoder: a token id is negative");
+  XT_FAIL("CUDA kernel reported error code " << flag);
+}
+
+// The host buffer may be pageable or pinned; the stream sync makes the copy complete before return
+// in both cases, so the caller may reuse host_src at once.
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  XT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > 0) XT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  check_device_errors();  // synchronizes the stream
+}
+
+void CudaBackend::zero(void* ptr, size_t bytes) {
+  if (bytes > 0) XT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+}
+
+void CudaBackend::synchronize() { check_device_errors(); }
+
+void CudaBackend::encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                                  int T, int C) {
+  cuda::encoder_forward(ctx_, out, tokens, wte, wpe, B, T, C);
+}
+void CudaBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+                                   int T, int C) {
+  cuda::encoder_backward(ctx_, dwte, dwpe, dout, tokens, B, T, C);
+}
+void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+                                    const float* b, int N, int C) {
+  cuda::layernorm_forward(ctx_, out, mean, rstd, inp, w, b, N, C);
+}
+void CudaBackend::layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+                                     const float* w, const float* mean, const float* rstd, int N, int C) {
+  cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+void CudaBackend::matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+                                 int OC) {
+  cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
+}
+void CudaBackend::matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                                  const float* w, int N, int IC, int OC) {
+  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC);
+}
+void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+                                    int HS) {
+  cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
+}
+void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                                     int T, int NH, int KVH, int HS) {
+  cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+}
+void CudaBackend::gelu_forward(float* out, const float* inp, size_t count) {
+  cuda::gelu_forward(ctx_, out, inp, count);
+}
+void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) {
+  cuda::gelu_backward(ctx_, dinp, inp, dout, count);
+}
+void CudaBackend::residual_forward(float* out, const float* a, const float* b, size_t count) {
+  cuda::residual_forward(ctx_, out, a, b, count);
+}
+void CudaBackend::add_inplace(float* dst, const float* src, size_t count) { cuda::add_inplace(ctx_, dst, src, count); }
+void CudaBackend::dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
+  cuda::dropout_apply(ctx_, x, seq_keys, B, per_seq, p);
+}
+void CudaBackend::cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+                                                 const int32_t* targets, float dloss, int N, int V) {
+  cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V);
+}
+double CudaBackend::sum(const float* x, size_t count) {
+  const double s = cuda::sum(ctx_, x, count, false);
+  check_device_errors();
+  return s;
+}
+double CudaBackend::sum_squares(const float* x, size_t count) {
+  const double s = cuda::sum(ctx_, x, count, true);
+  check_device_errors();
+  return s;
+}
+void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
+                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
+  cuda::adamw_update(ctx_, param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+}
+
+}  // namespace cuda
+}  // namespace xtrain

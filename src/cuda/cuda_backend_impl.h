@@ -1,0 +1,84 @@
+// CudaBackend: the Backend on one GPU. Owns the device binding, one compute stream (every op and
+// copy is ordered on it), the cuBLAS handle and the caching allocator. Ops forward to the launchers
+// in ops.h. Declared here (not in cuda_backend.h) for the NCCL communicator, which needs the
+// stream and the device.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <string>
+
+#include "cuda/allocator.h"
+#include "cuda/cuda_backend.h"
+#include "cuda/ops.h"
+
+namespace xtrain::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& opts);  // throws Error, see make_cuda_backend
+  ~CudaBackend() override;                           // never throws
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  std::string name() const override { return "cuda"; }
+  std::string device_name() const override { return device_name_; }
+
+  void* alloc(size_t bytes) override { return alloc_.alloc(bytes); }
+  void free(void* ptr) noexcept override { alloc_.free(ptr); }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void zero(void* ptr, size_t bytes) override;
+  void synchronize() override;
+
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                       int C) override;
+  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+                        int C) override;
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+                         int N, int C) override;
+  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override;
+  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+                      int OC) override;
+  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+                       int N, int IC, int OC) override;
+  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+                         int HS) override;
+  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+                          int NH, int KVH, int HS) override;
+  void gelu_forward(float* out, const float* inp, size_t count) override;
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) override;
+  void residual_forward(float* out, const float* a, const float* b, size_t count) override;
+  void add_inplace(float* dst, const float* src, size_t count) override;
+  void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
+  void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits, const int32_t* targets,
+                                      float dloss, int N, int V) override;
+  double sum(const float* x, size_t count) override;
+  double sum_squares(const float* x, size_t count) override;
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
+                    float beta2, float eps, float weight_decay, float grad_scale, int t) override;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  const std::string& pci_bus_id() const { return pci_bus_id_; }
+  const std::string& host() const { return host_; }
+  const CudaAllocStats& alloc_stats() const { return alloc_.stats(); }
+
+ private:
+  // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input
+  // (a target outside [0, V), a negative token id) since the last check, and clears the flag.
+  void check_device_errors();
+
+  CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
+  int device_ = 0;
+  std::string host_, pci_bus_id_, device_name_;
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  void* cublas_workspace_ = nullptr;
+  int* error_flag_ = nullptr;  // device int, DeviceError codes
+  OpContext ctx_;
+};
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,72 @@
+// Host launchers of the CUDA ops, one .cu file each. Contracts (shapes, formulas, += for backward)
+// are those of include/xtrain/backend.h; every launcher enqueues work on ctx.stream and checks the
+// launch. Scratch memory comes from ctx.alloc (stream-ordered reuse, see allocator.h).
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+
+#include "cuda/allocator.h"
+
+namespace xtrain::cuda {
+
+struct OpContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  CachingAllocator* alloc = nullptr;
+  int* error_flag = nullptr;  // device int; kernels set it on bad input (checked at the next sync)
+};
+
+// Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
+enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2 };
+
+void encoder_forward(const OpContext& ctx, float* out, const int32_t* tokens, const float* wte,
+                     const float* wpe, int B, int T, int C);
+void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const float* dout,
+                      const int32_t* tokens, int B, int T, int C);
+
+void layernorm_forward(const OpContext& ctx, float* out, float* mean, float* rstd, const float* inp,
+                       const float* w, const float* b, int N, int C);
+void layernorm_backward(const OpContext& ctx, float* dinp, float* dw, float* db, const float* dout,
+                        const float* inp, const float* w, const float* mean, const float* rstd, int N,
+                        int C);
+
+void matmul_forward(const OpContext& ctx, float* out, const float* inp, const float* w,
+                    const float* bias, int N, int IC, int OC);
+void matmul_backward(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout,
+                     const float* inp, const float* w, int N, int IC, int OC);
+
+void attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T,
+                       int NH, int KVH, int HS);
+void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+                        const float* att, int B, int T, int NH, int KVH, int HS);
+
+void gelu_forward(const OpContext& ctx, float* out, const float* inp, size_t count);
+void gelu_backward(const OpContext& ctx, float* dinp, const float* inp, const float* dout,
+                   size_t count);
+
+void residual_forward(const OpContext& ctx, float* out, const float* a, const float* b, size_t count);
+void add_inplace(const OpContext& ctx, float* dst, const float* src, size_t count);
+
+// dropout_apply: seq_keys (B) is host memory; copied to the device inside.
+void dropout_apply(const OpContext& ctx, float* x, const uint64_t* seq_keys, int B, size_t per_seq,
+                   float p);
+
+void cross_entropy_forward_backward(const OpContext& ctx, float* losses, float* dlogits,
+                                    const float* logits, const int32_t* targets, float dloss, int N,
+                                    int V);
+
+// sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
+double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
+
+void adamw_update(const OpContext& ctx, float* param, const float* grad, float* m, float* v,
+                  size_t count, float lr, float beta1, float beta2, float eps, float weight_decay,
+                  float grad_scale, int t);
+
+// column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
+void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,60 @@
+// Reductions: sum / sum of squares of a whole buffer (loss totals, gradient norms) in double, and
+// plain column sums (bias gradients). Fixed grid and fixed order: deterministic run to run.
+#include "cuda/column_reduce.cuh"
+#include "cuda/common.cuh"
+#include "cuda/ops.h"
+
+namespace xtrain::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+constexpr int kMaxBlocks = 1024;  // partials per buffer; a fixed number keeps the order fixed
+
+// partial[block] = sum over the block's grid-stride slice of x (or x^2), in double.
+__global__ void sum_partial_kernel(double* partial, const float* x, size_t count, bool squares) {
+  __shared__ double shared[kWarp];
+  double acc = 0.0;
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
+    const double v = x[i];
+    acc += squares ? v * v : v;
+  }
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) partial[blockIdx.x] = acc;
+}
+
+__global__ void sum_finish_kernel(double* result, const double* partial, int n) {
+  __shared__ double shared[kWarp];
+  double acc = 0.0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) acc += partial[i];
+  acc = block_sum(acc, shared);
+  if (threadIdx.x == 0) *result = acc;
+}
+
+struct Identity {
+  const float* src;
+  int C;
+  __device__ float operator()(int n, int c) const { return src[size_t(n) * C + c]; }
+};
+}  // namespace
+
+double sum(const OpContext& ctx, const float* x, size_t count, bool squares) {
+  if (count == 0) return 0.0;
+  unsigned blocks = blocks_for(count, kThreads);
+  if (blocks > kMaxBlocks) blocks = kMaxBlocks;
+  ScratchBuffer<double> partial(*ctx.alloc, blocks + 1);  // last element: the result
+  sum_partial_kernel<<<blocks, kThreads, 0, ctx.stream>>>(partial.get(), x, count, squares);
+  XT_CUDA_LAUNCH_CHECK();
+  sum_finish_kernel<<<1, kThreads, 0, ctx.stream>>>(partial.get() + blocks, partial.get(), int(blocks));
+  XT_CUDA_LAUNCH_CHECK();
+  double result = 0.0;
+  XT_CUDA_CHECK(cudaMemcpyAsync(&result, partial.get() + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+                                ctx.stream));
+  XT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
+  return result;
+}
+
+void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C) {
+  column_reduce_accumulate(ctx, dst, Identity{src, C}, N, C);
+}
+
+}  // namespace xtrain::cuda

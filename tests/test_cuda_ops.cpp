@@ -1,0 +1,299 @@
+// Every CUDA op against the CPU backend (the oracle) on the same seeded random float inputs, plus the
+// caching allocator's steady state and the device-side input checks. Label gpu; exits 77 (skipped)
+// when the CUDA runtime sees no device, before doctest runs.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu_ops_test_util.h"
+#include "cuda/cuda_backend.h"
+#include "xtrain/error.h"
+
+using namespace xtrain;
+using xtrain::test::rel_err;
+using xtrain::test::to_double;
+
+namespace {
+
+// Same float operations in the same order on both sides (one add or multiply per element, or a
+// sequential sum in position order), so the results must be bitwise equal.
+constexpr double kExact = 0.0;
+// GPU ops accumulate in fp32 (the CPU oracle in double): ~sqrt(K) * 6e-8 relative for sums of K <= 1024
+// terms, plus a few ulps from tanhf/expf/rsqrtf: ~1e-6 observed scale. 1e-5 (norm-wise, max|diff| /
+// max|ref|) keeps a margin of ~10x, while a wrong index or formula gives O(1).
+constexpr double kFp32Rel = 1e-5;
+// sum / sum_squares accumulate in double on both sides; only the summation order differs.
+constexpr double kDoubleSumRel = 1e-12;
+
+struct Backends {
+  std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::unique_ptr<Backend> gpu = make_cuda_backend(BackendOptions{"cuda", 0, 1});
+};
+Backends& be() {
+  static Backends b;
+  return b;
+}
+
+// Twin: the same values in the CPU backend's and the GPU backend's memory.
+template <typename T>
+struct Twin {
+  DeviceBuffer<T> c, g;
+  explicit Twin(const std::vector<T>& v) : c(*be().cpu, v.size()), g(*be().gpu, v.size()) {
+    be().cpu->copy_to_device(c.get(), v.data(), c.bytes());
+    be().gpu->copy_to_device(g.get(), v.data(), g.bytes());
+  }
+};
+
+std::vector<float> down(Backend& b, const DeviceBuffer<float>& d) {
+  std::vector<float> v(d.count());
+  b.copy_to_host(v.data(), d.get(), d.bytes());
+  return v;
+}
+
+// filled: n copies of v (a named function, so `Twin<float> x(filled(n))` is no function declaration).
+std::vector<float> filled(size_t n, float v = 0.0f) { return std::vector<float>(n, v); }
+
+std::vector<float> rnd(size_t n, uint64_t key, double lo = -1.0, double hi = 1.0) {
+  return test::to_float(test::random_vec(n, key, lo, hi));
+}
+
+// expect_close: GPU result vs CPU result of one buffer, error printed to the log.
+void expect_close(const std::string& what, const Twin<float>& t, double tol) {
+  const double err = rel_err(to_double(down(*be().gpu, t.g)), to_double(down(*be().cpu, t.c)));
+  MESSAGE(what << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
+  CHECK(err <= tol);
+}
+
+}  // namespace
+
+TEST_CASE("device name names the GPU and its PCI bus id") {
+  const std::string name = be().gpu->device_name();
+  MESSAGE("device: " << name);
+  CHECK(be().gpu->name() == "cuda");
+  CHECK(name.find(" (") != std::string::npos);
+  CHECK(name.find(':') != std::string::npos);  // bus id domain:bus:device.function
+}
+
+TEST_CASE("encoder forward and backward match the CPU exactly") {
+  const int B = 3, T = 17, C = 40, V = 9;  // small V: many repeated tokens in the scatter
+  Twin<int32_t> tok(test::random_tokens(size_t(B) * T, V, 11));
+  Twin<float> wte(rnd(size_t(V) * C, 12)), wpe(rnd(size_t(T) * C, 13)), out(filled(size_t(B) * T * C));
+  be().cpu->encoder_forward(out.c.get(), tok.c.get(), wte.c.get(), wpe.c.get(), B, T, C);
+  be().gpu->encoder_forward(out.g.get(), tok.g.get(), wte.g.get(), wpe.g.get(), B, T, C);
+  expect_close("encoder_forward out", out, kExact);
+  Twin<float> dout(rnd(size_t(B) * T * C, 14)), dwte(rnd(size_t(V) * C, 15)), dwpe(rnd(size_t(T) * C, 16));
+  be().cpu->encoder_backward(dwte.c.get(), dwpe.c.get(), dout.c.get(), tok.c.get(), B, T, C);
+  be().gpu->encoder_backward(dwte.g.get(), dwpe.g.get(), dout.g.get(), tok.g.get(), B, T, C);
+  expect_close("encoder_backward dwte", dwte, kExact);
+  expect_close("encoder_backward dwpe", dwpe, kExact);
+}
+
+TEST_CASE("layernorm forward and backward") {
+  for (int C : {96, 768}) {
+    const int N = 70;
+    CAPTURE(C);
+    Twin<float> inp(rnd(size_t(N) * C, 21, 1.0, 3.0)), w(rnd(C, 22)), b(rnd(C, 23));
+    Twin<float> out(filled(size_t(N) * C)), mean(filled(N)), rstd(filled(N));
+    be().cpu->layernorm_forward(out.c.get(), mean.c.get(), rstd.c.get(), inp.c.get(), w.c.get(), b.c.get(), N, C);
+    be().gpu->layernorm_forward(out.g.get(), mean.g.get(), rstd.g.get(), inp.g.get(), w.g.get(), b.g.get(), N, C);
+    expect_close("layernorm_forward out", out, kFp32Rel);
+    expect_close("layernorm_forward mean", mean, kFp32Rel);
+    expect_close("layernorm_forward rstd", rstd, kFp32Rel);
+    Twin<float> dout(rnd(size_t(N) * C, 24)), dinp(rnd(size_t(N) * C, 25)), dw(rnd(C, 26)), db(rnd(C, 27));
+    be().cpu->layernorm_backward(dinp.c.get(), dw.c.get(), db.c.get(), dout.c.get(), inp.c.get(), w.c.get(),
+                                 mean.c.get(), rstd.c.get(), N, C);
+    be().gpu->layernorm_backward(dinp.g.get(), dw.g.get(), db.g.get(), dout.g.get(), inp.g.get(), w.g.get(),
+                                 mean.g.get(), rstd.g.get(), N, C);
+    expect_close("layernorm_backward dinp", dinp, kFp32Rel);
+    expect_close("layernorm_backward dw", dw, kFp32Rel);
+    expect_close("layernorm_backward db", db, kFp32Rel);
+  }
+}
+
+TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
+  struct Shape { int N, IC, OC; bool bias; };
+  for (Shape s : {Shape{64, 96, 160, true}, Shape{33, 768, 50, false}, Shape{130, 256, 1024, true}}) {
+    CAPTURE(s.N);
+    CAPTURE(s.IC);
+    CAPTURE(s.OC);
+    Twin<float> inp(rnd(size_t(s.N) * s.IC, 31)), w(rnd(size_t(s.OC) * s.IC, 32)), bias(rnd(s.OC, 33));
+    Twin<float> out(filled(size_t(s.N) * s.OC));
+    be().cpu->matmul_forward(out.c.get(), inp.c.get(), w.c.get(), s.bias ? bias.c.get() : nullptr, s.N, s.IC, s.OC);
+    be().gpu->matmul_forward(out.g.get(), inp.g.get(), w.g.get(), s.bias ? bias.g.get() : nullptr, s.N, s.IC, s.OC);
+    expect_close("matmul_forward out", out, kFp32Rel);
+    Twin<float> dout(rnd(size_t(s.N) * s.OC, 34)), dinp(rnd(size_t(s.N) * s.IC, 35)),
+        dw(rnd(size_t(s.OC) * s.IC, 36)), dbias(rnd(s.OC, 37));
+    be().cpu->matmul_backward(dinp.c.get(), dw.c.get(), s.bias ? dbias.c.get() : nullptr, dout.c.get(), inp.c.get(),
+                              w.c.get(), s.N, s.IC, s.OC);
+    be().gpu->matmul_backward(dinp.g.get(), dw.g.get(), s.bias ? dbias.g.get() : nullptr, dout.g.get(), inp.g.get(),
+                              w.g.get(), s.N, s.IC, s.OC);
+    expect_close("matmul_backward dinp", dinp, kFp32Rel);
+    expect_close("matmul_backward dw", dw, kFp32Rel);
+    expect_close("matmul_backward dbias", dbias, kFp32Rel);
+  }
+}
+
+TEST_CASE("causal grouped-query attention forward and backward") {
+  struct Shape { int B, T, NH, KVH, HS; };
+  for (Shape s : {Shape{2, 37, 6, 2, 16}, Shape{1, 64, 4, 4, 64}, Shape{2, 150, 2, 1, 32}, Shape{1, 5, 2, 1, 160}}) {
+    CAPTURE(s.B);
+    CAPTURE(s.T);
+    CAPTURE(s.NH);
+    CAPTURE(s.KVH);
+    CAPTURE(s.HS);
+    const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
+    Twin<float> qkv(rnd(qkv_n, 41, -2.0, 2.0)), out(filled(bt * s.NH * s.HS)),
+        att(filled(size_t(s.B) * s.NH * s.T * s.T, 7.0f));  // 7: the zeros must be written
+    be().cpu->attention_forward(out.c.get(), att.c.get(), qkv.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    be().gpu->attention_forward(out.g.get(), att.g.get(), qkv.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    expect_close("attention_forward out", out, kFp32Rel);
+    expect_close("attention_forward att", att, kFp32Rel);
+    Twin<float> dout(rnd(bt * s.NH * s.HS, 42)), dqkv(rnd(qkv_n, 43));
+    be().cpu->attention_backward(dqkv.c.get(), dout.c.get(), qkv.c.get(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    be().gpu->attention_backward(dqkv.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    expect_close("attention_backward dqkv", dqkv, kFp32Rel);
+  }
+}
+
+TEST_CASE("gelu, residual, add_inplace") {
+  const size_t n = 100003;
+  Twin<float> x(rnd(n, 51, -6.0, 6.0)), y(rnd(n, 52)), out(filled(n)), dinp(rnd(n, 53));
+  be().cpu->gelu_forward(out.c.get(), x.c.get(), n);
+  be().gpu->gelu_forward(out.g.get(), x.g.get(), n);
+  expect_close("gelu_forward", out, kFp32Rel);
+  be().cpu->gelu_backward(dinp.c.get(), x.c.get(), y.c.get(), n);
+  be().gpu->gelu_backward(dinp.g.get(), x.g.get(), y.g.get(), n);
+  expect_close("gelu_backward", dinp, kFp32Rel);
+  be().cpu->residual_forward(out.c.get(), x.c.get(), y.c.get(), n);
+  be().gpu->residual_forward(out.g.get(), x.g.get(), y.g.get(), n);
+  expect_close("residual_forward", out, kExact);
+  be().cpu->add_inplace(out.c.get(), x.c.get(), n);
+  be().gpu->add_inplace(out.g.get(), x.g.get(), n);
+  expect_close("add_inplace", out, kExact);
+}
+
+TEST_CASE("dropout recomputes the CPU mask bit for bit") {
+  const int B = 3;
+  const size_t per_seq = 5000;
+  const std::vector<uint64_t> keys = {hash_key(7, 1), hash_key(7, 2), hash_key(7, 3)};
+  for (float p : {0.0f, 0.1f, 0.5f}) {
+    CAPTURE(p);
+    Twin<float> x(rnd(B * per_seq, 61));
+    be().cpu->dropout_apply(x.c.get(), keys.data(), B, per_seq, p);
+    be().gpu->dropout_apply(x.g.get(), keys.data(), B, per_seq, p);
+    expect_close("dropout_apply", x, kExact);
+  }
+}
+
+TEST_CASE("fused softmax cross-entropy (separate, aliased and no dlogits)") {
+  const int N = 64, V = 1000;
+  const std::vector<int32_t> targets = test::random_tokens(N, V, 71);
+  Twin<int32_t> tg(targets);
+  const std::vector<float> logits = rnd(size_t(N) * V, 72, -4.0, 4.0);
+  Twin<float> lg(logits), losses(filled(N)), dl(filled(size_t(N) * V));
+  const float dloss = 1.0f / N;
+  be().cpu->cross_entropy_forward_backward(losses.c.get(), dl.c.get(), lg.c.get(), tg.c.get(), dloss, N, V);
+  be().gpu->cross_entropy_forward_backward(losses.g.get(), dl.g.get(), lg.g.get(), tg.g.get(), dloss, N, V);
+  expect_close("cross_entropy losses", losses, kFp32Rel);
+  expect_close("cross_entropy dlogits", dl, kFp32Rel);
+  // dlogits aliasing logits: gradients overwrite the logits in place
+  Twin<float> losses2(filled(N));
+  be().cpu->cross_entropy_forward_backward(losses2.c.get(), lg.c.get(), lg.c.get(), tg.c.get(), dloss, N, V);
+  be().gpu->cross_entropy_forward_backward(losses2.g.get(), lg.g.get(), lg.g.get(), tg.g.get(), dloss, N, V);
+  expect_close("cross_entropy losses (aliased)", losses2, kFp32Rel);
+  expect_close("cross_entropy dlogits (aliased)", lg, kFp32Rel);
+  const double alias_vs_separate = rel_err(to_double(down(*be().gpu, lg.g)), to_double(down(*be().gpu, dl.g)));
+  CHECK(alias_vs_separate == 0.0);  // same kernel, same inputs: aliasing must not change a bit
+  Twin<float> lg2(logits), losses3(filled(N));
+  be().cpu->cross_entropy_forward_backward(losses3.c.get(), nullptr, lg2.c.get(), tg.c.get(), dloss, N, V);
+  be().gpu->cross_entropy_forward_backward(losses3.g.get(), nullptr, lg2.g.get(), tg.g.get(), dloss, N, V);
+  expect_close("cross_entropy losses (no dlogits)", losses3, kFp32Rel);
+  expect_close("cross_entropy logits untouched", lg2, kExact);
+}
+
+TEST_CASE("bad targets and tokens are reported at the next synchronizing call") {
+  Backend& g = *be().gpu;
+  const int N = 4, V = 10;
+  Twin<int32_t> bad(std::vector<int32_t>{1, 2, V, 3});
+  Twin<float> lg(rnd(size_t(N) * V, 81)), losses(filled(N));
+  g.cross_entropy_forward_backward(losses.g.get(), nullptr, lg.g.get(), bad.g.get(), 1.0f, N, V);
+  CHECK_THROWS_WITH_AS(g.synchronize(), doctest::Contains("outside the vocabulary"), Error);
+  CHECK_NOTHROW(g.synchronize());  // the flag was cleared
+  Twin<int32_t> neg(std::vector<int32_t>{0, -1});
+  Twin<float> wte(rnd(4 * 8, 82)), wpe(rnd(2 * 8, 83)), out(filled(2 * 8));
+  g.encoder_forward(out.g.get(), neg.g.get(), wte.g.get(), wpe.g.get(), 1, 2, 8);
+  CHECK_THROWS_WITH_AS(g.synchronize(), doctest::Contains("negative"), Error);
+}
+
+TEST_CASE("sum and sum_squares in double") {
+  const size_t n = 1000003;
+  Twin<float> x(rnd(n, 91, -1.0, 3.0));
+  for (bool sq : {false, true}) {
+    const double c = sq ? be().cpu->sum_squares(x.c.get(), n) : be().cpu->sum(x.c.get(), n);
+    const double g = sq ? be().gpu->sum_squares(x.g.get(), n) : be().gpu->sum(x.g.get(), n);
+    MESSAGE(std::string(sq ? "sum_squares" : "sum") << ": cpu " << c << " gpu " << g << " rel " << std::fabs(g - c) / std::fabs(c));
+    CHECK(std::fabs(g - c) <= kDoubleSumRel * std::fabs(c));
+  }
+}
+
+TEST_CASE("adamw over three steps") {
+  const size_t n = 50001;
+  Twin<float> p(rnd(n, 101)), m(filled(n)), v(filled(n));
+  for (int t = 1; t <= 3; ++t) {
+    Twin<float> grad(rnd(n, 102 + t, -0.1, 0.1));
+    be().cpu->adamw_update(p.c.get(), grad.c.get(), m.c.get(), v.c.get(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
+    be().gpu->adamw_update(p.g.get(), grad.g.get(), m.g.get(), v.g.get(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
+  }
+  expect_close("adamw param", p, kFp32Rel);
+  expect_close("adamw m", m, kFp32Rel);
+  expect_close("adamw v", v, kFp32Rel);
+}
+
+TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {
+  Backend& g = *be().gpu;
+  const int B = 2, T = 64, C = 96, NH = 6, KVH = 2, HS = 16, V = 500;
+  auto step = [&] {  // allocations of different sizes and the ops that take scratch memory
+    DeviceBuffer<float> qkv(g, size_t(B) * T * (NH + 2 * KVH) * HS), dqkv(g, qkv.count()), att(g, size_t(B) * NH * T * T),
+        out(g, size_t(B) * T * NH * HS), x(g, size_t(B) * T * C), dx(g, size_t(B) * T * C), w(g, C), dw(g, C),
+        db(g, C), mean(g, size_t(B) * T), rstd(g, size_t(B) * T), wte(g, size_t(V) * C), wpe(g, size_t(T) * C);
+    DeviceBuffer<int32_t> tok(g, size_t(B) * T);
+    for (auto* buf : {&qkv, &dqkv, &att, &out, &x, &dx, &w, &dw, &db, &wte, &wpe}) g.zero(buf->get(), buf->bytes());
+    g.zero(tok.get(), tok.bytes());
+    g.attention_forward(out.get(), att.get(), qkv.get(), B, T, NH, KVH, HS);
+    g.attention_backward(dqkv.get(), out.get(), qkv.get(), att.get(), B, T, NH, KVH, HS);
+    g.layernorm_forward(dx.get(), mean.get(), rstd.get(), x.get(), w.get(), db.get(), B * T, C);
+    g.layernorm_backward(dx.get(), dw.get(), db.get(), x.get(), x.get(), w.get(), mean.get(), rstd.get(), B * T, C);
+    g.encoder_backward(wte.get(), wpe.get(), x.get(), tok.get(), B, T, C);
+    const uint64_t keys[B] = {1, 2};
+    g.dropout_apply(x.get(), keys, B, size_t(T) * C, 0.1f);
+    g.sum_squares(x.get(), x.count());
+    g.synchronize();
+  };
+  step();
+  const CudaAllocStats warm = cuda_alloc_stats(g);
+  for (int i = 0; i < 3; ++i) step();
+  const CudaAllocStats after = cuda_alloc_stats(g);
+  MESSAGE("cudaMalloc calls: " << warm.cuda_malloc_calls << " after warm-up, " << after.cuda_malloc_calls
+                               << " after 3 more steps; reserved " << after.bytes_reserved << " bytes");
+  CHECK(warm.cuda_malloc_calls > 0);
+  CHECK(after.cuda_malloc_calls == warm.cuda_malloc_calls);
+  CHECK(after.cuda_free_calls == warm.cuda_free_calls);
+  CHECK(after.bytes_in_use == warm.bytes_in_use);
+}
+
+int main(int argc, char** argv) {
+  // cuda_device_available() is cudaGetDeviceCount() > 0, with the no-driver error cleared.
+  if (!cuda_device_available()) {
+    std::printf("test_cuda_ops: no CUDA device visible, skipped\n");
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

@@ -1,0 +1,92 @@
+// The NCCL communicator under mpirun, one process per rank, on the CUDA backend. Where every rank
+// has its own GPU: all_reduce (sum, avg) and broadcast give the expected values and the backend's
+// stream sees the result. Where two ranks share one GPU (mpirun -np 2 on a one-GPU machine): every
+// rank must refuse with a message naming the shared GPU, before NCCL init. Exit 77 without a GPU.
+#include <cmath>
+#include <cstdio>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "cuda/cuda_backend.h"
+#include "xtrain/error.h"
+#include "xtrain/mpi_context.h"
+
+using namespace xtrain;
+
+namespace {
+// Sums of small integers times 1/world: exact for sum, one rounding (~6e-8) for avg when world is not
+// a power of two.
+constexpr double kAvgRel = 1e-6;
+
+int failures = 0;
+void expect(bool ok, int rank, const std::string& what) {
+  if (!ok) {
+    std::fprintf(stderr, "rank %d: FAILED: %s\n", rank, what.c_str());
+    ++failures;
+  }
+}
+
+float pattern(size_t i) { return float(i % 7 + 1); }
+}  // namespace
+
+int main(int argc, char** argv) {
+  MpiContext mpi(&argc, &argv);
+  if (!cuda_device_available()) {
+    std::printf("rank %d: no CUDA device visible, skipped\n", mpi.rank());
+    return 77;
+  }
+  const int rank = mpi.rank(), world = mpi.world_size();
+  try {
+    auto be = make_cuda_backend(BackendOptions{"cuda", mpi.local_rank(), mpi.local_size()});
+    // Expected outcome from the placement itself: the device names carry the PCI bus ids.
+    const std::vector<std::string> gpus = all_gather_strings(mpi, mpi.host() + " " + be->device_name());
+    const bool shared_gpu = std::set<std::string>(gpus.begin(), gpus.end()).size() < gpus.size();
+    if (shared_gpu) {
+      std::string msg;
+      try {
+        make_nccl_communicator(mpi, *be);
+      } catch (const Error& e) {
+        msg = e.what();
+      }
+      if (rank == 0) std::printf("two ranks on one GPU; the communicator said: %s\n", msg.c_str());
+      expect(msg.find("are both bound to the GPU") != std::string::npos, rank, "refusal naming the shared GPU");
+    } else {
+      auto comm = make_nccl_communicator(mpi, *be);
+      expect(comm->name() == "nccl" && comm->rank() == rank && comm->world_size() == world, rank, "identity");
+      const size_t n = (1u << 20) + 3;
+      std::vector<float> host(n), back(n);
+      void* raw = be->alloc(n * sizeof(float));
+      float* buf = static_cast<float*>(raw);
+      for (size_t i = 0; i < n; ++i) host[i] = float(rank + 1) * pattern(i);
+      be->copy_to_device(buf, host.data(), n * sizeof(float));
+      comm->all_reduce(buf, n, ReduceOp::sum);
+      be->copy_to_host(back.data(), buf, n * sizeof(float));
+      const float S = float(world) * float(world + 1) / 2.0f;  // sum of rank + 1
+      bool ok = true;
+      for (size_t i = 0; i < n; ++i) ok &= back[i] == S * pattern(i);
+      expect(ok, rank, "all_reduce sum");
+      be->copy_to_device(buf, host.data(), n * sizeof(float));
+      comm->all_reduce(buf, n, ReduceOp::avg);
+      be->copy_to_host(back.data(), buf, n * sizeof(float));
+      ok = true;
+      for (size_t i = 0; i < n; ++i) ok &= std::fabs(back[i] - S / world * pattern(i)) <= kAvgRel * S * pattern(i);
+      expect(ok, rank, "all_reduce avg");
+      for (size_t i = 0; i < n; ++i) host[i] = rank == 0 ? pattern(i) : -1.0f;
+      be->copy_to_device(buf, host.data(), n * sizeof(float));
+      comm->broadcast(buf, n, 0);
+      be->copy_to_host(back.data(), buf, n * sizeof(float));
+      ok = true;
+      for (size_t i = 0; i < n; ++i) ok &= back[i] == pattern(i);
+      expect(ok, rank, "broadcast from rank 0");
+      comm->barrier();
+      be->free(raw);
+      if (rank == 0) std::printf("nccl all_reduce sum/avg and broadcast of %zu floats over %d ranks checked\n", n, world);
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "rank %d: %s\n", rank, e.what());
+    mpi.abort(1);
+  }
+  std::printf("rank %d: %s\n", rank, failures ? "FAILED" : "ok");
+  return failures ? 1 : 0;
+}
