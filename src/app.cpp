@@ -35,7 +35,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
   check_world(o, world);
-  if (o.dtype == "bf16" && o.device == "cpu") throw UsageError("--dtype bf16 needs --device cuda (the CPU backend is fp32)");
+  // TODO(#3): bf16 mixed precision in the CUDA backend; until then both backends train in fp32.
+  if (o.dtype != "fp32") throw UsageError("--dtype " + o.dtype + " is not implemented yet (fp32 only)");
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
   std::unique_ptr<Backend> be;
@@ -68,7 +69,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
 
   const std::vector<Placement> placement = mpi.gather_placement(be->device_name());
   std::unique_ptr<Communicator> comm;
-  agree(mpi, [&] { comm = make_communicator(mpi, *be); });
+  agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
   if (rank == 0) {

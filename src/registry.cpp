@@ -35,10 +35,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
   throw UsageError("--device must be auto, cpu or cuda (got '" + opts.device + "')");
 }
 
-std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend) {
+std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
 #ifdef XTRAIN_HAVE_CUDA
-  if (backend.name() == "cuda") return make_nccl_communicator(mpi, backend);
+  if (backend.name() == "cuda") return make_nccl_communicator(mpi, backend, comm_timeout_s);
 #endif
+  (void)comm_timeout_s;
   XT_CHECK(backend.name() == "cpu", "no communicator for backend " << backend.name());
   return make_mpi_communicator(mpi);
 }

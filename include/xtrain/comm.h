@@ -30,8 +30,9 @@ class MpiContext;
 class Backend;
 
 // make_communicator: the communicator matching the backend ("mpi" for cpu, "nccl" for cuda).
-// Collective over all ranks. Defined in src/registry.cpp.
-std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend);
+// comm_timeout_s: how long a GPU collective may wait before the job aborts (NCCL only; under MPI,
+// mpirun/srun end the job when a rank dies). Collective over all ranks. Defined in src/registry.cpp.
+std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s);
 
 // make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD.
 std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi);
