@@ -1,0 +1,230 @@
+// Tokenizer file handling: small synthetic vocabularies in both formats (merge semantics, specials,
+// fingerprints), loader error messages, and the token cache (round trip, corruption, mismatch,
+// load_tokens). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
+#include <doctest/doctest.h>
+
+#include <fstream>
+#include <functional>
+
+#include "bpe.h"
+#include "test_tokenizer_util.h"
+#include "xtrain/error.h"
+
+using namespace xtrain;
+using namespace xtrain::test;
+
+namespace {
+
+std::string utf8(char32_t cp) {
+  return cp < 0x80 ? std::string(1, char(cp)) : std::string{char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+}
+
+void write_file(const std::string& path, const std::string& bytes) {
+  std::ofstream(path, std::ios::binary) << bytes;
+}
+
+// A tiny vocabulary: the 256 bytes (id = byte value), then merges "b c", "a b", "ab c" and
+// <|endoftext|>. Its "abc" shows tiktoken's rule: after "b c" (rank 0) the pair (a, bc) is not a
+// listed merge, but its concatenation "abc" is a mergeable token, so tiktoken merges it.
+nlohmann::json tiny_vocab() {
+  nlohmann::json v = nlohmann::json::object();
+  for (int b = 0; b < 256; ++b) v[utf8(bpe::byte_to_unicode()[b])] = b;
+  v["bc"] = 256, v["ab"] = 257, v["abc"] = 258, v["<|endoftext|>"] = 259;
+  return v;
+}
+const char* kTinyMerges = "#version: 0.2\nb c\na b\nab c\n";
+
+void write_tiny_gpt2(const ScratchDir& d) {
+  write_file(d.file("encoder.json"), tiny_vocab().dump());
+  write_file(d.file("vocab.bpe"), kTinyMerges);
+}
+
+std::string error_of(const std::function<void()>& fn) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+}  // namespace
+
+TEST_CASE("byte alphabet is GPT-2's bytes_to_unicode") {
+  const auto& t = bpe::byte_to_unicode();
+  CHECK(t['!'] == U'!');
+  CHECK(t['~'] == U'~');
+  CHECK(t[0] == 0x100);     // first non-printable byte
+  CHECK(t[' '] == 0x120);   // 'Ġ'
+  CHECK(t['\n'] == 0x10A);  // 'Ċ'
+  CHECK(t[0x7F] == 0x121);  // after the 33 bytes 0..32
+  CHECK(t[0xAD] == 0x143);  // the soft hyphen is the 68th and last shifted byte
+  std::string bytes;
+  for (int b = 0; b < 256; ++b) {
+    REQUIRE(bpe::token_text_to_bytes(utf8(t[b]), &bytes));
+    CHECK(bytes == std::string(1, char(b)));
+  }
+  CHECK(!bpe::token_text_to_bytes("\t", &bytes));          // a raw tab is not in the alphabet
+  CHECK(!bpe::token_text_to_bytes("\xC3", &bytes));        // malformed UTF-8
+}
+
+TEST_CASE("tiny vocabulary: tiktoken merge rule, specials, both formats, fingerprint") {
+  ScratchDir d;
+  write_tiny_gpt2(d);
+  const Tokenizer t = Tokenizer::from_gpt2_files(d.file("encoder.json"), d.file("vocab.bpe"));
+  CHECK(t.vocab_size() == 260);
+  CHECK(t.eot_id() == 259);
+  CHECK(t.encode("abc") == std::vector<int32_t>{258});  // via (a, bc), see tiny_vocab()
+  CHECK(t.encode("abab") == std::vector<int32_t>{257, 257});
+  CHECK(t.encode("cab") == std::vector<int32_t>{'c', 257});
+  CHECK(t.encode("ab<|endoftext|>bc") == std::vector<int32_t>{257, 259, 256});
+  CHECK(t.decode({258, 32, 259}) == "abc <|endoftext|>");
+
+  nlohmann::json hf_json = {{"model", {{"type", "BPE"}, {"vocab", tiny_vocab()}}},
+                            {"added_tokens", {{{"id", 259}, {"content", "<|endoftext|>"}, {"special", true}}}}};
+  hf_json["model"]["merges"] = {"b c", "a b", "ab c"};
+  write_file(d.file("strings.json"), hf_json.dump());
+  // json::array explicitly: a braced list of string pairs would be deduced as an object.
+  hf_json["model"]["merges"] = nlohmann::json::array(
+      {nlohmann::json::array({"b", "c"}), nlohmann::json::array({"a", "b"}), nlohmann::json::array({"ab", "c"})});
+  write_file(d.file("arrays.json"), hf_json.dump());
+  const Tokenizer s = Tokenizer::from_hf_json(d.file("strings.json"));
+  const Tokenizer a = Tokenizer::from_hf_json(d.file("arrays.json"));
+  CHECK(s.fingerprint() == t.fingerprint());
+  CHECK(a.fingerprint() == t.fingerprint());
+  CHECK(a.encode("abcab<|endoftext|>") == t.encode("abcab<|endoftext|>"));
+  CHECK(t.fingerprint() != gpt2().fingerprint());
+
+  // Another merge order is another tokenizer.
+  write_file(d.file("vocab2.bpe"), "#version: 0.2\na b\nb c\nab c\n");
+  CHECK(Tokenizer::from_gpt2_files(d.file("encoder.json"), d.file("vocab2.bpe")).fingerprint() != t.fingerprint());
+  // load_tokenizer picks the format, and needs one.
+  CHECK(load_tokenizer(d.file("arrays.json"), "", "").fingerprint() == t.fingerprint());
+  CHECK(load_tokenizer("", d.file("encoder.json"), d.file("vocab.bpe")).fingerprint() == t.fingerprint());
+  CHECK_THROWS_AS(load_tokenizer("", "", ""), UsageError);
+  CHECK_THROWS_AS(load_tokenizer("", d.file("encoder.json"), ""), UsageError);
+}
+
+TEST_CASE("loader errors name the file and the cause") {
+  ScratchDir d;
+  write_tiny_gpt2(d);
+  const std::string enc = d.file("encoder.json"), bpe_file = d.file("vocab.bpe");
+  std::string e = error_of([&] { Tokenizer::from_gpt2_files(d.file("missing.json"), bpe_file); });
+  CHECK(e.find(d.file("missing.json")) != std::string::npos);
+  CHECK(e.find("No such file") != std::string::npos);
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("missing.bpe")); });
+  CHECK(e.find(d.file("missing.bpe")) != std::string::npos);
+
+  write_file(d.file("bad.json"), "{\"a\": 1,");
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("bad.json"), bpe_file); });
+  CHECK(e.find(d.file("bad.json") + ": bad JSON") != std::string::npos);
+
+  write_file(d.file("unknown.bpe"), "#version: 0.2\nb c\nzz c\n");
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("unknown.bpe")); });
+  CHECK(e.find(d.file("unknown.bpe") + ":3") != std::string::npos);
+  CHECK(e.find("unknown left token \"zz\"") != std::string::npos);
+
+  write_file(d.file("noresult.bpe"), "#version: 0.2\nc a\n");  // "ca" is not in the vocabulary
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("noresult.bpe")); });
+  CHECK(e.find("unknown merged token \"ca\"") != std::string::npos);
+
+  write_file(d.file("malformed.bpe"), "#version: 0.2\nabc\n");
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("malformed.bpe")); });
+  CHECK(e.find(d.file("malformed.bpe") + ":2: expected a merge") != std::string::npos);
+
+  nlohmann::json v = tiny_vocab();
+  v.erase(utf8(bpe::byte_to_unicode()['q']));
+  v["\xC3\xB0q"] = 'q';  // keep ids dense
+  write_file(d.file("nobyte.json"), v.dump());
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("nobyte.json"), bpe_file); });
+  CHECK(e.find("no token for byte 113") != std::string::npos);
+
+  v = tiny_vocab();
+  v["\t"] = 260;  // a raw tab is outside the byte alphabet
+  write_file(d.file("alphabet.json"), v.dump());
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("alphabet.json"), bpe_file); });
+  CHECK(e.find("not in GPT-2's byte alphabet") != std::string::npos);
+
+  v = tiny_vocab();
+  v["zz"] = 300;  // ids 260..299 missing
+  write_file(d.file("gap.json"), v.dump());
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("gap.json"), bpe_file); });
+  CHECK(e.find("id 260 has no token") != std::string::npos);
+
+  write_file(d.file("wordpiece.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
+  e = error_of([&] { Tokenizer::from_hf_json(d.file("wordpiece.json")); });
+  CHECK(e.find(d.file("wordpiece.json") + ": model.type is \"WordPiece\"") != std::string::npos);
+  nlohmann::json hf_json = {{"model", {{"type", "BPE"}, {"vocab", tiny_vocab()}, {"merges", {"b c", 5}}}}};
+  write_file(d.file("badmerge.json"), hf_json.dump());
+  e = error_of([&] { Tokenizer::from_hf_json(d.file("badmerge.json")); });
+  CHECK(e.find("model.merges[1] is neither") != std::string::npos);
+}
+
+TEST_CASE("fnv1a64 matches the published FNV-1a 64 test vectors") {
+  CHECK(fnv1a64("", 0) == 0xcbf29ce484222325ull);
+  CHECK(fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
+  CHECK(fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
+  CHECK(fnv1a64("bar", 3, fnv1a64("foo", 3)) == fnv1a64("foobar", 6));  // chaining
+}
+
+TEST_CASE("token cache: round trip, truncation, corruption, mismatch") {
+  ScratchDir d;
+  const std::string path = d.file("x.tokcache");
+  const std::vector<int32_t> ids = {0, 1, 50256, 464, 2147483647, 7};
+  write_token_cache(path, ids, 0x1234, 99, 0xabcdef);
+  CHECK(std::filesystem::file_size(path) == 48 + 4 * ids.size() + 8);
+  CHECK(std::distance(std::filesystem::directory_iterator(d.path), {}) == 1);  // no tmp file left
+  std::vector<int32_t> got;
+  CHECK(read_token_cache(path, 0x1234, 99, 0xabcdef, &got));
+  CHECK(got == ids);
+  CHECK(!read_token_cache(path, 0x1234, 99, 0xabcdee, &got));  // other source text
+  CHECK(!read_token_cache(path, 0x1234, 98, 0xabcdef, &got));
+  CHECK(!read_token_cache(path, 0x1235, 99, 0xabcdef, &got));  // other tokenizer
+
+  const std::string bytes = read_text_file(path);
+  CHECK(bytes.substr(0, 8) == "XTTOKENS");
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 8, size_t(50), size_t(47), size_t(0)}) {
+    write_file(path, bytes.substr(0, keep));
+    CAPTURE(keep);
+    CHECK_THROWS_AS(read_token_cache(path, 0x1234, 99, 0xabcdef, &got), Error);
+  }
+  for (size_t at : {size_t(0), size_t(8), size_t(40), size_t(48 + 9), bytes.size() - 1}) {
+    std::string flipped = bytes;
+    flipped[at] = char(flipped[at] ^ 0x10);
+    write_file(path, flipped);
+    CAPTURE(at);
+    CHECK_THROWS_AS(read_token_cache(path, 0x1234, 99, 0xabcdef, &got), Error);
+  }
+  CHECK_THROWS_AS(read_token_cache(d.file("missing"), 0x1234, 99, 0xabcdef, &got), Error);
+  write_token_cache(path, {}, 1, 0, 2);  // an empty stream is valid
+  CHECK(read_token_cache(path, 1, 0, 2, &got));
+  CHECK(got.empty());
+  CHECK_THROWS_AS(write_token_cache(d.file("no/such/dir/x"), ids, 1, 2, 3), Error);
+}
+
+TEST_CASE("load_tokens: tokenizes, caches, reuses the cache, rebuilds a bad one") {
+  ScratchDir d;
+  const std::string text_path = d.file("t.txt"), cache = d.file("t.txt.tokcache");
+  const std::string text = "First Citizen:\nBefore we proceed any further, hear me speak.<|endoftext|>";
+  write_file(text_path, text);
+  const std::vector<int32_t> want = gpt2().encode(text);
+  CHECK(load_tokens(text_path, gpt2(), "", false) == want);
+  CHECK(!std::filesystem::exists(cache));
+  CHECK(load_tokens(text_path, gpt2(), "", true) == want);
+  REQUIRE(std::filesystem::exists(cache));
+  // A valid cache is used as is: plant one with other ids for this text and tokenizer.
+  const uint64_t h = fnv1a64(text.data(), text.size());
+  write_token_cache(cache, {1, 2, 3}, gpt2().fingerprint(), text.size(), h);
+  CHECK(load_tokens(text_path, gpt2(), "", false) == std::vector<int32_t>{1, 2, 3});
+  // A cache for another tokenizer, or a damaged one, is rebuilt from the text.
+  write_token_cache(cache, {1, 2, 3}, gpt2().fingerprint() + 1, text.size(), h);
+  CHECK(load_tokens(text_path, gpt2(), "", true) == want);
+  std::vector<int32_t> got;
+  CHECK(read_token_cache(cache, gpt2().fingerprint(), text.size(), h, &got));
+  CHECK(got == want);
+  write_file(cache, "garbage");
+  CHECK(load_tokens(text_path, gpt2(), cache, false) == want);
+  CHECK_THROWS_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true), Error);
+  CHECK_THROWS_WITH(read_text_file(d.file("missing.txt")),
+                    doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()));
+}

@@ -1,0 +1,53 @@
+// Shared fixtures of the tokenizer tests: paths under $XTRAIN_SHARED_DATA, the GPT-2 tokenizer from
+// both file formats (loaded once), encoder.json read directly as an oracle, and a scratch directory.
+#pragma once
+
+#include <cstdlib>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+#include "xtrain/token_cache.h"
+#include "xtrain/tokenizer.h"
+
+namespace xtrain::test {
+
+inline std::string shared_data() {
+  const char* d = std::getenv("XTRAIN_SHARED_DATA");
+  return d ? d : "";
+}
+inline std::string gpt2_file(const std::string& name) { return shared_data() + "/gpt2/" + name; }
+
+inline const Tokenizer& gpt2() {
+  static const Tokenizer t = Tokenizer::from_gpt2_files(gpt2_file("encoder.json"), gpt2_file("vocab.bpe"));
+  return t;
+}
+inline const Tokenizer& hf() {
+  static const Tokenizer t = Tokenizer::from_hf_json(gpt2_file("tokenizer.json"));
+  return t;
+}
+
+// encoder_id: the id encoder.json gives a token written in GPT-2's byte alphabet ("Ġhello").
+inline int32_t encoder_id(const std::string& token_text) {
+  static const nlohmann::json enc = nlohmann::json::parse(read_text_file(gpt2_file("encoder.json")));
+  return enc.at(token_text).get<int32_t>();
+}
+
+// ScratchDir: a fresh directory under the system temp dir, removed with everything in it.
+struct ScratchDir {
+  std::filesystem::path path;
+  ScratchDir() {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "xtrain_tok_XXXXXX").string();
+    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
+    path = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path, ec);
+  }
+  std::string file(const std::string& name) const { return (path / name).string(); }
+};
+
+}  // namespace xtrain::test

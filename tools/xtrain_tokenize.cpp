@@ -1,0 +1,131 @@
+// xtrain_tokenize: GPT-2 BPE from the command line: tokenize a text file into a token cache, print
+// the ids of a string, or decode ids. Exit codes: 0 success, 1 runtime error, 2 usage error.
+#include <boost/program_options.hpp>
+
+#include <chrono>
+#include <cstdio>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "xtrain/error.h"
+#include "xtrain/token_cache.h"
+#include "xtrain/tokenizer.h"
+
+#ifndef XTRAIN_DEFAULT_DATA_DIR
+#define XTRAIN_DEFAULT_DATA_DIR "data"
+#endif
+
+namespace po = boost::program_options;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F]\n"
+    "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)";
+
+po::options_description make_options() {
+  const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
+  po::options_description o("Options", 110, 55);
+  o.add_options()
+      ("help", "print this help and exit")
+      ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
+       "OpenAI GPT-2 encoder.json (token -> id)")
+      ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
+       "OpenAI GPT-2 vocab.bpe (merges in rank order)")
+      ("tokenizer-json", po::value<std::string>()->default_value(""),
+       "Hugging Face tokenizer.json; when given, it replaces --encoder-json/--vocab-bpe (default: none)")
+      ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
+      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache)")
+      ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
+      ("decode", po::value<std::string>(),
+       "ids separated by spaces or commas; writes their bytes and a newline (default: none)");
+  return o;
+}
+
+std::vector<int32_t> parse_ids(const std::string& s) {
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',') c = ' ';
+  std::istringstream in(t);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+      throw xtrain::UsageError("--decode: \"" + word + "\" is not an integer id");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+int run(const po::variables_map& vm) {
+  const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("decode"));
+  if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
+  if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
+  const std::string hf = vm["tokenizer-json"].as<std::string>();
+  if (!hf.empty() && (!vm["encoder-json"].defaulted() || !vm["vocab-bpe"].defaulted()))
+    throw xtrain::UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+
+  auto t0 = std::chrono::steady_clock::now();
+  const xtrain::Tokenizer tok =
+      xtrain::load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
+  const double load_s = seconds_since(t0);
+
+  if (vm.count("print-ids")) {
+    const std::vector<int32_t> ids = tok.encode(vm["print-ids"].as<std::string>());
+    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+    std::cout << "\n";
+  } else if (vm.count("decode")) {
+    const std::string bytes = tok.decode(parse_ids(vm["decode"].as<std::string>()));
+    std::cout.write(bytes.data(), std::streamsize(bytes.size()));
+    std::cout << "\n";
+  } else {
+    const std::string input = vm["input"].as<std::string>();
+    const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input + ".tokcache";
+    const std::string text = xtrain::read_text_file(input);
+    t0 = std::chrono::steady_clock::now();
+    const std::vector<int32_t> ids = tok.encode(text);
+    const double encode_s = seconds_since(t0);
+    xtrain::write_token_cache(output, ids, tok.fingerprint(), text.size(), xtrain::fnv1a64(text.data(), text.size()));
+    std::printf("tokens=%zu bytes=%zu seconds=%.3f load_seconds=%.3f output=%s\n", ids.size(), text.size(),
+                encode_s, load_s, output.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const po::options_description options = make_options();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << "xtrain_tokenize: GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).\n" << kUsage << "\n\n" << options;
+      return 0;
+    }
+    return run(vm);
+  } catch (const po::error& e) {
+    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n" << kUsage << "\n";
+    return 2;
+  } catch (const xtrain::UsageError& e) {
+    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n" << kUsage << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n";
+    return 1;
+  }
+}
