@@ -2,7 +2,7 @@
 // slow ops can be found before a whole training step is timed. Prints one JSON object per op:
 // {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
 // Wall time of `reps` calls between two synchronize() calls, after one warm-up call.
-// Usage: bench_cuda_ops [B=8] [reps=5]     (command recorded in the output's first line)
+// Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -34,13 +34,14 @@ void report(const char* op, double ms, double flops, double bytes) {
 
 int main(int argc, char** argv) {
   const int B = argc > 1 ? std::atoi(argv[1]) : 8, reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  const std::string dtype = argc > 3 ? argv[3] : "fp32";
   const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, N = B * T;
-  std::printf("# bench_cuda_ops %d %d (fp32; B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, B, T, C, NH, V);
+  std::printf("# bench_cuda_ops %d %d %s (B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, dtype.c_str(), B, T, C, NH, V);
   if (!cuda_device_available()) {
     std::printf("# no CUDA device visible\n");
     return 77;
   }
-  auto be = make_cuda_backend(BackendOptions{"cuda", 0, 1});
+  auto be = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
   std::printf("# device: %s\n", be->device_name().c_str());
   auto buf = [&](size_t n) {
     DeviceBuffer<float> d(*be, n);

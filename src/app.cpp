@@ -35,8 +35,6 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
   check_world(o, world);
-  // TODO(#3): bf16 mixed precision in the CUDA backend; until then both backends train in fp32.
-  if (o.dtype != "fp32") throw UsageError("--dtype " + o.dtype + " is not implemented yet (fp32 only)");
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
   std::unique_ptr<Backend> be;
@@ -45,6 +43,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
     bo.device = o.device;
     bo.local_rank = mpi.local_rank();
     bo.local_size = mpi.local_size();
+    bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
     be = make_backend(bo);
   });
 
@@ -75,7 +74,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
-    std::printf("xtrain | world %d | backend %s | comm %s\n", world, be->name().c_str(), comm->name().c_str());
+    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), o.dtype.c_str(),
+                comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
@@ -87,6 +87,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   if (rank == 0 && !r.losses.empty())
     std::printf("done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
                 r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
+  if (rank == 0 && be->peak_memory_bytes() > 0)
+    std::printf("peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
   return 0;
 }
 

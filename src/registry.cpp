@@ -22,13 +22,22 @@ std::string compiled_backends() {
 #endif
 }
 
+namespace {
+std::unique_ptr<Backend> cpu_backend(const BackendOptions& opts) {
+  if (opts.dtype != "fp32")
+    throw UsageError("--dtype " + opts.dtype + " needs the CUDA backend (--device cuda); the CPU backend trains in fp32");
+  return make_cpu_backend();
+}
+}  // namespace
+
 std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
-  if (opts.device == "cpu") return make_cpu_backend();
+  if (opts.dtype != "fp32" && opts.dtype != "bf16") throw UsageError("--dtype must be fp32 or bf16 (got '" + opts.dtype + "')");
+  if (opts.device == "cpu") return cpu_backend(opts);
 #ifdef XTRAIN_HAVE_CUDA
   if (opts.device == "cuda") return make_cuda_backend(opts);
-  if (opts.device == "auto") return cuda_device_available() ? make_cuda_backend(opts) : make_cpu_backend();
+  if (opts.device == "auto") return cuda_device_available() ? make_cuda_backend(opts) : cpu_backend(opts);
 #else
-  if (opts.device == "auto") return make_cpu_backend();
+  if (opts.device == "auto") return cpu_backend(opts);
   if (opts.device == "cuda")
     throw UsageError("--device cuda: this xtrain was built without CUDA (configure with -DXTRAIN_CUDA=ON)");
 #endif

@@ -29,6 +29,10 @@ class Backend {
   virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
   virtual void zero(void* ptr, size_t bytes) = 0;
   virtual void synchronize() = 0;  // all queued work finished (no-op on CPU)
+  // peak_memory_bytes: the most device memory this backend has held at once (bytes; for CUDA the
+  // caching allocator's peak reservation, without the CUDA context and library internals).
+  // 0 = not tracked (CPU).
+  virtual size_t peak_memory_bytes() const { return 0; }
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
@@ -142,11 +146,16 @@ struct BackendOptions {
   std::string device = "auto";  // auto | cpu | cuda
   int local_rank = 0;           // node-local rank (MPI shared-memory split)
   int local_size = 1;           // ranks on this node
+  // fp32 | bf16. bf16 = mixed precision (CUDA only): GEMM operands rounded to bf16 for tensor-core
+  // products with fp32 accumulation; storage, master weights, optimizer state and every other op
+  // stay fp32 (docs/cuda.md, "Precision").
+  std::string dtype = "fp32";
 };
 
 // make_backend: creates the backend for opts.device. "auto" picks cuda when compiled in and a GPU is
-// visible, else cpu. Throws UsageError for an unknown or not-compiled-in device, Error when the
-// device cannot be used (e.g. more ranks on the node than visible GPUs).
+// visible, else cpu. Throws UsageError for an unknown or not-compiled-in device, for an unknown
+// dtype and for bf16 on the CPU backend; Error when the device cannot be used (e.g. more ranks on
+// the node than visible GPUs).
 std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
 
 // compiled_backends: e.g. "cpu" or "cpu, cuda" (for --help and the start banner).

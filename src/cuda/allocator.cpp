@@ -48,6 +48,7 @@ void* CachingAllocator::alloc(size_t bytes) {
   in_use_.emplace(ptr, size);
   stats_.bytes_in_use += size;
   stats_.bytes_reserved += size;
+  if (stats_.bytes_reserved > stats_.peak_bytes_reserved) stats_.peak_bytes_reserved = stats_.bytes_reserved;
   return ptr;
 }
 

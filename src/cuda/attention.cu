@@ -1,10 +1,13 @@
 // Causal scaled-dot-product attention with grouped-query heads (Ainslie et al. 2023): query head h
-// reads key/value head h / (NH/KVH). A straightforward fp32 kernel, one block per (query row,
-// head, batch), that stores the probabilities `att` as the Backend contract asks; correctness
-// first, speed later (a flash-attention kernel would not store att).
-// The backward runs without atomics: kernel A (per query row) produces dq and the softmax term
-// D_t = sum_j P_j dP_j; kernel B (per key row and kv head) recomputes dP and produces dk and dv,
-// summing the query heads of its group in a fixed order.
+// reads key/value head h / (NH/KVH). The products run as cuBLAS strided-batched GEMMs (gemm.cpp) with
+// one fused causal-softmax kernel in between; `att` holds the probabilities, as the Backend contract
+// asks, and the backward reads them instead of recomputing the scores.
+// Layout trick: q, k, v are first permuted to head-major (B,H,T,HS). The NH/KVH query heads of one
+// kv group are then consecutive, so for batch b and kv head kh the group's queries are ONE matrix of
+// R = (NH/KVH)*T rows, and every product is one GEMM per (b, kh): batch B*KVH, no atomics; the sum
+// over the heads of a group (dk, dv) is part of the GEMM's inner dimension.
+// The GEMMs compute the full T x T score matrix; the softmax writes exact zeros above the diagonal,
+// so the masked half adds nothing (2x the causal FLOPs, simple and exact).
 #include <cmath>
 
 #include "cuda/common.cuh"
@@ -13,158 +16,169 @@
 namespace xtrain::cuda {
 
 namespace {
-struct Layout {  // element offsets into qkv (B,T,(NH+2*KVH)*HS), out (B,T,NH*HS), att (B,NH,T,T)
-  int T, NH, KVH, HS;
-  __device__ size_t row() const { return size_t(NH + 2 * KVH) * HS; }
-  __device__ size_t q(int b, int t, int h) const { return (size_t(b) * T + t) * row() + size_t(h) * HS; }
-  __device__ size_t k(int b, int t, int kh) const { return (size_t(b) * T + t) * row() + size_t(NH + kh) * HS; }
-  __device__ size_t v(int b, int t, int kh) const {
-    return (size_t(b) * T + t) * row() + size_t(NH + KVH + kh) * HS;
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = kThreads / kWarp;  // softmax: one warp per row
+
+enum class Copy { to_heads, to_rows, add_to_rows };
+
+// Between row layout rows (B,T,W) (heads [head0, head0+H) of HS channels each) and head-major
+// heads (B,H,T,HS). One thread per element, indexed in row order (coalesced on both sides in i).
+__global__ void permute_kernel(float* heads, float* rows, int B, int T, int H, int HS, int W, int head0, Copy mode) {
+  const size_t count = size_t(B) * T * H * HS;
+  for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < count; idx += size_t(gridDim.x) * blockDim.x) {
+    const int i = int(idx % HS);
+    const int h = int(idx / HS % H);
+    const size_t bt = idx / (size_t(HS) * H);
+    const int t = int(bt % T), b = int(bt / T);
+    const size_t r = bt * W + size_t(head0 + h) * HS + i;
+    const size_t hd = ((size_t(b) * H + h) * T + t) * HS + i;
+    if (mode == Copy::to_heads) heads[hd] = rows[r];
+    else if (mode == Copy::to_rows) rows[r] = heads[hd];
+    else rows[r] += heads[hd];
   }
-  __device__ size_t out(int b, int t, int h) const { return (size_t(b) * T + t) * NH * HS + size_t(h) * HS; }
-  __device__ size_t att(int b, int h, int t) const { return ((size_t(b) * NH + h) * T + t) * T; }
-  __device__ int kv_head(int h) const { return h / (NH / KVH); }
+}
+
+// Online softmax state (max, sum of exp(x - max)) of two partial rows merged; an empty part has
+// max -inf and sum 0 and must not produce exp(-inf - -inf) = NaN.
+__device__ __forceinline__ void merge(float& mx, float& z, float omx, float oz) {
+  if (omx == -INFINITY) return;
+  if (mx == -INFINITY) {
+    mx = omx, z = oz;
+    return;
+  }
+  const float m = fmaxf(mx, omx);
+  z = z * expf(mx - m) + oz * expf(omx - m);
+  mx = m;
+}
+
+// att rows (rows, T), row r is query position t = r % T: softmax over columns <= t, zeros above.
+__global__ void causal_softmax_kernel(float* att, size_t rows, int T) {
+  const size_t row = blockIdx.x * size_t(kRowsPerBlock) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const int t = int(row % T);
+  float* a = att + row * T;
+  float mx = -INFINITY, z = 0.0f;
+  for (int j = lane; j <= t; j += kWarp) {  // one exp per element: rescale z only when the max moves
+    const float x = a[j];
+    if (x > mx) {
+      z = z * expf(mx - x) + 1.0f;  // first element: 0 * exp(-inf) + 1
+      mx = x;
+    } else {
+      z += expf(x - mx);
+    }
+  }
+  for (int off = kWarp / 2; off > 0; off /= 2) {
+    const float omx = __shfl_xor_sync(0xffffffffu, mx, off), oz = __shfl_xor_sync(0xffffffffu, z, off);
+    merge(mx, z, omx, oz);
+  }
+  const float inv = 1.0f / z;  // z >= 1: the row max contributes exp(0)
+  for (int j = lane; j < T; j += kWarp) a[j] = j <= t ? expf(a[j] - mx) * inv : 0.0f;
+}
+
+// Softmax backward in place over dp (rows, T): dS = P (dP - sum_j P_j dP_j) * scale, zeros above
+// the diagonal (scale folds the 1/sqrt(HS) of the scores into dS).
+__global__ void causal_softmax_backward_kernel(float* dp, const float* att, size_t rows, int T, float scale) {
+  const size_t row = blockIdx.x * size_t(kRowsPerBlock) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= rows) return;
+  const int t = int(row % T);
+  const float* p = att + row * T;
+  float* d = dp + row * T;
+  float D = 0.0f;
+  for (int j = lane; j <= t; j += kWarp) D += p[j] * d[j];
+  D = warp_sum(D);
+  for (int j = lane; j < T; j += kWarp) d[j] = j <= t ? p[j] * (d[j] - D) * scale : 0.0f;
+}
+
+struct Shape {
+  int B, T, NH, KVH, HS;
+  int group() const { return NH / KVH; }
+  int width() const { return (NH + 2 * KVH) * HS; }       // qkv row
+  size_t q_count() const { return size_t(B) * NH * T * HS; }
+  size_t kv_count() const { return size_t(B) * KVH * T * HS; }
+  int R() const { return group() * T; }                    // query rows per (b, kh)
+  long long q_stride() const { return (long long)R() * HS; }
+  long long kv_stride() const { return (long long)T * HS; }
+  long long att_stride() const { return (long long)R() * T; }
+  int batch() const { return B * KVH; }
 };
 
-__device__ __forceinline__ float dot(const float* a, const float* b, int n) {
-  float s = 0.0f;
-  for (int i = 0; i < n; ++i) s += a[i] * b[i];
-  return s;
-}
-
-// grid (T, NH, B); smem: q (HS) | p (T)
-__global__ void attention_forward_kernel(float* out, float* att, const float* qkv, Layout L, float scale) {
-  extern __shared__ float smem[];
-  __shared__ float red[kWarp];
-  float *q = smem, *p = smem + L.HS;
-  const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = L.kv_head(h);
-  for (int i = threadIdx.x; i < L.HS; i += blockDim.x) q[i] = qkv[L.q(b, t, h) + i];
-  __syncthreads();
-  float mx = -INFINITY;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    p[t2] = dot(q, qkv + L.k(b, t2, kh), L.HS) * scale;
-    mx = fmaxf(mx, p[t2]);
-  }
-  mx = block_max(mx, red);
-  float z = 0.0f;  // softmax shifted by the row max: no overflow
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) z += (p[t2] = expf(p[t2] - mx));
-  const float inv = 1.0f / block_sum(z, red);
-  float* a = att + L.att(b, h, t);
-  for (int t2 = threadIdx.x; t2 < L.T; t2 += blockDim.x) a[t2] = t2 <= t ? (p[t2] *= inv) : 0.0f;
-  __syncthreads();
-  for (int i = threadIdx.x; i < L.HS; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += p[t2] * qkv[L.v(b, t2, kh) + i];
-    out[L.out(b, t, h) + i] = acc;
-  }
-}
-
-// Kernel A, grid (T, NH, B); smem: dy (HS) | ds (T). dP_t2 = dout_t . v_t2, D = sum P dP,
-// dS = P (dP - D) / sqrt(HS), dq_t += sum_t2 dS_t2 k_t2; D saved per row for kernel B.
-__global__ void attention_backward_q_kernel(float* dqkv, float* dsum, const float* dout, const float* qkv,
-                                            const float* att, Layout L, float scale) {
-  extern __shared__ float smem[];
-  __shared__ float red[kWarp];
-  float *dy = smem, *ds = smem + L.HS;
-  const int t = blockIdx.x, h = blockIdx.y, b = blockIdx.z, kh = L.kv_head(h);
-  const float* a = att + L.att(b, h, t);
-  for (int i = threadIdx.x; i < L.HS; i += blockDim.x) dy[i] = dout[L.out(b, t, h) + i];
-  __syncthreads();
-  float local = 0.0f;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    ds[t2] = dot(dy, qkv + L.v(b, t2, kh), L.HS);
-    local += a[t2] * ds[t2];
-  }
-  const float D = block_sum(local, red);
-  if (threadIdx.x == 0) dsum[(size_t(b) * L.NH + h) * L.T + t] = D;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) ds[t2] = a[t2] * (ds[t2] - D) * scale;
-  __syncthreads();
-  for (int i = threadIdx.x; i < L.HS; i += blockDim.x) {
-    float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += ds[t2] * qkv[L.k(b, t2, kh) + i];
-    dqkv[L.q(b, t, h) + i] += acc;
-  }
-}
-
-// Kernel B, grid (T, KVH, B), blockDim >= HS; smem: vrow (HS) | ds (T) | pa (T). For key row t2 of
-// kv head kh: dk_t2 += sum_h sum_{t>=t2} dS[t,t2] q_t,h, dv_t2 += sum_h sum_{t>=t2} P[t,t2] dout_t,h.
-__global__ void attention_backward_kv_kernel(float* dqkv, const float* dsum, const float* dout, const float* qkv,
-                                             const float* att, Layout L, float scale) {
-  extern __shared__ float smem[];
-  float *vrow = smem, *ds = smem + L.HS, *pa = smem + L.HS + L.T;
-  const int t2 = blockIdx.x, kh = blockIdx.y, b = blockIdx.z, group = L.NH / L.KVH;
-  for (int i = threadIdx.x; i < L.HS; i += blockDim.x) vrow[i] = qkv[L.v(b, t2, kh) + i];
-  float dk = 0.0f, dv = 0.0f;  // thread i owns channel i (blockDim >= HS)
-  for (int h = kh * group; h < (kh + 1) * group; ++h) {
-    __syncthreads();  // vrow loaded / previous head's ds, pa consumed
-    for (int t = t2 + threadIdx.x; t < L.T; t += blockDim.x) {
-      const float P = att[L.att(b, h, t) + t2];
-      const float dP = dot(dout + L.out(b, t, h), vrow, L.HS);
-      ds[t] = P * (dP - dsum[(size_t(b) * L.NH + h) * L.T + t]) * scale;
-      pa[t] = P;
-    }
-    __syncthreads();
-    const int i = threadIdx.x;
-    if (i < L.HS) {
-      for (int t = t2; t < L.T; ++t) {
-        dk += ds[t] * qkv[L.q(b, t, h) + i];
-        dv += pa[t] * dout[L.out(b, t, h) + i];
-      }
-    }
-  }
-  if (threadIdx.x < L.HS) {
-    dqkv[L.k(b, t2, kh) + threadIdx.x] += dk;
-    dqkv[L.v(b, t2, kh) + threadIdx.x] += dv;
-  }
-}
-
-Layout check_shape(int B, int T, int NH, int KVH, int HS) {
-  XT_CHECK(B >= 0 && T >= 0 && HS > 0 && HS <= 1024, "bad attention shape B=" << B << " T=" << T << " HS=" << HS);
+Shape check_shape(int B, int T, int NH, int KVH, int HS) {
+  XT_CHECK(B >= 0 && T >= 0 && HS > 0, "bad attention shape B=" << B << " T=" << T << " HS=" << HS);
   XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
            "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
-  XT_CHECK(B <= 65535 && NH <= 65535, "attention grid: B=" << B << ", NH=" << NH << " must be <= 65535");
-  return Layout{T, NH, KVH, HS};
+  return Shape{B, T, NH, KVH, HS};
 }
 
-// Kernels whose dynamic shared memory exceeds the 48 KiB default must opt in (CUDA C++ Programming
-// Guide, "Shared Memory"); a request beyond the device limit fails here with the runtime's message.
-template <typename Kernel>
-void set_smem(Kernel kernel, size_t bytes) {
-  if (bytes > 48 * 1024)
-    XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+// permute: `rows` is read-only when mode is Copy::to_heads (the only caller passing a const source).
+void permute(const OpContext& ctx, float* heads, const float* rows, const Shape& s, int H, int W, int head0,
+             Copy mode) {
+  const size_t count = size_t(s.B) * s.T * H * s.HS;
+  permute_kernel<<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(heads, const_cast<float*>(rows), s.B,
+                                                                           s.T, H, s.HS, W, head0, mode);
+  XT_CUDA_LAUNCH_CHECK();
 }
 
-constexpr int kThreads = 128;
-int kv_threads(int HS) { return HS <= kThreads ? kThreads : (HS + kWarp - 1) / kWarp * kWarp; }
+// qkv rows -> head-major [q (B,NH,T,HS) | k (B,KVH,T,HS) | v (B,KVH,T,HS)] in one buffer.
+void split_qkv(const OpContext& ctx, float* qkvp, const float* qkv, const Shape& s) {
+  permute(ctx, qkvp, qkv, s, s.NH, s.width(), 0, Copy::to_heads);
+  permute(ctx, qkvp + s.q_count(), qkv, s, s.KVH, s.width(), s.NH, Copy::to_heads);
+  permute(ctx, qkvp + s.q_count() + s.kv_count(), qkv, s, s.KVH, s.width(), s.NH + s.KVH, Copy::to_heads);
+}
+
+unsigned softmax_blocks(size_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 }  // namespace
 
 void attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
                        int KVH, int HS) {
-  const Layout L = check_shape(B, T, NH, KVH, HS);
+  const Shape s = check_shape(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
-  const size_t smem = size_t(HS + T) * sizeof(float);
-  set_smem(attention_forward_kernel, smem);
-  attention_forward_kernel<<<dim3(T, NH, B), kThreads, smem, ctx.stream>>>(out, att, qkv, L, scale);
+  ScratchBuffer<float> qkvp(*ctx.alloc, s.q_count() + 2 * s.kv_count()), outp(*ctx.alloc, s.q_count());
+  split_qkv(ctx, qkvp.get(), qkv, s);
+  const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
+  // scores (R,T) = scale * q (R,HS) k^T, per (b, kh)
+  gemm(ctx, false, true, s.R(), T, HS, scale, q, HS, s.q_stride(), k, HS, s.kv_stride(), 0.0f, att, T,
+       s.att_stride(), s.batch());
+  const size_t rows = size_t(B) * NH * T;
+  causal_softmax_kernel<<<softmax_blocks(rows), kThreads, 0, ctx.stream>>>(att, rows, T);
   XT_CUDA_LAUNCH_CHECK();
+  // out (R,HS) = P (R,T) v (T,HS)
+  gemm(ctx, false, false, s.R(), HS, T, 1.0f, att, T, s.att_stride(), v, HS, s.kv_stride(), 0.0f, outp.get(), HS,
+       s.q_stride(), s.batch());
+  permute(ctx, outp.get(), out, s, NH, NH * HS, 0, Copy::to_rows);
 }
 
 void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att,
                         int B, int T, int NH, int KVH, int HS) {
-  const Layout L = check_shape(B, T, NH, KVH, HS);
+  const Shape s = check_shape(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   const float scale = float(1.0 / std::sqrt(double(HS)));
-  ScratchBuffer<float> dsum(*ctx.alloc, size_t(B) * NH * T);  // D per (b, h, t)
-  const size_t smem_q = size_t(HS + T) * sizeof(float);
-  set_smem(attention_backward_q_kernel, smem_q);
-  attention_backward_q_kernel<<<dim3(T, NH, B), kThreads, smem_q, ctx.stream>>>(dqkv, dsum.get(), dout, qkv, att,
-                                                                                 L, scale);
+  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count), dqkvp(*ctx.alloc, qkv_count), doutp(*ctx.alloc, s.q_count()),
+      dp(*ctx.alloc, size_t(B) * NH * T * T);
+  split_qkv(ctx, qkvp.get(), qkv, s);
+  permute(ctx, doutp.get(), dout, s, NH, NH * HS, 0, Copy::to_heads);
+  const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
+  float *dq = dqkvp.get(), *dk = dq + s.q_count(), *dv = dk + s.kv_count();
+  const int R = s.R(), batch = s.batch();
+  const long long sq = s.q_stride(), skv = s.kv_stride(), sa = s.att_stride();
+  // dv (T,HS) = P^T (T,R) dout (R,HS): sums over the group's heads and the query positions
+  gemm(ctx, true, false, T, HS, R, 1.0f, att, T, sa, doutp.get(), HS, sq, 0.0f, dv, HS, skv, batch);
+  // dP (R,T) = dout (R,HS) v^T, then dS in place
+  gemm(ctx, false, true, R, T, HS, 1.0f, doutp.get(), HS, sq, v, HS, skv, 0.0f, dp.get(), T, sa, batch);
+  const size_t rows = size_t(B) * NH * T;
+  causal_softmax_backward_kernel<<<softmax_blocks(rows), kThreads, 0, ctx.stream>>>(dp.get(), att, rows, T, scale);
   XT_CUDA_LAUNCH_CHECK();
-  const size_t smem_kv = size_t(HS + 2 * T) * sizeof(float);
-  set_smem(attention_backward_kv_kernel, smem_kv);
-  attention_backward_kv_kernel<<<dim3(T, KVH, B), kv_threads(HS), smem_kv, ctx.stream>>>(dqkv, dsum.get(), dout,
-                                                                                         qkv, att, L, scale);
-  XT_CUDA_LAUNCH_CHECK();
+  // dq (R,HS) = dS (R,T) k (T,HS);  dk (T,HS) = dS^T (T,R) q (R,HS)
+  gemm(ctx, false, false, R, HS, T, 1.0f, dp.get(), T, sa, k, HS, skv, 0.0f, dq, HS, sq, batch);
+  gemm(ctx, true, false, T, HS, R, 1.0f, dp.get(), T, sa, q, HS, sq, 0.0f, dk, HS, skv, batch);
+  // dqkv += (contract: backward ops accumulate)
+  const int W = s.width();
+  permute(ctx, dq, dqkv, s, NH, W, 0, Copy::add_to_rows);
+  permute(ctx, dk, dqkv, s, KVH, W, NH, Copy::add_to_rows);
+  permute(ctx, dv, dqkv, s, KVH, W, NH + KVH, Copy::add_to_rows);
 }
 
 }  // namespace xtrain::cuda

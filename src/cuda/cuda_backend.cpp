@@ -21,6 +21,15 @@ std::string host_name() {
 // cuBLAS workspace: the cuBLAS documentation recommends 32 MiB on Hopper (cublasSetWorkspace);
 // providing it from our allocator keeps cuBLAS from allocating behind our counters.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+// gemm_compute: the cuBLAS compute type of every GEMM for --dtype. bf16: CUBLAS_COMPUTE_32F_FAST_16BF
+// takes fp32 operands, rounds them to bf16 for the tensor cores and accumulates in fp32 (cuBLAS docs,
+// cublasComputeType_t); storage and all non-GEMM ops stay fp32.
+cublasComputeType_t gemm_compute(const std::string& dtype) {
+  if (dtype == "fp32") return CUBLAS_COMPUTE_32F;
+  if (dtype == "bf16") return CUBLAS_COMPUTE_32F_FAST_16BF;
+  throw UsageError("--dtype must be fp32 or bf16 (got '" + dtype + "')");
+}
 }  // namespace
 
 bool cuda_device_available() {
@@ -80,7 +89,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
-  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_};
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype)};
 }
 
 CudaBackend::~CudaBackend() {

@@ -20,6 +20,7 @@ bool cuda_device_available();
 // -> device 0 (the launcher or CUDA_VISIBLE_DEVICES gave each process its own); several visible ->
 // device opts.local_rank. Throws Error when no GPU is visible, or when more ranks share the node
 // (opts.local_size) than GPUs are visible (the message names the host and both counts).
+// opts.dtype picks the GEMM math: fp32, or bf16 tensor cores with fp32 accumulation (UsageError else).
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts);
 
 // make_nccl_communicator: NCCL collectives on the CUDA backend's device memory. Collective over all
@@ -35,6 +36,7 @@ struct CudaAllocStats {
   size_t cuda_free_calls = 0;    // cudaFree calls since the backend was created
   size_t bytes_in_use = 0;       // handed out and not yet freed
   size_t bytes_reserved = 0;     // held from the device (in use + cached)
+  size_t peak_bytes_reserved = 0; // the most bytes_reserved has been
 };
 
 // cuda_alloc_stats: counters of a backend made by make_cuda_backend; throws Error for another one.

@@ -31,6 +31,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void zero(void* ptr, size_t bytes) override;
   void synchronize() override;
+  size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
 
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;

@@ -1,7 +1,6 @@
-// Fully connected layers through cuBLAS SGEMM (fp32 in, fp32 compute: the handle keeps
-// CUBLAS_DEFAULT_MATH, so neither TF32 nor BF16x9 emulation is used, see cuda_backend.cpp).
-// cuBLAS is column-major: a row-major (R, K) matrix is a column-major (K, R) one, so every product
-// below is written for the transposed, column-major view (as in llm.c).
+// Fully connected layers through cuBLAS (gemm.cpp): fp32 storage; math per ctx.gemm_compute — plain
+// fp32 for --dtype fp32 (the handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or BF16x9 emulation, see
+// cuda_backend.cpp), bf16 tensor-core products with fp32 accumulation for --dtype bf16.
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 
@@ -24,10 +23,8 @@ void matmul_forward(const OpContext& ctx, float* out, const float* inp, const fl
   if (IC == 0) {  // empty sum; do not rely on cuBLAS's handling of k == 0
     XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), ctx.stream));
   } else {
-    // out^T (OC,N) = w_cm^T (OC,IC) * inp_cm (IC,N); w_cm is w seen column-major (IC,OC).
-    const float one = 1.0f, zero = 0.0f;
-    XT_CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_T, CUBLAS_OP_N, OC, N, IC, &one, w, IC, inp, IC, &zero, out,
-                                OC));
+    // out (N,OC) = inp (N,IC) w^T
+    gemm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, w, IC, 0, 0.0f, out, OC, 0);
   }
   if (bias) {
     const size_t count = size_t(N) * OC;
@@ -40,14 +37,9 @@ void matmul_backward(const OpContext& ctx, float* dinp, float* dw, float* dbias,
                      const float* inp, const float* w, int N, int IC, int OC) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
-  const float one = 1.0f;
   if (IC > 0) {
-    // dinp^T (IC,N) += w_cm (IC,OC) * dout_cm (OC,N)
-    XT_CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_N, IC, N, OC, &one, w, IC, dout, OC, &one, dinp,
-                                IC));
-    // dw^T (IC,OC) += inp_cm (IC,N) * dout_cm^T (N,OC)
-    XT_CUBLAS_CHECK(cublasSgemm(ctx.cublas, CUBLAS_OP_N, CUBLAS_OP_T, IC, OC, N, &one, inp, IC, dout, OC, &one, dw,
-                                IC));
+    gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, 1.0f, dinp, IC, 0);  // dinp (N,IC) += dout w
+    gemm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);   // dw (OC,IC) += dout^T inp
   }
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
 }

@@ -18,6 +18,10 @@ struct OpContext {
   cublasHandle_t cublas = nullptr;
   CachingAllocator* alloc = nullptr;
   int* error_flag = nullptr;  // device int; kernels set it on bad input (checked at the next sync)
+  // Math of every GEMM (matmuls and attention): CUBLAS_COMPUTE_32F (plain fp32, --dtype fp32) or
+  // CUBLAS_COMPUTE_32F_FAST_16BF (--dtype bf16: fp32 operands rounded to bf16 inside cuBLAS,
+  // tensor-core products, fp32 accumulation and fp32 output; cuBLAS docs, cublasComputeType_t).
+  cublasComputeType_t gemm_compute = CUBLAS_COMPUTE_32F;
 };
 
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
@@ -65,6 +69,13 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
 void adamw_update(const OpContext& ctx, float* param, const float* grad, float* m, float* v,
                   size_t count, float lr, float beta1, float beta2, float eps, float weight_decay,
                   float grad_scale, int t);
+
+// gemm: ROW-MAJOR C = alpha op(A) op(B) + beta C for `batch` matrices at fixed element strides
+// sA, sB, sC. op(A) (M,K), op(B) (K,N), C (M,N); lda/ldb/ldc are row strides (elements) of the
+// matrices as stored (A stored (M,K) or, when ta, (K,M)). fp32 storage, math ctx.gemm_compute.
+void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          long long sA, const float* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC,
+          int batch = 1);
 
 // column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);

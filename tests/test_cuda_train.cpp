@@ -1,0 +1,165 @@
+// Whole training on one GPU against the CPU backend (the oracle): the same GPT, seed, token batches,
+// dropout keys, LR schedule, clipping and AdamW as src/train.cpp, 20 optimizer steps; the per-step
+// loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU. Label gpu; exits 77
+// (skipped) when the CUDA runtime sees no device, before doctest runs.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cuda/cuda_backend.h"
+#include "xtrain/error.h"
+#include "xtrain/model.h"
+#include "xtrain/optim.h"
+#include "xtrain/rng.h"
+
+using namespace xtrain;
+
+namespace {
+
+// fp32 GPU vs CPU, relative per step. Every op agrees with the CPU to ~1e-6 (test_cuda_ops, 1e-5
+// bound); over 20 steps these differences pass through AdamW, which normalizes the gradient scale, so
+// the parameters drift apart by ~steps * lr * 1e-6 and the losses by ~1e-6 relative. 1e-4 leaves a
+// ~100x margin, while a wrong op, a missed dropout mask or a mis-wired gradient moves the loss by
+// more than 1e-3 within a few steps.
+constexpr double kFp32TrajectoryRel = 1e-4;
+// bf16 vs fp32 on the GPU, relative per step. bf16 keeps 8 significant bits: every GEMM operand is
+// rounded by up to 2^-9 ~ 2e-3 relative, so logits and gradients carry ~1e-3 relative noise that
+// accumulates over the steps; 2e-2 bounds that with margin, while bf16 storage of the master weights
+// or of the AdamW state (updates of ~lr * 1e-3 lost to rounding) would stall the loss curve.
+constexpr double kBf16TrajectoryRel = 2e-2;
+// The loss must fall by at least this fraction of its first value in 20 steps (the corpus is a
+// learnable Markov chain), in fp32 and bf16 alike, so the comparison is not between two stalled runs.
+constexpr double kMinRelativeFall = 0.2;
+
+constexpr int kSteps = 20, kB = 4, kT = 64;
+constexpr uint64_t kSeed = 1234;
+
+GPTConfig config() {
+  GPTConfig c;
+  c.V = 512, c.maxT = kT, c.C = 64, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 16, c.F = 256;
+  return c;
+}
+
+// corpus: a Markov chain that cycles through 16 tokens (next = (cur + 1) mod 16) with probability
+// 0.9 and jumps to a uniform token of [0, V) otherwise: learnable within 20 steps.
+std::vector<int32_t> corpus(size_t n, int V) {
+  std::vector<int32_t> t(n);
+  t[0] = 0;
+  for (size_t i = 1; i < n; ++i) {
+    const uint64_t r = uniform_u64(kSeed, i);
+    t[i] = (r % 10 == 0) ? int32_t((r >> 8) % uint64_t(V)) : (t[i - 1] + 1) % 16;
+  }
+  return t;
+}
+
+struct Trajectory {
+  std::vector<double> loss, grad_norm;
+};
+
+// train: kSteps optimizer steps exactly as train_rank does them on one rank (batch windows from
+// hash_key(seed, kRngBatch), dropout keys per (step, sequence), dloss = 1/(B*T), global-norm clipping
+// through be.sum_squares, AdamW with the warmup + cosine schedule).
+Trajectory train(Backend& be, const std::vector<int32_t>& data, float dropout) {
+  GPT model(config(), be);
+  model.init_params(kSeed);
+  const size_t n = model.num_params();
+  AdamW opt(be, n);
+  OptimConfig oc;
+  oc.lr = 5e-3f, oc.warmup_steps = 3, oc.total_steps = kSteps, oc.grad_clip = 1.0f;
+  const uint64_t batch_key = hash_key(kSeed, kRngBatch), drop_key = hash_key(kSeed, kRngDropout);
+  const size_t span = data.size() - kT;
+  std::vector<int32_t> tok(size_t(kB) * kT), tgt(tok.size());
+  DropoutKeys drop;
+  drop.p = dropout;
+  Trajectory tr;
+  for (int step = 1; step <= kSteps; ++step) {
+    model.zero_grads();
+    const uint64_t step_key = hash_key(batch_key, uint64_t(step));
+    drop.seq_keys.clear();
+    for (int i = 0; i < kB; ++i) {
+      const size_t off = uniform_u64(step_key, uint64_t(i)) % span;
+      std::copy_n(data.begin() + off, kT, tok.begin() + size_t(i) * kT);
+      std::copy_n(data.begin() + off + 1, kT, tgt.begin() + size_t(i) * kT);
+      drop.seq_keys.push_back(hash_key(hash_key(drop_key, uint64_t(step)), uint64_t(i)));
+    }
+    const double loss = model.forward(tok.data(), tgt.data(), kB, kT, true, 1.0f / (kB * kT), &drop) / (kB * kT);
+    model.backward();
+    const double norm = std::sqrt(be.sum_squares(model.grads(), n));
+    opt.step(model, step, lr_at(oc, step), clip_scale(oc, norm), oc);
+    tr.loss.push_back(loss);
+    tr.grad_norm.push_back(norm);
+  }
+  be.synchronize();
+  return tr;
+}
+
+double max_rel_diff(const std::vector<double>& a, const std::vector<double>& ref) {
+  double m = 0.0;
+  for (size_t i = 0; i < ref.size(); ++i) m = std::max(m, std::fabs(a[i] - ref[i]) / std::fabs(ref[i]));
+  return m;
+}
+
+void print(const char* name, const Trajectory& t) {
+  std::printf("%-14s loss:", name);
+  for (double l : t.loss) std::printf(" %.5f", l);
+  std::printf("\n");
+}
+
+std::unique_ptr<Backend> gpu(const char* dtype) { return make_backend(BackendOptions{"cuda", 0, 1, dtype}); }
+
+}  // namespace
+
+TEST_CASE("20 training steps on the GPU (fp32) follow the CPU loss trajectory") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  for (float p : {0.0f, 0.1f}) {
+    CAPTURE(p);
+    auto cpu = make_cpu_backend();
+    auto cuda = gpu("fp32");
+    const Trajectory c = train(*cpu, data, p), g = train(*cuda, data, p);
+    print(p > 0 ? "cpu (p=0.1)" : "cpu", c);
+    print(p > 0 ? "gpu fp32 (p=0.1)" : "gpu fp32", g);
+    const double loss_rel = max_rel_diff(g.loss, c.loss), norm_rel = max_rel_diff(g.grad_norm, c.grad_norm);
+    std::printf("dropout %.1f: max relative loss difference gpu fp32 vs cpu over %d steps: %.3e (tolerance %.0e); "
+                "gradient norms: %.3e\n", p, kSteps, loss_rel, kFp32TrajectoryRel, norm_rel);
+    CHECK(loss_rel <= kFp32TrajectoryRel);
+    CHECK(c.loss.back() < (1.0 - kMinRelativeFall) * c.loss.front());
+  }
+}
+
+TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  auto f32 = gpu("fp32");
+  auto b16 = gpu("bf16");
+  const Trajectory a = train(*f32, data, 0.1f), b = train(*b16, data, 0.1f);
+  print("gpu fp32", a);
+  print("gpu bf16", b);
+  const double rel = max_rel_diff(b.loss, a.loss);
+  std::printf("max relative loss difference bf16 vs fp32 over %d steps: %.3e (tolerance %.0e)\n", kSteps, rel,
+              kBf16TrajectoryRel);
+  CHECK(rel <= kBf16TrajectoryRel);
+  CHECK(rel > 0.0);  // bf16 must actually change the arithmetic
+  CHECK(a.loss.back() < (1.0 - kMinRelativeFall) * a.loss.front());
+  CHECK(b.loss.back() < (1.0 - kMinRelativeFall) * b.loss.front());
+}
+
+TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {
+  CHECK_THROWS_AS(make_backend(BackendOptions{"cpu", 0, 1, "bf16"}), UsageError);
+  CHECK_THROWS_AS(make_backend(BackendOptions{"cuda", 0, 1, "fp8"}), UsageError);
+}
+
+int main(int argc, char** argv) {
+  if (!cuda_device_available()) {
+    std::printf("test_cuda_train: no CUDA device visible, skipped\n");
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
