@@ -104,9 +104,10 @@ run_reference() {
   say "world=1 reference: $((SECONDS - t0)) s, $(tail -n1 "$XT_TMP/ref.log")"
 }
 
-# check_gates REF OTHER: gate 1 (per-step loss vs world=1) and gate 2 (final max_param_diff).
+# check_gates REF OTHER LABEL: gate 1 (per-step loss vs world=1) and gate 2 (final max_param_diff),
+# both figures printed by tests/gate_compare.py.
 check_gates() {
-  python3 "$XT_REPO/tests/gate_compare.py" "$1" "$2" || fail "gates failed: $2 vs $1"
+  python3 "$XT_REPO/tests/gate_compare.py" "$1" "$2" --label "$3" || fail "gates failed: $2 vs $1"
 }
 
 # placement LOG: the rank table rank 0 printed, one "rank host local_rank" line per rank.

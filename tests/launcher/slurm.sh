@@ -25,6 +25,9 @@ TaskPlugin=task/none
 SlurmdParameters=config_overrides
 MpiDefault=pmix
 SchedulerParameters=batch_sched_delay=0
+# sbatch --wait polls every 2 s while that is under MinJobAge/2, else its interval grows to 32 s
+# (a 15 s job then returned after 42 s). Completed jobs are forgotten after 4 s: use the logs.
+MinJobAge=4
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 GresTypes=gpu
