@@ -67,7 +67,7 @@ RunOptions parse_options(int argc, char** argv) {
     ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&o.dtype)->default_value("fp32"), "fp32 | bf16 (bf16: CUDA only)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0), "seconds a GPU collective may wait before the job aborts")
-    ("help,h", po::bool_switch(&o.help), "print this help");
+    ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
   all.add(data).add(model).add(train).add(sys);
   std::ostringstream help;
@@ -75,7 +75,17 @@ RunOptions parse_options(int argc, char** argv) {
   o.help_text = help.str();
   try {
     po::variables_map vm;
-    po::store(po::command_line_parser(argc, argv).options(all).run(), vm);
+    po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
+    // An option given twice takes its LAST value (as in argparse), so scripts can append overrides
+    // such as `$XTRAIN_ARGS` to a default command line.
+    std::vector<po::option> last;
+    for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+      bool seen = false;
+      for (const po::option& o2 : last) seen = seen || o2.string_key == it->string_key;
+      if (!seen) last.insert(last.begin(), *it);
+    }
+    parsed.options = std::move(last);
+    po::store(parsed, vm);
     po::notify(vm);
   } catch (const po::error& e) {
     throw UsageError(e.what());

@@ -112,7 +112,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       if (rank == 0)
-        std::fprintf(stderr, "rank 0: non-finite %s (%g) at step %d; stopping%s\n",
+        std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", mpi.host().c_str(),
                      std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
                      cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
       throw AgreedFailure(1);

@@ -14,7 +14,7 @@ expect() {
   timeout -s KILL $BOUND "${MPIRUN[@]}" -np "$np" "$XT" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
   local line
   line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE "$pattern" <<< "$line"; then
+  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line"; then
     printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
   else
     printf 'FAIL %-34s exit %d (want %d), message: %s\n' "$name" "$rc" "$code" "${line:-<none>}"
@@ -28,13 +28,13 @@ expect "corpus is a directory" 1 "cannot read" 2 "${OK[@]}" --data "$WORK"
 expect "missing encoder.json" 1 "nope.json" 2 "${OK[@]}" --encoder-json "$WORK/nope.json"
 printf '{"a": ' > "$WORK/bad.json"
 expect "malformed encoder.json" 1 "bad.json" 2 "${OK[@]}" --encoder-json "$WORK/bad.json"
-head -c 2000 "$WORK/corpus.txt" > "$WORK/short.txt"
+head -c 500 "$WORK/corpus.txt" > "$WORK/short.txt"  # ~110 tokens; one batch needs 8 x 32 + 1
 expect "corpus shorter than a batch" 1 "corpus too short" 2 "${OK[@]}" --data "$WORK/short.txt"
 expect "batch not divisible" 2 "divisible by world size" 2 "${OK[@]}" --batch 6 --grad-accum 2
 expect "batch not divisible (world 4)" 2 "divisible by world size" 4 "${OK[@]}" --batch 6
 expect "unknown option" 2 "usage error: .*--bogus" 2 "${OK[@]}" --bogus 1
 expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
-expect "kv-heads not dividing heads" 2 "kv-heads" 2 "${OK[@]}" --kv-heads 3
+expect "kv-heads not dividing heads" 2 "--kv-heads \\(3\\) must divide --heads" 2 "${OK[@]}" --kv-heads 3
 expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
 
 # checkpoints: make a good one, then damage copies of it
