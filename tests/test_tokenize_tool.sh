@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# xtrain_tokenize with the GPT-2 files fetched by scripts/setup.sh (data/gpt2): ids of reference
+# strings as tiktoken's "gpt2" encoding gives them (values from js-tiktoken, recorded in
+# ../shared/data/gpt2/tokenizer_examples.json), decode round trip, exit codes. Runs without ../shared,
+# so CI checks the tokenizer even where the fuller test_tokenizer is skipped.
+set -euo pipefail
+dd="${XTRAIN_DATA_DIR:-}"
+[[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" ]] || { echo "SKIP: no data/gpt2 (run scripts/setup.sh)"; exit 77; }
+TOOL="${XTRAIN_BIN_DIR:?}/xtrain_tokenize"
+TOK=(--encoder-json "$dd/gpt2/encoder.json" --vocab-bpe "$dd/gpt2/vocab.bpe")
+fails=0
+check() {  # check TEXT EXPECTED_IDS
+  local got
+  got=$("$TOOL" "${TOK[@]}" --print-ids "$1")
+  if [[ "$got" == "$2" ]]; then echo "ok   $(printf '%q' "$1") -> $got"; else echo "FAIL $(printf '%q' "$1"): got '$got', want '$2'"; fails=$((fails+1)); fi
+}
+check "Hello, world!" "15496 11 995 0"
+check "The cat sat on the mat." "464 3797 3332 319 262 2603 13"
+check "I can't wait to see you." "40 460 470 4043 284 766 345 13"
+check "There are 42 apples." "1858 389 5433 22514 13"
+check $'First line.\nSecond line.' "5962 1627 13 198 12211 1627 13"
+check "<|endoftext|>" "50256"
+# decode(encode(x)) == x for a multi-script string
+text=$'caf\u00e9 \u6f22\u5b57 \U0001F600  spaces\n\n'
+ids=$("$TOOL" "${TOK[@]}" --print-ids "$text")
+back=$("$TOOL" "${TOK[@]}" --decode "$ids")
+[[ "$back" == "${text%$'\n\n'}" || "$back"$'\n' == "$text" || "$back" == "$text" ]] && echo "ok   round trip of a multi-script string ($ids)" \
+  || { echo "FAIL round trip: '$back'"; fails=$((fails+1)); }
+# exit codes: 2 for usage errors, 1 for a missing file
+rc=0; "$TOOL" --bogus > /dev/null 2>&1 || rc=$?; [[ $rc -eq 2 ]] || { echo "FAIL unknown option: exit $rc"; fails=$((fails+1)); }
+rc=0; "$TOOL" --encoder-json /nonexistent --vocab-bpe "$dd/gpt2/vocab.bpe" --print-ids x > /dev/null 2>&1 || rc=$?
+[[ $rc -eq 1 ]] || { echo "FAIL missing file: exit $rc"; fails=$((fails+1)); }
+[[ $fails -eq 0 ]]
