@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # common.sh — sourced by every launcher test: skip rules (exit 77), the launcher lock, cleanup on
 # exit, the tiny training config, the world=1 reference run, gate and placement checks.
 # Each test: source common.sh; launcher_init [needs...]; then nodes_up / slurm_up as needed.

@@ -44,6 +44,7 @@ node_pids() {
 nodes_kill_all() {
   local pids
   pids="$(node_pids "$1")"
+  # shellcheck disable=SC2086  # a list of pids
   [[ -n "$pids" ]] && kill -9 $pids 2>/dev/null
   return 0
 }

@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # slurm.sh — a private Slurm (slurmctld on the bridge address, one slurmd per namespace node) for the
 # launcher tests. Source after nodes.sh/common.sh; call slurm_up after nodes_up, slurm_down at exit.
 # The config is written to $XT_TMP/slurm (never /etc/slurm); clients find it through SLURM_CONF.

@@ -38,7 +38,7 @@ until [[ -f "$XT_TMP/long.jsonl" ]] && (($(grep -c '"train"' "$XT_TMP/long.jsonl
   ((SECONDS - t0 < 60)) || { cat "$XT_TMP/long.log"; fail "no training steps after 60 s"; }
   sleep 0.2
 done
-victims=($(node_pids xtn1 xtrain_mpi))
+mapfile -t victims < <(node_pids xtn1 xtrain_mpi)
 ((${#victims[@]} == 2)) || fail "expected 2 xtrain_mpi ranks on xtn1, found ${#victims[@]}: ${victims[*]}"
 say "training ($(grep -c '"train"' "$XT_TMP/long.jsonl") steps); kill -9 ${victims[0]} on xtn1"
 kill -9 "${victims[0]}"
