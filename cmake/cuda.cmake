@@ -37,6 +37,7 @@ target_sources(xtrain_core PRIVATE
   src/cuda/comm_nccl.cpp
   src/cuda/adamw.cu
   src/cuda/attention.cu
+  src/cuda/convert.cu
   src/cuda/cross_entropy.cu
   src/cuda/dropout.cu
   src/cuda/encoder.cu

@@ -89,7 +89,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
-  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype)};
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == "bf16"};
 }
 
 CudaBackend::~CudaBackend() {

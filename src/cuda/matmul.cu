@@ -1,6 +1,11 @@
-// Fully connected layers through cuBLAS (gemm.cpp): fp32 storage; math per ctx.gemm_compute — plain
-// fp32 for --dtype fp32 (the handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or BF16x9 emulation, see
-// cuda_backend.cpp), bf16 tensor-core products with fp32 accumulation for --dtype bf16.
+// Fully connected layers through cuBLAS (gemm.cpp), fp32 storage. --dtype fp32: plain fp32 GEMMs (the
+// handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or BF16x9 emulation, see cuda_backend.cpp).
+// --dtype bf16: bf16 tensor-core products with fp32 accumulation and fp32 output, by the faster of two
+// routes measured on the H200 at GPT-2 124M sizes (docs/benchmarks.md): the forward GEMM passes its
+// fp32 operands to cuBLAS with CUBLAS_COMPUTE_32F_FAST_16BF (rounded to bf16 inside cuBLAS); the
+// backward rounds dout, w and inp into scratch bf16 copies (to_bf16; the fp32 master weights stay
+// untouched) and multiplies those, 1.3-1.5x faster than FAST_16BF there (dout's copy serves both
+// GEMMs), while in the forward the copies cost more than they save (lm_head: 6.8 vs 4.9 ms).
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 
@@ -8,6 +13,17 @@ namespace xtrain::cuda {
 
 namespace {
 constexpr int kThreads = 256;
+
+// Bf16Copy: a scratch bf16 copy of a row-major fp32 matrix (rows, cols), row stride ld (to_bf16).
+struct Bf16Copy {
+  ScratchBuffer<__nv_bfloat16> buf;
+  int ld;
+  Bf16Copy(const OpContext& ctx, const float* src, int rows, int cols)
+      : buf(*ctx.alloc, size_t(rows) * bf16_ld(cols)), ld(bf16_ld(cols)) {
+    to_bf16(ctx, buf.get(), src, rows, cols);
+  }
+  const __nv_bfloat16* get() const { return buf.get(); }
+};
 
 // out (N,OC) += bias (OC) broadcast over rows
 __global__ void add_bias_kernel(float* out, const float* bias, size_t count, int OC) {
@@ -23,7 +39,7 @@ void matmul_forward(const OpContext& ctx, float* out, const float* inp, const fl
   if (IC == 0) {  // empty sum; do not rely on cuBLAS's handling of k == 0
     XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), ctx.stream));
   } else {
-    // out (N,OC) = inp (N,IC) w^T
+    // out (N,OC) = inp (N,IC) w^T; bf16: FAST_16BF through ctx.gemm_compute (see the file comment)
     gemm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, w, IC, 0, 0.0f, out, OC, 0);
   }
   if (bias) {
@@ -37,7 +53,11 @@ void matmul_backward(const OpContext& ctx, float* dinp, float* dw, float* dbias,
                      const float* inp, const float* w, int N, int IC, int OC) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
-  if (IC > 0) {
+  if (IC > 0 && ctx.bf16) {
+    Bf16Copy dout16(ctx, dout, N, OC), w16(ctx, w, OC, IC), in16(ctx, inp, N, IC);
+    gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout16.get(), dout16.ld, w16.get(), w16.ld, 1.0f, dinp, IC);
+    gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout16.get(), dout16.ld, in16.get(), in16.ld, 1.0f, dw, IC);
+  } else if (IC > 0) {
     gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, 1.0f, dinp, IC, 0);  // dinp (N,IC) += dout w
     gemm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);   // dw (OC,IC) += dout^T inp
   }

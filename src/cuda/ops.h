@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cublas_v2.h>
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -18,10 +19,13 @@ struct OpContext {
   cublasHandle_t cublas = nullptr;
   CachingAllocator* alloc = nullptr;
   int* error_flag = nullptr;  // device int; kernels set it on bad input (checked at the next sync)
-  // Math of every GEMM (matmuls and attention): CUBLAS_COMPUTE_32F (plain fp32, --dtype fp32) or
+  // Math of gemm() (attention's products, the matmul forward): CUBLAS_COMPUTE_32F (plain fp32, --dtype fp32) or
   // CUBLAS_COMPUTE_32F_FAST_16BF (--dtype bf16: fp32 operands rounded to bf16 inside cuBLAS,
   // tensor-core products, fp32 accumulation and fp32 output; cuBLAS docs, cublasComputeType_t).
   cublasComputeType_t gemm_compute = CUBLAS_COMPUTE_32F;
+  // --dtype bf16: the matmul backward rounds its operands into bf16 copies (to_bf16) and multiplies
+  // those with gemm_bf16 (fp32 accumulation, fp32 output); see matmul.cu for why only the backward.
+  bool bf16 = false;
 };
 
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
@@ -76,6 +80,16 @@ void adamw_update(const OpContext& ctx, float* param, const float* grad, float* 
 void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
           long long sA, const float* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC,
           int batch = 1);
+
+// gemm_bf16: as gemm, with A and B in bf16 (tensor cores, CUBLAS_COMPUTE_32F accumulation, C fp32).
+void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+
+// bf16_ld: the row stride of a bf16 copy of a matrix with `cols` columns: rounded up to 8 elements,
+// so every row starts 16-byte aligned (cuBLAS's tensor-core kernels want aligned rows; V = 50257).
+inline int bf16_ld(int cols) { return (cols + 7) / 8 * 8; }
+// to_bf16: dst (rows, bf16_ld(cols)) = src (rows, cols) rounded to nearest even; padding unwritten.
+void to_bf16(const OpContext& ctx, __nv_bfloat16* dst, const float* src, int rows, int cols);
 
 // column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
