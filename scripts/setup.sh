@@ -6,7 +6,7 @@
 # Usage: scripts/setup.sh [--no-apt] [--no-build]
 #   --no-apt     skip package installation
 #   --no-build   install + fetch only, no cmake
-#   XTRAIN_CUDA=ON scripts/setup.sh   also configure the CUDA backend (default OFF)
+#   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: ON when nvcc is installed)
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -164,10 +164,16 @@ if ((!do_build)); then
   say "--no-build: done"
   exit 0
 fi
-cuda="${XTRAIN_CUDA:-OFF}"
+# CUDA backend: ON where nvcc is installed (a GPU is not needed to build it; CI compiles all CUDA code
+# this way), OFF elsewhere. XTRAIN_CUDA=ON/OFF overrides.
+nvcc_path="$(command -v nvcc || true)"
+[[ -z "$nvcc_path" && -x /usr/local/cuda/bin/nvcc ]] && nvcc_path=/usr/local/cuda/bin/nvcc
+cuda="${XTRAIN_CUDA:-$([[ -n "$nvcc_path" ]] && echo ON || echo OFF)}"
 [[ "$cuda" == ON || "$cuda" == OFF ]] || die "XTRAIN_CUDA must be ON or OFF, not '$cuda'"
+cuda_args=(-DXTRAIN_CUDA="$cuda")
+[[ "$cuda" == ON && -n "$nvcc_path" ]] && cuda_args+=(-DCMAKE_CUDA_COMPILER="$nvcc_path")
 say "configuring build/ (Release, XTRAIN_CUDA=$cuda)"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXTRAIN_CUDA="$cuda"
+cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
 say "building with $(nproc) jobs"
 cmake --build "$root/build" -j"$(nproc)"
 say "done"
