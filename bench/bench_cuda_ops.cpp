@@ -35,7 +35,7 @@ void report(const char* op, double ms, double flops, double bytes) {
 int main(int argc, char** argv) {
   const int B = argc > 1 ? std::atoi(argv[1]) : 8, reps = argc > 2 ? std::atoi(argv[2]) : 5;
   const std::string dtype = argc > 3 ? argv[3] : "fp32";
-  const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, N = B * T;
+  const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, Vp = 50304, N = B * T;  // Vp: GPTConfig::Vp()
   std::printf("# bench_cuda_ops %d %d %s (B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, dtype.c_str(), B, T, C, NH, V);
   if (!cuda_device_available()) {
     std::printf("# no CUDA device visible\n");
@@ -50,24 +50,24 @@ int main(int argc, char** argv) {
   };
   DeviceBuffer<float> x = buf(size_t(N) * C), dx = buf(size_t(N) * C), qkv = buf(size_t(N) * 3 * C),
                       dqkv = buf(size_t(N) * 3 * C), h = buf(size_t(N) * 4 * C), dh = buf(size_t(N) * 4 * C),
-                      att = buf(size_t(B) * NH * T * T), w = buf(size_t(V) * C), dw = buf(size_t(V) * C),
-                      bias = buf(size_t(4) * C), logits = buf(size_t(N) * V), losses = buf(N), mean = buf(N),
+                      att = buf(size_t(B) * NH * T * T), w = buf(size_t(Vp) * C), dw = buf(size_t(Vp) * C),
+                      bias = buf(size_t(4) * C), logits = buf(size_t(N) * Vp), losses = buf(N), mean = buf(N),
                       rstd = buf(N);
   DeviceBuffer<int32_t> tok(*be, N);
   be->zero(tok.get(), tok.bytes());
   const double f = 4.0;  // bytes per float
   struct Mm { const char* name; int IC, OC; };
   for (Mm m : {Mm{"qkv", C, 3 * C}, Mm{"attproj", C, C}, Mm{"fc", C, 4 * C}, Mm{"fcproj", 4 * C, C},
-               Mm{"lm_head", C, V}}) {
+               Mm{"lm_head", C, Vp}, Mm{"lm_head_unpadded", C, V}}) {
     float* in = m.IC == C ? x.get() : h.get();
-    float* out = m.OC == V ? logits.get() : (m.OC == C ? dx.get() : (m.OC == 3 * C ? qkv.get() : h.get()));
+    float* out = m.OC >= V ? logits.get() : (m.OC == C ? dx.get() : (m.OC == 3 * C ? qkv.get() : h.get()));
     const double flops = 2.0 * N * double(m.IC) * m.OC;
     report((std::string("matmul_forward.") + m.name).c_str(),
-           time_ms(*be, reps, [&] { be->matmul_forward(out, in, w.get(), m.OC == V ? nullptr : bias.get(), N, m.IC, m.OC); }),
+           time_ms(*be, reps, [&] { be->matmul_forward(out, in, w.get(), m.OC >= V ? nullptr : bias.get(), N, m.IC, m.OC); }),
            flops, 0);
     float* din = m.IC == C ? x.get() : dh.get();
     report((std::string("matmul_backward.") + m.name).c_str(),
-           time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC == V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
+           time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC >= V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
            2 * flops, 0);
   }
   report("attention_forward", time_ms(*be, reps, [&] { be->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }),
@@ -82,7 +82,7 @@ int main(int argc, char** argv) {
   report("gelu_backward", time_ms(*be, reps, [&] { be->gelu_backward(dh.get(), h.get(), dh.get(), size_t(N) * 4 * C); }), 0, 3.0 * N * 4 * C * f);
   report("residual_forward", time_ms(*be, reps, [&] { be->residual_forward(dx.get(), x.get(), dx.get(), size_t(N) * C); }), 0, 3.0 * N * C * f);
   report("encoder_backward", time_ms(*be, reps, [&] { be->encoder_backward(dw.get(), h.get(), x.get(), tok.get(), B, T, C); }), 0, 3.0 * N * C * f);
-  report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V); }),
+  report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V, Vp); }),
          0, 2.0 * N * double(V) * f);
   const size_t P = 124475904;  // GPT-2 124M parameter count (tied embeddings)
   DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);

@@ -41,6 +41,7 @@ target_sources(xtrain_core PRIVATE
   src/cuda/cross_entropy.cu
   src/cuda/dropout.cu
   src/cuda/encoder.cu
+  src/cuda/flash_attention.cu
   src/cuda/gemm.cpp
   src/cuda/gelu.cu
   src/cuda/layernorm.cu

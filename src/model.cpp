@@ -42,7 +42,7 @@ std::vector<ParamTensor> param_layout(const GPTConfig& c) {
     off += n;
   };
   const int QKV = c.qkv_width(), A = c.NH * c.HS;
-  add("wte", {c.V, c.C}, true);
+  add("wte", {c.Vp(), c.C}, true);  // rows [V, Vp): padding, zero (init_params)
   add("wpe", {c.maxT, c.C}, true);
   for (int l = 0; l < c.L; ++l) {
     std::string h = "h" + std::to_string(l) + ".";
@@ -99,7 +99,9 @@ void GPT::init_params(uint64_t seed) {
     } else {
       const double sd = (ends_with("attn.proj.w") || ends_with("mlp.proj.w")) ? std_proj : std_w;
       const uint64_t key = hash_key(base, i);
-      for (size_t j = 0; j < t.count; ++j) p[j] = static_cast<float>(sd * normal(key, j));
+      // wte's padded rows [V, Vp) stay zero: no token reads them and their logits are never a target
+      const size_t drawn = i == 0 ? static_cast<size_t>(cfg_.V) * cfg_.C : t.count;
+      for (size_t j = 0; j < t.count; ++j) p[j] = j < drawn ? static_cast<float>(sd * normal(key, j)) : 0.0f;
     }
   }
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
@@ -121,7 +123,7 @@ void GPT::ensure_acts(int B, int T) {
   }
   size_t* g = sizes.data() + cfg_.L * kPerLayerActs;
   g[kEncoded] = N * C, g[kLnf] = N * C, g[kLnfMean] = N, g[kLnfRstd] = N;
-  g[kLogits] = N * cfg_.V, g[kLosses] = N;
+  g[kLogits] = N * cfg_.Vp(), g[kLosses] = N;
   g[kDRes] = N * C, g[kDTmpC] = N * C, g[kDTmpC2] = N * C, g[kDQkv] = N * QKV, g[kDAtty] = N * A;
   g[kDFch] = N * F, g[kDFchGelu] = N * F;
   acts_.reserve(sizes.size());

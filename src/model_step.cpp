@@ -20,8 +20,8 @@ std::vector<uint64_t> site_keys(const DropoutKeys& d, int site) {
 double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
                     const DropoutKeys* dropout) {
   ensure_acts(B, T);
-  const int C = cfg_.C, V = cfg_.V, L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
-  const int N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
+  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS;
+  const int F = cfg_.F, N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const bool drop = train && dropout && dropout->p > 0.0f;
   XT_CHECK(!drop || dropout->seq_keys.size() == static_cast<size_t>(B), "one dropout key per sequence");
   dropout_ = drop ? dropout : nullptr;
@@ -62,17 +62,18 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   const float* lnfw = params_.get() + layout_[kLayerBase + L * kPerLayer].offset;
   const float* lnfb = params_.get() + layout_[kLayerBase + L * kPerLayer + 1].offset;
   be_.layernorm_forward(gact(kLnf), gact(kLnfMean), gact(kLnfRstd), residual, lnfw, lnfb, N, C);
-  be_.matmul_forward(gact(kLogits), gact(kLnf), wte, nullptr, N, C, V);  // tied head: logits (N,V)
-  // fused loss + dlogits (in place over logits) when training
+  // tied head: logits (N,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
+  be_.matmul_forward(gact(kLogits), gact(kLnf), wte, nullptr, N, C, Vp);
+  // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
   be_.cross_entropy_forward_backward(gact(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
-                                     targets_.get(), dloss, N, V);
+                                     targets_.get(), dloss, N, V, Vp);
   return be_.sum(gact(kLosses), static_cast<size_t>(N));
 }
 
 void GPT::backward() {
   XT_CHECK(B_ > 0, "backward() before forward()");
   const int B = B_, T = T_;
-  const int C = cfg_.C, V = cfg_.V, L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
+  const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
   const int N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const size_t NC = static_cast<size_t>(N) * C;
   auto act = [&](int l, int which) { return acts_[l * kPerLayerActs + which].get(); };
@@ -87,9 +88,9 @@ void GPT::backward() {
   float* dres = gact(kDRes);    // (N,C) gradient of the residual stream
   float* dtmp = gact(kDTmpC);   // (N,C) scratch
   float* dtmp2 = gact(kDTmpC2); // (N,C) scratch
-  // head: logits = lnf @ wte^T, dlogits already in the logits buffer
+  // head: logits = lnf @ wte^T, dlogits (N,Vp) already in the logits buffer (padded columns 0)
   zero(dtmp, NC);
-  be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, V);
+  be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp);
   const float* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(dres, NC);
   be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gact(kLnfMean),

@@ -161,9 +161,9 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
     DeviceBuffer<int32_t> tgt_d(*be, N);
     be->copy_to_device(tgt_d.get(), targets.data(), tgt_d.bytes());
     cpu::cross_entropy_forward_backward(losses.data(), dlogits.data(), logits.data(), targets.data(), 0.25, N,
-                                        V);
+                                        V, V);
     be->cross_entropy_forward_backward(losses_d.get(), logits_d.get(), logits_d.get(), tgt_d.get(), 0.25f, N,
-                                       V);
+                                       V, V);
     check_close("cross entropy losses", dev.down(losses_d), losses);
     check_close("cross entropy dlogits", dev.down(logits_d), dlogits);
   }

@@ -174,14 +174,14 @@ TEST_CASE("cross entropy: uniform logits give log V; a hand case; stability; bad
   const std::vector<int32_t> targets = {0, 5, 10};
   Vec losses(N);
   cpu::cross_entropy_forward_backward(losses.data(), static_cast<double*>(nullptr), zeros.data(),
-                                      targets.data(), 1.0, N, V);
+                                      targets.data(), 1.0, N, V, V);
   for (double l : losses) CHECK(l == doctest::Approx(std::log(11.0)).epsilon(kExactTol));
 
   // logits (0, 0, ln 2) + 1000 -> softmax (1/4, 1/4, 1/2); the shift by 1000 would overflow exp().
   const Vec logits = {1000.0, 1000.0, 1000.0 + std::log(2.0)};
   const std::vector<int32_t> tgt = {2};
   Vec loss(1), d(3);
-  cpu::cross_entropy_forward_backward(loss.data(), d.data(), logits.data(), tgt.data(), 2.0, 1, 3);
+  cpu::cross_entropy_forward_backward(loss.data(), d.data(), logits.data(), tgt.data(), 2.0, 1, 3, 3);
   CHECK(loss[0] == doctest::Approx(std::log(2.0)).epsilon(kExactTol));
   CHECK(rel_err(d, Vec{0.5, 0.5, -1.0}) < kExactTol);  // (softmax - onehot) * dloss, dloss = 2
 
@@ -189,7 +189,7 @@ TEST_CASE("cross entropy: uniform logits give log V; a hand case; stability; bad
     Vec dl(3, 42.0), ls(1, 42.0);
     const std::vector<int32_t> t = {bad};
     CHECK_THROWS_AS(
-        cpu::cross_entropy_forward_backward(ls.data(), dl.data(), logits.data(), t.data(), 1.0, 1, 3),
+        cpu::cross_entropy_forward_backward(ls.data(), dl.data(), logits.data(), t.data(), 1.0, 1, 3, 3),
         xtrain::Error);
     CHECK(ls[0] == 42.0);  // nothing written before the error
   }

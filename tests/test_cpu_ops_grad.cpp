@@ -118,21 +118,51 @@ TEST_CASE("cross_entropy dlogits matches finite differences, also in place") {
   auto loss = [&] {
     Vec losses(N);
     cpu::cross_entropy_forward_backward(losses.data(), static_cast<double*>(nullptr), logits.data(),
-                                        targets.data(), dloss, N, V);
+                                        targets.data(), dloss, N, V, V);
     double s = 0.0;
     for (double l : losses) s += l;
     return dloss * s;
   };
   Vec losses(N), dlogits(logits.size());
   cpu::cross_entropy_forward_backward(losses.data(), dlogits.data(), logits.data(), targets.data(), dloss, N,
-                                      V);
+                                      V, V);
   check_grad("cross entropy dlogits", dlogits, fd_gradient(logits, loss));
 
   Vec fused = logits, fused_losses(N);  // dlogits aliasing logits: same losses, same gradient
   cpu::cross_entropy_forward_backward(fused_losses.data(), fused.data(), fused.data(), targets.data(), dloss,
-                                      N, V);
+                                      N, V, V);
   CHECK(fused_losses == losses);
   CHECK(fused == dlogits);
+}
+
+TEST_CASE("cross_entropy over a padded row stride: padded columns change nothing and get zero gradient") {
+  const double dloss = 0.37;
+  const int Vp = V + 5;  // padded vocabulary (GPTConfig::Vp rounds to 64; any Vp >= V is allowed)
+  Vec padded = random_vec(size_t(N) * Vp, 72, -3.0, 3.0);
+  const std::vector<int32_t> targets = random_tokens(N, V, 73);
+  Vec dense(size_t(N) * V);  // the same first V columns, unpadded
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < V; ++i) dense[size_t(n) * V + i] = padded[size_t(n) * Vp + i];
+  Vec losses_dense(N), d_dense(dense.size());
+  cpu::cross_entropy_forward_backward(losses_dense.data(), d_dense.data(), dense.data(), targets.data(), dloss, N, V, V);
+  auto loss = [&] {  // d(dloss * sum_n loss_n) / d(padded logits), padded columns included
+    Vec losses(N);
+    cpu::cross_entropy_forward_backward(losses.data(), static_cast<double*>(nullptr), padded.data(), targets.data(),
+                                        dloss, N, V, Vp);
+    double s = 0.0;
+    for (double l : losses) s += l;
+    return dloss * s;
+  };
+  Vec losses(N), dpadded(padded.size(), 42.0);  // 42: the zeros must be written
+  cpu::cross_entropy_forward_backward(losses.data(), dpadded.data(), padded.data(), targets.data(), dloss, N, V, Vp);
+  CHECK(losses == losses_dense);  // the padding values (random, up to 3) do not enter the loss
+  check_grad("cross entropy dlogits (padded)", dpadded, fd_gradient(padded, loss));
+  for (int n = 0; n < N; ++n)
+    for (int i = 0; i < Vp; ++i) {
+      const double g = dpadded[size_t(n) * Vp + i];
+      if (i >= V) CHECK(g == 0.0);
+      else CHECK(g == d_dense[size_t(n) * V + i]);
+    }
 }
 
 TEST_CASE("dropout backward (the same call on the gradient) matches finite differences") {

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <string>
 #include <vector>
@@ -29,6 +30,12 @@ constexpr double kExact = 0.0;
 // terms, plus a few ulps from tanhf/expf/rsqrtf: ~1e-6 observed scale. 1e-5 (norm-wise, max|diff| /
 // max|ref|) keeps a margin of ~10x, while a wrong index or formula gives O(1).
 constexpr double kFp32Rel = 1e-5;
+// Flash attention with --dtype bf16 (src/cuda/flash_attention.cu) vs the fp32 CPU oracle: q, k, v, dout
+// and the probabilities are rounded to bf16 (8 significant bits, relative 2^-9 = 2e-3 each) before
+// the tensor-core products; with |q|,|k| <= 2 and HS <= 64 the scaled scores reach ~10, so their
+// absolute error of ~1e-2 moves the probabilities by ~1e-2 relative. 5e-2 (norm-wise) bounds that,
+// while a wrong index, mask or missing rescale gives O(1). The fp32 route is held to kFp32Rel.
+constexpr double kFlashBf16Rel = 5e-2;
 // sum / sum_squares accumulate in double on both sides; only the summation order differs.
 constexpr double kDoubleSumRel = 1e-12;
 
@@ -162,6 +169,41 @@ TEST_CASE("causal grouped-query attention forward and backward") {
   }
 }
 
+TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32 and bf16") {
+  struct Shape { int B, T, NH, KVH, HS; };
+  for (const char* dtype : {"fp32", "bf16"}) {
+    setenv("XTRAIN_CUDA_ATTENTION", "flash", 1);  // read once, by the constructor
+    auto flash = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
+    unsetenv("XTRAIN_CUDA_ATTENTION");
+    const double tol = std::string(dtype) == "bf16" ? kFlashBf16Rel : kFp32Rel;
+    // T not a multiple of the 64-row tiles; kv groups of 3, 2 and 1 heads
+    for (Shape s : {Shape{2, 150, 6, 2, 32}, Shape{1, 130, 4, 2, 64}, Shape{2, 64, 2, 2, 32}, Shape{1, 300, 2, 1, 64}}) {
+      CAPTURE(dtype);
+      CAPTURE(s.T);
+      CAPTURE(s.NH);
+      CAPTURE(s.KVH);
+      CAPTURE(s.HS);
+      const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
+      Twin<float> qkv(rnd(qkv_n, 44, -2.0, 2.0)), out(filled(bt * s.NH * s.HS, 7.0f)),
+          att(filled(size_t(s.B) * s.NH * s.T * s.T));
+      be().cpu->attention_forward(out.c.get(), att.c.get(), qkv.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->attention_forward(out.g.get(), att.g.get(), qkv.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->synchronize();  // another stream than be().gpu's, which reads the results back
+      expect_close(std::string("flash attention_forward out ") + dtype, out, tol);
+      Twin<float> dout(rnd(bt * s.NH * s.HS, 45)), dqkv(rnd(qkv_n, 46));
+      be().cpu->attention_backward(dqkv.c.get(), dout.c.get(), qkv.c.get(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->attention_backward(dqkv.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->synchronize();
+      expect_close(std::string("flash attention_backward dqkv ") + dtype, dqkv, tol);
+      // deterministic: the same backward again gives bitwise the same increment
+      Twin<float> dqkv2(rnd(qkv_n, 46));
+      flash->attention_backward(dqkv2.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->synchronize();
+      CHECK(down(*be().gpu, dqkv2.g) == down(*be().gpu, dqkv.g));
+    }
+  }
+}
+
 TEST_CASE("gelu, residual, add_inplace") {
   const size_t n = 100003;
   Twin<float> x(rnd(n, 51, -6.0, 6.0)), y(rnd(n, 52)), out(filled(n)), dinp(rnd(n, 53));
@@ -192,28 +234,28 @@ TEST_CASE("dropout recomputes the CPU mask bit for bit") {
   }
 }
 
-TEST_CASE("fused softmax cross-entropy (separate, aliased and no dlogits)") {
-  const int N = 64, V = 1000;
+TEST_CASE("fused softmax cross-entropy (separate, aliased and no dlogits; padded row stride)") {
+  const int N = 64, V = 1000, Vp = 1024;  // Vp: padded vocabulary (GPTConfig::Vp); padding must be ignored
   const std::vector<int32_t> targets = test::random_tokens(N, V, 71);
   Twin<int32_t> tg(targets);
-  const std::vector<float> logits = rnd(size_t(N) * V, 72, -4.0, 4.0);
-  Twin<float> lg(logits), losses(filled(N)), dl(filled(size_t(N) * V));
+  const std::vector<float> logits = rnd(size_t(N) * Vp, 72, -4.0, 4.0);
+  Twin<float> lg(logits), losses(filled(N)), dl(filled(size_t(N) * Vp, 7.0f));
   const float dloss = 1.0f / N;
-  be().cpu->cross_entropy_forward_backward(losses.c.get(), dl.c.get(), lg.c.get(), tg.c.get(), dloss, N, V);
-  be().gpu->cross_entropy_forward_backward(losses.g.get(), dl.g.get(), lg.g.get(), tg.g.get(), dloss, N, V);
+  be().cpu->cross_entropy_forward_backward(losses.c.get(), dl.c.get(), lg.c.get(), tg.c.get(), dloss, N, V, Vp);
+  be().gpu->cross_entropy_forward_backward(losses.g.get(), dl.g.get(), lg.g.get(), tg.g.get(), dloss, N, V, Vp);
   expect_close("cross_entropy losses", losses, kFp32Rel);
   expect_close("cross_entropy dlogits", dl, kFp32Rel);
   // dlogits aliasing logits: gradients overwrite the logits in place
   Twin<float> losses2(filled(N));
-  be().cpu->cross_entropy_forward_backward(losses2.c.get(), lg.c.get(), lg.c.get(), tg.c.get(), dloss, N, V);
-  be().gpu->cross_entropy_forward_backward(losses2.g.get(), lg.g.get(), lg.g.get(), tg.g.get(), dloss, N, V);
+  be().cpu->cross_entropy_forward_backward(losses2.c.get(), lg.c.get(), lg.c.get(), tg.c.get(), dloss, N, V, Vp);
+  be().gpu->cross_entropy_forward_backward(losses2.g.get(), lg.g.get(), lg.g.get(), tg.g.get(), dloss, N, V, Vp);
   expect_close("cross_entropy losses (aliased)", losses2, kFp32Rel);
   expect_close("cross_entropy dlogits (aliased)", lg, kFp32Rel);
   const double alias_vs_separate = rel_err(to_double(down(*be().gpu, lg.g)), to_double(down(*be().gpu, dl.g)));
   CHECK(alias_vs_separate == 0.0);  // same kernel, same inputs: aliasing must not change a bit
   Twin<float> lg2(logits), losses3(filled(N));
-  be().cpu->cross_entropy_forward_backward(losses3.c.get(), nullptr, lg2.c.get(), tg.c.get(), dloss, N, V);
-  be().gpu->cross_entropy_forward_backward(losses3.g.get(), nullptr, lg2.g.get(), tg.g.get(), dloss, N, V);
+  be().cpu->cross_entropy_forward_backward(losses3.c.get(), nullptr, lg2.c.get(), tg.c.get(), dloss, N, V, Vp);
+  be().gpu->cross_entropy_forward_backward(losses3.g.get(), nullptr, lg2.g.get(), tg.g.get(), dloss, N, V, Vp);
   expect_close("cross_entropy losses (no dlogits)", losses3, kFp32Rel);
   expect_close("cross_entropy logits untouched", lg2, kExact);
 }
@@ -223,7 +265,7 @@ TEST_CASE("bad targets and tokens are reported at the next synchronizing call") 
   const int N = 4, V = 10;
   Twin<int32_t> bad(std::vector<int32_t>{1, 2, V, 3});
   Twin<float> lg(rnd(size_t(N) * V, 81)), losses(filled(N));
-  g.cross_entropy_forward_backward(losses.g.get(), nullptr, lg.g.get(), bad.g.get(), 1.0f, N, V);
+  g.cross_entropy_forward_backward(losses.g.get(), nullptr, lg.g.get(), bad.g.get(), 1.0f, N, V, V);
   CHECK_THROWS_WITH_AS(g.synchronize(), doctest::Contains("outside the vocabulary"), Error);
   CHECK_NOTHROW(g.synchronize());  // the flag was cleared
   Twin<int32_t> neg(std::vector<int32_t>{0, -1});

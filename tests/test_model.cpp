@@ -39,7 +39,29 @@ TEST_CASE("parameter layout is contiguous, complete and decays only 2-D weights"
   }
   const size_t QKV = (c.NH + 2 * c.KVH) * c.HS;
   const size_t per_layer = 4 * c.C + QKV * c.C + QKV + c.C * c.NH * c.HS + c.C + 2 * c.F * c.C + c.F + c.C;
-  CHECK(off == static_cast<size_t>(c.V) * c.C + c.maxT * c.C + c.L * per_layer + 2 * c.C);
+  CHECK(c.Vp() == 64);  // V = 32 rounded up to a multiple of 64
+  CHECK(off == static_cast<size_t>(c.Vp()) * c.C + c.maxT * c.C + c.L * per_layer + 2 * c.C);
+  GPTConfig g2 = c;
+  g2.V = 50257;
+  CHECK(g2.Vp() == 50304);  // GPT-2's vocabulary padded as in llm.c
+}
+
+TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do not change the loss") {
+  auto be = make_cpu_backend();
+  const GPTConfig c = tiny_config();
+  GPT model(c, *be);
+  model.init_params(7);
+  const size_t first = static_cast<size_t>(c.V) * c.C, end = static_cast<size_t>(c.Vp()) * c.C;  // wte offset 0
+  for (size_t i = first; i < end; ++i) CHECK(model.params()[i] == 0.0f);
+  const int B = 2, T = 8;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  random_tokens(tok, c.V, 3), random_tokens(tgt, c.V, 4);
+  model.zero_grads();
+  const double loss = model.forward(tok.data(), tgt.data(), B, T, true, 1.0f, nullptr);
+  model.backward();
+  for (size_t i = first; i < end; ++i) CHECK(model.grads()[i] == 0.0f);
+  for (size_t i = first; i < end; ++i) model.params()[i] = 5.0f;  // large logits in the padded columns
+  CHECK(model.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr) == loss);
 }
 
 // Whole-model gradient check in float: central differences with a step large enough for float

@@ -61,7 +61,9 @@ class Backend {
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
   // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
   // qkv (B,T,(NH+2*KVH)*HS) laid out [q heads | k heads | v heads] per position
-  // -> out (B,T,NH*HS), att (B,NH,T,T) softmax probabilities (rows t, columns <= t; rest 0).
+  // -> out (B,T,NH*HS); att: (B,NH,T,T) floats of scratch owned by the op between forward and
+  // backward; the CPU backend stores softmax probabilities (rows t, columns <= t; rest 0), other
+  // backends may store less (e.g. the log-sum-exp per row; CUDA: docs/cuda.md, "Attention").
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH,
                                  int KVH, int HS) = 0;
   // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) +=
@@ -83,11 +85,13 @@ class Backend {
   // is recomputed from the keys, never stored. seq_keys (B) is HOST memory. p in [0, 1).
   virtual void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) = 0;
 
-  // cross_entropy_forward_backward: logits (N,V), targets (N) int32 -> losses (N) = -log softmax[target];
-  // if dlogits is non-null, dlogits (N,V) = (softmax - onehot(target)) * dloss (dlogits may alias
-  // logits: fused loss + gradient in one pass). Targets outside [0,V) are an error.
+  // cross_entropy_forward_backward: logits (N,Vp) rows of which the first V columns are the vocabulary
+  // (Vp >= V: a padded row stride, GPTConfig::Vp()), targets (N) int32 -> losses (N) = -log
+  // softmax(logits[:, :V])[target]; if dlogits is non-null, dlogits (N,Vp) = (softmax - onehot(target))
+  // * dloss in the first V columns and 0 in the padded ones (dlogits may alias logits: fused loss +
+  // gradient in one pass). Targets outside [0,V) are an error.
   virtual void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
-                                              const int32_t* targets, float dloss, int N, int V) = 0;
+                                              const int32_t* targets, float dloss, int N, int V, int Vp) = 0;
 
   // sum / sum_squares over x (count), accumulated in double, returned on the host.
   virtual double sum(const float* x, size_t count) = 0;

@@ -14,7 +14,7 @@
 namespace xtrain {
 
 struct GPTConfig {
-  int V = 50257;  // vocabulary size
+  int V = 50257;  // vocabulary size (the tokenizer's; targets and token ids lie in [0, V))
   int maxT = 128; // context length (rows of wpe)
   int C = 128;    // model width (embedding channels)
   int L = 4;      // layers
@@ -23,6 +23,11 @@ struct GPTConfig {
   int HS = 32;    // head size
   int F = 512;    // MLP hidden width
   int qkv_width() const { return (NH + 2 * KVH) * HS; }
+  // Vp: V rounded up to a multiple of 64 (GPT-2: 50304, as llm.c): the rows of wte and the row stride
+  // of the logits, so every logits/wte row starts 256-byte aligned for the lm_head GEMMs. Rows
+  // [V, Vp) of wte start at zero and are never a target, so they get no gradient and stay zero
+  // (weight decay of zero is zero). Derived, not stored: checkpoints keep V.
+  int Vp() const { return (V + 63) / 64 * 64; }
   // validate: throws UsageError naming the option for inconsistent sizes.
   void validate() const;
   std::string describe() const;  // one line for logs
@@ -36,7 +41,7 @@ struct ParamTensor {
   bool decay = false;        // AdamW weight decay applies (2-D weights only)
 };
 
-// param_layout: every tensor in buffer order: wte (V,C), wpe (maxT,C), per layer ln1.w,b (C),
+// param_layout: every tensor in buffer order: wte (Vp,C), wpe (maxT,C), per layer ln1.w,b (C),
 // attn.qkv.w (QKV,C), attn.qkv.b (QKV), attn.proj.w (C,NH*HS), attn.proj.b (C), ln2.w,b (C),
 // mlp.fc.w (F,C), mlp.fc.b (F), mlp.proj.w (C,F), mlp.proj.b (C); then lnf.w,b (C).
 std::vector<ParamTensor> param_layout(const GPTConfig& cfg);

@@ -108,8 +108,8 @@ class CpuBackend final : public Backend {
     cpu::dropout_apply(x, seq_keys, B, per_seq, p);
   }
   void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
-                                      const int32_t* targets, float dloss, int N, int V) override {
-    cpu::cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss, N, V);
+                                      const int32_t* targets, float dloss, int N, int V, int Vp) override {
+    cpu::cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss, N, V, Vp);
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
   double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }

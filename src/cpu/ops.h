@@ -195,19 +195,20 @@ void dropout_apply(Real* x, const uint64_t* seq_keys, int B, size_t per_seq, flo
   }
 }
 
-// cross_entropy_forward_backward: logits (N,V), targets (N) -> losses (N) = -log softmax(logits)[target];
-// if dlogits (N,V) is non-null: dlogits = (softmax - onehot(target)) * dloss. dlogits may alias logits.
+// cross_entropy_forward_backward: logits (N,Vp), targets (N) -> losses (N) = -log softmax(logits[:, :V])[target];
+// if dlogits (N,Vp) is non-null: dlogits[:, :V] = (softmax - onehot(target)) * dloss and dlogits[:, V:] = 0
+// (padded vocabulary columns, Vp >= V, take no part). dlogits may alias logits.
 // Softmax is shifted by the row max (no overflow). Throws Error (before writing anything) when a
-// target is outside [0, V).
+// target is outside [0, V) or Vp < V.
 template <typename Real>
 void cross_entropy_forward_backward(Real* losses, Real* dlogits, const Real* logits, const int32_t* targets,
-                                    double dloss, int N, int V) {
-  XT_CHECK(N >= 0 && V > 0, "bad cross entropy shape N=" << N << " V=" << V);
+                                    double dloss, int N, int V, int Vp) {
+  XT_CHECK(N >= 0 && V > 0 && Vp >= V, "bad cross entropy shape N=" << N << " V=" << V << " Vp=" << Vp);
   for (size_t n = 0; n < size_t(N); ++n)
     XT_CHECK(targets[n] >= 0 && targets[n] < V,
             "target " << targets[n] << " at row " << n << " outside vocabulary [0, " << V << ")");
   for (size_t n = 0; n < size_t(N); ++n) {
-    const Real* l = logits + n * V;
+    const Real* l = logits + n * Vp;
     double mx = l[0];
     for (int i = 1; i < V; ++i) mx = std::fmax(mx, double(l[i]));
     double s = 0.0;
@@ -215,11 +216,12 @@ void cross_entropy_forward_backward(Real* losses, Real* dlogits, const Real* log
     const double log_s = std::log(s);
     losses[n] = Real(log_s + mx - l[targets[n]]);
     if (dlogits) {
-      Real* d = dlogits + n * V;  // may be l: each element is read before it is overwritten
+      Real* d = dlogits + n * Vp;  // may be l: each element is read before it is overwritten
       for (int i = 0; i < V; ++i) {
         const double prob = std::exp(l[i] - mx - log_s);
         d[i] = Real((prob - (i == targets[n] ? 1.0 : 0.0)) * dloss);
       }
+      for (int i = V; i < Vp; ++i) d[i] = Real(0);
     }
   }
 }

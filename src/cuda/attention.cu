@@ -6,11 +6,14 @@
 // kv group are then consecutive, so for batch b and kv head kh the group's queries are ONE matrix of
 // R = (NH/KVH)*T rows, and every product is one GEMM per (b, kh): batch B*KVH, no atomics; the sum
 // over the heads of a group (dk, dv) is part of the GEMM's inner dimension.
+// With OpContext::flash_attention (default for bf16) and a supported shape, both ops hand over to the
+// fused kernels of flash_attention.cu instead, and `att` holds what those need (flash_attention.h).
 // The GEMMs compute the full T x T score matrix; the softmax writes exact zeros above the diagonal,
 // so the masked half adds nothing (2x the causal FLOPs, simple and exact).
 #include <cmath>
 
 #include "cuda/common.cuh"
+#include "cuda/flash_attention.h"
 #include "cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -134,6 +137,8 @@ void attention_forward(const OpContext& ctx, float* out, float* att, const float
                        int KVH, int HS) {
   const Shape s = check_shape(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
+  if (ctx.flash_attention && flash_attention_supported(T, HS))
+    return flash_attention_forward(ctx, out, att, qkv, B, T, NH, KVH, HS);
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
   ScratchBuffer<float> qkvp(*ctx.alloc, s.q_count() + 2 * s.kv_count()), outp(*ctx.alloc, s.q_count());
   split_qkv(ctx, qkvp.get(), qkv, s);
@@ -154,6 +159,8 @@ void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, co
                         int B, int T, int NH, int KVH, int HS) {
   const Shape s = check_shape(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
+  if (ctx.flash_attention && flash_attention_supported(T, HS))
+    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
   const float scale = float(1.0 / std::sqrt(double(HS)));
   const size_t qkv_count = s.q_count() + 2 * s.kv_count();
   ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count), dqkvp(*ctx.alloc, qkv_count), doutp(*ctx.alloc, s.q_count()),

@@ -30,6 +30,18 @@ cublasComputeType_t gemm_compute(const std::string& dtype) {
   if (dtype == "bf16") return CUBLAS_COMPUTE_32F_FAST_16BF;
   throw UsageError("--dtype must be fp32 or bf16 (got '" + dtype + "')");
 }
+
+// flash_attention: the attention route (OpContext::flash_attention). fp32 keeps the GEMM route by
+// default: its fp32 products there are cuBLAS SGEMMs, faster than the flash kernel's fp32 CUDA-core
+// products (docs/cuda.md, "Attention"); XTRAIN_CUDA_ATTENTION=flash|gemm overrides.
+bool flash_attention(bool bf16) {
+  const char* env = std::getenv("XTRAIN_CUDA_ATTENTION");
+  if (env == nullptr || *env == '\0') return bf16;
+  const std::string v = env;
+  if (v == "flash") return true;
+  if (v == "gemm") return false;
+  throw UsageError("XTRAIN_CUDA_ATTENTION must be flash or gemm (got '" + v + "')");
+}
 }  // namespace
 
 bool cuda_device_available() {
@@ -89,7 +101,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
-  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == "bf16"};
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == "bf16",
+                   flash_attention(opts.dtype == "bf16")};
 }
 
 CudaBackend::~CudaBackend() {
@@ -177,8 +190,8 @@ void CudaBackend::dropout_apply(float* x, const uint64_t* seq_keys, int B, size_
   cuda::dropout_apply(ctx_, x, seq_keys, B, per_seq, p);
 }
 void CudaBackend::cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
-                                                 const int32_t* targets, float dloss, int N, int V) {
-  cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V);
+                                                 const int32_t* targets, float dloss, int N, int V, int Vp) {
+  cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
 }
 double CudaBackend::sum(const float* x, size_t count) {
   const double s = cuda::sum(ctx_, x, count, false);

@@ -55,7 +55,7 @@ class CudaBackend final : public Backend {
   void add_inplace(float* dst, const float* src, size_t count) override;
   void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
   void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits, const int32_t* targets,
-                                      float dloss, int N, int V) override;
+                                      float dloss, int N, int V, int Vp) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,

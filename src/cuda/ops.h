@@ -26,6 +26,10 @@ struct OpContext {
   // --dtype bf16: the matmul backward rounds its operands into bf16 copies (to_bf16) and multiplies
   // those with gemm_bf16 (fp32 accumulation, fp32 output); see matmul.cu for why only the backward.
   bool bf16 = false;
+  // Attention route (attention.cu): fused FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core
+  // products when bf16) or cuBLAS GEMMs around a softmax kernel. Default: flash with bf16, GEMMs with
+  // fp32; the environment variable XTRAIN_CUDA_ATTENTION=flash|gemm overrides (tests, benchmarks).
+  bool flash_attention = false;
 };
 
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
@@ -65,7 +69,7 @@ void dropout_apply(const OpContext& ctx, float* x, const uint64_t* seq_keys, int
 
 void cross_entropy_forward_backward(const OpContext& ctx, float* losses, float* dlogits,
                                     const float* logits, const int32_t* targets, float dloss, int N,
-                                    int V);
+                                    int V, int Vp);
 
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares);

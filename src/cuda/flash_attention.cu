@@ -1,0 +1,417 @@
+// Fused causal grouped-query attention, FlashAttention-2 style (Dao 2023, arXiv:2307.08691): tiles of
+// 64 queries x 64 keys in shared memory, online softmax, the (T,T) matrices never reach global memory.
+// The forward keeps per row only the log-sum-exp (and a head-major copy of its output, for the
+// backward's D = rowsum(dO * O)); the backward recomputes the probabilities from them.
+// Products: 16x8x16 warp tiles. With bf16 (kBf16) they are mma.sync bf16 tensor-core products with
+// fp32 accumulation (PTX ISA, "mma.m16n8k16"); otherwise the same fragment ownership is computed in
+// fp32 on CUDA cores (exact enough for the fp32 tests, slower). Softmax and all sums are fp32.
+// Backward without atomics (deterministic): one kernel owns a key tile of one kv head and sums dk, dv
+// over the group's query heads and all query tiles; a second owns a query tile and sums dq.
+#include <cuda_bf16.h>
+
+#include <cmath>
+
+#include "cuda/common.cuh"
+#include "cuda/flash_attention.h"
+
+namespace xtrain::cuda {
+
+namespace {
+constexpr int kTile = 64;       // queries and keys per tile
+constexpr int kFlashThreads = 128;  // 4 warps x 16 rows
+constexpr int kPadP = 8;        // row padding (elements) of the shared tiles: spreads banks
+
+template <bool kBf16>
+using Elem = typename std::conditional<kBf16, __nv_bfloat16, float>::type;
+
+template <typename E>
+__device__ __forceinline__ E from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ uint32_t pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
+  return uint32_t(__bfloat16_as_ushort(lo)) | (uint32_t(__bfloat16_as_ushort(hi)) << 16);
+}
+
+// ld2: the bf16 pair (p[0], p[stride]) packed low/high; one 32-bit load when adjacent (stride 1;
+// every caller's offset is even, so the pair is 4-byte aligned).
+__device__ __forceinline__ uint32_t ld2(const __nv_bfloat16* p, int stride) {
+  if (stride == 1) return *reinterpret_cast<const uint32_t*>(p);
+  return pack2(p[0], p[stride]);
+}
+
+// warp_gemm: acc (16 x NT*8) += A (16 x K) B (K x NT*8), K a multiple of 16, as NT*K/16 warp tiles
+// of 16x8x16. A(r,k) = a[r*ars + k*acs], B(k,n) = b[k*brs + n*bcs] in shared memory. acc[j] is in
+// the mma C layout: this lane owns rows g, g+8 and columns 8j + 2q, 8j + 2q+1 (g = lane/4, q = lane%4).
+template <bool kBf16, int NT, int K>
+__device__ __forceinline__ void warp_gemm(float (*acc)[4], const Elem<kBf16>* a, int ars, int acs,
+                                          const Elem<kBf16>* b, int brs, int bcs) {
+  const int lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
+#pragma unroll
+  for (int kk = 0; kk < K; kk += 16) {
+    if constexpr (kBf16) {
+      // fragments of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type")
+      const __nv_bfloat16* a0 = a + g * ars + (kk + 2 * q) * acs;
+      uint32_t ra[4];
+      ra[0] = ld2(a0, acs);
+      ra[1] = ld2(a0 + 8 * ars, acs);
+      ra[2] = ld2(a0 + 8 * acs, acs);
+      ra[3] = ld2(a0 + 8 * ars + 8 * acs, acs);
+#pragma unroll
+      for (int j = 0; j < NT; ++j) {
+        const __nv_bfloat16* b0 = b + (kk + 2 * q) * brs + (j * 8 + g) * bcs;
+        const uint32_t rb0 = ld2(b0, brs), rb1 = ld2(b0 + 8 * brs, brs);
+        asm volatile(
+            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "{%0,%1,%2,%3};\n"
+            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
+            : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb0), "r"(rb1));
+      }
+    } else {  // the same ownership in fp32 on CUDA cores
+#pragma unroll
+      for (int j = 0; j < NT; ++j)
+#pragma unroll 4
+        for (int k = kk; k < kk + 16; ++k) {
+          const float a0 = a[g * ars + k * acs], a1 = a[(g + 8) * ars + k * acs];
+          const float b0 = b[k * brs + (j * 8 + 2 * q) * bcs], b1 = b[k * brs + (j * 8 + 2 * q + 1) * bcs];
+          float* c = acc[j];
+          c[0] = fmaf(a0, b0, c[0]), c[1] = fmaf(a0, b1, c[1]), c[2] = fmaf(a1, b0, c[2]), c[3] = fmaf(a1, b1, c[3]);
+        }
+    }
+  }
+}
+
+// load_tile: dst (64, HS + kPadP) = rows [t0, t0+64) of one head (channels [col, col+HS)) of a row
+// layout src (B*T rows of `width`), batch b; rows >= T are zero.
+template <typename E, int HS>
+__device__ __forceinline__ void load_tile(E* dst, const float* src, int b, int T, int t0, int width, int col) {
+  constexpr int kVec = HS / 4;
+  for (int i = threadIdx.x; i < kTile * kVec; i += kFlashThreads) {
+    const int r = i / kVec, c = (i % kVec) * 4, t = t0 + r;
+    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
+    if (t < T) v = *reinterpret_cast<const float4*>(src + (size_t(b) * T + t) * width + col + c);
+    E* d = dst + r * (HS + kPadP) + c;
+    d[0] = from_f<E>(v.x), d[1] = from_f<E>(v.y), d[2] = from_f<E>(v.z), d[3] = from_f<E>(v.w);
+  }
+}
+
+struct Dims {
+  int B, T, NH, KVH, HS;
+  __host__ __device__ int W() const { return (NH + 2 * KVH) * HS; }
+};
+
+// Forward: grid (q tiles, B*NH); block 128 threads; warp w owns query rows w*16 .. w*16+15.
+template <bool kBf16, int HS>
+__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(float* out, float* lse, float* ocopy,
+                                                                      const float* qkv, Dims d, float scale) {
+  using E = Elem<kBf16>;
+  constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E* Qs = reinterpret_cast<E*>(smem_raw);
+  E* Ks = Qs + kTile * LD;
+  E* Vs = Ks + kTile * LD;
+  E* Ps = Vs + kTile * LD;  // (64, LDP)
+  const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
+  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
+  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int q0 = qt * kTile;
+  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
+  float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+  E* Pw = Ps + warp * 16 * LDP;
+  for (int kt = 0; kt <= qt; ++kt) {
+    __syncthreads();  // previous tile's K, V fully read
+    load_tile<E, HS>(Ks, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
+    load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
+    __syncthreads();
+    float s[NS][4] = {};
+    warp_gemm<kBf16, NS, HS>(s, Qs + warp * 16 * LD, LD, 1, Ks, 1, LD);  // S = Q K^T
+#pragma unroll
+    for (int hr = 0; hr < 2; ++hr) {  // rows g and g+8 of the warp's 16
+      const int row = q0 + warp * 16 + g + 8 * hr;
+      float mx = m[hr];
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int col = kt * kTile + j * 8 + 2 * q4 + e;
+          float& x = s[j][2 * hr + e];
+          x = col <= row ? x * scale : -INFINITY;
+          mx = fmaxf(mx, x);
+        }
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+      // mx is finite: column kt*64 <= row for every tile visited (kt <= qt)
+      const float alpha = expf(m[hr] - mx);  // m = -inf on the first tile: alpha = 0
+      m[hr] = mx;
+      float sum = 0.f;
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const float p = expf(s[j][2 * hr + e] - mx);
+          sum += p;
+          Pw[(g + 8 * hr) * LDP + j * 8 + 2 * q4 + e] = from_f<E>(p);
+        }
+      l[hr] = l[hr] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < NO; ++j) o[j][2 * hr] *= alpha, o[j][2 * hr + 1] *= alpha;
+    }
+    __syncwarp();
+    warp_gemm<kBf16, NO, kTile>(o, Pw, LDP, 1, Vs, LD, 1);  // O += P V
+    __syncwarp();
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    float lt = l[hr];
+    lt += __shfl_xor_sync(0xffffffffu, lt, 1);
+    lt += __shfl_xor_sync(0xffffffffu, lt, 2);
+    const int t = q0 + warp * 16 + g + 8 * hr;
+    if (t >= d.T) continue;
+    const float inv = 1.0f / lt;
+    const size_t hrow = (size_t(bh) * d.T + t);
+    if (q4 == 0) lse[hrow] = m[hr] + logf(lt);
+    float* orow = out + (size_t(b) * d.T + t) * (d.NH * HS) + h * HS;
+#pragma unroll
+    for (int j = 0; j < NO; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = j * 8 + 2 * q4 + e;
+        const float v = o[j][2 * hr + e] * inv;
+        orow[c] = v;
+        ocopy[hrow * HS + c] = v;
+      }
+  }
+}
+
+// D (B*NH*T) = rowsum(dO * O) per head row (FlashAttention-2, Algorithm 2, line 4). One warp per row.
+__global__ void flash_rowdot_kernel(float* D, const float* dout, const float* ocopy, Dims d) {
+  const size_t row = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
+  const int lane = threadIdx.x % kWarp;
+  if (row >= size_t(d.B) * d.NH * d.T) return;
+  const int t = int(row % d.T), h = int(row / d.T % d.NH), b = int(row / (size_t(d.T) * d.NH));
+  const float* dr = dout + (size_t(b) * d.T + t) * (d.NH * d.HS) + h * d.HS;
+  const float* orow = ocopy + row * d.HS;
+  float s = 0.f;
+  for (int i = lane; i < d.HS; i += kWarp) s += dr[i] * orow[i];
+  s = warp_sum(s);
+  if (lane == 0) D[row] = s;
+}
+
+// dK, dV: grid (key tiles, B*KVH); warp w owns keys w*16..+15 of the tile.
+template <bool kBf16, int HS>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(float* dqkv, const float* qkv,
+                                                                            const float* dout, const float* lse,
+                                                                            const float* D, Dims d, float scale) {
+  using E = Elem<kBf16>;
+  constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E* Ks = reinterpret_cast<E*>(smem_raw);
+  E* Vs = Ks + kTile * LD;
+  E* Qs = Vs + kTile * LD;
+  E* dOs = Qs + kTile * LD;
+  E* Ps = dOs + kTile * LD;   // (64, LDP): P^T, per warp 16 rows
+  E* dSs = Ps + kTile * LDP;  // (64, LDP): dS^T
+  __shared__ float lse_s[kTile], D_s[kTile];
+  const int kt = blockIdx.x;  // key tile 0 meets every query tile: most work first
+  const int bk = blockIdx.y, b = bk / d.KVH, kh = bk % d.KVH, group = d.NH / d.KVH;
+  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int k0 = kt * kTile, nqt = (d.T + kTile - 1) / kTile;
+  load_tile<E, HS>(Ks, qkv, b, d.T, k0, W, (d.NH + kh) * HS);
+  load_tile<E, HS>(Vs, qkv, b, d.T, k0, W, (d.NH + d.KVH + kh) * HS);
+  float dk[NO][4] = {}, dv[NO][4] = {};
+  E* Pw = Ps + warp * 16 * LDP;
+  E* dSw = dSs + warp * 16 * LDP;
+  for (int h = kh * group; h < (kh + 1) * group; ++h) {
+    for (int qt = kt; qt < nqt; ++qt) {
+      const int q0 = qt * kTile;
+      __syncthreads();  // previous Q, dO fully read
+      load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
+      load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
+      if (threadIdx.x < kTile) {
+        const int t = q0 + threadIdx.x;
+        const size_t r = (size_t(b) * d.NH + h) * d.T + t;
+        lse_s[threadIdx.x] = t < d.T ? lse[r] : 0.f;
+        D_s[threadIdx.x] = t < d.T ? D[r] : 0.f;
+      }
+      __syncthreads();
+      float s[NS][4] = {}, dp[NS][4] = {};
+      warp_gemm<kBf16, NS, HS>(s, Ks + warp * 16 * LD, LD, 1, Qs, 1, LD);    // S^T = K Q^T
+      warp_gemm<kBf16, NS, HS>(dp, Vs + warp * 16 * LD, LD, 1, dOs, 1, LD);  // dP^T = V dO^T
+#pragma unroll
+      for (int j = 0; j < NS; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int key = k0 + warp * 16 + g + 8 * (e / 2), qc = j * 8 + 2 * q4 + e % 2, query = q0 + qc;
+          const bool live = key <= query && query < d.T;
+          const float p = live ? expf(s[j][e] * scale - lse_s[qc]) : 0.f;
+          const float ds = p * (dp[j][e] - D_s[qc]) * scale;
+          const int at = (g + 8 * (e / 2)) * LDP + qc;
+          Pw[at] = from_f<E>(p);
+          dSw[at] = from_f<E>(ds);
+        }
+      __syncwarp();
+      warp_gemm<kBf16, NO, kTile>(dv, Pw, LDP, 1, dOs, LD, 1);   // dV += P^T dO
+      warp_gemm<kBf16, NO, kTile>(dk, dSw, LDP, 1, Qs, LD, 1);   // dK += dS^T Q
+      __syncwarp();
+    }
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int t = k0 + warp * 16 + g + 8 * hr;
+    if (t >= d.T) continue;
+    float* row = dqkv + (size_t(b) * d.T + t) * W;
+#pragma unroll
+    for (int j = 0; j < NO; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) {
+        const int c = j * 8 + 2 * q4 + e;
+        row[(d.NH + kh) * HS + c] += dk[j][2 * hr + e];
+        row[(d.NH + d.KVH + kh) * HS + c] += dv[j][2 * hr + e];
+      }
+  }
+}
+
+// dQ: grid (q tiles, B*NH); warp w owns queries w*16..+15 of the tile.
+template <bool kBf16, int HS>
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(float* dqkv, const float* qkv,
+                                                                          const float* dout, const float* lse,
+                                                                          const float* D, Dims d, float scale) {
+  using E = Elem<kBf16>;
+  constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  E* Qs = reinterpret_cast<E*>(smem_raw);
+  E* dOs = Qs + kTile * LD;
+  E* Ks = dOs + kTile * LD;
+  E* Vs = Ks + kTile * LD;
+  E* dSs = Vs + kTile * LD;  // (64, LDP)
+  const int qt = gridDim.x - 1 - blockIdx.x;
+  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
+  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int q0 = qt * kTile;
+  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
+  load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
+  float row_lse[2], row_D[2];
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int t = q0 + warp * 16 + g + 8 * hr;
+    const size_t r = size_t(bh) * d.T + t;
+    row_lse[hr] = t < d.T ? lse[r] : 0.f;
+    row_D[hr] = t < d.T ? D[r] : 0.f;
+  }
+  float dq[NO][4] = {};
+  E* dSw = dSs + warp * 16 * LDP;
+  for (int kt = 0; kt <= qt; ++kt) {
+    __syncthreads();
+    load_tile<E, HS>(Ks, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
+    load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
+    __syncthreads();
+    float s[NS][4] = {}, dp[NS][4] = {};
+    warp_gemm<kBf16, NS, HS>(s, Qs + warp * 16 * LD, LD, 1, Ks, 1, LD);    // S = Q K^T
+    warp_gemm<kBf16, NS, HS>(dp, dOs + warp * 16 * LD, LD, 1, Vs, 1, LD);  // dP = dO V^T
+#pragma unroll
+    for (int j = 0; j < NS; ++j)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int hr = e / 2, query = q0 + warp * 16 + g + 8 * hr, kc = j * 8 + 2 * q4 + e % 2;
+        const bool live = kt * kTile + kc <= query && query < d.T;
+        const float p = live ? expf(s[j][e] * scale - row_lse[hr]) : 0.f;
+        dSw[(g + 8 * hr) * LDP + kc] = from_f<E>(p * (dp[j][e] - row_D[hr]) * scale);
+      }
+    __syncwarp();
+    warp_gemm<kBf16, NO, kTile>(dq, dSw, LDP, 1, Ks, LD, 1);  // dQ += dS K
+    __syncwarp();
+  }
+#pragma unroll
+  for (int hr = 0; hr < 2; ++hr) {
+    const int t = q0 + warp * 16 + g + 8 * hr;
+    if (t >= d.T) continue;
+    float* row = dqkv + (size_t(b) * d.T + t) * W + h * HS;
+#pragma unroll
+    for (int j = 0; j < NO; ++j)
+#pragma unroll
+      for (int e = 0; e < 2; ++e) row[j * 8 + 2 * q4 + e] += dq[j][2 * hr + e];
+  }
+}
+
+// launch: a flash kernel with `smem` bytes of dynamic shared memory (above 48 KiB needs the opt-in).
+template <typename Kernel, typename... Args>
+void launch(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... args) {
+  XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+  kernel<<<grid, kFlashThreads, smem, stream>>>(args...);
+  XT_CUDA_LAUNCH_CHECK();
+}
+
+template <bool kBf16, int HS>
+void forward_impl(const OpContext& ctx, float* out, float* att, const float* qkv, Dims d, float scale) {
+  using E = Elem<kBf16>;
+  const size_t rows = size_t(d.B) * d.NH * d.T;
+  const size_t smem = sizeof(E) * (3 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));
+  const dim3 grid((d.T + kTile - 1) / kTile, d.B * d.NH);
+  launch(flash_forward_kernel<kBf16, HS>, grid, smem, ctx.stream, out, att, att + rows, qkv, d, scale);
+}
+
+template <bool kBf16, int HS>
+void backward_impl(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att, Dims d,
+                   float scale) {
+  using E = Elem<kBf16>;
+  const size_t rows = size_t(d.B) * d.NH * d.T;
+  const float* lse = att;
+  const float* ocopy = att + rows;
+  ScratchBuffer<float> D(*ctx.alloc, rows);
+  constexpr int kRowThreads = 256;
+  flash_rowdot_kernel<<<unsigned((rows + kRowThreads / kWarp - 1) / (kRowThreads / kWarp)), kRowThreads, 0,
+                        ctx.stream>>>(D.get(), dout, ocopy, d);
+  XT_CUDA_LAUNCH_CHECK();
+  const int ntiles = (d.T + kTile - 1) / kTile;
+  const size_t smem_kv = sizeof(E) * (4 * kTile * (HS + kPadP) + 2 * kTile * (kTile + kPadP));
+  launch(flash_backward_dkdv_kernel<kBf16, HS>, dim3(ntiles, d.B * d.KVH), smem_kv, ctx.stream, dqkv, qkv, dout,
+         lse, static_cast<const float*>(D.get()), d, scale);
+  const size_t smem_q = sizeof(E) * (4 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));
+  launch(flash_backward_dq_kernel<kBf16, HS>, dim3(ntiles, d.B * d.NH), smem_q, ctx.stream, dqkv, qkv, dout, lse,
+         static_cast<const float*>(D.get()), d, scale);
+}
+
+template <bool kBf16>
+void forward_hs(const OpContext& ctx, float* out, float* att, const float* qkv, Dims d, float scale) {
+  switch (d.HS) {
+    case 32: return forward_impl<kBf16, 32>(ctx, out, att, qkv, d, scale);
+    case 64: return forward_impl<kBf16, 64>(ctx, out, att, qkv, d, scale);
+    default: XT_FAIL("flash attention: unsupported head size " << d.HS);
+  }
+}
+
+template <bool kBf16>
+void backward_hs(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att, Dims d,
+                 float scale) {
+  switch (d.HS) {
+    case 32: return backward_impl<kBf16, 32>(ctx, dqkv, dout, qkv, att, d, scale);
+    case 64: return backward_impl<kBf16, 64>(ctx, dqkv, dout, qkv, att, d, scale);
+    default: XT_FAIL("flash attention: unsupported head size " << d.HS);
+  }
+}
+}  // namespace
+
+bool flash_attention_supported(int T, int HS) {
+  // att must hold lse (T per head) + the head-major output copy (T*HS per head) within T*T per head.
+  return (HS == 32 || HS == 64) && T >= HS + 1;  // more head sizes: one instantiation each
+}
+
+void flash_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
+                             int KVH, int HS) {
+  const Dims d{B, T, NH, KVH, HS};
+  const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
+  if (ctx.bf16) forward_hs<true>(ctx, out, att, qkv, d, scale);
+  else forward_hs<false>(ctx, out, att, qkv, d, scale);
+}
+
+void flash_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+                              const float* att, int B, int T, int NH, int KVH, int HS) {
+  const Dims d{B, T, NH, KVH, HS};
+  const float scale = float(1.0 / std::sqrt(double(HS)));
+  if (ctx.bf16) backward_hs<true>(ctx, dqkv, dout, qkv, att, d, scale);
+  else backward_hs<false>(ctx, dqkv, dout, qkv, att, d, scale);
+}
+
+}  // namespace xtrain::cuda

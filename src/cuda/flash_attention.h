@@ -1,0 +1,21 @@
+// Fused causal grouped-query attention (FlashAttention-2, Dao 2023), flash_attention.cu. Selected by
+// attention.cu when OpContext::flash_attention is set and flash_attention_supported(T, HS).
+#pragma once
+
+#include "cuda/ops.h"
+
+namespace xtrain::cuda {
+
+// flash_attention_supported: HS in {32, 64} and T > HS (att must hold lse and the output copy).
+bool flash_attention_supported(int T, int HS);
+
+// flash_attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS); att (B,NH,T,T) floats of
+// scratch of which it writes the first B*NH*T (log-sum-exp of each scaled score row, natural log)
+// followed by B*NH*T*HS (the output, head-major (B,NH,T,HS), for the backward's rowsum(dO * O)).
+void flash_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
+                             int KVH, int HS);
+// flash_attention_backward: dout (B,T,NH*HS), att as the forward left it -> dqkv +=. Deterministic.
+void flash_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+                              const float* att, int B, int T, int NH, int KVH, int HS);
+
+}  // namespace xtrain::cuda
