@@ -126,7 +126,8 @@ TEST_CASE("layernorm forward and backward") {
 
 TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
   struct Shape { int N, IC, OC; bool bias; };
-  for (Shape s : {Shape{64, 96, 160, true}, Shape{33, 768, 50, false}, Shape{130, 256, 1024, true}}) {
+  for (Shape s : {Shape{64, 96, 160, true}, Shape{33, 768, 50, false}, Shape{130, 256, 1024, true},
+                  Shape{17, 40, 30, true}}) {
     CAPTURE(s.N);
     CAPTURE(s.IC);
     CAPTURE(s.OC);

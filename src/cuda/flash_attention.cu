@@ -31,55 +31,70 @@ __device__ __forceinline__ float from_f<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
-__device__ __forceinline__ uint32_t pack2(__nv_bfloat16 lo, __nv_bfloat16 hi) {
-  return uint32_t(__bfloat16_as_ushort(lo)) | (uint32_t(__bfloat16_as_ushort(hi)) << 16);
+
+// Layout of a B operand in shared memory: kNK = stored (N, K) rows (k contiguous, i.e. the
+// transpose of B: K of S = Q K^T), kKN = stored (K, N) rows (n contiguous: V of O = P V).
+enum class BLayout { kNK, kKN };
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+  return static_cast<unsigned>(__cvta_generic_to_shared(p));
 }
 
-// ld2: the bf16 pair (p[0], p[stride]) packed low/high; one 32-bit load when adjacent (stride 1;
-// every caller's offset is even, so the pair is 4-byte aligned).
-__device__ __forceinline__ uint32_t ld2(const __nv_bfloat16* p, int stride) {
-  if (stride == 1) return *reinterpret_cast<const uint32_t*>(p);
-  return pack2(p[0], p[stride]);
-}
-
-// warp_gemm: acc (16 x NT*8) += A (16 x K) B (K x NT*8), K a multiple of 16, as NT*K/16 warp tiles
-// of 16x8x16. A(r,k) = a[r*ars + k*acs], B(k,n) = b[k*brs + n*bcs] in shared memory. acc[j] is in
-// the mma C layout: this lane owns rows g, g+8 and columns 8j + 2q, 8j + 2q+1 (g = lane/4, q = lane%4).
-template <bool kBf16, int NT, int K>
-__device__ __forceinline__ void warp_gemm(float (*acc)[4], const Elem<kBf16>* a, int ars, int acs,
-                                          const Elem<kBf16>* b, int brs, int bcs) {
-  const int lane = threadIdx.x % kWarp, g = lane / 4, q = lane % 4;
+// warp_gemm: acc (16 x NT*8) += A (16 x K) B (K x NT*8), K a multiple of 16, NT even, as 16x8x16
+// warp tiles. A(r,k) = a[r*lda + k]; B(k,n) = b[n*ldb + k] (kNK) or b[k*ldb + n] (kKN); shared memory,
+// rows 16-byte aligned. acc[j] is in the mma C layout: this lane owns rows g, g+8 and columns
+// 8j + 2q, 8j + 2q + 1 (g = lane/4, q = lane%4).
+// bf16: fragments loaded with ldmatrix (.trans for kKN) and multiplied with mma.sync m16n8k16
+// (PTX ISA, "Warp-level matrix load instruction: ldmatrix" and "Matrix Fragments for mma.m16n8k16").
+template <bool kBf16, int NT, int K, BLayout kB>
+__device__ __forceinline__ void warp_gemm(float (*acc)[4], const Elem<kBf16>* a, int lda, const Elem<kBf16>* b,
+                                          int ldb) {
+  static_assert(NT % 2 == 0 && K % 16 == 0, "warp_gemm tiles");
+  const int lane = threadIdx.x % kWarp;
+  if constexpr (kBf16) {
+    const int m = lane / 8, r = lane % 8;  // this lane addresses row r of 8x8 matrix m
 #pragma unroll
-  for (int kk = 0; kk < K; kk += 16) {
-    if constexpr (kBf16) {
-      // fragments of mma.m16n8k16 (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type")
-      const __nv_bfloat16* a0 = a + g * ars + (kk + 2 * q) * acs;
-      uint32_t ra[4];
-      ra[0] = ld2(a0, acs);
-      ra[1] = ld2(a0 + 8 * ars, acs);
-      ra[2] = ld2(a0 + 8 * acs, acs);
-      ra[3] = ld2(a0 + 8 * ars + 8 * acs, acs);
+    for (int kk = 0; kk < K; kk += 16) {
+      uint32_t ra[4];  // matrices: (rows 0-7, k 0-7), (rows 8-15, k 0-7), (rows 0-7, k 8-15), (rows 8-15, k 8-15)
+      asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                   : "=r"(ra[0]), "=r"(ra[1]), "=r"(ra[2]), "=r"(ra[3])
+                   : "r"(smem_addr(a + (r + 8 * (m % 2)) * lda + kk + 8 * (m / 2))));
 #pragma unroll
-      for (int j = 0; j < NT; ++j) {
-        const __nv_bfloat16* b0 = b + (kk + 2 * q) * brs + (j * 8 + g) * bcs;
-        const uint32_t rb0 = ld2(b0, brs), rb1 = ld2(b0 + 8 * brs, brs);
-        asm volatile(
-            "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
-            "{%0,%1,%2,%3};\n"
-            : "+f"(acc[j][0]), "+f"(acc[j][1]), "+f"(acc[j][2]), "+f"(acc[j][3])
-            : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb0), "r"(rb1));
-      }
-    } else {  // the same ownership in fp32 on CUDA cores
-#pragma unroll
-      for (int j = 0; j < NT; ++j)
-#pragma unroll 4
-        for (int k = kk; k < kk + 16; ++k) {
-          const float a0 = a[g * ars + k * acs], a1 = a[(g + 8) * ars + k * acs];
-          const float b0 = b[k * brs + (j * 8 + 2 * q) * bcs], b1 = b[k * brs + (j * 8 + 2 * q + 1) * bcs];
-          float* c = acc[j];
-          c[0] = fmaf(a0, b0, c[0]), c[1] = fmaf(a0, b1, c[1]), c[2] = fmaf(a1, b0, c[2]), c[3] = fmaf(a1, b1, c[3]);
+      for (int j = 0; j < NT; j += 2) {
+        uint32_t rb[4];  // (b0, b1) of n-tile j, then of n-tile j+1
+        if constexpr (kB == BLayout::kNK) {
+          // matrices: (n 0-7, k 0-7), (n 0-7, k 8-15), (n 8-15, k 0-7), (n 8-15, k 8-15)
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(rb[0]), "=r"(rb[1]), "=r"(rb[2]), "=r"(rb[3])
+                       : "r"(smem_addr(b + (j * 8 + r + 8 * (m / 2)) * ldb + kk + 8 * (m % 2))));
+        } else {
+          // stored (k, n): transposed loads of (k 0-7, n 0-7), (k 8-15, n 0-7), (k 0-7, n 8-15), (k 8-15, n 8-15)
+          asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                       : "=r"(rb[0]), "=r"(rb[1]), "=r"(rb[2]), "=r"(rb[3])
+                       : "r"(smem_addr(b + (kk + r + 8 * (m % 2)) * ldb + j * 8 + 8 * (m / 2))));
         }
+#pragma unroll
+        for (int h = 0; h < 2; ++h)
+          asm volatile(
+              "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+              "{%0,%1,%2,%3};\n"
+              : "+f"(acc[j + h][0]), "+f"(acc[j + h][1]), "+f"(acc[j + h][2]), "+f"(acc[j + h][3])
+              : "r"(ra[0]), "r"(ra[1]), "r"(ra[2]), "r"(ra[3]), "r"(rb[2 * h]), "r"(rb[2 * h + 1]));
+      }
     }
+  } else {  // the same ownership in fp32 on CUDA cores
+    const int g = lane / 4, q = lane % 4;
+    constexpr bool nk = kB == BLayout::kNK;
+#pragma unroll
+    for (int j = 0; j < NT; ++j)
+#pragma unroll 4
+      for (int k = 0; k < K; ++k) {
+        const int n0 = j * 8 + 2 * q;
+        const float a0 = a[g * lda + k], a1 = a[(g + 8) * lda + k];
+        const float b0 = nk ? b[n0 * ldb + k] : b[k * ldb + n0], b1 = nk ? b[(n0 + 1) * ldb + k] : b[k * ldb + n0 + 1];
+        float* c = acc[j];
+        c[0] = fmaf(a0, b0, c[0]), c[1] = fmaf(a0, b1, c[1]), c[2] = fmaf(a1, b0, c[2]), c[3] = fmaf(a1, b1, c[3]);
+      }
   }
 }
 
@@ -126,7 +141,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(float* out
     load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
     __syncthreads();
     float s[NS][4] = {};
-    warp_gemm<kBf16, NS, HS>(s, Qs + warp * 16 * LD, LD, 1, Ks, 1, LD);  // S = Q K^T
+    warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Qs + warp * 16 * LD, LD, Ks, LD);  // S = Q K^T
 #pragma unroll
     for (int hr = 0; hr < 2; ++hr) {  // rows g and g+8 of the warp's 16
       const int row = q0 + warp * 16 + g + 8 * hr;
@@ -159,7 +174,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(float* out
       for (int j = 0; j < NO; ++j) o[j][2 * hr] *= alpha, o[j][2 * hr + 1] *= alpha;
     }
     __syncwarp();
-    warp_gemm<kBf16, NO, kTile>(o, Pw, LDP, 1, Vs, LD, 1);  // O += P V
+    warp_gemm<kBf16, NO, kTile, BLayout::kKN>(o, Pw, LDP, Vs, LD);  // O += P V
     __syncwarp();
   }
 #pragma unroll
@@ -237,8 +252,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(floa
       }
       __syncthreads();
       float s[NS][4] = {}, dp[NS][4] = {};
-      warp_gemm<kBf16, NS, HS>(s, Ks + warp * 16 * LD, LD, 1, Qs, 1, LD);    // S^T = K Q^T
-      warp_gemm<kBf16, NS, HS>(dp, Vs + warp * 16 * LD, LD, 1, dOs, 1, LD);  // dP^T = V dO^T
+      warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Ks + warp * 16 * LD, LD, Qs, LD);    // S^T = K Q^T
+      warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, Vs + warp * 16 * LD, LD, dOs, LD);  // dP^T = V dO^T
 #pragma unroll
       for (int j = 0; j < NS; ++j)
 #pragma unroll
@@ -252,8 +267,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(floa
           dSw[at] = from_f<E>(ds);
         }
       __syncwarp();
-      warp_gemm<kBf16, NO, kTile>(dv, Pw, LDP, 1, dOs, LD, 1);   // dV += P^T dO
-      warp_gemm<kBf16, NO, kTile>(dk, dSw, LDP, 1, Qs, LD, 1);   // dK += dS^T Q
+      warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dv, Pw, LDP, dOs, LD);   // dV += P^T dO
+      warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dk, dSw, LDP, Qs, LD);   // dK += dS^T Q
       __syncwarp();
     }
   }
@@ -308,8 +323,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(float*
     load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
     __syncthreads();
     float s[NS][4] = {}, dp[NS][4] = {};
-    warp_gemm<kBf16, NS, HS>(s, Qs + warp * 16 * LD, LD, 1, Ks, 1, LD);    // S = Q K^T
-    warp_gemm<kBf16, NS, HS>(dp, dOs + warp * 16 * LD, LD, 1, Vs, 1, LD);  // dP = dO V^T
+    warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Qs + warp * 16 * LD, LD, Ks, LD);    // S = Q K^T
+    warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, dOs + warp * 16 * LD, LD, Vs, LD);  // dP = dO V^T
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
@@ -320,7 +335,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(float*
         dSw[(g + 8 * hr) * LDP + kc] = from_f<E>(p * (dp[j][e] - row_D[hr]) * scale);
       }
     __syncwarp();
-    warp_gemm<kBf16, NO, kTile>(dq, dSw, LDP, 1, Ks, LD, 1);  // dQ += dS K
+    warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dq, dSw, LDP, Ks, LD);  // dQ += dS K
     __syncwarp();
   }
 #pragma unroll
