@@ -1,7 +1,13 @@
 // run_training: from parsed options to a finished training run (see include/xtrain/app.h).
 #include "xtrain/app.h"
 
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <memory>
 
 #include "xtrain/backend.h"
@@ -29,12 +35,44 @@ std::string human(double x) {
   return buf;
 }
 
+// check_writable: a file can be created in path's directory (probe file created and removed).
+void check_writable(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  fs::path dir = fs::path(path).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) XT_FAIL(option << " " << path << ": directory " << dir.string() << " does not exist");
+  if (fs::is_directory(path, ec)) XT_FAIL(option << " " << path << " is a directory");
+  const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
+  if (fd < 0) XT_FAIL(option << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+}
+
+void check_readable_file(const std::string& path, const char* option) {
+  std::error_code ec;
+  if (!std::filesystem::is_regular_file(path, ec)) XT_FAIL(option << " " << path << ": no such file");
+  if (::access(path.c_str(), R_OK) != 0) XT_FAIL(option << " " << path << ": " << std::strerror(errno));
+}
+
 }  // namespace
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
   const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
   check_world(o, world);
+
+  // Output and resume paths are checked before the (possibly long) data loading and training, so
+  // an unwritable --ckpt or --metrics is found in seconds, not after the run.
+  agree(mpi, [&] {
+    if (rank == 0) {
+      check_writable(o.train.ckpt, "--ckpt");
+      check_writable(o.train.metrics, "--metrics");
+    }
+    if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
+  });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
   std::unique_ptr<Backend> be;

@@ -48,7 +48,7 @@ void put_meta(Writer& w, const CheckpointMeta& m) {
   for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
   for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
   w.put(m.dropout);
-  for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params}) w.put(x);
+  for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params, m.n_train}) w.put(x);
 }
 
 CheckpointMeta get_meta(Reader& r) {
@@ -57,7 +57,7 @@ CheckpointMeta get_meta(Reader& r) {
   for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
   for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
   m.dropout = r.get<float>();
-  for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params}) *x = r.get<uint64_t>();
+  for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params, &m.n_train}) *x = r.get<uint64_t>();
   return m;
 }
 

@@ -28,6 +28,7 @@ int main(int argc, char** argv) {
     // A failure on this rank only: report it and end the whole job so no rank waits in a collective.
     std::fprintf(stderr, "rank %d (%s): error: %s\n", mpi.rank(), mpi.host().c_str(), e.what());
     std::fflush(stderr);
+    if (mpi.world_size() == 1) return 1;  // nobody to wake up: skip MPI_Abort and its banner
     mpi.abort(1);
   }
 }

@@ -3,6 +3,8 @@
 #include "xtrain/options.h"
 
 #include <boost/program_options.hpp>
+#include <cmath>
+#include <filesystem>
 #include <sstream>
 
 #include "xtrain/backend.h"
@@ -15,6 +17,27 @@
 namespace po = boost::program_options;
 
 namespace xtrain {
+
+namespace {
+// check_paths: an output file must never be one of the inputs or another output (e.g. --metrics
+// naming the corpus would truncate it). --resume and --ckpt may be the same file (requeued jobs).
+void check_paths(const RunOptions& o) {
+  namespace fs = std::filesystem;
+  auto canon = [](const std::string& p) { return p.empty() ? p : fs::weakly_canonical(fs::path(p)).string(); };
+  const std::pair<const char*, std::string> files[] = {
+      {"--data", canon(o.data)},         {"--tokens-cache", canon(o.tokens_cache)}, {"--encoder-json", canon(o.encoder_json)},
+      {"--vocab-bpe", canon(o.vocab_bpe)}, {"--tokenizer-json", canon(o.tokenizer_json)}, {"--resume", canon(o.train.resume)},
+      {"--ckpt", canon(o.train.ckpt)},   {"--metrics", canon(o.train.metrics)}};
+  auto is_output = [](const std::string& opt) { return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics"; };
+  for (size_t i = 0; i < std::size(files); ++i)
+    for (size_t j = i + 1; j < std::size(files); ++j) {
+      const auto& [a, pa] = files[i];
+      const auto& [b, pb] = files[j];
+      if (pa.empty() || pa != pb || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
+      if (is_output(a) || is_output(b)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pa + ")");
+    }
+}
+}  // namespace
 
 RunOptions parse_options(int argc, char** argv) {
   RunOptions o;
@@ -75,7 +98,14 @@ RunOptions parse_options(int argc, char** argv) {
   o.help_text = help.str();
   try {
     po::variables_map vm;
-    po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).run();
+    // No positional arguments (a stray word is an error, not silently ignored) and no abbreviated
+    // option names (`--ste` is not `--steps`).
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::parsed_options parsed = po::command_line_parser(argc, argv)
+                                    .options(all)
+                                    .positional(po::positional_options_description())
+                                    .style(style)
+                                    .run();
     // An option given twice takes its LAST value (as in argparse), so scripts can append overrides
     // such as `$XTRAIN_ARGS` to a default command line.
     std::vector<po::option> last;
@@ -95,6 +125,14 @@ RunOptions parse_options(int argc, char** argv) {
   m.maxT = t.seq;
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
+  // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far
+  // from 2^31, and a model that cannot fit in memory is a usage error, not an allocation failure.
+  auto bounded = [](long long v, long long hi, const char* what) {
+    if (v > hi) throw UsageError(std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
+  };
+  bounded(m.C, 1 << 16, "--dim"), bounded(m.NH, 1 << 12, "--heads"), bounded(kv_heads, 1 << 12, "--kv-heads");
+  bounded(head_dim, 1 << 12, "--head-dim"), bounded(m.L, 1 << 12, "--layers"), bounded(ffn, 1 << 18, "--ffn");
+  bounded(t.seq, 1 << 20, "--seq");
   m.HS = head_dim > 0 ? head_dim : m.C / m.NH;
   m.F = ffn > 0 ? ffn : 4 * m.C;
   if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");
@@ -108,7 +146,10 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.steps > 0, "--steps must be positive");
   need(t.grad_accum > 0, "--grad-accum must be positive");
   need(t.dropout >= 0.0f && t.dropout < 1.0f, "--dropout must be in [0, 1)");
-  need(oc.lr > 0, "--lr must be positive");
+  need(std::isfinite(oc.lr) && oc.lr > 0, "--lr must be positive and finite");
+  need(std::isfinite(oc.weight_decay) && std::isfinite(oc.grad_clip) && std::isfinite(o.comm_timeout_s),
+       "--weight-decay, --grad-clip and --comm-timeout must be finite");
+  need(t.grad_accum <= t.batch, "--grad-accum must not exceed --batch");
   need(oc.warmup_steps >= 0, "--warmup must be >= 0");
   need(oc.min_lr_frac >= 0 && oc.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
   need(oc.weight_decay >= 0, "--weight-decay must be >= 0");
@@ -120,17 +161,19 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
   need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be fp32 or bf16");
-  need(o.comm_timeout_s > 0, "--comm-timeout must be positive");
+  need(o.comm_timeout_s >= 1, "--comm-timeout must be at least 1 second");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
+  check_paths(o);
   return o;
 }
 
 void check_world(const RunOptions& o, int world) {
   const TrainConfig& t = o.train;
-  if (t.batch % (world * t.grad_accum) != 0) {
+  const long long per_step = static_cast<long long>(world) * t.grad_accum;  // 64-bit: no overflow
+  if (t.batch % per_step != 0) {
     std::ostringstream os;
     os << "--batch " << t.batch << " must be divisible by world size x --grad-accum = " << world << " x "
-       << t.grad_accum << " = " << world * t.grad_accum;
+       << t.grad_accum << " = " << per_step;
     throw UsageError(os.str());
   }
 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <iostream>
 
 #include "xtrain/error.h"
@@ -137,6 +138,13 @@ bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_
   return true;
 }
 
+// looks_like_token_cache: the file starts with the cache magic (damaged caches may be rebuilt).
+static bool looks_like_token_cache(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[8] = {};
+  return f.read(magic, sizeof magic) && std::memcmp(magic, "XTTOKENS", sizeof magic) == 0;
+}
+
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,
                                  bool write_cache) {
   const std::string text = read_text_file(text_path);
@@ -152,7 +160,10 @@ std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& 
     }
   }
   ids = tok.encode(text);
-  if (write_cache) {
+  if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
+    // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
+    std::cerr << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
+  } else if (write_cache) {
     try {
       write_token_cache(cache_path, ids, tok.fingerprint(), text.size(), hash);
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it

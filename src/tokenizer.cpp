@@ -73,9 +73,17 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   auto impl = std::make_unique<Impl>();
   std::unordered_map<std::string, int32_t> special_of;
   for (const auto& [s, id] : raw.specials) special_of.emplace(s, id);
+  // Ids are dense 0..n-1; bound them by the number of entries before allocating anything, so a
+  // huge or sparse id is one clear error instead of an overflow or gigabytes of tables.
+  const int64_t entries = static_cast<int64_t>(raw.vocab.size() + raw.specials.size());
   int32_t vocab_size = 0;
-  for (const auto& [s, id] : raw.vocab) vocab_size = std::max(vocab_size, id + 1);
-  for (const auto& [s, id] : raw.specials) vocab_size = std::max(vocab_size, id + 1);
+  for (const auto* list : {&raw.vocab, &raw.specials})
+    for (const auto& [s, id] : *list) {
+      if (id < 0 || id >= entries)
+        XT_FAIL(f << ": token \"" << s << "\" has id " << id << ", outside 0.." << entries - 1
+                  << " (ids must be dense)");
+      vocab_size = std::max(vocab_size, id + 1);
+    }
   impl->token_bytes.resize(size_t(vocab_size));
   std::vector<bool> seen(size_t(vocab_size), false);
   std::unordered_map<std::string, int32_t> id_of;  // token text -> id (for merges)

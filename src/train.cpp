@@ -27,9 +27,9 @@ TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_finger
   // One global batch of distinct windows must fit in the training part (plus the shifted target).
   const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;
   if (d.n_train < need)
-    XT_FAIL("corpus too short: " << d.n_train << " training tokens (of " << n << ", --val-fraction "
-                                 << cfg.val_fraction << ") but one global batch needs --batch x --seq + 1 = "
-                                 << need);
+    XT_FAIL("corpus too short: " << d.n_train << " training tokens"
+                                 << (use_val ? " (the rest of " + std::to_string(n) + " is held out by --val-fraction)" : std::string())
+                                 << " but one global batch needs --batch x --seq + 1 = " << need);
   if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
     XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
                                                 << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");

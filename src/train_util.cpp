@@ -76,6 +76,7 @@ static CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, c
   m.tokenizer_fingerprint = data.tokenizer_fingerprint;
   m.data_hash = data.hash;
   m.num_params = model.num_params();
+  m.n_train = data.n_train;
   return m;
 }
 
@@ -89,6 +90,12 @@ void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model,
   be.copy_to_host(st.params.data(), model.params(), bytes);
   be.copy_to_host(st.m.data(), opt.m(), bytes);
   be.copy_to_host(st.v.data(), opt.v(), bytes);
+  // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
+  // checkpoint with a blown-up one.
+  for (float p : st.params)
+    if (!std::isfinite(p))
+      XT_FAIL("parameters are not finite after step " << step << "; not writing " << cfg.ckpt
+                                                       << " (the previous checkpoint is kept)");
   save_checkpoint(cfg.ckpt, st);
   std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
 }
@@ -110,12 +117,16 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
   if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
   if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
-  if (got.step >= cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is already at step " << got.step << " of --steps " << cfg.steps);
+  if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
+  if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
+  // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
   const size_t bytes = model.num_params() * sizeof(float);
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);
   be.copy_to_device(opt.v(), st.v.data(), bytes);
-  if (mpi.rank() == 0) std::printf("resumed from %s at step %d\n", cfg.resume.c_str(), got.step);
+  if (mpi.rank() == 0)
+    std::printf("resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+                got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
   return got.step;
 }
 

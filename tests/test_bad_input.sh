@@ -37,6 +37,23 @@ expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
 expect "kv-heads not dividing heads" 2 "--kv-heads \\(3\\) must divide --heads" 2 "${OK[@]}" --kv-heads 3
 expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
 
+expect "stray positional argument" 2 "usage error" 2 "${OK[@]}" extra_word
+expect "abbreviated option" 2 "usage error: .*--ste" 2 "${OK[@]}" --ste 5
+expect "grad-accum overflow" 2 "usage error" 4 "${OK[@]}" --grad-accum 1073741824
+expect "huge model" 2 "--head-dim = 1073741824 is too large" 2 "${OK[@]}" --head-dim 1073741824
+expect "infinite lr" 2 "--lr must be positive and finite" 2 "${OK[@]}" --lr inf
+expect "--metrics is the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus.txt"
+expect "--tokens-cache is the corpus" 2 "name the same file" 2 "${OK[@]}" --tokens-cache "$WORK/corpus.txt"
+expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
+expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
+expect "--resume is a directory" 1 "--resume .*no such file" 2 "${OK[@]}" --resume "$WORK"
+cp "$WORK/corpus.txt" "$WORK/notes.txt"
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --tokens-cache "$WORK/notes.txt.cache" --steps 1 > /dev/null 2>&1
+printf 'my notes\n' > "$WORK/notes.md"
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --tokens-cache "$WORK/notes.md" --steps 1 > /dev/null 2>&1 || true
+grep -qx "my notes" "$WORK/notes.md" && echo "ok   a --tokens-cache that is not a cache is left untouched" \
+  || { echo "FAIL --tokens-cache overwrote a file that is not a token cache"; fails=$((fails+1)); }
+
 # checkpoints: make a good one, then damage copies of it
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/good.ckpt" > "$WORK/mk.log" 2>&1 \
   || { cat "$WORK/mk.log"; exit 1; }
@@ -48,7 +65,8 @@ expect "truncated checkpoint" 1 "truncated" 2 "${OK[@]}" --steps 4 --resume "$WO
 expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[@]}" --steps 4 --dim 64 --resume "$WORK/good.ckpt"
 expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"
 expect "not a checkpoint" 1 "bad magic" 2 "${OK[@]}" --steps 4 --resume "$WORK/corpus.txt"
-expect "missing checkpoint" 1 "cannot open" 2 "${OK[@]}" --steps 4 --resume "$WORK/none.ckpt"
+expect "missing checkpoint" 1 "--resume .*no such file" 2 "${OK[@]}" --steps 4 --resume "$WORK/none.ckpt"
+expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
 # good checkpoint (written at step 1) is neither overwritten nor left half-written

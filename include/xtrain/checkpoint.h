@@ -22,6 +22,7 @@ struct CheckpointMeta {
   uint64_t seed = 0;
   uint64_t tokenizer_fingerprint = 0;
   uint64_t data_hash = 0;     // FNV-1a 64 of the training token stream
+  uint64_t n_train = 0;       // tokens in the training part (the rest is held out for validation)
   uint64_t num_params = 0;
 };
 
