@@ -146,10 +146,16 @@ TEST_CASE("loader errors name the file and the cause") {
   CHECK(e.find("not in GPT-2's byte alphabet") != std::string::npos);
 
   v = tiny_vocab();
-  v["zz"] = 300;  // ids 260..299 missing
+  v["zz"] = 300;  // ids 260..299 missing: 300 is beyond the number of entries, refused before allocating
   write_file(d.file("gap.json"), v.dump());
   e = error_of([&] { Tokenizer::from_gpt2_files(d.file("gap.json"), bpe_file); });
-  CHECK(e.find("id 260 has no token") != std::string::npos);
+  CHECK(e.find("\"zz\" has id 300, outside 0..") != std::string::npos);
+
+  v = tiny_vocab();
+  v["zz"] = 2147483647;  // would overflow id + 1
+  write_file(d.file("maxid.json"), v.dump());
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("maxid.json"), bpe_file); });
+  CHECK(e.find("has id 2147483647, outside") != std::string::npos);
 
   write_file(d.file("wordpiece.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
   e = error_of([&] { Tokenizer::from_hf_json(d.file("wordpiece.json")); });
