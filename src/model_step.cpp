@@ -95,17 +95,19 @@ void GPT::backward() {
   zero(dres, NC);
   be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gact(kLnfMean),
                          gact(kLnfRstd), N, C);
+  // branch_grad: the gradient reaching a residual branch through its dropout mask (dres itself
+  // without dropout; otherwise a masked copy in dtmp2, since dres also flows on unmasked).
+  auto branch_grad = [&](int site) -> const float* {
+    if (!dropout_) return dres;
+    zero(dtmp2, NC);
+    be_.add_inplace(dtmp2, dres, NC);
+    be_.dropout_apply(dtmp2, site_keys(*dropout_, site).data(), B, static_cast<size_t>(T) * C, dropout_->p);
+    return dtmp2;
+  };
   for (int l = L - 1; l >= 0; --l) {
     const float* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
     // MLP branch: dres is d res3; the branch gets dres through the dropout mask, res2 gets dres itself
-    float* dbranch = dres;
-    if (dropout_) {
-      zero(dtmp2, NC);
-      be_.add_inplace(dtmp2, dres, NC);
-      be_.dropout_apply(dtmp2, site_keys(*dropout_, 2 + 2 * l).data(), B, static_cast<size_t>(T) * C,
-                        dropout_->p);
-      dbranch = dtmp2;
-    }
+    const float* dbranch = branch_grad(2 + 2 * l);
     zero(gact(kDFchGelu), static_cast<size_t>(N) * F);
     be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
                         param(l, kFcProjW), N, F, C);
@@ -116,14 +118,7 @@ void GPT::backward() {
     be_.layernorm_backward(dres, lgrad(l, kLn2W), lgrad(l, kLn2B), dtmp, act(l, kRes2), param(l, kLn2W),
                            act(l, kLn2Mean), act(l, kLn2Rstd), N, C);
     // attention branch: dres is now d res2
-    dbranch = dres;
-    if (dropout_) {
-      zero(dtmp2, NC);
-      be_.add_inplace(dtmp2, dres, NC);
-      be_.dropout_apply(dtmp2, site_keys(*dropout_, 1 + 2 * l).data(), B, static_cast<size_t>(T) * C,
-                        dropout_->p);
-      dbranch = dtmp2;
-    }
+    dbranch = branch_grad(1 + 2 * l);
     zero(gact(kDAtty), static_cast<size_t>(N) * A);
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
                         param(l, kAttProjW), N, A, C);
