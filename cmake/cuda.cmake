@@ -10,6 +10,8 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
 endif()
 enable_language(CUDA)
+# xtrain_core was created before this file was included, so it did not inherit the default above.
+set_target_properties(xtrain_core PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 find_package(CUDAToolkit 12.0 REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
@@ -43,13 +45,14 @@ target_sources(xtrain_core PRIVATE
   src/cuda/encoder.cu
   src/cuda/flash_attention.cu
   src/cuda/gemm.cpp
+  src/cuda/gemm_lt.cpp
   src/cuda/gelu.cu
   src/cuda/layernorm.cu
   src/cuda/matmul.cu
   src/cuda/reduce.cu
   src/cuda/residual.cu
 )
-target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas xtrain_nccl)
+target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
 target_compile_options(xtrain_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 set_source_files_properties(src/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)

@@ -112,7 +112,7 @@ void GPT::ensure_acts(int B, int T) {
   if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
   const size_t N = static_cast<size_t>(B) * T, C = cfg_.C;
   const size_t QKV = cfg_.qkv_width(), A = static_cast<size_t>(cfg_.NH) * cfg_.HS, F = cfg_.F;
-  const size_t ATT = static_cast<size_t>(B) * cfg_.NH * T * T;
+  const size_t ATT = be_.attention_scratch_count(B, cfg_.NH, T, cfg_.HS);  // (B,NH,T,T) on the CPU
   acts_.clear();
   std::vector<size_t> sizes(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs, 0);
   for (int l = 0; l < cfg_.L; ++l) {

@@ -61,11 +61,18 @@ class Backend {
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
   // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
   // qkv (B,T,(NH+2*KVH)*HS) laid out [q heads | k heads | v heads] per position
-  // -> out (B,T,NH*HS); att: (B,NH,T,T) floats of scratch owned by the op between forward and
-  // backward; the CPU backend stores softmax probabilities (rows t, columns <= t; rest 0), other
-  // backends may store less (e.g. the log-sum-exp per row; CUDA: docs/cuda.md, "Attention").
+  // -> out (B,T,NH*HS); att: attention_scratch_count(B,NH,T,HS) floats of scratch owned by the op
+  // between forward and backward; the CPU backend stores softmax probabilities (B,NH,T,T) (rows t,
+  // columns <= t; rest 0), other backends may store less (e.g. the log-sum-exp per row; CUDA:
+  // docs/cuda.md, "Attention").
   virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH,
                                  int KVH, int HS) = 0;
+  // attention_scratch_count: floats of `att` that attention_forward needs for these sizes (elements,
+  // not bytes). Default B*NH*T*T (the softmax probabilities); a backend that keeps less says so.
+  virtual size_t attention_scratch_count(int B, int NH, int T, int HS) const {
+    (void)HS;
+    return static_cast<size_t>(B) * NH * T * T;
+  }
   // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) +=
   virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
                                   int B, int T, int NH, int KVH, int HS) = 0;

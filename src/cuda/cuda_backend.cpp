@@ -8,6 +8,7 @@
 #include <cstdlib>
 
 #include "cuda/cuda_check.h"
+#include "cuda/flash_attention.h"
 
 namespace xtrain {
 
@@ -101,12 +102,14 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == "bf16",
-                   flash_attention(opts.dtype == "bf16")};
+                   flash_attention(opts.dtype == "bf16"), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (cublas_) cublasDestroy(cublas_);
   alloc_.free(cublas_workspace_);
   alloc_.free(error_flag_);
@@ -171,6 +174,10 @@ void CudaBackend::matmul_backward(float* dinp, float* dw, float* dbias, const fl
 void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
                                     int HS) {
   cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
+}
+size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const {
+  if (ctx_.flash_attention && flash_attention_supported(T, HS)) return size_t(B) * NH * T * (size_t(HS) + 1);
+  return size_t(B) * NH * T * T;
 }
 void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
                                      int T, int NH, int KVH, int HS) {

@@ -47,6 +47,8 @@ class CudaBackend final : public Backend {
                        int N, int IC, int OC) override;
   void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
+  // Flash route: B*NH*T*(HS+1) (log-sum-exp and the output copy, flash_attention.h); GEMM route: B*NH*T*T.
+  size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
   void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS) override;
   void gelu_forward(float* out, const float* inp, size_t count) override;
@@ -77,6 +79,7 @@ class CudaBackend final : public Backend {
   std::string host_, pci_bus_id_, device_name_;
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;  // fused-epilogue matmuls (gemm_lt.cpp)
   void* cublas_workspace_ = nullptr;
   int* error_flag_ = nullptr;  // device int, DeviceError codes
   OpContext ctx_;

@@ -3,6 +3,7 @@
 // launch. Scratch memory comes from ctx.alloc (stream-ordered reuse, see allocator.h).
 #pragma once
 
+#include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
@@ -30,6 +31,9 @@ struct OpContext {
   // products when bf16) or cuBLAS GEMMs around a softmax kernel. Default: flash with bf16, GEMMs with
   // fp32; the environment variable XTRAIN_CUDA_ATTENTION=flash|gemm overrides (tests, benchmarks).
   bool flash_attention = false;
+  cublasLtHandle_t cublaslt = nullptr;  // fused-epilogue GEMMs (gemm_lt)
+  void* workspace = nullptr;            // cuBLAS(Lt) workspace, shared: both run in order on `stream`
+  size_t workspace_bytes = 0;
 };
 
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
@@ -88,6 +92,29 @@ void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alp
 // gemm_bf16: as gemm, with A and B in bf16 (tensor cores, CUBLAS_COMPUTE_32F accumulation, C fp32).
 void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const __nv_bfloat16* A,
                int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+
+// LtGemm / gemm_lt: ROW-MAJOR C (M,N) = op(A) op(B) + beta C through cuBLASLt with a fused epilogue
+// (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
+// C fp32, math `compute`. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
+// beta C is added; use beta 0). CUBLASLT_EPILOGUE_BGRADB: bias (M) = sum over k of op(A) (overwritten,
+// not accumulated; the sum of A's rows when ta). Returns false, doing nothing, when cuBLASLt offers no
+// algorithm for the case; throws Error on any other cuBLASLt failure.
+struct LtGemm {
+  bool ta, tb;
+  int M, N, K;
+  const void* A;
+  int lda;
+  const void* B;
+  int ldb;
+  cudaDataType_t ab_type;
+  float beta;
+  float* C;
+  int ldc;
+  cublasComputeType_t compute;
+  cublasLtEpilogue_t epilogue;
+  float* bias;
+};
+bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 
 // bf16_ld: the row stride of a bf16 copy of a matrix with `cols` columns: rounded up to 8 elements,
 // so every row starts 16-byte aligned (cuBLAS's tensor-core kernels want aligned rows; V = 50257).

@@ -1,0 +1,84 @@
+// Row-major GEMM through cuBLASLt with a fused epilogue: the bias add of the matmul forward
+// (CUBLASLT_EPILOGUE_BIAS) or the bias gradient of its backward (CUBLASLT_EPILOGUE_BGRADB), so the
+// output is not read and written again by a separate pass. Same operand swap as gemm.cpp (a row-major
+// (R, K) matrix is a column-major (K, R) one). cuBLASLt docs: cublasLtMatmul, cublasLtEpilogue_t.
+#include <cublasLt.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+
+#include "cuda/cuda_check.h"
+#include "cuda/ops.h"
+
+namespace xtrain::cuda {
+
+namespace {
+// RAII owners of the cuBLASLt descriptors (destroy results ignored: destructors never throw).
+struct DescDel { void operator()(cublasLtMatmulDescOpaque_t* d) const { cublasLtMatmulDescDestroy(d); } };
+struct LayoutDel { void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublasLtMatrixLayoutDestroy(l); } };
+struct PrefDel { void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); } };
+using Desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDel>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDel>;
+using Pref = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDel>;
+
+// layout: a column-major (rows, cols) matrix with leading dimension ld.
+Layout layout(cudaDataType_t type, int rows, int cols, int ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), int64_t(ld)));
+  return Layout(l);
+}
+
+template <typename V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  XT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
+}
+// lt_enabled: XTRAIN_CUDA_LT=off turns the fused route off (every caller then takes its unfused one), so
+// a benchmark can measure both with the same binary.
+bool lt_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("XTRAIN_CUDA_LT");
+    return env == nullptr || std::strcmp(env, "off") != 0;
+  }();
+  return on;
+}
+}  // namespace
+
+bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
+  XT_CHECK(g.M > 0 && g.N > 0 && g.K > 0, "bad gemm_lt shape M=" << g.M << " N=" << g.N << " K=" << g.K);
+  XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt: no cuBLASLt handle");
+  if (!lt_enabled()) return false;
+  // Column-major view: D (N, M) = op(B)^T-stored (N, K) x op(A)^T-stored (K, M): cuBLASLt's A is our B.
+  cublasLtMatmulDesc_t raw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, g.compute, CUDA_R_32F));
+  Desc desc(raw);
+  const cublasOperation_t opa = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, opa);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, opb);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(g.bias));
+  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+  const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
+  const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
+  const Layout lc = layout(CUDA_R_32F, g.N, g.M, g.ldc);
+
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
+                                                           lc.get(), pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  XT_CUBLAS_CHECK(st);
+  const float alpha = 1.0f;
+  XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &alpha, g.B, la.get(), g.A, lb.get(), &g.beta, g.C, lc.get(),
+                                 g.C, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+  return true;
+}
+
+}  // namespace xtrain::cuda
