@@ -34,8 +34,11 @@ trap 'exit 143' TERM
 # make the temp dir $XT_TMP. Sets XT_BIN and the tiny config in XT_ARGS.
 launcher_init() {
   local need c
-  [[ -n "${XTRAIN_SHARED_DATA:-}" && -r "${XTRAIN_SHARED_DATA}/tinyshakespeare.txt" ]] ||
-    skip "XTRAIN_SHARED_DATA (tinyshakespeare.txt, gpt2/) is absent"
+  # data: an excerpt of data/brown.txt (scripts/setup.sh) or, failing that, ../shared/data
+  local dd="${XTRAIN_DATA_DIR:-}" sd="${XTRAIN_SHARED_DATA:-}" corpus tokdir
+  if [[ -r "$dd/brown.txt" && -r "$dd/gpt2/encoder.json" ]]; then corpus="$dd/brown.txt" tokdir="$dd/gpt2"
+  elif [[ -r "$sd/tinyshakespeare.txt" && -r "$sd/gpt2/encoder.json" ]]; then corpus="$sd/tinyshakespeare.txt" tokdir="$sd/gpt2"
+  else skip "no data: run scripts/setup.sh (data/) or provide ../shared/data"; fi
   XT_BIN="${XTRAIN_BIN_DIR:-}/xtrain_mpi"
   [[ -x "$XT_BIN" ]] || fail "no xtrain_mpi in XTRAIN_BIN_DIR='${XTRAIN_BIN_DIR:-}'"
   command -v mpirun >/dev/null || skip "mpirun is missing"
@@ -60,8 +63,8 @@ launcher_init() {
   chmod 755 "$XT_TMP"
   [[ " $* " == *" nodes "* ]] && echo "$XT_TMP" >"$XT_LAST"
   on_exit '[[ -n "${XT_KEEP:-}" ]] && echo "kept $XT_TMP" || rm -rf "$XT_TMP"'
-  local d="$XTRAIN_SHARED_DATA"
-  XT_ARGS=(--data "$d/tinyshakespeare.txt" --encoder-json "$d/gpt2/encoder.json" --vocab-bpe "$d/gpt2/vocab.bpe"
+  head -c 300000 "$corpus" >"$XT_TMP/corpus.txt"
+  XT_ARGS=(--data "$XT_TMP/corpus.txt" --encoder-json "$tokdir/encoder.json" --vocab-bpe "$tokdir/vocab.bpe"
            --tokens-cache "$XT_TMP/x.tokcache" --dim 32 --heads 2 --layers 1 --seq 16 --batch 8 --val-every 0
            --device cpu)
 }
