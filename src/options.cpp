@@ -55,8 +55,8 @@ RunOptions parse_options(int argc, char** argv) {
     ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json")
     ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe (merges)")
     ("tokenizer-json", po::value(&o.tokenizer_json)->default_value(""), "Hugging Face tokenizer.json (instead of encoder/vocab)")
-    ("val-fraction", po::value(&t.val_fraction)->default_value(0.1), "fraction of the token stream held out for validation")
-    ("val-every", po::value(&t.val_every)->default_value(50), "validation loss every N steps and at the end (0 = never)")
+    ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
+    ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
   po::options_description model("Model (GPT-2 layout, pre-LN, tied head)");
   model.add_options()
@@ -67,18 +67,18 @@ RunOptions parse_options(int argc, char** argv) {
     ("layers", po::value(&m.L)->default_value(4), "L: transformer blocks")
     ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
-    ("dropout", po::value(&t.dropout)->default_value(0.0f), "dropout probability on embeddings and residual branches");
+    ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches");
   po::options_description train("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
-    ("steps", po::value(&t.steps)->default_value(200), "optimizer steps")
+    ("steps", po::value(&t.steps)->default_value(100), "optimizer steps")
     ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
-    ("lr", po::value(&oc.lr)->default_value(1e-3f), "peak learning rate")
+    ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate")
     ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
-    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f), "cosine decay ends at lr x this")
-    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f), "AdamW decoupled weight decay (2-D weights only)")
-    ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f), "clip the global gradient L2 norm to this (0 = off)")
+    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "cosine decay ends at lr x this")
+    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only)")
+    ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
     ("seed", po::value(&seed)->default_value(1337), "seed of initialization, batch sampling and dropout")
     ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
     ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
@@ -89,7 +89,7 @@ RunOptions parse_options(int argc, char** argv) {
   sys.add_options()
     ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&o.dtype)->default_value("fp32"), "fp32 | bf16 (bf16: CUDA only)")
-    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0), "seconds a GPU collective may wait before the job aborts")
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds a GPU collective may wait before the job aborts")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
   all.add(data).add(model).add(train).add(sys);
