@@ -148,6 +148,52 @@ TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
   }
 }
 
+// --dtype bf16 matmul (FAST_16BF forward with the bias in a cuBLASLt epilogue; bf16 operand copies in the
+// backward, dbias from the dw GEMM's BGRADB epilogue) vs the fp32 CPU oracle. Every operand is rounded to
+// bf16 (relative 2^-9 = 2e-3), so a product carries <= 4e-3 relative error, and sums of K such terms of
+// random sign average it down further; 1e-2 (norm-wise) bounds that, while a bias over the wrong axis, a
+// bias gradient summed over the wrong dimension or one that overwrites instead of accumulating gives O(1).
+constexpr double kBf16GemmRel = 1e-2;
+
+TEST_CASE("matmul forward and backward with --dtype bf16 (cuBLASLt bias epilogues)") {
+  static std::unique_ptr<Backend> g16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  auto up = [](const std::vector<float>& v) {
+    DeviceBuffer<float> d(*g16, v.size());
+    g16->copy_to_device(d.get(), v.data(), d.bytes());
+    return d;
+  };
+  auto check = [](const char* what, const DeviceBuffer<float>& g, const DeviceBuffer<float>& c) {
+    const double err = rel_err(to_double(down(*g16, g)), to_double(down(*be().cpu, c)));
+    MESSAGE(what << ": max|gpu bf16 - cpu| / max|cpu| = " << err << " (tolerance " << kBf16GemmRel << ")");
+    CHECK(err <= kBf16GemmRel);
+  };
+  struct Shape { int N, IC, OC; bool bias; };
+  for (Shape s : {Shape{64, 96, 160, true}, Shape{130, 256, 1024, true}, Shape{17, 40, 30, true},
+                  Shape{33, 768, 50, false}}) {
+    CAPTURE(s.N);
+    CAPTURE(s.IC);
+    CAPTURE(s.OC);
+    const auto inp = rnd(size_t(s.N) * s.IC, 41), w = rnd(size_t(s.OC) * s.IC, 42), bias = rnd(s.OC, 43);
+    const auto dout = rnd(size_t(s.N) * s.OC, 44), dinp0 = rnd(size_t(s.N) * s.IC, 45);
+    const auto dw0 = rnd(size_t(s.OC) * s.IC, 46), db0 = rnd(s.OC, 47);
+    Twin<float> c_inp(inp), c_w(w), c_bias(bias), c_out(filled(size_t(s.N) * s.OC)), c_dout(dout), c_dinp(dinp0),
+        c_dw(dw0), c_db(db0);
+    DeviceBuffer<float> g_inp = up(inp), g_w = up(w), g_bias = up(bias), g_out = up(filled(size_t(s.N) * s.OC)),
+                        g_dout = up(dout), g_dinp = up(dinp0), g_dw = up(dw0), g_db = up(db0);
+    be().cpu->matmul_forward(c_out.c.get(), c_inp.c.get(), c_w.c.get(), s.bias ? c_bias.c.get() : nullptr, s.N, s.IC,
+                             s.OC);
+    g16->matmul_forward(g_out.get(), g_inp.get(), g_w.get(), s.bias ? g_bias.get() : nullptr, s.N, s.IC, s.OC);
+    check("bf16 matmul_forward out", g_out, c_out.c);
+    be().cpu->matmul_backward(c_dinp.c.get(), c_dw.c.get(), s.bias ? c_db.c.get() : nullptr, c_dout.c.get(),
+                              c_inp.c.get(), c_w.c.get(), s.N, s.IC, s.OC);
+    g16->matmul_backward(g_dinp.get(), g_dw.get(), s.bias ? g_db.get() : nullptr, g_dout.get(), g_inp.get(), g_w.get(),
+                         s.N, s.IC, s.OC);
+    check("bf16 matmul_backward dinp", g_dinp, c_dinp.c);
+    check("bf16 matmul_backward dw", g_dw, c_dw.c);
+    check("bf16 matmul_backward dbias", g_db, c_db.c);
+  }
+}
+
 TEST_CASE("causal grouped-query attention forward and backward") {
   struct Shape { int B, T, NH, KVH, HS; };
   for (Shape s : {Shape{2, 37, 6, 2, 16}, Shape{1, 64, 4, 4, 64}, Shape{2, 150, 2, 1, 32}, Shape{1, 5, 2, 1, 160}}) {
