@@ -39,6 +39,8 @@ class MpiCommunicator final : public Communicator {
 
   void barrier() override { mpi_.barrier(); }
 
+  void all_reduce_sum_host(double* x, int count) override { mpi_.all_reduce_sum(x, count); }
+
  private:
   MpiContext& mpi_;
 };

@@ -86,65 +86,72 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   long timed_tokens = 0;
 
   const int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
-  for (int step = start + 1; step <= end; ++step) {
-    auto t0 = std::chrono::steady_clock::now();
-    model.zero_grads();
-    const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
-    double loss_sum = 0;
-    for (int k = 0; k < K; ++k) {
-      drop.seq_keys.clear();
-      int b = 0;
-      for (int j = 0; j < micro_global; ++j) {
-        const int i = k * micro_global + j;  // global sequence index in this optimizer step
-        if (i % world != rank) continue;
-        const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
-        std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
-        std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
-        drop.seq_keys.push_back(hash_key(hash_key(drop_key, static_cast<uint64_t>(step)), static_cast<uint64_t>(i)));
-        ++b;
+  int step = start;
+  try {  // a failure inside a step (e.g. a collective that timed out) names the step
+    for (step = start + 1; step <= end; ++step) {
+      auto t0 = std::chrono::steady_clock::now();
+      model.zero_grads();
+      const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
+      double loss_sum = 0;
+      for (int k = 0; k < K; ++k) {
+        drop.seq_keys.clear();
+        int b = 0;
+        for (int j = 0; j < micro_global; ++j) {
+          const int i = k * micro_global + j;  // global sequence index in this optimizer step
+          if (i % world != rank) continue;
+          const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
+          std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
+          std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
+          drop.seq_keys.push_back(hash_key(hash_key(drop_key, static_cast<uint64_t>(step)), static_cast<uint64_t>(i)));
+          ++b;
+        }
+        loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
+        model.backward();
       }
-      loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
-      model.backward();
-    }
-    comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-    mpi.all_reduce_sum(&loss_sum, 1);
-    const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
-    const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
-    if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-      if (rank == 0)
-        std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", mpi.host().c_str(),
-                     std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
-                     cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
-      throw AgreedFailure(1);
-    }
-    const float lr = lr_at(oc, step);
-    opt.step(model, step, lr, clip_scale(oc, grad_norm), oc);
-    be.synchronize();
-    const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    const double tok_per_s = static_cast<double>(cfg.batch) * T / (ms / 1000.0);
-    if (step > res.first_step || end == res.first_step) {  // the first step includes warm-up costs
-      timed_s += ms / 1000.0;
-      timed_tokens += static_cast<long>(cfg.batch) * T;
-    }
-    res.losses.push_back(loss);
-    res.last_step = step;
-    if (rank == 0) {
-      const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (end - step);
-      if (step % cfg.log_every == 0 || step == end || step == res.first_step)
-        print_step(step, cfg.steps, loss, lr, grad_norm, ms, tok_per_s, eta);
-      metrics.write({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                     {"ms", ms}, {"tok_per_s", tok_per_s}});
-    }
-    if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == end)) {
-      const double vl = validation_loss(cfg, data, model, mpi, micro_local);
+      comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+      comm.all_reduce_sum_host(&loss_sum, 1);
+      const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
+      const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
+      if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
+        if (rank == 0)
+          std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", mpi.host().c_str(),
+                       std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
+                       cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
+        throw AgreedFailure(1);
+      }
+      const float lr = lr_at(oc, step);
+      opt.step(model, step, lr, clip_scale(oc, grad_norm), oc);
+      be.synchronize();
+      const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      const double tok_per_s = static_cast<double>(cfg.batch) * T / (ms / 1000.0);
+      if (step > res.first_step || end == res.first_step) {  // the first step includes warm-up costs
+        timed_s += ms / 1000.0;
+        timed_tokens += static_cast<long>(cfg.batch) * T;
+      }
+      res.losses.push_back(loss);
+      res.last_step = step;
       if (rank == 0) {
-        std::printf("step %5d/%d | val loss %.4f\n", step, cfg.steps, vl);
-        metrics.write({{"type", "val"}, {"step", step}, {"val_loss", vl}});
+        const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (end - step);
+        if (step % cfg.log_every == 0 || step == end || step == res.first_step)
+          print_step(step, cfg.steps, loss, lr, grad_norm, ms, tok_per_s, eta);
+        metrics.write({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
+                       {"ms", ms}, {"tok_per_s", tok_per_s}});
       }
+      if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == end)) {
+        const double vl = validation_loss(cfg, data, model, comm, micro_local);
+        if (rank == 0) {
+          std::printf("step %5d/%d | val loss %.4f\n", step, cfg.steps, vl);
+          metrics.write({{"type", "val"}, {"step", step}, {"val_loss", vl}});
+        }
+      }
+      const bool last = step == end;
+      if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0)))
+        write_checkpoint(cfg, data, model, opt, be, rank, step);
     }
-    const bool last = step == end;
-    if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0)))
-      write_checkpoint(cfg, data, model, opt, be, rank, step);
+  } catch (const AgreedFailure&) {
+    throw;
+  } catch (const Error& e) {
+    XT_FAIL("step " << step << ": " << e.what());
   }
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
   res.max_param_diff = max_param_diff(model, be, mpi);

@@ -36,8 +36,8 @@ void print_step(int step, int steps, double loss, float lr, double grad_norm, do
   std::fflush(stdout);
 }
 
-double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, MpiContext& mpi, int micro_local) {
-  const int T = cfg.seq, world = mpi.world_size(), rank = mpi.rank();
+double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local) {
+  const int T = cfg.seq, world = comm.world_size(), rank = comm.rank();
   const size_t n_val = data.tokens.size() - data.n_train;
   const int seqs = static_cast<int>(std::min<size_t>(cfg.val_seqs, (n_val - 1) / T));
   std::vector<int32_t> tok, tgt;
@@ -54,7 +54,7 @@ double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model
     }
     sum += model.forward(tok.data(), tgt.data(), b, T, false, 0.0f, nullptr);
   }
-  mpi.all_reduce_sum(&sum, 1);
+  comm.all_reduce_sum_host(&sum, 1);
   return seqs > 0 ? sum / (static_cast<double>(seqs) * T) : std::nan("");
 }
 

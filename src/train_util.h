@@ -32,7 +32,7 @@ void print_step(int step, int steps, double loss, float lr, double grad_norm, do
 
 // validation_loss: mean loss over min(val_seqs, held-out windows) consecutive windows of the held-out
 // tail, split i % world == rank, in chunks of `micro_local`. Collective.
-double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, MpiContext& mpi, int micro_local);
+double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local);
 
 // params_hash: FNV-1a 64 of the parameter bytes (for the across-rank identity check).
 uint64_t params_hash(GPT& model, Backend& be);

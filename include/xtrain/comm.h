@@ -24,6 +24,10 @@ class Communicator {
   // broadcast: buf (count) from root to every rank.
   virtual void broadcast(float* buf, size_t count, int root) = 0;
   virtual void barrier() = 0;
+  // all_reduce_sum_host: x (count) in HOST memory, summed in double on every rank (losses of a step).
+  // On the NCCL path it runs under the same --comm-timeout watchdog as the gradient all-reduce, so a
+  // stalled peer cannot hang the step in a host-side MPI call.
+  virtual void all_reduce_sum_host(double* x, int count) = 0;
 };
 
 class MpiContext;

@@ -44,6 +44,17 @@ class NcclCommunicator final : public Communicator {
     finish();
   }
 
+  // all_reduce_sum_host: through a small device buffer (ncclDouble), under the watchdog.
+  void all_reduce_sum_host(double* x, int count) override {
+    if (count <= 0) return;
+    if (host_sum_.count() < static_cast<size_t>(count)) host_sum_ = DeviceBuffer<double>(be_, count);
+    be_.copy_to_device(host_sum_.get(), x, sizeof(double) * count);
+    begin("all_reduce of host values", count);
+    XT_NCCL_CHECK(ncclAllReduce(host_sum_.get(), host_sum_.get(), count, ncclDouble, ncclSum, comm_, stream_));
+    finish();
+    be_.copy_to_host(x, host_sum_.get(), sizeof(double) * count);
+  }
+
   // barrier: this rank's queued GPU work is done, then every rank meets (MPI).
   void barrier() override {
     be_.synchronize();
@@ -76,6 +87,7 @@ class NcclCommunicator final : public Communicator {
   size_t count_ = 0;
   Clock::time_point deadline_;
   bool aborted_ = false;
+  DeviceBuffer<double> host_sum_;  // for all_reduce_sum_host
 };
 
 // Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only
@@ -181,7 +193,7 @@ void NcclCommunicator::abort_and_throw(const std::string& why) {
   comm_ = nullptr;
   std::ostringstream os;
   os << "NCCL " << op_;
-  if (op_ != "init") os << " of " << count_ << " floats";
+  if (op_ != "init") os << " of " << count_ << " elements";
   os << " on rank " << rank() << ": " << why << "; communicator aborted";
   throw Error(os.str());
 }
