@@ -88,7 +88,7 @@ RunOptions parse_options(int argc, char** argv) {
   po::options_description sys("System");
   sys.add_options()
     ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
-    ("dtype", po::value(&o.dtype)->default_value("fp32"), "fp32 | bf16 (bf16: CUDA only)")
+    ("dtype", po::value(&o.dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds a GPU collective may wait before the job aborts")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
@@ -160,7 +160,7 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
-  need(o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be fp32 or bf16");
+  need(o.dtype == "auto" || o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be auto, fp32 or bf16");
   need(o.comm_timeout_s >= 1, "--comm-timeout must be at least 1 second");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
   check_paths(o);

@@ -30,16 +30,23 @@ std::unique_ptr<Backend> cpu_backend(const BackendOptions& opts) {
 }
 }  // namespace
 
-std::unique_ptr<Backend> make_backend(const BackendOptions& opts) {
-  if (opts.dtype != "fp32" && opts.dtype != "bf16") throw UsageError("--dtype must be fp32 or bf16 (got '" + opts.dtype + "')");
-  if (opts.device == "cpu") return cpu_backend(opts);
+std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
+  BackendOptions opts = in;
+  if (opts.dtype != "auto" && opts.dtype != "fp32" && opts.dtype != "bf16")
+    throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + opts.dtype + "')");
+  std::string device = opts.device;
 #ifdef XTRAIN_HAVE_CUDA
-  if (opts.device == "cuda") return make_cuda_backend(opts);
-  if (opts.device == "auto") return cuda_device_available() ? make_cuda_backend(opts) : cpu_backend(opts);
+  if (device == "auto") device = cuda_device_available() ? "cuda" : "cpu";
 #else
-  if (opts.device == "auto") return cpu_backend(opts);
-  if (opts.device == "cuda")
+  if (device == "auto") device = "cpu";
+  if (device == "cuda")
     throw UsageError("--device cuda: this xtrain was built without CUDA (configure with -DXTRAIN_CUDA=ON)");
+#endif
+  // bf16 mixed precision is the fast default on GPUs; the CPU backend trains in fp32.
+  if (opts.dtype == "auto") opts.dtype = device == "cuda" ? "bf16" : "fp32";
+  if (device == "cpu") return cpu_backend(opts);
+#ifdef XTRAIN_HAVE_CUDA
+  if (device == "cuda") return make_cuda_backend(opts);
 #endif
   throw UsageError("--device must be auto, cpu or cuda (got '" + opts.device + "')");
 }

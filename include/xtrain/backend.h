@@ -21,6 +21,7 @@ class Backend {
   virtual ~Backend() = default;
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // e.g. "cpu (OpenBLAS)", "NVIDIA H200 (0000:1b:00.0)"
+  virtual std::string dtype() const { return "fp32"; }  // training precision: "fp32" or "bf16"
 
   // ---- memory (backend address space) ----
   virtual void* alloc(size_t bytes) = 0;                         // throws Error when out of memory
@@ -160,7 +161,7 @@ struct BackendOptions {
   // fp32 | bf16. bf16 = mixed precision (CUDA only): GEMM operands rounded to bf16 for tensor-core
   // products with fp32 accumulation; storage, master weights, optimizer state and every other op
   // stay fp32 (docs/cuda.md, "Precision").
-  std::string dtype = "fp32";
+  std::string dtype = "fp32";  // fp32 | bf16, or auto (make_backend: bf16 on cuda, fp32 on cpu)
 };
 
 // make_backend: creates the backend for opts.device. "auto" picks cuda when compiled in and a GPU is

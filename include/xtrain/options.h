@@ -15,7 +15,7 @@ struct RunOptions {
   std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
   std::string encoder_json, vocab_bpe;
   std::string device = "auto";
-  std::string dtype = "fp32";
+  std::string dtype = "auto";
   double comm_timeout_s = 300;
   bool help = false;
   std::string help_text;

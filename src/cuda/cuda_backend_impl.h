@@ -24,6 +24,7 @@ class CudaBackend final : public Backend {
 
   std::string name() const override { return "cuda"; }
   std::string device_name() const override { return device_name_; }
+  std::string dtype() const override { return ctx_.bf16 ? "bf16" : "fp32"; }
 
   void* alloc(size_t bytes) override { return alloc_.alloc(bytes); }
   void free(void* ptr) noexcept override { alloc_.free(ptr); }
