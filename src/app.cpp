@@ -93,10 +93,9 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
     tokens = o.no_cache ? tok->encode(read_text_file(o.data)) : load_tokens(o.data, *tok, o.tokens_cache, rank == 0);
   };
-  if (rank == 0) agree(mpi, load);
-  else agree(mpi, [] {});
-  if (rank != 0) agree(mpi, load);
-  else agree(mpi, [] {});
+  for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
+      if ((rank == 0) == rank0_phase) load();
+    });
 
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();

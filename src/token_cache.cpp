@@ -141,8 +141,8 @@ bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_
 // looks_like_token_cache: the file starts with the cache magic (damaged caches may be rebuilt).
 static bool looks_like_token_cache(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
-  char magic[8] = {};
-  return f.read(magic, sizeof magic) && std::memcmp(magic, "XTTOKENS", sizeof magic) == 0;
+  char magic[sizeof(kMagic)] = {};
+  return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
 }
 
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,

@@ -92,6 +92,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       auto t0 = std::chrono::steady_clock::now();
       model.zero_grads();
       const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
+      const uint64_t step_drop_key = hash_key(drop_key, static_cast<uint64_t>(step));
       double loss_sum = 0;
       for (int k = 0; k < K; ++k) {
         drop.seq_keys.clear();
@@ -102,7 +103,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
           const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
           std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
           std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
-          drop.seq_keys.push_back(hash_key(hash_key(drop_key, static_cast<uint64_t>(step)), static_cast<uint64_t>(i)));
+          drop.seq_keys.push_back(hash_key(step_drop_key, static_cast<uint64_t>(i)));
           ++b;
         }
         loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
