@@ -55,7 +55,7 @@ int main(int argc, char** argv) {
                       rstd = buf(N);
   DeviceBuffer<int32_t> tok(*be, N);
   be->zero(tok.get(), tok.bytes());
-  const double f = 4.0;  // bytes per float
+  const double f = double(be->activation_bytes());  // bytes per activation element (4 fp32, 2 bf16)
   struct Mm { const char* name; int IC, OC; };
   for (Mm m : {Mm{"qkv", C, 3 * C}, Mm{"attproj", C, C}, Mm{"fc", C, 4 * C}, Mm{"fcproj", 4 * C, C},
                Mm{"lm_head", C, Vp}, Mm{"lm_head_unpadded", C, V}}) {

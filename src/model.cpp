@@ -127,7 +127,12 @@ void GPT::ensure_acts(int B, int T) {
   g[kDRes] = N * C, g[kDTmpC] = N * C, g[kDTmpC2] = N * C, g[kDQkv] = N * QKV, g[kDAtty] = N * A;
   g[kDFch] = N * F, g[kDFchGelu] = N * F;
   acts_.reserve(sizes.size());
-  for (size_t s : sizes) acts_.emplace_back(be_, s);
+  const size_t act_bytes = be_.activation_bytes();
+  for (size_t i = 0; i < sizes.size(); ++i) {
+    const int l = static_cast<int>(i) / kPerLayerActs, which = static_cast<int>(i) % kPerLayerActs;
+    const bool fp32 = l < cfg_.L ? is_fp32_layer_act(which) : is_fp32_global_act(static_cast<int>(i) - cfg_.L * kPerLayerActs);
+    acts_.emplace_back(be_, sizes[i] * (fp32 ? sizeof(float) : act_bytes));
+  }
   tokens_ = DeviceBuffer<int32_t>(be_, N);
   targets_ = DeviceBuffer<int32_t>(be_, N);
   B_ = B, T_ = T;

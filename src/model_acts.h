@@ -19,4 +19,12 @@ enum GlobalAct {
   kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
 };
 
+// is_fp32_act: buffers that are fp32 whatever the activation type (layernorm statistics, the
+// attention scratch, per-position losses); all others hold activations or their gradients in the
+// backend's activation type (Backend::activation_bytes()).
+constexpr bool is_fp32_layer_act(int which) {
+  return which == kLn1Mean || which == kLn1Rstd || which == kAtt || which == kLn2Mean || which == kLn2Rstd;
+}
+constexpr bool is_fp32_global_act(int which) { return which == kLnfMean || which == kLnfRstd || which == kLosses; }
+
 }  // namespace xtrain

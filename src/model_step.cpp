@@ -28,28 +28,31 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   dloss_ = dloss;
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
   be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
-  auto act = [&](int l, int which) { return acts_[l * kPerLayerActs + which].get(); };
-  auto gact = [&](int which) { return acts_[L * kPerLayerActs + which].get(); };
+  // act / gact: activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
+  auto act = [&](int l, int which) -> void* { return acts_[l * kPerLayerActs + which].get(); };
+  auto gact = [&](int which) -> void* { return acts_[L * kPerLayerActs + which].get(); };
+  auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
+  auto gstat = [&](int which) { return static_cast<float*>(gact(which)); };
   const float* wte = params_.get() + layout_[0].offset;
   const float* wpe = params_.get() + layout_[1].offset;
 
-  float* encoded = gact(kEncoded);  // (B,T,C)
+  void* encoded = gact(kEncoded);  // (B,T,C)
   be_.encoder_forward(encoded, tokens_.get(), wte, wpe, B, T, C);
   if (drop) be_.dropout_apply(encoded, site_keys(*dropout, 0).data(), B, static_cast<size_t>(T) * C, dropout->p);
 
-  const float* residual = encoded;
+  const void* residual = encoded;
   for (int l = 0; l < L; ++l) {
     // attention branch: res2 = residual + dropout(proj(attn(ln1(residual))))
-    be_.layernorm_forward(act(l, kLn1), act(l, kLn1Mean), act(l, kLn1Rstd), residual, param(l, kLn1W),
+    be_.layernorm_forward(act(l, kLn1), stat(l, kLn1Mean), stat(l, kLn1Rstd), residual, param(l, kLn1W),
                           param(l, kLn1B), N, C);
     be_.matmul_forward(act(l, kQkv), act(l, kLn1), param(l, kQkvW), param(l, kQkvB), N, C, QKV);
-    be_.attention_forward(act(l, kAtty), act(l, kAtt), act(l, kQkv), B, T, NH, KVH, HS);
+    be_.attention_forward(act(l, kAtty), stat(l, kAtt), act(l, kQkv), B, T, NH, KVH, HS);
     be_.matmul_forward(act(l, kAttProj), act(l, kAtty), param(l, kAttProjW), param(l, kAttProjB), N, A, C);
     if (drop) be_.dropout_apply(act(l, kAttProj), site_keys(*dropout, 1 + 2 * l).data(), B,
                                 static_cast<size_t>(T) * C, dropout->p);
     be_.residual_forward(act(l, kRes2), residual, act(l, kAttProj), static_cast<size_t>(N) * C);
     // MLP branch: res3 = res2 + dropout(proj(gelu(fc(ln2(res2)))))
-    be_.layernorm_forward(act(l, kLn2), act(l, kLn2Mean), act(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
+    be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
                           param(l, kLn2B), N, C);
     be_.matmul_forward(act(l, kFch), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
     be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
@@ -61,13 +64,13 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   }
   const float* lnfw = params_.get() + layout_[kLayerBase + L * kPerLayer].offset;
   const float* lnfb = params_.get() + layout_[kLayerBase + L * kPerLayer + 1].offset;
-  be_.layernorm_forward(gact(kLnf), gact(kLnfMean), gact(kLnfRstd), residual, lnfw, lnfb, N, C);
+  be_.layernorm_forward(gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), residual, lnfw, lnfb, N, C);
   // tied head: logits (N,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
   be_.matmul_forward(gact(kLogits), gact(kLnf), wte, nullptr, N, C, Vp);
   // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
-  be_.cross_entropy_forward_backward(gact(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
+  be_.cross_entropy_forward_backward(gstat(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
                                      targets_.get(), dloss, N, V, Vp);
-  return be_.sum(gact(kLosses), static_cast<size_t>(N));
+  return be_.sum(gstat(kLosses), static_cast<size_t>(N));
 }
 
 void GPT::backward() {
@@ -76,28 +79,31 @@ void GPT::backward() {
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
   const int N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const size_t NC = static_cast<size_t>(N) * C;
-  auto act = [&](int l, int which) { return acts_[l * kPerLayerActs + which].get(); };
-  auto gact = [&](int which) { return acts_[L * kPerLayerActs + which].get(); };
+  auto act = [&](int l, int which) -> void* { return acts_[l * kPerLayerActs + which].get(); };
+  auto gact = [&](int which) -> void* { return acts_[L * kPerLayerActs + which].get(); };
+  auto stat = [&](int l, int which) { return static_cast<const float*>(act(l, which)); };
+  auto gstat = [&](int which) { return static_cast<const float*>(gact(which)); };
   auto grad = [&](int idx) { return grads_.get() + layout_[idx].offset; };
   auto lgrad = [&](int l, int which) { return grad(kLayerBase + l * kPerLayer + which); };
-  auto zero = [&](float* p, size_t count) { be_.zero(p, count * sizeof(float)); };
+  const size_t act_bytes = be_.activation_bytes();
+  auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
   const float* wte = params_.get() + layout_[0].offset;
   const int lnf_idx = kLayerBase + L * kPerLayer;
   const float* lnfw = params_.get() + layout_[lnf_idx].offset;
 
-  float* dres = gact(kDRes);    // (N,C) gradient of the residual stream
-  float* dtmp = gact(kDTmpC);   // (N,C) scratch
-  float* dtmp2 = gact(kDTmpC2); // (N,C) scratch
+  void* dres = gact(kDRes);    // (N,C) gradient of the residual stream
+  void* dtmp = gact(kDTmpC);   // (N,C) scratch
+  void* dtmp2 = gact(kDTmpC2); // (N,C) scratch
   // head: logits = lnf @ wte^T, dlogits (N,Vp) already in the logits buffer (padded columns 0)
   zero(dtmp, NC);
   be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp);
-  const float* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
+  const void* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(dres, NC);
-  be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gact(kLnfMean),
-                         gact(kLnfRstd), N, C);
+  be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gstat(kLnfMean),
+                         gstat(kLnfRstd), N, C);
   // branch_grad: the gradient reaching a residual branch through its dropout mask (dres itself
   // without dropout; otherwise a masked copy in dtmp2, since dres also flows on unmasked).
-  auto branch_grad = [&](int site) -> const float* {
+  auto branch_grad = [&](int site) -> const void* {
     if (!dropout_) return dres;
     zero(dtmp2, NC);
     be_.add_inplace(dtmp2, dres, NC);
@@ -105,9 +111,9 @@ void GPT::backward() {
     return dtmp2;
   };
   for (int l = L - 1; l >= 0; --l) {
-    const float* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
+    const void* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
     // MLP branch: dres is d res3; the branch gets dres through the dropout mask, res2 gets dres itself
-    const float* dbranch = branch_grad(2 + 2 * l);
+    const void* dbranch = branch_grad(2 + 2 * l);
     zero(gact(kDFchGelu), static_cast<size_t>(N) * F);
     be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
                         param(l, kFcProjW), N, F, C);
@@ -116,19 +122,19 @@ void GPT::backward() {
     zero(dtmp, NC);
     be_.matmul_backward(dtmp, lgrad(l, kFcW), lgrad(l, kFcB), gact(kDFch), act(l, kLn2), param(l, kFcW), N, C, F);
     be_.layernorm_backward(dres, lgrad(l, kLn2W), lgrad(l, kLn2B), dtmp, act(l, kRes2), param(l, kLn2W),
-                           act(l, kLn2Mean), act(l, kLn2Rstd), N, C);
+                           stat(l, kLn2Mean), stat(l, kLn2Rstd), N, C);
     // attention branch: dres is now d res2
     dbranch = branch_grad(1 + 2 * l);
     zero(gact(kDAtty), static_cast<size_t>(N) * A);
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
                         param(l, kAttProjW), N, A, C);
     zero(gact(kDQkv), static_cast<size_t>(N) * QKV);
-    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), act(l, kAtt), B, T, NH, KVH, HS);
+    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS);
     zero(dtmp, NC);
     be_.matmul_backward(dtmp, lgrad(l, kQkvW), lgrad(l, kQkvB), gact(kDQkv), act(l, kLn1), param(l, kQkvW), N,
                         C, QKV);
     be_.layernorm_backward(dres, lgrad(l, kLn1W), lgrad(l, kLn1B), dtmp, residual, param(l, kLn1W),
-                           act(l, kLn1Mean), act(l, kLn1Rstd), N, C);
+                           stat(l, kLn1Mean), stat(l, kLn1Rstd), N, C);
   }
   if (dropout_) be_.dropout_apply(dres, site_keys(*dropout_, 0).data(), B, static_cast<size_t>(T) * C, dropout_->p);
   be_.encoder_backward(grad(0), grad(1), dres, tokens_.get(), B, T, C);

@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +39,12 @@ constexpr double kFp32Rel = 1e-5;
 constexpr double kFlashBf16Rel = 5e-2;
 // sum / sum_squares accumulate in double on both sides; only the summation order differs.
 constexpr double kDoubleSumRel = 1e-12;
+// bf16 activation storage, same (bf16-representable) inputs on both sides, fp32 arithmetic inside the op:
+// the only difference is the rounding of each bf16 output to nearest even, at most half an ulp = 2^-8
+// relative to the element (8 significant bits), so <= 2^-8 = 3.9e-3 norm-wise, plus the fp32 noise of
+// kFp32Rel. 4e-3 allows nothing more: a wrong index, a lost += or a double rounding through a narrower
+// type shows up above it.
+constexpr double kBf16StoreRel = 4e-3;
 
 struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
@@ -48,13 +55,16 @@ Backends& be() {
   return b;
 }
 
-// Twin: the same values in the CPU backend's and the GPU backend's memory.
+// Twin: the same values in the CPU backend's and a GPU backend's memory (be().gpu unless given); for
+// fp32 tensors (parameters, statistics) and for activations of an fp32 backend.
 template <typename T>
 struct Twin {
+  Backend* gb;
   DeviceBuffer<T> c, g;
-  explicit Twin(const std::vector<T>& v) : c(*be().cpu, v.size()), g(*be().gpu, v.size()) {
+  explicit Twin(const std::vector<T>& v, Backend* gpu = nullptr)
+      : gb(gpu ? gpu : be().gpu.get()), c(*be().cpu, v.size()), g(*gb, v.size()) {
     be().cpu->copy_to_device(c.get(), v.data(), c.bytes());
-    be().gpu->copy_to_device(g.get(), v.data(), g.bytes());
+    gb->copy_to_device(g.get(), v.data(), g.bytes());
   }
 };
 
@@ -62,6 +72,73 @@ std::vector<float> down(Backend& b, const DeviceBuffer<float>& d) {
   std::vector<float> v(d.count());
   b.copy_to_host(v.data(), d.get(), d.bytes());
   return v;
+}
+
+// bf16 <-> fp32 on the host, written out here as an oracle independent of the CUDA headers: bf16 is the
+// upper 16 bits of an IEEE fp32; rounding to nearest even adds 0x7fff plus the lowest kept bit.
+uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+std::vector<float> round_bf16(std::vector<float> v) {
+  for (float& x : v) x = bf16_value(bf16_bits(x));
+  return v;
+}
+
+// Act: one ACTIVATION tensor in the CPU oracle (fp32) and in a GPU backend's activation type (fp32, or
+// bf16 with --dtype bf16, Backend::activation_bytes). With a bf16 backend the values are rounded to bf16
+// first and the CPU gets the rounded values too, so both sides start from the same numbers and a
+// comparison measures the op, not the input rounding.
+struct Act {
+  Backend* gb;
+  bool b16;
+  DeviceBuffer<float> c;
+  DeviceBuffer<unsigned char> g;
+  Act(Backend& gpu, const std::vector<float>& v0)
+      : gb(&gpu), b16(gpu.activation_bytes() == 2), c(*be().cpu, v0.size()), g(gpu, v0.size() * gpu.activation_bytes()) {
+    const std::vector<float> v = b16 ? round_bf16(v0) : v0;
+    be().cpu->copy_to_device(c.get(), v.data(), c.bytes());
+    if (b16) {
+      std::vector<uint16_t> h(v.size());
+      for (size_t i = 0; i < v.size(); ++i) h[i] = bf16_bits(v[i]);
+      gb->copy_to_device(g.get(), h.data(), g.bytes());
+    } else {
+      gb->copy_to_device(g.get(), v.data(), g.bytes());
+    }
+  }
+  float* cp() const { return c.get(); }
+  void* gp() const { return g.get(); }
+  std::vector<float> gpu_values() const {
+    std::vector<float> v(c.count());
+    if (!b16) {
+      gb->copy_to_host(v.data(), g.get(), g.bytes());
+      return v;
+    }
+    std::vector<uint16_t> h(c.count());
+    gb->copy_to_host(h.data(), g.get(), g.bytes());
+    for (size_t i = 0; i < h.size(); ++i) v[i] = bf16_value(h[i]);
+    return v;
+  }
+  std::vector<unsigned char> gpu_bytes() const {
+    std::vector<unsigned char> v(g.bytes());
+    gb->copy_to_host(v.data(), g.get(), g.bytes());
+    return v;
+  }
+};
+
+// g16: a --dtype bf16 CUDA backend (bf16 activations), default attention route.
+Backend& g16() {
+  static std::unique_ptr<Backend> b = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  return *b;
 }
 
 // filled: n copies of v (a named function, so `Twin<float> x(filled(n))` is no function declaration).
@@ -73,8 +150,14 @@ std::vector<float> rnd(size_t n, uint64_t key, double lo = -1.0, double hi = 1.0
 
 // expect_close: GPU result vs CPU result of one buffer, error printed to the log.
 void expect_close(const std::string& what, const Twin<float>& t, double tol) {
-  const double err = rel_err(to_double(down(*be().gpu, t.g)), to_double(down(*be().cpu, t.c)));
+  const double err = rel_err(to_double(down(*t.gb, t.g)), to_double(down(*be().cpu, t.c)));
   MESSAGE(what << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
+  CHECK(err <= tol);
+}
+void expect_close(const std::string& what, const Act& a, double tol) {
+  const double err = rel_err(to_double(a.gpu_values()), to_double(down(*be().cpu, a.c)));
+  const std::string label = what + (a.b16 ? " (bf16 storage)" : "");
+  MESSAGE(label << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
   CHECK(err <= tol);
 }
 
@@ -148,49 +231,37 @@ TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
   }
 }
 
-// --dtype bf16 matmul (FAST_16BF forward with the bias in a cuBLASLt epilogue; bf16 operand copies in the
-// backward, dbias from the dw GEMM's BGRADB epilogue) vs the fp32 CPU oracle. Every operand is rounded to
-// bf16 (relative 2^-9 = 2e-3), so a product carries <= 4e-3 relative error, and sums of K such terms of
-// random sign average it down further; 1e-2 (norm-wise) bounds that, while a bias over the wrong axis, a
-// bias gradient summed over the wrong dimension or one that overwrites instead of accumulating gives O(1).
+// --dtype bf16 matmul (bf16 activations; the fp32 weights rounded into bf16 copies; bias in a cuBLASLt
+// epilogue, dbias from the dw GEMM's BGRADB epilogue) vs the fp32 CPU oracle on the same bf16-rounded
+// activations. The weights are rounded to bf16 (relative 2^-9 = 2e-3), the products accumulate in fp32,
+// and out / dinp are rounded to bf16 once more (<= 2^-8 relative); sums of K terms of random sign average
+// the weight rounding down. 1e-2 (norm-wise) bounds that, while a bias over the wrong axis, a bias gradient
+// summed over the wrong dimension or one that overwrites instead of accumulating gives O(1).
 constexpr double kBf16GemmRel = 1e-2;
 
-TEST_CASE("matmul forward and backward with --dtype bf16 (cuBLASLt bias epilogues)") {
-  static std::unique_ptr<Backend> g16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
-  auto up = [](const std::vector<float>& v) {
-    DeviceBuffer<float> d(*g16, v.size());
-    g16->copy_to_device(d.get(), v.data(), d.bytes());
-    return d;
-  };
-  auto check = [](const char* what, const DeviceBuffer<float>& g, const DeviceBuffer<float>& c) {
-    const double err = rel_err(to_double(down(*g16, g)), to_double(down(*be().cpu, c)));
-    MESSAGE(what << ": max|gpu bf16 - cpu| / max|cpu| = " << err << " (tolerance " << kBf16GemmRel << ")");
-    CHECK(err <= kBf16GemmRel);
-  };
+TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBLASLt bias epilogues)") {
+  Backend& g = g16();
   struct Shape { int N, IC, OC; bool bias; };
   for (Shape s : {Shape{64, 96, 160, true}, Shape{130, 256, 1024, true}, Shape{17, 40, 30, true},
                   Shape{33, 768, 50, false}}) {
     CAPTURE(s.N);
     CAPTURE(s.IC);
     CAPTURE(s.OC);
-    const auto inp = rnd(size_t(s.N) * s.IC, 41), w = rnd(size_t(s.OC) * s.IC, 42), bias = rnd(s.OC, 43);
-    const auto dout = rnd(size_t(s.N) * s.OC, 44), dinp0 = rnd(size_t(s.N) * s.IC, 45);
-    const auto dw0 = rnd(size_t(s.OC) * s.IC, 46), db0 = rnd(s.OC, 47);
-    Twin<float> c_inp(inp), c_w(w), c_bias(bias), c_out(filled(size_t(s.N) * s.OC)), c_dout(dout), c_dinp(dinp0),
-        c_dw(dw0), c_db(db0);
-    DeviceBuffer<float> g_inp = up(inp), g_w = up(w), g_bias = up(bias), g_out = up(filled(size_t(s.N) * s.OC)),
-                        g_dout = up(dout), g_dinp = up(dinp0), g_dw = up(dw0), g_db = up(db0);
-    be().cpu->matmul_forward(c_out.c.get(), c_inp.c.get(), c_w.c.get(), s.bias ? c_bias.c.get() : nullptr, s.N, s.IC,
-                             s.OC);
-    g16->matmul_forward(g_out.get(), g_inp.get(), g_w.get(), s.bias ? g_bias.get() : nullptr, s.N, s.IC, s.OC);
-    check("bf16 matmul_forward out", g_out, c_out.c);
-    be().cpu->matmul_backward(c_dinp.c.get(), c_dw.c.get(), s.bias ? c_db.c.get() : nullptr, c_dout.c.get(),
-                              c_inp.c.get(), c_w.c.get(), s.N, s.IC, s.OC);
-    g16->matmul_backward(g_dinp.get(), g_dw.get(), s.bias ? g_db.get() : nullptr, g_dout.get(), g_inp.get(), g_w.get(),
-                         s.N, s.IC, s.OC);
-    check("bf16 matmul_backward dinp", g_dinp, c_dinp.c);
-    check("bf16 matmul_backward dw", g_dw, c_dw.c);
-    check("bf16 matmul_backward dbias", g_db, c_db.c);
+    // activations (inp, out, dout, dinp) bf16 on the GPU; weights and their gradients fp32
+    Act inp(g, rnd(size_t(s.N) * s.IC, 41)), out(g, filled(size_t(s.N) * s.OC)), dout(g, rnd(size_t(s.N) * s.OC, 44)),
+        dinp(g, rnd(size_t(s.N) * s.IC, 45));
+    Twin<float> w(rnd(size_t(s.OC) * s.IC, 42), &g), bias(rnd(s.OC, 43), &g), dw(rnd(size_t(s.OC) * s.IC, 46), &g),
+        db(rnd(s.OC, 47), &g);
+    be().cpu->matmul_forward(out.cp(), inp.cp(), w.c.get(), s.bias ? bias.c.get() : nullptr, s.N, s.IC, s.OC);
+    g.matmul_forward(out.gp(), inp.gp(), w.g.get(), s.bias ? bias.g.get() : nullptr, s.N, s.IC, s.OC);
+    expect_close("bf16 matmul_forward out", out, kBf16GemmRel);
+    be().cpu->matmul_backward(dinp.cp(), dw.c.get(), s.bias ? db.c.get() : nullptr, dout.cp(), inp.cp(), w.c.get(),
+                              s.N, s.IC, s.OC);
+    g.matmul_backward(dinp.gp(), dw.g.get(), s.bias ? db.g.get() : nullptr, dout.gp(), inp.gp(), w.g.get(), s.N, s.IC,
+                      s.OC);
+    expect_close("bf16 matmul_backward dinp", dinp, kBf16GemmRel);
+    expect_close("bf16 matmul_backward dw", dw, kBf16GemmRel);
+    expect_close("bf16 matmul_backward dbias", db, kBf16GemmRel);
   }
 }
 
@@ -231,23 +302,122 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
       CAPTURE(s.KVH);
       CAPTURE(s.HS);
       const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
-      Twin<float> qkv(rnd(qkv_n, 44, -2.0, 2.0)), out(filled(bt * s.NH * s.HS, 7.0f)),
-          att(filled(size_t(s.B) * s.NH * s.T * s.T));
-      be().cpu->attention_forward(out.c.get(), att.c.get(), qkv.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->attention_forward(out.g.get(), att.g.get(), qkv.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->synchronize();  // another stream than be().gpu's, which reads the results back
+      Act qkv(*flash, rnd(qkv_n, 44, -2.0, 2.0)), out(*flash, filled(bt * s.NH * s.HS, 7.0f));
+      Twin<float> att(filled(size_t(s.B) * s.NH * s.T * s.T), flash.get());
+      be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
       expect_close(std::string("flash attention_forward out ") + dtype, out, tol);
-      Twin<float> dout(rnd(bt * s.NH * s.HS, 45)), dqkv(rnd(qkv_n, 46));
-      be().cpu->attention_backward(dqkv.c.get(), dout.c.get(), qkv.c.get(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->attention_backward(dqkv.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->synchronize();
+      Act dout(*flash, rnd(bt * s.NH * s.HS, 45)), dqkv(*flash, rnd(qkv_n, 46));
+      be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
       expect_close(std::string("flash attention_backward dqkv ") + dtype, dqkv, tol);
       // deterministic: the same backward again gives bitwise the same increment
-      Twin<float> dqkv2(rnd(qkv_n, 46));
-      flash->attention_backward(dqkv2.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->synchronize();
-      CHECK(down(*be().gpu, dqkv2.g) == down(*be().gpu, dqkv.g));
+      Act dqkv2(*flash, rnd(qkv_n, 46));
+      flash->attention_backward(dqkv2.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      CHECK(dqkv2.gpu_bytes() == dqkv.gpu_bytes());
     }
+  }
+}
+
+// bf16 activations on the GEMM route (XTRAIN_CUDA_ATTENTION=gemm, and shapes the flash kernels do not take:
+// HS 16 and 160): the op converts to fp32 copies around the cuBLAS route, whose products are bf16
+// (FAST_16BF); same rounding argument and tolerance as the flash route with bf16.
+TEST_CASE("attention with bf16 activations on the GEMM route") {
+  struct Shape { int B, T, NH, KVH, HS; };
+  setenv("XTRAIN_CUDA_ATTENTION", "gemm", 1);
+  auto gb = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  unsetenv("XTRAIN_CUDA_ATTENTION");
+  for (Shape s : {Shape{2, 37, 6, 2, 16}, Shape{2, 150, 6, 2, 32}, Shape{1, 5, 2, 1, 160}}) {
+    CAPTURE(s.T);
+    CAPTURE(s.HS);
+    const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
+    Act qkv(*gb, rnd(qkv_n, 47, -2.0, 2.0)), out(*gb, filled(bt * s.NH * s.HS, 7.0f));
+    Twin<float> att(filled(size_t(s.B) * s.NH * s.T * s.T), gb.get());
+    be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
+    gb->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+    expect_close("gemm-route attention_forward out", out, kFlashBf16Rel);
+    Act dout(*gb, rnd(bt * s.NH * s.HS, 48)), dqkv(*gb, rnd(qkv_n, 49));
+    be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    gb->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    expect_close("gemm-route attention_backward dqkv", dqkv, kFlashBf16Rel);
+  }
+}
+
+// Every other op that reads or writes activations, with --dtype bf16 (bf16 storage) against the CPU on
+// the same bf16-representable inputs: kBf16StoreRel for bf16 outputs, the fp32 tolerances for fp32 ones.
+TEST_CASE("bf16 activation storage: encoder, layernorm, gelu, residual, dropout, cross-entropy") {
+  Backend& g = g16();
+  Backend& c = *be().cpu;
+  {  // encoder: out bf16; dwte, dwpe fp32 sums of the same (rounded) dout values in the same order
+    const int B = 3, T = 17, C = 40, V = 9;
+    Twin<int32_t> tok(test::random_tokens(size_t(B) * T, V, 111), &g);
+    Twin<float> wte(rnd(size_t(V) * C, 112), &g), wpe(rnd(size_t(T) * C, 113), &g);
+    Act out(g, filled(size_t(B) * T * C));
+    c.encoder_forward(out.cp(), tok.c.get(), wte.c.get(), wpe.c.get(), B, T, C);
+    g.encoder_forward(out.gp(), tok.g.get(), wte.g.get(), wpe.g.get(), B, T, C);
+    expect_close("encoder_forward out", out, kBf16StoreRel);
+    Act dout(g, rnd(size_t(B) * T * C, 114));
+    Twin<float> dwte(rnd(size_t(V) * C, 115), &g), dwpe(rnd(size_t(T) * C, 116), &g);
+    c.encoder_backward(dwte.c.get(), dwpe.c.get(), dout.cp(), tok.c.get(), B, T, C);
+    g.encoder_backward(dwte.g.get(), dwpe.g.get(), dout.gp(), tok.g.get(), B, T, C);
+    expect_close("encoder_backward dwte", dwte, kExact);
+    expect_close("encoder_backward dwpe", dwpe, kExact);
+  }
+  {  // layernorm: out, dinp bf16; statistics and dw, db fp32
+    const int N = 70, C = 768;
+    Act inp(g, rnd(size_t(N) * C, 121, 1.0, 3.0)), out(g, filled(size_t(N) * C));
+    Twin<float> w(rnd(C, 122), &g), b(rnd(C, 123), &g), mean(filled(N), &g), rstd(filled(N), &g);
+    c.layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), b.c.get(), N, C);
+    g.layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), b.g.get(), N, C);
+    expect_close("layernorm_forward out", out, kBf16StoreRel);
+    expect_close("layernorm_forward mean", mean, kFp32Rel);
+    expect_close("layernorm_forward rstd", rstd, kFp32Rel);
+    Act dout(g, rnd(size_t(N) * C, 124)), dinp(g, rnd(size_t(N) * C, 125));
+    Twin<float> dw(rnd(C, 126), &g), db(rnd(C, 127), &g);
+    c.layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
+                         rstd.c.get(), N, C);
+    g.layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                         rstd.g.get(), N, C);
+    expect_close("layernorm_backward dinp", dinp, kBf16StoreRel);
+    expect_close("layernorm_backward dw", dw, kFp32Rel);
+    expect_close("layernorm_backward db", db, kFp32Rel);
+  }
+  {  // gelu, residual, add_inplace
+    const size_t n = 100003;
+    Act x(g, rnd(n, 131, -6.0, 6.0)), y(g, rnd(n, 132)), out(g, filled(n)), dinp(g, rnd(n, 133));
+    c.gelu_forward(out.cp(), x.cp(), n);
+    g.gelu_forward(out.gp(), x.gp(), n);
+    expect_close("gelu_forward", out, kBf16StoreRel);
+    c.gelu_backward(dinp.cp(), x.cp(), y.cp(), n);
+    g.gelu_backward(dinp.gp(), x.gp(), y.gp(), n);
+    expect_close("gelu_backward", dinp, kBf16StoreRel);
+    Act r(g, filled(n)), acc(g, rnd(n, 134));
+    c.residual_forward(r.cp(), x.cp(), y.cp(), n);
+    g.residual_forward(r.gp(), x.gp(), y.gp(), n);
+    expect_close("residual_forward", r, kBf16StoreRel);
+    c.add_inplace(acc.cp(), x.cp(), n);
+    g.add_inplace(acc.gp(), x.gp(), n);
+    expect_close("add_inplace", acc, kBf16StoreRel);
+  }
+  {  // dropout: the same mask (a wrong bit is an O(1) difference), kept values scaled and rounded
+    const int B = 3;
+    const size_t per_seq = 5000;
+    const std::vector<uint64_t> keys = {hash_key(9, 1), hash_key(9, 2), hash_key(9, 3)};
+    Act x(g, rnd(B * per_seq, 141));
+    c.dropout_apply(x.cp(), keys.data(), B, per_seq, 0.1f);
+    g.dropout_apply(x.gp(), keys.data(), B, per_seq, 0.1f);
+    expect_close("dropout_apply", x, kBf16StoreRel);
+  }
+  {  // cross-entropy: logits and dlogits bf16 (in place, as the model calls it), losses fp32
+    const int N = 64, V = 1001, Vp = 1024;
+    Twin<int32_t> tg(test::random_tokens(N, V, 151), &g);
+    Act lg(g, rnd(size_t(N) * Vp, 152, -4.0, 4.0));
+    Twin<float> losses(filled(N), &g);
+    const float dloss = 1.0f / N;
+    c.cross_entropy_forward_backward(losses.c.get(), lg.cp(), lg.cp(), tg.c.get(), dloss, N, V, Vp);
+    g.cross_entropy_forward_backward(losses.g.get(), lg.gp(), lg.gp(), tg.g.get(), dloss, N, V, Vp);
+    expect_close("cross_entropy losses", losses, kFp32Rel);
+    expect_close("cross_entropy dlogits (in place)", lg, kBf16StoreRel);
   }
 }
 

@@ -7,6 +7,13 @@
 // HS head size, N = B*T rows, IC/OC matmul in/out features. `count` is elements, `bytes` is bytes.
 // Backward ops ACCUMULATE (+=) into every gradient they produce, so parameter gradients sum over
 // micro-steps and residual branches add up; callers zero gradient buffers when a step begins.
+//
+// Storage types. Parameters, parameter gradients, optimizer state, layernorm statistics, the
+// attention scratch `att` and per-row losses are always fp32 (`float*`). ACTIVATIONS and their
+// gradients (every `void*` argument below) are stored in the backend's activation type:
+// activation_bytes() == 4 for fp32 (the CPU backend, CUDA --dtype fp32), 2 for bf16 (CUDA --dtype
+// bf16: bf16 storage, fp32 arithmetic inside every op; docs/cuda.md, "Precision"). Buffers for them
+// are count * activation_bytes() bytes.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +29,9 @@ class Backend {
   virtual std::string name() const = 0;         // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // e.g. "cpu (OpenBLAS)", "NVIDIA H200 (0000:1b:00.0)"
   virtual std::string dtype() const { return "fp32"; }  // training precision: "fp32" or "bf16"
+  // activation_bytes: bytes per element of activation storage (the `void*` op arguments): 4 for
+  // fp32, 2 for bf16.
+  size_t activation_bytes() const { return dtype() == "bf16" ? 2 : 4; }
 
   // ---- memory (backend address space) ----
   virtual void* alloc(size_t bytes) = 0;                         // throws Error when out of memory
@@ -37,27 +47,27 @@ class Backend {
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
-  virtual void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+  virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
                                int B, int T, int C) = 0;
   // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
-  virtual void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+  virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                 int B, int T, int C) = 0;
 
   // layernorm_forward: inp (N,C), w,b (C) -> out (N,C), mean,rstd (N); eps 1e-5 (Ba et al. 2016;
   // GPT-2 / PyTorch default).
-  virtual void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+  virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                  const float* w, const float* b, int N, int C) = 0;
   // layernorm_backward: dout (N,C) -> dinp (N,C) +=, dw,db (C) +=
-  virtual void layernorm_backward(float* dinp, float* dw, float* db, const float* dout,
-                                  const float* inp, const float* w, const float* mean,
+  virtual void layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
+                                  const void* inp, const float* w, const float* mean,
                                   const float* rstd, int N, int C) = 0;
 
   // matmul_forward: inp (N,IC), w (OC,IC), bias (OC) or null -> out (N,OC) = inp w^T + bias
-  virtual void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N,
+  virtual void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N,
                               int IC, int OC) = 0;
   // matmul_backward: dout (N,OC) -> dinp (N,IC) +=, dw (OC,IC) +=, dbias (OC) += (dbias may be null)
-  virtual void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout,
-                               const float* inp, const float* w, int N, int IC, int OC) = 0;
+  virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
+                               const void* inp, const float* w, int N, int IC, int OC) = 0;
 
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
   // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
@@ -66,7 +76,7 @@ class Backend {
   // between forward and backward; the CPU backend stores softmax probabilities (B,NH,T,T) (rows t,
   // columns <= t; rest 0), other backends may store less (e.g. the log-sum-exp per row; CUDA:
   // docs/cuda.md, "Attention").
-  virtual void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH,
+  virtual void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH,
                                  int KVH, int HS) = 0;
   // attention_scratch_count: floats of `att` that attention_forward needs for these sizes (elements,
   // not bytes). Default B*NH*T*T (the softmax probabilities); a backend that keeps less says so.
@@ -75,30 +85,30 @@ class Backend {
     return static_cast<size_t>(B) * NH * T * T;
   }
   // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) +=
-  virtual void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att,
+  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att,
                                   int B, int T, int NH, int KVH, int HS) = 0;
 
   // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
-  virtual void gelu_forward(float* out, const float* inp, size_t count) = 0;
+  virtual void gelu_forward(void* out, const void* inp, size_t count) = 0;
   // gelu_backward: dinp (count) += gelu'(inp) * dout
-  virtual void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) = 0;
+  virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) = 0;
 
   // residual_forward: out = a + b (count)
-  virtual void residual_forward(float* out, const float* a, const float* b, size_t count) = 0;
+  virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;
   // add_inplace: dst += src (count). Residual backward and gradient routing.
-  virtual void add_inplace(float* dst, const float* src, size_t count) = 0;
+  virtual void add_inplace(void* dst, const void* src, size_t count) = 0;
 
   // dropout_apply: x (B, per_seq) *= keep / (1 - p), keep = uniform01(seq_keys[b], j) >= p.
   // The same call is the forward (on activations) and the backward (on their gradients): the mask
   // is recomputed from the keys, never stored. seq_keys (B) is HOST memory. p in [0, 1).
-  virtual void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) = 0;
+  virtual void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) = 0;
 
   // cross_entropy_forward_backward: logits (N,Vp) rows of which the first V columns are the vocabulary
   // (Vp >= V: a padded row stride, GPTConfig::Vp()), targets (N) int32 -> losses (N) = -log
   // softmax(logits[:, :V])[target]; if dlogits is non-null, dlogits (N,Vp) = (softmax - onehot(target))
   // * dloss in the first V columns and 0 in the padded ones (dlogits may alias logits: fused loss +
   // gradient in one pass). Targets outside [0,V) are an error.
-  virtual void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+  virtual void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                               const int32_t* targets, float dloss, int N, int V, int Vp) = 0;
 
   // sum / sum_squares over x (count), accumulated in double, returned on the host.
@@ -158,9 +168,9 @@ struct BackendOptions {
   std::string device = "auto";  // auto | cpu | cuda
   int local_rank = 0;           // node-local rank (MPI shared-memory split)
   int local_size = 1;           // ranks on this node
-  // fp32 | bf16. bf16 = mixed precision (CUDA only): GEMM operands rounded to bf16 for tensor-core
-  // products with fp32 accumulation; storage, master weights, optimizer state and every other op
-  // stay fp32 (docs/cuda.md, "Precision").
+  // fp32 | bf16. bf16 = mixed precision (CUDA only): activations stored in bf16, bf16 tensor-core
+  // products with fp32 accumulation, fp32 arithmetic inside every other op; parameters, gradients
+  // and optimizer state stay fp32 (docs/cuda.md, "Precision").
   std::string dtype = "fp32";  // fp32 | bf16, or auto (make_backend: bf16 on cuda, fp32 on cpu)
 };
 

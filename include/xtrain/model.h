@@ -80,7 +80,6 @@ class GPT {
   void zero_grads();
 
  private:
-  struct Acts;
   void ensure_acts(int B, int T);
   float* param(int layer, int which);
 
@@ -89,9 +88,10 @@ class GPT {
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_;
-  // activations for the current (B,T); reallocated only when B*T grows
+  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: activation
+  // buffers hold Backend::activation_bytes() per element, statistics and losses 4 (model_acts.h).
   int B_ = 0, T_ = 0;
-  std::vector<DeviceBuffer<float>> acts_;
+  std::vector<DeviceBuffer<unsigned char>> acts_;
   DeviceBuffer<int32_t> tokens_, targets_;
   const DropoutKeys* dropout_ = nullptr;
   float dloss_ = 0.0f;

@@ -61,55 +61,59 @@ class CpuBackend final : public Backend {
   }
   void synchronize() override {}
 
-  // ---- ops: float instantiations of the reference templates ----
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+  // ---- ops: float instantiations of the reference templates; activations are fp32 here
+  // (activation_bytes() == 4), so every `void*` activation argument is a float array ----
+  static float* F(void* p) { return static_cast<float*>(p); }
+  static const float* F(const void* p) { return static_cast<const float*>(p); }
+
+  void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override {
-    cpu::encoder_forward(out, tokens, wte, wpe, B, T, C);
+    cpu::encoder_forward(F(out), tokens, wte, wpe, B, T, C);
   }
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+  void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
                         int C) override {
-    cpu::encoder_backward(dwte, dwpe, dout, tokens, B, T, C);
+    cpu::encoder_backward(dwte, dwpe, F(dout), tokens, B, T, C);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w,
                          const float* b, int N, int C) override {
-    cpu::layernorm_forward(out, mean, rstd, inp, w, b, N, C);
+    cpu::layernorm_forward(F(out), mean, rstd, F(inp), w, b, N, C);
   }
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                           const float* w, const float* mean, const float* rstd, int N, int C) override {
-    cpu::layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+    cpu::layernorm_backward(F(dinp), dw, db, F(dout), F(inp), w, mean, rstd, N, C);
   }
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+  void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override {
-    cpu::matmul_forward(out, inp, w, bias, N, IC, OC);
+    cpu::matmul_forward(F(out), F(inp), w, bias, N, IC, OC);
   }
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
                        const float* w, int N, int IC, int OC) override {
-    cpu::matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC);
+    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC);
   }
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+  void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override {
-    cpu::attention_forward(out, att, qkv, B, T, NH, KVH, HS);
+    cpu::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
   }
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS) override {
-    cpu::attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+    cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }
-  void gelu_forward(float* out, const float* inp, size_t count) override {
-    cpu::gelu_forward(out, inp, count);
+  void gelu_forward(void* out, const void* inp, size_t count) override {
+    cpu::gelu_forward(F(out), F(inp), count);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) override {
-    cpu::gelu_backward(dinp, inp, dout, count);
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) override {
+    cpu::gelu_backward(F(dinp), F(inp), F(dout), count);
   }
-  void residual_forward(float* out, const float* a, const float* b, size_t count) override {
-    cpu::residual_forward(out, a, b, count);
+  void residual_forward(void* out, const void* a, const void* b, size_t count) override {
+    cpu::residual_forward(F(out), F(a), F(b), count);
   }
-  void add_inplace(float* dst, const float* src, size_t count) override { cpu::add_inplace(dst, src, count); }
-  void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override {
-    cpu::dropout_apply(x, seq_keys, B, per_seq, p);
+  void add_inplace(void* dst, const void* src, size_t count) override { cpu::add_inplace(F(dst), F(src), count); }
+  void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override {
+    cpu::dropout_apply(F(x), seq_keys, B, per_seq, p);
   }
-  void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+  void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                       const int32_t* targets, float dloss, int N, int V, int Vp) override {
-    cpu::cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss, N, V, Vp);
+    cpu::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
   double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }

@@ -131,14 +131,10 @@ void split_qkv(const OpContext& ctx, float* qkvp, const float* qkv, const Shape&
 }
 
 unsigned softmax_blocks(size_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
-}  // namespace
 
-void attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
-                       int KVH, int HS) {
-  const Shape s = check_shape(B, T, NH, KVH, HS);
-  if (B == 0 || T == 0) return;
-  if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_forward(ctx, out, att, qkv, B, T, NH, KVH, HS);
+// The GEMM route on fp32 activations (with bf16 activations, attention_forward/backward convert).
+void gemm_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, const Shape& s) {
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
   ScratchBuffer<float> qkvp(*ctx.alloc, s.q_count() + 2 * s.kv_count()), outp(*ctx.alloc, s.q_count());
   split_qkv(ctx, qkvp.get(), qkv, s);
@@ -155,12 +151,9 @@ void attention_forward(const OpContext& ctx, float* out, float* att, const float
   permute(ctx, outp.get(), out, s, NH, NH * HS, 0, Copy::to_rows);
 }
 
-void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att,
-                        int B, int T, int NH, int KVH, int HS) {
-  const Shape s = check_shape(B, T, NH, KVH, HS);
-  if (B == 0 || T == 0) return;
-  if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att,
+                             const Shape& s) {
+  const int B = s.B, T = s.T, NH = s.NH, KVH = s.KVH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));
   const size_t qkv_count = s.q_count() + 2 * s.kv_count();
   ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count), dqkvp(*ctx.alloc, qkv_count), doutp(*ctx.alloc, s.q_count()),
@@ -186,6 +179,42 @@ void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, co
   permute(ctx, dq, dqkv, s, NH, W, 0, Copy::add_to_rows);
   permute(ctx, dk, dqkv, s, KVH, W, NH, Copy::add_to_rows);
   permute(ctx, dv, dqkv, s, KVH, W, NH + KVH, Copy::add_to_rows);
+}
+
+}  // namespace
+
+void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
+                       int KVH, int HS) {
+  const Shape s = check_shape(B, T, NH, KVH, HS);
+  if (B == 0 || T == 0) return;
+  if (ctx.flash_attention && flash_attention_supported(T, HS))
+    return flash_attention_forward(ctx, out, att, qkv, B, T, NH, KVH, HS);
+  if (!ctx.bf16) return gemm_attention_forward(ctx, static_cast<float*>(out), att, static_cast<const float*>(qkv), s);
+  // bf16 activations on the GEMM route (shapes the flash kernels do not take, or
+  // XTRAIN_CUDA_ATTENTION=gemm): through fp32 copies, the products still bf16 via ctx.gemm_compute.
+  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), out32(*ctx.alloc, s.q_count());
+  to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
+  gemm_attention_forward(ctx, out32.get(), att, qkv32.get(), s);
+  from_f32(ctx, static_cast<__nv_bfloat16*>(out), out32.get(), s.q_count(), false);
+}
+
+void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const float* att,
+                        int B, int T, int NH, int KVH, int HS) {
+  const Shape s = check_shape(B, T, NH, KVH, HS);
+  if (B == 0 || T == 0) return;
+  if (ctx.flash_attention && flash_attention_supported(T, HS))
+    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+  if (!ctx.bf16)
+    return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),
+                                   static_cast<const float*>(qkv), att, s);
+  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), dqkv32(*ctx.alloc, qkv_count), dout32(*ctx.alloc, s.q_count());
+  to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
+  to_f32(ctx, dout32.get(), static_cast<const __nv_bfloat16*>(dout), s.q_count());
+  XT_CUDA_CHECK(cudaMemsetAsync(dqkv32.get(), 0, qkv_count * sizeof(float), ctx.stream));
+  gemm_attention_backward(ctx, dqkv32.get(), dout32.get(), qkv32.get(), att, s);
+  from_f32(ctx, static_cast<__nv_bfloat16*>(dqkv), dqkv32.get(), qkv_count, true);  // dqkv += (contract)
 }
 
 }  // namespace xtrain::cuda

@@ -1,6 +1,7 @@
 // Small device helpers shared by the op kernels: launch sizes, warp and block reductions.
 #pragma once
 
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
@@ -10,6 +11,17 @@
 namespace xtrain::cuda {
 
 constexpr int kWarp = 32;
+
+// Activation elements (ops.h, with_act): float, or __nv_bfloat16 with --dtype bf16. Every op loads
+// them with to_f, computes in fp32 and stores with from_f<T> (round to nearest even).
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <typename T>
+__device__ __forceinline__ T from_f(float x);
+template <>
+__device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 // blocks_for: number of blocks of `threads` covering `count` elements, capped for grid-stride
 // loops (kernels loop, so the cap never drops elements).

@@ -147,31 +147,31 @@ void CudaBackend::zero(void* ptr, size_t bytes) {
 
 void CudaBackend::synchronize() { check_device_errors(); }
 
-void CudaBackend::encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+void CudaBackend::encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
                                   int T, int C) {
   cuda::encoder_forward(ctx_, out, tokens, wte, wpe, B, T, C);
 }
-void CudaBackend::encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B,
+void CudaBackend::encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
                                    int T, int C) {
   cuda::encoder_backward(ctx_, dwte, dwpe, dout, tokens, B, T, C);
 }
-void CudaBackend::layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w,
+void CudaBackend::layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w,
                                     const float* b, int N, int C) {
   cuda::layernorm_forward(ctx_, out, mean, rstd, inp, w, b, N, C);
 }
-void CudaBackend::layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp,
+void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                                      const float* w, const float* mean, const float* rstd, int N, int C) {
   cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
-void CudaBackend::matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+void CudaBackend::matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                                  int OC) {
   cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
 }
-void CudaBackend::matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
                                   const float* w, int N, int IC, int OC) {
   cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC);
 }
-void CudaBackend::attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                                     int HS) {
   cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
 }
@@ -179,24 +179,24 @@ size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const 
   if (ctx_.flash_attention && flash_attention_supported(T, HS)) return size_t(B) * NH * T * (size_t(HS) + 1);
   return size_t(B) * NH * T * T;
 }
-void CudaBackend::attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
                                      int T, int NH, int KVH, int HS) {
   cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
 }
-void CudaBackend::gelu_forward(float* out, const float* inp, size_t count) {
+void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
   cuda::gelu_forward(ctx_, out, inp, count);
 }
-void CudaBackend::gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) {
+void CudaBackend::gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) {
   cuda::gelu_backward(ctx_, dinp, inp, dout, count);
 }
-void CudaBackend::residual_forward(float* out, const float* a, const float* b, size_t count) {
+void CudaBackend::residual_forward(void* out, const void* a, const void* b, size_t count) {
   cuda::residual_forward(ctx_, out, a, b, count);
 }
-void CudaBackend::add_inplace(float* dst, const float* src, size_t count) { cuda::add_inplace(ctx_, dst, src, count); }
-void CudaBackend::dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
+void CudaBackend::add_inplace(void* dst, const void* src, size_t count) { cuda::add_inplace(ctx_, dst, src, count); }
+void CudaBackend::dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
   cuda::dropout_apply(ctx_, x, seq_keys, B, per_seq, p);
 }
-void CudaBackend::cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits,
+void CudaBackend::cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                                  const int32_t* targets, float dloss, int N, int V, int Vp) {
   cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
 }

@@ -34,30 +34,30 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
 
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+  void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
-  void encoder_backward(float* dwte, float* dwpe, const float* dout, const int32_t* tokens, int B, int T,
+  void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
                         int C) override;
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* w, const float* b,
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w, const float* b,
                          int N, int C) override;
-  void layernorm_backward(float* dinp, float* dw, float* db, const float* dout, const float* inp, const float* w,
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
                           const float* mean, const float* rstd, int N, int C) override;
-  void matmul_forward(float* out, const float* inp, const float* w, const float* bias, int N, int IC,
+  void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override;
-  void matmul_backward(float* dinp, float* dw, float* dbias, const float* dout, const float* inp, const float* w,
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
                        int N, int IC, int OC) override;
-  void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
+  void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
   // Flash route: B*NH*T*(HS+1) (log-sum-exp and the output copy, flash_attention.h); GEMM route: B*NH*T*T.
   size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
-  void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T,
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS) override;
-  void gelu_forward(float* out, const float* inp, size_t count) override;
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t count) override;
-  void residual_forward(float* out, const float* a, const float* b, size_t count) override;
-  void add_inplace(float* dst, const float* src, size_t count) override;
-  void dropout_apply(float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
-  void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits, const int32_t* targets,
+  void gelu_forward(void* out, const void* inp, size_t count) override;
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) override;
+  void residual_forward(void* out, const void* a, const void* b, size_t count) override;
+  void add_inplace(void* dst, const void* src, size_t count) override;
+  void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
+  void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits, const int32_t* targets,
                                       float dloss, int N, int V, int Vp) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;

@@ -10,16 +10,17 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// grid (blocks over per_seq, B)
-__global__ void dropout_kernel(float* x, const uint64_t* keys, size_t per_seq, float p, float scale) {
+// grid (blocks over per_seq, B); x activations of type T (float or bf16, ops.h)
+template <typename T>
+__global__ void dropout_kernel(T* x, const uint64_t* keys, size_t per_seq, float p, float scale) {
   const uint64_t key = keys[blockIdx.y];
-  float* xb = x + blockIdx.y * per_seq;
+  T* xb = x + blockIdx.y * per_seq;
   for (size_t j = blockIdx.x * size_t(blockDim.x) + threadIdx.x; j < per_seq; j += size_t(gridDim.x) * blockDim.x)
-    xb[j] *= (uniform01(key, j) >= p) ? scale : 0.0f;
+    xb[j] = from_f<T>(to_f(xb[j]) * ((uniform01(key, j) >= p) ? scale : 0.0f));
 }
 }  // namespace
 
-void dropout_apply(const OpContext& ctx, float* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
+void dropout_apply(const OpContext& ctx, void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
   XT_CHECK(p >= 0.0f && p < 1.0f, "dropout probability " << p << " not in [0, 1)");
   XT_CHECK(B >= 0 && B <= 65535, "dropout: B=" << B << " outside [0, 65535] (grid y limit)");
   if (p == 0.0f || B == 0 || per_seq == 0) return;  // uniform01 >= 0: everything kept with scale 1
@@ -31,7 +32,11 @@ void dropout_apply(const OpContext& ctx, float* x, const uint64_t* seq_keys, int
                                 ctx.stream));
   unsigned bx = blocks_for(per_seq, kThreads);
   if (bx > 4096) bx = 4096;
-  dropout_kernel<<<dim3(bx, unsigned(B)), kThreads, 0, ctx.stream>>>(x, keys.get(), per_seq, p, scale);
+  with_act(ctx, [&](auto tag) {
+    using T = decltype(tag);
+    dropout_kernel<T><<<dim3(bx, unsigned(B)), kThreads, 0, ctx.stream>>>(static_cast<T*>(x), keys.get(), per_seq, p,
+                                                                          scale);
+  });
   XT_CUDA_LAUNCH_CHECK();
 }
 

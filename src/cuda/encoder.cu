@@ -12,8 +12,9 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// grid-stride over B*T*C
-__global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const float* wte, const float* wpe,
+// grid-stride over B*T*C; out activations of type A (float or bf16, ops.h)
+template <typename A>
+__global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const float* wte, const float* wpe,
                                        int T, int C, size_t count, int* error_flag) {
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     const size_t bt = i / C;
@@ -23,23 +24,25 @@ __global__ void encoder_forward_kernel(float* out, const int32_t* tokens, const 
       atomicCAS(error_flag, kDeviceOk, kBadToken);
       continue;
     }
-    out[i] = wte[size_t(tok) * C + c] + wpe[size_t(t) * C + c];
+    out[i] = from_f<A>(wte[size_t(tok) * C + c] + wpe[size_t(t) * C + c]);
   }
 }
 
 // dwpe (t, c) += sum over b of dout (b, t, c), b ascending. grid-stride over T*C.
-__global__ void encoder_backward_wpe_kernel(float* dwpe, const float* dout, int B, int T, int C) {
+template <typename A>
+__global__ void encoder_backward_wpe_kernel(float* dwpe, const A* dout, int B, int T, int C) {
   const size_t count = size_t(T) * C;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     float acc = dwpe[i];
-    for (int b = 0; b < B; ++b) acc += dout[size_t(b) * count + i];
+    for (int b = 0; b < B; ++b) acc += to_f(dout[size_t(b) * count + i]);
     dwpe[i] = acc;
   }
 }
 
 // One block per sorted index i; the block that starts a run of equal tokens adds the run's dout
 // rows (positions ascending) into dwte[token], threads over channels.
-__global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, const int32_t* sorted_tok,
+template <typename A>
+__global__ void encoder_backward_wte_kernel(float* dwte, const A* dout, const int32_t* sorted_tok,
                                             const int32_t* sorted_pos, int N, int C, int* error_flag) {
   const int i = blockIdx.x;
   const int32_t tok = sorted_tok[i];
@@ -53,7 +56,7 @@ __global__ void encoder_backward_wte_kernel(float* dwte, const float* dout, cons
   float* row = dwte + size_t(tok) * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float acc = row[c];
-    for (int j = i; j < end; ++j) acc += dout[size_t(sorted_pos[j]) * C + c];
+    for (int j = i; j < end; ++j) acc += to_f(dout[size_t(sorted_pos[j]) * C + c]);
     row[c] = acc;
   }
 }
@@ -63,21 +66,27 @@ __global__ void iota_kernel(int32_t* x, int n) {
 }
 }  // namespace
 
-void encoder_forward(const OpContext& ctx, float* out, const int32_t* tokens, const float* wte, const float* wpe,
+void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte, const float* wpe,
                      int B, int T, int C) {
   const size_t count = size_t(B) * T * C;
   if (count == 0) return;
-  encoder_forward_kernel<<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(out, tokens, wte, wpe, T, C,
-                                                                                    count, ctx.error_flag);
+  with_act(ctx, [&](auto tag) {
+    using A = decltype(tag);
+    encoder_forward_kernel<A><<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(
+        static_cast<A*>(out), tokens, wte, wpe, T, C, count, ctx.error_flag);
+  });
   XT_CUDA_LAUNCH_CHECK();
 }
 
-void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const float* dout, const int32_t* tokens,
+void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                       int B, int T, int C) {
   const int N = B * T;
   if (N == 0 || C == 0) return;
-  encoder_backward_wpe_kernel<<<blocks_for(size_t(T) * C, kThreads), kThreads, 0, ctx.stream>>>(dwpe, dout, B,
-                                                                                                 T, C);
+  with_act(ctx, [&](auto tag) {
+    using A = decltype(tag);
+    encoder_backward_wpe_kernel<A><<<blocks_for(size_t(T) * C, kThreads), kThreads, 0, ctx.stream>>>(
+        dwpe, static_cast<const A*>(dout), B, T, C);
+  });
   XT_CUDA_LAUNCH_CHECK();
 
   ScratchBuffer<int32_t> pos(*ctx.alloc, N), sorted_tok(*ctx.alloc, N), sorted_pos(*ctx.alloc, N);
@@ -90,8 +99,11 @@ void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const floa
   XT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, tokens, sorted_tok.get(), pos.get(),
                                                 sorted_pos.get(), N, 0, 32, ctx.stream));
   const int threads = C < kThreads ? ((C + kWarp - 1) / kWarp) * kWarp : kThreads;
-  encoder_backward_wte_kernel<<<N, threads, 0, ctx.stream>>>(dwte, dout, sorted_tok.get(), sorted_pos.get(), N, C,
-                                                             ctx.error_flag);
+  with_act(ctx, [&](auto tag) {
+    using A = decltype(tag);
+    encoder_backward_wte_kernel<A><<<N, threads, 0, ctx.stream>>>(dwte, static_cast<const A*>(dout), sorted_tok.get(),
+                                                                  sorted_pos.get(), N, C, ctx.error_flag);
+  });
   XT_CUDA_LAUNCH_CHECK();
 }
 

@@ -5,6 +5,8 @@
 // Products: 16x8x16 warp tiles. With bf16 (kBf16) they are mma.sync bf16 tensor-core products with
 // fp32 accumulation (PTX ISA, "mma.m16n8k16"); otherwise the same fragment ownership is computed in
 // fp32 on CUDA cores (exact enough for the fp32 tests, slower). Softmax and all sums are fp32.
+// q, k, v, the output and the gradients are activations in the same element type (bf16 with
+// --dtype bf16, ops.h); the scratch `att` (log-sum-exp, output copy) is fp32.
 // Backward without atomics (deterministic): one kernel owns a key tile of one kv head and sums dk, dv
 // over the group's query heads and all query tiles; a second owns a query tile and sums dq.
 #include <cuda_bf16.h>
@@ -23,13 +25,6 @@ constexpr int kPadP = 8;        // row padding (elements) of the shared tiles: s
 
 template <bool kBf16>
 using Elem = typename std::conditional<kBf16, __nv_bfloat16, float>::type;
-
-template <typename E>
-__device__ __forceinline__ E from_f(float x);
-template <>
-__device__ __forceinline__ float from_f<float>(float x) { return x; }
-template <>
-__device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16_rn(x); }
 
 
 // Layout of a B operand in shared memory: kNK = stored (N, K) rows (k contiguous, i.e. the
@@ -99,16 +94,17 @@ __device__ __forceinline__ void warp_gemm(float (*acc)[4], const Elem<kBf16>* a,
 }
 
 // load_tile: dst (64, HS + kPadP) = rows [t0, t0+64) of one head (channels [col, col+HS)) of a row
-// layout src (B*T rows of `width`), batch b; rows >= T are zero.
+// layout src (B*T rows of `width`), batch b; rows >= T are zero. Activations are stored in the
+// kernel's element type (float, or bf16 with --dtype bf16), so this is a copy in 16-byte vectors
+// (row starts and head offsets are multiples of 16 bytes: HS is 32 or 64).
 template <typename E, int HS>
-__device__ __forceinline__ void load_tile(E* dst, const float* src, int b, int T, int t0, int width, int col) {
-  constexpr int kVec = HS / 4;
+__device__ __forceinline__ void load_tile(E* dst, const E* src, int b, int T, int t0, int width, int col) {
+  constexpr int kPer = 16 / sizeof(E), kVec = HS / kPer;
   for (int i = threadIdx.x; i < kTile * kVec; i += kFlashThreads) {
-    const int r = i / kVec, c = (i % kVec) * 4, t = t0 + r;
-    float4 v = make_float4(0.f, 0.f, 0.f, 0.f);
-    if (t < T) v = *reinterpret_cast<const float4*>(src + (size_t(b) * T + t) * width + col + c);
-    E* d = dst + r * (HS + kPadP) + c;
-    d[0] = from_f<E>(v.x), d[1] = from_f<E>(v.y), d[2] = from_f<E>(v.z), d[3] = from_f<E>(v.w);
+    const int r = i / kVec, c = (i % kVec) * kPer, t = t0 + r;
+    uint4 v = make_uint4(0u, 0u, 0u, 0u);  // all-zero bits: 0.0 in float and bf16
+    if (t < T) v = *reinterpret_cast<const uint4*>(src + (size_t(b) * T + t) * width + col + c);
+    *reinterpret_cast<uint4*>(dst + r * (HS + kPadP) + c) = v;
   }
 }
 
@@ -119,8 +115,8 @@ struct Dims {
 
 // Forward: grid (q tiles, B*NH); block 128 threads; warp w owns query rows w*16 .. w*16+15.
 template <bool kBf16, int HS>
-__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(float* out, float* lse, float* ocopy,
-                                                                      const float* qkv, Dims d, float scale) {
+__global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16>* out, float* lse, float* ocopy,
+                                                                      const Elem<kBf16>* qkv, Dims d, float scale) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -187,37 +183,38 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(float* out
     const float inv = 1.0f / lt;
     const size_t hrow = (size_t(bh) * d.T + t);
     if (q4 == 0) lse[hrow] = m[hr] + logf(lt);
-    float* orow = out + (size_t(b) * d.T + t) * (d.NH * HS) + h * HS;
+    E* orow = out + (size_t(b) * d.T + t) * (d.NH * HS) + h * HS;
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = j * 8 + 2 * q4 + e;
         const float v = o[j][2 * hr + e] * inv;
-        orow[c] = v;
+        orow[c] = from_f<E>(v);
         ocopy[hrow * HS + c] = v;
       }
   }
 }
 
 // D (B*NH*T) = rowsum(dO * O) per head row (FlashAttention-2, Algorithm 2, line 4). One warp per row.
-__global__ void flash_rowdot_kernel(float* D, const float* dout, const float* ocopy, Dims d) {
+template <typename E>
+__global__ void flash_rowdot_kernel(float* D, const E* dout, const float* ocopy, Dims d) {
   const size_t row = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= size_t(d.B) * d.NH * d.T) return;
   const int t = int(row % d.T), h = int(row / d.T % d.NH), b = int(row / (size_t(d.T) * d.NH));
-  const float* dr = dout + (size_t(b) * d.T + t) * (d.NH * d.HS) + h * d.HS;
+  const E* dr = dout + (size_t(b) * d.T + t) * (d.NH * d.HS) + h * d.HS;
   const float* orow = ocopy + row * d.HS;
   float s = 0.f;
-  for (int i = lane; i < d.HS; i += kWarp) s += dr[i] * orow[i];
+  for (int i = lane; i < d.HS; i += kWarp) s += to_f(dr[i]) * orow[i];
   s = warp_sum(s);
   if (lane == 0) D[row] = s;
 }
 
 // dK, dV: grid (key tiles, B*KVH); warp w owns keys w*16..+15 of the tile.
 template <bool kBf16, int HS>
-__global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(float* dqkv, const float* qkv,
-                                                                            const float* dout, const float* lse,
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
+                                                                            const Elem<kBf16>* dout, const float* lse,
                                                                             const float* D, Dims d, float scale) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
@@ -276,22 +273,24 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(floa
   for (int hr = 0; hr < 2; ++hr) {
     const int t = k0 + warp * 16 + g + 8 * hr;
     if (t >= d.T) continue;
-    float* row = dqkv + (size_t(b) * d.T + t) * W;
+    E* row = dqkv + (size_t(b) * d.T + t) * W;
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = j * 8 + 2 * q4 + e;
-        row[(d.NH + kh) * HS + c] += dk[j][2 * hr + e];
-        row[(d.NH + d.KVH + kh) * HS + c] += dv[j][2 * hr + e];
+        E& rk = row[(d.NH + kh) * HS + c];
+        E& rv = row[(d.NH + d.KVH + kh) * HS + c];
+        rk = from_f<E>(to_f(rk) + dk[j][2 * hr + e]);
+        rv = from_f<E>(to_f(rv) + dv[j][2 * hr + e]);
       }
   }
 }
 
 // dQ: grid (q tiles, B*NH); warp w owns queries w*16..+15 of the tile.
 template <bool kBf16, int HS>
-__global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(float* dqkv, const float* qkv,
-                                                                          const float* dout, const float* lse,
+__global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
+                                                                          const Elem<kBf16>* dout, const float* lse,
                                                                           const float* D, Dims d, float scale) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
@@ -342,11 +341,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(float*
   for (int hr = 0; hr < 2; ++hr) {
     const int t = q0 + warp * 16 + g + 8 * hr;
     if (t >= d.T) continue;
-    float* row = dqkv + (size_t(b) * d.T + t) * W + h * HS;
+    E* row = dqkv + (size_t(b) * d.T + t) * W + h * HS;
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
-      for (int e = 0; e < 2; ++e) row[j * 8 + 2 * q4 + e] += dq[j][2 * hr + e];
+      for (int e = 0; e < 2; ++e) {
+        E& r = row[j * 8 + 2 * q4 + e];
+        r = from_f<E>(to_f(r) + dq[j][2 * hr + e]);
+      }
   }
 }
 
@@ -359,7 +361,7 @@ void launch(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... 
 }
 
 template <bool kBf16, int HS>
-void forward_impl(const OpContext& ctx, float* out, float* att, const float* qkv, Dims d, float scale) {
+void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem<kBf16>* qkv, Dims d, float scale) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const size_t smem = sizeof(E) * (3 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));
@@ -368,8 +370,8 @@ void forward_impl(const OpContext& ctx, float* out, float* att, const float* qkv
 }
 
 template <bool kBf16, int HS>
-void backward_impl(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att, Dims d,
-                   float scale) {
+void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* dout, const Elem<kBf16>* qkv,
+                   const float* att, Dims d, float scale) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const float* lse = att;
@@ -377,7 +379,7 @@ void backward_impl(const OpContext& ctx, float* dqkv, const float* dout, const f
   ScratchBuffer<float> D(*ctx.alloc, rows);
   constexpr int kRowThreads = 256;
   flash_rowdot_kernel<<<unsigned((rows + kRowThreads / kWarp - 1) / (kRowThreads / kWarp)), kRowThreads, 0,
-                        ctx.stream>>>(D.get(), dout, ocopy, d);
+                        ctx.stream>>>(D.get(), dout, ocopy, d);  // E deduced from dout
   XT_CUDA_LAUNCH_CHECK();
   const int ntiles = (d.T + kTile - 1) / kTile;
   const size_t smem_kv = sizeof(E) * (4 * kTile * (HS + kPadP) + 2 * kTile * (kTile + kPadP));
@@ -389,7 +391,9 @@ void backward_impl(const OpContext& ctx, float* dqkv, const float* dout, const f
 }
 
 template <bool kBf16>
-void forward_hs(const OpContext& ctx, float* out, float* att, const float* qkv, Dims d, float scale) {
+void forward_hs(const OpContext& ctx, void* out_, float* att, const void* qkv_, Dims d, float scale) {
+  auto* out = static_cast<Elem<kBf16>*>(out_);
+  const auto* qkv = static_cast<const Elem<kBf16>*>(qkv_);
   switch (d.HS) {
     case 32: return forward_impl<kBf16, 32>(ctx, out, att, qkv, d, scale);
     case 64: return forward_impl<kBf16, 64>(ctx, out, att, qkv, d, scale);
@@ -398,8 +402,11 @@ void forward_hs(const OpContext& ctx, float* out, float* att, const float* qkv, 
 }
 
 template <bool kBf16>
-void backward_hs(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att, Dims d,
+void backward_hs(const OpContext& ctx, void* dqkv_, const void* dout_, const void* qkv_, const float* att, Dims d,
                  float scale) {
+  auto* dqkv = static_cast<Elem<kBf16>*>(dqkv_);
+  const auto* dout = static_cast<const Elem<kBf16>*>(dout_);
+  const auto* qkv = static_cast<const Elem<kBf16>*>(qkv_);
   switch (d.HS) {
     case 32: return backward_impl<kBf16, 32>(ctx, dqkv, dout, qkv, att, d, scale);
     case 64: return backward_impl<kBf16, 64>(ctx, dqkv, dout, qkv, att, d, scale);
@@ -413,7 +420,7 @@ bool flash_attention_supported(int T, int HS) {
   return (HS == 32 || HS == 64) && T >= HS + 1;  // more head sizes: one instantiation each
 }
 
-void flash_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
+void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                              int KVH, int HS) {
   const Dims d{B, T, NH, KVH, HS};
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
@@ -421,7 +428,7 @@ void flash_attention_forward(const OpContext& ctx, float* out, float* att, const
   else forward_hs<false>(ctx, out, att, qkv, d, scale);
 }
 
-void flash_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                               const float* att, int B, int T, int NH, int KVH, int HS) {
   const Dims d{B, T, NH, KVH, HS};
   const float scale = float(1.0 / std::sqrt(double(HS)));

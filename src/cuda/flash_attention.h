@@ -9,13 +9,13 @@ namespace xtrain::cuda {
 // flash_attention_supported: HS in {32, 64} and T > HS (att must hold lse and the output copy).
 bool flash_attention_supported(int T, int HS);
 
-// flash_attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS); att (B,NH,T,T) floats of
+// flash_attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS), activations (ops.h); att (B,NH,T,T) floats of
 // scratch of which it writes the first B*NH*T (log-sum-exp of each scaled score row, natural log)
 // followed by B*NH*T*HS (the output, head-major (B,NH,T,HS), for the backward's rowsum(dO * O)).
-void flash_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T, int NH,
+void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                              int KVH, int HS);
 // flash_attention_backward: dout (B,T,NH*HS), att as the forward left it -> dqkv +=. Deterministic.
-void flash_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                               const float* att, int B, int T, int NH, int KVH, int HS);
 
 }  // namespace xtrain::cuda

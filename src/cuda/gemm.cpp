@@ -23,12 +23,12 @@ void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alp
 }
 
 void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const __nv_bfloat16* A,
-               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc) {
+               int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t c_type, int ldc) {
   XT_CHECK(M >= 0 && N >= 0 && K > 0, "bad gemm shape M=" << M << " N=" << N << " K=" << K);
   if (M == 0 || N == 0) return;
   const cublasOperation_t opa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, opb = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
   XT_CUBLAS_CHECK(cublasGemmEx(ctx.cublas, opb, opa, N, M, K, &alpha, B, CUDA_R_16BF, ldb, A, CUDA_R_16BF, lda,
-                               &beta, C, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+                               &beta, C, c_type, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
 }  // namespace xtrain::cuda

@@ -57,11 +57,12 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, opa);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, opb);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
-  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, static_cast<void*>(g.bias));
-  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(CUDA_R_32F));
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  // the bias (BIAS) is of D's type: fp32, or bf16 for a bf16 D; the bias gradient (BGRADB) is fp32 (D fp32)
+  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(g.c_type));
   const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
   const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
-  const Layout lc = layout(CUDA_R_32F, g.N, g.M, g.ldc);
+  const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);
 
   cublasLtMatmulPreference_t praw = nullptr;
   XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));

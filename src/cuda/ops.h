@@ -1,6 +1,8 @@
 // Host launchers of the CUDA ops, one .cu file each. Contracts (shapes, formulas, += for backward)
 // are those of include/xtrain/backend.h; every launcher enqueues work on ctx.stream and checks the
 // launch. Scratch memory comes from ctx.alloc (stream-ordered reuse, see allocator.h).
+// Activation arguments (`void*`) point to float with --dtype fp32 and to __nv_bfloat16 with bf16
+// (OpContext::bf16); kernels are templates on that type, instantiated through with_act.
 #pragma once
 
 #include <cublasLt.h>
@@ -24,8 +26,8 @@ struct OpContext {
   // CUBLAS_COMPUTE_32F_FAST_16BF (--dtype bf16: fp32 operands rounded to bf16 inside cuBLAS,
   // tensor-core products, fp32 accumulation and fp32 output; cuBLAS docs, cublasComputeType_t).
   cublasComputeType_t gemm_compute = CUBLAS_COMPUTE_32F;
-  // --dtype bf16: the matmul backward rounds its operands into bf16 copies (to_bf16) and multiplies
-  // those with gemm_bf16 (fp32 accumulation, fp32 output); see matmul.cu for why only the backward.
+  // --dtype bf16: activations and their gradients are stored in bf16 (every `void*` argument), the
+  // matmuls multiply bf16 operands (weights through bf16 copies, to_bf16) with fp32 accumulation.
   bool bf16 = false;
   // Attention route (attention.cu): fused FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core
   // products when bf16) or cuBLAS GEMMs around a softmax kernel. Default: flash with bf16, GEMMs with
@@ -36,43 +38,53 @@ struct OpContext {
   size_t workspace_bytes = 0;
 };
 
+// with_act: calls f(T()) with T the activation storage type of ctx: __nv_bfloat16 when ctx.bf16, else
+// float. Launchers use it as `with_act(ctx, [&](auto tag) { using T = decltype(tag); ... })`.
+template <typename F>
+void with_act(const OpContext& ctx, F&& f) {
+  if (ctx.bf16) f(__nv_bfloat16());
+  else f(float());
+}
+
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
 enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2 };
 
-void encoder_forward(const OpContext& ctx, float* out, const int32_t* tokens, const float* wte,
+void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte,
                      const float* wpe, int B, int T, int C);
-void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const float* dout,
+void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void* dout,
                       const int32_t* tokens, int B, int T, int C);
 
-void layernorm_forward(const OpContext& ctx, float* out, float* mean, float* rstd, const float* inp,
+void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
                        const float* w, const float* b, int N, int C);
-void layernorm_backward(const OpContext& ctx, float* dinp, float* dw, float* db, const float* dout,
-                        const float* inp, const float* w, const float* mean, const float* rstd, int N,
+void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
+                        const void* inp, const float* w, const float* mean, const float* rstd, int N,
                         int C);
 
-void matmul_forward(const OpContext& ctx, float* out, const float* inp, const float* w,
+void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w,
                     const float* bias, int N, int IC, int OC);
-void matmul_backward(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout,
-                     const float* inp, const float* w, int N, int IC, int OC);
+void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
+                     const void* inp, const float* w, int N, int IC, int OC);
 
-void attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, int B, int T,
+void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T,
                        int NH, int KVH, int HS);
-void attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv,
+void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                         const float* att, int B, int T, int NH, int KVH, int HS);
 
-void gelu_forward(const OpContext& ctx, float* out, const float* inp, size_t count);
-void gelu_backward(const OpContext& ctx, float* dinp, const float* inp, const float* dout,
+void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count);
+void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout,
                    size_t count);
 
-void residual_forward(const OpContext& ctx, float* out, const float* a, const float* b, size_t count);
-void add_inplace(const OpContext& ctx, float* dst, const float* src, size_t count);
+void residual_forward(const OpContext& ctx, void* out, const void* a, const void* b, size_t count);
+void add_inplace(const OpContext& ctx, void* dst, const void* src, size_t count);
+// add_inplace_f32: dst += src for fp32 buffers whatever the activation type (bias gradients).
+void add_inplace_f32(const OpContext& ctx, float* dst, const float* src, size_t count);
 
 // dropout_apply: seq_keys (B) is host memory; copied to the device inside.
-void dropout_apply(const OpContext& ctx, float* x, const uint64_t* seq_keys, int B, size_t per_seq,
+void dropout_apply(const OpContext& ctx, void* x, const uint64_t* seq_keys, int B, size_t per_seq,
                    float p);
 
-void cross_entropy_forward_backward(const OpContext& ctx, float* losses, float* dlogits,
-                                    const float* logits, const int32_t* targets, float dloss, int N,
+void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* dlogits,
+                                    const void* logits, const int32_t* targets, float dloss, int N,
                                     int V, int Vp);
 
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
@@ -89,13 +101,14 @@ void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alp
           long long sA, const float* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC,
           int batch = 1);
 
-// gemm_bf16: as gemm, with A and B in bf16 (tensor cores, CUBLAS_COMPUTE_32F accumulation, C fp32).
+// gemm_bf16: as gemm, with A and B in bf16 (tensor cores, CUBLAS_COMPUTE_32F accumulation); C of type
+// c_type (CUDA_R_32F or CUDA_R_16BF: then beta C is read and the result written back in bf16).
 void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const __nv_bfloat16* A,
-               int lda, const __nv_bfloat16* B, int ldb, float beta, float* C, int ldc);
+               int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t c_type, int ldc);
 
 // LtGemm / gemm_lt: ROW-MAJOR C (M,N) = op(A) op(B) + beta C through cuBLASLt with a fused epilogue
 // (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
-// C fp32, math `compute`. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
+// C of type c_type (fp32, or bf16 for bf16 activations), math `compute`; the bias vector of C's type. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
 // beta C is added; use beta 0). CUBLASLT_EPILOGUE_BGRADB: bias (M) = sum over k of op(A) (overwritten,
 // not accumulated; the sum of A's rows when ta). Returns false, doing nothing, when cuBLASLt offers no
 // algorithm for the case; throws Error on any other cuBLASLt failure.
@@ -108,11 +121,12 @@ struct LtGemm {
   int ldb;
   cudaDataType_t ab_type;
   float beta;
-  float* C;
+  void* C;
   int ldc;
   cublasComputeType_t compute;
   cublasLtEpilogue_t epilogue;
-  float* bias;
+  void* bias;  // BIAS: of c_type (fp32, or bf16 for a bf16 C); BGRADB: fp32 (C fp32)
+  cudaDataType_t c_type = CUDA_R_32F;
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 
@@ -124,5 +138,11 @@ void to_bf16(const OpContext& ctx, __nv_bfloat16* dst, const float* src, int row
 
 // column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
+void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C);
+
+// Conversions between bf16 activations and fp32 scratch (count elements, contiguous; convert.cu).
+// to_f32: dst = src. from_f32: dst = src rounded to nearest even, or dst += src when accumulate.
+void to_f32(const OpContext& ctx, float* dst, const __nv_bfloat16* src, size_t count);
+void from_f32(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count, bool accumulate);
 
 }  // namespace xtrain::cuda

@@ -30,10 +30,11 @@ __global__ void sum_finish_kernel(double* result, const double* partial, int n) 
   if (threadIdx.x == 0) *result = acc;
 }
 
+template <typename T>
 struct Identity {
-  const float* src;
+  const T* src;
   int C;
-  __device__ float operator()(int n, int c) const { return src[size_t(n) * C + c]; }
+  __device__ float operator()(int n, int c) const { return to_f(src[size_t(n) * C + c]); }
 };
 }  // namespace
 
@@ -54,7 +55,11 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares) {
 }
 
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C) {
-  column_reduce_accumulate(ctx, dst, Identity{src, C}, N, C);
+  column_reduce_accumulate(ctx, dst, Identity<float>{src, C}, N, C);
+}
+
+void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C) {
+  column_reduce_accumulate(ctx, dst, Identity<__nv_bfloat16>{src, C}, N, C);
 }
 
 }  // namespace xtrain::cuda
