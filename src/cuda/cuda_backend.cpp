@@ -23,9 +23,9 @@ std::string host_name() {
 // providing it from our allocator keeps cuBLAS from allocating behind our counters.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
-// gemm_compute: the cuBLAS compute type of every GEMM for --dtype. bf16: CUBLAS_COMPUTE_32F_FAST_16BF
-// takes fp32 operands, rounds them to bf16 for the tensor cores and accumulates in fp32 (cuBLAS docs,
-// cublasComputeType_t); storage and all non-GEMM ops stay fp32.
+// gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
+// CUBLAS_COMPUTE_32F_FAST_16BF rounds the fp32 operands to bf16 for the tensor cores and accumulates in
+// fp32 (cuBLAS docs, cublasComputeType_t). The matmuls of --dtype bf16 take bf16 operands (matmul.cu).
 cublasComputeType_t gemm_compute(const std::string& dtype) {
   if (dtype == "fp32") return CUBLAS_COMPUTE_32F;
   if (dtype == "bf16") return CUBLAS_COMPUTE_32F_FAST_16BF;
