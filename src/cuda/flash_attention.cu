@@ -96,17 +96,25 @@ __device__ __forceinline__ void warp_gemm(float (*acc)[4], const Elem<kBf16>* a,
 // load_tile: dst (64, HS + kPadP) = rows [t0, t0+64) of one head (channels [col, col+HS)) of a row
 // layout src (B*T rows of `width`), batch b; rows >= T are zero. Activations are stored in the
 // kernel's element type (float, or bf16 with --dtype bf16), so this is a copy in 16-byte vectors
-// (row starts and head offsets are multiples of 16 bytes: HS is 32 or 64).
+// (row starts and head offsets are multiples of 16 bytes: HS is 32 or 64), issued as asynchronous
+// copies (cp.async, sm_80+; PTX ISA "cp.async"): rows >= T copy 0 source bytes, which zero-fills.
+// Every thread's copies are complete after cp_async_commit() + cp_async_wait<n>() and visible to the
+// block after the __syncthreads() that follows. The kernels double-buffer: the next tile's copies are
+// issued before the current tile is multiplied, so the loads overlap the tensor-core work.
 template <typename E, int HS>
 __device__ __forceinline__ void load_tile(E* dst, const E* src, int b, int T, int t0, int width, int col) {
   constexpr int kPer = 16 / sizeof(E), kVec = HS / kPer;
   for (int i = threadIdx.x; i < kTile * kVec; i += kFlashThreads) {
     const int r = i / kVec, c = (i % kVec) * kPer, t = t0 + r;
-    uint4 v = make_uint4(0u, 0u, 0u, 0u);  // all-zero bits: 0.0 in float and bf16
-    if (t < T) v = *reinterpret_cast<const uint4*>(src + (size_t(b) * T + t) * width + col + c);
-    *reinterpret_cast<uint4*>(dst + r * (HS + kPadP) + c) = v;
+    const E* g = t < T ? src + (size_t(b) * T + t) * width + col + c : src;  // a valid address either way
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_addr(dst + r * (HS + kPadP) + c)),
+                 "l"(g), "r"(t < T ? 16 : 0));
   }
 }
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// cp_async_wait<n>: this thread's copies are complete except for the n most recent committed groups
+template <int n>
+__device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
 
 struct Dims {
   int B, T, NH, KVH, HS;
@@ -121,21 +129,32 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E* Qs = reinterpret_cast<E*>(smem_raw);
-  E* Ks = Qs + kTile * LD;
-  E* Vs = Ks + kTile * LD;
-  E* Ps = Vs + kTile * LD;  // (64, LDP)
+  E* Kb = Qs + kTile * LD;      // 2 stages of K (64, LD)
+  E* Vb = Kb + 2 * kTile * LD;  // 2 stages of V
+  E* Ps = Vb + 2 * kTile * LD;  // (64, LDP)
   const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
   const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
+  auto load_kv = [&](int kt) {
+    load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
+    load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
+    cp_async_commit();
+  };
   load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
+  load_kv(0);  // one group: Q and the first K, V
   float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   E* Pw = Ps + warp * 16 * LDP;
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();  // previous tile's K, V fully read
-    load_tile<E, HS>(Ks, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
-    load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
-    __syncthreads();
+    if (kt < qt) {
+      load_kv(kt + 1);  // into the stage the previous iteration finished with (barrier at its end)
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile's K, V (and Q) visible to every warp
+    const E* Ks = Kb + (kt & 1) * kTile * LD;
+    const E* Vs = Vb + (kt & 1) * kTile * LD;
     float s[NS][4] = {};
     warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Qs + warp * 16 * LD, LD, Ks, LD);  // S = Q K^T
 #pragma unroll
@@ -171,7 +190,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
     }
     __syncwarp();
     warp_gemm<kBf16, NO, kTile, BLayout::kKN>(o, Pw, LDP, Vs, LD);  // O += P V
-    __syncwarp();
+    __syncthreads();  // every warp done with this stage before the next iteration refills it
   }
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -221,33 +240,49 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E* Ks = reinterpret_cast<E*>(smem_raw);
   E* Vs = Ks + kTile * LD;
-  E* Qs = Vs + kTile * LD;
-  E* dOs = Qs + kTile * LD;
-  E* Ps = dOs + kTile * LD;   // (64, LDP): P^T, per warp 16 rows
-  E* dSs = Ps + kTile * LDP;  // (64, LDP): dS^T
-  __shared__ float lse_s[kTile], D_s[kTile];
+  E* Qb = Vs + kTile * LD;         // 2 stages of Q (64, LD)
+  E* dOb = Qb + 2 * kTile * LD;    // 2 stages of dO
+  E* Ps = dOb + 2 * kTile * LD;    // (64, LDP): P^T, per warp 16 rows
+  E* dSs = Ps + kTile * LDP;       // (64, LDP): dS^T
+  __shared__ float lse_b[2][kTile], D_b[2][kTile];
   const int kt = blockIdx.x;  // key tile 0 meets every query tile: most work first
   const int bk = blockIdx.y, b = bk / d.KVH, kh = bk % d.KVH, group = d.NH / d.KVH;
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int k0 = kt * kTile, nqt = (d.T + kTile - 1) / kTile;
+  // iterations it = 0 .. group*nq-1 over (query head h, query tile qt): h = kh*group + it/nq, qt = kt + it%nq
+  const int nq = nqt - kt, iters = group * nq;
+  auto load_q = [&](int it) {  // Q, dO tiles (async) and lse, D rows (plain loads) of iteration it
+    const int st = it & 1, h = kh * group + it / nq, q0 = (kt + it % nq) * kTile;
+    load_tile<E, HS>(Qb + st * kTile * LD, qkv, b, d.T, q0, W, h * HS);
+    load_tile<E, HS>(dOb + st * kTile * LD, dout, b, d.T, q0, d.NH * HS, h * HS);
+    cp_async_commit();
+    if (threadIdx.x < kTile) {
+      const int t = q0 + threadIdx.x;
+      const size_t r = (size_t(b) * d.NH + h) * d.T + t;
+      lse_b[st][threadIdx.x] = t < d.T ? lse[r] : 0.f;
+      D_b[st][threadIdx.x] = t < d.T ? D[r] : 0.f;
+    }
+  };
   load_tile<E, HS>(Ks, qkv, b, d.T, k0, W, (d.NH + kh) * HS);
   load_tile<E, HS>(Vs, qkv, b, d.T, k0, W, (d.NH + d.KVH + kh) * HS);
+  load_q(0);  // one group: K, V and the first Q, dO
   float dk[NO][4] = {}, dv[NO][4] = {};
   E* Pw = Ps + warp * 16 * LDP;
   E* dSw = dSs + warp * 16 * LDP;
-  for (int h = kh * group; h < (kh + 1) * group; ++h) {
-    for (int qt = kt; qt < nqt; ++qt) {
-      const int q0 = qt * kTile;
-      __syncthreads();  // previous Q, dO fully read
-      load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
-      load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
-      if (threadIdx.x < kTile) {
-        const int t = q0 + threadIdx.x;
-        const size_t r = (size_t(b) * d.NH + h) * d.T + t;
-        lse_s[threadIdx.x] = t < d.T ? lse[r] : 0.f;
-        D_s[threadIdx.x] = t < d.T ? D[r] : 0.f;
+  for (int it = 0; it < iters; ++it) {
+    {
+      if (it + 1 < iters) {
+        load_q(it + 1);  // into the stage the previous iteration finished with (barrier at its end)
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
       }
-      __syncthreads();
+      __syncthreads();  // this iteration's tiles and rows visible to every warp
+      const int st = it & 1, q0 = (kt + it % nq) * kTile;
+      const E* Qs = Qb + st * kTile * LD;
+      const E* dOs = dOb + st * kTile * LD;
+      const float* lse_s = lse_b[st];
+      const float* D_s = D_b[st];
       float s[NS][4] = {}, dp[NS][4] = {};
       warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Ks + warp * 16 * LD, LD, Qs, LD);    // S^T = K Q^T
       warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, Vs + warp * 16 * LD, LD, dOs, LD);  // dP^T = V dO^T
@@ -266,7 +301,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
       __syncwarp();
       warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dv, Pw, LDP, dOs, LD);   // dV += P^T dO
       warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dk, dSw, LDP, Qs, LD);   // dK += dS^T Q
-      __syncwarp();
+      __syncthreads();  // every warp done with this stage before the next iteration refills it
     }
   }
 #pragma unroll
@@ -297,15 +332,21 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   extern __shared__ __align__(16) unsigned char smem_raw[];
   E* Qs = reinterpret_cast<E*>(smem_raw);
   E* dOs = Qs + kTile * LD;
-  E* Ks = dOs + kTile * LD;
-  E* Vs = Ks + kTile * LD;
-  E* dSs = Vs + kTile * LD;  // (64, LDP)
+  E* Kb = dOs + kTile * LD;     // 2 stages of K (64, LD)
+  E* Vb = Kb + 2 * kTile * LD;  // 2 stages of V
+  E* dSs = Vb + 2 * kTile * LD;  // (64, LDP)
   const int qt = gridDim.x - 1 - blockIdx.x;
   const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
+  auto load_kv = [&](int kt) {
+    load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
+    load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
+    cp_async_commit();
+  };
   load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
   load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
+  load_kv(0);  // one group: Q, dO and the first K, V
   float row_lse[2], row_D[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -317,10 +358,15 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   float dq[NO][4] = {};
   E* dSw = dSs + warp * 16 * LDP;
   for (int kt = 0; kt <= qt; ++kt) {
-    __syncthreads();
-    load_tile<E, HS>(Ks, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
-    load_tile<E, HS>(Vs, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
-    __syncthreads();
+    if (kt < qt) {
+      load_kv(kt + 1);  // into the stage the previous iteration finished with (barrier at its end)
+      cp_async_wait<1>();
+    } else {
+      cp_async_wait<0>();
+    }
+    __syncthreads();  // this tile's K, V (and Q, dO) visible to every warp
+    const E* Ks = Kb + (kt & 1) * kTile * LD;
+    const E* Vs = Vb + (kt & 1) * kTile * LD;
     float s[NS][4] = {}, dp[NS][4] = {};
     warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Qs + warp * 16 * LD, LD, Ks, LD);    // S = Q K^T
     warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, dOs + warp * 16 * LD, LD, Vs, LD);  // dP = dO V^T
@@ -335,7 +381,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
       }
     __syncwarp();
     warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dq, dSw, LDP, Ks, LD);  // dQ += dS K
-    __syncwarp();
+    __syncthreads();  // every warp done with this stage before the next iteration refills it
   }
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -364,7 +410,7 @@ template <bool kBf16, int HS>
 void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem<kBf16>* qkv, Dims d, float scale) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
-  const size_t smem = sizeof(E) * (3 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));
+  const size_t smem = sizeof(E) * (5 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));  // Q, 2x K, 2x V, P
   const dim3 grid((d.T + kTile - 1) / kTile, d.B * d.NH);
   launch(flash_forward_kernel<kBf16, HS>, grid, smem, ctx.stream, out, att, att + rows, qkv, d, scale);
 }
@@ -382,10 +428,10 @@ void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* d
                         ctx.stream>>>(D.get(), dout, ocopy, d);  // E deduced from dout
   XT_CUDA_LAUNCH_CHECK();
   const int ntiles = (d.T + kTile - 1) / kTile;
-  const size_t smem_kv = sizeof(E) * (4 * kTile * (HS + kPadP) + 2 * kTile * (kTile + kPadP));
+  const size_t smem_kv = sizeof(E) * (6 * kTile * (HS + kPadP) + 2 * kTile * (kTile + kPadP));  // K, V, 2x Q, 2x dO, P, dS
   launch(flash_backward_dkdv_kernel<kBf16, HS>, dim3(ntiles, d.B * d.KVH), smem_kv, ctx.stream, dqkv, qkv, dout,
          lse, static_cast<const float*>(D.get()), d, scale);
-  const size_t smem_q = sizeof(E) * (4 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));
+  const size_t smem_q = sizeof(E) * (6 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));  // Q, dO, 2x K, 2x V, dS
   launch(flash_backward_dq_kernel<kBf16, HS>, dim3(ntiles, d.B * d.NH), smem_q, ctx.stream, dqkv, qkv, dout, lse,
          static_cast<const float*>(D.get()), d, scale);
 }
