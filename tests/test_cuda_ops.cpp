@@ -186,7 +186,7 @@ TEST_CASE("encoder forward and backward match the CPU exactly") {
 }
 
 TEST_CASE("layernorm forward and backward") {
-  for (int C : {96, 768}) {
+  for (int C : {96, 768, 50}) {  // 50: rows not 16-byte aligned, the element-by-element kernels
     const int N = 70;
     CAPTURE(C);
     Twin<float> inp(rnd(size_t(N) * C, 21, 1.0, 3.0)), w(rnd(C, 22)), b(rnd(C, 23));
@@ -363,8 +363,9 @@ TEST_CASE("bf16 activation storage: encoder, layernorm, gelu, residual, dropout,
     expect_close("encoder_backward dwte", dwte, kExact);
     expect_close("encoder_backward dwpe", dwpe, kExact);
   }
-  {  // layernorm: out, dinp bf16; statistics and dw, db fp32
-    const int N = 70, C = 768;
+  for (int C : {768, 100}) {  // layernorm: out, dinp bf16; statistics and dw, db fp32; 100: unaligned rows
+    CAPTURE(C);
+    const int N = 70;
     Act inp(g, rnd(size_t(N) * C, 121, 1.0, 3.0)), out(g, filled(size_t(N) * C));
     Twin<float> w(rnd(C, 122), &g), b(rnd(C, 123), &g), mean(filled(N), &g), rstd(filled(N), &g);
     c.layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), b.c.get(), N, C);

@@ -5,6 +5,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <cstdint>
 
 #include "cuda/cuda_check.h"
 
@@ -29,6 +30,52 @@ inline unsigned blocks_for(size_t count, int threads) {
   size_t blocks = (count + threads - 1) / threads;
   const size_t cap = 65535u * 8u;
   return static_cast<unsigned>(blocks == 0 ? 1 : (blocks < cap ? blocks : cap));
+}
+
+// Pack<T>: 16 bytes of activations (4 float or 8 bf16), moved with one 128-bit load or store. The
+// elementwise kernels take whole packs where the count and the pointers allow (aligned16) and finish
+// the rest element by element.
+template <typename T>
+struct alignas(16) Pack {
+  static constexpr int kN = 16 / sizeof(T);
+  T v[kN];
+};
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) {
+  Pack<T> r;
+  *reinterpret_cast<uint4*>(r.v) = *reinterpret_cast<const uint4*>(p);
+  return r;
+}
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
+  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x.v);
+}
+inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+// Vec<T, kN>: kN consecutive elements; one 128-bit access when they make 16 bytes (kN = Pack<T>::kN),
+// element accesses otherwise (kN = 1: the unaligned fallback of the same kernel code).
+template <typename T, int kN>
+struct alignas(kN * sizeof(T) == 16 ? 16 : alignof(T)) Vec {
+  T v[kN];
+};
+template <typename T, int kN>
+__device__ __forceinline__ Vec<T, kN> load_vec(const T* p) {
+  Vec<T, kN> r;
+  if constexpr (kN * sizeof(T) == 16) {
+    *reinterpret_cast<uint4*>(r.v) = *reinterpret_cast<const uint4*>(p);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) r.v[k] = p[k];
+  }
+  return r;
+}
+template <typename T, int kN>
+__device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& x) {
+  if constexpr (kN * sizeof(T) == 16) {
+    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x.v);
+  } else {
+#pragma unroll
+    for (int k = 0; k < kN; ++k) p[k] = x.v[k];
+  }
 }
 
 template <typename T>
@@ -63,6 +110,44 @@ __device__ inline float block_max(float v, float* shared) {
   __syncthreads();
   v = lane < nwarps ? shared[lane] : -INFINITY;
   return warp_max(v);
+}
+
+}  // namespace xtrain::cuda
+
+namespace xtrain::cuda {
+
+// map_kernel: the elementwise ops on activations of type T (float or bf16). For i < count:
+//   out[i] = op(a[i], b[i] (0 when b is null), out[i] (0 unless kReadOut))
+// in fp32, rounded once to T. Whole 16-byte packs where `vec` (every pointer aligned16), then the
+// tail element by element. out may alias a or b: each element is read before the same thread writes it.
+template <typename T, bool kReadOut, typename Op>
+__global__ void map_kernel(T* out, const T* a, const T* b, size_t count, bool vec, Op op) {
+  constexpr int kN = Pack<T>::kN;
+  const size_t start = blockIdx.x * size_t(blockDim.x) + threadIdx.x, stride = size_t(gridDim.x) * blockDim.x;
+  const size_t npack = vec ? count / kN : 0;
+  for (size_t p = start; p < npack; p += stride) {
+    const Pack<T> pa = load_pack(a + p * kN);
+    Pack<T> pb, po;
+    if (b) pb = load_pack(b + p * kN);
+    if (kReadOut) po = load_pack(out + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k)
+      po.v[k] = from_f<T>(op(to_f(pa.v[k]), b ? to_f(pb.v[k]) : 0.0f, kReadOut ? to_f(po.v[k]) : 0.0f));
+    store_pack(out + p * kN, po);
+  }
+  for (size_t i = npack * kN + start; i < count; i += stride)
+    out[i] = from_f<T>(op(to_f(a[i]), b ? to_f(b[i]) : 0.0f, kReadOut ? to_f(out[i]) : 0.0f));
+}
+
+// launch_map: map_kernel over count elements on `stream` (256 threads, grid capped as blocks_for).
+template <typename T, bool kReadOut, typename Op>
+void launch_map(cudaStream_t stream, T* out, const T* a, const T* b, size_t count, Op op) {
+  if (count == 0) return;
+  const bool vec = aligned16(out) && aligned16(a) && (b == nullptr || aligned16(b));
+  constexpr int kThreads = 256;
+  const size_t work = vec ? (count + Pack<T>::kN - 1) / Pack<T>::kN : count;
+  map_kernel<T, kReadOut, Op><<<blocks_for(work, kThreads), kThreads, 0, stream>>>(out, a, b, count, vec, op);
+  XT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace xtrain::cuda

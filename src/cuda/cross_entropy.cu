@@ -5,8 +5,6 @@
 // alias logits: every thread reads the row (max, sum) before the block synchronizes, and then
 // writes only the elements it alone reads again. A target outside [0, V) sets the device error
 // flag (thrown by the backend at its next synchronizing call) and that row's loss is NaN.
-#include <type_traits>
-
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 
@@ -26,12 +24,13 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
 }
 
 // grid (N); no __restrict__: dlogits may alias logits. logits, dlogits: activations of type T (float
-// or bf16, ops.h), fp32 arithmetic. kVec (float only): rows are 16-byte aligned (Vp % 4 == 0 and
-// aligned bases), so the first V/4*4 columns move as float4 (fewer, wider memory transactions).
+// or bf16, ops.h), fp32 arithmetic. kVec: rows are 16-byte aligned (Vp a multiple of the pack size and
+// aligned bases), so the first V/kN*kN columns move as 16-byte packs (4 float or 8 bf16: fewer, wider
+// memory transactions), the rest element by element.
 template <typename T, bool kVec>
 __global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets,
                                      float dloss, int V, int Vp, int* error_flag) {
-  static_assert(!kVec || std::is_same<T, float>::value, "float4 path for fp32 logits only");
+  constexpr int kN = Pack<T>::kN;
   __shared__ float red[kWarp];
   const size_t row = blockIdx.x;
   const T* l = logits + row * Vp;
@@ -44,13 +43,14 @@ __global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
     return;
   }
   const float target_logit = to_f(l[target]);  // read before any thread may overwrite the row
-  const int V4 = kVec ? V / 4 : 0;        // float4 columns; then the scalar tail [4*V4, V)
+  const int VP = kVec ? V / kN : 0;  // whole packs; then the element tail [kN*VP, V)
   float tmx = -INFINITY, ts = 0.0f;
-  for (int i = threadIdx.x; i < V4; i += blockDim.x) {
-    const float4 x = reinterpret_cast<const float4*>(l)[i];
-    online_add(tmx, ts, x.x), online_add(tmx, ts, x.y), online_add(tmx, ts, x.z), online_add(tmx, ts, x.w);
+  for (int i = threadIdx.x; i < VP; i += blockDim.x) {
+    const Pack<T> x = load_pack(l + size_t(i) * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) online_add(tmx, ts, to_f(x.v[k]));
   }
-  for (int i = 4 * V4 + threadIdx.x; i < V; i += blockDim.x) online_add(tmx, ts, to_f(l[i]));
+  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) online_add(tmx, ts, to_f(l[i]));
   const float mx = block_max(tmx, red);
   float s = tmx == -INFINITY ? 0.0f : ts * expf(tmx - mx);  // a thread with no element adds 0
   s = block_sum(s, red);  // its barriers order every read above before the writes below
@@ -60,12 +60,14 @@ __global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
     T* d = dlogits + row * Vp;
     const float inv_s = 1.0f / s;
     auto grad = [&](float x, int i) { return (expf(x - mx) * inv_s - (i == target ? 1.0f : 0.0f)) * dloss; };
-    for (int i = threadIdx.x; i < V4; i += blockDim.x) {
-      const float4 x = reinterpret_cast<const float4*>(l)[i];
-      reinterpret_cast<float4*>(d)[i] = make_float4(grad(x.x, 4 * i), grad(x.y, 4 * i + 1), grad(x.z, 4 * i + 2),
-                                                    grad(x.w, 4 * i + 3));
+    for (int i = threadIdx.x; i < VP; i += blockDim.x) {
+      const Pack<T> x = load_pack(l + size_t(i) * kN);
+      Pack<T> g;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) g.v[k] = from_f<T>(grad(to_f(x.v[k]), i * kN + k));
+      store_pack(d + size_t(i) * kN, g);
     }
-    for (int i = 4 * V4 + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(l[i]), i));
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(l[i]), i));
     for (int i = V + threadIdx.x; i < Vp; i += blockDim.x) d[i] = from_f<T>(0.0f);
   }
 }
@@ -75,23 +77,18 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
                                     const int32_t* targets, float dloss, int N, int V, int Vp) {
   XT_CHECK(N >= 0 && V > 0 && Vp >= V, "bad cross-entropy shape N=" << N << " V=" << V << " Vp=" << Vp);
   if (N == 0) return;
-  if (ctx.bf16) {
-    using B16 = __nv_bfloat16;
-    cross_entropy_kernel<B16, false><<<N, kThreads, 0, ctx.stream>>>(
-        losses, static_cast<B16*>(dlogits), static_cast<const B16*>(logits), targets, dloss, V, Vp, ctx.error_flag);
-    XT_CUDA_LAUNCH_CHECK();
-    return;
-  }
-  float* dl = static_cast<float*>(dlogits);
-  const float* lg = static_cast<const float*>(logits);
-  const bool vec = Vp % 4 == 0 && reinterpret_cast<uintptr_t>(logits) % 16 == 0 &&
-                   reinterpret_cast<uintptr_t>(dlogits) % 16 == 0;
-  if (vec)
-    cross_entropy_kernel<float, true><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
-                                                                      ctx.error_flag);
-  else
-    cross_entropy_kernel<float, false><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
-                                                                       ctx.error_flag);
+  with_act(ctx, [&](auto tag) {
+    using T = decltype(tag);
+    T* dl = static_cast<T*>(dlogits);
+    const T* lg = static_cast<const T*>(logits);
+    const bool vec = Vp % Pack<T>::kN == 0 && aligned16(logits) && aligned16(dlogits);  // dlogits may be null
+    if (vec)
+      cross_entropy_kernel<T, true><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
+                                                                    ctx.error_flag);
+    else
+      cross_entropy_kernel<T, false><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
+                                                                     ctx.error_flag);
+  });
   XT_CUDA_LAUNCH_CHECK();
 }
 

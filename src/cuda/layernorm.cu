@@ -1,6 +1,7 @@
 // LayerNorm (Ba et al. 2016), eps 1e-5 (GPT-2 / PyTorch default). One warp per row for the row
 // statistics and dinp; dw and db through the deterministic column reduction. fp32 arithmetic on
-// activations of type T (float or bf16, ops.h).
+// activations of type T (float or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN
+// elements) when C and the pointers allow, else element by element (kN = 1), same code.
 #include "cuda/column_reduce.cuh"
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
@@ -12,21 +13,39 @@ constexpr float kLayerNormEps = 1e-5f;
 constexpr int kRowsPerBlock = 4;  // warps per block, one row each
 
 // out (N,C) = (x - mean) * rstd * w + b; two-pass variance (no cancellation for large means).
-// out, inp: activations of type T (float or bf16, ops.h); statistics fp32.
-template <typename T>
+// out, inp: activations; statistics fp32. C % kN == 0.
+template <typename T, int kN>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const float* w,
                                          const float* b, int N, int C) {
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const T* x = inp + size_t(row) * C;
+  const int nv = C / kN;
   float s = 0.0f;
-  for (int c = lane; c < C; c += kWarp) s += to_f(x[c]);
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) s += to_f(v.v[k]);
+  }
   const float mu = warp_sum(s) / C;
-  float v = 0.0f;
-  for (int c = lane; c < C; c += kWarp) v += (to_f(x[c]) - mu) * (to_f(x[c]) - mu);
-  const float rs = rsqrtf(warp_sum(v) / C + kLayerNormEps);
+  float var = 0.0f;
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) var += (to_f(v.v[k]) - mu) * (to_f(v.v[k]) - mu);
+  }
+  const float rs = rsqrtf(warp_sum(var) / C + kLayerNormEps);
   T* o = out + size_t(row) * C;
-  for (int c = lane; c < C; c += kWarp) o[c] = from_f<T>((to_f(x[c]) - mu) * rs * w[c] + b[c]);
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+    Vec<T, kN> r;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const int c = p * kN + k;
+      r.v[k] = from_f<T>((to_f(v.v[k]) - mu) * rs * w[c] + b[c]);
+    }
+    store_vec<T, kN>(o + p * kN, r);
+  }
   if (lane == 0) {
     if (mean) mean[row] = mu;
     if (rstd) rstd[row] = rs;
@@ -34,7 +53,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
 }
 
 // dinp (N,C) += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dout * w, xhat = (x - mean) rstd.
-template <typename T>
+template <typename T, int kN>
 __global__ void layernorm_backward_kernel(T* dinp, const T* dout, const T* inp, const float* w,
                                           const float* mean, const float* rstd, int N, int C) {
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
@@ -42,17 +61,28 @@ __global__ void layernorm_backward_kernel(T* dinp, const T* dout, const T* inp, 
   const T* x = inp + size_t(row) * C;
   const T* dy = dout + size_t(row) * C;
   const float mu = mean[row], rs = rstd[row];
+  const int nv = C / kN;
   float g_sum = 0.0f, gx_sum = 0.0f;
-  for (int c = lane; c < C; c += kWarp) {
-    const float g = to_f(dy[c]) * w[c];
-    g_sum += g;
-    gx_sum += g * (to_f(x[c]) - mu) * rs;
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const float g = to_f(dv.v[k]) * w[p * kN + k];
+      g_sum += g;
+      gx_sum += g * (to_f(xv.v[k]) - mu) * rs;
+    }
   }
   const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
   T* dx = dinp + size_t(row) * C;
-  for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (to_f(x[c]) - mu) * rs;
-    dx[c] = from_f<T>(to_f(dx[c]) + rs * (to_f(dy[c]) * w[c] - g_mean - xhat * gx_mean));
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+    Vec<T, kN> acc = load_vec<T, kN>(dx + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) {
+      const float xhat = (to_f(xv.v[k]) - mu) * rs;
+      acc.v[k] = from_f<T>(to_f(acc.v[k]) + rs * (to_f(dv.v[k]) * w[p * kN + k] - g_mean - xhat * gx_mean));
+    }
+    store_vec<T, kN>(dx + p * kN, acc);
   }
 }
 
@@ -73,6 +103,15 @@ struct Dout {  // db term
   int C;
   __device__ float operator()(int n, int c) const { return to_f(dout[size_t(n) * C + c]); }
 };
+
+// vec_rows: every row of these (N,C) buffers starts 16-byte aligned, so kN = Pack<T>::kN applies.
+template <typename T>
+bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
+  if (C % Pack<T>::kN != 0) return false;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
 }  // namespace
 
 void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
@@ -81,8 +120,13 @@ void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    layernorm_forward_kernel<T><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(
-        static_cast<T*>(out), mean, rstd, static_cast<const T*>(inp), w, b, N, C);
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(inp);
+    if (vec_rows<T>(C, {out, inp}))
+      layernorm_forward_kernel<T, Pack<T>::kN><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w,
+                                                                                                 b, N, C);
+    else
+      layernorm_forward_kernel<T, 1><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C);
   });
   XT_CUDA_LAUNCH_CHECK();
 }
@@ -93,10 +137,15 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
+    T* dx = static_cast<T*>(dinp);
     const T* dy = static_cast<const T*>(dout);
     const T* x = static_cast<const T*>(inp);
-    layernorm_backward_kernel<T><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(static_cast<T*>(dinp), dy, x, w,
-                                                                                   mean, rstd, N, C);
+    if (vec_rows<T>(C, {dinp, dout, inp}))
+      layernorm_backward_kernel<T, Pack<T>::kN><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(dx, dy, x, w, mean,
+                                                                                                  rstd, N, C);
+    else
+      layernorm_backward_kernel<T, 1><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(dx, dy, x, w, mean, rstd, N,
+                                                                                        C);
     XT_CUDA_LAUNCH_CHECK();
     column_reduce_accumulate(ctx, dw, DoutTimesXhat<T>{dy, x, mean, rstd, C}, N, C);
     column_reduce_accumulate(ctx, db, Dout<T>{dy, C}, N, C);
