@@ -51,17 +51,20 @@ __device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
   *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x.v);
 }
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-// Vec<T, kN>: kN consecutive elements; one 128-bit access when they make 16 bytes (kN = Pack<T>::kN),
-// element accesses otherwise (kN = 1: the unaligned fallback of the same kernel code).
+// Vec<T, kN>: kN consecutive elements; 128-bit accesses when they fill whole 16 bytes (e.g. kN =
+// Pack<T>::kN, or 8 floats), element accesses otherwise (kN = 1: the unaligned fallback of the same
+// kernel code). p must then be 16-byte aligned.
 template <typename T, int kN>
-struct alignas(kN * sizeof(T) == 16 ? 16 : alignof(T)) Vec {
+struct alignas((kN * sizeof(T)) % 16 == 0 ? 16 : alignof(T)) Vec {
   T v[kN];
 };
 template <typename T, int kN>
 __device__ __forceinline__ Vec<T, kN> load_vec(const T* p) {
   Vec<T, kN> r;
-  if constexpr (kN * sizeof(T) == 16) {
-    *reinterpret_cast<uint4*>(r.v) = *reinterpret_cast<const uint4*>(p);
+  if constexpr ((kN * sizeof(T)) % 16 == 0) {
+#pragma unroll
+    for (int j = 0; j < int(kN * sizeof(T) / 16); ++j)
+      reinterpret_cast<uint4*>(r.v)[j] = reinterpret_cast<const uint4*>(p)[j];
   } else {
 #pragma unroll
     for (int k = 0; k < kN; ++k) r.v[k] = p[k];
@@ -70,8 +73,10 @@ __device__ __forceinline__ Vec<T, kN> load_vec(const T* p) {
 }
 template <typename T, int kN>
 __device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& x) {
-  if constexpr (kN * sizeof(T) == 16) {
-    *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x.v);
+  if constexpr ((kN * sizeof(T)) % 16 == 0) {
+#pragma unroll
+    for (int j = 0; j < int(kN * sizeof(T) / 16); ++j)
+      reinterpret_cast<uint4*>(p)[j] = reinterpret_cast<const uint4*>(x.v)[j];
   } else {
 #pragma unroll
     for (int k = 0; k < kN; ++k) p[k] = x.v[k];

@@ -38,12 +38,10 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   T* o = out + size_t(row) * C;
   for (int p = lane; p < nv; p += kWarp) {
     const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN), bv = load_vec<float, kN>(b + p * kN);
     Vec<T, kN> r;
 #pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      const int c = p * kN + k;
-      r.v[k] = from_f<T>((to_f(v.v[k]) - mu) * rs * w[c] + b[c]);
-    }
+    for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>((to_f(v.v[k]) - mu) * rs * wv.v[k] + bv.v[k]);
     store_vec<T, kN>(o + p * kN, r);
   }
   if (lane == 0) {
@@ -65,9 +63,10 @@ __global__ void layernorm_backward_kernel(T* dinp, const T* dout, const T* inp, 
   float g_sum = 0.0f, gx_sum = 0.0f;
   for (int p = lane; p < nv; p += kWarp) {
     const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
-      const float g = to_f(dv.v[k]) * w[p * kN + k];
+      const float g = to_f(dv.v[k]) * wv.v[k];
       g_sum += g;
       gx_sum += g * (to_f(xv.v[k]) - mu) * rs;
     }
@@ -76,11 +75,12 @@ __global__ void layernorm_backward_kernel(T* dinp, const T* dout, const T* inp, 
   T* dx = dinp + size_t(row) * C;
   for (int p = lane; p < nv; p += kWarp) {
     const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
     Vec<T, kN> acc = load_vec<T, kN>(dx + p * kN);
 #pragma unroll
     for (int k = 0; k < kN; ++k) {
       const float xhat = (to_f(xv.v[k]) - mu) * rs;
-      acc.v[k] = from_f<T>(to_f(acc.v[k]) + rs * (to_f(dv.v[k]) * w[p * kN + k] - g_mean - xhat * gx_mean));
+      acc.v[k] = from_f<T>(to_f(acc.v[k]) + rs * (to_f(dv.v[k]) * wv.v[k] - g_mean - xhat * gx_mean));
     }
     store_vec<T, kN>(dx + p * kN, acc);
   }
@@ -104,7 +104,8 @@ struct Dout {  // db term
   __device__ float operator()(int n, int c) const { return to_f(dout[size_t(n) * C + c]); }
 };
 
-// vec_rows: every row of these (N,C) buffers starts 16-byte aligned, so kN = Pack<T>::kN applies.
+// vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
+// applies (activation rows and the fp32 weight and bias vectors move in 16-byte pieces).
 template <typename T>
 bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
   if (C % Pack<T>::kN != 0) return false;
@@ -122,7 +123,7 @@ void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
     const T* x = static_cast<const T*>(inp);
-    if (vec_rows<T>(C, {out, inp}))
+    if (vec_rows<T>(C, {out, inp, w, b}))
       layernorm_forward_kernel<T, Pack<T>::kN><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w,
                                                                                                  b, N, C);
     else
@@ -140,7 +141,7 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
     T* dx = static_cast<T*>(dinp);
     const T* dy = static_cast<const T*>(dout);
     const T* x = static_cast<const T*>(inp);
-    if (vec_rows<T>(C, {dinp, dout, inp}))
+    if (vec_rows<T>(C, {dinp, dout, inp, w}))
       layernorm_backward_kernel<T, Pack<T>::kN><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(dx, dy, x, w, mean,
                                                                                                   rstd, N, C);
     else
