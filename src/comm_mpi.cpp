@@ -1,7 +1,17 @@
 // MPI implementation of Communicator for backends whose memory is host memory (the CPU backend).
+// Every collective is the non-blocking MPI call (MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) completed
+// by polling MPI_Test against a deadline of comm_timeout_s (--comm-timeout): a peer that is alive but
+// stuck (stopped, swapping, deadlocked) cannot hang the job, because mpirun/srun end a job only when
+// a rank exits. On timeout the call throws Error naming the rank, host and operation; the training
+// loop adds the step and main() ends the job (MPI_Abort). A rank that dies is mpirun's to handle.
+// Every rank gets bitwise identical results (sum is commutative and Open MPI's reductions apply one
+// order per element on all ranks); tests/test_gates.sh checks the parameters agree exactly.
 #include <mpi.h>
 
+#include <algorithm>
+#include <chrono>
 #include <climits>
+#include <sstream>
 
 #include "xtrain/comm.h"
 #include "xtrain/error.h"
@@ -13,7 +23,9 @@ namespace {
 
 class MpiCommunicator final : public Communicator {
  public:
-  explicit MpiCommunicator(MpiContext& mpi) : mpi_(mpi) {}
+  MpiCommunicator(MpiContext& mpi, double comm_timeout_s) : mpi_(mpi), timeout_s_(comm_timeout_s) {
+    XT_CHECK(comm_timeout_s > 0, "comm_timeout_s " << comm_timeout_s << " must be positive");
+  }
   std::string name() const override { return "mpi"; }
   int rank() const override { return mpi_.rank(); }
   int world_size() const override { return mpi_.world_size(); }
@@ -21,8 +33,10 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     // MPI counts are int: reduce in chunks of at most INT_MAX elements.
     for (size_t off = 0; off < count; off += INT_MAX) {
-      int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
-      XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD));
+      const int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
+      MPI_Request req;
+      XT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
+      wait(req, "all-reduce of the gradients");
     }
     if (op == ReduceOp::avg && world_size() > 1) {
       const float inv = 1.0f / static_cast<float>(world_size());
@@ -32,23 +46,54 @@ class MpiCommunicator final : public Communicator {
 
   void broadcast(float* buf, size_t count, int root) override {
     for (size_t off = 0; off < count; off += INT_MAX) {
-      int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
-      XT_MPI_CHECK(MPI_Bcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD));
+      const int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
+      MPI_Request req;
+      XT_MPI_CHECK(MPI_Ibcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD, &req));
+      wait(req, "broadcast");
     }
   }
 
-  void barrier() override { mpi_.barrier(); }
+  void barrier() override {
+    MPI_Request req;
+    XT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+    wait(req, "barrier");
+  }
 
-  void all_reduce_sum_host(double* x, int count) override { mpi_.all_reduce_sum(x, count); }
+  void all_reduce_sum_host(double* x, int count) override {
+    MPI_Request req;
+    XT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
+    wait(req, "all-reduce of the losses");
+  }
 
  private:
+  using Clock = std::chrono::steady_clock;
+
+  // wait: completes req by polling MPI_Test (which also drives MPI's progress, as a blocking call
+  // would); throws Error once comm_timeout_s has passed. The request is left pending then: the job
+  // is about to end through MPI_Abort.
+  void wait(MPI_Request& req, const char* what) const {
+    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+    int done = 0;
+    for (;;) {
+      XT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+      if (done) return;
+      if (Clock::now() > deadline) {
+        std::ostringstream os;
+        os << "MPI " << what << " on rank " << rank() << " (" << mpi_.host() << ") did not finish within "
+           << timeout_s_ << " s (--comm-timeout; a peer rank may have failed or be stuck)";
+        throw Error(os.str());
+      }
+    }
+  }
+
   MpiContext& mpi_;
+  double timeout_s_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi) {
-  return std::make_unique<MpiCommunicator>(mpi);
+std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi, double comm_timeout_s) {
+  return std::make_unique<MpiCommunicator>(mpi, comm_timeout_s);
 }
 
 }  // namespace xtrain

@@ -89,7 +89,7 @@ RunOptions parse_options(int argc, char** argv) {
   sys.add_options()
     ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&o.dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
-    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds a GPU collective may wait before the job aborts")
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
   all.add(data).add(model).add(train).add(sys);

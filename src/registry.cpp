@@ -55,9 +55,8 @@ std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backen
 #ifdef XTRAIN_HAVE_CUDA
   if (backend.name() == "cuda") return make_nccl_communicator(mpi, backend, comm_timeout_s);
 #endif
-  (void)comm_timeout_s;
   XT_CHECK(backend.name() == "cpu", "no communicator for backend " << backend.name());
-  return make_mpi_communicator(mpi);
+  return make_mpi_communicator(mpi, comm_timeout_s);
 }
 
 }  // namespace xtrain

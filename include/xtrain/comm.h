@@ -25,7 +25,7 @@ class Communicator {
   virtual void broadcast(float* buf, size_t count, int root) = 0;
   virtual void barrier() = 0;
   // all_reduce_sum_host: x (count) in HOST memory, summed in double on every rank (losses of a step).
-  // On the NCCL path it runs under the same --comm-timeout watchdog as the gradient all-reduce, so a
+  // It runs under the same --comm-timeout deadline as the gradient all-reduce (MPI and NCCL), so a
   // stalled peer cannot hang the step in a host-side MPI call.
   virtual void all_reduce_sum_host(double* x, int count) = 0;
 };
@@ -34,11 +34,13 @@ class MpiContext;
 class Backend;
 
 // make_communicator: the communicator matching the backend ("mpi" for cpu, "nccl" for cuda).
-// comm_timeout_s: how long a GPU collective may wait before the job aborts (NCCL only; under MPI,
-// mpirun/srun end the job when a rank dies). Collective over all ranks. Defined in src/registry.cpp.
+// comm_timeout_s: how long one collective may wait (seconds) before it throws Error naming the rank and
+// operation and the job ends (a rank that DIES is ended by mpirun/srun; this covers one that is alive
+// but stuck). Collective over all ranks. Defined in src/registry.cpp.
 std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s);
 
-// make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD.
-std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi);
+// make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD (non-blocking calls polled
+// against the comm_timeout_s deadline, src/comm_mpi.cpp).
+std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi, double comm_timeout_s);
 
 }  // namespace xtrain
