@@ -89,9 +89,11 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   // ranks sharing its file system can reuse it.
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> tokens;
+  const std::string log_prefix = "rank " + std::to_string(rank) + " (" + mpi.host() + "): ";
   auto load = [&] {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
-    tokens = o.no_cache ? tok->encode(read_text_file(o.data)) : load_tokens(o.data, *tok, o.tokens_cache, rank == 0);
+    tokens = o.no_cache ? tok->encode(read_text_file(o.data))
+                        : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix);
   };
   for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
       if ((rank == 0) == rank0_phase) load();

@@ -146,7 +146,7 @@ static bool looks_like_token_cache(const std::string& path) {
 }
 
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,
-                                 bool write_cache) {
+                                 bool write_cache, const std::string& log_prefix) {
   const std::string text = read_text_file(text_path);
   const uint64_t hash = fnv1a64(text.data(), text.size());
   if (cache_path.empty()) cache_path = text_path + ".tokcache";
@@ -156,18 +156,18 @@ std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& 
       if (read_token_cache(cache_path, tok.fingerprint(), text.size(), hash, &ids)) return ids;
     } catch (const Error& e) {
       // A damaged cache is only a lost shortcut: say so and rebuild it from the text.
-      std::cerr << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
+      std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
     }
   }
   ids = tok.encode(text);
   if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
     // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
-    std::cerr << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
+    std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
   } else if (write_cache) {
     try {
       write_token_cache(cache_path, ids, tok.fingerprint(), text.size(), hash);
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
-      std::cerr << "warning: " << e.what() << "\n";
+      std::cerr << log_prefix << "warning: " << e.what() << "\n";
     }
   }
   return ids;
