@@ -73,7 +73,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   const uint64_t h = params_hash(model, be);
   agree(mpi, [&] { check_same_on_all_ranks(mpi, h, "initial parameters"); });
 
-  MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start > 0);
+  MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start);
   TrainResult res;
   res.first_step = start + 1;
   std::vector<int32_t> tok(static_cast<size_t>(micro_local) * T), tgt(tok.size());

@@ -3,7 +3,10 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
+#include <fstream>
+#include <sstream>
 
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
@@ -11,9 +14,42 @@
 
 namespace xtrain {
 
-MetricsWriter::MetricsWriter(const std::string& path, bool append) : path_(path) {
+namespace {
+// keep_metrics_upto: rewrites the metrics file `path` (if it exists) with only the records of steps
+// <= step, dropping later ones and any line that is not a whole JSON object (a run that died after its
+// last checkpoint leaves records the resumed run writes again, and maybe half a line). Atomic: a temp
+// file renamed over the original.
+void keep_metrics_upto(const std::string& path, int step) {
+  std::ifstream in(path);
+  if (!in) return;  // nothing written yet
+  std::ostringstream kept;
+  int dropped = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    if (r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() <= step) {
+      kept << line << '\n';
+    } else {
+      ++dropped;
+    }
+  }
+  if (dropped == 0) return;
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << kept.str();
+    if (!out.flush()) XT_FAIL("cannot write " << tmp << ": " << std::strerror(errno));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    XT_FAIL("cannot replace metrics file " << path << ": " << std::strerror(errno));
+  std::printf("metrics | %s: dropped %d records after step %d (written before the run was resumed)\n", path.c_str(),
+              dropped, step);
+}
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(path) {
   if (path.empty()) return;
-  f_ = std::fopen(path.c_str(), append ? "a" : "w");
+  if (resume_step > 0) keep_metrics_upto(path, resume_step);
+  f_ = std::fopen(path.c_str(), resume_step > 0 ? "a" : "w");
   if (!f_) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
 }
 

@@ -13,9 +13,12 @@
 namespace xtrain {
 
 // MetricsWriter: JSON lines, one object per record, flushed per line (rank 0 only; "" = disabled).
+// resume_step 0 starts a new file; a resumed run (resume_step = the checkpoint's step) first drops the
+// records after resume_step (and broken lines) from the existing file, then appends, so every step is
+// recorded once. Throws Error when the file cannot be opened, rewritten or written.
 class MetricsWriter {
  public:
-  MetricsWriter(const std::string& path, bool append);
+  MetricsWriter(const std::string& path, int resume_step);
   ~MetricsWriter();
   MetricsWriter(const MetricsWriter&) = delete;
   MetricsWriter& operator=(const MetricsWriter&) = delete;

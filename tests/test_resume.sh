@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Resume (issue #2): N steps straight equals N/2 steps, checkpoint, resume, N/2 steps — bitwise on
 # CPU: the final checkpoints (parameters, AdamW state, metadata) are byte-identical and the losses of
-# the resumed steps are identical. World 2 with dropout and grad accumulation, so every piece of
+# the resumed steps are identical; the metrics file records every step once, even after records
+# written past the checkpoint by a run that died. World 2 with dropout and grad accumulation, so every piece of
 # state (step-keyed batch and dropout streams, AdamW moments, LR schedule) matters.
 source "$(dirname "$0")/common.sh"
 xt_data
@@ -14,16 +15,22 @@ run() {  # run LOG [args]
 run straight.log --ckpt "$WORK/straight.ckpt" --metrics "$WORK/straight.jsonl"
 run half1.log --ckpt "$WORK/resumed.ckpt" --stop-after 6 --metrics "$WORK/resumed.jsonl"
 grep -q "checkpoint written" "$WORK/half1.log"
+# A run that died after its checkpoint leaves later records and maybe half a line; the resumed run must
+# drop them, so every step is recorded once with the resumed run's values.
+printf '%s\n' '{"type":"train","step":7,"loss":123.0}' '{"type":"train","step":8,"lo' >> "$WORK/resumed.jsonl"
 run half2.log --ckpt "$WORK/resumed.ckpt" --resume "$WORK/resumed.ckpt" --metrics "$WORK/resumed.jsonl"
 grep -q "resumed from .* at step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; exit 1; }
+grep -q "dropped 2 records after step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; echo "FAIL: stale metrics kept"; exit 1; }
 cmp "$WORK/straight.ckpt" "$WORK/resumed.ckpt" || { echo "FAIL: checkpoints differ after resume"; exit 1; }
 echo "final checkpoints are byte-identical ($(stat -c %s "$WORK/straight.ckpt") bytes)"
 python3 - "$WORK/straight.jsonl" "$WORK/resumed.jsonl" <<'PY'
 import json, sys
 def losses(p):
-    return {r["step"]: r["loss"] for r in map(json.loads, open(p)) if r["type"] == "train"}
+    recs = [r for r in map(json.loads, open(p)) if r["type"] == "train"]
+    steps = [r["step"] for r in recs]
+    assert steps == list(range(1, 13)), f"{p}: train records for steps {steps}, want 1..12 once each"
+    return {r["step"]: r["loss"] for r in recs}
 a, b = losses(sys.argv[1]), losses(sys.argv[2])
-assert sorted(a) == sorted(b) == list(range(1, 13)), (sorted(a), sorted(b))
 diff = [s for s in a if a[s] != b[s]]
 print("losses identical at all 12 steps" if not diff else f"FAIL: losses differ at steps {diff}")
 sys.exit(1 if diff else 0)
