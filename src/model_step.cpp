@@ -26,6 +26,7 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   XT_CHECK(!drop || dropout->seq_keys.size() == static_cast<size_t>(B), "one dropout key per sequence");
   dropout_ = drop ? dropout : nullptr;
   dloss_ = dloss;
+  fwd_B_ = train ? B : 0, fwd_T_ = train ? T : 0;
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
   be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
   // act / gact: activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
@@ -74,8 +75,8 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
 }
 
 void GPT::backward() {
-  XT_CHECK(B_ > 0, "backward() before forward()");
-  const int B = B_, T = T_;
+  XT_CHECK(fwd_B_ > 0, "backward() needs a forward(train=true) first");
+  const int B = fwd_B_, T = fwd_T_;
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
   const int N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const size_t NC = static_cast<size_t>(N) * C;

@@ -4,10 +4,12 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "xtrain/error.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
 #include "xtrain/rng.h"
@@ -62,6 +64,33 @@ TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do n
   for (size_t i = first; i < end; ++i) CHECK(model.grads()[i] == 0.0f);
   for (size_t i = first; i < end; ++i) model.params()[i] = 5.0f;  // large logits in the padded columns
   CHECK(model.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr) == loss);
+}
+
+// Activation buffers sized for a larger batch serve a smaller one; backward() must then differentiate
+// the smaller batch of the last forward only (not the stale rows behind it), also with dropout, whose
+// per-sequence keys are as many as that batch.
+TEST_CASE("backward after a smaller batch than an earlier one differentiates that batch only") {
+  auto be = make_cpu_backend();
+  const GPTConfig c = tiny_config();
+  const int T = 8;
+  std::vector<int32_t> tok2(2 * T), tgt2(2 * T), tok1(T), tgt1(T);
+  random_tokens(tok2, c.V, 31), random_tokens(tgt2, c.V, 32), random_tokens(tok1, c.V, 33), random_tokens(tgt1, c.V, 34);
+  DropoutKeys d1{0.1f, {hash_key(5, 1)}}, d2{0.1f, {hash_key(5, 2), hash_key(5, 3)}};
+  GPT fresh(c, *be), reused(c, *be);
+  fresh.init_params(9), reused.init_params(9);
+  fresh.zero_grads();
+  fresh.forward(tok1.data(), tgt1.data(), 1, T, true, 1.0f, &d1);
+  fresh.backward();
+  reused.forward(tok2.data(), tgt2.data(), 2, T, true, 1.0f, &d2);  // buffers for B = 2
+  reused.zero_grads();
+  reused.forward(tok1.data(), tgt1.data(), 1, T, true, 1.0f, &d1);
+  reused.backward();
+  double max_diff = 0.0;
+  for (size_t i = 0; i < fresh.num_params(); ++i)
+    max_diff = std::max(max_diff, double(std::fabs(fresh.grads()[i] - reused.grads()[i])));
+  CHECK(max_diff == 0.0);  // the same float ops in the same order
+  reused.forward(tok1.data(), tgt1.data(), 1, T, false, 1.0f, nullptr);
+  CHECK_THROWS_AS(reused.backward(), Error);  // an evaluation forward leaves no dlogits
 }
 
 // Whole-model gradient check in float: central differences with a step large enough for float

@@ -75,7 +75,8 @@ class GPT {
   // (softmax - onehot) for backward(); dropout (when keys given and p > 0) is applied.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
                  const DropoutKeys* dropout);
-  // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads().
+  // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads(), for
+  // that forward's batch. Throws Error without a preceding forward(train=true).
   void backward();
   void zero_grads();
 
@@ -91,6 +92,9 @@ class GPT {
   // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: activation
   // buffers hold Backend::activation_bytes() per element, statistics and losses 4 (model_acts.h).
   int B_ = 0, T_ = 0;
+  // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
+  // forward with train=true (backward needs its dlogits)
+  int fwd_B_ = 0, fwd_T_ = 0;
   std::vector<DeviceBuffer<unsigned char>> acts_;
   DeviceBuffer<int32_t> tokens_, targets_;
   const DropoutKeys* dropout_ = nullptr;
