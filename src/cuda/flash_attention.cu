@@ -466,8 +466,16 @@ bool flash_attention_supported(int T, int HS) {
   return (HS == 32 || HS == 64) && T >= HS + 1;  // more head sizes: one instantiation each
 }
 
+// check_aligned: the tiles move as 16-byte cp.async copies straight from these buffers.
+static void check_aligned(std::initializer_list<const void*> ptrs) {
+  for (const void* p : ptrs)
+    XT_CHECK(reinterpret_cast<uintptr_t>(p) % 16 == 0,
+             "flash attention: activation buffers must be 16-byte aligned (got " << p << ")");
+}
+
 void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                              int KVH, int HS) {
+  check_aligned({out, qkv});
   const Dims d{B, T, NH, KVH, HS};
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
   if (ctx.bf16) forward_hs<true>(ctx, out, att, qkv, d, scale);
@@ -476,6 +484,7 @@ void flash_attention_forward(const OpContext& ctx, void* out, float* att, const 
 
 void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                               const float* att, int B, int T, int NH, int KVH, int HS) {
+  check_aligned({dqkv, dout, qkv});
   const Dims d{B, T, NH, KVH, HS};
   const float scale = float(1.0 / std::sqrt(double(HS)));
   if (ctx.bf16) backward_hs<true>(ctx, dqkv, dout, qkv, att, d, scale);

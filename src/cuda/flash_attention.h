@@ -15,6 +15,7 @@ bool flash_attention_supported(int T, int HS);
 void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                              int KVH, int HS);
 // flash_attention_backward: dout (B,T,NH*HS), att as the forward left it -> dqkv +=. Deterministic.
+// Both throw Error when an activation buffer is not 16-byte aligned (tiles move as 16-byte copies).
 void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                               const float* att, int B, int T, int NH, int KVH, int HS);
 

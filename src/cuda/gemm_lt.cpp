@@ -8,6 +8,7 @@
 #include <cstring>
 #include <memory>
 #include <type_traits>
+#include <utility>
 
 #include "cuda/cuda_check.h"
 #include "cuda/ops.h"
@@ -34,6 +35,14 @@ template <typename V>
 void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& value) {
   XT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
 }
+// alignment_bytes: the largest power of two (<= 256) dividing the address.
+uint32_t alignment_bytes(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
 // lt_enabled: XTRAIN_CUDA_LT=off turns the fused route off (every caller then takes its unfused one), so
 // a benchmark can measure both with the same binary.
 bool lt_enabled() {
@@ -70,6 +79,19 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   const uint64_t ws = ctx.workspace_bytes;
   XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
                                                        sizeof(ws)));
+  // The heuristic assumes 256-byte aligned operands unless told otherwise (cuBLASLt docs,
+  // cublasLtMatmulPreferenceAttributes_t): state the real alignment of each pointer, so a caller passing
+  // a pointer into a buffer gets a suitable algorithm (or none: the unfused route) instead of a fault.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.B},  // cuBLASLt's A is our B (column-major view)
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.A},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.C},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.C}};
+  for (const auto& [attr, ptr] : aligns) {
+    const uint32_t align = alignment_bytes(ptr);
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
+  }
+  if (g.bias != nullptr && alignment_bytes(g.bias) < 16) return false;  // epilogue vectors: keep them 16-byte aligned
   cublasLtMatmulHeuristicResult_t result{};
   int found = 0;
   const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),

@@ -5,9 +5,10 @@
 // weights are rounded into a scratch bf16 copy per call (to_bf16; Bf16Copy), every product is bf16 x
 // bf16 on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); out and dinp are written in bf16,
 // dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16).
-// With a bias, the forward is one cuBLASLt GEMM with the (fp32) bias in its epilogue, and the bf16
-// backward takes dbias from the dw GEMM's BGRADB epilogue; where cuBLASLt has no algorithm for a case
-// (e.g. unaligned rows) the unfused route (separate bias kernel, column sum) runs instead.
+// With a bias, the forward is one cuBLASLt GEMM with the bias in its epilogue (fp32 bias with fp32, a bf16
+// copy with bf16: cuBLASLt takes the bias in the output's type), and the bf16 backward takes dbias from
+// the dw GEMM's BGRADB epilogue; where cuBLASLt is off or has no algorithm for a case (e.g. rows not a
+// multiple of 8 elements) the unfused route runs instead (a bias kernel adding the fp32 bias, a column sum).
 #include <type_traits>
 
 #include "cuda/common.cuh"
