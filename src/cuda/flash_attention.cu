@@ -116,6 +116,18 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int n>
 __device__ __forceinline__ void cp_async_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(n)); }
 
+// store2: p[0], p[1] = a, b rounded to E, as one 32-bit (bf16 pair) or 64-bit (float pair) shared store;
+// p is at an even element index of a 16-byte aligned row.
+__device__ __forceinline__ void store2(__nv_bfloat16* p, float a, float b) {
+  *reinterpret_cast<__nv_bfloat162*>(p) = __floats2bfloat162_rn(a, b);
+}
+__device__ __forceinline__ void store2(float* p, float a, float b) { *reinterpret_cast<float2*>(p) = make_float2(a, b); }
+
+// Softmax in base 2: scores are scaled by scale * log2(e) once, so every exponential is one exp2f
+// (the MUFU.EX2 instruction plus range handling) instead of expf's extra range reduction; the stored
+// log-sum-exp stays in natural log (lse = ln 2 * log2-sum-exp).
+constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
+
 struct Dims {
   int B, T, NH, KVH, HS;
   __host__ __device__ int W() const { return (NH + 2 * KVH) * HS; }
@@ -136,6 +148,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
   const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
+  const float scale2 = scale * kLog2e;
   auto load_kv = [&](int kt) {
     load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
     load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
@@ -167,23 +180,21 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
         for (int e = 0; e < 2; ++e) {
           const int col = kt * kTile + j * 8 + 2 * q4 + e;
           float& x = s[j][2 * hr + e];
-          x = col <= row ? x * scale : -INFINITY;
+          x = col <= row ? x * scale2 : -INFINITY;  // log2 units
           mx = fmaxf(mx, x);
         }
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
       // mx is finite: column kt*64 <= row for every tile visited (kt <= qt)
-      const float alpha = expf(m[hr] - mx);  // m = -inf on the first tile: alpha = 0
+      const float alpha = exp2f(m[hr] - mx);  // m = -inf on the first tile: alpha = 0
       m[hr] = mx;
       float sum = 0.f;
 #pragma unroll
-      for (int j = 0; j < NS; ++j)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const float p = expf(s[j][2 * hr + e] - mx);
-          sum += p;
-          Pw[(g + 8 * hr) * LDP + j * 8 + 2 * q4 + e] = from_f<E>(p);
-        }
+      for (int j = 0; j < NS; ++j) {
+        const float p0 = exp2f(s[j][2 * hr] - mx), p1 = exp2f(s[j][2 * hr + 1] - mx);
+        sum += p0 + p1;
+        store2(Pw + (g + 8 * hr) * LDP + j * 8 + 2 * q4, p0, p1);
+      }
       l[hr] = l[hr] * alpha + sum;
 #pragma unroll
       for (int j = 0; j < NO; ++j) o[j][2 * hr] *= alpha, o[j][2 * hr + 1] *= alpha;
@@ -201,7 +212,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
     if (t >= d.T) continue;
     const float inv = 1.0f / lt;
     const size_t hrow = (size_t(bh) * d.T + t);
-    if (q4 == 0) lse[hrow] = m[hr] + logf(lt);
+    if (q4 == 0) lse[hrow] = (m[hr] + log2f(lt)) * kLn2;  // natural log
     E* orow = out + (size_t(b) * d.T + t) * (d.NH * HS) + h * HS;
 #pragma unroll
     for (int j = 0; j < NO; ++j)
@@ -249,6 +260,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
   const int bk = blockIdx.y, b = bk / d.KVH, kh = bk % d.KVH, group = d.NH / d.KVH;
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int k0 = kt * kTile, nqt = (d.T + kTile - 1) / kTile;
+  const float scale2 = scale * kLog2e;
   // iterations it = 0 .. group*nq-1 over (query head h, query tile qt): h = kh*group + it/nq, qt = kt + it%nq
   const int nq = nqt - kt, iters = group * nq;
   auto load_q = [&](int it) {  // Q, dO tiles (async) and lse, D rows (plain loads) of iteration it
@@ -259,7 +271,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
     if (threadIdx.x < kTile) {
       const int t = q0 + threadIdx.x;
       const size_t r = (size_t(b) * d.NH + h) * d.T + t;
-      lse_b[st][threadIdx.x] = t < d.T ? lse[r] : 0.f;
+      lse_b[st][threadIdx.x] = t < d.T ? lse[r] * kLog2e : 0.f;  // log2 units
       D_b[st][threadIdx.x] = t < d.T ? D[r] : 0.f;
     }
   };
@@ -289,14 +301,18 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
 #pragma unroll
       for (int j = 0; j < NS; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int key = k0 + warp * 16 + g + 8 * (e / 2), qc = j * 8 + 2 * q4 + e % 2, query = q0 + qc;
-          const bool live = key <= query && query < d.T;
-          const float p = live ? expf(s[j][e] * scale - lse_s[qc]) : 0.f;
-          const float ds = p * (dp[j][e] - D_s[qc]) * scale;
+        for (int e = 0; e < 4; e += 2) {  // a pair of adjacent queries (columns) of key row g + 8 (e/2)
+          const int key = k0 + warp * 16 + g + 8 * (e / 2), qc = j * 8 + 2 * q4, query = q0 + qc;
+          float p[2], ds[2];
+#pragma unroll
+          for (int k = 0; k < 2; ++k) {
+            const bool live = key <= query + k && query + k < d.T;
+            p[k] = live ? exp2f(s[j][e + k] * scale2 - lse_s[qc + k]) : 0.f;
+            ds[k] = p[k] * (dp[j][e + k] - D_s[qc + k]) * scale;
+          }
           const int at = (g + 8 * (e / 2)) * LDP + qc;
-          Pw[at] = from_f<E>(p);
-          dSw[at] = from_f<E>(ds);
+          store2(Pw + at, p[0], p[1]);
+          store2(dSw + at, ds[0], ds[1]);
         }
       __syncwarp();
       warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dv, Pw, LDP, dOs, LD);   // dV += P^T dO
@@ -339,6 +355,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
+  const float scale2 = scale * kLog2e;
   auto load_kv = [&](int kt) {
     load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
     load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
@@ -352,7 +369,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   for (int hr = 0; hr < 2; ++hr) {
     const int t = q0 + warp * 16 + g + 8 * hr;
     const size_t r = size_t(bh) * d.T + t;
-    row_lse[hr] = t < d.T ? lse[r] : 0.f;
+    row_lse[hr] = t < d.T ? lse[r] * kLog2e : 0.f;  // log2 units
     row_D[hr] = t < d.T ? D[r] : 0.f;
   }
   float dq[NO][4] = {};
@@ -373,11 +390,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
 #pragma unroll
     for (int j = 0; j < NS; ++j)
 #pragma unroll
-      for (int e = 0; e < 4; ++e) {
-        const int hr = e / 2, query = q0 + warp * 16 + g + 8 * hr, kc = j * 8 + 2 * q4 + e % 2;
-        const bool live = kt * kTile + kc <= query && query < d.T;
-        const float p = live ? expf(s[j][e] * scale - row_lse[hr]) : 0.f;
-        dSw[(g + 8 * hr) * LDP + kc] = from_f<E>(p * (dp[j][e] - row_D[hr]) * scale);
+      for (int e = 0; e < 4; e += 2) {  // a pair of adjacent keys (columns) of query row g + 8 hr
+        const int hr = e / 2, query = q0 + warp * 16 + g + 8 * hr, kc = j * 8 + 2 * q4;
+        float ds[2];
+#pragma unroll
+        for (int k = 0; k < 2; ++k) {
+          const bool live = kt * kTile + kc + k <= query && query < d.T;
+          const float p = live ? exp2f(s[j][e + k] * scale2 - row_lse[hr]) : 0.f;
+          ds[k] = p * (dp[j][e + k] - row_D[hr]) * scale;
+        }
+        store2(dSw + (g + 8 * hr) * LDP + kc, ds[0], ds[1]);
       }
     __syncwarp();
     warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dq, dSw, LDP, Ks, LD);  // dQ += dS K
