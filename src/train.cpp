@@ -157,7 +157,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
   res.max_param_diff = max_param_diff(model, be, mpi);
   if (rank == 0) {
-    std::printf("max parameter difference across %d ranks: %.3e\n", world, res.max_param_diff);
+    std::printf("max parameter difference across %d rank%s: %.3e\n", world, world == 1 ? "" : "s", res.max_param_diff);
     metrics.write({{"type", "final"}, {"step", res.last_step}, {"world_size", world},
                    {"max_param_diff", res.max_param_diff}, {"tok_per_s", res.tok_per_s}});
   }

@@ -67,7 +67,7 @@ void MetricsWriter::write(const nlohmann::json& record) {
 void print_step(int step, int steps, double loss, float lr, double grad_norm, double ms, double tok_per_s,
                 double eta_s) {
   const long eta = std::lround(eta_s);
-  std::printf("step %5d/%d | loss %.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s | eta %ldm%02lds\n", step,
+  std::printf("step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s | eta %ldm%02lds\n", step,
               steps, loss, lr, grad_norm, ms, tok_per_s, eta / 60, eta % 60);
   std::fflush(stdout);
 }
