@@ -3,6 +3,7 @@
 // {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
 // Wall time of `reps` calls between two synchronize() calls, after one warm-up call.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "xtrain/rng.h"
 
 using namespace xtrain;
 
@@ -82,6 +84,17 @@ int main(int argc, char** argv) {
   report("gelu_backward", time_ms(*be, reps, [&] { be->gelu_backward(dh.get(), h.get(), dh.get(), size_t(N) * 4 * C); }), 0, 3.0 * N * 4 * C * f);
   report("residual_forward", time_ms(*be, reps, [&] { be->residual_forward(dx.get(), x.get(), dx.get(), size_t(N) * C); }), 0, 3.0 * N * C * f);
   report("encoder_backward", time_ms(*be, reps, [&] { be->encoder_backward(dw.get(), h.get(), x.get(), tok.get(), B, T, C); }), 0, 3.0 * N * C * f);
+  {  // the same with Zipf-distributed tokens (P(rank k) ~ 1/(k+1) over V, top token ~9%, like English BPE text)
+    std::vector<double> cdf(V);
+    double acc = 0.0;
+    for (int k = 0; k < V; ++k) cdf[k] = (acc += 1.0 / (k + 1));
+    std::vector<int32_t> zipf(N);
+    for (int i = 0; i < N; ++i)
+      zipf[i] = int32_t(std::lower_bound(cdf.begin(), cdf.end(), uniform01(hash_key(42, 7), uint64_t(i)) * acc) - cdf.begin());
+    DeviceBuffer<int32_t> ztok(*be, N);
+    be->copy_to_device(ztok.get(), zipf.data(), ztok.bytes());
+    report("encoder_backward.zipf", time_ms(*be, reps, [&] { be->encoder_backward(dw.get(), h.get(), x.get(), ztok.get(), B, T, C); }), 0, 3.0 * N * C * f);
+  }
   report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V, Vp); }),
          0, 2.0 * N * double(V) * f);
   const size_t P = 124475904;  // GPT-2 124M parameter count (tied embeddings)

@@ -40,22 +40,34 @@ __global__ void encoder_backward_wpe_kernel(float* dwpe, const A* dout, int B, i
 }
 
 // One block per sorted index i; the block that starts a run of equal tokens adds the run's dout
-// rows (positions ascending) into dwte[token], threads over channels.
+// rows (positions ascending) into dwte[token], one thread per channel (C <= 1024; more channels loop).
+// The run's end is found by the whole block at once (the first index holding another token: a
+// block-wide minimum), not by one thread walking a run that can hold ~10% of all tokens; the sum per
+// channel stays sequential in position order, the CPU oracle's order, so dwte matches it bit for bit.
 template <typename A>
 __global__ void encoder_backward_wte_kernel(float* dwte, const A* dout, const int32_t* sorted_tok,
                                             const int32_t* sorted_pos, int N, int C, int* error_flag) {
+  __shared__ int s_end;
   const int i = blockIdx.x;
   const int32_t tok = sorted_tok[i];
-  if (i > 0 && sorted_tok[i - 1] == tok) return;  // not the start of a run
+  if (i > 0 && sorted_tok[i - 1] == tok) return;  // not the start of a run (uniform over the block)
   if (tok < 0) {
     if (threadIdx.x == 0) atomicCAS(error_flag, kDeviceOk, kBadToken);
     return;
   }
-  int end = i + 1;
-  while (end < N && sorted_tok[end] == tok) ++end;
+  if (threadIdx.x == 0) s_end = N;
+  __syncthreads();
+  for (int base = i + 1; base < N; base += blockDim.x) {
+    const int k = base + threadIdx.x;
+    const bool other = k < N && sorted_tok[k] != tok;
+    if (other) atomicMin(&s_end, k);  // sorted: the run ends at the first such k
+    if (__syncthreads_or(other)) break;  // a barrier: the same decision in every thread, s_end complete
+  }
+  const int end = s_end;
   float* row = dwte + size_t(tok) * C;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float acc = row[c];
+#pragma unroll 8
     for (int j = i; j < end; ++j) acc += to_f(dout[size_t(sorted_pos[j]) * C + c]);
     row[c] = acc;
   }
@@ -98,7 +110,8 @@ void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void
   ScratchBuffer<char> temp(*ctx.alloc, temp_bytes);
   XT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, tokens, sorted_tok.get(), pos.get(),
                                                 sorted_pos.get(), N, 0, 32, ctx.stream));
-  const int threads = C < kThreads ? ((C + kWarp - 1) / kWarp) * kWarp : kThreads;
+  constexpr int kMaxWteThreads = 1024;  // one thread per channel up to C = 1024
+  const int threads = C < kMaxWteThreads ? ((C + kWarp - 1) / kWarp) * kWarp : kMaxWteThreads;
   with_act(ctx, [&](auto tag) {
     using A = decltype(tag);
     encoder_backward_wte_kernel<A><<<N, threads, 0, ctx.stream>>>(dwte, static_cast<const A*>(dout), sorted_tok.get(),
