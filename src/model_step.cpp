@@ -96,8 +96,9 @@ void GPT::backward() {
   void* dtmp = gact(kDTmpC);   // (N,C) scratch
   void* dtmp2 = gact(kDTmpC2); // (N,C) scratch
   // head: logits = lnf @ wte^T, dlogits (N,Vp) already in the logits buffer (padded columns 0)
-  zero(dtmp, NC);
-  be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp);
+  // Activation-gradient buffers are written first with Grad::assign (no zeroing); the residual stream's
+  // gradient dres accumulates (layernorm backward adds both branches into it).
+  be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp, Grad::assign);
   const void* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(dres, NC);
   be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gstat(kLnfMean),
@@ -115,25 +116,20 @@ void GPT::backward() {
     const void* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
     // MLP branch: dres is d res3; the branch gets dres through the dropout mask, res2 gets dres itself
     const void* dbranch = branch_grad(2 + 2 * l);
-    zero(gact(kDFchGelu), static_cast<size_t>(N) * F);
     be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
-                        param(l, kFcProjW), N, F, C);
-    zero(gact(kDFch), static_cast<size_t>(N) * F);
-    be_.gelu_backward(gact(kDFch), act(l, kFch), gact(kDFchGelu), static_cast<size_t>(N) * F);
-    zero(dtmp, NC);
-    be_.matmul_backward(dtmp, lgrad(l, kFcW), lgrad(l, kFcB), gact(kDFch), act(l, kLn2), param(l, kFcW), N, C, F);
+                        param(l, kFcProjW), N, F, C, Grad::assign);
+    be_.gelu_backward(gact(kDFch), act(l, kFch), gact(kDFchGelu), static_cast<size_t>(N) * F, Grad::assign);
+    be_.matmul_backward(dtmp, lgrad(l, kFcW), lgrad(l, kFcB), gact(kDFch), act(l, kLn2), param(l, kFcW), N, C, F,
+                        Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn2W), lgrad(l, kLn2B), dtmp, act(l, kRes2), param(l, kLn2W),
                            stat(l, kLn2Mean), stat(l, kLn2Rstd), N, C);
     // attention branch: dres is now d res2
     dbranch = branch_grad(1 + 2 * l);
-    zero(gact(kDAtty), static_cast<size_t>(N) * A);
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
-                        param(l, kAttProjW), N, A, C);
-    zero(gact(kDQkv), static_cast<size_t>(N) * QKV);
-    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS);
-    zero(dtmp, NC);
+                        param(l, kAttProjW), N, A, C, Grad::assign);
+    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS, Grad::assign);
     be_.matmul_backward(dtmp, lgrad(l, kQkvW), lgrad(l, kQkvB), gact(kDQkv), act(l, kLn1), param(l, kQkvW), N,
-                        C, QKV);
+                        C, QKV, Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn1W), lgrad(l, kLn1B), dtmp, residual, param(l, kLn1W),
                            stat(l, kLn1Mean), stat(l, kLn1Rstd), N, C);
   }

@@ -461,6 +461,55 @@ TEST_CASE("gelu, residual, add_inplace") {
   expect_close("add_inplace", out, kExact);
 }
 
+// Grad::assign (the model's first write into each activation-gradient buffer): the op must overwrite
+// whatever the buffer held (here NaN, which any read of the old value would spread) and give what the
+// accumulating op gives on a zeroed buffer; the CPU oracle zeroes and accumulates. fp32 and bf16
+// storage, matmul (cuBLASLt and unfused shapes), GELU, attention on both routes.
+TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention)") {
+  const float kNaN = std::nanf("");
+  setenv("XTRAIN_CUDA_ATTENTION", "flash", 1);
+  auto flash32 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "fp32"});
+  auto flash16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  setenv("XTRAIN_CUDA_ATTENTION", "gemm", 1);
+  auto gemm16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  unsetenv("XTRAIN_CUDA_ATTENTION");
+  Backend* const gpus[] = {be().gpu.get(), &g16(), flash32.get(), flash16.get(), gemm16.get()};
+  for (Backend* g : gpus) {
+    CAPTURE(g->dtype());
+    const bool b16 = g->activation_bytes() == 2;
+    const double tol_mm = b16 ? kBf16GemmRel : kFp32Rel, tol_ew = b16 ? kBf16StoreRel : kFp32Rel;
+    const double tol_att = b16 ? kFlashBf16Rel : kFp32Rel;
+    for (int IC : {96, 36}) {
+      const int N = 33, OC = 64;
+      Act inp(*g, rnd(size_t(N) * IC, 201)), dout(*g, rnd(size_t(N) * OC, 202)), dinp(*g, filled(size_t(N) * IC, kNaN));
+      Twin<float> w(rnd(size_t(OC) * IC, 203), g), dw(filled(size_t(OC) * IC), g), db(filled(OC), g);
+      be().cpu->matmul_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), N, IC, OC, Grad::assign);
+      g->matmul_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), N, IC, OC, Grad::assign);
+      expect_close("matmul_backward dinp (assign)", dinp, tol_mm);
+      expect_close("matmul_backward dw (assign run)", dw, tol_mm);
+    }
+    {
+      const size_t n = 10001;
+      Act x(*g, rnd(n, 211, -6.0, 6.0)), dy(*g, rnd(n, 212)), dx(*g, filled(n, kNaN));
+      be().cpu->gelu_backward(dx.cp(), x.cp(), dy.cp(), n, Grad::assign);
+      g->gelu_backward(dx.gp(), x.gp(), dy.gp(), n, Grad::assign);
+      expect_close("gelu_backward (assign)", dx, tol_ew);
+    }
+    {
+      const int B = 2, T = 150, NH = 4, KVH = 2, HS = 32;
+      const size_t bt = size_t(B) * T, qkv_n = bt * (NH + 2 * KVH) * HS;
+      Act qkv(*g, rnd(qkv_n, 221, -2.0, 2.0)), out(*g, filled(bt * NH * HS));
+      Twin<float> att(filled(size_t(B) * NH * T * T), g);
+      be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), B, T, NH, KVH, HS);
+      g->attention_forward(out.gp(), att.g.get(), qkv.gp(), B, T, NH, KVH, HS);
+      Act dout(*g, rnd(bt * NH * HS, 222)), dqkv(*g, filled(qkv_n, kNaN));
+      be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), B, T, NH, KVH, HS, Grad::assign);
+      g->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), B, T, NH, KVH, HS, Grad::assign);
+      expect_close("attention_backward dqkv (assign)", dqkv, tol_att);
+    }
+  }
+}
+
 TEST_CASE("dropout recomputes the CPU mask bit for bit") {
   const int B = 3;
   const size_t per_seq = 5000;

@@ -6,7 +6,10 @@
 // shape letters B batch, T sequence, C channels, V vocab, NH query heads, KVH key/value heads,
 // HS head size, N = B*T rows, IC/OC matmul in/out features. `count` is elements, `bytes` is bytes.
 // Backward ops ACCUMULATE (+=) into every gradient they produce, so parameter gradients sum over
-// micro-steps and residual branches add up; callers zero gradient buffers when a step begins.
+// micro-steps and residual branches add up; callers zero gradient buffers when a step begins. Three
+// ops also take `Grad::assign` for their activation gradient (matmul's dinp, attention's dqkv, GELU's
+// dinp): the first op to write such a buffer then overwrites it, so the caller need not zero it first
+// (the model does this; a memset of the buffer and the read of it by the op are saved).
 //
 // Storage types. Parameters, parameter gradients, optimizer state, layernorm statistics, the
 // attention scratch `att` and per-row losses are always fp32 (`float*`). ACTIVATIONS and their
@@ -22,6 +25,9 @@
 #include <string>
 
 namespace xtrain {
+
+// Grad: how a backward op stores an activation gradient: add to the buffer, or overwrite it.
+enum class Grad { accumulate, assign };
 
 class Backend {
  public:
@@ -65,9 +71,14 @@ class Backend {
   // matmul_forward: inp (N,IC), w (OC,IC), bias (OC) or null -> out (N,OC) = inp w^T + bias
   virtual void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N,
                               int IC, int OC) = 0;
-  // matmul_backward: dout (N,OC) -> dinp (N,IC) +=, dw (OC,IC) +=, dbias (OC) += (dbias may be null)
-  virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout,
-                               const void* inp, const float* w, int N, int IC, int OC) = 0;
+  // matmul_backward: dout (N,OC) -> dinp (N,IC) += (= with Grad::assign), dw (OC,IC) +=, dbias (OC) +=
+  // (dbias may be null)
+  virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                               const float* w, int N, int IC, int OC, Grad dinp_mode) = 0;
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
+                       int N, int IC, int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, Grad::accumulate);
+  }
 
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
   // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
@@ -84,14 +95,21 @@ class Backend {
     (void)HS;
     return static_cast<size_t>(B) * NH * T * T;
   }
-  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) +=
-  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att,
-                                  int B, int T, int NH, int KVH, int HS) = 0;
+  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) += (= with Grad::assign)
+  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
+                                  int NH, int KVH, int HS, Grad dqkv_mode) = 0;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T, int NH,
+                          int KVH, int HS) {
+    attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS, Grad::accumulate);
+  }
 
   // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
   virtual void gelu_forward(void* out, const void* inp, size_t count) = 0;
-  // gelu_backward: dinp (count) += gelu'(inp) * dout
-  virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) = 0;
+  // gelu_backward: dinp (count) += gelu'(inp) * dout (= with Grad::assign)
+  virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) = 0;
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) {
+    gelu_backward(dinp, inp, dout, count, Grad::accumulate);
+  }
 
   // residual_forward: out = a + b (count)
   virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;

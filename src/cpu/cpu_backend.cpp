@@ -65,6 +65,13 @@ class CpuBackend final : public Backend {
   // (activation_bytes() == 4), so every `void*` activation argument is a float array ----
   static float* F(void* p) { return static_cast<float*>(p); }
   static const float* F(const void* p) { return static_cast<const float*>(p); }
+  // Grad::assign: the reference ops accumulate, so the buffer is zeroed first (count floats)
+  static void clear_for(Grad mode, void* p, size_t count) {
+    if (mode == Grad::assign && count) std::memset(p, 0, count * sizeof(float));
+  }
+  using Backend::attention_backward;  // the accumulating overloads of the base class
+  using Backend::gelu_backward;
+  using Backend::matmul_backward;
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override {
@@ -87,7 +94,8 @@ class CpuBackend final : public Backend {
     cpu::matmul_forward(F(out), F(inp), w, bias, N, IC, OC);
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                       const float* w, int N, int IC, int OC) override {
+                       const float* w, int N, int IC, int OC, Grad dinp_mode) override {
+    clear_for(dinp_mode, dinp, size_t(N) * IC);
     cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC);
   }
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
@@ -95,13 +103,15 @@ class CpuBackend final : public Backend {
     cpu::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
   }
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
-                          int NH, int KVH, int HS) override {
+                          int NH, int KVH, int HS, Grad dqkv_mode) override {
+    clear_for(dqkv_mode, dqkv, size_t(B) * T * (NH + 2 * KVH) * HS);
     cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }
   void gelu_forward(void* out, const void* inp, size_t count) override {
     cpu::gelu_forward(F(out), F(inp), count);
   }
-  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) override {
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override {
+    clear_for(dinp_mode, dinp, count);
     cpu::gelu_backward(F(dinp), F(inp), F(dout), count);
   }
   void residual_forward(void* out, const void* a, const void* b, size_t count) override {

@@ -152,7 +152,7 @@ void gemm_attention_forward(const OpContext& ctx, float* out, float* att, const 
 }
 
 void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att,
-                             const Shape& s) {
+                             const Shape& s, bool accumulate) {
   const int B = s.B, T = s.T, NH = s.NH, KVH = s.KVH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));
   const size_t qkv_count = s.q_count() + 2 * s.kv_count();
@@ -174,11 +174,12 @@ void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dou
   // dq (R,HS) = dS (R,T) k (T,HS);  dk (T,HS) = dS^T (T,R) q (R,HS)
   gemm(ctx, false, false, R, HS, T, 1.0f, dp.get(), T, sa, k, HS, skv, 0.0f, dq, HS, sq, batch);
   gemm(ctx, true, false, T, HS, R, 1.0f, dp.get(), T, sa, q, HS, sq, 0.0f, dk, HS, skv, batch);
-  // dqkv += (contract: backward ops accumulate)
+  // dqkv += (Grad::accumulate) or = (Grad::assign); q, k, v parts together cover every element once
   const int W = s.width();
-  permute(ctx, dq, dqkv, s, NH, W, 0, Copy::add_to_rows);
-  permute(ctx, dk, dqkv, s, KVH, W, NH, Copy::add_to_rows);
-  permute(ctx, dv, dqkv, s, KVH, W, NH + KVH, Copy::add_to_rows);
+  const Copy mode = accumulate ? Copy::add_to_rows : Copy::to_rows;
+  permute(ctx, dq, dqkv, s, NH, W, 0, mode);
+  permute(ctx, dk, dqkv, s, KVH, W, NH, mode);
+  permute(ctx, dv, dqkv, s, KVH, W, NH + KVH, mode);
 }
 
 }  // namespace
@@ -200,21 +201,20 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
 }
 
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const float* att,
-                        int B, int T, int NH, int KVH, int HS) {
+                        int B, int T, int NH, int KVH, int HS, bool accumulate) {
   const Shape s = check_shape(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS, accumulate);
   if (!ctx.bf16)
     return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),
-                                   static_cast<const float*>(qkv), att, s);
+                                   static_cast<const float*>(qkv), att, s, accumulate);
   const size_t qkv_count = s.q_count() + 2 * s.kv_count();
   ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), dqkv32(*ctx.alloc, qkv_count), dout32(*ctx.alloc, s.q_count());
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
   to_f32(ctx, dout32.get(), static_cast<const __nv_bfloat16*>(dout), s.q_count());
-  XT_CUDA_CHECK(cudaMemsetAsync(dqkv32.get(), 0, qkv_count * sizeof(float), ctx.stream));
-  gemm_attention_backward(ctx, dqkv32.get(), dout32.get(), qkv32.get(), att, s);
-  from_f32(ctx, static_cast<__nv_bfloat16*>(dqkv), dqkv32.get(), qkv_count, true);  // dqkv += (contract)
+  gemm_attention_backward(ctx, dqkv32.get(), dout32.get(), qkv32.get(), att, s, /*accumulate=*/false);
+  from_f32(ctx, static_cast<__nv_bfloat16*>(dqkv), dqkv32.get(), qkv_count, accumulate);  // dqkv += or =
 }
 
 }  // namespace xtrain::cuda

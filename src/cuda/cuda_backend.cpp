@@ -168,8 +168,8 @@ void CudaBackend::matmul_forward(void* out, const void* inp, const float* w, con
   cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
 }
 void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                                  const float* w, int N, int IC, int OC) {
-  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC);
+                                  const float* w, int N, int IC, int OC, Grad dinp_mode) {
+  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_mode == Grad::accumulate);
 }
 void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                                     int HS) {
@@ -180,14 +180,14 @@ size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const 
   return size_t(B) * NH * T * T;
 }
 void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
-                                     int T, int NH, int KVH, int HS) {
-  cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS);
+                                     int T, int NH, int KVH, int HS, Grad dqkv_mode) {
+  cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
 }
 void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
   cuda::gelu_forward(ctx_, out, inp, count);
 }
-void CudaBackend::gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) {
-  cuda::gelu_backward(ctx_, dinp, inp, dout, count);
+void CudaBackend::gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) {
+  cuda::gelu_backward(ctx_, dinp, inp, dout, count, dinp_mode == Grad::accumulate);
 }
 void CudaBackend::residual_forward(void* out, const void* a, const void* b, size_t count) {
   cuda::residual_forward(ctx_, out, a, b, count);

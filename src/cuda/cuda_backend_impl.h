@@ -44,16 +44,19 @@ class CudaBackend final : public Backend {
                           const float* mean, const float* rstd, int N, int C) override;
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override;
+  using Backend::attention_backward;  // the accumulating overloads of the base class
+  using Backend::gelu_backward;
+  using Backend::matmul_backward;
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
-                       int N, int IC, int OC) override;
+                       int N, int IC, int OC, Grad dinp_mode) override;
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
   // Flash route: B*NH*T*(HS+1) (log-sum-exp and the output copy, flash_attention.h); GEMM route: B*NH*T*T.
   size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
-                          int NH, int KVH, int HS) override;
+                          int NH, int KVH, int HS, Grad dqkv_mode) override;
   void gelu_forward(void* out, const void* inp, size_t count) override;
-  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) override;
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override;
   void residual_forward(void* out, const void* a, const void* b, size_t count) override;
   void add_inplace(void* dst, const void* src, size_t count) override;
   void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;

@@ -245,7 +245,8 @@ __global__ void flash_rowdot_kernel(float* D, const E* dout, const float* ocopy,
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
                                                                             const Elem<kBf16>* dout, const float* lse,
-                                                                            const float* D, Dims d, float scale) {
+                                                                            const float* D, Dims d, float scale,
+                                                                            bool accumulate) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -332,8 +333,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
         const int c = j * 8 + 2 * q4 + e;
         E& rk = row[(d.NH + kh) * HS + c];
         E& rv = row[(d.NH + d.KVH + kh) * HS + c];
-        rk = from_f<E>(to_f(rk) + dk[j][2 * hr + e]);
-        rv = from_f<E>(to_f(rv) + dv[j][2 * hr + e]);
+        rk = from_f<E>((accumulate ? to_f(rk) : 0.f) + dk[j][2 * hr + e]);  // this block's elements alone
+        rv = from_f<E>((accumulate ? to_f(rv) : 0.f) + dv[j][2 * hr + e]);
       }
   }
 }
@@ -342,7 +343,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
                                                                           const Elem<kBf16>* dout, const float* lse,
-                                                                          const float* D, Dims d, float scale) {
+                                                                          const float* D, Dims d, float scale,
+                                                                          bool accumulate) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -415,7 +417,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         E& r = row[j * 8 + 2 * q4 + e];
-        r = from_f<E>(to_f(r) + dq[j][2 * hr + e]);
+        r = from_f<E>((accumulate ? to_f(r) : 0.f) + dq[j][2 * hr + e]);
       }
   }
 }
@@ -439,7 +441,7 @@ void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem
 
 template <bool kBf16, int HS>
 void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* dout, const Elem<kBf16>* qkv,
-                   const float* att, Dims d, float scale) {
+                   const float* att, Dims d, float scale, bool accumulate) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const float* lse = att;
@@ -452,10 +454,10 @@ void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* d
   const int ntiles = (d.T + kTile - 1) / kTile;
   const size_t smem_kv = sizeof(E) * (6 * kTile * (HS + kPadP) + 2 * kTile * (kTile + kPadP));  // K, V, 2x Q, 2x dO, P, dS
   launch(flash_backward_dkdv_kernel<kBf16, HS>, dim3(ntiles, d.B * d.KVH), smem_kv, ctx.stream, dqkv, qkv, dout,
-         lse, static_cast<const float*>(D.get()), d, scale);
+         lse, static_cast<const float*>(D.get()), d, scale, accumulate);
   const size_t smem_q = sizeof(E) * (6 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));  // Q, dO, 2x K, 2x V, dS
   launch(flash_backward_dq_kernel<kBf16, HS>, dim3(ntiles, d.B * d.NH), smem_q, ctx.stream, dqkv, qkv, dout, lse,
-         static_cast<const float*>(D.get()), d, scale);
+         static_cast<const float*>(D.get()), d, scale, accumulate);
 }
 
 template <bool kBf16>
@@ -471,13 +473,13 @@ void forward_hs(const OpContext& ctx, void* out_, float* att, const void* qkv_, 
 
 template <bool kBf16>
 void backward_hs(const OpContext& ctx, void* dqkv_, const void* dout_, const void* qkv_, const float* att, Dims d,
-                 float scale) {
+                 float scale, bool accumulate) {
   auto* dqkv = static_cast<Elem<kBf16>*>(dqkv_);
   const auto* dout = static_cast<const Elem<kBf16>*>(dout_);
   const auto* qkv = static_cast<const Elem<kBf16>*>(qkv_);
   switch (d.HS) {
-    case 32: return backward_impl<kBf16, 32>(ctx, dqkv, dout, qkv, att, d, scale);
-    case 64: return backward_impl<kBf16, 64>(ctx, dqkv, dout, qkv, att, d, scale);
+    case 32: return backward_impl<kBf16, 32>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
+    case 64: return backward_impl<kBf16, 64>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
     default: XT_FAIL("flash attention: unsupported head size " << d.HS);
   }
 }
@@ -505,12 +507,12 @@ void flash_attention_forward(const OpContext& ctx, void* out, float* att, const 
 }
 
 void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
-                              const float* att, int B, int T, int NH, int KVH, int HS) {
+                              const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate) {
   check_aligned({dqkv, dout, qkv});
   const Dims d{B, T, NH, KVH, HS};
   const float scale = float(1.0 / std::sqrt(double(HS)));
-  if (ctx.bf16) backward_hs<true>(ctx, dqkv, dout, qkv, att, d, scale);
-  else backward_hs<false>(ctx, dqkv, dout, qkv, att, d, scale);
+  if (ctx.bf16) backward_hs<true>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
+  else backward_hs<false>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
 }
 
 }  // namespace xtrain::cuda

@@ -16,7 +16,8 @@ void flash_attention_forward(const OpContext& ctx, void* out, float* att, const 
                              int KVH, int HS);
 // flash_attention_backward: dout (B,T,NH*HS), att as the forward left it -> dqkv +=. Deterministic.
 // Both throw Error when an activation buffer is not 16-byte aligned (tiles move as 16-byte copies).
+// accumulate false: dqkv = instead of += (every element of dqkv is written exactly once).
 void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
-                              const float* att, int B, int T, int NH, int KVH, int HS);
+                              const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
 
 }  // namespace xtrain::cuda

@@ -34,11 +34,14 @@ void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count
   });
 }
 
-void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout, size_t count) {
+void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout, size_t count,
+                   bool accumulate) {
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    launch_map<T, true>(ctx.stream, static_cast<T*>(dinp), static_cast<const T*>(inp), static_cast<const T*>(dout),
-                        count, GeluBackward{});
+    T* dx = static_cast<T*>(dinp);
+    const T *x = static_cast<const T*>(inp), *dy = static_cast<const T*>(dout);
+    if (accumulate) launch_map<T, true>(ctx.stream, dx, x, dy, count, GeluBackward{});
+    else launch_map<T, false>(ctx.stream, dx, x, dy, count, GeluBackward{});  // dinp read as 0: dinp = gelu' dout
   });
 }
 

@@ -109,20 +109,20 @@ void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float*
 }
 
 void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                  const float* w, int N, int IC, int OC) {
+                  const float* w, int N, int IC, int OC, float beta) {
   if (IC > 0) {
-    gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, 1.0f, dinp, IC, 0);  // dinp (N,IC) += dout w
+    gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, beta, dinp, IC, 0);  // dinp (N,IC) (+)= dout w
     gemm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);   // dw (OC,IC) += dout^T inp
   }
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
 }
 
 void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp,
-                   const float* w, int N, int IC, int OC) {
+                   const float* w, int N, int IC, int OC, float beta) {
   if (IC > 0) {
     const Bf16Copy w16(ctx, w, OC, IC);
-    // dinp (N,IC) += dout w, read and written in bf16
-    gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, 1.0f, dinp, CUDA_R_16BF, IC);
+    // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
+    gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
     // dw (OC,IC) += dout^T inp in fp32; with a bias, dbias' sum over dout's rows comes from the same GEMM's
     // epilogue (BGRADB) into scratch, then is added (the epilogue overwrites).
     ScratchBuffer<float> db(*ctx.alloc, dbias ? size_t(OC) : 0);
@@ -148,15 +148,18 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
 }
 
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                     const float* w, int N, int IC, int OC) {
+                     const float* w, int N, int IC, int OC, bool accumulate) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (N > 0 && IC > 0 && (OC == 0 && !accumulate))  // an empty sum assigned: dinp = 0
+    XT_CUDA_CHECK(cudaMemsetAsync(dinp, 0, size_t(N) * IC * (ctx.bf16 ? 2 : 4), ctx.stream));
   if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
+  const float beta = accumulate ? 1.0f : 0.0f;  // GEMM beta on dinp: += or =
   if (ctx.bf16)
     backward_bf16(ctx, static_cast<bf16*>(dinp), dw, dbias, static_cast<const bf16*>(dout),
-                  static_cast<const bf16*>(inp), w, N, IC, OC);
+                  static_cast<const bf16*>(inp), w, N, IC, OC, beta);
   else
     backward_f32(ctx, static_cast<float*>(dinp), dw, dbias, static_cast<const float*>(dout),
-                 static_cast<const float*>(inp), w, N, IC, OC);
+                 static_cast<const float*>(inp), w, N, IC, OC, beta);
 }
 
 }  // namespace xtrain::cuda

@@ -62,17 +62,18 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
 
 void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w,
                     const float* bias, int N, int IC, int OC);
+// accumulate: dinp += (Backend's Grad::accumulate) or dinp = (Grad::assign); likewise dqkv, GELU's dinp.
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
-                     const void* inp, const float* w, int N, int IC, int OC);
+                     const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
 
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T,
                        int NH, int KVH, int HS);
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
-                        const float* att, int B, int T, int NH, int KVH, int HS);
+                        const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
 
 void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count);
 void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout,
-                   size_t count);
+                   size_t count, bool accumulate);
 
 void residual_forward(const OpContext& ctx, void* out, const void* a, const void* b, size_t count);
 void add_inplace(const OpContext& ctx, void* dst, const void* src, size_t count);
