@@ -26,7 +26,7 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   XT_CHECK(!drop || dropout->seq_keys.size() == static_cast<size_t>(B), "one dropout key per sequence");
   dropout_ = drop ? dropout : nullptr;
   dloss_ = dloss;
-  fwd_B_ = train ? B : 0, fwd_T_ = train ? T : 0;
+  fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
   be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
   // act / gact: activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
@@ -71,7 +71,9 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
   be_.cross_entropy_forward_backward(gstat(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
                                      targets_.get(), dloss, N, V, Vp);
-  return be_.sum(gstat(kLosses), static_cast<size_t>(N));
+  const double loss_sum = be_.sum(gstat(kLosses), static_cast<size_t>(N));
+  if (train) fwd_B_ = B, fwd_T_ = T;
+  return loss_sum;
 }
 
 void GPT::backward() {

@@ -76,6 +76,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start);
   TrainResult res;
   res.first_step = start + 1;
+  res.last_step = start;  // a run with no step left (resumed at --steps) ends where it started
   std::vector<int32_t> tok(static_cast<size_t>(micro_local) * T), tgt(tok.size());
   DropoutKeys drop;
   drop.p = cfg.dropout;

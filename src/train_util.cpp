@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 
@@ -15,34 +16,42 @@
 namespace xtrain {
 
 namespace {
-// keep_metrics_upto: rewrites the metrics file `path` (if it exists) with only the records of steps
-// <= step, dropping later ones and any line that is not a whole JSON object (a run that died after its
-// last checkpoint leaves records the resumed run writes again, and maybe half a line). Atomic: a temp
-// file renamed over the original.
+// keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
+// and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
+// the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic: a
+// temp file next to the real file (a symlink is followed), with its permissions, renamed over it.
 void keep_metrics_upto(const std::string& path, int step) {
-  std::ifstream in(path);
-  if (!in) return;  // nothing written yet
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return;  // nothing written yet
+  const fs::path real = fs::canonical(path, ec);
+  if (ec) XT_FAIL("cannot resolve metrics file " << path << ": " << ec.message());
+  std::ifstream in(real);
+  if (!in) XT_FAIL("cannot read metrics file " << real.string() << ": " << std::strerror(errno));
   std::ostringstream kept;
   int dropped = 0;
   for (std::string line; std::getline(in, line);) {
     const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-    if (r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() <= step) {
-      kept << line << '\n';
-    } else {
+    const bool later = r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() > step;
+    if (r.is_discarded() || later) {
       ++dropped;
+    } else {
+      kept << line << '\n';
     }
   }
+  if (in.bad()) XT_FAIL("cannot read metrics file " << real.string() << ": " << std::strerror(errno));
   if (dropped == 0) return;
-  const std::string tmp = path + ".tmp";
+  const std::string tmp = real.string() + ".tmp";
   {
     std::ofstream out(tmp, std::ios::trunc);
     out << kept.str();
     if (!out.flush()) XT_FAIL("cannot write " << tmp << ": " << std::strerror(errno));
   }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    XT_FAIL("cannot replace metrics file " << path << ": " << std::strerror(errno));
-  std::printf("metrics | %s: dropped %d records after step %d (written before the run was resumed)\n", path.c_str(),
-              dropped, step);
+  fs::permissions(tmp, fs::status(real).permissions(), ec);  // keep the file's mode (best effort)
+  if (std::rename(tmp.c_str(), real.c_str()) != 0)
+    XT_FAIL("cannot replace metrics file " << real.string() << ": " << std::strerror(errno));
+  std::printf("metrics | %s: dropped %d records after step %d or broken lines (written before the run was resumed)\n",
+              path.c_str(), dropped, step);
 }
 }  // namespace
 

@@ -59,21 +59,30 @@ inline Vec fd_gradient(Vec& x, const std::function<double()>& loss) {
   return g;
 }
 
+// max_abs: max_i |a_i|, or NaN when an entry is NaN (std::max(m, NaN) returns m, which would hide it).
 inline double max_abs(const Vec& a) {
   double m = 0.0;
-  for (double x : a) m = std::max(m, std::fabs(x));
+  for (double x : a) {
+    if (std::isnan(x)) return NAN;
+    m = std::max(m, std::fabs(x));
+  }
   return m;
 }
 
 // rel_err: max_i |a_i - b_i| / max_i |b_i| (norm-wise in the max norm: well defined when single
 // entries are 0, e.g. attention above the diagonal, yet any entry wrong by more than kFdTol * max|b|
-// fails). Returns +inf when b is all zero, so a vacuous comparison never passes.
+// fails). Returns +inf when b is all zero, so a vacuous comparison never passes, and NaN when any entry
+// of a or b is NaN, which fails every `err <= tol` check.
 inline double rel_err(const Vec& a, const Vec& b) {
   REQUIRE(a.size() == b.size());
   double d = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) d = std::max(d, std::fabs(a[i] - b[i]));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double e = std::fabs(a[i] - b[i]);
+    if (std::isnan(e)) return NAN;
+    d = std::max(d, e);
+  }
   const double scale = max_abs(b);
-  return scale > 0.0 ? d / scale : INFINITY;
+  return scale > 0.0 ? d / scale : (std::isnan(scale) ? NAN : INFINITY);
 }
 
 // minus: a - b (the amount a backward op accumulated onto a prefilled gradient b).

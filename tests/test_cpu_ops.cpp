@@ -67,6 +67,15 @@ Vec expand_kv(const Vec& qkv, int N, int NH, int KVH, int HS) {
 }
 }  // namespace
 
+// The comparison helper itself: a NaN anywhere must fail `err <= tol` (std::max would skip it), and an
+// all-zero reference must not pass vacuously.
+TEST_CASE("rel_err reports NaN entries and vacuous comparisons") {
+  CHECK(std::isnan(xtrain::test::rel_err({NAN, 1.0}, {1.0, 1.0})));
+  CHECK(std::isnan(xtrain::test::rel_err({1.0, 1.0}, {1.0, NAN})));
+  CHECK(std::isinf(xtrain::test::rel_err({0.0}, {0.0})));
+  CHECK(xtrain::test::rel_err({1.0, 2.5}, {1.0, 2.0}) == doctest::Approx(0.25));
+}
+
 TEST_CASE("matmul_forward equals the triple loop, with and without bias") {
   const int N = 3, IC = 4, OC = 5;
   const Vec inp = random_vec(N * IC, 1), w = random_vec(OC * IC, 2), bias = random_vec(OC, 3);

@@ -14,7 +14,8 @@ kBoundS=30  # comm-timeout + MPI_Abort tearing down both ranks; seen: 4.6 s
 "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1000000 --log-every 1000 --comm-timeout $kTimeoutS \
   --metrics "$WORK/long.jsonl" >"$WORK/long.log" 2>&1 &
 job=$!
-cleanup() { kill -9 "$job" 2>/dev/null || true; pkill -9 -f "$XT.*--comm-timeout $kTimeoutS" 2>/dev/null || true; }
+mine="$WORK/long.jsonl"  # in this run's command line only (WORK is a fresh mktemp directory)
+cleanup() { kill -9 "$job" 2>/dev/null || true; pkill -9 -f "$mine" 2>/dev/null || true; }
 trap 'cleanup; rm -rf "$WORK"' EXIT
 
 # rank 1's pid: the xtrain_mpi child of this job whose environment says OMPI_COMM_WORLD_RANK=1
@@ -23,7 +24,7 @@ t0=$SECONDS
 until [[ -n "$victim" && -f "$WORK/long.jsonl" ]] && (($(grep -c '"train"' "$WORK/long.jsonl") >= 3)); do
   kill -0 "$job" 2>/dev/null || { cat "$WORK/long.log"; echo "FAIL: the run ended before the stop"; exit 1; }
   ((SECONDS - t0 < 60)) || { cat "$WORK/long.log"; echo "FAIL: no training after 60 s"; exit 1; }
-  for p in $(pgrep -f "$XT.*--comm-timeout $kTimeoutS"); do
+  for p in $(pgrep -f "$mine"); do
     tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx OMPI_COMM_WORLD_RANK=1 && victim=$p
   done
   sleep 0.2
@@ -49,6 +50,6 @@ echo "job exit $rc, ended ${elapsed} s after SIGSTOP of rank 1 (comm-timeout ${k
 ((rc != 0)) || { echo "FAIL: the job exited 0"; exit 1; }
 grep -Eq "^rank 0 \(.*\): error: .*step [0-9]+.*did not finish within $kTimeoutS s" "$WORK/long.log" ||
   { echo "FAIL: no one-line error naming rank 0, the step and the timeout"; exit 1; }
-left=$({ pgrep -f "$XT.*--comm-timeout $kTimeoutS" || true; } | wc -l)
+left=$({ pgrep -f "$mine" || true; } | wc -l)
 ((left == 0)) || { echo "FAIL: $left xtrain_mpi processes left"; exit 1; }
 echo "PASS"
