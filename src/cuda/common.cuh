@@ -32,31 +32,15 @@ inline unsigned blocks_for(size_t count, int threads) {
   return static_cast<unsigned>(blocks == 0 ? 1 : (blocks < cap ? blocks : cap));
 }
 
-// Pack<T>: 16 bytes of activations (4 float or 8 bf16), moved with one 128-bit load or store. The
-// elementwise kernels take whole packs where the count and the pointers allow (aligned16) and finish
-// the rest element by element.
-template <typename T>
-struct alignas(16) Pack {
-  static constexpr int kN = 16 / sizeof(T);
-  T v[kN];
-};
-template <typename T>
-__device__ __forceinline__ Pack<T> load_pack(const T* p) {
-  Pack<T> r;
-  *reinterpret_cast<uint4*>(r.v) = *reinterpret_cast<const uint4*>(p);
-  return r;
-}
-template <typename T>
-__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) {
-  *reinterpret_cast<uint4*>(p) = *reinterpret_cast<const uint4*>(x.v);
-}
 inline bool aligned16(const void* p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
-// Vec<T, kN>: kN consecutive elements; 128-bit accesses when they fill whole 16 bytes (e.g. kN =
-// Pack<T>::kN, or 8 floats), element accesses otherwise (kN = 1: the unaligned fallback of the same
-// kernel code). p must then be 16-byte aligned.
-template <typename T, int kN>
-struct alignas((kN * sizeof(T)) % 16 == 0 ? 16 : alignof(T)) Vec {
-  T v[kN];
+
+// Vec<T, N>: N consecutive elements; 128-bit accesses when they fill whole 16 bytes (e.g. a Pack, or
+// 8 floats), element accesses otherwise (N = 1: the unaligned fallback of the same kernel code). For
+// 128-bit accesses p must be 16-byte aligned.
+template <typename T, int N>
+struct alignas((N * sizeof(T)) % 16 == 0 ? 16 : alignof(T)) Vec {
+  static constexpr int kN = N;
+  T v[N];
 };
 template <typename T, int kN>
 __device__ __forceinline__ Vec<T, kN> load_vec(const T* p) {
@@ -82,6 +66,16 @@ __device__ __forceinline__ void store_vec(T* p, const Vec<T, kN>& x) {
     for (int k = 0; k < kN; ++k) p[k] = x.v[k];
   }
 }
+
+// Pack<T>: 16 bytes of activations (4 float or 8 bf16), moved with one 128-bit load or store. The
+// elementwise kernels take whole packs where the count and the pointers allow (aligned16) and finish
+// the rest element by element.
+template <typename T>
+using Pack = Vec<T, int(16 / sizeof(T))>;
+template <typename T>
+__device__ __forceinline__ Pack<T> load_pack(const T* p) { return load_vec<T, Pack<T>::kN>(p); }
+template <typename T>
+__device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) { store_vec<T, Pack<T>::kN>(p, x); }
 
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {

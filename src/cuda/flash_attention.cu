@@ -133,6 +133,30 @@ struct Dims {
   __host__ __device__ int W() const { return (NH + 2 * KVH) * HS; }
 };
 
+// load_kv_stage: the K and V tiles kt of kv head kh (batch b) into stage kt % 2 of Kb, Vb (each two
+// (64, HS + kPadP) tiles), as one committed copy group.
+template <typename E, int HS>
+__device__ __forceinline__ void load_kv_stage(E* Kb, E* Vb, const E* qkv, int b, const Dims& d, int kh, int kt) {
+  constexpr int kStage = kTile * (HS + kPadP);
+  load_tile<E, HS>(Kb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.W(), (d.NH + kh) * HS);
+  load_tile<E, HS>(Vb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.W(), (d.NH + d.KVH + kh) * HS);
+  cp_async_commit();
+}
+
+// next_stage: the double-buffer step at the top of every loop iteration. issue_next() starts the next
+// iteration's copies (into the stage the previous iteration finished with: every iteration ends with a
+// barrier); then this iteration's copies are awaited and the barrier makes them visible to all warps.
+template <typename F>
+__device__ __forceinline__ void next_stage(bool has_next, F&& issue_next) {
+  if (has_next) {
+    issue_next();
+    cp_async_wait<1>();
+  } else {
+    cp_async_wait<0>();
+  }
+  __syncthreads();
+}
+
 // Forward: grid (q tiles, B*NH); block 128 threads; warp w owns query rows w*16 .. w*16+15.
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16>* out, float* lse, float* ocopy,
@@ -149,23 +173,12 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
   const float scale2 = scale * kLog2e;
-  auto load_kv = [&](int kt) {
-    load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
-    load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
-    cp_async_commit();
-  };
   load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
-  load_kv(0);  // one group: Q and the first K, V
+  load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, 0);  // one group: Q and the first K, V
   float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   E* Pw = Ps + warp * 16 * LDP;
   for (int kt = 0; kt <= qt; ++kt) {
-    if (kt < qt) {
-      load_kv(kt + 1);  // into the stage the previous iteration finished with (barrier at its end)
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // this tile's K, V (and Q) visible to every warp
+    next_stage(kt < qt, [&] { load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, kt + 1); });
     const E* Ks = Kb + (kt & 1) * kTile * LD;
     const E* Vs = Vb + (kt & 1) * kTile * LD;
     float s[NS][4] = {};
@@ -283,43 +296,35 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
   E* Pw = Ps + warp * 16 * LDP;
   E* dSw = dSs + warp * 16 * LDP;
   for (int it = 0; it < iters; ++it) {
-    {
-      if (it + 1 < iters) {
-        load_q(it + 1);  // into the stage the previous iteration finished with (barrier at its end)
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-      __syncthreads();  // this iteration's tiles and rows visible to every warp
-      const int st = it & 1, q0 = (kt + it % nq) * kTile;
-      const E* Qs = Qb + st * kTile * LD;
-      const E* dOs = dOb + st * kTile * LD;
-      const float* lse_s = lse_b[st];
-      const float* D_s = D_b[st];
-      float s[NS][4] = {}, dp[NS][4] = {};
-      warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Ks + warp * 16 * LD, LD, Qs, LD);    // S^T = K Q^T
-      warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, Vs + warp * 16 * LD, LD, dOs, LD);  // dP^T = V dO^T
+    next_stage(it + 1 < iters, [&] { load_q(it + 1); });
+    const int st = it & 1, q0 = (kt + it % nq) * kTile;
+    const E* Qs = Qb + st * kTile * LD;
+    const E* dOs = dOb + st * kTile * LD;
+    const float* lse_s = lse_b[st];
+    const float* D_s = D_b[st];
+    float s[NS][4] = {}, dp[NS][4] = {};
+    warp_gemm<kBf16, NS, HS, BLayout::kNK>(s, Ks + warp * 16 * LD, LD, Qs, LD);    // S^T = K Q^T
+    warp_gemm<kBf16, NS, HS, BLayout::kNK>(dp, Vs + warp * 16 * LD, LD, dOs, LD);  // dP^T = V dO^T
 #pragma unroll
-      for (int j = 0; j < NS; ++j)
+    for (int j = 0; j < NS; ++j)
 #pragma unroll
-        for (int e = 0; e < 4; e += 2) {  // a pair of adjacent queries (columns) of key row g + 8 (e/2)
-          const int key = k0 + warp * 16 + g + 8 * (e / 2), qc = j * 8 + 2 * q4, query = q0 + qc;
-          float p[2], ds[2];
+      for (int e = 0; e < 4; e += 2) {  // a pair of adjacent queries (columns) of key row g + 8 (e/2)
+        const int key = k0 + warp * 16 + g + 8 * (e / 2), qc = j * 8 + 2 * q4, query = q0 + qc;
+        float p[2], ds[2];
 #pragma unroll
-          for (int k = 0; k < 2; ++k) {
-            const bool live = key <= query + k && query + k < d.T;
-            p[k] = live ? exp2f(s[j][e + k] * scale2 - lse_s[qc + k]) : 0.f;
-            ds[k] = p[k] * (dp[j][e + k] - D_s[qc + k]) * scale;
-          }
-          const int at = (g + 8 * (e / 2)) * LDP + qc;
-          store2(Pw + at, p[0], p[1]);
-          store2(dSw + at, ds[0], ds[1]);
+        for (int k = 0; k < 2; ++k) {
+          const bool live = key <= query + k && query + k < d.T;
+          p[k] = live ? exp2f(s[j][e + k] * scale2 - lse_s[qc + k]) : 0.f;
+          ds[k] = p[k] * (dp[j][e + k] - D_s[qc + k]) * scale;
         }
-      __syncwarp();
-      warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dv, Pw, LDP, dOs, LD);   // dV += P^T dO
-      warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dk, dSw, LDP, Qs, LD);   // dK += dS^T Q
-      __syncthreads();  // every warp done with this stage before the next iteration refills it
-    }
+        const int at = (g + 8 * (e / 2)) * LDP + qc;
+        store2(Pw + at, p[0], p[1]);
+        store2(dSw + at, ds[0], ds[1]);
+      }
+    __syncwarp();
+    warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dv, Pw, LDP, dOs, LD);   // dV += P^T dO
+    warp_gemm<kBf16, NO, kTile, BLayout::kKN>(dk, dSw, LDP, Qs, LD);   // dK += dS^T Q
+    __syncthreads();  // every warp done with this stage before the next iteration refills it
   }
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -358,14 +363,9 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
   const float scale2 = scale * kLog2e;
-  auto load_kv = [&](int kt) {
-    load_tile<E, HS>(Kb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + kh) * HS);
-    load_tile<E, HS>(Vb + (kt & 1) * kTile * LD, qkv, b, d.T, kt * kTile, W, (d.NH + d.KVH + kh) * HS);
-    cp_async_commit();
-  };
   load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
   load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
-  load_kv(0);  // one group: Q, dO and the first K, V
+  load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, 0);  // one group: Q, dO and the first K, V
   float row_lse[2], row_D[2];
 #pragma unroll
   for (int hr = 0; hr < 2; ++hr) {
@@ -377,13 +377,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   float dq[NO][4] = {};
   E* dSw = dSs + warp * 16 * LDP;
   for (int kt = 0; kt <= qt; ++kt) {
-    if (kt < qt) {
-      load_kv(kt + 1);  // into the stage the previous iteration finished with (barrier at its end)
-      cp_async_wait<1>();
-    } else {
-      cp_async_wait<0>();
-    }
-    __syncthreads();  // this tile's K, V (and Q, dO) visible to every warp
+    next_stage(kt < qt, [&] { load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, kt + 1); });
     const E* Ks = Kb + (kt & 1) * kTile * LD;
     const E* Vs = Vb + (kt & 1) * kTile * LD;
     float s[NS][4] = {}, dp[NS][4] = {};
