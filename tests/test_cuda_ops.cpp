@@ -291,37 +291,66 @@ TEST_CASE("causal grouped-query attention forward and backward") {
   }
 }
 
+namespace {
+
+// with_attention_route: a CUDA backend of `dtype` whose attention route is forced to `route` (flash |
+// gemm) through XTRAIN_CUDA_ATTENTION, which the constructor reads once.
+std::unique_ptr<Backend> with_attention_route(const char* route, const char* dtype) {
+  setenv("XTRAIN_CUDA_ATTENTION", route, 1);
+  auto b = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
+  unsetenv("XTRAIN_CUDA_ATTENTION");
+  return b;
+}
+
+struct AttnShape {
+  int B, T, NH, KVH, HS;
+  size_t out_count() const { return size_t(B) * T * NH * HS; }
+  size_t qkv_count() const { return size_t(B) * T * (NH + 2 * KVH) * HS; }
+};
+
+// AttentionCase: attention forward and backward of the CPU oracle and of GPU backend g on the same seeded
+// q, k, v (from `seed`) and dout (seed + 1); dqkv starts from dqkv0 and takes the backward with `mode`.
+// The buffers stay for the caller's comparisons and reruns.
+struct AttentionCase {
+  Backend& g;
+  AttnShape s;
+  Act qkv, out, dout, dqkv;
+  Twin<float> att;  // CPU: (B,NH,T,T) probabilities; GPU: the backend's scratch (at most as large)
+  AttentionCase(Backend& gpu, AttnShape sh, uint64_t seed, const std::vector<float>& dqkv0, Grad mode)
+      : g(gpu), s(sh), qkv(gpu, rnd(sh.qkv_count(), seed, -2.0, 2.0)), out(gpu, filled(sh.out_count(), 7.0f)),
+        dout(gpu, rnd(sh.out_count(), seed + 1)), dqkv(gpu, dqkv0),
+        att(filled(size_t(sh.B) * sh.NH * sh.T * sh.T), &gpu) {
+    be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
+    g.attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+    be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+    g.attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+  }
+};
+
+}  // namespace
+
 TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32 and bf16") {
-  struct Shape { int B, T, NH, KVH, HS; };
   for (const char* dtype : {"fp32", "bf16"}) {
-    setenv("XTRAIN_CUDA_ATTENTION", "flash", 1);  // read once, by the constructor
-    auto flash = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
-    unsetenv("XTRAIN_CUDA_ATTENTION");
+    auto flash = with_attention_route("flash", dtype);
     const double tol = std::string(dtype) == "bf16" ? kFlashBf16Rel : kFp32Rel;
     // T not a multiple of the 64-row tiles; kv groups of 3, 2 and 1 heads
-    for (Shape s : {Shape{2, 150, 6, 2, 32}, Shape{1, 130, 4, 2, 64}, Shape{2, 64, 2, 2, 32}, Shape{1, 300, 2, 1, 64}}) {
+    for (AttnShape s : {AttnShape{2, 150, 6, 2, 32}, AttnShape{1, 130, 4, 2, 64}, AttnShape{2, 64, 2, 2, 32},
+                        AttnShape{1, 300, 2, 1, 64}}) {
       CAPTURE(dtype);
       CAPTURE(s.T);
       CAPTURE(s.NH);
       CAPTURE(s.KVH);
       CAPTURE(s.HS);
-      const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
-      Act qkv(*flash, rnd(qkv_n, 44, -2.0, 2.0)), out(*flash, filled(bt * s.NH * s.HS, 7.0f));
-      Twin<float> att(filled(size_t(s.B) * s.NH * s.T * s.T), flash.get());
-      be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
-      expect_close(std::string("flash attention_forward out ") + dtype, out, tol);
-      Act out2(*flash, filled(bt * s.NH * s.HS, 5.0f));  // a rerun gives bitwise the same output
-      flash->attention_forward(out2.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
-      CHECK(out2.gpu_bytes() == out.gpu_bytes());
-      Act dout(*flash, rnd(bt * s.NH * s.HS, 45)), dqkv(*flash, rnd(qkv_n, 46));
-      be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      flash->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      expect_close(std::string("flash attention_backward dqkv ") + dtype, dqkv, tol);
-      // deterministic: the same backward again gives bitwise the same increment
-      Act dqkv2(*flash, rnd(qkv_n, 46));
-      flash->attention_backward(dqkv2.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-      CHECK(dqkv2.gpu_bytes() == dqkv.gpu_bytes());
+      AttentionCase a(*flash, s, 44, rnd(s.qkv_count(), 46), Grad::accumulate);
+      expect_close(std::string("flash attention_forward out ") + dtype, a.out, tol);
+      expect_close(std::string("flash attention_backward dqkv ") + dtype, a.dqkv, tol);
+      // deterministic: a rerun gives bitwise the same output, and the same backward the same increment
+      Act out2(*flash, filled(s.out_count(), 5.0f));
+      flash->attention_forward(out2.gp(), a.att.g.get(), a.qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+      CHECK(out2.gpu_bytes() == a.out.gpu_bytes());
+      Act dqkv2(*flash, rnd(s.qkv_count(), 46));
+      flash->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      CHECK(dqkv2.gpu_bytes() == a.dqkv.gpu_bytes());
     }
   }
 }
@@ -330,23 +359,13 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
 // HS 16 and 160): the op converts to fp32 copies around the cuBLAS route, whose products are bf16
 // (FAST_16BF); same rounding argument and tolerance as the flash route with bf16.
 TEST_CASE("attention with bf16 activations on the GEMM route") {
-  struct Shape { int B, T, NH, KVH, HS; };
-  setenv("XTRAIN_CUDA_ATTENTION", "gemm", 1);
-  auto gb = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
-  unsetenv("XTRAIN_CUDA_ATTENTION");
-  for (Shape s : {Shape{2, 37, 6, 2, 16}, Shape{2, 150, 6, 2, 32}, Shape{1, 5, 2, 1, 160}}) {
+  auto gb = with_attention_route("gemm", "bf16");
+  for (AttnShape s : {AttnShape{2, 37, 6, 2, 16}, AttnShape{2, 150, 6, 2, 32}, AttnShape{1, 5, 2, 1, 160}}) {
     CAPTURE(s.T);
     CAPTURE(s.HS);
-    const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
-    Act qkv(*gb, rnd(qkv_n, 47, -2.0, 2.0)), out(*gb, filled(bt * s.NH * s.HS, 7.0f));
-    Twin<float> att(filled(size_t(s.B) * s.NH * s.T * s.T), gb.get());
-    be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
-    gb->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
-    expect_close("gemm-route attention_forward out", out, kFlashBf16Rel);
-    Act dout(*gb, rnd(bt * s.NH * s.HS, 48)), dqkv(*gb, rnd(qkv_n, 49));
-    be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-    gb->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-    expect_close("gemm-route attention_backward dqkv", dqkv, kFlashBf16Rel);
+    AttentionCase a(*gb, s, 47, rnd(s.qkv_count(), 49), Grad::accumulate);
+    expect_close("gemm-route attention_forward out", a.out, kFlashBf16Rel);
+    expect_close("gemm-route attention_backward dqkv", a.dqkv, kFlashBf16Rel);
   }
 }
 
@@ -467,12 +486,8 @@ TEST_CASE("gelu, residual, add_inplace") {
 // storage, matmul (cuBLASLt and unfused shapes), GELU, attention on both routes.
 TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention)") {
   const float kNaN = std::nanf("");
-  setenv("XTRAIN_CUDA_ATTENTION", "flash", 1);
-  auto flash32 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "fp32"});
-  auto flash16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
-  setenv("XTRAIN_CUDA_ATTENTION", "gemm", 1);
-  auto gemm16 = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
-  unsetenv("XTRAIN_CUDA_ATTENTION");
+  auto flash32 = with_attention_route("flash", "fp32"), flash16 = with_attention_route("flash", "bf16");
+  auto gemm16 = with_attention_route("gemm", "bf16");
   Backend* const gpus[] = {be().gpu.get(), &g16(), flash32.get(), flash16.get(), gemm16.get()};
   for (Backend* g : gpus) {
     CAPTURE(g->dtype());
@@ -496,16 +511,9 @@ TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention
       expect_close("gelu_backward (assign)", dx, tol_ew);
     }
     {
-      const int B = 2, T = 150, NH = 4, KVH = 2, HS = 32;
-      const size_t bt = size_t(B) * T, qkv_n = bt * (NH + 2 * KVH) * HS;
-      Act qkv(*g, rnd(qkv_n, 221, -2.0, 2.0)), out(*g, filled(bt * NH * HS));
-      Twin<float> att(filled(size_t(B) * NH * T * T), g);
-      be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), B, T, NH, KVH, HS);
-      g->attention_forward(out.gp(), att.g.get(), qkv.gp(), B, T, NH, KVH, HS);
-      Act dout(*g, rnd(bt * NH * HS, 222)), dqkv(*g, filled(qkv_n, kNaN));
-      be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), B, T, NH, KVH, HS, Grad::assign);
-      g->attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), B, T, NH, KVH, HS, Grad::assign);
-      expect_close("attention_backward dqkv (assign)", dqkv, tol_att);
+      const AttnShape s{2, 150, 4, 2, 32};
+      AttentionCase a(*g, s, 221, filled(s.qkv_count(), kNaN), Grad::assign);
+      expect_close("attention_backward dqkv (assign)", a.dqkv, tol_att);
     }
   }
 }
