@@ -1,7 +1,8 @@
 // GPT-2 tokenizer tests against the real vocabulary in $XTRAIN_SHARED_DATA/gpt2: tiktoken reference
 // encodings, hand-derived pre-token splits checked with an independent reference BPE (encoder.py's
 // algorithm, written here again), both file formats, round trips and the corpus token counts.
-// Exits 77 (skipped) when XTRAIN_SHARED_DATA is not set. Token cache tests: test_token_cache.cpp.
+// Exits 77 (skipped) when XTRAIN_SHARED_DATA or its gpt2/tokenizer_examples.json is missing. The same
+// executable also runs test_tokenizer_files.cpp (synthetic vocabularies, loader errors, token cache).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -196,7 +197,7 @@ TEST_CASE("invalid UTF-8 bytes round-trip through byte tokens") {
 TEST_CASE("corpora: round trip, known token counts, both loaders agree") {
   struct Corpus {
     const char* file;
-    size_t tokens;  // from shared/data/README.md (tiktoken "gpt2")
+    size_t tokens;  // tiktoken "gpt2" encoding of the file
   };
   for (const Corpus& c : {Corpus{"tinyshakespeare.txt", 338025}, Corpus{"tinystories-valid.txt", 195558},
                           Corpus{"tinystories-valid-head-eot.txt", 38685},
