@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xtrain/backend.h"
+#include "xtrain/qkv_layout.h"
 
 namespace xtrain {
 
@@ -22,7 +23,7 @@ struct GPTConfig {
   int KVH = 4;    // key/value heads (GQA; NH % KVH == 0)
   int HS = 32;    // head size
   int F = 512;    // MLP hidden width
-  int qkv_width() const { return (NH + 2 * KVH) * HS; }
+  int qkv_width() const { return QkvLayout::row_width(NH, KVH, HS); }  // qkv row (qkv_layout.h)
   // Vp: V rounded up to a multiple of 64 (GPT-2: 50304, as llm.c): the rows of wte and the row stride
   // of the logits, so every logits/wte row starts 256-byte aligned for the lm_head GEMMs. Rows
   // [V, Vp) of wte start at zero and are never a target, so they get no gradient and stay zero

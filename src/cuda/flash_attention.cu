@@ -128,18 +128,13 @@ __device__ __forceinline__ void store2(float* p, float a, float b) { *reinterpre
 // log-sum-exp stays in natural log (lse = ln 2 * log2-sum-exp).
 constexpr float kLog2e = 1.4426950408889634f, kLn2 = 0.6931471805599453f;
 
-struct Dims {
-  int B, T, NH, KVH, HS;
-  __host__ __device__ int W() const { return (NH + 2 * KVH) * HS; }
-};
-
 // load_kv_stage: the K and V tiles kt of kv head kh (batch b) into stage kt % 2 of Kb, Vb (each two
 // (64, HS + kPadP) tiles), as one committed copy group.
 template <typename E, int HS>
-__device__ __forceinline__ void load_kv_stage(E* Kb, E* Vb, const E* qkv, int b, const Dims& d, int kh, int kt) {
+__device__ __forceinline__ void load_kv_stage(E* Kb, E* Vb, const E* qkv, int b, const QkvLayout& d, int kh, int kt) {
   constexpr int kStage = kTile * (HS + kPadP);
-  load_tile<E, HS>(Kb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.W(), (d.NH + kh) * HS);
-  load_tile<E, HS>(Vb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.W(), (d.NH + d.KVH + kh) * HS);
+  load_tile<E, HS>(Kb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.row(), d.k_col(kh));
+  load_tile<E, HS>(Vb + (kt & 1) * kStage, qkv, b, d.T, kt * kTile, d.row(), d.v_col(kh));
   cp_async_commit();
 }
 
@@ -160,7 +155,7 @@ __device__ __forceinline__ void next_stage(bool has_next, F&& issue_next) {
 // Forward: grid (q tiles, B*NH); block 128 threads; warp w owns query rows w*16 .. w*16+15.
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16>* out, float* lse, float* ocopy,
-                                                                      const Elem<kBf16>* qkv, Dims d, float scale) {
+                                                                      const Elem<kBf16>* qkv, QkvLayout d, float scale) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -169,11 +164,11 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
   E* Vb = Kb + 2 * kTile * LD;  // 2 stages of V
   E* Ps = Vb + 2 * kTile * LD;  // (64, LDP)
   const int qt = gridDim.x - 1 - blockIdx.x;  // longest rows first
-  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
-  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = d.kv_head(h);
+  const int W = d.row(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
   const float scale2 = scale * kLog2e;
-  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
+  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, d.q_col(h));
   load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, 0);  // one group: Q and the first K, V
   float o[NO][4] = {}, m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
   E* Pw = Ps + warp * 16 * LDP;
@@ -226,7 +221,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
     const float inv = 1.0f / lt;
     const size_t hrow = (size_t(bh) * d.T + t);
     if (q4 == 0) lse[hrow] = (m[hr] + log2f(lt)) * kLn2;  // natural log
-    E* orow = out + (size_t(b) * d.T + t) * (d.NH * HS) + h * HS;
+    E* orow = out + d.out(b, t, h);
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
@@ -241,12 +236,12 @@ __global__ void __launch_bounds__(kFlashThreads) flash_forward_kernel(Elem<kBf16
 
 // D (B*NH*T) = rowsum(dO * O) per head row (FlashAttention-2, Algorithm 2, line 4). One warp per row.
 template <typename E>
-__global__ void flash_rowdot_kernel(float* D, const E* dout, const float* ocopy, Dims d) {
+__global__ void flash_rowdot_kernel(float* D, const E* dout, const float* ocopy, QkvLayout d) {
   const size_t row = blockIdx.x * size_t(blockDim.x / kWarp) + threadIdx.x / kWarp;
   const int lane = threadIdx.x % kWarp;
   if (row >= size_t(d.B) * d.NH * d.T) return;
   const int t = int(row % d.T), h = int(row / d.T % d.NH), b = int(row / (size_t(d.T) * d.NH));
-  const E* dr = dout + (size_t(b) * d.T + t) * (d.NH * d.HS) + h * d.HS;
+  const E* dr = dout + d.out(b, t, h);
   const float* orow = ocopy + row * d.HS;
   float s = 0.f;
   for (int i = lane; i < d.HS; i += kWarp) s += to_f(dr[i]) * orow[i];
@@ -258,7 +253,7 @@ __global__ void flash_rowdot_kernel(float* D, const E* dout, const float* ocopy,
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
                                                                             const Elem<kBf16>* dout, const float* lse,
-                                                                            const float* D, Dims d, float scale,
+                                                                            const float* D, QkvLayout d, float scale,
                                                                             bool accumulate) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
@@ -271,16 +266,16 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
   E* dSs = Ps + kTile * LDP;       // (64, LDP): dS^T
   __shared__ float lse_b[2][kTile], D_b[2][kTile];
   const int kt = blockIdx.x;  // key tile 0 meets every query tile: most work first
-  const int bk = blockIdx.y, b = bk / d.KVH, kh = bk % d.KVH, group = d.NH / d.KVH;
-  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int bk = blockIdx.y, b = bk / d.KVH, kh = bk % d.KVH, group = d.group();
+  const int W = d.row(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int k0 = kt * kTile, nqt = (d.T + kTile - 1) / kTile;
   const float scale2 = scale * kLog2e;
   // iterations it = 0 .. group*nq-1 over (query head h, query tile qt): h = kh*group + it/nq, qt = kt + it%nq
   const int nq = nqt - kt, iters = group * nq;
   auto load_q = [&](int it) {  // Q, dO tiles (async) and lse, D rows (plain loads) of iteration it
     const int st = it & 1, h = kh * group + it / nq, q0 = (kt + it % nq) * kTile;
-    load_tile<E, HS>(Qb + st * kTile * LD, qkv, b, d.T, q0, W, h * HS);
-    load_tile<E, HS>(dOb + st * kTile * LD, dout, b, d.T, q0, d.NH * HS, h * HS);
+    load_tile<E, HS>(Qb + st * kTile * LD, qkv, b, d.T, q0, W, d.q_col(h));
+    load_tile<E, HS>(dOb + st * kTile * LD, dout, b, d.T, q0, d.out_row(), d.q_col(h));
     cp_async_commit();
     if (threadIdx.x < kTile) {
       const int t = q0 + threadIdx.x;
@@ -289,8 +284,8 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
       D_b[st][threadIdx.x] = t < d.T ? D[r] : 0.f;
     }
   };
-  load_tile<E, HS>(Ks, qkv, b, d.T, k0, W, (d.NH + kh) * HS);
-  load_tile<E, HS>(Vs, qkv, b, d.T, k0, W, (d.NH + d.KVH + kh) * HS);
+  load_tile<E, HS>(Ks, qkv, b, d.T, k0, W, d.k_col(kh));
+  load_tile<E, HS>(Vs, qkv, b, d.T, k0, W, d.v_col(kh));
   load_q(0);  // one group: K, V and the first Q, dO
   float dk[NO][4] = {}, dv[NO][4] = {};
   E* Pw = Ps + warp * 16 * LDP;
@@ -330,14 +325,14 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
   for (int hr = 0; hr < 2; ++hr) {
     const int t = k0 + warp * 16 + g + 8 * hr;
     if (t >= d.T) continue;
-    E* row = dqkv + (size_t(b) * d.T + t) * W;
+    E* row = dqkv + d.pos(b, t) * W;
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
       for (int e = 0; e < 2; ++e) {
         const int c = j * 8 + 2 * q4 + e;
-        E& rk = row[(d.NH + kh) * HS + c];
-        E& rv = row[(d.NH + d.KVH + kh) * HS + c];
+        E& rk = row[d.k_col(kh) + c];
+        E& rv = row[d.v_col(kh) + c];
         rk = from_f<E>((accumulate ? to_f(rk) : 0.f) + dk[j][2 * hr + e]);  // this block's elements alone
         rv = from_f<E>((accumulate ? to_f(rv) : 0.f) + dv[j][2 * hr + e]);
       }
@@ -348,7 +343,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dkdv_kernel(Elem
 template <bool kBf16, int HS>
 __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<kBf16>* dqkv, const Elem<kBf16>* qkv,
                                                                           const Elem<kBf16>* dout, const float* lse,
-                                                                          const float* D, Dims d, float scale,
+                                                                          const float* D, QkvLayout d, float scale,
                                                                           bool accumulate) {
   using E = Elem<kBf16>;
   constexpr int LD = HS + kPadP, LDP = kTile + kPadP, NO = HS / 8, NS = kTile / 8;
@@ -359,12 +354,12 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   E* Vb = Kb + 2 * kTile * LD;  // 2 stages of V
   E* dSs = Vb + 2 * kTile * LD;  // (64, LDP)
   const int qt = gridDim.x - 1 - blockIdx.x;
-  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = h / (d.NH / d.KVH);
-  const int W = d.W(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
+  const int bh = blockIdx.y, b = bh / d.NH, h = bh % d.NH, kh = d.kv_head(h);
+  const int W = d.row(), warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, g = lane / 4, q4 = lane % 4;
   const int q0 = qt * kTile;
   const float scale2 = scale * kLog2e;
-  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, h * HS);
-  load_tile<E, HS>(dOs, dout, b, d.T, q0, d.NH * HS, h * HS);
+  load_tile<E, HS>(Qs, qkv, b, d.T, q0, W, d.q_col(h));
+  load_tile<E, HS>(dOs, dout, b, d.T, q0, d.out_row(), d.q_col(h));
   load_kv_stage<E, HS>(Kb, Vb, qkv, b, d, kh, 0);  // one group: Q, dO and the first K, V
   float row_lse[2], row_D[2];
 #pragma unroll
@@ -405,7 +400,7 @@ __global__ void __launch_bounds__(kFlashThreads) flash_backward_dq_kernel(Elem<k
   for (int hr = 0; hr < 2; ++hr) {
     const int t = q0 + warp * 16 + g + 8 * hr;
     if (t >= d.T) continue;
-    E* row = dqkv + (size_t(b) * d.T + t) * W + h * HS;
+    E* row = dqkv + d.q(b, t, h);
 #pragma unroll
     for (int j = 0; j < NO; ++j)
 #pragma unroll
@@ -425,7 +420,7 @@ void launch(Kernel kernel, dim3 grid, size_t smem, cudaStream_t stream, Args... 
 }
 
 template <bool kBf16, int HS>
-void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem<kBf16>* qkv, Dims d, float scale) {
+void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem<kBf16>* qkv, QkvLayout d, float scale) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const size_t smem = sizeof(E) * (5 * kTile * (HS + kPadP) + kTile * (kTile + kPadP));  // Q, 2x K, 2x V, P
@@ -435,7 +430,7 @@ void forward_impl(const OpContext& ctx, Elem<kBf16>* out, float* att, const Elem
 
 template <bool kBf16, int HS>
 void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* dout, const Elem<kBf16>* qkv,
-                   const float* att, Dims d, float scale, bool accumulate) {
+                   const float* att, QkvLayout d, float scale, bool accumulate) {
   using E = Elem<kBf16>;
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const float* lse = att;
@@ -455,7 +450,7 @@ void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* d
 }
 
 template <bool kBf16>
-void forward_hs(const OpContext& ctx, void* out_, float* att, const void* qkv_, Dims d, float scale) {
+void forward_hs(const OpContext& ctx, void* out_, float* att, const void* qkv_, QkvLayout d, float scale) {
   auto* out = static_cast<Elem<kBf16>*>(out_);
   const auto* qkv = static_cast<const Elem<kBf16>*>(qkv_);
   switch (d.HS) {
@@ -466,7 +461,7 @@ void forward_hs(const OpContext& ctx, void* out_, float* att, const void* qkv_, 
 }
 
 template <bool kBf16>
-void backward_hs(const OpContext& ctx, void* dqkv_, const void* dout_, const void* qkv_, const float* att, Dims d,
+void backward_hs(const OpContext& ctx, void* dqkv_, const void* dout_, const void* qkv_, const float* att, QkvLayout d,
                  float scale, bool accumulate) {
   auto* dqkv = static_cast<Elem<kBf16>*>(dqkv_);
   const auto* dout = static_cast<const Elem<kBf16>*>(dout_);
@@ -491,20 +486,17 @@ static void check_aligned(std::initializer_list<const void*> ptrs) {
              "flash attention: activation buffers must be 16-byte aligned (got " << p << ")");
 }
 
-void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
-                             int KVH, int HS) {
+void flash_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, const QkvLayout& d) {
   check_aligned({out, qkv});
-  const Dims d{B, T, NH, KVH, HS};
-  const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
+  const float scale = float(1.0 / std::sqrt(double(d.HS)));  // Vaswani et al. 2017, eq. 1
   if (ctx.bf16) forward_hs<true>(ctx, out, att, qkv, d, scale);
   else forward_hs<false>(ctx, out, att, qkv, d, scale);
 }
 
 void flash_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
-                              const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate) {
+                              const float* att, const QkvLayout& d, bool accumulate) {
   check_aligned({dqkv, dout, qkv});
-  const Dims d{B, T, NH, KVH, HS};
-  const float scale = float(1.0 / std::sqrt(double(HS)));
+  const float scale = float(1.0 / std::sqrt(double(d.HS)));
   if (ctx.bf16) backward_hs<true>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
   else backward_hs<false>(ctx, dqkv, dout, qkv, att, d, scale, accumulate);
 }
