@@ -90,8 +90,8 @@ class GPT {
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_;
-  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: activation
-  // buffers hold Backend::activation_bytes() per element, statistics and losses 4 (model_acts.h).
+  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: the activation
+  // table (src/model_acts.h) gives each buffer's shape, element count and storage type.
   int B_ = 0, T_ = 0;
   // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
   // forward with train=true (backward needs its dlogits)
