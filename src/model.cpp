@@ -110,29 +110,17 @@ void GPT::init_params(uint64_t seed) {
 void GPT::ensure_acts(int B, int T) {
   XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
   if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
-  const size_t N = static_cast<size_t>(B) * T, C = cfg_.C;
-  const size_t QKV = cfg_.qkv_width(), A = static_cast<size_t>(cfg_.NH) * cfg_.HS, F = cfg_.F;
-  const size_t ATT = be_.attention_scratch_count(B, cfg_.NH, T, cfg_.HS);  // (B,NH,T,T) on the CPU
-  acts_.clear();
-  std::vector<size_t> sizes(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs, 0);
-  for (int l = 0; l < cfg_.L; ++l) {
-    size_t* s = sizes.data() + l * kPerLayerActs;
-    s[kLn1] = N * C, s[kLn1Mean] = N, s[kLn1Rstd] = N, s[kQkv] = N * QKV, s[kAtty] = N * A;
-    s[kAtt] = ATT, s[kAttProj] = N * C, s[kRes2] = N * C, s[kLn2] = N * C, s[kLn2Mean] = N;
-    s[kLn2Rstd] = N, s[kFch] = N * F, s[kFchGelu] = N * F, s[kFcProj] = N * C, s[kRes3] = N * C;
-  }
-  size_t* g = sizes.data() + cfg_.L * kPerLayerActs;
-  g[kEncoded] = N * C, g[kLnf] = N * C, g[kLnfMean] = N, g[kLnfRstd] = N;
-  g[kLogits] = N * cfg_.Vp(), g[kLosses] = N;
-  g[kDRes] = N * C, g[kDTmpC] = N * C, g[kDTmpC2] = N * C, g[kDQkv] = N * QKV, g[kDAtty] = N * A;
-  g[kDFch] = N * F, g[kDFchGelu] = N * F;
-  acts_.reserve(sizes.size());
+  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, cfg_.NH, T, cfg_.HS));
   const size_t act_bytes = be_.activation_bytes();
-  for (size_t i = 0; i < sizes.size(); ++i) {
-    const int l = static_cast<int>(i) / kPerLayerActs, which = static_cast<int>(i) % kPerLayerActs;
-    const bool fp32 = l < cfg_.L ? is_fp32_layer_act(which) : is_fp32_global_act(static_cast<int>(i) - cfg_.L * kPerLayerActs);
-    acts_.emplace_back(be_, sizes[i] * (fp32 ? sizeof(float) : act_bytes));
-  }
+  auto alloc = [&](const ActSpec& a) {
+    acts_.emplace_back(be_, a.count(dims) * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes));
+  };
+  acts_.clear();
+  acts_.reserve(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs);
+  for (int l = 0; l < cfg_.L; ++l)
+    for (const ActSpec& a : kLayerActTable) alloc(a);
+  for (const ActSpec& a : kGlobalActTable) alloc(a);
+  const size_t N = dims[ActDim::N];
   tokens_ = DeviceBuffer<int32_t>(be_, N);
   targets_ = DeviceBuffer<int32_t>(be_, N);
   B_ = B, T_ = T;

@@ -1,6 +1,11 @@
-// Internal indices of GPT parameter tensors and activation buffers (shared by model.cpp and
-// model_step.cpp). Per layer the parameter tensors follow param_layout's order.
+// Internal indices of GPT parameter tensors, and the activation table: every activation buffer of
+// one (B,T) with its shape, element count and storage type, in one place (llm.c's ActivationTensors).
+// Shared by model.cpp (allocation) and model_step.cpp (forward, backward).
 #pragma once
+
+#include <cstddef>
+
+#include "xtrain/model.h"
 
 namespace xtrain {
 
@@ -9,7 +14,8 @@ constexpr int kLayerBase = 2;
 constexpr int kPerLayer = 12;
 enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
 
-// activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs)
+// activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs); the
+// tables below give one row for each, in this order
 enum LayerAct {
   kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttProj, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu,
   kFcProj, kRes3, kPerLayerActs
@@ -19,12 +25,75 @@ enum GlobalAct {
   kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
 };
 
-// is_fp32_act: buffers that are fp32 whatever the activation type (layernorm statistics, the
-// attention scratch, per-position losses); all others hold activations or their gradients in the
-// backend's activation type (Backend::activation_bytes()).
-constexpr bool is_fp32_layer_act(int which) {
-  return which == kLn1Mean || which == kLn1Rstd || which == kAtt || which == kLn2Mean || which == kLn2Rstd;
+// Storage of an activation buffer: `act` in the backend's activation type
+// (Backend::activation_bytes() per element: 4 fp32, 2 bf16), `fp32` 4 bytes whatever it is
+// (layernorm statistics, the attention scratch, per-position losses; backend.h, "Storage types").
+enum class ActStore { act, fp32 };
+
+// The sizes the table is written in (elements). N = B*T positions; att = the attention scratch of
+// one layer, Backend::attention_scratch_count(B,NH,T,HS): (B,NH,T,T) probabilities on the CPU, less
+// on the CUDA flash route (B,NH,T,HS+1).
+enum class ActDim { one, N, C, QKV, A, F, Vp, att, count };
+struct ActDims {
+  size_t size[static_cast<int>(ActDim::count)];
+  size_t operator[](ActDim d) const { return size[static_cast<int>(d)]; }
+};
+inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
+  return ActDims{{1, size_t(B) * T, size_t(c.C), size_t(c.qkv_width()), size_t(c.NH) * c.HS, size_t(c.F),
+                  size_t(c.Vp()), att}};
 }
-constexpr bool is_fp32_global_act(int which) { return which == kLnfMean || which == kLnfRstd || which == kLosses; }
+
+// One table row: buffer `id` holds rows x cols elements of storage `store`.
+struct ActSpec {
+  int id;
+  ActDim rows, cols;
+  ActStore store;
+  size_t count(const ActDims& d) const { return d[rows] * d[cols]; }
+};
+
+constexpr ActSpec kLayerActTable[] = {  // per layer l
+    {kLn1, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    ln1(residual)
+    {kLn1Mean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLn1Rstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kQkv, ActDim::N, ActDim::QKV, ActStore::act},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
+    {kAtty, ActDim::N, ActDim::A, ActStore::act},       // (B,T,NH*HS) attention output
+    {kAtt, ActDim::one, ActDim::att, ActStore::fp32},   // (att)      attention scratch, see ActDims
+    {kAttProj, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    attention projection
+    {kRes2, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    residual + attention branch
+    {kLn2, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)
+    {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kFch, ActDim::N, ActDim::F, ActStore::act},        // (B,T,F)    fc output
+    {kFchGelu, ActDim::N, ActDim::F, ActStore::act},    // (B,T,F)    gelu(fch)
+    {kFcProj, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    MLP projection
+    {kRes3, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    res2 + MLP branch: the next layer's input
+};
+constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
+    {kEncoded, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    wte[tok] + wpe[t]
+    {kLnf, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    final layernorm
+    {kLnfMean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLnfRstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLogits, ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
+    {kLosses, ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
+    {kDRes, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    gradient of the residual stream
+    {kDTmpC, ActDim::N, ActDim::C, ActStore::act},      // (B,T,C)    scratch gradient
+    {kDTmpC2, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient
+    {kDQkv, ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
+    {kDAtty, ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
+    {kDFch, ActDim::N, ActDim::F, ActStore::act},       // (B,T,F)
+    {kDFchGelu, ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
+};
+
+// The tables list every buffer once, in enum order (acts_ is indexed by the enums).
+constexpr bool in_enum_order(const ActSpec* t, int n) {
+  for (int i = 0; i < n; ++i)
+    if (t[i].id != i) return false;
+  return true;
+}
+static_assert(sizeof(kLayerActTable) / sizeof(ActSpec) == kPerLayerActs && in_enum_order(kLayerActTable, kPerLayerActs),
+              "kLayerActTable: one row per LayerAct, in order");
+static_assert(sizeof(kGlobalActTable) / sizeof(ActSpec) == kNumGlobalActs &&
+                  in_enum_order(kGlobalActTable, kNumGlobalActs),
+              "kGlobalActTable: one row per GlobalAct, in order");
 
 }  // namespace xtrain

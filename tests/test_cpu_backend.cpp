@@ -7,9 +7,11 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
 #include "cpu_ops_test_util.h"
+#include "xtrain/qkv_layout.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;
+using xtrain::QkvLayout;
 using xtrain::Backend;
 using xtrain::DeviceBuffer;
 
@@ -118,7 +120,7 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
     check_close("matmul dbias", dev.down(dbias_d), dbias);
   }
   SUBCASE("attention") {
-    const Vec qkv = rounded(N * (NH + 2 * KVH) * HS, 11, -2.0, 2.0), adout = rounded(N * NH * HS, 12);
+    const Vec qkv = rounded(QkvLayout{B, T, NH, KVH, HS}.qkv_count(), 11, -2.0, 2.0), adout = rounded(N * NH * HS, 12);
     Vec out(N * NH * HS), att(B * NH * T * T), dqkv(qkv.size());
     auto qkv_d = dev.up(qkv), adout_d = dev.up(adout), out_d = dev.up(out), att_d = dev.up(att),
          dqkv_d = dev.up(dqkv);

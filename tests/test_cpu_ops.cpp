@@ -8,10 +8,12 @@
 
 #include "cpu/ops.h"
 #include "cpu_ops_test_util.h"
+#include "xtrain/qkv_layout.h"
 #include "xtrain/error.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;
+using xtrain::QkvLayout;
 
 namespace {
 // Forward values in double against naive double loops: only summation order differs (~1e-16 each).
@@ -51,7 +53,7 @@ Vec naive_mha(const Vec& qkv, int B, int T, int NH, int HS) {
 
 // expand_kv: GQA qkv (N,(NH+2*KVH)*HS) -> MHA qkv (N,3*NH*HS), query head h given kv head h/(NH/KVH).
 Vec expand_kv(const Vec& qkv, int N, int NH, int KVH, int HS) {
-  const int in_row = (NH + 2 * KVH) * HS, out_row = 3 * NH * HS;
+  const int in_row = QkvLayout::row_width(NH, KVH, HS), out_row = QkvLayout::row_width(NH, NH, HS);
   Vec out(size_t(N) * out_row);
   for (int n = 0; n < N; ++n)
     for (int h = 0; h < NH; ++h)
@@ -93,8 +95,28 @@ TEST_CASE("matmul_forward equals the triple loop, with and without bias") {
   }
 }
 
+// The one layout of qkv rows (backend.h): [NH q heads | KVH k heads | KVH v heads] of HS channels.
+TEST_CASE("QkvLayout offsets and counts") {
+  const QkvLayout L{2, 3, 6, 2, 4};  // B, T, NH, KVH, HS: groups of 3 query heads
+  CHECK(L.row() == 40);
+  CHECK(QkvLayout::row_width(6, 2, 4) == 40);
+  CHECK(L.out_row() == 24);
+  CHECK(L.group() == 3);
+  CHECK((L.kv_head(0) == 0 && L.kv_head(2) == 0 && L.kv_head(3) == 1 && L.kv_head(5) == 1));
+  CHECK(L.q(1, 2, 5) == (1 * 3 + 2) * 40 + 5 * 4);
+  CHECK(L.k(1, 2, 1) == (1 * 3 + 2) * 40 + 28);  // after the 6 q heads and k head 0
+  CHECK(L.v(0, 1, 0) == 40 + 32);                // after the 6 q and 2 k heads
+  CHECK(L.out(1, 0, 2) == 3 * 24 + 8);
+  CHECK(L.qkv_count() == 2 * 3 * 40);
+  CHECK(L.q_count() == 2 * 3 * 24);
+  CHECK(L.kv_count() == 2 * 3 * 8);
+  CHECK(L.q_count() + 2 * L.kv_count() == L.qkv_count());
+  CHECK_THROWS_AS(xtrain::qkv_layout(2, 3, 6, 4, 4), xtrain::Error);  // 4 kv heads do not divide 6
+  CHECK_THROWS_AS(xtrain::qkv_layout(2, 3, 6, 2, 0), xtrain::Error);
+}
+
 TEST_CASE("attention with T=1 returns v of the query head's kv group") {
-  const int B = 2, T = 1, NH = 4, KVH = 2, HS = 3, row = (NH + 2 * KVH) * HS;
+  const int B = 2, T = 1, NH = 4, KVH = 2, HS = 3, row = QkvLayout::row_width(NH, KVH, HS);
   const Vec qkv = random_vec(B * row, 4, -3.0, 3.0);
   Vec out(B * NH * HS), att(B * NH);
   cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
@@ -108,7 +130,7 @@ TEST_CASE("attention with T=1 returns v of the query head's kv group") {
 
 TEST_CASE("attention probabilities are causal rows that sum to 1") {
   const int B = 2, T = 5, NH = 4, KVH = 2, HS = 4;
-  const Vec qkv = random_vec(B * T * (NH + 2 * KVH) * HS, 5, -2.0, 2.0);
+  const Vec qkv = random_vec(QkvLayout{B, T, NH, KVH, HS}.qkv_count(), 5, -2.0, 2.0);
   Vec out(B * T * NH * HS), att(B * NH * T * T, 99.0);
   cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
   for (int r = 0; r < B * NH * T; ++r) {
@@ -128,7 +150,7 @@ TEST_CASE("GQA equals MHA: KVH=NH against a naive loop, KVH<NH against replicate
   const int B = 2, T = 5, NH = 4, HS = 4, N = B * T;
   for (int KVH : {4, 2, 1}) {
     CAPTURE(KVH);
-    const Vec qkv = random_vec(size_t(N) * (NH + 2 * KVH) * HS, 6 + KVH, -2.0, 2.0);
+    const Vec qkv = random_vec(QkvLayout{B, T, NH, KVH, HS}.qkv_count(), 6 + KVH, -2.0, 2.0);
     const Vec mha_qkv = expand_kv(qkv, N, NH, KVH, HS);
     Vec out(N * NH * HS), att(B * NH * T * T), mha_out(N * NH * HS), mha_att(att.size());
     cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
@@ -142,7 +164,7 @@ TEST_CASE("GQA equals MHA: KVH=NH against a naive loop, KVH<NH against replicate
     cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, NH, KVH, HS);
     cpu::attention_backward(mha_dqkv.data(), dout.data(), mha_qkv.data(), mha_att.data(), B, T, NH, NH, HS);
     Vec folded(qkv.size(), 0.0);  // mha_dqkv folded back onto the GQA layout
-    const int row = (NH + 2 * KVH) * HS, mrow = 3 * NH * HS;
+    const int row = QkvLayout::row_width(NH, KVH, HS), mrow = QkvLayout::row_width(NH, NH, HS);
     for (int n = 0; n < N; ++n)
       for (int h = 0; h < NH; ++h)
         for (int i = 0; i < HS; ++i) {

@@ -6,9 +6,11 @@
 
 #include "cpu/ops.h"
 #include "cpu_ops_test_util.h"
+#include "xtrain/qkv_layout.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;
+using xtrain::QkvLayout;
 
 namespace {
 // Shapes: small but with every dimension distinct, so a swapped index shows up as a wrong gradient.
@@ -78,7 +80,7 @@ TEST_CASE("attention_backward matches finite differences (MHA, GQA, MQA)") {
   const int NH = 4, HS = 4;
   for (int KVH : {4, 2, 1}) {
     CAPTURE(KVH);
-    const size_t row = size_t(NH + 2 * KVH) * HS;
+    const size_t row = QkvLayout::row_width(NH, KVH, HS);
     Vec qkv = random_vec(size_t(N) * row, 30 + KVH, -2.0, 2.0);  // wide range: peaked, non-uniform softmax
     const Vec R = random_vec(size_t(N) * NH * HS, 40 + KVH);
     Vec out(size_t(N) * NH * HS), att(size_t(B) * NH * T * T);

@@ -7,10 +7,12 @@
 
 #include "cpu/ops.h"
 #include "cpu_ops_test_util.h"
+#include "xtrain/qkv_layout.h"
 #include "xtrain/error.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;
+using xtrain::QkvLayout;
 
 namespace {
 // Double results of the same operations in a different order (BLAS blocking): ~1e-16 per term.
@@ -56,7 +58,7 @@ TEST_CASE("backward ops accumulate: calling twice doubles every gradient") {
     cpu::matmul_backward(dinp.data(), mdw.data(), mdb.data(), mdout.data(), inp.data(), mw.data(), N, C, OC);
   });
 
-  const Vec qkv = random_vec(N * (NH + 2 * KVH) * HS, 8), adout = random_vec(N * NH * HS, 9);
+  const Vec qkv = random_vec(QkvLayout{B, T, NH, KVH, HS}.qkv_count(), 8), adout = random_vec(N * NH * HS, 9);
   Vec aout(N * NH * HS), att(B * NH * T * T), dqkv(qkv.size());
   cpu::attention_forward(aout.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
   expect_accumulates("attention", {&dqkv}, [&] {

@@ -17,6 +17,7 @@
 #include "cpu_ops_test_util.h"
 #include "cuda/cuda_backend.h"
 #include "xtrain/error.h"
+#include "xtrain/qkv_layout.h"
 
 using namespace xtrain;
 using xtrain::test::rel_err;
@@ -270,14 +271,14 @@ TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBL
 }
 
 TEST_CASE("causal grouped-query attention forward and backward") {
-  struct Shape { int B, T, NH, KVH, HS; };
-  for (Shape s : {Shape{2, 37, 6, 2, 16}, Shape{1, 64, 4, 4, 64}, Shape{2, 150, 2, 1, 32}, Shape{1, 5, 2, 1, 160}}) {
+  for (QkvLayout s : {QkvLayout{2, 37, 6, 2, 16}, QkvLayout{1, 64, 4, 4, 64}, QkvLayout{2, 150, 2, 1, 32},
+                      QkvLayout{1, 5, 2, 1, 160}}) {
     CAPTURE(s.B);
     CAPTURE(s.T);
     CAPTURE(s.NH);
     CAPTURE(s.KVH);
     CAPTURE(s.HS);
-    const size_t bt = size_t(s.B) * s.T, qkv_n = bt * (s.NH + 2 * s.KVH) * s.HS;
+    const size_t bt = size_t(s.B) * s.T, qkv_n = s.qkv_count();
     Twin<float> qkv(rnd(qkv_n, 41, -2.0, 2.0)), out(filled(bt * s.NH * s.HS)),
         att(filled(size_t(s.B) * s.NH * s.T * s.T, 7.0f));  // 7: the zeros must be written
     be().cpu->attention_forward(out.c.get(), att.c.get(), qkv.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
@@ -302,23 +303,17 @@ std::unique_ptr<Backend> with_attention_route(const char* route, const char* dty
   return b;
 }
 
-struct AttnShape {
-  int B, T, NH, KVH, HS;
-  size_t out_count() const { return size_t(B) * T * NH * HS; }
-  size_t qkv_count() const { return size_t(B) * T * (NH + 2 * KVH) * HS; }
-};
-
 // AttentionCase: attention forward and backward of the CPU oracle and of GPU backend g on the same seeded
 // q, k, v (from `seed`) and dout (seed + 1); dqkv starts from dqkv0 and takes the backward with `mode`.
 // The buffers stay for the caller's comparisons and reruns.
 struct AttentionCase {
   Backend& g;
-  AttnShape s;
+  QkvLayout s;
   Act qkv, out, dout, dqkv;
   Twin<float> att;  // CPU: (B,NH,T,T) probabilities; GPU: the backend's scratch (at most as large)
-  AttentionCase(Backend& gpu, AttnShape sh, uint64_t seed, const std::vector<float>& dqkv0, Grad mode)
-      : g(gpu), s(sh), qkv(gpu, rnd(sh.qkv_count(), seed, -2.0, 2.0)), out(gpu, filled(sh.out_count(), 7.0f)),
-        dout(gpu, rnd(sh.out_count(), seed + 1)), dqkv(gpu, dqkv0),
+  AttentionCase(Backend& gpu, QkvLayout sh, uint64_t seed, const std::vector<float>& dqkv0, Grad mode)
+      : g(gpu), s(sh), qkv(gpu, rnd(sh.qkv_count(), seed, -2.0, 2.0)), out(gpu, filled(sh.q_count(), 7.0f)),
+        dout(gpu, rnd(sh.q_count(), seed + 1)), dqkv(gpu, dqkv0),
         att(filled(size_t(sh.B) * sh.NH * sh.T * sh.T), &gpu) {
     be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
     g.attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
@@ -334,8 +329,8 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
     auto flash = with_attention_route("flash", dtype);
     const double tol = std::string(dtype) == "bf16" ? kFlashBf16Rel : kFp32Rel;
     // T not a multiple of the 64-row tiles; kv groups of 3, 2 and 1 heads
-    for (AttnShape s : {AttnShape{2, 150, 6, 2, 32}, AttnShape{1, 130, 4, 2, 64}, AttnShape{2, 64, 2, 2, 32},
-                        AttnShape{1, 300, 2, 1, 64}}) {
+    for (QkvLayout s : {QkvLayout{2, 150, 6, 2, 32}, QkvLayout{1, 130, 4, 2, 64}, QkvLayout{2, 64, 2, 2, 32},
+                        QkvLayout{1, 300, 2, 1, 64}}) {
       CAPTURE(dtype);
       CAPTURE(s.T);
       CAPTURE(s.NH);
@@ -345,7 +340,7 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
       expect_close(std::string("flash attention_forward out ") + dtype, a.out, tol);
       expect_close(std::string("flash attention_backward dqkv ") + dtype, a.dqkv, tol);
       // deterministic: a rerun gives bitwise the same output, and the same backward the same increment
-      Act out2(*flash, filled(s.out_count(), 5.0f));
+      Act out2(*flash, filled(s.q_count(), 5.0f));
       flash->attention_forward(out2.gp(), a.att.g.get(), a.qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
       CHECK(out2.gpu_bytes() == a.out.gpu_bytes());
       Act dqkv2(*flash, rnd(s.qkv_count(), 46));
@@ -360,7 +355,7 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
 // (FAST_16BF); same rounding argument and tolerance as the flash route with bf16.
 TEST_CASE("attention with bf16 activations on the GEMM route") {
   auto gb = with_attention_route("gemm", "bf16");
-  for (AttnShape s : {AttnShape{2, 37, 6, 2, 16}, AttnShape{2, 150, 6, 2, 32}, AttnShape{1, 5, 2, 1, 160}}) {
+  for (QkvLayout s : {QkvLayout{2, 37, 6, 2, 16}, QkvLayout{2, 150, 6, 2, 32}, QkvLayout{1, 5, 2, 1, 160}}) {
     CAPTURE(s.T);
     CAPTURE(s.HS);
     AttentionCase a(*gb, s, 47, rnd(s.qkv_count(), 49), Grad::accumulate);
@@ -511,7 +506,7 @@ TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention
       expect_close("gelu_backward (assign)", dx, tol_ew);
     }
     {
-      const AttnShape s{2, 150, 4, 2, 32};
+      const QkvLayout s{2, 150, 4, 2, 32};
       AttentionCase a(*g, s, 221, filled(s.qkv_count(), kNaN), Grad::assign);
       expect_close("attention_backward dqkv (assign)", a.dqkv, tol_att);
     }
@@ -599,7 +594,8 @@ TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {
   Backend& g = *be().gpu;
   const int B = 2, T = 64, C = 96, NH = 6, KVH = 2, HS = 16, V = 500;
   auto step = [&] {  // allocations of different sizes and the ops that take scratch memory
-    DeviceBuffer<float> qkv(g, size_t(B) * T * (NH + 2 * KVH) * HS), dqkv(g, qkv.count()), att(g, size_t(B) * NH * T * T),
+    DeviceBuffer<float> qkv(g, QkvLayout{B, T, NH, KVH, HS}.qkv_count()), dqkv(g, qkv.count()),
+        att(g, size_t(B) * NH * T * T),
         out(g, size_t(B) * T * NH * HS), x(g, size_t(B) * T * C), dx(g, size_t(B) * T * C), w(g, C), dw(g, C),
         db(g, C), mean(g, size_t(B) * T), rstd(g, size_t(B) * T), wte(g, size_t(V) * C), wpe(g, size_t(T) * C);
     DeviceBuffer<int32_t> tok(g, size_t(B) * T);

@@ -39,7 +39,7 @@ TEST_CASE("parameter layout is contiguous, complete and decays only 2-D weights"
     CHECK(t.decay == (t.shape.size() == 2));
     off += t.count;
   }
-  const size_t QKV = (c.NH + 2 * c.KVH) * c.HS;
+  const size_t QKV = c.qkv_width();
   const size_t per_layer = 4 * c.C + QKV * c.C + QKV + c.C * c.NH * c.HS + c.C + 2 * c.F * c.C + c.F + c.C;
   CHECK(c.Vp() == 64);  // V = 32 rounded up to a multiple of 64
   CHECK(off == static_cast<size_t>(c.Vp()) * c.C + c.maxT * c.C + c.L * per_layer + 2 * c.C);

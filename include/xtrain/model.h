@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xtrain/backend.h"
+#include "xtrain/qkv_layout.h"
 
 namespace xtrain {
 
@@ -22,7 +23,7 @@ struct GPTConfig {
   int KVH = 4;    // key/value heads (GQA; NH % KVH == 0)
   int HS = 32;    // head size
   int F = 512;    // MLP hidden width
-  int qkv_width() const { return (NH + 2 * KVH) * HS; }
+  int qkv_width() const { return QkvLayout::row_width(NH, KVH, HS); }  // qkv row (qkv_layout.h)
   // Vp: V rounded up to a multiple of 64 (GPT-2: 50304, as llm.c): the rows of wte and the row stride
   // of the logits, so every logits/wte row starts 256-byte aligned for the lm_head GEMMs. Rows
   // [V, Vp) of wte start at zero and are never a target, so they get no gradient and stay zero
@@ -89,8 +90,8 @@ class GPT {
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_;
-  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: activation
-  // buffers hold Backend::activation_bytes() per element, statistics and losses 4 (model_acts.h).
+  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: the activation
+  // table (src/model_acts.h) gives each buffer's shape, element count and storage type.
   int B_ = 0, T_ = 0;
   // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
   // forward with train=true (backward needs its dlogits)

@@ -1,6 +1,6 @@
 // CPU reference causal grouped-query attention (included by ops.h). Plain loops over (b, t, h) with
 // scores, softmax and dot products accumulated in double; the clarity of an oracle, not a fast kernel.
-// Layout (include/xtrain/backend.h): qkv (B,T,(NH+2*KVH)*HS) = per position [NH q | KVH k | KVH v].
+// Layout and offsets: QkvLayout (include/xtrain/qkv_layout.h).
 #pragma once
 
 #include <algorithm>
@@ -8,30 +8,13 @@
 #include <cstddef>
 #include <vector>
 
-#include "xtrain/error.h"
+#include "xtrain/qkv_layout.h"
 
 namespace xtrain::cpu {
 
 namespace detail {
-// Offsets into qkv for batch b, position t: query head h, key / value head kh (units: elements).
-struct QkvLayout {
-  int T, NH, KVH, HS;
-  size_t row() const { return size_t(NH + 2 * KVH) * HS; }  // elements per position
-  size_t q(int b, int t, int h) const { return (size_t(b) * T + t) * row() + size_t(h) * HS; }
-  size_t k(int b, int t, int kh) const { return (size_t(b) * T + t) * row() + size_t(NH + kh) * HS; }
-  size_t v(int b, int t, int kh) const { return (size_t(b) * T + t) * row() + size_t(NH + KVH + kh) * HS; }
-  size_t out(int b, int t, int h) const { return (size_t(b) * T + t) * NH * HS + size_t(h) * HS; }
-  size_t att(int b, int h, int t) const { return ((size_t(b) * NH + h) * T + t) * T; }  // row t
-  // Grouped-query attention (Ainslie et al. 2023): NH/KVH consecutive query heads share one kv head.
-  int kv_head(int h) const { return h / (NH / KVH); }
-};
-
-inline QkvLayout check_attention_shape(int B, int T, int NH, int KVH, int HS) {
-  XT_CHECK(B >= 0 && T >= 0 && HS > 0, "bad attention shape B=" << B << " T=" << T << " HS=" << HS);
-  XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
-           "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
-  return QkvLayout{T, NH, KVH, HS};
-}
+// att_row: offset of row t of attention probabilities (B,NH,T,T) for batch b, query head h.
+inline size_t att_row(const QkvLayout& L, int b, int h, int t) { return ((size_t(b) * L.NH + h) * L.T + t) * L.T; }
 }  // namespace detail
 
 // attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS), att (B,NH,T,T)
@@ -39,7 +22,7 @@ inline QkvLayout check_attention_shape(int B, int T, int NH, int KVH, int HS) {
 // Scale 1/sqrt(HS): Vaswani et al. 2017, eq. 1. Throws Error when NH is not a multiple of KVH.
 template <typename Real>
 void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int NH, int KVH, int HS) {
-  const detail::QkvLayout L = detail::check_attention_shape(B, T, NH, KVH, HS);
+  const QkvLayout L = qkv_layout(B, T, NH, KVH, HS);
   const double scale = 1.0 / std::sqrt(double(HS));
   std::vector<double> p(size_t(T) + 1), acc(HS);
   for (int b = 0; b < B; ++b)
@@ -57,7 +40,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
         }
         double z = 0.0;  // softmax shifted by the row max: no overflow
         for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
-        Real* a = att + L.att(b, h, t);
+        Real* a = att + detail::att_row(L, b, h, t);
         for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? Real(p[t2] /= z) : Real(0);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int t2 = 0; t2 <= t; ++t2) {
@@ -77,7 +60,7 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
 template <typename Real>
 void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Real* att, int B, int T, int NH,
                         int KVH, int HS) {
-  const detail::QkvLayout L = detail::check_attention_shape(B, T, NH, KVH, HS);
+  const QkvLayout L = qkv_layout(B, T, NH, KVH, HS);
   const double scale = 1.0 / std::sqrt(double(HS));
   std::vector<double> dp(size_t(T) + 1), dq(HS);
   for (int b = 0; b < B; ++b)
@@ -85,7 +68,7 @@ void attention_backward(Real* dqkv, const Real* dout, const Real* qkv, const Rea
       for (int h = 0; h < NH; ++h) {
         const int kh = L.kv_head(h);
         const Real* q = qkv + L.q(b, t, h);
-        const Real* a = att + L.att(b, h, t);
+        const Real* a = att + detail::att_row(L, b, h, t);
         const Real* dy = dout + L.out(b, t, h);
         double dot = 0.0;  // sum_j P_j dP_j
         for (int t2 = 0; t2 <= t; ++t2) {

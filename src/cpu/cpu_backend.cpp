@@ -104,7 +104,7 @@ class CpuBackend final : public Backend {
   }
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS, Grad dqkv_mode) override {
-    clear_for(dqkv_mode, dqkv, size_t(B) * T * (NH + 2 * KVH) * HS);
+    clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
     cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }
   void gelu_forward(void* out, const void* inp, size_t count) override {

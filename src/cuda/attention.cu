@@ -15,6 +15,7 @@
 #include "cuda/common.cuh"
 #include "cuda/flash_attention.h"
 #include "cuda/ops.h"
+#include "xtrain/qkv_layout.h"
 
 namespace xtrain::cuda {
 
@@ -94,28 +95,16 @@ __global__ void causal_softmax_backward_kernel(float* dp, const float* att, size
   for (int j = lane; j < T; j += kWarp) d[j] = j <= t ? p[j] * (d[j] - D) * scale : 0.0f;
 }
 
-struct Shape {
-  int B, T, NH, KVH, HS;
-  int group() const { return NH / KVH; }
-  int width() const { return (NH + 2 * KVH) * HS; }       // qkv row
-  size_t q_count() const { return size_t(B) * NH * T * HS; }
-  size_t kv_count() const { return size_t(B) * KVH * T * HS; }
-  int R() const { return group() * T; }                    // query rows per (b, kh)
-  long long q_stride() const { return (long long)R() * HS; }
-  long long kv_stride() const { return (long long)T * HS; }
-  long long att_stride() const { return (long long)R() * T; }
-  int batch() const { return B * KVH; }
-};
-
-Shape check_shape(int B, int T, int NH, int KVH, int HS) {
-  XT_CHECK(B >= 0 && T >= 0 && HS > 0, "bad attention shape B=" << B << " T=" << T << " HS=" << HS);
-  XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
-           "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
-  return Shape{B, T, NH, KVH, HS};
-}
+// The GEMM batch over (b, kh) with head-major q (B,NH,T,HS), k and v (B,KVH,T,HS), scores (B,NH,T,T):
+// per batch entry, R = (NH/KVH)*T query rows; strides between entries, in elements.
+int group_rows(const QkvLayout& s) { return s.group() * s.T; }
+long long q_stride(const QkvLayout& s) { return (long long)group_rows(s) * s.HS; }
+long long kv_stride(const QkvLayout& s) { return (long long)s.T * s.HS; }
+long long att_stride(const QkvLayout& s) { return (long long)group_rows(s) * s.T; }
+int gemm_batch(const QkvLayout& s) { return s.B * s.KVH; }
 
 // permute: `rows` is read-only when mode is Copy::to_heads (the only caller passing a const source).
-void permute(const OpContext& ctx, float* heads, const float* rows, const Shape& s, int H, int W, int head0,
+void permute(const OpContext& ctx, float* heads, const float* rows, const QkvLayout& s, int H, int W, int head0,
              Copy mode) {
   const size_t count = size_t(s.B) * s.T * H * s.HS;
   permute_kernel<<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(heads, const_cast<float*>(rows), s.B,
@@ -124,46 +113,46 @@ void permute(const OpContext& ctx, float* heads, const float* rows, const Shape&
 }
 
 // qkv rows -> head-major [q (B,NH,T,HS) | k (B,KVH,T,HS) | v (B,KVH,T,HS)] in one buffer.
-void split_qkv(const OpContext& ctx, float* qkvp, const float* qkv, const Shape& s) {
-  permute(ctx, qkvp, qkv, s, s.NH, s.width(), 0, Copy::to_heads);
-  permute(ctx, qkvp + s.q_count(), qkv, s, s.KVH, s.width(), s.NH, Copy::to_heads);
-  permute(ctx, qkvp + s.q_count() + s.kv_count(), qkv, s, s.KVH, s.width(), s.NH + s.KVH, Copy::to_heads);
+void split_qkv(const OpContext& ctx, float* qkvp, const float* qkv, const QkvLayout& s) {
+  permute(ctx, qkvp, qkv, s, s.NH, s.row(), 0, Copy::to_heads);  // head offsets: QkvLayout::q_col etc.
+  permute(ctx, qkvp + s.q_count(), qkv, s, s.KVH, s.row(), s.NH, Copy::to_heads);
+  permute(ctx, qkvp + s.q_count() + s.kv_count(), qkv, s, s.KVH, s.row(), s.NH + s.KVH, Copy::to_heads);
 }
 
 unsigned softmax_blocks(size_t rows) { return unsigned((rows + kRowsPerBlock - 1) / kRowsPerBlock); }
 
 // The GEMM route on fp32 activations (with bf16 activations, attention_forward/backward convert).
-void gemm_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, const Shape& s) {
+void gemm_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, const QkvLayout& s) {
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
-  ScratchBuffer<float> qkvp(*ctx.alloc, s.q_count() + 2 * s.kv_count()), outp(*ctx.alloc, s.q_count());
+  ScratchBuffer<float> qkvp(*ctx.alloc, s.qkv_count()), outp(*ctx.alloc, s.q_count());
   split_qkv(ctx, qkvp.get(), qkv, s);
   const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
   // scores (R,T) = scale * q (R,HS) k^T, per (b, kh)
-  gemm(ctx, false, true, s.R(), T, HS, scale, q, HS, s.q_stride(), k, HS, s.kv_stride(), 0.0f, att, T,
-       s.att_stride(), s.batch());
+  gemm(ctx, false, true, group_rows(s), T, HS, scale, q, HS, q_stride(s), k, HS, kv_stride(s), 0.0f, att, T,
+       att_stride(s), gemm_batch(s));
   const size_t rows = size_t(B) * NH * T;
   causal_softmax_kernel<<<softmax_blocks(rows), kThreads, 0, ctx.stream>>>(att, rows, T);
   XT_CUDA_LAUNCH_CHECK();
   // out (R,HS) = P (R,T) v (T,HS)
-  gemm(ctx, false, false, s.R(), HS, T, 1.0f, att, T, s.att_stride(), v, HS, s.kv_stride(), 0.0f, outp.get(), HS,
-       s.q_stride(), s.batch());
+  gemm(ctx, false, false, group_rows(s), HS, T, 1.0f, att, T, att_stride(s), v, HS, kv_stride(s), 0.0f, outp.get(),
+       HS, q_stride(s), gemm_batch(s));
   permute(ctx, outp.get(), out, s, NH, NH * HS, 0, Copy::to_rows);
 }
 
 void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dout, const float* qkv, const float* att,
-                             const Shape& s, bool accumulate) {
+                             const QkvLayout& s, bool accumulate) {
   const int B = s.B, T = s.T, NH = s.NH, KVH = s.KVH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));
-  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  const size_t qkv_count = s.qkv_count();
   ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count), dqkvp(*ctx.alloc, qkv_count), doutp(*ctx.alloc, s.q_count()),
       dp(*ctx.alloc, size_t(B) * NH * T * T);
   split_qkv(ctx, qkvp.get(), qkv, s);
   permute(ctx, doutp.get(), dout, s, NH, NH * HS, 0, Copy::to_heads);
   const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
   float *dq = dqkvp.get(), *dk = dq + s.q_count(), *dv = dk + s.kv_count();
-  const int R = s.R(), batch = s.batch();
-  const long long sq = s.q_stride(), skv = s.kv_stride(), sa = s.att_stride();
+  const int R = group_rows(s), batch = gemm_batch(s);
+  const long long sq = q_stride(s), skv = kv_stride(s), sa = att_stride(s);
   // dv (T,HS) = P^T (T,R) dout (R,HS): sums over the group's heads and the query positions
   gemm(ctx, true, false, T, HS, R, 1.0f, att, T, sa, doutp.get(), HS, sq, 0.0f, dv, HS, skv, batch);
   // dP (R,T) = dout (R,HS) v^T, then dS in place
@@ -175,7 +164,7 @@ void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dou
   gemm(ctx, false, false, R, HS, T, 1.0f, dp.get(), T, sa, k, HS, skv, 0.0f, dq, HS, sq, batch);
   gemm(ctx, true, false, T, HS, R, 1.0f, dp.get(), T, sa, q, HS, sq, 0.0f, dk, HS, skv, batch);
   // dqkv += (Grad::accumulate) or = (Grad::assign); q, k, v parts together cover every element once
-  const int W = s.width();
+  const int W = s.row();
   const Copy mode = accumulate ? Copy::add_to_rows : Copy::to_rows;
   permute(ctx, dq, dqkv, s, NH, W, 0, mode);
   permute(ctx, dk, dqkv, s, KVH, W, NH, mode);
@@ -186,14 +175,14 @@ void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dou
 
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                        int KVH, int HS) {
-  const Shape s = check_shape(B, T, NH, KVH, HS);
+  const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_forward(ctx, out, att, qkv, B, T, NH, KVH, HS);
+    return flash_attention_forward(ctx, out, att, qkv, s);
   if (!ctx.bf16) return gemm_attention_forward(ctx, static_cast<float*>(out), att, static_cast<const float*>(qkv), s);
   // bf16 activations on the GEMM route (shapes the flash kernels do not take, or
   // XTRAIN_CUDA_ATTENTION=gemm): through fp32 copies, the products still bf16 via ctx.gemm_compute.
-  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  const size_t qkv_count = s.qkv_count();
   ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), out32(*ctx.alloc, s.q_count());
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
   gemm_attention_forward(ctx, out32.get(), att, qkv32.get(), s);
@@ -202,14 +191,14 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
 
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const float* att,
                         int B, int T, int NH, int KVH, int HS, bool accumulate) {
-  const Shape s = check_shape(B, T, NH, KVH, HS);
+  const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_backward(ctx, dqkv, dout, qkv, att, B, T, NH, KVH, HS, accumulate);
+    return flash_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
   if (!ctx.bf16)
     return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),
                                    static_cast<const float*>(qkv), att, s, accumulate);
-  const size_t qkv_count = s.q_count() + 2 * s.kv_count();
+  const size_t qkv_count = s.qkv_count();
   ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), dqkv32(*ctx.alloc, qkv_count), dout32(*ctx.alloc, s.q_count());
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
   to_f32(ctx, dout32.get(), static_cast<const __nv_bfloat16*>(dout), s.q_count());
