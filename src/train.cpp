@@ -12,32 +12,8 @@
 #include "xtrain/app.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
-#include "xtrain/rng.h"
-#include "xtrain/token_cache.h"
 
 namespace xtrain {
-
-TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
-  TrainData d;
-  d.tokenizer_fingerprint = tokenizer_fingerprint;
-  d.hash = fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
-  const size_t n = tokens.size();
-  const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
-  d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
-  // One global batch of distinct windows must fit in the training part (plus the shifted target).
-  const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;
-  if (d.n_train < need)
-    XT_FAIL("corpus too short: " << d.n_train << " training tokens"
-                                 << (use_val ? " (the rest of " + std::to_string(n) + " is held out by --val-fraction)" : std::string())
-                                 << " but one global batch needs --batch x --seq + 1 = " << need);
-  if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
-    XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
-                                                << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= cfg.model.V) XT_FAIL("token id " << t << " outside the vocabulary [0, " << cfg.model.V << ")");
-  d.tokens = std::move(tokens);
-  return d;
-}
 
 void check_same_on_all_ranks(const MpiContext& mpi, uint64_t value, const std::string& what) {
   if (mpi.all_reduce_min(value) != mpi.all_reduce_max(value))
@@ -77,11 +53,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   TrainResult res;
   res.first_step = start + 1;
   res.last_step = start;  // a run with no step left (resumed at --steps) ends where it started
-  std::vector<int32_t> tok(static_cast<size_t>(micro_local) * T), tgt(tok.size());
+  Batch batch;
   DropoutKeys drop;
   drop.p = cfg.dropout;
-  const uint64_t batch_key = hash_key(cfg.seed, kRngBatch), drop_key = hash_key(cfg.seed, kRngDropout);
-  const size_t span = data.n_train - T;  // valid window starts: [0, n_train - T)
   const float dloss = 1.0f / (static_cast<float>(cfg.batch / world) * T);  // local mean; avg across ranks
   double timed_s = 0;
   long timed_tokens = 0;
@@ -92,22 +66,11 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     for (step = start + 1; step <= end; ++step) {
       auto t0 = std::chrono::steady_clock::now();
       model.zero_grads();
-      const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
-      const uint64_t step_drop_key = hash_key(drop_key, static_cast<uint64_t>(step));
       double loss_sum = 0;
       for (int k = 0; k < K; ++k) {
-        drop.seq_keys.clear();
-        int b = 0;
-        for (int j = 0; j < micro_global; ++j) {
-          const int i = k * micro_global + j;  // global sequence index in this optimizer step
-          if (i % world != rank) continue;
-          const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
-          std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
-          std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
-          drop.seq_keys.push_back(hash_key(step_drop_key, static_cast<uint64_t>(i)));
-          ++b;
-        }
-        loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
+        fill_batch(data, cfg, step, k, rank, world, &batch);
+        drop.seq_keys.swap(batch.dropout_keys);
+        loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
         model.backward();
       }
       comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step

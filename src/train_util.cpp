@@ -82,24 +82,17 @@ void print_step(int step, int steps, double loss, float lr, double grad_norm, do
 }
 
 double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local) {
-  const int T = cfg.seq, world = comm.world_size(), rank = comm.rank();
-  const size_t n_val = data.tokens.size() - data.n_train;
-  const int seqs = static_cast<int>(std::min<size_t>(cfg.val_seqs, (n_val - 1) / T));
-  std::vector<int32_t> tok, tgt;
+  const int T = cfg.seq;
+  const std::vector<size_t> mine = val_windows(data, cfg, comm.rank(), comm.world_size());
+  Batch batch;
   double sum = 0;
-  std::vector<int> mine;
-  for (int j = rank; j < seqs; j += world) mine.push_back(j);
   for (size_t c = 0; c < mine.size(); c += micro_local) {
     const int b = static_cast<int>(std::min<size_t>(micro_local, mine.size() - c));
-    tok.resize(static_cast<size_t>(b) * T), tgt.resize(tok.size());
-    for (int k = 0; k < b; ++k) {
-      const size_t off = data.n_train + static_cast<size_t>(mine[c + k]) * T;
-      std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(k) * T);
-      std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(k) * T);
-    }
-    sum += model.forward(tok.data(), tgt.data(), b, T, false, 0.0f, nullptr);
+    fill_windows(data, mine, c, b, T, &batch);
+    sum += model.forward(batch.tokens.data(), batch.targets.data(), b, T, false, 0.0f, nullptr);
   }
   comm.all_reduce_sum_host(&sum, 1);
+  const int seqs = val_seqs_total(data, cfg);
   return seqs > 0 ? sum / (static_cast<double>(seqs) * T) : std::nan("");
 }
 
