@@ -10,8 +10,10 @@
 #include <filesystem>
 #include <memory>
 
+#include "xtrain/agree.h"
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
+#include "xtrain/io.h"
 #include "xtrain/model.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -35,7 +37,8 @@ std::string human(double x) {
   return buf;
 }
 
-// check_writable: a file can be created in path's directory (probe file created and removed).
+// check_writable: path is not an existing non-regular file, and a file can be created in its directory
+// (probe file created and removed).
 void check_writable(const std::string& path, const char* option) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
@@ -44,6 +47,8 @@ void check_writable(const std::string& path, const char* option) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) XT_FAIL(option << " " << path << ": directory " << dir.string() << " does not exist");
   if (fs::is_directory(path, ec)) XT_FAIL(option << " " << path << " is a directory");
+  // A device node or FIFO would be replaced by (or block on) our file: never an output.
+  if (is_non_regular(path)) XT_FAIL(option << " " << path << " exists and is not a regular file; not replacing it");
   const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) XT_FAIL(option << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));

@@ -1,24 +1,23 @@
 // Checkpoint file format and atomic write (see include/xtrain/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
-//   char magic[8] = "XTCKPT01"; u32 header_bytes; CheckpointMeta fields one by one;
-//   float params[n]; float m[n]; float v[n]; u64 fnv1a64(all bytes before it)
+//   char magic[8] = "XTCKPT02" (format version in the last two characters); u32 header_bytes;
+//   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
+//   u64 XXH3-64 (seed 0) of all bytes before it.
+// Version 01 (FNV-1a 64 checksum and data hash) is refused with one line naming both versions.
 #include "xtrain/checkpoint.h"
-
-#include <fcntl.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
 #include <fstream>
-#include <libgen.h>
 
 #include "xtrain/error.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
 
 namespace {
-constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
 
 struct Writer {
   std::string buf;
@@ -61,9 +60,6 @@ CheckpointMeta get_meta(Reader& r) {
   return m;
 }
 
-[[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
-  XT_FAIL("checkpoint " << path << ": " << what << ": " << std::strerror(errno));
-}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointState& st) {
@@ -78,51 +74,19 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
   w.put_floats(st.params);
   w.put_floats(st.m);
   w.put_floats(st.v);
-  w.put(fnv1a64(w.buf.data(), w.buf.size()));
-
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail_errno("cannot create " + tmp, path);
-  size_t done = 0;
-  while (done < w.buf.size()) {
-    ssize_t k = ::write(fd, w.buf.data() + done, w.buf.size() - done);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = e;
-      fail_errno("write failed", path);
-    }
-    done += static_cast<size_t>(k);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail_errno("fsync/close failed", path);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail_errno("rename failed", path);
-  }
-  // fsync the directory so the rename itself is durable
-  std::string dir_buf = path;
-  int dfd = ::open(::dirname(dir_buf.data()), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  w.put(xxh3_64(w.buf.data(), w.buf.size()));
+  write_file_atomic(path, w.buf, "checkpoint");
 }
 
 CheckpointState load_checkpoint(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
   std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
     XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
+  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+    XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
+                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
   Reader r{buf, sizeof(kMagic), path};
   const uint32_t header_bytes = r.get<uint32_t>();
   const size_t meta_start = r.pos;
@@ -138,7 +102,7 @@ CheckpointState load_checkpoint(const std::string& path) {
                           << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
   uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
-  if (stored != fnv1a64(buf.data(), buf.size() - sizeof(uint64_t)))
+  if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
     XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
   for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
     v->resize(n);

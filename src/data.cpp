@@ -7,14 +7,14 @@
 
 #include "xtrain/error.h"
 #include "xtrain/rng.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
 
 TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
   TrainData d;
   d.tokenizer_fingerprint = tokenizer_fingerprint;
-  d.hash = fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
+  d.hash = xxh3_64(tokens.data(), tokens.size() * sizeof(int32_t));
   const size_t n = tokens.size();
   const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
   d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;

@@ -4,11 +4,11 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 #include "xtrain/backend.h"
 #include "xtrain/error.h"
+#include "xtrain/io.h"
 
 #ifndef XTRAIN_DEFAULT_DATA_DIR
 #define XTRAIN_DEFAULT_DATA_DIR "data"
@@ -20,21 +20,22 @@ namespace xtrain {
 
 namespace {
 // check_paths: an output file must never be one of the inputs or another output (e.g. --metrics
-// naming the corpus would truncate it). --resume and --ckpt may be the same file (requeued jobs).
+// naming the corpus would truncate it). "Same" means the same device and inode (a hard link or a
+// symlink is the same file), or the same path for files not yet created. The token cache counts
+// with its implicit name <data>.tokcache. --resume and --ckpt may be the same file (requeued jobs).
 void check_paths(const RunOptions& o) {
-  namespace fs = std::filesystem;
-  auto canon = [](const std::string& p) { return p.empty() ? p : fs::weakly_canonical(fs::path(p)).string(); };
+  const std::string cache = o.no_cache ? std::string() : o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache;
   const std::pair<const char*, std::string> files[] = {
-      {"--data", canon(o.data)},         {"--tokens-cache", canon(o.tokens_cache)}, {"--encoder-json", canon(o.encoder_json)},
-      {"--vocab-bpe", canon(o.vocab_bpe)}, {"--tokenizer-json", canon(o.tokenizer_json)}, {"--resume", canon(o.train.resume)},
-      {"--ckpt", canon(o.train.ckpt)},   {"--metrics", canon(o.train.metrics)}};
+      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.encoder_json},
+      {"--vocab-bpe", o.vocab_bpe}, {"--tokenizer-json", o.tokenizer_json}, {"--resume", o.train.resume},
+      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}};
   auto is_output = [](const std::string& opt) { return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics"; };
   for (size_t i = 0; i < std::size(files); ++i)
     for (size_t j = i + 1; j < std::size(files); ++j) {
       const auto& [a, pa] = files[i];
       const auto& [b, pb] = files[j];
-      if (pa.empty() || pa != pb || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
-      if (is_output(a) || is_output(b)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pa + ")");
+      if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
+      if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
     }
 }
 }  // namespace

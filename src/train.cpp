@@ -9,7 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "train_util.h"
-#include "xtrain/app.h"
+#include "xtrain/agree.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
 
@@ -44,7 +44,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   oc.total_steps = cfg.steps;
 
   int start = 0;
-  // Input checks agreed across ranks before the first training collective (app.h).
+  // Input checks agreed across ranks before the first training collective (agree.h).
   if (!cfg.resume.empty()) agree(mpi, [&] { start = restore_checkpoint(cfg, data, model, opt, be, mpi); });
   const uint64_t h = params_hash(model, be);
   agree(mpi, [&] { check_same_on_all_ranks(mpi, h, "initial parameters"); });

@@ -11,23 +11,20 @@
 
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
 
 namespace {
 // keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
 // and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
-// the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic: a
-// temp file next to the real file (a symlink is followed), with its permissions, renamed over it.
+// the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic and
+// mode-preserving (write_file_atomic; a symlink is followed).
 void keep_metrics_upto(const std::string& path, int step) {
-  namespace fs = std::filesystem;
   std::error_code ec;
-  if (!fs::exists(path, ec)) return;  // nothing written yet
-  const fs::path real = fs::canonical(path, ec);
-  if (ec) XT_FAIL("cannot resolve metrics file " << path << ": " << ec.message());
-  std::ifstream in(real);
-  if (!in) XT_FAIL("cannot read metrics file " << real.string() << ": " << std::strerror(errno));
+  if (!std::filesystem::exists(path, ec)) return;  // nothing written yet
+  std::ifstream in(path);
+  if (!in) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
   std::ostringstream kept;
   int dropped = 0;
   for (std::string line; std::getline(in, line);) {
@@ -39,17 +36,9 @@ void keep_metrics_upto(const std::string& path, int step) {
       kept << line << '\n';
     }
   }
-  if (in.bad()) XT_FAIL("cannot read metrics file " << real.string() << ": " << std::strerror(errno));
+  if (in.bad()) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
   if (dropped == 0) return;
-  const std::string tmp = real.string() + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << kept.str();
-    if (!out.flush()) XT_FAIL("cannot write " << tmp << ": " << std::strerror(errno));
-  }
-  fs::permissions(tmp, fs::status(real).permissions(), ec);  // keep the file's mode (best effort)
-  if (std::rename(tmp.c_str(), real.c_str()) != 0)
-    XT_FAIL("cannot replace metrics file " << real.string() << ": " << std::strerror(errno));
+  write_file_atomic(path, kept.str(), "cannot replace metrics file");
   std::printf("metrics | %s: dropped %d records after step %d or broken lines (written before the run was resumed)\n",
               path.c_str(), dropped, step);
 }
@@ -99,7 +88,7 @@ double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model
 uint64_t params_hash(GPT& model, Backend& be) {
   std::vector<float> host(model.num_params());
   be.copy_to_host(host.data(), model.params(), host.size() * sizeof(float));
-  return fnv1a64(host.data(), host.size() * sizeof(float));
+  return xxh3_64(host.data(), host.size() * sizeof(float));
 }
 
 static CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {

@@ -37,7 +37,7 @@ void print_step(int step, int steps, double loss, float lr, double grad_norm, do
 // tail, split i % world == rank, in chunks of `micro_local`. Collective.
 double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local);
 
-// params_hash: FNV-1a 64 of the parameter bytes (for the across-rank identity check).
+// params_hash: XXH3-64 of the parameter bytes (for the across-rank identity check).
 uint64_t params_hash(GPT& model, Backend& be);
 
 // write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` (others return).

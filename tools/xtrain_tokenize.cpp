@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xtrain/error.h"
+#include "xtrain/io.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 

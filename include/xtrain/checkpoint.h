@@ -1,7 +1,7 @@
 // Checkpoints: parameters, AdamW state, step, model config and the identity of the data and
-// tokenizer, in one file with a header and an FNV-1a 64 checksum over everything before it.
+// tokenizer, in one file with a header and an XXH3-64 checksum over everything before it.
 // Batch sampling and dropout are counter-based (rng.h), keyed by (seed, step), so seed + step are
-// the whole RNG and data-loader state. Written atomically: temporary file, fsync, rename, fsync dir.
+// the whole RNG and data-loader state. Written atomically (write_file_atomic, io.h).
 #pragma once
 
 #include <cstdint>
@@ -21,7 +21,7 @@ struct CheckpointMeta {
   float dropout = 0.0f;
   uint64_t seed = 0;
   uint64_t tokenizer_fingerprint = 0;
-  uint64_t data_hash = 0;     // FNV-1a 64 of the training token stream
+  uint64_t data_hash = 0;     // TrainData::hash: XXH3-64 of the token stream
   uint64_t n_train = 0;       // tokens in the training part (the rest is held out for validation)
   uint64_t num_params = 0;
 };
@@ -32,11 +32,11 @@ struct CheckpointState {
 };
 
 // save_checkpoint: writes `path` atomically; a crash leaves either the old file or the new one.
-// Throws Error naming the path and the OS error.
+// Throws Error naming the path and the OS error, or refusing a path that is not a regular file.
 void save_checkpoint(const std::string& path, const CheckpointState& st);
 
-// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic/version,
-// truncated file, size mismatch or checksum mismatch.
+// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
+// format version, truncated file, size mismatch or checksum mismatch.
 CheckpointState load_checkpoint(const std::string& path);
 
 }  // namespace xtrain

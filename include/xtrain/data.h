@@ -15,7 +15,7 @@ namespace xtrain {
 struct TrainData {
   std::vector<int32_t> tokens;
   size_t n_train = 0;
-  uint64_t hash = 0;                   // fnv1a64 of the whole token stream
+  uint64_t hash = 0;                   // xxh3_64 of the whole token stream (io.h)
   uint64_t tokenizer_fingerprint = 0;
 };
 

@@ -3,7 +3,7 @@
 
 #include <string>
 
-#include "xtrain/train.h"
+#include "xtrain/config.h"
 
 namespace xtrain {
 

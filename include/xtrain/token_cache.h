@@ -1,7 +1,7 @@
 // Token cache: the token stream of a corpus in a small binary file, so later runs skip tokenizing.
 // Format (little-endian): header { magic "XTTOKENS", u32 version=1, u32 reserved, u64 tokenizer
 // fingerprint, u64 source size in bytes, u64 source content hash (FNV-1a 64), u64 token count },
-// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (tmp, fsync, rename).
+// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (write_file_atomic, io.h).
 #pragma once
 
 #include <cstdint>
@@ -11,12 +11,6 @@
 #include "xtrain/tokenizer.h"
 
 namespace xtrain {
-
-// fnv1a64: FNV-1a 64-bit hash of bytes (Fowler, Noll, Vo), chainable through `h`.
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
-
-// read_text_file: whole file as bytes. Throws Error "cannot read <path>: <strerror>".
-std::string read_text_file(const std::string& path);
 
 // write_token_cache / read_token_cache: see format above. read_token_cache throws Error for a
 // missing, truncated or corrupt file (checksum), and returns false (no throw) when the file is valid

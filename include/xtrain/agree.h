@@ -1,4 +1,5 @@
-// Implementation of xtrain::agree (template, included by app.h).
+// agree: input checks whose outcome every rank learns with one collective, so bad input ends every
+// rank promptly with one line and no rank is left waiting in a later collective.
 #pragma once
 
 #include <cstdio>
@@ -10,6 +11,9 @@
 
 namespace xtrain {
 
+// agree: runs fn on every rank, then agrees with one collective whether any rank failed. If so, the
+// lowest failing rank prints "rank R (host): <message>" and every rank throws AgreedFailure with
+// exit code 2 for a UsageError, else 1.
 template <typename Fn>
 void agree(MpiContext& mpi, Fn&& fn) {
   std::string msg;
