@@ -127,7 +127,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     std::fflush(stdout);
   }
-  const TrainResult r = train_rank(cfg, data, model, *be, *comm, mpi);
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm);
   if (rank == 0 && !r.losses.empty())
     std::printf("done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
                 r.last_step, r.losses.back(), human(r.tok_per_s).c_str());

@@ -15,25 +15,24 @@
 
 namespace xtrain {
 
-void check_same_on_all_ranks(const MpiContext& mpi, uint64_t value, const std::string& what) {
-  if (mpi.all_reduce_min(value) != mpi.all_reduce_max(value))
-    XT_FAIL(what << " differs across ranks (rank " << mpi.rank() << " on " << mpi.host() << " has "
+void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what) {
+  if (group.all_reduce_min_host(value) != group.all_reduce_max_host(value))
+    XT_FAIL(what << " differs across ranks (rank " << group.rank() << " on " << group.host() << " has "
                  << std::hex << value << ")");
 }
 
-double max_param_diff(GPT& model, Backend& be, MpiContext& mpi) {
+double max_param_diff(GPT& model, Backend& be, HostCollectives& group) {
   std::vector<float> mine(model.num_params()), root(model.num_params());
   be.copy_to_host(mine.data(), model.params(), mine.size() * sizeof(float));
   root = mine;
-  mpi.broadcast(root.data(), root.size() * sizeof(float), 0);
+  group.broadcast_host(root.data(), root.size() * sizeof(float), 0);
   double m = 0;
   for (size_t i = 0; i < mine.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(mine[i]) - root[i]));
-  mpi.all_reduce_max(&m, 1);
+  group.all_reduce_max_host(&m, 1);
   return m;
 }
 
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-                       MpiContext& mpi) {
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
   const int world = comm.world_size(), rank = comm.rank();
   const int T = cfg.seq, K = cfg.grad_accum;
   const int micro_global = cfg.batch / K;       // sequences per micro-step, all ranks
@@ -45,9 +44,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
 
   int start = 0;
   // Input checks agreed across ranks before the first training collective (agree.h).
-  if (!cfg.resume.empty()) agree(mpi, [&] { start = restore_checkpoint(cfg, data, model, opt, be, mpi); });
+  if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, rank); });
   const uint64_t h = params_hash(model, be);
-  agree(mpi, [&] { check_same_on_all_ranks(mpi, h, "initial parameters"); });
+  agree(comm, [&] { check_same_on_all_ranks(comm, h, "initial parameters"); });
 
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start);
   TrainResult res;
@@ -79,7 +78,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         if (rank == 0)
-          std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", mpi.host().c_str(),
+          std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", comm.host().c_str(),
                        std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
                        cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
         throw AgreedFailure(1);
@@ -119,7 +118,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     XT_FAIL("step " << step << ": " << e.what());
   }
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
-  res.max_param_diff = max_param_diff(model, be, mpi);
+  res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {
     std::printf("max parameter difference across %d rank%s: %.3e\n", world, world == 1 ? "" : "s", res.max_param_diff);
     metrics.write({{"type", "final"}, {"step", res.last_step}, {"world_size", world},

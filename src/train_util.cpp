@@ -128,7 +128,7 @@ void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model,
 }
 
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       MpiContext& mpi) {
+                       int rank) {
   CheckpointState st = load_checkpoint(cfg.resume);
   const CheckpointMeta want = make_meta(cfg, data, model, 0);
   const CheckpointMeta& got = st.meta;
@@ -151,7 +151,7 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);
   be.copy_to_device(opt.v(), st.v.data(), bytes);
-  if (mpi.rank() == 0)
+  if (rank == 0)
     std::printf("resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
                 got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
   return got.step;

@@ -46,8 +46,8 @@ void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model,
 
 // restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
 // batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
-// the step it was written after.
+// the step it was written after. Rank 0 prints the line "resumed from ...".
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       MpiContext& mpi);
+                       int rank);
 
 }  // namespace xtrain

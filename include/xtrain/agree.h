@@ -7,15 +7,16 @@
 #include <string>
 
 #include "xtrain/error.h"
-#include "xtrain/mpi_context.h"
+#include "xtrain/host_collectives.h"
 
 namespace xtrain {
 
 // agree: runs fn on every rank, then agrees with one collective whether any rank failed. If so, the
 // lowest failing rank prints "rank R (host): <message>" and every rank throws AgreedFailure with
-// exit code 2 for a UsageError, else 1.
+// exit code 2 for a UsageError, else 1. group: the MpiContext at start-up, the Communicator (whose
+// collectives are bounded by --comm-timeout) during training.
 template <typename Fn>
-void agree(MpiContext& mpi, Fn&& fn) {
+void agree(HostCollectives& group, Fn&& fn) {
   std::string msg;
   int code = 0;
   try {
@@ -28,12 +29,12 @@ void agree(MpiContext& mpi, Fn&& fn) {
     msg = e.what(), code = 1;
   }
   // max of (world - rank) picks the lowest failing rank; max of code prefers usage errors.
-  double flags[2] = {code ? static_cast<double>(mpi.world_size() - mpi.rank()) : 0.0, static_cast<double>(code)};
-  mpi.all_reduce_max(flags, 2);
+  double flags[2] = {code ? static_cast<double>(group.world_size() - group.rank()) : 0.0, static_cast<double>(code)};
+  group.all_reduce_max_host(flags, 2);
   if (flags[0] > 0) {
-    const int first = mpi.world_size() - static_cast<int>(flags[0]);
-    if (mpi.rank() == first) {
-      std::fprintf(stderr, "rank %d (%s): %s%s\n", mpi.rank(), mpi.host().c_str(), code == 2 ? "usage error: " : "",
+    const int first = group.world_size() - static_cast<int>(flags[0]);
+    if (group.rank() == first) {
+      std::fprintf(stderr, "rank %d (%s): %s%s\n", group.rank(), group.host().c_str(), code == 2 ? "usage error: " : "",
                    msg.c_str());
       std::fflush(stderr);
     }

@@ -10,7 +10,6 @@
 #include "xtrain/config.h"
 #include "xtrain/data.h"
 #include "xtrain/model.h"
-#include "xtrain/mpi_context.h"
 #include "xtrain/optim.h"
 
 namespace xtrain {
@@ -27,13 +26,14 @@ struct TrainResult {
 // i % world == r, in grad_accum micro-steps; loss is the mean over the global batch; gradients are
 // averaged with ONE all-reduce over the flat buffer; then clipping and AdamW. Rank 0 prints and
 // writes metrics and checkpoints. Throws AgreedFailure (after printing) on a non-finite loss.
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-                       MpiContext& mpi);
+// Depends only on the Communicator (never on how the ranks were started): every collective, the
+// agreement checks included, is bounded by its --comm-timeout deadline.
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm);
 
 // max_param_diff: max over all parameters and ranks of |p_rank - p_rank0| (broadcast + one max).
-double max_param_diff(GPT& model, Backend& be, MpiContext& mpi);
+double max_param_diff(GPT& model, Backend& be, HostCollectives& group);
 
 // check_same_on_all_ranks: throws Error naming `what` when the 64-bit value differs across ranks.
-void check_same_on_all_ranks(const MpiContext& mpi, uint64_t value, const std::string& what);
+void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what);
 
 }  // namespace xtrain
