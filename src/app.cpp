@@ -118,7 +118,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
-    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), be->dtype().c_str(),
+    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
                 comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),

@@ -48,6 +48,7 @@ RunOptions parse_options(int argc, char** argv) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   uint64_t seed = t.seed;
+  std::string device = "auto", dtype = "auto";
   po::options_description data("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
@@ -88,8 +89,8 @@ RunOptions parse_options(int argc, char** argv) {
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps");
   po::options_description sys("System");
   sys.add_options()
-    ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
-    ("dtype", po::value(&o.dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
+    ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
+    ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; it must exceed the longest pause of one rank, e.g. rank 0 writing a checkpoint)")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
@@ -123,6 +124,8 @@ RunOptions parse_options(int argc, char** argv) {
   }
   if (o.help) return o;
   t.seed = seed;
+  o.device = parse_device(device);
+  o.dtype = parse_dtype(dtype);
   m.maxT = t.seq;
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
@@ -161,7 +164,6 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
-  need(o.dtype == "auto" || o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be auto, fp32 or bf16");
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");

@@ -113,7 +113,7 @@ void print(const char* name, const Trajectory& t) {
   std::printf("\n");
 }
 
-std::unique_ptr<Backend> gpu(const char* dtype) { return make_backend(BackendOptions{"cuda", 0, 1, dtype}); }
+std::unique_ptr<Backend> gpu(const char* dtype) { return make_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)}); }
 
 }  // namespace
 
@@ -151,8 +151,8 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
 }
 
 TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {
-  CHECK_THROWS_AS(make_backend(BackendOptions{"cpu", 0, 1, "bf16"}), UsageError);
-  CHECK_THROWS_AS(make_backend(BackendOptions{"cuda", 0, 1, "fp8"}), UsageError);
+  CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::bf16}), UsageError);
+  CHECK_THROWS_AS(parse_dtype("fp8"), UsageError);
 }
 
 int main(int argc, char** argv) {

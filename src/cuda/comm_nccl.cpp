@@ -210,9 +210,8 @@ void NcclCommunicator::abort_and_throw(const std::string& why) {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
-  XT_CHECK(cuda != nullptr, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
-  return std::make_unique<NcclCommunicator>(mpi, *cuda, comm_timeout_s);
+  XT_CHECK(backend.kind() == Device::cuda, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
+  return std::make_unique<NcclCommunicator>(mpi, static_cast<cuda::CudaBackend&>(backend), comm_timeout_s);
 }
 
 }  // namespace xtrain
