@@ -1,4 +1,4 @@
-// Checkpoint file format and atomic write (see include/xtrain/checkpoint.h).
+// Checkpoint file format, and the training run's checkpoint save/restore (see include/xtrain/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
 //   char magic[8] = "XTCKPT02" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
@@ -7,6 +7,8 @@
 #include "xtrain/checkpoint.h"
 
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
 
@@ -110,6 +112,74 @@ CheckpointState load_checkpoint(const std::string& path) {
     r.pos += n * sizeof(float);
   }
   return st;
+}
+
+namespace {
+CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
+  CheckpointMeta m;
+  m.model = model.config();
+  m.step = step;
+  m.batch = cfg.batch;
+  m.grad_accum = cfg.grad_accum;
+  m.total_steps = cfg.steps;
+  m.dropout = cfg.dropout;
+  m.seed = cfg.seed;
+  m.tokenizer_fingerprint = data.tokenizer_fingerprint;
+  m.data_hash = data.hash;
+  m.num_params = model.num_params();
+  m.n_train = data.n_train;
+  return m;
+}
+}  // namespace
+
+void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                      int step) {
+  if (rank != 0) return;  // only rank 0 writes; every rank holds identical state
+  CheckpointState st;
+  st.meta = make_meta(cfg, data, model, step);
+  const size_t n = model.num_params(), bytes = n * sizeof(float);
+  st.params.resize(n), st.m.resize(n), st.v.resize(n);
+  be.copy_to_host(st.params.data(), model.params(), bytes);
+  be.copy_to_host(st.m.data(), opt.m(), bytes);
+  be.copy_to_host(st.v.data(), opt.v(), bytes);
+  // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
+  // checkpoint with a blown-up one.
+  for (float p : st.params)
+    if (!std::isfinite(p))
+      XT_FAIL("parameters are not finite after step " << step << "; not writing " << cfg.ckpt
+                                                       << " (the previous checkpoint is kept)");
+  save_checkpoint(cfg.ckpt, st);
+  std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
+}
+
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       int rank) {
+  CheckpointState st = load_checkpoint(cfg.resume);
+  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  const CheckpointMeta& got = st.meta;
+  auto mismatch = [&](const char* what, auto have, auto need) {
+    XT_FAIL("checkpoint " << cfg.resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
+                          << need << " now");
+  };
+  if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
+  if (got.batch != want.batch) mismatch("--batch", got.batch, want.batch);
+  if (got.grad_accum != want.grad_accum) mismatch("--grad-accum", got.grad_accum, want.grad_accum);
+  if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
+  if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
+  if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
+  if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
+  if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
+  if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
+  // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
+  const size_t bytes = model.num_params() * sizeof(float);
+  be.copy_to_device(model.params(), st.params.data(), bytes);
+  be.copy_to_device(opt.m(), st.m.data(), bytes);
+  be.copy_to_device(opt.v(), st.v.data(), bytes);
+  if (rank == 0)
+    std::printf("resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+                got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
+  return got.step;
 }
 
 }  // namespace xtrain

@@ -1,8 +1,9 @@
-// The data seam: train/validation split, the batch sampler and the validation windows (see
-// include/xtrain/data.h).
+// The data seam: train/validation split, the batch sampler, the validation windows and the
+// validation loss (see include/xtrain/data.h).
 #include "xtrain/data.h"
 
 #include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "xtrain/error.h"
@@ -81,6 +82,21 @@ void fill_windows(const TrainData& data, const std::vector<size_t>& starts, size
     std::copy_n(data.tokens.begin() + off, T, out->tokens.begin() + static_cast<size_t>(k) * T);
     std::copy_n(data.tokens.begin() + off + 1, T, out->targets.begin() + static_cast<size_t>(k) * T);
   }
+}
+
+double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local) {
+  const int T = cfg.seq;
+  const std::vector<size_t> mine = val_windows(data, cfg, comm.rank(), comm.world_size());
+  Batch batch;
+  double sum = 0;
+  for (size_t c = 0; c < mine.size(); c += micro_local) {
+    const int b = static_cast<int>(std::min<size_t>(micro_local, mine.size() - c));
+    fill_windows(data, mine, c, b, T, &batch);
+    sum += model.forward(batch.tokens.data(), batch.targets.data(), b, T, false, 0.0f, nullptr);
+  }
+  comm.all_reduce_sum_host(&sum, 1);
+  const int seqs = val_seqs_total(data, cfg);
+  return seqs > 0 ? sum / (static_cast<double>(seqs) * T) : std::nan("");
 }
 
 }  // namespace xtrain

@@ -4,16 +4,25 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 
 #include <nlohmann/json.hpp>
 
-#include "train_util.h"
+#include "metrics.h"
 #include "xtrain/agree.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
+
+namespace {
+// params_hash: XXH3-64 of the parameter bytes (for the across-rank identity check).
+uint64_t params_hash(GPT& model, Backend& be) {
+  std::vector<float> host(model.num_params());
+  be.copy_to_host(host.data(), model.params(), host.size() * sizeof(float));
+  return xxh3_64(host.data(), host.size() * sizeof(float));
+}
+}  // namespace
 
 void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what) {
   if (group.all_reduce_min_host(value) != group.all_reduce_max_host(value))

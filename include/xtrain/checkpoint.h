@@ -8,7 +8,11 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/backend.h"
+#include "xtrain/config.h"
+#include "xtrain/data.h"
 #include "xtrain/model.h"
+#include "xtrain/optim.h"
 
 namespace xtrain {
 
@@ -38,5 +42,17 @@ void save_checkpoint(const std::string& path, const CheckpointState& st);
 // load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
 // format version, truncated file, size mismatch or checksum mismatch.
 CheckpointState load_checkpoint(const std::string& path);
+
+// ---- the training run's side: what goes into a checkpoint and what a resume must match ----
+
+// write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` (others return).
+void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                      int step);
+
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
+// batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
+// the step it was written after. Rank 0 prints the line "resumed from ...".
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       int rank);
 
 }  // namespace xtrain

@@ -1,13 +1,16 @@
 // The data seam (llm.c's dataloader.h in spirit): the token stream split into a training part and a
 // held-out tail, the sampler of each micro-step's training windows, and the validation windows. The
-// training loop only asks for the next batch; tests call the same sampler.
+// training loop only asks for the next batch; tests call the same sampler. Also the validation loss
+// over those windows.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
+#include "xtrain/comm.h"
 #include "xtrain/config.h"
+#include "xtrain/model.h"
 
 namespace xtrain {
 
@@ -49,5 +52,10 @@ std::vector<size_t> val_windows(const TrainData& data, const TrainConfig& cfg, i
 // fill_windows: tokens and targets (count, T) of the windows starting at starts[first .. first+count).
 void fill_windows(const TrainData& data, const std::vector<size_t>& starts, size_t first, int count, int T,
                   Batch* out);
+
+// validation_loss: mean loss over min(val_seqs, held-out windows) consecutive windows of the held-out
+// tail, split i % world == rank, in chunks of `micro_local` sequences (forward only, no dropout). Collective over comm;
+// NaN when there are no windows.
+double validation_loss(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local);
 
 }  // namespace xtrain
