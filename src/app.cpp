@@ -14,6 +14,7 @@
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
 #include "xtrain/io.h"
+#include "xtrain/log.h"
 #include "xtrain/model.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -94,7 +95,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   // ranks sharing its file system can reuse it.
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> tokens;
-  const std::string log_prefix = "rank " + std::to_string(rank) + " (" + mpi.host() + "): ";
+  const std::string log_prefix = rank_prefix(rank, mpi.host());
   auto load = [&] {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
     tokens = o.no_cache ? tok->encode(read_text_file(o.data))
@@ -128,11 +129,11 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
     std::fflush(stdout);
   }
   const TrainResult r = train_rank(cfg, data, model, *be, *comm);
-  if (rank == 0 && !r.losses.empty())
-    std::printf("done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
+  if (!r.losses.empty())
+    print0(rank, "done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
                 r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
-  if (rank == 0 && be->peak_memory_bytes() > 0)
-    std::printf("peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
+  if (be->peak_memory_bytes() > 0)
+    print0(rank, "peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
   return 0;
 }
 

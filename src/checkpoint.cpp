@@ -14,6 +14,7 @@
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
+#include "xtrain/log.h"
 
 namespace xtrain {
 
@@ -176,9 +177,8 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);
   be.copy_to_device(opt.v(), st.v.data(), bytes);
-  if (rank == 0)
-    std::printf("resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
-                got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
+  print0(rank, "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+         got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
   return got.step;
 }
 

@@ -15,6 +15,13 @@
 
 namespace xtrain {
 
+std::string detail::mpi_error_string(int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  return std::string(msg, static_cast<size_t>(len));
+}
+
 namespace {
 int env_int(const char* name, int fallback) {
   const char* v = std::getenv(name);

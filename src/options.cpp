@@ -10,10 +10,6 @@
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
-
 namespace po = boost::program_options;
 
 namespace xtrain {

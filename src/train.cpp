@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -12,6 +13,7 @@
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
 #include "xtrain/io.h"
+#include "xtrain/log.h"
 
 namespace xtrain {
 
@@ -86,10 +88,13 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-        if (rank == 0)
-          std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", comm.host().c_str(),
-                       std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
-                       cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
+        if (rank == 0) {
+          std::ostringstream os;
+          os << "non-finite " << (std::isfinite(loss) ? "gradient norm" : "loss") << " ("
+             << (std::isfinite(loss) ? grad_norm : loss) << ") at step " << step << "; stopping"
+             << (cfg.ckpt.empty() ? "" : "; the last good checkpoint " + cfg.ckpt + " is kept");
+          print_rank_line(0, comm.host(), os.str());
+        }
         throw AgreedFailure(1);
       }
       const float lr = lr_at(oc, step);

@@ -14,10 +14,6 @@
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
-
 namespace po = boost::program_options;
 
 namespace {

@@ -2,12 +2,12 @@
 // rank promptly with one line and no rank is left waiting in a later collective.
 #pragma once
 
-#include <cstdio>
 #include <exception>
 #include <string>
 
 #include "xtrain/error.h"
 #include "xtrain/host_collectives.h"
+#include "xtrain/log.h"
 
 namespace xtrain {
 
@@ -34,9 +34,7 @@ void agree(HostCollectives& group, Fn&& fn) {
   if (flags[0] > 0) {
     const int first = group.world_size() - static_cast<int>(flags[0]);
     if (group.rank() == first) {
-      std::fprintf(stderr, "rank %d (%s): %s%s\n", group.rank(), group.host().c_str(), code == 2 ? "usage error: " : "",
-                   msg.c_str());
-      std::fflush(stderr);
+      print_rank_line(group.rank(), group.host(), (code == 2 ? "usage error: " : "") + msg);
     }
     throw AgreedFailure(static_cast<int>(flags[1]));
   }
