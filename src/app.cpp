@@ -131,7 +131,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   const TrainResult r = train_rank(cfg, data, model, *be, *comm);
   if (!r.losses.empty())
     print0(rank, "done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
-                r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
+           r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
   if (be->peak_memory_bytes() > 0)
     print0(rank, "peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
   return 0;

@@ -43,10 +43,12 @@ struct Batch {
 // (grad_accum * world): the caller has checked divisibility (check_world).
 void fill_batch(const TrainData& data, const TrainConfig& cfg, int step, int micro, int rank, int world, Batch* out);
 
-// val_windows: start offsets (into data.tokens) of this rank's validation windows: the held-out tail
-// is cut into consecutive windows of T + 1 tokens' reach (window j starts at n_train + j*T), the first
-// val_seqs_total(...) of them are evaluated, window j on rank j % world.
+// val_seqs_total: validation windows per evaluation, all ranks: min(val_seqs, (n_val - 1) / T) for a
+// held-out tail of n_val tokens (0 when nothing is held out).
 int val_seqs_total(const TrainData& data, const TrainConfig& cfg);
+// val_windows: start offsets (into data.tokens) of this rank's validation windows. Window j starts at
+// n_train + j*T (consecutive, each reading T + 1 tokens for its shifted targets), j < val_seqs_total;
+// window j is evaluated by rank j % world.
 std::vector<size_t> val_windows(const TrainData& data, const TrainConfig& cfg, int rank, int world);
 
 // fill_windows: tokens and targets (count, T) of the windows starting at starts[first .. first+count).
