@@ -58,10 +58,11 @@ class TempFile {
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0) error_ = std::strerror(errno);
+    created_ = fd_ >= 0;  // never unlink a name we did not create
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (!path_.empty() && !kept_) ::unlink(path_.c_str());
+    if (created_ && !kept_) ::unlink(path_.c_str());
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
@@ -78,7 +79,7 @@ class TempFile {
  private:
   int fd_ = -1;
   std::string path_, error_;
-  bool kept_ = false;
+  bool created_ = false, kept_ = false;
 };
 
 }  // namespace
