@@ -87,6 +87,9 @@ std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& 
                                  bool write_cache, const std::string& log_prefix) {
   const std::string text = read_text_file(text_path);
   const uint64_t hash = fnv1a64(text.data(), text.size());
+  // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
+  // next to a device node.
+  if (cache_path.empty() && is_non_regular(text_path)) return tok.encode(text);
   if (cache_path.empty()) cache_path = text_path + ".tokcache";
   std::vector<int32_t> ids;
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it

@@ -52,6 +52,8 @@ mkfifo "$WORK/fifo"
 expect "--ckpt is a FIFO" 1 "--ckpt .*is not a regular file" 2 "${OK[@]}" --ckpt "$WORK/fifo"
 expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" --metrics "$WORK/fifo"
 [[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
+expect "--data /dev/null" 1 "corpus too short: 0 training tokens" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
+[[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
 expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
 expect "--resume is a directory" 1 "--resume .*no such file" 2 "${OK[@]}" --resume "$WORK"
 cp "$WORK/corpus.txt" "$WORK/notes.txt"

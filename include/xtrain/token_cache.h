@@ -22,8 +22,10 @@ bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_
 
 // load_tokens: the token stream of text_path, from cache_path when it is valid for this text and
 // tokenizer, otherwise tokenized now and (when write_cache) cached. cache_path "" means
-// text_path + ".tokcache". A damaged or unwritable cache is a warning on stderr, each line starting
-// with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws Error when the text cannot be read.
+// text_path + ".tokcache" (none when text_path is not a regular file); a cache_path that exists and
+// is not a regular file is neither read nor written. A damaged or unwritable cache is a warning on
+// stderr, each line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws
+// Error when the text cannot be read.
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok,
                                  std::string cache_path, bool write_cache, const std::string& log_prefix = "");
 
