@@ -43,7 +43,7 @@ int main(int argc, char** argv) {
     std::printf("# no CUDA device visible\n");
     return 77;
   }
-  auto be = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
+  auto be = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)});
   std::printf("# device: %s\n", be->device_name().c_str());
   auto buf = [&](size_t n) {
     DeviceBuffer<float> d(*be, n);

@@ -29,7 +29,7 @@ done
 # ---------------------------------------------------------------- 1. Debian packages
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
-  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev
+  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev
   nlohmann-json3-dev
   # launcher tests only (a real local Slurm, network namespaces as fake nodes)
   iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev

@@ -10,8 +10,11 @@
 #include <filesystem>
 #include <memory>
 
+#include "xtrain/agree.h"
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
+#include "xtrain/io.h"
+#include "xtrain/log.h"
 #include "xtrain/model.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -35,7 +38,8 @@ std::string human(double x) {
   return buf;
 }
 
-// check_writable: a file can be created in path's directory (probe file created and removed).
+// check_writable: path is not an existing non-regular file, and a file can be created in its directory
+// (probe file created and removed).
 void check_writable(const std::string& path, const char* option) {
   if (path.empty()) return;
   namespace fs = std::filesystem;
@@ -44,6 +48,8 @@ void check_writable(const std::string& path, const char* option) {
   std::error_code ec;
   if (!fs::is_directory(dir, ec)) XT_FAIL(option << " " << path << ": directory " << dir.string() << " does not exist");
   if (fs::is_directory(path, ec)) XT_FAIL(option << " " << path << " is a directory");
+  // A device node or FIFO would be replaced by (or block on) our file: never an output.
+  if (is_non_regular(path)) XT_FAIL(option << " " << path << " exists and is not a regular file; not replacing it");
   const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
   const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
   if (fd < 0) XT_FAIL(option << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));
@@ -89,7 +95,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   // ranks sharing its file system can reuse it.
   std::unique_ptr<Tokenizer> tok;
   std::vector<int32_t> tokens;
-  const std::string log_prefix = "rank " + std::to_string(rank) + " (" + mpi.host() + "): ";
+  const std::string log_prefix = rank_prefix(rank, mpi.host());
   auto load = [&] {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
     tokens = o.no_cache ? tok->encode(read_text_file(o.data))
@@ -113,7 +119,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
-    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), be->dtype().c_str(),
+    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
                 comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
@@ -122,12 +128,12 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     std::fflush(stdout);
   }
-  const TrainResult r = train_rank(cfg, data, model, *be, *comm, mpi);
-  if (rank == 0 && !r.losses.empty())
-    std::printf("done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
-                r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
-  if (rank == 0 && be->peak_memory_bytes() > 0)
-    std::printf("peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm);
+  if (!r.losses.empty())
+    print0(rank, "done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
+           r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
+  if (be->peak_memory_bytes() > 0)
+    print0(rank, "peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
   return 0;
 }
 

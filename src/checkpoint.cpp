@@ -1,24 +1,26 @@
-// Checkpoint file format and atomic write (see include/xtrain/checkpoint.h).
+// Checkpoint file format, and the training run's checkpoint save/restore (see include/xtrain/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
-//   char magic[8] = "XTCKPT01"; u32 header_bytes; CheckpointMeta fields one by one;
-//   float params[n]; float m[n]; float v[n]; u64 fnv1a64(all bytes before it)
+//   char magic[8] = "XTCKPT02" (format version in the last two characters); u32 header_bytes;
+//   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
+//   u64 XXH3-64 (seed 0) of all bytes before it.
+// Version 01 (FNV-1a 64 checksum and data hash) is refused with one line naming both versions.
 #include "xtrain/checkpoint.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
+#include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <fstream>
-#include <libgen.h>
 
 #include "xtrain/error.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
+#include "xtrain/log.h"
 
 namespace xtrain {
 
 namespace {
-constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '1'};
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
 
 struct Writer {
   std::string buf;
@@ -61,9 +63,6 @@ CheckpointMeta get_meta(Reader& r) {
   return m;
 }
 
-[[noreturn]] void fail_errno(const std::string& what, const std::string& path) {
-  XT_FAIL("checkpoint " << path << ": " << what << ": " << std::strerror(errno));
-}
 }  // namespace
 
 void save_checkpoint(const std::string& path, const CheckpointState& st) {
@@ -78,51 +77,19 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
   w.put_floats(st.params);
   w.put_floats(st.m);
   w.put_floats(st.v);
-  w.put(fnv1a64(w.buf.data(), w.buf.size()));
-
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid());
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0) fail_errno("cannot create " + tmp, path);
-  size_t done = 0;
-  while (done < w.buf.size()) {
-    ssize_t k = ::write(fd, w.buf.data() + done, w.buf.size() - done);
-    if (k < 0) {
-      if (errno == EINTR) continue;
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      errno = e;
-      fail_errno("write failed", path);
-    }
-    done += static_cast<size_t>(k);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail_errno("fsync/close failed", path);
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp.c_str());
-    errno = e;
-    fail_errno("rename failed", path);
-  }
-  // fsync the directory so the rename itself is durable
-  std::string dir_buf = path;
-  int dfd = ::open(::dirname(dir_buf.data()), O_RDONLY | O_DIRECTORY);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  w.put(xxh3_64(w.buf.data(), w.buf.size()));
+  write_file_atomic(path, w.buf, "checkpoint");
 }
 
 CheckpointState load_checkpoint(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
   std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
-  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
     XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
+  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+    XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
+                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
   Reader r{buf, sizeof(kMagic), path};
   const uint32_t header_bytes = r.get<uint32_t>();
   const size_t meta_start = r.pos;
@@ -138,7 +105,7 @@ CheckpointState load_checkpoint(const std::string& path) {
                           << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
   uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
-  if (stored != fnv1a64(buf.data(), buf.size() - sizeof(uint64_t)))
+  if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
     XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
   for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
     v->resize(n);
@@ -146,6 +113,73 @@ CheckpointState load_checkpoint(const std::string& path) {
     r.pos += n * sizeof(float);
   }
   return st;
+}
+
+namespace {
+CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
+  CheckpointMeta m;
+  m.model = model.config();
+  m.step = step;
+  m.batch = cfg.batch;
+  m.grad_accum = cfg.grad_accum;
+  m.total_steps = cfg.steps;
+  m.dropout = cfg.dropout;
+  m.seed = cfg.seed;
+  m.tokenizer_fingerprint = data.tokenizer_fingerprint;
+  m.data_hash = data.hash;
+  m.num_params = model.num_params();
+  m.n_train = data.n_train;
+  return m;
+}
+}  // namespace
+
+void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                      int step) {
+  if (rank != 0) return;  // only rank 0 writes; every rank holds identical state
+  CheckpointState st;
+  st.meta = make_meta(cfg, data, model, step);
+  const size_t n = model.num_params(), bytes = n * sizeof(float);
+  st.params.resize(n), st.m.resize(n), st.v.resize(n);
+  be.copy_to_host(st.params.data(), model.params(), bytes);
+  be.copy_to_host(st.m.data(), opt.m(), bytes);
+  be.copy_to_host(st.v.data(), opt.v(), bytes);
+  // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
+  // checkpoint with a blown-up one.
+  for (float p : st.params)
+    if (!std::isfinite(p))
+      XT_FAIL("parameters are not finite after step " << step << "; not writing " << cfg.ckpt
+                                                       << " (the previous checkpoint is kept)");
+  save_checkpoint(cfg.ckpt, st);
+  std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
+}
+
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       int rank) {
+  CheckpointState st = load_checkpoint(cfg.resume);
+  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  const CheckpointMeta& got = st.meta;
+  auto mismatch = [&](const char* what, auto have, auto need) {
+    XT_FAIL("checkpoint " << cfg.resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
+                          << need << " now");
+  };
+  if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
+  if (got.batch != want.batch) mismatch("--batch", got.batch, want.batch);
+  if (got.grad_accum != want.grad_accum) mismatch("--grad-accum", got.grad_accum, want.grad_accum);
+  if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
+  if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
+  if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
+  if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
+  if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
+  if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
+  // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
+  const size_t bytes = model.num_params() * sizeof(float);
+  be.copy_to_device(model.params(), st.params.data(), bytes);
+  be.copy_to_device(opt.m(), st.m.data(), bytes);
+  be.copy_to_device(opt.v(), st.v.data(), bytes);
+  print0(rank, "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+         got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
+  return got.step;
 }
 
 }  // namespace xtrain

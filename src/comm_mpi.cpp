@@ -4,8 +4,8 @@
 // stuck (stopped, swapping, deadlocked) cannot hang the job, because mpirun/srun end a job only when
 // a rank exits. On timeout the call throws Error naming the rank, host and operation; the training
 // loop adds the step and main() ends the job (MPI_Abort). A rank that dies is mpirun's to handle.
-// (Collectives outside the training step — start-up checks, the final parameter comparison — are
-// plain blocking MPI calls.)
+// The host-side collectives (losses, agreement flags, checksums, the final parameter comparison)
+// run the same way (MpiHostCollectives, src/comm_mpi_host.h).
 // Every rank gets bitwise identical results (sum is commutative and Open MPI's reductions apply one
 // order per element on all ranks); tests/test_gates.sh checks the parameters agree exactly.
 #include <mpi.h>
@@ -16,22 +16,75 @@
 #include <sstream>
 #include <vector>
 
+#include "comm_mpi_host.h"
 #include "xtrain/comm.h"
 #include "xtrain/error.h"
 #include "xtrain/mpi_context.h"
 
 namespace xtrain {
 
+MpiHostCollectives::MpiHostCollectives(const MpiContext& mpi, double comm_timeout_s)
+    : rank_(mpi.rank()), world_(mpi.world_size()), host_(mpi.host()), timeout_s_(comm_timeout_s) {
+  XT_CHECK(comm_timeout_s > 0, "comm_timeout_s " << comm_timeout_s << " must be positive");
+}
+
+void MpiHostCollectives::all_reduce(const void* send, void* recv, int count, MPI_Datatype type, MPI_Op op,
+                                    const char* what) {
+  MPI_Request req;
+  XT_MPI_CHECK(MPI_Iallreduce(send, recv, count, type, op, MPI_COMM_WORLD, &req));
+  wait(req, what);
+}
+
+uint64_t MpiHostCollectives::all_reduce_min(uint64_t x) {
+  all_reduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MIN, "all-reduce (min) of a host value");
+  return x;
+}
+
+uint64_t MpiHostCollectives::all_reduce_max(uint64_t x) {
+  all_reduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MAX, "all-reduce (max) of a host value");
+  return x;
+}
+
+void MpiHostCollectives::broadcast(void* data, size_t bytes, int root, const char* what) {
+  for (size_t off = 0; off < bytes; off += INT_MAX) {
+    const int n = static_cast<int>(std::min<size_t>(INT_MAX, bytes - off));
+    MPI_Request req;
+    XT_MPI_CHECK(MPI_Ibcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, MPI_COMM_WORLD, &req));
+    wait(req, what);
+  }
+}
+
+void MpiHostCollectives::barrier() {
+  MPI_Request req;
+  XT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
+  wait(req, "barrier");
+}
+
+void MpiHostCollectives::wait(MPI_Request& req, const char* what) const {
+  using Clock = std::chrono::steady_clock;
+  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
+  int done = 0;
+  for (;;) {
+    XT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (Clock::now() > deadline) {
+      std::ostringstream os;
+      os << "MPI " << what << " on rank " << rank_ << " (" << host_ << ") did not finish within " << timeout_s_
+         << " s (--comm-timeout; a peer rank may have failed or be stuck)";
+      throw Error(os.str());
+    }
+  }
+}
+
 namespace {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator(MpiContext& mpi, double comm_timeout_s) : mpi_(mpi), timeout_s_(comm_timeout_s) {
-    XT_CHECK(comm_timeout_s > 0, "comm_timeout_s " << comm_timeout_s << " must be positive");
-  }
+  MpiCommunicator(MpiContext& mpi, double comm_timeout_s) : host_(mpi, comm_timeout_s) {}
   std::string name() const override { return "mpi"; }
-  int rank() const override { return mpi_.rank(); }
-  int world_size() const override { return mpi_.world_size(); }
+  int rank() const override { return host_.rank(); }
+  int world_size() const override { return host_.world_size(); }
+  std::string host() const override { return host_.host(); }
 
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     // From a copy, not MPI_IN_PLACE: Open MPI's non-blocking all-reduce (libnbc) takes its binomial
@@ -42,9 +95,7 @@ class MpiCommunicator final : public Communicator {
     std::copy(buf, buf + count, send_.begin());
     for (size_t off = 0; off < count; off += INT_MAX) {
       const int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
-      MPI_Request req;
-      XT_MPI_CHECK(MPI_Iallreduce(send_.data() + off, buf + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &req));
-      wait(req, "all-reduce of the gradients");
+      host_.all_reduce(send_.data() + off, buf + off, n, MPI_FLOAT, MPI_SUM, "all-reduce of the gradients");
     }
     if (op == ReduceOp::avg && world_size() > 1) {
       const float inv = 1.0f / static_cast<float>(world_size());
@@ -52,50 +103,18 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
-  void broadcast(float* buf, size_t count, int root) override {
-    for (size_t off = 0; off < count; off += INT_MAX) {
-      const int n = static_cast<int>(std::min<size_t>(INT_MAX, count - off));
-      MPI_Request req;
-      XT_MPI_CHECK(MPI_Ibcast(buf + off, n, MPI_FLOAT, root, MPI_COMM_WORLD, &req));
-      wait(req, "broadcast");
-    }
-  }
-
-  void barrier() override {
-    MPI_Request req;
-    XT_MPI_CHECK(MPI_Ibarrier(MPI_COMM_WORLD, &req));
-    wait(req, "barrier");
-  }
-
+  void broadcast(float* buf, size_t count, int root) override { host_.broadcast(buf, count * sizeof(float), root); }
+  void barrier() override { host_.barrier(); }
   void all_reduce_sum_host(double* x, int count) override {
-    MPI_Request req;
-    XT_MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD, &req));
-    wait(req, "all-reduce of the losses");
+    host_.all_reduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, "all-reduce of the losses");
   }
+  void all_reduce_max_host(double* x, int count) override { host_.all_reduce_max(x, count); }
+  uint64_t all_reduce_min_host(uint64_t x) override { return host_.all_reduce_min(x); }
+  uint64_t all_reduce_max_host(uint64_t x) override { return host_.all_reduce_max(x); }
+  void broadcast_host(void* data, size_t bytes, int root) override { host_.broadcast(data, bytes, root); }
 
  private:
-  using Clock = std::chrono::steady_clock;
-
-  // wait: completes req by polling MPI_Test (which also drives MPI's progress, as a blocking call
-  // would); throws Error once comm_timeout_s has passed. The request is left pending then: the job
-  // is about to end through MPI_Abort.
-  void wait(MPI_Request& req, const char* what) const {
-    const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s_));
-    int done = 0;
-    for (;;) {
-      XT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
-      if (done) return;
-      if (Clock::now() > deadline) {
-        std::ostringstream os;
-        os << "MPI " << what << " on rank " << rank() << " (" << mpi_.host() << ") did not finish within "
-           << timeout_s_ << " s (--comm-timeout; a peer rank may have failed or be stuck)";
-        throw Error(os.str());
-      }
-    }
-  }
-
-  MpiContext& mpi_;
-  double timeout_s_;
+  MpiHostCollectives host_;
   std::vector<float> send_;  // all_reduce's send buffer
 };
 

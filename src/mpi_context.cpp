@@ -5,6 +5,8 @@
 #include <mpi.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -12,6 +14,13 @@
 #include "xtrain/error.h"
 
 namespace xtrain {
+
+std::string detail::mpi_error_string(int rc) {
+  char msg[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) return "MPI error code " + std::to_string(rc);
+  return std::string(msg, static_cast<size_t>(len));
+}
 
 namespace {
 int env_int(const char* name, int fallback) {
@@ -70,25 +79,27 @@ void MpiContext::check_launcher() const {
   }
 }
 
-void MpiContext::all_reduce_sum(double* x, int count) const {
+void MpiContext::all_reduce_sum_host(double* x, int count) {
   XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
 }
-void MpiContext::all_reduce_max(double* x, int count) const {
+void MpiContext::all_reduce_max_host(double* x, int count) {
   XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
 }
-uint64_t MpiContext::all_reduce_min(uint64_t x) const {
+uint64_t MpiContext::all_reduce_min_host(uint64_t x) {
   XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
   return x;
 }
-uint64_t MpiContext::all_reduce_max(uint64_t x) const {
+uint64_t MpiContext::all_reduce_max_host(uint64_t x) {
   XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
   return x;
 }
-void MpiContext::broadcast(void* data, size_t bytes, int root) const {
-  XT_CHECK(bytes <= static_cast<size_t>(INT32_MAX), "broadcast of " << bytes << " bytes");
-  XT_MPI_CHECK(MPI_Bcast(data, static_cast<int>(bytes), MPI_BYTE, root, MPI_COMM_WORLD));
+void MpiContext::broadcast_host(void* data, size_t bytes, int root) {
+  for (size_t off = 0; off < bytes; off += INT_MAX) {  // MPI counts are int
+    const int n = static_cast<int>(std::min<size_t>(INT_MAX, bytes - off));
+    XT_MPI_CHECK(MPI_Bcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, MPI_COMM_WORLD));
+  }
 }
-void MpiContext::barrier() const { XT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void MpiContext::barrier() { XT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
 
 std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine) {
   int n = mpi.world_size();

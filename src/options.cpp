@@ -4,15 +4,11 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
-#include <filesystem>
 #include <sstream>
 
 #include "xtrain/backend.h"
 #include "xtrain/error.h"
-
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
+#include "xtrain/io.h"
 
 namespace po = boost::program_options;
 
@@ -20,21 +16,22 @@ namespace xtrain {
 
 namespace {
 // check_paths: an output file must never be one of the inputs or another output (e.g. --metrics
-// naming the corpus would truncate it). --resume and --ckpt may be the same file (requeued jobs).
+// naming the corpus would truncate it). "Same" means the same device and inode (a hard link or a
+// symlink is the same file), or the same path for files not yet created. The token cache counts
+// with its implicit name <data>.tokcache. --resume and --ckpt may be the same file (requeued jobs).
 void check_paths(const RunOptions& o) {
-  namespace fs = std::filesystem;
-  auto canon = [](const std::string& p) { return p.empty() ? p : fs::weakly_canonical(fs::path(p)).string(); };
+  const std::string cache = o.no_cache ? std::string() : o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache;
   const std::pair<const char*, std::string> files[] = {
-      {"--data", canon(o.data)},         {"--tokens-cache", canon(o.tokens_cache)}, {"--encoder-json", canon(o.encoder_json)},
-      {"--vocab-bpe", canon(o.vocab_bpe)}, {"--tokenizer-json", canon(o.tokenizer_json)}, {"--resume", canon(o.train.resume)},
-      {"--ckpt", canon(o.train.ckpt)},   {"--metrics", canon(o.train.metrics)}};
+      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.encoder_json},
+      {"--vocab-bpe", o.vocab_bpe}, {"--tokenizer-json", o.tokenizer_json}, {"--resume", o.train.resume},
+      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}};
   auto is_output = [](const std::string& opt) { return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics"; };
   for (size_t i = 0; i < std::size(files); ++i)
     for (size_t j = i + 1; j < std::size(files); ++j) {
       const auto& [a, pa] = files[i];
       const auto& [b, pb] = files[j];
-      if (pa.empty() || pa != pb || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
-      if (is_output(a) || is_output(b)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pa + ")");
+      if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
+      if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
     }
 }
 }  // namespace
@@ -47,6 +44,7 @@ RunOptions parse_options(int argc, char** argv) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   uint64_t seed = t.seed;
+  std::string device = "auto", dtype = "auto";
   po::options_description data("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
@@ -87,8 +85,8 @@ RunOptions parse_options(int argc, char** argv) {
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps");
   po::options_description sys("System");
   sys.add_options()
-    ("device", po::value(&o.device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
-    ("dtype", po::value(&o.dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
+    ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
+    ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; it must exceed the longest pause of one rank, e.g. rank 0 writing a checkpoint)")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
@@ -122,6 +120,8 @@ RunOptions parse_options(int argc, char** argv) {
   }
   if (o.help) return o;
   t.seed = seed;
+  o.device = parse_device(device);
+  o.dtype = parse_dtype(dtype);
   m.maxT = t.seq;
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
@@ -160,7 +160,6 @@ RunOptions parse_options(int argc, char** argv) {
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
-  need(o.dtype == "auto" || o.dtype == "fp32" || o.dtype == "bf16", "--dtype must be auto, fp32 or bf16");
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");

@@ -22,40 +22,53 @@ std::string compiled_backends() {
 #endif
 }
 
-namespace {
-std::unique_ptr<Backend> cpu_backend(const BackendOptions& opts) {
-  if (opts.dtype != "fp32")
-    throw UsageError("--dtype " + opts.dtype + " needs the CUDA backend (--device cuda); the CPU backend trains in fp32");
-  return make_cpu_backend();
+Device parse_device(const std::string& s) {
+  if (s == "auto") return Device::automatic;
+  if (s == "cpu") return Device::cpu;
+  if (s == "cuda") return Device::cuda;
+  throw UsageError("--device must be auto, cpu or cuda (got '" + s + "')");
 }
-}  // namespace
+
+DType parse_dtype(const std::string& s) {
+  if (s == "auto") return DType::automatic;
+  if (s == "fp32") return DType::fp32;
+  if (s == "bf16") return DType::bf16;
+  throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + s + "')");
+}
+
+const char* to_string(Device d) { return d == Device::cpu ? "cpu" : d == Device::cuda ? "cuda" : "auto"; }
+const char* to_string(DType t) { return t == DType::fp32 ? "fp32" : t == DType::bf16 ? "bf16" : "auto"; }
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
   BackendOptions opts = in;
-  if (opts.dtype != "auto" && opts.dtype != "fp32" && opts.dtype != "bf16")
-    throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + opts.dtype + "')");
-  std::string device = opts.device;
 #ifdef XTRAIN_HAVE_CUDA
-  if (device == "auto") device = cuda_device_available() ? "cuda" : "cpu";
+  if (opts.device == Device::automatic) opts.device = cuda_device_available() ? Device::cuda : Device::cpu;
 #else
-  if (device == "auto") device = "cpu";
-  if (device == "cuda")
+  if (opts.device == Device::automatic) opts.device = Device::cpu;
+  if (opts.device == Device::cuda)
     throw UsageError("--device cuda: this xtrain was built without CUDA (configure with -DXTRAIN_CUDA=ON)");
 #endif
   // bf16 mixed precision is the fast default on GPUs; the CPU backend trains in fp32.
-  if (opts.dtype == "auto") opts.dtype = device == "cuda" ? "bf16" : "fp32";
-  if (device == "cpu") return cpu_backend(opts);
+  if (opts.dtype == DType::automatic) opts.dtype = opts.device == Device::cuda ? DType::bf16 : DType::fp32;
+  if (opts.device == Device::cpu) {
+    if (opts.dtype != DType::fp32)
+      throw UsageError(std::string("--dtype ") + to_string(opts.dtype) +
+                       " needs the CUDA backend (--device cuda); the CPU backend trains in fp32");
+    return make_cpu_backend();
+  }
 #ifdef XTRAIN_HAVE_CUDA
-  if (device == "cuda") return make_cuda_backend(opts);
+  return make_cuda_backend(opts);
+#else
+  throw Error(std::string("no backend for device ") + to_string(opts.device));  // unreachable: cuda refused above
 #endif
-  throw UsageError("--device must be auto, cpu or cuda (got '" + opts.device + "')");
 }
 
 std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
+  // Picked by the backend's typed kind: NCCL on device memory, MPI on host memory.
 #ifdef XTRAIN_HAVE_CUDA
-  if (backend.name() == "cuda") return make_nccl_communicator(mpi, backend, comm_timeout_s);
+  if (backend.kind() == Device::cuda) return make_nccl_communicator(mpi, backend, comm_timeout_s);
 #endif
-  XT_CHECK(backend.name() == "cpu", "no communicator for backend " << backend.name());
+  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
   return make_mpi_communicator(mpi, comm_timeout_s);
 }
 

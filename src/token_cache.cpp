@@ -1,17 +1,15 @@
-// Token cache files (format in include/xtrain/token_cache.h) and whole-file reading.
+// Token cache files (format in include/xtrain/token_cache.h).
 #include "xtrain/token_cache.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
-#include <atomic>
-#include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fstream>
 #include <iostream>
 
 #include "xtrain/error.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
 
@@ -31,43 +29,7 @@ uint64_t get_le(const std::string& buf, size_t at, int bytes) {
   return v;
 }
 
-std::string errno_text() { return std::strerror(errno); }
-
-// Writes all of buf to fd or throws naming path.
-void write_all(int fd, const std::string& buf, const std::string& path) {
-  for (size_t done = 0; done < buf.size();) {
-    const ssize_t n = ::write(fd, buf.data() + done, buf.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) XT_FAIL("cannot write " << path << ": " << errno_text());
-    done += size_t(n);
-  }
-}
-
 }  // namespace
-
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
-  // FNV-1a: xor the byte in, then multiply by the 64-bit FNV prime 2^40 + 2^8 + 0xb3.
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-std::string read_text_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) XT_FAIL("cannot read " << path << ": " << errno_text());
-  std::string out;
-  char buf[1 << 16];
-  size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
-  const bool failed = std::ferror(f) != 0;
-  const int saved = errno;
-  std::fclose(f);
-  if (failed) XT_FAIL("cannot read " << path << ": " << std::strerror(saved));
-  return out;
-}
 
 void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, uint64_t tok_fingerprint,
                        uint64_t source_bytes, uint64_t source_hash) {
@@ -82,33 +44,9 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
   for (int32_t id : ids) put_le(&buf, uint32_t(id), 4);
   put_le(&buf, fnv1a64(buf.data() + kHeaderBytes, 4 * ids.size()), 8);
 
-  // Atomic replace: a unique tmp name in the same directory (several ranks may write the same cache
-  // at once), fsync, then rename over path; readers see the old file or the complete new one.
-  static std::atomic<int> counter{0};
-  const std::string tmp = path + ".tmp." + std::to_string(::getpid()) + "." + std::to_string(counter++);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) XT_FAIL("cannot write token cache " << tmp << ": " << errno_text());
-  try {
-    write_all(fd, buf, tmp);
-    if (::fsync(fd) != 0) XT_FAIL("cannot fsync " << tmp << ": " << errno_text());
-  } catch (...) {
-    ::close(fd);
-    ::unlink(tmp.c_str());
-    throw;
-  }
-  if (::close(fd) != 0 || ::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = errno_text();
-    ::unlink(tmp.c_str());
-    XT_FAIL("cannot write token cache " << path << ": " << why);
-  }
-  // Make the rename itself durable (best effort: some file systems refuse fsync on directories).
-  const size_t slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "." : slash == 0 ? "/" : path.substr(0, slash);
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
+  // Atomic replace (several ranks may write the same cache at once): readers see the old file or
+  // the complete new one.
+  write_file_atomic(path, buf, "cannot write token cache");
 }
 
 bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_t source_bytes,
@@ -149,8 +87,16 @@ std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& 
                                  bool write_cache, const std::string& log_prefix) {
   const std::string text = read_text_file(text_path);
   const uint64_t hash = fnv1a64(text.data(), text.size());
+  // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
+  // next to a device node.
+  if (cache_path.empty() && is_non_regular(text_path)) return tok.encode(text);
   if (cache_path.empty()) cache_path = text_path + ".tokcache";
   std::vector<int32_t> ids;
+  if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
+    std::cerr << log_prefix << "warning: token cache " << cache_path
+              << " exists and is not a regular file; neither reading nor writing it\n";
+    return tok.encode(text);
+  }
   if (::access(cache_path.c_str(), F_OK) == 0) {
     try {
       if (read_token_cache(cache_path, tok.fingerprint(), text.size(), hash, &ids)) return ids;

@@ -10,7 +10,7 @@
 
 #include "bpe.h"
 #include "xtrain/error.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
 
 namespace xtrain {
 

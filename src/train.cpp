@@ -4,60 +4,46 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
-#include "train_util.h"
-#include "xtrain/app.h"
+#include "metrics.h"
+#include "xtrain/agree.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
-#include "xtrain/rng.h"
-#include "xtrain/token_cache.h"
+#include "xtrain/io.h"
+#include "xtrain/log.h"
 
 namespace xtrain {
 
-TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
-  TrainData d;
-  d.tokenizer_fingerprint = tokenizer_fingerprint;
-  d.hash = fnv1a64(tokens.data(), tokens.size() * sizeof(int32_t));
-  const size_t n = tokens.size();
-  const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
-  d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
-  // One global batch of distinct windows must fit in the training part (plus the shifted target).
-  const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;
-  if (d.n_train < need)
-    XT_FAIL("corpus too short: " << d.n_train << " training tokens"
-                                 << (use_val ? " (the rest of " + std::to_string(n) + " is held out by --val-fraction)" : std::string())
-                                 << " but one global batch needs --batch x --seq + 1 = " << need);
-  if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
-    XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
-                                                << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= cfg.model.V) XT_FAIL("token id " << t << " outside the vocabulary [0, " << cfg.model.V << ")");
-  d.tokens = std::move(tokens);
-  return d;
+namespace {
+// params_hash: XXH3-64 of the parameter bytes (for the across-rank identity check).
+uint64_t params_hash(GPT& model, Backend& be) {
+  std::vector<float> host(model.num_params());
+  be.copy_to_host(host.data(), model.params(), host.size() * sizeof(float));
+  return xxh3_64(host.data(), host.size() * sizeof(float));
 }
+}  // namespace
 
-void check_same_on_all_ranks(const MpiContext& mpi, uint64_t value, const std::string& what) {
-  if (mpi.all_reduce_min(value) != mpi.all_reduce_max(value))
-    XT_FAIL(what << " differs across ranks (rank " << mpi.rank() << " on " << mpi.host() << " has "
+void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what) {
+  if (group.all_reduce_min_host(value) != group.all_reduce_max_host(value))
+    XT_FAIL(what << " differs across ranks (rank " << group.rank() << " on " << group.host() << " has "
                  << std::hex << value << ")");
 }
 
-double max_param_diff(GPT& model, Backend& be, MpiContext& mpi) {
+double max_param_diff(GPT& model, Backend& be, HostCollectives& group) {
   std::vector<float> mine(model.num_params()), root(model.num_params());
   be.copy_to_host(mine.data(), model.params(), mine.size() * sizeof(float));
   root = mine;
-  mpi.broadcast(root.data(), root.size() * sizeof(float), 0);
+  group.broadcast_host(root.data(), root.size() * sizeof(float), 0);
   double m = 0;
   for (size_t i = 0; i < mine.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(mine[i]) - root[i]));
-  mpi.all_reduce_max(&m, 1);
+  group.all_reduce_max_host(&m, 1);
   return m;
 }
 
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-                       MpiContext& mpi) {
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
   const int world = comm.world_size(), rank = comm.rank();
   const int T = cfg.seq, K = cfg.grad_accum;
   const int micro_global = cfg.batch / K;       // sequences per micro-step, all ranks
@@ -68,20 +54,18 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   oc.total_steps = cfg.steps;
 
   int start = 0;
-  // Input checks agreed across ranks before the first training collective (app.h).
-  if (!cfg.resume.empty()) agree(mpi, [&] { start = restore_checkpoint(cfg, data, model, opt, be, mpi); });
+  // Input checks agreed across ranks before the first training collective (agree.h).
+  if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, rank); });
   const uint64_t h = params_hash(model, be);
-  agree(mpi, [&] { check_same_on_all_ranks(mpi, h, "initial parameters"); });
+  agree(comm, [&] { check_same_on_all_ranks(comm, h, "initial parameters"); });
 
   MetricsWriter metrics(rank == 0 ? cfg.metrics : std::string(), start);
   TrainResult res;
   res.first_step = start + 1;
   res.last_step = start;  // a run with no step left (resumed at --steps) ends where it started
-  std::vector<int32_t> tok(static_cast<size_t>(micro_local) * T), tgt(tok.size());
+  Batch batch;
   DropoutKeys drop;
   drop.p = cfg.dropout;
-  const uint64_t batch_key = hash_key(cfg.seed, kRngBatch), drop_key = hash_key(cfg.seed, kRngDropout);
-  const size_t span = data.n_train - T;  // valid window starts: [0, n_train - T)
   const float dloss = 1.0f / (static_cast<float>(cfg.batch / world) * T);  // local mean; avg across ranks
   double timed_s = 0;
   long timed_tokens = 0;
@@ -92,22 +76,11 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     for (step = start + 1; step <= end; ++step) {
       auto t0 = std::chrono::steady_clock::now();
       model.zero_grads();
-      const uint64_t step_key = hash_key(batch_key, static_cast<uint64_t>(step));
-      const uint64_t step_drop_key = hash_key(drop_key, static_cast<uint64_t>(step));
       double loss_sum = 0;
       for (int k = 0; k < K; ++k) {
-        drop.seq_keys.clear();
-        int b = 0;
-        for (int j = 0; j < micro_global; ++j) {
-          const int i = k * micro_global + j;  // global sequence index in this optimizer step
-          if (i % world != rank) continue;
-          const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
-          std::copy_n(data.tokens.begin() + off, T, tok.begin() + static_cast<size_t>(b) * T);
-          std::copy_n(data.tokens.begin() + off + 1, T, tgt.begin() + static_cast<size_t>(b) * T);
-          drop.seq_keys.push_back(hash_key(step_drop_key, static_cast<uint64_t>(i)));
-          ++b;
-        }
-        loss_sum += model.forward(tok.data(), tgt.data(), micro_local, T, true, dloss, &drop);
+        fill_batch(data, cfg, step, k, rank, world, &batch);
+        drop.seq_keys.swap(batch.dropout_keys);
+        loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
         model.backward();
       }
       comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
@@ -115,10 +88,13 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
-        if (rank == 0)
-          std::fprintf(stderr, "rank 0 (%s): non-finite %s (%g) at step %d; stopping%s\n", mpi.host().c_str(),
-                       std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step,
-                       cfg.ckpt.empty() ? "" : ("; the last good checkpoint " + cfg.ckpt + " is kept").c_str());
+        if (rank == 0) {
+          std::ostringstream os;
+          os << "non-finite " << (std::isfinite(loss) ? "gradient norm" : "loss") << " ("
+             << (std::isfinite(loss) ? grad_norm : loss) << ") at step " << step << "; stopping"
+             << (cfg.ckpt.empty() ? "" : "; the last good checkpoint " + cfg.ckpt + " is kept");
+          print_rank_line(0, comm.host(), os.str());
+        }
         throw AgreedFailure(1);
       }
       const float lr = lr_at(oc, step);
@@ -156,7 +132,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     XT_FAIL("step " << step << ": " << e.what());
   }
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
-  res.max_param_diff = max_param_diff(model, be, mpi);
+  res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {
     std::printf("max parameter difference across %d rank%s: %.3e\n", world, world == 1 ? "" : "s", res.max_param_diff);
     metrics.write({{"type", "final"}, {"step", res.last_step}, {"world_size", world},

@@ -46,6 +46,14 @@ expect "huge comm-timeout" 2 "--comm-timeout must be between 1 and 1e6" 2 "${OK[
 expect "--metrics is the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus.txt"
 expect "--tokens-cache is the corpus" 2 "name the same file" 2 "${OK[@]}" --tokens-cache "$WORK/corpus.txt"
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
+ln "$WORK/corpus.txt" "$WORK/corpus-link.txt"
+expect "--metrics is a hard link to the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus-link.txt"
+mkfifo "$WORK/fifo"
+expect "--ckpt is a FIFO" 1 "--ckpt .*is not a regular file" 2 "${OK[@]}" --ckpt "$WORK/fifo"
+expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" --metrics "$WORK/fifo"
+[[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
+expect "--data /dev/null" 1 "corpus too short: 0 training tokens" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
+[[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
 expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
 expect "--resume is a directory" 1 "--resume .*no such file" 2 "${OK[@]}" --resume "$WORK"
 cp "$WORK/corpus.txt" "$WORK/notes.txt"
@@ -62,6 +70,9 @@ cp "$WORK/good.ckpt" "$WORK/flip.ckpt"
 printf '\x55' | dd of="$WORK/flip.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --steps 4 --resume "$WORK/flip.ckpt"
 head -c 3000 "$WORK/good.ckpt" > "$WORK/trunc.ckpt"
+cp "$WORK/good.ckpt" "$WORK/v01.ckpt"
+printf '01' | dd of="$WORK/v01.ckpt" bs=1 seek=6 conv=notrunc status=none
+expect "checkpoint of format version 01" 1 "format version 01, this xtrain reads version 02" 2 "${OK[@]}" --steps 4 --resume "$WORK/v01.ckpt"
 expect "truncated checkpoint" 1 "truncated" 2 "${OK[@]}" --steps 4 --resume "$WORK/trunc.ckpt"
 expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[@]}" --steps 4 --dim 64 --resume "$WORK/good.ckpt"
 expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"

@@ -7,6 +7,7 @@
 #include "cpu/cpu_backend.h"
 #include "cpu/ops.h"
 #include "cpu_ops_test_util.h"
+#include "xtrain/error.h"
 #include "xtrain/qkv_layout.h"
 
 namespace cpu = xtrain::cpu;
@@ -48,6 +49,19 @@ void check_close(const std::string& what, const Vec& got, const Vec& ref) {
   CHECK(err < kFloatTol);
 }
 }  // namespace
+
+TEST_CASE("--device and --dtype parse once into enums; make_backend resolves automatic on the CPU") {
+  namespace xt = xtrain;
+  for (const char* d : {"auto", "cpu", "cuda"}) CHECK(std::string(xt::to_string(xt::parse_device(d))) == d);
+  for (const char* t : {"auto", "fp32", "bf16"}) CHECK(std::string(xt::to_string(xt::parse_dtype(t))) == t);
+  CHECK_THROWS_AS(xt::parse_device("gpu"), xt::UsageError);
+  CHECK_THROWS_AS(xt::parse_dtype("fp16"), xt::UsageError);
+  auto be = xt::make_backend(xt::BackendOptions{xt::Device::cpu, 0, 1, xt::DType::automatic});
+  CHECK(be->kind() == xt::Device::cpu);
+  CHECK(be->dtype() == xt::DType::fp32);
+  CHECK(be->activation_bytes() == 4);
+  CHECK_THROWS_AS(xt::make_backend(xt::BackendOptions{xt::Device::cpu, 0, 1, xt::DType::bf16}), xt::UsageError);
+}
 
 TEST_CASE("CpuBackend: name, one BLAS thread, aligned memory") {
   auto be = xtrain::make_cpu_backend();

@@ -51,7 +51,7 @@ constexpr double kBf16StoreRel = 4e-3;
 
 struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();
-  std::unique_ptr<Backend> gpu = make_cuda_backend(BackendOptions{"cuda", 0, 1});
+  std::unique_ptr<Backend> gpu = make_cuda_backend(BackendOptions{Device::cuda, 0, 1});
 };
 Backends& be() {
   static Backends b;
@@ -140,7 +140,7 @@ struct Act {
 
 // g16: a --dtype bf16 CUDA backend (bf16 activations), default attention route.
 Backend& g16() {
-  static std::unique_ptr<Backend> b = make_cuda_backend(BackendOptions{"cuda", 0, 1, "bf16"});
+  static std::unique_ptr<Backend> b = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16});
   return *b;
 }
 
@@ -298,7 +298,7 @@ namespace {
 // gemm) through XTRAIN_CUDA_ATTENTION, which the constructor reads once.
 std::unique_ptr<Backend> with_attention_route(const char* route, const char* dtype) {
   setenv("XTRAIN_CUDA_ATTENTION", route, 1);
-  auto b = make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype});
+  auto b = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)});
   unsetenv("XTRAIN_CUDA_ATTENTION");
   return b;
 }
@@ -485,7 +485,7 @@ TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention
   auto gemm16 = with_attention_route("gemm", "bf16");
   Backend* const gpus[] = {be().gpu.get(), &g16(), flash32.get(), flash16.get(), gemm16.get()};
   for (Backend* g : gpus) {
-    CAPTURE(g->dtype());
+    CAPTURE(to_string(g->dtype()));
     const bool b16 = g->activation_bytes() == 2;
     const double tol_mm = b16 ? kBf16GemmRel : kFp32Rel, tol_ew = b16 ? kBf16StoreRel : kFp32Rel;
     const double tol_att = b16 ? kFlashBf16Rel : kFp32Rel;

@@ -15,6 +15,7 @@
 
 #include "cpu/cpu_backend.h"
 #include "cuda/cuda_backend.h"
+#include "xtrain/data.h"
 #include "xtrain/error.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
@@ -65,33 +66,31 @@ struct Trajectory {
   std::vector<double> loss, grad_norm;
 };
 
-// train: kSteps optimizer steps exactly as train_rank does them on one rank (batch windows from
-// hash_key(seed, kRngBatch), dropout keys per (step, sequence), dloss = 1/(B*T), global-norm clipping
-// through be.sum_squares, AdamW with the warmup + cosine schedule).
-Trajectory train(Backend& be, const std::vector<int32_t>& data, float dropout) {
+// train: kSteps optimizer steps as train_rank does them on one rank: the real sampler (fill_batch:
+// batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm clipping
+// through be.sum_squares, AdamW with the warmup + cosine schedule.
+Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout) {
   GPT model(config(), be);
   model.init_params(kSeed);
   const size_t n = model.num_params();
   AdamW opt(be, n);
   OptimConfig oc;
   oc.lr = 5e-3f, oc.warmup_steps = 3, oc.total_steps = kSteps, oc.grad_clip = 1.0f;
-  const uint64_t batch_key = hash_key(kSeed, kRngBatch), drop_key = hash_key(kSeed, kRngDropout);
-  const size_t span = data.size() - kT;
-  std::vector<int32_t> tok(size_t(kB) * kT), tgt(tok.size());
+  TrainConfig cfg;
+  cfg.model = config(), cfg.optim = oc, cfg.batch = kB, cfg.seq = kT, cfg.grad_accum = 1, cfg.seed = kSeed;
+  TrainData data;
+  data.tokens = tokens;
+  data.n_train = tokens.size();  // no validation tail
+  Batch batch;
   DropoutKeys drop;
   drop.p = dropout;
   Trajectory tr;
   for (int step = 1; step <= kSteps; ++step) {
     model.zero_grads();
-    const uint64_t step_key = hash_key(batch_key, uint64_t(step));
-    drop.seq_keys.clear();
-    for (int i = 0; i < kB; ++i) {
-      const size_t off = uniform_u64(step_key, uint64_t(i)) % span;
-      std::copy_n(data.begin() + off, kT, tok.begin() + size_t(i) * kT);
-      std::copy_n(data.begin() + off + 1, kT, tgt.begin() + size_t(i) * kT);
-      drop.seq_keys.push_back(hash_key(hash_key(drop_key, uint64_t(step)), uint64_t(i)));
-    }
-    const double loss = model.forward(tok.data(), tgt.data(), kB, kT, true, 1.0f / (kB * kT), &drop) / (kB * kT);
+    fill_batch(data, cfg, step, /*micro=*/0, /*rank=*/0, /*world=*/1, &batch);
+    drop.seq_keys = batch.dropout_keys;
+    const double loss =
+        model.forward(batch.tokens.data(), batch.targets.data(), kB, kT, true, 1.0f / (kB * kT), &drop) / (kB * kT);
     model.backward();
     const double norm = std::sqrt(be.sum_squares(model.grads(), n));
     opt.step(model, step, lr_at(oc, step), clip_scale(oc, norm), oc);
@@ -114,7 +113,7 @@ void print(const char* name, const Trajectory& t) {
   std::printf("\n");
 }
 
-std::unique_ptr<Backend> gpu(const char* dtype) { return make_backend(BackendOptions{"cuda", 0, 1, dtype}); }
+std::unique_ptr<Backend> gpu(const char* dtype) { return make_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)}); }
 
 }  // namespace
 
@@ -152,8 +151,8 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
 }
 
 TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {
-  CHECK_THROWS_AS(make_backend(BackendOptions{"cpu", 0, 1, "bf16"}), UsageError);
-  CHECK_THROWS_AS(make_backend(BackendOptions{"cuda", 0, 1, "fp8"}), UsageError);
+  CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::bf16}), UsageError);
+  CHECK_THROWS_AS(parse_dtype("fp8"), UsageError);
 }
 
 int main(int argc, char** argv) {

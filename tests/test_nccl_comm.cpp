@@ -38,7 +38,7 @@ int main(int argc, char** argv) {
   }
   const int rank = mpi.rank(), world = mpi.world_size();
   try {
-    auto be = make_cuda_backend(BackendOptions{"cuda", mpi.local_rank(), mpi.local_size()});
+    auto be = make_cuda_backend(BackendOptions{Device::cuda, mpi.local_rank(), mpi.local_size()});
     // Expected outcome from the placement itself: the device names carry the PCI bus ids.
     const std::vector<std::string> gpus = all_gather_strings(mpi, mpi.host() + " " + be->device_name());
     const bool shared_gpu = std::set<std::string>(gpus.begin(), gpus.end()).size() < gpus.size();

@@ -30,4 +30,13 @@ back=$("$TOOL" "${TOK[@]}" --decode "$ids")
 rc=0; "$TOOL" --bogus > /dev/null 2>&1 || rc=$?; [[ $rc -eq 2 ]] || { echo "FAIL unknown option: exit $rc"; fails=$((fails+1)); }
 rc=0; "$TOOL" --encoder-json /nonexistent --vocab-bpe "$dd/gpt2/vocab.bpe" --print-ids x > /dev/null 2>&1 || rc=$?
 [[ $rc -eq 1 ]] || { echo "FAIL missing file: exit $rc"; fails=$((fails+1)); }
+# outputs: never the input (same device and inode), never a file that is not a regular file
+work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
+printf 'Hello world\n' > "$work/in.txt"; ln "$work/in.txt" "$work/link.txt"; mkfifo "$work/fifo"
+rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/link.txt" > /dev/null 2>&1 || rc=$?
+[[ $rc -eq 2 && "$(cat "$work/in.txt")" == "Hello world" ]] && echo "ok   --output a hard link to --input: exit 2, input kept" \
+  || { echo "FAIL --output a hard link to --input: exit $rc"; fails=$((fails+1)); }
+rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/fifo" > /dev/null 2> "$work/err" || rc=$?
+[[ $rc -eq 1 && -p "$work/fifo" ]] && grep -q "not a regular file" "$work/err" && echo "ok   --output a FIFO: exit 1, left alone" \
+  || { echo "FAIL --output a FIFO: exit $rc: $(cat "$work/err")"; fails=$((fails+1)); }
 [[ $fails -eq 0 ]]

@@ -15,6 +15,7 @@
 
 #include "bpe.h"
 #include "test_tokenizer_util.h"
+#include "xtrain/io.h"
 #include "xtrain/error.h"
 #include "xtrain/token_cache.h"
 

@@ -8,6 +8,7 @@
 
 #include "bpe.h"
 #include "test_tokenizer_util.h"
+#include "xtrain/io.h"
 #include "xtrain/error.h"
 
 using namespace xtrain;

@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "xtrain/io.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 

@@ -10,12 +10,9 @@
 #include <vector>
 
 #include "xtrain/error.h"
+#include "xtrain/io.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
-
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
 
 namespace po = boost::program_options;
 
@@ -94,6 +91,8 @@ int run(const po::variables_map& vm) {
   } else {
     const std::string input = vm["input"].as<std::string>();
     const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input + ".tokcache";
+    // Same device and inode (a hard link or symlink too): writing would destroy the input.
+    if (xtrain::same_file(input, output)) throw xtrain::UsageError("--input and --output name the same file (" + output + ")");
     const std::string text = xtrain::read_text_file(input);
     t0 = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tok.encode(text);

@@ -29,15 +29,28 @@ namespace xtrain {
 // Grad: how a backward op stores an activation gradient: add to the buffer, or overwrite it.
 enum class Grad { accumulate, assign };
 
+// Device and DType: --device and --dtype, parsed once (options.cpp) into these. automatic: decided
+// by make_backend (cuda when compiled in and a GPU is visible; bf16 on cuda, fp32 on cpu).
+enum class Device { automatic, cpu, cuda };
+enum class DType { automatic, fp32, bf16 };
+
+// parse_device / parse_dtype: "auto" | "cpu" | "cuda", "auto" | "fp32" | "bf16"; throw UsageError
+// naming the option and the value otherwise. to_string gives the same words back.
+Device parse_device(const std::string& s);
+DType parse_dtype(const std::string& s);
+const char* to_string(Device d);
+const char* to_string(DType t);
+
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual std::string name() const = 0;         // "cpu", "cuda"
+  virtual Device kind() const = 0;              // Device::cpu or Device::cuda, never automatic
+  std::string name() const { return to_string(kind()); }  // "cpu", "cuda"
   virtual std::string device_name() const = 0;  // e.g. "cpu (OpenBLAS)", "NVIDIA H200 (0000:1b:00.0)"
-  virtual std::string dtype() const { return "fp32"; }  // training precision: "fp32" or "bf16"
+  virtual DType dtype() const { return DType::fp32; }  // training precision: fp32 or bf16
   // activation_bytes: bytes per element of activation storage (the `void*` op arguments): 4 for
   // fp32, 2 for bf16.
-  size_t activation_bytes() const { return dtype() == "bf16" ? 2 : 4; }
+  size_t activation_bytes() const { return dtype() == DType::bf16 ? 2 : 4; }
 
   // ---- memory (backend address space) ----
   virtual void* alloc(size_t bytes) = 0;                         // throws Error when out of memory
@@ -183,18 +196,18 @@ class DeviceBuffer {
 
 // BackendOptions: what a backend needs to bind its device.
 struct BackendOptions {
-  std::string device = "auto";  // auto | cpu | cuda
+  Device device = Device::automatic;
   int local_rank = 0;           // node-local rank (MPI shared-memory split)
   int local_size = 1;           // ranks on this node
   // fp32 | bf16. bf16 = mixed precision (CUDA only): activations stored in bf16, bf16 tensor-core
   // products with fp32 accumulation, fp32 arithmetic inside every other op; parameters, gradients
   // and optimizer state stay fp32 (docs/cuda.md, "Precision").
-  std::string dtype = "fp32";  // fp32 | bf16, or auto (make_backend: bf16 on cuda, fp32 on cpu)
+  DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
 };
 
-// make_backend: creates the backend for opts.device. "auto" picks cuda when compiled in and a GPU is
-// visible, else cpu. Throws UsageError for an unknown or not-compiled-in device, for an unknown
-// dtype and for bf16 on the CPU backend; Error when the device cannot be used (e.g. more ranks on
+// make_backend: creates the backend for opts.device. automatic picks cuda when compiled in and a GPU
+// is visible, else cpu. Throws UsageError for a device not compiled in and for bf16 on the CPU
+// backend; Error when the device cannot be used (e.g. more ranks on
 // the node than visible GPUs).
 std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
 

@@ -1,14 +1,18 @@
 // Checkpoints: parameters, AdamW state, step, model config and the identity of the data and
-// tokenizer, in one file with a header and an FNV-1a 64 checksum over everything before it.
+// tokenizer, in one file with a header and an XXH3-64 checksum over everything before it.
 // Batch sampling and dropout are counter-based (rng.h), keyed by (seed, step), so seed + step are
-// the whole RNG and data-loader state. Written atomically: temporary file, fsync, rename, fsync dir.
+// the whole RNG and data-loader state. Written atomically (write_file_atomic, io.h).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "xtrain/backend.h"
+#include "xtrain/config.h"
+#include "xtrain/data.h"
 #include "xtrain/model.h"
+#include "xtrain/optim.h"
 
 namespace xtrain {
 
@@ -21,7 +25,7 @@ struct CheckpointMeta {
   float dropout = 0.0f;
   uint64_t seed = 0;
   uint64_t tokenizer_fingerprint = 0;
-  uint64_t data_hash = 0;     // FNV-1a 64 of the training token stream
+  uint64_t data_hash = 0;     // TrainData::hash: XXH3-64 of the token stream
   uint64_t n_train = 0;       // tokens in the training part (the rest is held out for validation)
   uint64_t num_params = 0;
 };
@@ -32,11 +36,23 @@ struct CheckpointState {
 };
 
 // save_checkpoint: writes `path` atomically; a crash leaves either the old file or the new one.
-// Throws Error naming the path and the OS error.
+// Throws Error naming the path and the OS error, or refusing a path that is not a regular file.
 void save_checkpoint(const std::string& path, const CheckpointState& st);
 
-// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic/version,
-// truncated file, size mismatch or checksum mismatch.
+// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
+// format version, truncated file, size mismatch or checksum mismatch.
 CheckpointState load_checkpoint(const std::string& path);
+
+// ---- the training run's side: what goes into a checkpoint and what a resume must match ----
+
+// write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` (others return).
+void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                      int step);
+
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
+// batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
+// the step it was written after. Rank 0 prints the line "resumed from ...".
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       int rank);
 
 }  // namespace xtrain

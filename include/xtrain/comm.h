@@ -1,33 +1,33 @@
-// Communicator: the collectives the training step uses, over buffers in the backend's memory
-// (host memory for the CPU backend, device memory for CUDA). Counts are elements, never bytes.
-// Implementations: MPI (src/comm_mpi.cpp, any backend whose memory is host memory) and NCCL
-// (src/cuda/comm_nccl.cpp). The training step calls only this interface.
+// Communicator: everything the training run (train_rank and all under it) needs from the other
+// ranks: identity and host-side collectives (HostCollectives) plus the collectives over buffers in
+// the backend's memory (host memory for the CPU backend, device memory for CUDA). Counts are
+// elements, never bytes. Implementations: MPI (src/comm_mpi.cpp, any backend whose memory is host
+// memory) and NCCL (src/cuda/comm_nccl.cpp); an in-process thread communicator (issue #11) would
+// implement the same interface. The training run sees only this interface, never how ranks started.
+//
+// Deadline: EVERY call, device-side or host-side, is bounded by the communicator's comm_timeout_s
+// (--comm-timeout): a peer that is alive but stuck makes the call throw Error naming the rank, host
+// and operation instead of hanging; the caller adds the step and main ends the job.
 #pragma once
 
 #include <cstddef>
 #include <memory>
 #include <string>
 
+#include "xtrain/host_collectives.h"
+
 namespace xtrain {
 
 enum class ReduceOp { sum, avg };
 
-class Communicator {
+class Communicator : public HostCollectives {
  public:
-  virtual ~Communicator() = default;
   virtual std::string name() const = 0;  // "mpi", "nccl"
-  virtual int rank() const = 0;
-  virtual int world_size() const = 0;
   // all_reduce: buf (count) in place; avg divides the sum by world_size. Every rank ends with
   // bitwise identical values (one reduction order for all ranks).
   virtual void all_reduce(float* buf, size_t count, ReduceOp op) = 0;
   // broadcast: buf (count) from root to every rank.
   virtual void broadcast(float* buf, size_t count, int root) = 0;
-  virtual void barrier() = 0;
-  // all_reduce_sum_host: x (count) in HOST memory, summed in double on every rank (losses of a step).
-  // It runs under the same --comm-timeout deadline as the gradient all-reduce (MPI and NCCL), so a
-  // stalled peer cannot hang the step in a host-side MPI call.
-  virtual void all_reduce_sum_host(double* x, int count) = 0;
 };
 
 class MpiContext;

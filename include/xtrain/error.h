@@ -1,6 +1,6 @@
 // Errors: one exception type carrying file:line, the failing expression and the library's message,
-// plus the XT_*_CHECK macros (flashlight / tiny-cuda-nn style). CUDA/cuBLAS/NCCL checks live in
-// src/cuda/cuda_check.h so that this header stays free of GPU includes.
+// plus the XT_*_CHECK macros (flashlight / tiny-cuda-nn style), all built on XT_STATUS_CHECK.
+// CUDA/cuBLAS/NCCL checks live in src/cuda/cuda_check.h so that this header stays free of GPU includes.
 #pragma once
 
 #include <sstream>
@@ -64,16 +64,22 @@ namespace detail {
     throw ::xtrain::Error(xt_fail_os_.str()); \
   } while (0)
 
-// XT_MPI_CHECK(call): throws with the MPI error string when an MPI call does not return MPI_SUCCESS.
-// Needs <mpi.h>; defined here so every MPI user gets the same message format.
-#define XT_MPI_CHECK(call)                                                       \
-  do {                                                                           \
-    int xt_mpi_rc_ = (call);                                                     \
-    if (xt_mpi_rc_ != MPI_SUCCESS) {                                             \
-      char xt_mpi_msg_[MPI_MAX_ERROR_STRING];                                    \
-      int xt_mpi_len_ = 0;                                                       \
-      MPI_Error_string(xt_mpi_rc_, xt_mpi_msg_, &xt_mpi_len_);                   \
-      ::xtrain::detail::throw_check(__FILE__, __LINE__, #call,                   \
-                                    std::string(xt_mpi_msg_, xt_mpi_len_));      \
-    }                                                                            \
+// XT_STATUS_CHECK(call, ok, message): the one status check behind every library's check (ggml's
+// CUDA_CHECK_GEN): evaluates call once into `xt_rc_`; when the expression `ok` (in terms of xt_rc_)
+// is false, throws xtrain::Error with file:line, the call's text and `message` (a std::string or
+// const char* built from xt_rc_, i.e. the library's own error text).
+#define XT_STATUS_CHECK(call, ok, message)                                        \
+  do {                                                                            \
+    const auto xt_rc_ = (call);                                                   \
+    if (!(ok)) ::xtrain::detail::throw_check(__FILE__, __LINE__, #call, (message)); \
   } while (0)
+
+namespace xtrain::detail {
+// mpi_error_string: MPI_Error_string of an MPI return code (defined in src/mpi_context.cpp, so this
+// header needs no <mpi.h>).
+std::string mpi_error_string(int rc);
+}  // namespace xtrain::detail
+
+// XT_MPI_CHECK(call): throws with the MPI error string when an MPI call does not return MPI_SUCCESS
+// (needs <mpi.h> where it is used).
+#define XT_MPI_CHECK(call) XT_STATUS_CHECK(call, xt_rc_ == MPI_SUCCESS, ::xtrain::detail::mpi_error_string(xt_rc_))

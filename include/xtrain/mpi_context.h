@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/host_collectives.h"
+
 namespace xtrain {
 
 struct Placement {
@@ -18,7 +20,11 @@ struct Placement {
   std::string device;
 };
 
-class MpiContext {
+// As HostCollectives, MpiContext serves the start-up checks of the mpirun entry point (before the
+// communicator exists): its collectives are plain blocking MPI calls, NOT bounded by --comm-timeout
+// (start-up may legitimately wait long, e.g. for rank 0 tokenizing a corpus). The training run gets
+// the Communicator instead, whose every call is bounded.
+class MpiContext final : public HostCollectives {
  public:
   // Calls MPI_Init (or MPI_Init_thread(FUNNELED)); MPI errors return codes (MPI_ERRORS_RETURN) so
   // that they become xtrain::Error with the MPI message.
@@ -27,11 +33,11 @@ class MpiContext {
   MpiContext(const MpiContext&) = delete;
   MpiContext& operator=(const MpiContext&) = delete;
 
-  int rank() const { return rank_; }
-  int world_size() const { return world_; }
+  int rank() const override { return rank_; }
+  int world_size() const override { return world_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
-  const std::string& host() const { return host_; }
+  std::string host() const override { return host_; }
 
   // check_launcher: throws Error when the environment says the launcher started several tasks
   // (SLURM_NTASKS/SLURM_STEP_NUM_TASKS under srun, OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE...) but MPI
@@ -39,13 +45,13 @@ class MpiContext {
   // OMPI_COMM_WORLD_LOCAL_RANK against the shared-memory split where it is set.
   void check_launcher() const;
 
-  // Host-side collectives on small arrays (losses, checksums, flags). Collective over all ranks.
-  void all_reduce_sum(double* x, int count) const;
-  void all_reduce_max(double* x, int count) const;
-  uint64_t all_reduce_min(uint64_t x) const;
-  uint64_t all_reduce_max(uint64_t x) const;
-  void broadcast(void* data, size_t bytes, int root) const;
-  void barrier() const;
+  // HostCollectives over MPI_COMM_WORLD, blocking (see above). Collective over all ranks.
+  void all_reduce_sum_host(double* x, int count) override;
+  void all_reduce_max_host(double* x, int count) override;
+  uint64_t all_reduce_min_host(uint64_t x) override;
+  uint64_t all_reduce_max_host(uint64_t x) override;
+  void broadcast_host(void* data, size_t bytes, int root) override;
+  void barrier() override;
 
   // gather_placement: every rank's (rank, host, local rank, device); the full table on every rank.
   std::vector<Placement> gather_placement(const std::string& device) const;

@@ -3,7 +3,8 @@
 
 #include <string>
 
-#include "xtrain/train.h"
+#include "xtrain/backend.h"
+#include "xtrain/config.h"
 
 namespace xtrain {
 
@@ -14,8 +15,8 @@ struct RunOptions {
   bool no_cache = false;       // do not read or write the token cache
   std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
   std::string encoder_json, vocab_bpe;
-  std::string device = "auto";
-  std::string dtype = "auto";
+  Device device = Device::automatic;  // --device, parsed once here
+  DType dtype = DType::automatic;     // --dtype
   double comm_timeout_s = 300;
   bool help = false;
   std::string help_text;

@@ -1,7 +1,7 @@
 // Token cache: the token stream of a corpus in a small binary file, so later runs skip tokenizing.
 // Format (little-endian): header { magic "XTTOKENS", u32 version=1, u32 reserved, u64 tokenizer
 // fingerprint, u64 source size in bytes, u64 source content hash (FNV-1a 64), u64 token count },
-// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (tmp, fsync, rename).
+// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (write_file_atomic, io.h).
 #pragma once
 
 #include <cstdint>
@@ -11,12 +11,6 @@
 #include "xtrain/tokenizer.h"
 
 namespace xtrain {
-
-// fnv1a64: FNV-1a 64-bit hash of bytes (Fowler, Noll, Vo), chainable through `h`.
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
-
-// read_text_file: whole file as bytes. Throws Error "cannot read <path>: <strerror>".
-std::string read_text_file(const std::string& path);
 
 // write_token_cache / read_token_cache: see format above. read_token_cache throws Error for a
 // missing, truncated or corrupt file (checksum), and returns false (no throw) when the file is valid
@@ -28,8 +22,10 @@ bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_
 
 // load_tokens: the token stream of text_path, from cache_path when it is valid for this text and
 // tokenizer, otherwise tokenized now and (when write_cache) cached. cache_path "" means
-// text_path + ".tokcache". A damaged or unwritable cache is a warning on stderr, each line starting
-// with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws Error when the text cannot be read.
+// text_path + ".tokcache" (none when text_path is not a regular file); a cache_path that exists and
+// is not a regular file is neither read nor written. A damaged or unwritable cache is a warning on
+// stderr, each line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws
+// Error when the text cannot be read.
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok,
                                  std::string cache_path, bool write_cache, const std::string& log_prefix = "");
 

@@ -33,7 +33,7 @@ class CpuBackend final : public Backend {
     openblas_set_num_threads(1);
   }
 
-  std::string name() const override { return "cpu"; }
+  Device kind() const override { return Device::cpu; }
   std::string device_name() const override {
     const int threads = openblas_get_num_threads();
     std::ostringstream os;

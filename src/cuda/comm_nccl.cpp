@@ -3,12 +3,15 @@
 // sync). The communicator is non-blocking (ncclConfig_t.blocking = 0), so no NCCL call can hang the
 // host: every wait polls ncclCommGetAsyncError against a deadline, and a collective that does not
 // finish within comm_timeout_s aborts the communicator (ncclCommAbort) and throws Error naming the
-// rank and the operation, so main can end the whole job instead of leaving ranks waiting.
+// rank and the operation, so main can end the whole job instead of leaving ranks waiting. The
+// host-side collectives other than the loss sum run over MPI with the same deadline
+// (MpiHostCollectives, src/comm_mpi_host.h).
 #include <chrono>
 #include <map>
 #include <sstream>
 #include <thread>
 
+#include "comm_mpi_host.h"
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/cuda_check.h"
 #include "xtrain/mpi_context.h"
@@ -25,8 +28,9 @@ class NcclCommunicator final : public Communicator {
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   std::string name() const override { return "nccl"; }
-  int rank() const override { return mpi_.rank(); }
-  int world_size() const override { return mpi_.world_size(); }
+  int rank() const override { return host_.rank(); }
+  int world_size() const override { return host_.world_size(); }
+  std::string host() const override { return host_.host(); }
 
   // all_reduce: NCCL counts are elements (ncclFloat), never bytes; avg is ncclAvg (NCCL >= 2.10).
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
@@ -55,10 +59,15 @@ class NcclCommunicator final : public Communicator {
     be_.copy_to_host(x, host_sum_.get(), sizeof(double) * count);
   }
 
-  // barrier: this rank's queued GPU work is done, then every rank meets (MPI).
+  void all_reduce_max_host(double* x, int count) override { host_.all_reduce_max(x, count); }
+  uint64_t all_reduce_min_host(uint64_t x) override { return host_.all_reduce_min(x); }
+  uint64_t all_reduce_max_host(uint64_t x) override { return host_.all_reduce_max(x); }
+  void broadcast_host(void* data, size_t bytes, int root) override { host_.broadcast(data, bytes, root); }
+
+  // barrier: this rank's queued GPU work is done, then every rank meets (MPI, under the deadline).
   void barrier() override {
     be_.synchronize();
-    mpi_.barrier();
+    host_.barrier();
   }
 
   double comm_timeout_s = 300.0;  // seconds a collective (or init) may take before the abort
@@ -78,7 +87,7 @@ class NcclCommunicator final : public Communicator {
   void wait_nccl();
   [[noreturn]] void abort_and_throw(const std::string& why);
 
-  MpiContext& mpi_;
+  MpiHostCollectives host_;
   cuda::CudaBackend& be_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -106,12 +115,12 @@ void check_one_rank_per_gpu(const MpiContext& mpi, const cuda::CudaBackend& be) 
 }
 
 NcclCommunicator::NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, double timeout_s)
-    : comm_timeout_s(timeout_s), mpi_(mpi), be_(be) {
+    : comm_timeout_s(timeout_s), host_(mpi, timeout_s), be_(be) {
   XT_CHECK(timeout_s > 0, "comm_timeout_s " << timeout_s << " must be positive");
   check_one_rank_per_gpu(mpi, be);
   ncclUniqueId id{};
   if (mpi.rank() == 0) XT_NCCL_CHECK(ncclGetUniqueId(&id));
-  mpi.broadcast(&id, sizeof(id), 0);
+  mpi.broadcast_host(&id, sizeof(id), 0);
   mpi.barrier();
   XT_CUDA_CHECK(cudaSetDevice(be.device()));
   XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -201,9 +210,8 @@ void NcclCommunicator::abort_and_throw(const std::string& why) {
 }  // namespace
 
 std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
-  auto* cuda = dynamic_cast<cuda::CudaBackend*>(&backend);
-  XT_CHECK(cuda != nullptr, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
-  return std::make_unique<NcclCommunicator>(mpi, *cuda, comm_timeout_s);
+  XT_CHECK(backend.kind() == Device::cuda, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
+  return std::make_unique<NcclCommunicator>(mpi, static_cast<cuda::CudaBackend&>(backend), comm_timeout_s);
 }
 
 }  // namespace xtrain

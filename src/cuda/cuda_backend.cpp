@@ -26,10 +26,10 @@ constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 // gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
 // CUBLAS_COMPUTE_32F_FAST_16BF rounds the fp32 operands to bf16 for the tensor cores and accumulates in
 // fp32 (cuBLAS docs, cublasComputeType_t). The matmuls of --dtype bf16 take bf16 operands (matmul.cu).
-cublasComputeType_t gemm_compute(const std::string& dtype) {
-  if (dtype == "fp32") return CUBLAS_COMPUTE_32F;
-  if (dtype == "bf16") return CUBLAS_COMPUTE_32F_FAST_16BF;
-  throw UsageError("--dtype must be fp32 or bf16 (got '" + dtype + "')");
+cublasComputeType_t gemm_compute(DType dtype) {
+  if (dtype == DType::fp32) return CUBLAS_COMPUTE_32F;
+  if (dtype == DType::bf16) return CUBLAS_COMPUTE_32F_FAST_16BF;
+  throw UsageError("--dtype must be fp32 or bf16 on the CUDA backend (got " + std::string(to_string(dtype)) + ")");
 }
 
 // flash_attention: the attention route (OpContext::flash_attention). fp32 keeps the GEMM route by
@@ -57,9 +57,8 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
 }
 
 CudaAllocStats cuda_alloc_stats(const Backend& backend) {
-  const auto* cuda = dynamic_cast<const cuda::CudaBackend*>(&backend);
-  XT_CHECK(cuda != nullptr, "cuda_alloc_stats: backend '" << backend.name() << "' is not the CUDA backend");
-  return cuda->alloc_stats();
+  XT_CHECK(backend.kind() == Device::cuda, "cuda_alloc_stats: backend '" << backend.name() << "' is not the CUDA backend");
+  return static_cast<const cuda::CudaBackend&>(backend).alloc_stats();
 }
 
 namespace cuda {
@@ -103,8 +102,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
-  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == "bf16",
-                   flash_attention(opts.dtype == "bf16"), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
+                   flash_attention(opts.dtype == DType::bf16), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
 }
 
 CudaBackend::~CudaBackend() {

@@ -22,9 +22,9 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackend&) = delete;
   CudaBackend& operator=(const CudaBackend&) = delete;
 
-  std::string name() const override { return "cuda"; }
+  Device kind() const override { return Device::cuda; }
   std::string device_name() const override { return device_name_; }
-  std::string dtype() const override { return ctx_.bf16 ? "bf16" : "fp32"; }
+  DType dtype() const override { return ctx_.bf16 ? DType::bf16 : DType::fp32; }
 
   void* alloc(size_t bytes) override { return alloc_.alloc(bytes); }
   void free(void* ptr) noexcept override { alloc_.free(ptr); }

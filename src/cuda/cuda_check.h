@@ -13,37 +13,20 @@
 #include "xtrain/error.h"
 
 // XT_CUDA_CHECK(call): call returns cudaError_t; throws with cudaGetErrorName/String on failure.
-#define XT_CUDA_CHECK(call)                                                                       \
-  do {                                                                                            \
-    cudaError_t xt_cuda_rc_ = (call);                                                             \
-    if (xt_cuda_rc_ != cudaSuccess) {                                                             \
-      ::xtrain::detail::throw_check(__FILE__, __LINE__, #call,                                    \
-                                    std::string(cudaGetErrorName(xt_cuda_rc_)) + ": " +           \
-                                        cudaGetErrorString(xt_cuda_rc_));                         \
-    }                                                                                             \
-  } while (0)
+#define XT_CUDA_CHECK(call)                                         \
+  XT_STATUS_CHECK(call, xt_rc_ == cudaSuccess,                      \
+                  std::string(cudaGetErrorName(xt_rc_)) + ": " + cudaGetErrorString(xt_rc_))
 
 // XT_CUDA_LAUNCH_CHECK(): after every kernel launch; catches bad launch configurations at once
 // (errors raised while the kernel runs surface at the next synchronizing call).
 #define XT_CUDA_LAUNCH_CHECK() XT_CUDA_CHECK(cudaGetLastError())
 
 // XT_CUBLAS_CHECK(call): call returns cublasStatus_t; throws with cublasGetStatusString.
-#define XT_CUBLAS_CHECK(call)                                                                     \
-  do {                                                                                            \
-    cublasStatus_t xt_cublas_rc_ = (call);                                                        \
-    if (xt_cublas_rc_ != CUBLAS_STATUS_SUCCESS) {                                                 \
-      ::xtrain::detail::throw_check(__FILE__, __LINE__, #call,                                    \
-                                    cublasGetStatusString(xt_cublas_rc_));                        \
-    }                                                                                             \
-  } while (0)
+#define XT_CUBLAS_CHECK(call) \
+  XT_STATUS_CHECK(call, xt_rc_ == CUBLAS_STATUS_SUCCESS, cublasGetStatusString(xt_rc_))
 
 // XT_NCCL_CHECK(call): call returns ncclResult_t; ncclInProgress counts as success (non-blocking
 // communicators report completion through ncclCommGetAsyncError, see comm_nccl.cpp). Throws with
 // ncclGetErrorString.
-#define XT_NCCL_CHECK(call)                                                                       \
-  do {                                                                                            \
-    ncclResult_t xt_nccl_rc_ = (call);                                                            \
-    if (xt_nccl_rc_ != ncclSuccess && xt_nccl_rc_ != ncclInProgress) {                            \
-      ::xtrain::detail::throw_check(__FILE__, __LINE__, #call, ncclGetErrorString(xt_nccl_rc_));  \
-    }                                                                                             \
-  } while (0)
+#define XT_NCCL_CHECK(call) \
+  XT_STATUS_CHECK(call, xt_rc_ == ncclSuccess || xt_rc_ == ncclInProgress, ncclGetErrorString(xt_rc_))

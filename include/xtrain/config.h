@@ -1,0 +1,33 @@
+// TrainConfig: what one training run is asked to do (model, optimizer, batch, schedule, files).
+// Plain data, no MPI or backend: options.h, the data seam and the training loop all read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "xtrain/model.h"
+#include "xtrain/optim.h"
+
+namespace xtrain {
+
+struct TrainConfig {
+  GPTConfig model;
+  OptimConfig optim;
+  int batch = 16;          // GLOBAL sequences per optimizer step (all ranks, all micro-steps)
+  int seq = 128;           // T, tokens per sequence
+  int steps = 100;         // optimizer steps to reach (a resumed run continues up to this step)
+  int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
+  int grad_accum = 1;      // micro-steps per optimizer step
+  float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
+  uint64_t seed = 1337;    // init, batch sampling and dropout streams
+  double val_fraction = 0.1;  // tail of the token stream held out for validation
+  int val_every = 25;      // validation every N steps (and at the last step); 0 = never
+  int val_seqs = 64;       // validation sequences (global) per evaluation
+  int log_every = 1;       // print a step line every N steps (metrics file gets every step)
+  std::string ckpt;        // checkpoint path ("" = none)
+  int ckpt_every = 0;      // also write the checkpoint every N steps (0 = only at the end)
+  std::string resume;      // checkpoint to resume from ("" = fresh start)
+  std::string metrics;     // JSON-lines metrics file (rank 0 writes; "" = none)
+};
+
+}  // namespace xtrain

@@ -1,0 +1,41 @@
+// Small file helpers shared by every reader and writer of xtrain's files: whole-file reading, the
+// one atomic writer (checkpoints, token caches, the metrics rewrite), "same file" by device and
+// inode, and the hashes (FNV-1a for short keys, XXH3-64 for bulk data).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xtrain {
+
+// fnv1a64: FNV-1a 64-bit hash of bytes (Fowler, Noll, Vo), chainable through `h`. Byte-serial
+// (~0.4 GB/s): for short keys and formats that already store it (token cache, tokenizer fingerprint).
+uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
+
+// xxh3_64: XXH3 64-bit hash of bytes, seed 0 (xxHash, Y. Collet; libxxhash), tens of GB/s: for
+// checkpoints and parameter buffers.
+uint64_t xxh3_64(const void* data, size_t bytes);
+
+// read_text_file: whole file as bytes. Throws Error "cannot read <path>: <strerror>".
+std::string read_text_file(const std::string& path);
+
+// write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
+// new one, never a mix (POSIX rename). The temporary file is created exclusively
+// (O_CREAT|O_EXCL|O_NOFOLLOW, random name "<name>.tmp.<random>") in the target's directory, so a
+// planted file or symlink is never written through; it is written, fsync'd, renamed over the target,
+// and the directory is fsync'd so the rename is durable. A target that exists keeps its permission
+// bits (fchmod on the temporary file's descriptor); a new one gets 0666 minus the umask. A symlink as
+// target is resolved and the file it names is replaced. Throws Error "<what> <path>: <why>" when the
+// target exists and is not a regular file (a device, FIFO, directory: refused, left untouched) or
+// when any step fails (the temporary file is removed then).
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write");
+
+// same_file: true when a and b name the same file: the same device and inode when both exist,
+// otherwise the same normalized absolute path (so two outputs not yet created still compare).
+bool same_file(const std::string& a, const std::string& b);
+
+// is_non_regular: true when path exists and is not a regular file (after following symlinks).
+bool is_non_regular(const std::string& path);
+
+}  // namespace xtrain

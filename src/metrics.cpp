@@ -1,0 +1,72 @@
+// Metrics file and step line (see src/metrics.h).
+#include "metrics.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "xtrain/error.h"
+#include "xtrain/io.h"
+
+namespace xtrain {
+
+namespace {
+// keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
+// and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
+// the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic and
+// mode-preserving (write_file_atomic; a symlink is followed).
+void keep_metrics_upto(const std::string& path, int step) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec)) return;  // nothing written yet
+  std::ifstream in(path);
+  if (!in) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
+  std::ostringstream kept;
+  int dropped = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() > step;
+    if (r.is_discarded() || later) {
+      ++dropped;
+    } else {
+      kept << line << '\n';
+    }
+  }
+  if (in.bad()) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
+  if (dropped == 0) return;
+  write_file_atomic(path, kept.str(), "cannot replace metrics file");
+  std::printf("metrics | %s: dropped %d records after step %d or broken lines (written before the run was resumed)\n",
+              path.c_str(), dropped, step);
+}
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(path) {
+  if (path.empty()) return;
+  if (resume_step > 0) keep_metrics_upto(path, resume_step);
+  f_ = std::fopen(path.c_str(), resume_step > 0 ? "a" : "w");
+  if (!f_) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  if (!f_) return;
+  const std::string line = record.dump() + "\n";
+  if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
+    XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(errno));
+}
+
+void print_step(int step, int steps, double loss, float lr, double grad_norm, double ms, double tok_per_s,
+                double eta_s) {
+  const long eta = std::lround(eta_s);
+  std::printf("step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s | eta %ldm%02lds\n", step,
+              steps, loss, lr, grad_norm, ms, tok_per_s, eta / 60, eta % 60);
+  std::fflush(stdout);
+}
+
+}  // namespace xtrain

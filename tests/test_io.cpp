@@ -1,0 +1,127 @@
+// The one atomic writer (write_file_atomic) and "same file" (io.h): a target that is not a regular
+// file is refused and left as it was, a rewritten file keeps its mode, a symlink planted where a
+// temporary file could be named is never written through, no temporary file is left behind; and
+// the XXH3-64 wrapper against the reference value of the empty input.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "xtrain/error.h"
+#include "xtrain/io.h"
+
+using namespace xtrain;
+namespace fs = std::filesystem;
+
+namespace {
+struct TempDir {
+  fs::path dir;
+  TempDir() {
+    std::string tmpl = (fs::temp_directory_path() / "xtrain_io_XXXXXX").string();
+    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
+    dir = tmpl;
+  }
+  ~TempDir() {
+    std::error_code ec;
+    fs::remove_all(dir, ec);
+  }
+  std::string file(const std::string& name) const { return (dir / name).string(); }
+  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator())); }
+};
+
+mode_t mode_of(const std::string& p) {
+  struct stat st{};
+  REQUIRE(::stat(p.c_str(), &st) == 0);
+  return st.st_mode & 07777;
+}
+}  // namespace
+
+TEST_CASE("write_file_atomic writes a new file and replaces an existing one, leaving no temporary file") {
+  TempDir d;
+  const std::string p = d.file("out.bin");
+  write_file_atomic(p, "first");
+  CHECK(read_text_file(p) == "first");
+  write_file_atomic(p, std::string("sec\0ond", 7));
+  CHECK(read_text_file(p) == std::string("sec\0ond", 7));
+  CHECK(d.entries() == 1);
+}
+
+TEST_CASE("write_file_atomic keeps the mode of the file it replaces") {
+  TempDir d;
+  const std::string p = d.file("private.ckpt");
+  write_file_atomic(p, "a");
+  REQUIRE(::chmod(p.c_str(), 0600) == 0);
+  write_file_atomic(p, "b");
+  CHECK(mode_of(p) == 0600);
+  REQUIRE(::chmod(p.c_str(), 0640) == 0);
+  write_file_atomic(p, "c");
+  CHECK(mode_of(p) == 0640);
+  CHECK(read_text_file(p) == "c");
+}
+
+TEST_CASE("write_file_atomic refuses a target that is not a regular file and leaves it alone") {
+  TempDir d;
+  const std::string fifo = d.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(write_file_atomic(fifo, "x", "checkpoint"),
+                       doctest::Contains("is not a regular file"), Error);
+  struct stat st{};
+  REQUIRE(::lstat(fifo.c_str(), &st) == 0);
+  CHECK(S_ISFIFO(st.st_mode));
+  const std::string sub = d.file("subdir");
+  fs::create_directory(sub);
+  CHECK_THROWS_WITH_AS(write_file_atomic(sub, "x"), doctest::Contains("is not a regular file"), Error);
+  CHECK(fs::is_directory(sub));
+  CHECK(d.entries() == 2);  // no temporary file left behind
+}
+
+TEST_CASE("write_file_atomic never writes through symlinks planted at the old predictable temp names") {
+  TempDir d;
+  const std::string victim = d.file("victim.txt"), target = d.file("out.ckpt");
+  { std::ofstream(victim) << "precious"; }
+  // The old writers used <path>.tmp.<pid>, <path>.tmp.<pid>.<n> and <path>.tmp: plant all of them.
+  const std::string pid = std::to_string(::getpid());
+  for (const std::string& name : {target + ".tmp." + pid, target + ".tmp." + pid + ".0", target + ".tmp"})
+    fs::create_symlink(victim, name);
+  write_file_atomic(target, "new contents");
+  CHECK(read_text_file(victim) == "precious");
+  CHECK(read_text_file(target) == "new contents");
+  CHECK(fs::is_regular_file(fs::symlink_status(target)));
+}
+
+TEST_CASE("write_file_atomic through a symlinked target replaces the file it names") {
+  TempDir d;
+  const std::string real = d.file("real.jsonl"), link = d.file("link.jsonl");
+  { std::ofstream(real) << "old"; }
+  REQUIRE(::chmod(real.c_str(), 0600) == 0);
+  fs::create_symlink(real, link);
+  write_file_atomic(link, "new");
+  CHECK(fs::is_symlink(link));
+  CHECK(read_text_file(real) == "new");
+  CHECK(mode_of(real) == 0600);
+}
+
+TEST_CASE("same_file compares device and inode, and paths of files not yet created") {
+  TempDir d;
+  const std::string a = d.file("corpus.txt"), hard = d.file("hard.txt"), other = d.file("other.txt");
+  { std::ofstream(a) << "text"; }
+  { std::ofstream(other) << "text"; }
+  fs::create_hard_link(a, hard);
+  CHECK(same_file(a, hard));
+  CHECK_FALSE(same_file(a, other));
+  CHECK(same_file(d.file("new.ckpt"), (d.dir / "." / "new.ckpt").string()));
+  CHECK_FALSE(same_file(d.file("new.ckpt"), d.file("new.jsonl")));
+  CHECK_FALSE(same_file("", ""));
+}
+
+TEST_CASE("xxh3_64 is XXH3-64 with seed 0") {
+  // Reference: XXH3_64bits of the empty input (xxHash's own test vector, 0x2D06800538D394C2).
+  CHECK(xxh3_64("", 0) == 0x2D06800538D394C2ull);
+  CHECK(xxh3_64("a", 1) != xxh3_64("b", 1));
+}
