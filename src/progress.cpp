@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "xtrain/error.h"
@@ -31,11 +32,16 @@ std::string minutes_seconds(double seconds) {
   return os.str();
 }
 
+bool stream_is_terminal(std::FILE* out) {
+  // OMPI_COMM_WORLD_SIZE: set by Open MPI in every process that mpirun starts (Open MPI docs, mpirun(1)).
+  return isatty(fileno(out)) == 1 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;
+}
+
 Progress::Progress(std::string what, uint64_t total_bytes, int rank, ProgressOptions opt)
     : what_(std::move(what)), total_(total_bytes), print_(rank == 0), opt_(std::move(opt)) {
   XT_CHECK(opt_.out != nullptr, "no output stream");
   XT_CHECK(opt_.interval_s >= 0, "interval " << opt_.interval_s << " s must not be negative");
-  terminal_ = opt_.terminal < 0 ? isatty(fileno(opt_.out)) == 1 : opt_.terminal == 1;
+  terminal_ = opt_.terminal < 0 ? stream_is_terminal(opt_.out) : opt_.terminal == 1;
   start_s_ = last_s_ = now();
 }
 

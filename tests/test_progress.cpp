@@ -130,6 +130,18 @@ TEST_CASE("progress on a terminal: a line left open by abandoned work is ended")
   CHECK(cap.text() == "\rtok | 0.0 / 0.0 MB (30%) | 0.0 MB/s | eta 0m07s\n");
 }
 
+TEST_CASE("progress: a file is no terminal, so the default mode writes plain lines") {
+  Capture cap;
+  double t = 0.0;
+  CHECK_FALSE(stream_is_terminal(cap.f));
+  {
+    Progress p("tok", 100, 0, options(cap, t, -1));
+    t = 3.0;
+    p.update(30);
+  }
+  CHECK(cap.text() == "tok | 0.0 / 0.0 MB (30%) | 0.0 MB/s | eta 0m07s\n");
+}
+
 TEST_CASE("progress: done must grow and stay within the total") {
   Capture cap;
   double t = 0.0;

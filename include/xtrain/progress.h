@@ -15,10 +15,15 @@ namespace xtrain {
 // every ETA and wall time xtrain prints. Negative durations print as 0m00s.
 std::string minutes_seconds(double seconds);
 
+// stream_is_terminal: `out` is a terminal a person watches: isatty(), except in processes started by
+// Open MPI's mpirun, whose stdout is always a pseudo-terminal of mpirun's (even when mpirun's own
+// output goes to a file), so a log would fill with \r lines; those get plain lines.
+bool stream_is_terminal(std::FILE* out);
+
 struct ProgressOptions {
   std::FILE* out = stdout;
   double interval_s = 5.0;  // the least time between two progress lines (seconds)
-  // Terminal mode: 1 = rewrite one line with \r, 0 = one line per report, -1 = isatty(out).
+  // Terminal mode: 1 = rewrite one line with \r, 0 = one line per report, -1 = stream_is_terminal(out).
   int terminal = -1;
   // Monotonic clock in seconds; empty = std::chrono::steady_clock. Tests inject their own.
   std::function<double()> clock;
