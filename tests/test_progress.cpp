@@ -83,12 +83,21 @@ TEST_CASE("progress: short work prints only the final line; long ETAs in minutes
         "write run.ckpt | 10.0 / 1000.0 MB (1%) | 1.0 MB/s | eta 16m30s\n");
 }
 
-TEST_CASE("progress: nothing on ranks other than 0, and no rate before any byte is done") {
+TEST_CASE("progress: nothing on ranks other than 0 or below min_total_bytes; no rate before any byte") {
   Capture cap;
   double t = 0.0;
   {
     Progress p("tokenize", 1000, 1, options(cap, t, 0));
     t = 5.0;
+    p.update(500);
+    p.finish();
+  }
+  CHECK(cap.text().empty());
+  {
+    ProgressOptions o = options(cap, t, 0);
+    o.min_total_bytes = 1001;  // small work: silent
+    Progress p("write small.ckpt", 1000, 0, o);
+    t = 7.0;
     p.update(500);
     p.finish();
   }

@@ -15,6 +15,10 @@ namespace xtrain {
 // every ETA and wall time xtrain prints. Negative durations print as 0m00s.
 std::string minutes_seconds(double seconds);
 
+// kLongWorkBytes: the size from which reading or writing a file (checkpoints, exports) is worth a
+// progress line (issue #16: ~100 MB, a second or more on a local disk).
+constexpr uint64_t kLongWorkBytes = 100'000'000;
+
 // stream_is_terminal: `out` is a terminal a person watches: isatty(), except in processes started by
 // Open MPI's mpirun, whose stdout is always a pseudo-terminal of mpirun's (even when mpirun's own
 // output goes to a file), so a log would fill with \r lines; those get plain lines.
@@ -23,6 +27,8 @@ bool stream_is_terminal(std::FILE* out);
 struct ProgressOptions {
   std::FILE* out = stdout;
   double interval_s = 5.0;  // the least time between two progress lines (seconds)
+  // Work of fewer bytes prints nothing, not even the final line (e.g. kLongWorkBytes for checkpoints).
+  uint64_t min_total_bytes = 0;
   // Terminal mode: 1 = rewrite one line with \r, 0 = one line per report, -1 = stream_is_terminal(out).
   int terminal = -1;
   // Monotonic clock in seconds; empty = std::chrono::steady_clock. Tests inject their own.
@@ -30,7 +36,7 @@ struct ProgressOptions {
 };
 
 // Progress over `total_bytes` bytes of work named `what` (e.g. "tokenize data/brown.txt"). Prints only
-// when rank == 0. Lines (MB = 1e6 bytes):
+// when rank == 0 and total_bytes >= min_total_bytes. Lines (MB = 1e6 bytes):
 //   <what> | 12.3 / 100.0 MB (12%) | 4.1 MB/s | eta 0m21s
 // and, from finish(), the total:
 //   <what> | 100.0 MB in 24.4 s | 4.1 MB/s
