@@ -1,0 +1,113 @@
+#!/usr/bin/python3
+"""tools/plot_metrics.py on a one-step file, a resumed file (a step recorded twice: the later record
+wins) and several files: it writes a valid PNG (signature, IHDR size, non-trivial length) and an SVG;
+--help works; bad input is a one-line error with exit 1 (usage errors: 2). Run with the Python that
+has matplotlib (ctest: XTRAIN_PLOT_PYTHON)."""
+import importlib.util
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOOL = os.path.join(ROOT, "tools", "plot_metrics.py")
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+# A 960x900 chart with axes, ticks and text compresses to tens of KB; an empty or blank image of the
+# same size stays below this.
+MIN_PNG_BYTES = 15000
+
+failures = []
+
+
+def check(cond, what):
+    print(("ok   " if cond else "FAIL ") + what)
+    if not cond:
+        failures.append(what)
+
+
+def run(*args):
+    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=120)
+
+
+def write(path, records):
+    with open(path, "w") as f:
+        for r in records:
+            f.write((r if isinstance(r, str) else json.dumps(r)) + "\n")
+
+
+def train(step, loss, lr=1e-3, tok=1000.0):
+    return {"type": "train", "step": step, "loss": loss, "lr": lr, "grad_norm": 1.0, "ms": 10.0, "tok_per_s": tok}
+
+
+def check_png(path, what):
+    data = open(path, "rb").read() if os.path.exists(path) else b""
+    check(data[:8] == PNG_SIGNATURE, f"{what}: PNG signature")
+    width, height = struct.unpack(">II", data[16:24]) if len(data) >= 24 and data[12:16] == b"IHDR" else (0, 0)
+    check((width, height) == (960, 900), f"{what}: IHDR {width}x{height} (960x900 expected)")
+    check(len(data) > MIN_PNG_BYTES, f"{what}: {len(data)} bytes > {MIN_PNG_BYTES}")
+
+
+def main():
+    spec = importlib.util.spec_from_file_location("plot_metrics", TOOL)
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    tmp = tempfile.mkdtemp(prefix="xtrain-plot.")
+
+    r = run("--help")
+    check(r.returncode == 0 and "usage: plot_metrics.py" in r.stdout and "--out" in r.stdout, "--help")
+
+    one = os.path.join(tmp, "one.jsonl")
+    write(one, [train(1, 10.9), {"type": "val", "step": 1, "val_loss": 10.8},
+                {"type": "final", "step": 1, "world_size": 1, "max_param_diff": 0.0, "tok_per_s": 0}])
+    r = run(one, "-o", os.path.join(tmp, "one.png"))
+    check(r.returncode == 0, f"one-step file: exit {r.returncode} {r.stderr.strip()}")
+    check_png(os.path.join(tmp, "one.png"), "one-step file")
+
+    # Resumed run: steps 1-6, a stale 7-8 written before the stop, then 7-10 again after --resume.
+    resumed = os.path.join(tmp, "resumed.jsonl")
+    write(resumed, [train(s, 10 - s * 0.5) for s in range(1, 9)] + [""] +
+          [train(s, 5 - s * 0.1, tok=2000.0) for s in range(7, 11)] + [{"type": "val", "step": 10, "val_loss": 4.2}])
+    t, v = tool.load(resumed)
+    check(sorted(t) == list(range(1, 11)), "resumed file: every step once")
+    check(t[7] == (4.3, 1e-3, 2000.0) and t[6] == (7.0, 1e-3, 1000.0), "resumed file: the later record of step 7 wins")
+    check(v == {10: 4.2}, "resumed file: val record")
+    svg = os.path.join(tmp, "resumed.svg")
+    r = run(resumed, "-o", os.path.join(tmp, "resumed.png"), "-o", svg)
+    check(r.returncode == 0, f"resumed file: exit {r.returncode} {r.stderr.strip()}")
+    check_png(os.path.join(tmp, "resumed.png"), "resumed file")
+    text = open(svg).read() if os.path.exists(svg) else ""
+    check(text.startswith("<?xml") and "<svg" in text and text.rstrip().endswith("</svg>"), "resumed file: SVG")
+
+    several = os.path.join(tmp, "several.png")
+    r = run(f"w1={resumed}", one, "--title", "three runs", "-o", several)
+    check(r.returncode == 0, f"several files: exit {r.returncode} {r.stderr.strip()}")
+    check_png(several, "several files")
+    check(os.path.getsize(several) != os.path.getsize(os.path.join(tmp, "resumed.png")),
+          "several files: a different picture than one of them alone")
+
+    # Bad input: exit 1 and one line naming the file (and line).
+    broken = os.path.join(tmp, "broken.jsonl")
+    write(broken, [train(1, 10.0), '{"type": "train", "step": 2, "loss": '])
+    empty = os.path.join(tmp, "empty.jsonl")
+    write(empty, [{"type": "final", "step": 0}])
+    for args, want in (([broken], "broken.jsonl:2: not a metrics record"),
+                       ([os.path.join(tmp, "missing.jsonl")], "missing.jsonl: No such file"),
+                       ([empty], "empty.jsonl: no train or val records")):
+        r = run(*args, "-o", os.path.join(tmp, "bad.png"))
+        lines = r.stderr.strip().splitlines()
+        check(r.returncode == 1 and len(lines) == 1 and want in lines[0], f"bad input {want!r}: {r.stderr.strip()}")
+    r = run(one, "-o", os.path.join(tmp, "out.pdf"))
+    check(r.returncode == 2 and "must end in .png or .svg" in r.stderr, "output name without .png/.svg: usage error")
+    check(not os.path.exists(os.path.join(tmp, "bad.png")), "no picture written on bad input")
+
+    print(f"{len(failures)} failure(s)" + (f"; pictures kept in {tmp}" if failures else ""))
+    if not failures:
+        shutil.rmtree(tmp)
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
