@@ -20,6 +20,12 @@
 namespace xtrain {
 
 enum class ModelLayout { Hf, Xtrain };
+
+// File names inside a model directory.
+inline constexpr const char* kModelFile = "model.safetensors";
+inline constexpr const char* kConfigFile = "config.json";
+inline constexpr const char* kVocabFile = "vocab.json";   // GPT-2 encoder.json
+inline constexpr const char* kMergesFile = "merges.txt";  // GPT-2 vocab.bpe
 const char* layout_name(ModelLayout l);  // "hf" | "xtrain"
 
 // hf_unsupported: "" when GPT-2 (hence the hf layout) can express cfg, else the one-line reason
@@ -62,14 +68,18 @@ std::vector<StTensorF32> export_tensors(const GPTConfig& cfg, const std::vector<
 // model_config_json: config.json text for cfg in that layout (deterministic: sorted keys, 2-space
 // indent, trailing newline). hf: model_type gpt2, architectures [GPT2LMHeadModel], n_embd, n_layer,
 // n_head, n_positions, n_ctx, n_inner, vocab_size, layer_norm_epsilon 1e-5, activation_function
-// gelu_new, dropouts 0, torch_dtype float32, tie_word_embeddings true.
-std::string model_config_json(const GPTConfig& cfg, ModelLayout layout);
+// gelu_new, dropouts 0, torch_dtype float32, tie_word_embeddings true; eos (and for hf bos) token id
+// eot_id when >= 0.
+std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, int eot_id = -1);
 
 // Bytes of a whole export, in memory: file name -> contents (model.safetensors, config.json,
-// vocab.json, merges.txt). Deterministic for given inputs.
+// vocab.json, merges.txt). Deterministic for given inputs. Throws Error when the tokenizer files do
+// not load, their vocabulary size is not cfg.V or (when tokenizer_fingerprint != 0, e.g. a
+// checkpoint's) their fingerprint differs, and export_tensors' error for hf.
 using ExportFiles = std::map<std::string, std::string>;
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
-                        const std::string& encoder_json, const std::string& vocab_bpe);
+                        const std::string& encoder_json, const std::string& vocab_bpe,
+                        uint64_t tokenizer_fingerprint = 0);
 
 // write_export: writes every file atomically (atomic_file.h) into dir (created if absent). Throws Error
 // "<path>: <cause>" for an unwritable directory.
