@@ -13,6 +13,7 @@
 #include "xtrain/backend.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
+#include "xtrain/export.h"
 #include "xtrain/generate.h"
 #include "xtrain/inference.h"
 #include "xtrain/model.h"
@@ -56,20 +57,20 @@ po::options_description make_options() {
       ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
       ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
       ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
-       "OpenAI GPT-2 encoder.json (with --ckpt)")
+       "OpenAI GPT-2 encoder.json (with --model: DIR/vocab.json unless given)")
       ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
-       "OpenAI GPT-2 vocab.bpe (with --ckpt)")
+       "OpenAI GPT-2 vocab.bpe (with --model: DIR/merges.txt unless given)")
       ("tokenizer-json", po::value<std::string>()->default_value(""),
-       "Hugging Face tokenizer.json; replaces --encoder-json/--vocab-bpe (default: none; with --model, "
-       "DIR/tokenizer.json)");
+       "Hugging Face tokenizer.json; replaces --encoder-json/--vocab-bpe (default: none)");
   return o;
 }
 
-// LoadedModel: what generation needs from a checkpoint or an export.
+// LoadedModel: what generation needs from a checkpoint or an export directory.
 struct LoadedModel {
   GPTConfig config;
   std::vector<float> params;  // host, param_layout order
-  uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded
+  uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded (exports)
+  std::string vocab_json, merges_txt;  // an export's tokenizer files ("" when absent)
 };
 
 LoadedModel load_model(const po::variables_map& vm) {
@@ -81,15 +82,21 @@ LoadedModel load_model(const po::variables_map& vm) {
     m.tokenizer_fingerprint = st.meta.tokenizer_fingerprint;
     return m;
   }
-  throw UsageError("--model needs the export loader (branch handoff), not in this build yet");
+  ModelDir d = load_model_dir(vm["model"].as<std::string>());
+  m.config = d.cfg;
+  m.params = std::move(d.params);
+  m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
+  return m;
 }
 
-Tokenizer load_tokenizer_for(const po::variables_map& vm) {
-  std::string hf = vm["tokenizer-json"].as<std::string>();
-  if (!hf.empty() && (!vm["encoder-json"].defaulted() || !vm["vocab-bpe"].defaulted()))
-    throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
-  if (hf.empty() && vm.count("model") && vm["encoder-json"].defaulted())
-    hf = vm["model"].as<std::string>() + "/tokenizer.json";
+// load_tokenizer_for: the options' tokenizer; for an export whose options are left at their defaults,
+// the export's own vocab.json + merges.txt.
+Tokenizer load_tokenizer_for(const po::variables_map& vm, const LoadedModel& lm) {
+  const std::string hf = vm["tokenizer-json"].as<std::string>();
+  const bool defaults = vm["encoder-json"].defaulted() && vm["vocab-bpe"].defaulted();
+  if (!hf.empty() && !defaults) throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+  if (hf.empty() && defaults && !lm.vocab_json.empty() && !lm.merges_txt.empty())
+    return load_tokenizer("", lm.vocab_json, lm.merges_txt);
   return load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
 }
 
@@ -117,7 +124,8 @@ int run(const po::variables_map& vm) {
   if (batch < 1) throw UsageError("--batch must be >= 1");
   const bool print_ids = vm.count("print-ids") > 0;
 
-  const Tokenizer tok = load_tokenizer_for(vm);
+  LoadedModel lm = load_model(vm);
+  const Tokenizer tok = load_tokenizer_for(vm, lm);
   const std::string text =
       vm.count("prompt") ? vm["prompt"].as<std::string>() : read_text_file(vm["prompt-file"].as<std::string>());
   std::vector<int32_t> prompt = tok.encode(text);
@@ -127,7 +135,6 @@ int run(const po::variables_map& vm) {
   }
   if (!vm.count("ignore-eos")) opts.eos_id = tok.eot_id();
 
-  LoadedModel lm = load_model(vm);
   if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
     throw UsageError("the tokenizer given is not the one the model was trained with (fingerprints differ)");
   if (lm.config.V != tok.vocab_size())
