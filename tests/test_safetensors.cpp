@@ -121,3 +121,23 @@ TEST_CASE("safetensors: every malformed file is one line naming the file and the
   const std::string missing = dir.file("absent.safetensors");
   CHECK_THROWS_WITH_AS(SafeTensors::read(missing), doctest::Contains("cannot open"), Error);
 }
+
+TEST_CASE("safetensors: any single corrupted header byte is a clean Error or a valid file, never a crash") {
+  const std::vector<float> a = {1, 2, 3, 4, 5, 6};
+  const std::string good = safetensors_bytes({{"x", {2, 3}, a.data()}, {"y", {2}, a.data()}}, {{"format", "pt"}});
+  uint64_t n;
+  std::memcpy(&n, good.data(), 8);
+  int refused = 0;
+  for (size_t i = 0; i < 8 + n; ++i)
+    for (const char c : {'\0', '\xff', '"', '9', '-', '}', ','}) {
+      std::string bad = good;
+      bad[i] = c;
+      try {
+        SafeTensors::parse(bad, "mem");
+      } catch (const Error&) {
+        ++refused;
+      }
+    }
+  CHECK(refused > 0);
+  MESSAGE(refused << " of " << 7 * (8 + n) << " corrupted files refused");
+}
