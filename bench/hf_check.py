@@ -4,8 +4,9 @@ transformers 5.x, safetensors; no network needed). docs/serving.md shows the ful
 
   load         GPT2LMHeadModel.from_pretrained(DIR): no missing / unexpected / mismatched keys and
                no warning (exit 1 otherwise).
-  logits       transformers' fp32 logits for the prompts of --ids against xtrain's (--xtrain-logits);
-               prints the max abs difference per prompt; exit 1 above --tol (default 1e-4).
+  logits       transformers' fp32 logits for the prompts of --ids against xtrain's (--xtrain-logits,
+               one file per prompt); prints the max abs difference per prompt; exit 1 above --tol
+               (default 1e-4).
   generate     transformers' greedy generation: one line of new token ids per prompt, and tok/s.
   make-random  a randomly initialised GPT2LMHeadModel(GPT2Config(...)) saved by save_pretrained
                (safetensors), with the GPT-2 tokenizer files, for `xtrain_mpi --init-from` and
@@ -14,9 +15,9 @@ transformers 5.x, safetensors; no network needed). docs/serving.md shows the ful
 File formats (shared with xtrain):
   --ids FILE            one prompt per line, whitespace-separated token ids (what
                         `xtrain_tokenize --print-ids TEXT` prints).
-  --xtrain-logits FILE  a safetensors file with one F32 tensor "logits.K" of shape (T_K, V) per prompt
-                        K = 0, 1, ... (the line of --ids): the logits at every position of the prompt,
-                        V = config.json's vocab_size (no padding columns).
+  --xtrain-logits F...  one file per line of --ids, in order: what `xtrain_generate --dump-logits F`
+                        writes: float32 little-endian, row-major (T, V), no header; row t = logits of
+                        the token after prompt tokens 0..t; V = config.json's vocab_size.
 """
 import argparse
 import logging
@@ -72,22 +73,24 @@ def cmd_load(a):
 
 
 def cmd_logits(a):
+    import numpy as np
     import torch
-    from safetensors.torch import load_file
 
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (no TF32 matmuls)
     torch.backends.cudnn.allow_tf32 = False
     model = load(a.model, a.device)
-    theirs = load_file(a.xtrain_logits)
+    prompts = read_ids(a.ids)
+    if len(prompts) != len(a.xtrain_logits):
+        sys.exit(f"{len(prompts)} prompts in {a.ids}, {len(a.xtrain_logits)} --xtrain-logits files")
     worst = 0.0
-    for k, ids in enumerate(read_ids(a.ids)):
+    for k, (ids, path) in enumerate(zip(prompts, a.xtrain_logits)):
         with torch.no_grad():
             ref = model(torch.tensor([ids], device=a.device)).logits[0].float().cpu()
-        got = theirs.get(f"logits.{k}")
-        if got is None or tuple(got.shape) != tuple(ref.shape):
-            sys.exit(f"{a.xtrain_logits}: logits.{k} has shape {None if got is None else tuple(got.shape)}, "
-                     f"expected {tuple(ref.shape)}")
-        diff = (got.float() - ref).abs().max().item()
+        raw = np.fromfile(path, dtype="<f4")
+        if raw.size != ref.numel():
+            sys.exit(f"{path}: {raw.size} floats, expected {tuple(ref.shape)} (prompt {k}: T x vocab_size)")
+        got = torch.from_numpy(raw.reshape(tuple(ref.shape)))
+        diff = (got - ref).abs().max().item()
         worst = max(worst, diff)
         print(f"prompt {k}: {len(ids)} tokens, max |logit diff| {diff:.3e}")
     print(f"max |logit diff| over all prompts: {worst:.3e} (tolerance {a.tol:g})")
@@ -143,7 +146,7 @@ def main():
     s.set_defaults(fn=cmd_load)
     s = sub.add_parser("logits", parents=[dev], help="fp32 logits against xtrain's")
     s.add_argument("--ids", required=True, help="prompts: one line of token ids each")
-    s.add_argument("--xtrain-logits", required=True, help="safetensors with logits.K (T_K, V) per prompt")
+    s.add_argument("--xtrain-logits", required=True, nargs="+", help="raw fp32 (T, V) logits, one file per prompt")
     s.add_argument("--tol", type=float, default=1e-4, help="max abs difference allowed (default 1e-4)")
     s.set_defaults(fn=cmd_logits)
     s = sub.add_parser("generate", parents=[dev], help="greedy generation: new token ids per prompt, tok/s")
