@@ -42,10 +42,12 @@ cat "$WORK/v.log"
 # 3. round trip: import the export, take one training step that cannot move a weight (lr 1e-30: a
 # change of 1e-30 is below half an ulp of every nonzero weight; the zero ones, the padding rows of wte, get
 # no gradient), write
-# the checkpoint, export it again: the same model.safetensors. Model options come from config.json.
-"$XT" "${DATA[@]}" --init-from "$WORK/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 --val-every 0 \
+# the checkpoint, export it again: the same model.safetensors. Model options come from config.json;
+# both ranks load the directory and end with identical parameters.
+"${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" --init-from "$WORK/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 --val-every 0 \
   --ckpt "$WORK/b.ckpt" > "$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "--init-from"; }
 grep -q "V=50257 T=32 C=32 L=2 NH=4 KVH=4 HS=8 F=128" "$WORK/import.log" || { cat "$WORK/import.log"; fail "model options from config.json"; }
+grep -q "max parameter difference across 2 ranks: 0.000e+00" "$WORK/import.log" || { cat "$WORK/import.log"; fail "ranks differ"; }
 "$EXPORT" "$WORK/b.ckpt" --out "$WORK/e3" "${TOK[@]}" > /dev/null || fail "export after import"
 cmp "$WORK/e1/model.safetensors" "$WORK/e3/model.safetensors" || fail "export -> import -> export changed the weights"
 echo "export -> --init-from -> export: model.safetensors byte-identical"
@@ -57,6 +59,13 @@ rc=$?
 set -e
 [[ $rc -eq 1 ]] || { cat "$WORK/mm.log"; fail "shape mismatch: exit $rc, expected 1"; }
 one_line "$WORK/mm.log" "tensor transformer.wte.weight: expected shape \[50257, 64\], found \[50257, 32\]"
+
+set +e
+"$XT" "${DATA[@]}" --init-from "$WORK/nowhere" > "$WORK/nd.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || { cat "$WORK/nd.log"; fail "missing --init-from directory: exit $rc, expected 2"; }
+one_line "$WORK/nd.log" "usage error: --init-from: .*nowhere/config.json: cannot open"
 
 # 5. grouped-query attention: xtrain layout by default, --format hf refused with the reason
 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fail "GQA training"; }
