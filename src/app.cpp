@@ -12,6 +12,7 @@
 
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
+#include "xtrain/export.h"
 #include "xtrain/model.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -110,12 +111,17 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
+  if (!o.init_from.empty()) agree(mpi, [&] {  // every rank reads it; the final max_param_diff confirms they agree
+      const std::vector<float> p = fit_to_config(load_model_dir(o.init_from), cfg.model);
+      be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+    });
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
     std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), be->dtype().c_str(),
                 comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
+    if (!o.init_from.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",

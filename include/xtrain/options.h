@@ -14,6 +14,7 @@ struct RunOptions {
   bool no_cache = false;       // do not read or write the token cache
   std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
   std::string encoder_json, vocab_bpe;
+  std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   std::string device = "auto";
   std::string dtype = "auto";
   double comm_timeout_s = 300;
