@@ -21,7 +21,7 @@ head -c 20000 "$dd/brown.txt" > "$tmp/small.txt"
 
 # every option is documented
 help=$("$GEN" --help)
-for o in ckpt model prompt prompt-file max-new-tokens temperature top-k top-p seed batch ignore-eos print-ids \
+for o in ckpt model prompt prompt-file prompt-ids max-new-tokens temperature top-k top-p seed batch ignore-eos print-ids \
          dump-logits device dtype; do
   grep -q -- "--$o" <<< "$help" || fail "--help does not document --$o"
 done
@@ -51,6 +51,9 @@ sb=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --i
 printf 'The jury said' > "$tmp/prompt.txt"
 text=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-file "$tmp/prompt.txt" --max-new-tokens 8 2> "$tmp/err")
 [[ "$text" == "The jury said"* ]] || fail "streamed text does not start with the prompt: '$text'"
+ids=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 8 --print-ids 2> /dev/null)
+[[ "$ids" == $("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" --max-new-tokens 8 --print-ids 2> /dev/null) ]] \
+  && echo "ok   --prompt-ids" || fail "--prompt-ids 464 9002 531 and --prompt 'The jury said' differ"
 grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok   $(cat "$tmp/err")" || fail "speed line: $(cat "$tmp/err")"
 
 # --dump-logits: "Hello, world!" is 4 tokens: 4 x 50257 float32
@@ -58,12 +61,12 @@ grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok  
 [[ $(stat -c %s "$tmp/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$tmp/l.bin")"
 [[ ! -s "$tmp/out" ]] || fail "--max-new-tokens 0 printed text"
 
-# errors: usage -> 2, runtime -> 1, one line each
+# errors: usage -> 2, runtime -> 1; the first line names the cause (an unknown option adds the usage lines)
 expect_rc() {  # expect_rc RC ARGS...
   local want=$1 rc=0
   shift
   "$GEN" "$@" > /dev/null 2> "$tmp/err" || rc=$?
-  [[ $rc -eq $want && $(wc -l < "$tmp/err") -le 2 ]] && echo "ok   exit $rc: $(head -n 1 "$tmp/err")" \
+  [[ $rc -eq $want ]] && head -n 1 "$tmp/err" | grep -q '^xtrain_generate: error: ' && echo "ok   exit $rc: $(head -n 1 "$tmp/err")" \
     || fail "$* -> exit $rc (want $want): $(cat "$tmp/err")"
 }
 expect_rc 2 --prompt x
@@ -72,6 +75,8 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --prompt-file "$tmp/prompt.txt"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --temperature -1
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --top-p 0
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --bogus
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
 expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
 expect_rc 1 --model "$tmp/missing_dir" --prompt x
 [[ $fails -eq 0 ]]

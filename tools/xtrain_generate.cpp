@@ -30,7 +30,8 @@ using namespace xtrain;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE) [options]";
+    "usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
+    "                       [options]";
 
 po::options_description make_options() {
   const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
@@ -41,6 +42,8 @@ po::options_description make_options() {
       ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out)")
       ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>)")
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt")
+      ("prompt-ids", po::value<std::string>(),
+       "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints)")
       ("max-new-tokens", po::value<int>()->default_value(64), "tokens to generate at most")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
       ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
@@ -111,7 +114,8 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
 
 int run(const po::variables_map& vm) {
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
-  if (vm.count("prompt") + vm.count("prompt-file") != 1) throw UsageError("give exactly one of --prompt, --prompt-file");
+  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") != 1)
+    throw UsageError("give exactly one of --prompt, --prompt-file, --prompt-ids");
   GenerateOptions opts;
   opts.max_new_tokens = vm["max-new-tokens"].as<int>();
   if (opts.max_new_tokens < 0) throw UsageError("--max-new-tokens must be >= 0");
@@ -126,9 +130,19 @@ int run(const po::variables_map& vm) {
 
   LoadedModel lm = load_model(vm);
   const Tokenizer tok = load_tokenizer_for(vm, lm);
-  const std::string text =
-      vm.count("prompt") ? vm["prompt"].as<std::string>() : read_text_file(vm["prompt-file"].as<std::string>());
-  std::vector<int32_t> prompt = tok.encode(text);
+  std::vector<int32_t> prompt;
+  std::string text;
+  if (vm.count("prompt-ids")) {
+    prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids");
+    for (int32_t id : prompt)
+      if (id < 0 || id >= tok.vocab_size())
+        throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
+                         std::to_string(tok.vocab_size()) + ")");
+    text = tok.decode(prompt);
+  } else {
+    text = vm.count("prompt") ? vm["prompt"].as<std::string>() : read_text_file(vm["prompt-file"].as<std::string>());
+    prompt = tok.encode(text);
+  }
   if (prompt.empty()) {
     if (tok.eot_id() < 0) throw UsageError("empty prompt and the tokenizer has no <|endoftext|> to start from");
     prompt.push_back(tok.eot_id());  // GPT-2's unconditional start
