@@ -8,6 +8,8 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu_ops_test_util.h"
+#include "inference_test_util.h"
 #include "xtrain/error.h"
 #include "xtrain/generate.h"
 #include "xtrain/inference.h"
@@ -15,6 +17,10 @@
 #include "xtrain/rng.h"
 
 using namespace xtrain;
+using test::random_params;
+using test::random_tokens;
+using test::rel_diff;
+using test::small_config;
 
 namespace {
 
@@ -29,35 +35,6 @@ constexpr double kCacheRel = 1e-5;
 // shapes (the only difference is attention through the cache, whose CPU reference repeats the training
 // attention's double arithmetic), so the logits agree to the last bit. Measured: 0.
 constexpr double kSameOpsRel = 0.0;
-
-GPTConfig small_config() {
-  GPTConfig c;
-  c.V = 90, c.maxT = 80, c.C = 32, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 8, c.F = 48;  // Vp 128: padded head
-  return c;
-}
-
-// random_params: every parameter N(0, sd) (biases and LayerNorm gains included, wte padding rows kept
-// zero), so attention is far from uniform and every tensor matters.
-void random_params(GPT& m, uint64_t seed, double sd) {
-  std::vector<float> p(m.num_params());
-  const GPTConfig& c = m.config();
-  for (size_t i = 0; i < p.size(); ++i) p[i] = float(sd * normal(seed, i));
-  for (size_t i = size_t(c.V) * c.C; i < size_t(c.Vp()) * c.C; ++i) p[i] = 0.0f;
-  m.backend().copy_to_device(m.params(), p.data(), p.size() * sizeof(float));
-}
-
-std::vector<int32_t> random_tokens(size_t n, int V, uint64_t key) {
-  std::vector<int32_t> t(n);
-  for (size_t i = 0; i < n; ++i) t[i] = int32_t(uniform_u64(key, i) % uint64_t(V));
-  return t;
-}
-
-// max |a - b| / max |b|
-double rel_diff(const float* a, const float* b, size_t n) {
-  double d = 0.0, m = 0.0;
-  for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i])), m = std::max(m, std::fabs(double(b[i])));
-  return d / m;
-}
 
 }  // namespace
 
