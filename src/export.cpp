@@ -88,7 +88,6 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
   if (layout == ModelLayout::Hf) {
     j["model_type"] = "gpt2";
     j["architectures"] = {"GPT2LMHeadModel"};
-    j["n_ctx"] = c.maxT;
     for (const char* k : {"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_first_dropout"}) j[k] = 0.0;
     if (eot_id >= 0) j["bos_token_id"] = j["eos_token_id"] = eot_id;
   } else {

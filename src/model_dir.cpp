@@ -133,10 +133,11 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   const GPTConfig& have = m.cfg;
   // Compare tensor by tensor in the directory's layout so errors name the tensors of its files.
   const std::vector<LayoutTensor> h = layout_tensors(have, m.layout), w = layout_tensors(want, m.layout);
+  const std::vector<ParamTensor> hp = param_layout(have), wp = param_layout(want);
   for (size_t i = 0; i < std::max(h.size(), w.size()); ++i) {
     if (i >= h.size()) XT_FAIL("--init-from: tensor " << w[i].name << " is missing (the model has " << have.L << " layers, expected " << want.L << ")");
     if (i >= w.size()) XT_FAIL("--init-from: unexpected tensor " << h[i].name << " (the model has " << have.L << " layers, expected " << want.L << ")");
-    const bool fewer_positions = i == 1 && want.maxT < have.maxT && w[i].shape[1] == h[i].shape[1];
+    const bool fewer_positions = hp[i].name == "wpe" && want.maxT < have.maxT && w[i].shape[1] == h[i].shape[1];
     if ((h[i].name != w[i].name || h[i].shape != w[i].shape) && !fewer_positions)
       XT_FAIL("--init-from: tensor " << h[i].name << ": expected shape " << shape_str(w[i].shape) << ", found "
                                      << shape_str(h[i].shape));
@@ -145,8 +146,7 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
     XT_FAIL("--init-from: the model has " << have.NH << " heads, " << have.KVH << " kv heads of size " << have.HS
                                           << ", expected " << want.NH << ", " << want.KVH << " of size " << want.HS);
   if (want.maxT == have.maxT) return m.params;
-  // Fewer positions than the model was trained with: keep the first rows of wpe (index 1).
-  const std::vector<ParamTensor> hp = param_layout(have), wp = param_layout(want);
+  // Fewer positions than the model was trained with: keep the first rows of wpe.
   std::vector<float> out(wp.back().offset + wp.back().count);
   for (size_t i = 0; i < wp.size(); ++i)
     std::copy_n(m.params.begin() + hp[i].offset, wp[i].count, out.begin() + wp[i].offset);

@@ -25,6 +25,34 @@ grep -q "^md5    $md5 " "$WORK/e1.log" || fail "printed md5 is not md5sum's $md5
 grep -q "^sha256 $(sha256sum < "$WORK/e1/model.safetensors" | cut -d' ' -f1) " "$WORK/e1.log" || fail "printed sha256"
 grep -q "layout hf" "$WORK/e1.log" || fail "a GPT-2 shape exports in the hf layout"
 echo "two exports byte-identical, md5 $md5"
+# An independent reading of the file by the safetensors spec (Python standard library only): header,
+# contiguous offsets from the end of the header, GPT-2 names and Conv1D shapes, and data where the
+# offsets point (LayerNorm weights start at 1 and move little in 3 steps; biases start at 0).
+python3 - "$WORK/e1/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert n % 8 == 0 and h.pop("__metadata__") == {"format": "pt", "xtrain_layout": "hf"}
+data = b[8 + n:]
+ends = sorted((v["data_offsets"][0], v["data_offsets"][1]) for v in h.values())
+assert ends[0][0] == 0 and ends[-1][1] == len(data) and all(a[1] == c[0] for a, c in zip(ends, ends[1:]))
+assert h["transformer.wte.weight"]["shape"] == [50257, 32] and h["transformer.wpe.weight"]["shape"] == [32, 32]
+assert h["transformer.h.1.attn.c_attn.weight"]["shape"] == [32, 96] and h["transformer.h.0.mlp.c_proj.weight"]["shape"] == [128, 32]
+assert "lm_head.weight" not in h and len(h) == 2 + 12 * 2 + 2
+def floats(name):
+    lo, hi = h[name]["data_offsets"]
+    return struct.unpack(f"<{(hi - lo) // 4}f", data[lo:hi])
+for name in h:
+    v = floats(name)
+    if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+        assert all(0.9 < x < 1.1 for x in v), name
+    elif name.endswith("bias"):
+        assert all(abs(x) < 0.1 for x in v), name
+    else:
+        assert all(abs(x) < 1.0 for x in v) and any(x != 0 for x in v), name
+print("model.safetensors read independently: header, offsets, names, shapes and values as expected")
+PY
 
 # 2. registry: checkpoint and export verify; one changed byte is caught with both digests named
 "$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/a.ckpt" || fail "verify of the checkpoint"

@@ -36,7 +36,8 @@ Options parse(int argc, char** argv) {
       "Usage: xtrain_export CKPT --out DIR [options]\n"
       "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
       "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (each atomically) and prints the\n"
-      "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes");
+      "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes",
+      110, 55);
   opts.add_options()
     ("out", po::value(&o.out), "output directory (created if absent)")
     ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain")
@@ -65,6 +66,7 @@ Options parse(int argc, char** argv) {
     std::exit(0);
   }
   if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
+  if (o.verify.empty() && fs::is_directory(o.input)) throw UsageError(o.input + " is a directory: export takes a checkpoint file");
   if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
   if (!o.verify.empty()) {
     if (o.registry.empty()) throw UsageError("--verify needs --registry");
@@ -90,6 +92,8 @@ json read_registry(const std::string& path, bool must_exist) {
   json r;
   try {
     r = json::parse(read_file(path));
+  } catch (const Error& e) {
+    XT_FAIL("registry " << e.what());
   } catch (const json::exception& e) {
     XT_FAIL("registry " << path << ": not valid JSON (" << e.what() << ")");
   }

@@ -67,7 +67,7 @@ std::vector<StTensorF32> export_tensors(const GPTConfig& cfg, const std::vector<
 
 // model_config_json: config.json text for cfg in that layout (deterministic: sorted keys, 2-space
 // indent, trailing newline). hf: model_type gpt2, architectures [GPT2LMHeadModel], n_embd, n_layer,
-// n_head, n_positions, n_ctx, n_inner, vocab_size, layer_norm_epsilon 1e-5, activation_function
+// n_head, n_positions, n_inner, vocab_size, layer_norm_epsilon 1e-5, activation_function
 // gelu_new, dropouts 0, torch_dtype float32, tie_word_embeddings true; eos (and for hf bos) token id
 // eot_id when >= 0.
 std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, int eot_id = -1);
