@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numeric>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -12,11 +13,19 @@
 
 namespace xtrain {
 
+namespace {
+std::string str(float x) {  // shortest form: "-1", "0.95"
+  std::ostringstream os;
+  os << x;
+  return os.str();
+}
+}  // namespace
+
 void SamplerOptions::validate() const {
   if (!(temperature >= 0.0f) || !std::isfinite(temperature))
-    throw UsageError("--temperature must be >= 0 (0 = greedy), got " + std::to_string(temperature));
+    throw UsageError("--temperature must be >= 0 (0 = greedy), got " + str(temperature));
   if (top_k < 0) throw UsageError("--top-k must be >= 0 (0 = all tokens), got " + std::to_string(top_k));
-  if (!(top_p > 0.0f && top_p <= 1.0f)) throw UsageError("--top-p must be in (0, 1], got " + std::to_string(top_p));
+  if (!(top_p > 0.0f && top_p <= 1.0f)) throw UsageError("--top-p must be in (0, 1], got " + str(top_p));
 }
 
 uint64_t sampling_key(uint64_t seed, uint64_t seq) { return hash_key(hash_key(seed, kRngSample), seq); }
