@@ -44,14 +44,16 @@ po::options_description make_options() {
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt")
       ("prompt-ids", po::value<std::string>(),
        "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints)")
-      ("max-new-tokens", po::value<int>()->default_value(64), "tokens to generate at most")
+      ("max-new-tokens", po::value<int>()->default_value(64),
+       "tokens to generate at most (generation also stops at the model's context length)")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
       ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
       ("top-p", po::value<float>()->default_value(1.0f),
        "nucleus sampling: the smallest most-probable set of probability >= p, in (0, 1]")
       ("seed", po::value<uint64_t>()->default_value(1337), "sampling seed (same seed, same model: same text)")
       ("batch", po::value<int>()->default_value(1),
-       "sequences generated together from the same prompt (sequence b draws from stream (seed, b))")
+       "sequences generated together from the same prompt (sequence b draws from stream (seed, b)); above 1 "
+       "the texts are printed at the end, not streamed")
       ("ignore-eos", "keep generating after <|endoftext|> (id 50256 for GPT-2)")
       ("print-ids", "print the generated token ids (one line per sequence) instead of the text")
       ("dump-logits", po::value<std::string>(),
