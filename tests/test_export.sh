@@ -79,6 +79,11 @@ grep -q "max parameter difference across 2 ranks: 0.000e+00" "$WORK/import.log" 
 "$EXPORT" "$WORK/b.ckpt" --out "$WORK/e3" "${TOK[@]}" > /dev/null || fail "export after import"
 cmp "$WORK/e1/model.safetensors" "$WORK/e3/model.safetensors" || fail "export -> import -> export changed the weights"
 echo "export -> --init-from -> export: model.safetensors byte-identical"
+# a requeued fine-tuning job keeps --init-from next to --resume: the checkpoint's weights win
+"$XT" "${DATA[@]}" --init-from "$WORK/e1" --resume "$WORK/b.ckpt" --steps 1 --batch 4 --lr 1e-30 --warmup 0 \
+  --weight-decay 0 --val-every 0 > "$WORK/requeue.log" 2>&1 || { cat "$WORK/requeue.log"; fail "--init-from with --resume"; }
+grep -q "resumed from .* at step 1" "$WORK/requeue.log" && ! grep -q "weights from" "$WORK/requeue.log" ||
+  { cat "$WORK/requeue.log"; fail "--resume must win over --init-from"; }
 
 # 4. shape mismatch on import names the tensor, expected and found shapes
 set +e
