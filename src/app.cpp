@@ -111,7 +111,9 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
-  if (!o.init_from.empty()) agree(mpi, [&] {  // every rank reads it; the final max_param_diff confirms they agree
+  // --init-from: every rank reads the directory (the final max_param_diff confirms they agree). With
+  // --resume the checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
+  if (!o.init_from.empty() && o.train.resume.empty()) agree(mpi, [&] {
       const std::vector<float> p = fit_to_config(load_model_dir(o.init_from), cfg.model);
       be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
     });
@@ -121,7 +123,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
     std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), be->dtype().c_str(),
                 comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
-    if (!o.init_from.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
+    if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",

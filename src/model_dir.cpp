@@ -28,15 +28,9 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }
 }  // namespace
 
-GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
-  const std::string path = (fs::path(dir) / kConfigFile).string();
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    XT_FAIL(path << ": not valid JSON (" << e.what() << ")");
-  }
-  if (!j.is_object()) XT_FAIL(path << ": not a JSON object");
+namespace {
+// config_from_json: the sizes of config.json; json::type_error for a field of the wrong type.
+GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
   const std::string type = j.value("model_type", "");
   if (type != "gpt2" && type != kXtrainModelType)
     XT_FAIL(path << ": model_type \"" << type << "\" is neither gpt2 nor " << kXtrainModelType);
@@ -77,6 +71,23 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
   }
   if (layout_out) *layout_out = layout;
   return c;
+}
+}  // namespace
+
+GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
+  const std::string path = (fs::path(dir) / kConfigFile).string();
+  json j;
+  try {
+    j = json::parse(read_file(path));
+  } catch (const json::exception& e) {
+    XT_FAIL(path << ": not valid JSON (" << e.what() << ")");
+  }
+  if (!j.is_object()) XT_FAIL(path << ": not a JSON object");
+  try {
+    return config_from_json(j, path, layout_out);
+  } catch (const json::exception& e) {
+    XT_FAIL(path << ": a field has the wrong type (" << e.what() << ")");
+  }
 }
 
 ModelDir load_model_dir(const std::string& dir) {

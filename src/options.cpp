@@ -69,7 +69,7 @@ RunOptions parse_options(int argc, char** argv) {
     ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
     ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
-    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json");
+    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json; with --resume, the checkpoint's weights)");
   po::options_description train("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
@@ -124,7 +124,6 @@ RunOptions parse_options(int argc, char** argv) {
   }
   if (o.help) return o;
   if (!o.init_from.empty()) {
-    if (!t.resume.empty()) throw UsageError("--init-from and --resume exclude each other (a checkpoint has its own weights)");
     GPTConfig f;
     try {
       f = read_model_config(o.init_from);

@@ -176,4 +176,5 @@ TEST_CASE("config.json: GPT-2 variants xtrain does not compute are refused") {
   CHECK(config_error(R"({"model_type":"gpt2","vocab_size":257})").find("missing n_positions") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"n_inner":-3})").find("n_inner must be an integer") != std::string::npos);
   CHECK(config_error("not json").find("not valid JSON") != std::string::npos);
+  CHECK(config_error("{" + base + R"(,"activation_function":null})").find("wrong type") != std::string::npos);
 }

@@ -79,6 +79,11 @@ grep -q "max parameter difference across 2 ranks: 0.000e+00" "$WORK/import.log" 
 "$EXPORT" "$WORK/b.ckpt" --out "$WORK/e3" "${TOK[@]}" > /dev/null || fail "export after import"
 cmp "$WORK/e1/model.safetensors" "$WORK/e3/model.safetensors" || fail "export -> import -> export changed the weights"
 echo "export -> --init-from -> export: model.safetensors byte-identical"
+# a requeued fine-tuning job keeps --init-from next to --resume: the checkpoint's weights win
+"$XT" "${DATA[@]}" --init-from "$WORK/e1" --resume "$WORK/b.ckpt" --steps 1 --batch 4 --lr 1e-30 --warmup 0 \
+  --weight-decay 0 --val-every 0 > "$WORK/requeue.log" 2>&1 || { cat "$WORK/requeue.log"; fail "--init-from with --resume"; }
+grep -q "resumed from .* at step 1" "$WORK/requeue.log" && ! grep -q "weights from" "$WORK/requeue.log" ||
+  { cat "$WORK/requeue.log"; fail "--resume must win over --init-from"; }
 
 # 4. shape mismatch on import names the tensor, expected and found shapes
 set +e
@@ -104,7 +109,10 @@ set -e
 [[ $rc -ne 0 ]] || fail "--format hf accepted a GQA model"
 one_line "$WORK/ghf.log" "cannot express this model: --kv-heads 2 < --heads 4: GPT-2 has no grouped-query attention"
 [[ ! -e "$WORK/g_hf/model.safetensors" ]] || fail "a refused export left a model file"
-"$EXPORT" "$WORK/g.ckpt" --out "$WORK/g_x" "${TOK[@]}" | grep -q "layout xtrain" || fail "GQA model not in the xtrain layout"
+"$EXPORT" "$WORK/g.ckpt" --out "$WORK/g_x" "${TOK[@]}" --registry "$WORK/reg.json" --name gqa | grep -q "layout xtrain" ||
+  fail "GQA model not in the xtrain layout"
+"$EXPORT" --verify gqa --registry "$WORK/reg.json" "$WORK/g.ckpt" > /dev/null || fail "verify re-exports in the recorded layout"
+"$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/a.ckpt" > /dev/null || fail "a second entry dropped the first"
 grep -q '"model_type": "xtrain-gpt"' "$WORK/g_x/config.json" || fail "xtrain config.json"
 "$XT" "${DATA[@]}" --init-from "$WORK/g_x" --steps 1 --batch 8 --val-every 0 > "$WORK/gi.log" 2>&1 || { cat "$WORK/gi.log"; fail "import of the xtrain layout"; }
 
