@@ -30,8 +30,9 @@ struct TrainResult {
 // i % world == r, in grad_accum micro-steps; loss is the mean over the global batch; gradients are
 // averaged with ONE all-reduce over the flat buffer; then clipping and AdamW. Rank 0 prints and
 // writes metrics and checkpoints: per step the step line (every --log-every steps) and a `train`
-// record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds is
-// named as warm-up; at the end the run summary (run_summary.h) as lines and the `final` record.
+// record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds and
+// twice the second is named as warm-up; at the end the run summary (run_summary.h) as lines and the
+// `final` record.
 // Throws AgreedFailure (after printing) on a non-finite loss.
 // Depends only on the Communicator (never on how the ranks were started): every collective, the
 // agreement checks included, is bounded by its --comm-timeout deadline.
