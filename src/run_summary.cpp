@@ -61,6 +61,7 @@ nlohmann::json final_record(const RunSummary& s) {
     r["val_loss"] = *s.val_loss;
     r["val_step"] = s.val_step;
   }
+  if (s.params > 0) r["params"] = s.params;
   if (s.peak_memory_bytes > 0) r["peak_memory_bytes"] = s.peak_memory_bytes;
   if (!s.ckpt.empty()) {
     r["ckpt"] = s.ckpt;

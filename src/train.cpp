@@ -164,7 +164,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {
     RunSummary s;
-    s.first_step = res.first_step, s.last_step = res.last_step, s.world_size = world;
+    s.first_step = res.first_step, s.last_step = res.last_step, s.world_size = world, s.params = n;
     s.tokens_per_step = static_cast<uint64_t>(cfg.batch) * T;
     s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
     s.tok_per_s = res.tok_per_s;

@@ -49,7 +49,12 @@ assert [(f["first_step"], f["step"]) for f in finals] == [(1, 6), (7, 12)], fina
 f = finals[-1]
 digest = "%016x" % struct.unpack("<Q", open(sys.argv[2], "rb").read()[-8:])[0]
 last_train = [r for r in recs if r["type"] == "train"][-1]
-want = {"world_size": 2, "tokens_seen": 12 * 8 * 32, "ckpt": sys.argv[2], "ckpt_xxh3": digest,
+# TINY's parameters counted by hand: wte (Vp = 50304 rows), wpe, per layer 2 layernorms, qkv, attention
+# projection, fc, fc projection with biases, the final layernorm.
+Vp, C, T, L, NH, KVH, HS, F = 50304, 32, 32, 2, 4, 2, 8, 128
+QKV = (NH + 2 * KVH) * HS
+PARAMS = Vp * C + T * C + L * (4 * C + QKV * C + QKV + C * NH * HS + C + 2 * F * C + F + C) + 2 * C
+want = {"world_size": 2, "tokens_seen": 12 * 8 * 32, "params": PARAMS, "ckpt": sys.argv[2], "ckpt_xxh3": digest,
         "loss": last_train["loss"], "max_param_diff": 0.0}
 bad = {k: (f.get(k), v) for k, v in want.items() if f.get(k) != v}
 assert not bad, f"final record fields (have, want): {bad}"

@@ -17,6 +17,7 @@ struct RunSummary {
   // had no step left.
   int first_step = 1, last_step = 0;
   int world_size = 1;
+  uint64_t params = 0;           // the model's parameters (GPT::num_params(): wte rows padded to Vp); 0 = not given
   uint64_t tokens_per_step = 0;  // global: batch sequences x seq tokens
   double wall_s = 0;             // seconds of train_rank: resume, steps, validation, checkpoints
   double tok_per_s = 0;          // global tokens per second, mean over the steps after the first
@@ -35,7 +36,7 @@ struct RunSummary {
 
 // final_record: the metrics file's `final` record: type "final", step (= last_step), first_step,
 // world_size, tokens_seen, wall_s, tok_per_s, max_param_diff; and where known mfu, loss, val_loss with
-// val_step, peak_memory_bytes, ckpt with ckpt_xxh3 (16 lowercase hex digits, a string: JSON numbers
+// val_step, params, peak_memory_bytes, ckpt with ckpt_xxh3 (16 lowercase hex digits, a string: JSON numbers
 // lose 64-bit integers in most readers). Throws Error for inconsistent fields (negative times or
 // rates, first_step < 1, a checksum without a checkpoint path).
 nlohmann::json final_record(const RunSummary& s);
