@@ -71,13 +71,24 @@ nlohmann::json train_record(const StepStats& s) {
   return r;
 }
 
+std::string step_line(const StepStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s", s.step,
+                s.steps, s.loss, s.lr, s.grad_norm, s.ms, s.tok_per_s);
+  std::string line = buf;
+  if (s.mfu) {
+    std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100 * *s.mfu);
+    line += buf;
+  }
+  if (s.peak_memory_bytes > 0) {
+    std::snprintf(buf, sizeof buf, " | mem %.0f/%.0f MiB", s.mem_in_use_bytes / 1048576.0, s.peak_memory_bytes / 1048576.0);
+    line += buf;
+  }
+  return line + " | eta " + minutes_seconds(s.eta_s);
+}
+
 void print_step(const StepStats& s) {
-  std::printf("step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s", s.step, s.steps, s.loss,
-              s.lr, s.grad_norm, s.ms, s.tok_per_s);
-  if (s.mfu) std::printf(" | MFU %.1f%%", 100 * *s.mfu);
-  if (s.peak_memory_bytes > 0)
-    std::printf(" | mem %.0f/%.0f MiB", s.mem_in_use_bytes / 1048576.0, s.peak_memory_bytes / 1048576.0);
-  std::printf(" | eta %s\n", minutes_seconds(s.eta_s).c_str());
+  std::printf("%s\n", step_line(s).c_str());
   std::fflush(stdout);
 }
 

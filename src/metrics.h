@@ -45,10 +45,12 @@ struct StepStats {
 // tok_per_s; and where known mfu, mem_in_use_bytes, peak_memory_bytes.
 nlohmann::json train_record(const StepStats& s);
 
-// print_step: the human-readable step line (rank 0), e.g.
-//   step   10/100 | loss  7.1234 | lr 6.00e-04 | grad norm 1.234 |     41.3 ms |    396012 tok/s | MFU 34.4% |
+// step_line: the human-readable step line, without newline, e.g. (one line)
+//   step    10/100 | loss  7.1234 | lr 6.00e-04 | grad norm 1.234 |     41.3 ms |    396012 tok/s | MFU 34.4% |
 //   mem 8123/9768 MiB | eta 0m04s
-// (one line); MFU and "mem <in use>/<peak> MiB" only where known.
+// MFU and "mem <in use>/<peak> MiB" (MiB = 2^20 bytes) only where known.
+std::string step_line(const StepStats& s);
+// print_step: step_line on stdout, flushed (rank 0).
 void print_step(const StepStats& s);
 
 }  // namespace xtrain
