@@ -27,13 +27,6 @@ constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '2'};
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
 constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB, a progress report after each
 
-// long_work: progress lines only for files of kLongWorkBytes or more.
-ProgressOptions long_work() {
-  ProgressOptions o;
-  o.min_total_bytes = kLongWorkBytes;
-  return o;
-}
-
 struct Writer {
   std::string buf;
   template <typename T>
@@ -91,13 +84,13 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   w.put_floats(st.v);
   const uint64_t checksum = xxh3_64(w.buf.data(), w.buf.size());
   w.put(checksum);
-  Progress progress("write " + path, w.buf.size(), 0, long_work());
+  Progress progress("write " + path, w.buf.size(), 0, long_work_options());
   write_file_atomic(path, w.buf, "checkpoint", [&](size_t done) { progress.update(done); });
   progress.finish();
   return checksum;
 }
 
-CheckpointState load_checkpoint(const std::string& path, int rank) {
+CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
   std::string buf;
@@ -106,7 +99,7 @@ CheckpointState load_checkpoint(const std::string& path, int rank) {
     struct stat sb{};
     if (::fstat(fileno(f), &sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
     buf.resize(static_cast<size_t>(sb.st_size));
-    Progress progress("read " + path, buf.size(), rank, long_work());
+    Progress progress("read " + path, buf.size(), rank, progress_options);
     for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each
       const size_t k = std::fread(&buf[done], 1, std::min(kChunkBytes, buf.size() - done), f);
       if (k == 0) {

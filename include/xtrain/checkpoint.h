@@ -13,6 +13,7 @@
 #include "xtrain/data.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
+#include "xtrain/progress.h"
 
 namespace xtrain {
 
@@ -43,8 +44,10 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 
 // load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
 // format version, truncated file, size mismatch or checksum mismatch. `rank`: the caller's rank; on
-// rank 0 a file of kLongWorkBytes or more gets progress lines (progress.h).
-CheckpointState load_checkpoint(const std::string& path, int rank = 0);
+// rank 0 a file of kLongWorkBytes or more gets progress lines (progress.h; `progress` says where,
+// e.g. stderr for a tool whose stdout is its output).
+CheckpointState load_checkpoint(const std::string& path, int rank = 0,
+                                const ProgressOptions& progress = long_work_options());
 
 // ---- the training run's side: what goes into a checkpoint and what a resume must match ----
 
