@@ -99,8 +99,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   const std::string log_prefix = rank_prefix(rank, mpi.host());
   auto load = [&] {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
-    tokens = o.no_cache ? tok->encode(read_file(o.data))
-                        : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix);
+    tokens = o.no_cache ? encode_with_progress(*tok, read_file(o.data), o.data, rank)
+                        : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix, rank);
   };
   for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
       if ((rank == 0) == rank0_phase) load();
@@ -136,12 +136,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     std::fflush(stdout);
   }
-  const TrainResult r = train_rank(cfg, data, model, *be, *comm);
-  if (!r.losses.empty())
-    print0(rank, "done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
-           r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
-  if (be->peak_memory_bytes() > 0)
-    print0(rank, "peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
+  train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary at its end
   return 0;
 }
 

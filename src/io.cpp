@@ -6,6 +6,7 @@
 #include <unistd.h>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -84,7 +85,9 @@ class TempFile {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what) {
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what,
+                       const std::function<void(size_t)>& written) {
+  constexpr size_t kChunkBytes = size_t{64} << 20;  // one write() call at most; a progress report each
   namespace fs = std::filesystem;
   std::string target = path;
   struct stat st{};
@@ -109,10 +112,11 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   // Keep the mode of the file we replace; through the descriptor, never through a path.
   if (exists && ::fchmod(tmp.fd(), st.st_mode & 07777) != 0) fail("cannot set the mode");
   for (size_t done = 0; done < bytes.size();) {
-    const ssize_t k = ::write(tmp.fd(), bytes.data() + done, bytes.size() - done);
+    const ssize_t k = ::write(tmp.fd(), bytes.data() + done, std::min(kChunkBytes, bytes.size() - done));
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) fail("write failed");
     done += static_cast<size_t>(k);
+    if (written) written(done);
   }
   if (::fsync(tmp.fd()) != 0) fail("fsync failed");
   if (tmp.close() != 0) fail("close failed");

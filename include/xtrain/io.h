@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace xtrain {
@@ -28,8 +29,10 @@ std::string read_file(const std::string& path);
 // bits (fchmod on the temporary file's descriptor); a new one gets 0666 minus the umask. A symlink as
 // target is resolved and the file it names is replaced. Throws Error "<what> <path>: <why>" when the
 // target exists and is not a regular file (a device, FIFO, directory: refused, left untouched) or
-// when any step fails (the temporary file is removed then).
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write");
+// when any step fails (the temporary file is removed then). `written`, when set, is called with the
+// bytes written so far after each write of at most 64 MB (a progress line for large files, progress.h).
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write",
+                       const std::function<void(size_t)>& written = {});
 
 // same_file: true when a and b name the same file: the same device and inode when both exist,
 // otherwise the same normalized absolute path (so two outputs not yet created still compare).
