@@ -14,6 +14,7 @@
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
+#include "xtrain/stop_signal.h"
 
 namespace xtrain {
 
@@ -70,7 +71,8 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   double timed_s = 0;
   long timed_tokens = 0;
 
-  const int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
@@ -84,8 +86,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
         model.backward();
       }
       comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-      comm.all_reduce_sum_host(&loss_sum, 1);
-      const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
+      // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
+      // ends after this same step (it becomes the last: logged, validated, checkpointed).
+      double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};
+      comm.all_reduce_sum_host(sums, 2);
+      if (sums[1] > 0 && step < end) end = step, res.stopped = true;
+      const double loss = sums[0] / (static_cast<double>(cfg.batch) * T);
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         if (rank == 0) {

@@ -19,6 +19,7 @@ struct TrainResult {
   std::vector<double> losses;  // global mean train loss per step run
   double max_param_diff = 0;   // max |p_rank_i - p_rank_0| over all parameters at the end
   double tok_per_s = 0;        // global tokens per second over the steps after the first
+  bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
 };
 
 // train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
