@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <cmath>
+#include <iomanip>
 #include <sstream>
 
 #include "xtrain/backend.h"
@@ -33,6 +34,29 @@ void check_paths(const RunOptions& o) {
       if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
       if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
     }
+}
+// canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
+// included, --help excluded): the configuration that check_options_agree compares across ranks.
+// Floats are printed with enough digits to round-trip, so texts are equal exactly when values are.
+std::vector<std::pair<std::string, std::string>> canonical_options(const po::options_description& all,
+                                                                   const po::variables_map& vm) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : all.options()) {
+    const std::string name = d->long_name();
+    if (name == "help" || !vm.count(name)) continue;
+    const boost::any& v = vm[name].value();
+    std::ostringstream os;
+    os.precision(17);
+    if (auto* i = boost::any_cast<int>(&v)) os << *i;
+    else if (auto* f = boost::any_cast<float>(&v)) os << std::setprecision(9) << *f;
+    else if (auto* x = boost::any_cast<double>(&v)) os << *x;
+    else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
+    else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
+    else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
+    else XT_FAIL("option --" << name << " has a type canonical_options does not know");  // a new option type
+    out.emplace_back("--" + name, os.str());
+  }
+  return out;
 }
 }  // namespace
 
@@ -94,8 +118,8 @@ RunOptions parse_options(int argc, char** argv) {
   std::ostringstream help;
   help << all;
   o.help_text = help.str();
+  po::variables_map vm;
   try {
-    po::variables_map vm;
     // No positional arguments (a stray word is an error, not silently ignored) and no abbreviated
     // option names (`--ste` is not `--steps`).
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -119,6 +143,7 @@ RunOptions parse_options(int argc, char** argv) {
     throw UsageError(e.what());
   }
   if (o.help) return o;
+  o.canonical = canonical_options(all, vm);
   t.seed = seed;
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
@@ -163,6 +188,7 @@ RunOptions parse_options(int argc, char** argv) {
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
+  need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   check_paths(o);
   return o;
 }
