@@ -72,7 +72,7 @@ expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --
 head -c 3000 "$WORK/good.ckpt" > "$WORK/trunc.ckpt"
 cp "$WORK/good.ckpt" "$WORK/v01.ckpt"
 printf '01' | dd of="$WORK/v01.ckpt" bs=1 seek=6 conv=notrunc status=none
-expect "checkpoint of format version 01" 1 "format version 01, this xtrain reads version 02" 2 "${OK[@]}" --steps 4 --resume "$WORK/v01.ckpt"
+expect "checkpoint of format version 01" 1 "format version 01, this xtrain reads version 03" 2 "${OK[@]}" --steps 4 --resume "$WORK/v01.ckpt"
 expect "truncated checkpoint" 1 "truncated" 2 "${OK[@]}" --steps 4 --resume "$WORK/trunc.ckpt"
 expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[@]}" --steps 4 --dim 64 --resume "$WORK/good.ckpt"
 expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"
@@ -85,7 +85,7 @@ expect "checkpoint of another split" 1 "does not match this run: training tokens
 expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
 [[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || { echo "FAIL: no good checkpoint before the blow-up"; fails=$((fails+1)); }
 if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then echo "FAIL: temporary checkpoint left behind"; fails=$((fails+1)); fi
-"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 > /dev/null 2>"$WORK/err2" \
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 --ckpt "$WORK/nan2.ckpt" > /dev/null 2>"$WORK/err2" \
   || grep -q "non-finite" "$WORK/err2" || { echo "FAIL: the kept checkpoint does not load"; cat "$WORK/err2"; fails=$((fails+1)); }
 
 # a launcher that started several tasks while MPI sees one process (no mpirun here)
