@@ -89,6 +89,7 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
       check_writable(o.train.ckpt, "--ckpt");
       check_writable(o.train.metrics, "--metrics");
     }
+    check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
     check_input(o.data, "--data");
     if (!o.no_cache) check_input(o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache, "--tokens-cache");

@@ -3,8 +3,8 @@
 #include "xtrain/options.h"
 
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <cmath>
-#include <iomanip>
 #include <sstream>
 
 #include "xtrain/backend.h"
@@ -37,7 +37,7 @@ void check_paths(const RunOptions& o) {
 }
 // canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
 // included, --help excluded): the configuration that check_options_agree compares across ranks.
-// Floats are printed with enough digits to round-trip, so texts are equal exactly when values are.
+// Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
 std::vector<std::pair<std::string, std::string>> canonical_options(const po::options_description& all,
                                                                    const po::variables_map& vm) {
   std::vector<std::pair<std::string, std::string>> out;
@@ -46,10 +46,10 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
     if (name == "help" || !vm.count(name)) continue;
     const boost::any& v = vm[name].value();
     std::ostringstream os;
-    os.precision(17);
+    char buf[64];  // floats: the shortest text that reads back as the same value (std::to_chars)
     if (auto* i = boost::any_cast<int>(&v)) os << *i;
-    else if (auto* f = boost::any_cast<float>(&v)) os << std::setprecision(9) << *f;
-    else if (auto* x = boost::any_cast<double>(&v)) os << *x;
+    else if (auto* f = boost::any_cast<float>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *f).ptr);
+    else if (auto* x = boost::any_cast<double>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *x).ptr);
     else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
     else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
     else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
