@@ -35,7 +35,7 @@ rank_pid() {
   local p
   for p in $(pgrep -f "$WORK/$1.jsonl"); do
     [[ "$(cat /proc/$p/comm 2>/dev/null)" == xtrain_mpi ]] || continue
-    tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && echo "$p"
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; fi
   done
 }
 # finish NAME: wait for the job (bounded), check every rank's exit code is 3 and the one stopped line
