@@ -94,6 +94,9 @@ every_rank_exit 2 "--lr differs"
 mpmd --steps 10 -- --steps 20 --lr 1e-3  # the first differing option in --help order is named
 MAX_S=15 expect_cmd "--steps and --lr differ across ranks" 2 "--steps 20 on rank 1 but --steps 10 on rank 0" "${MPMD[@]}"
 every_rank_exit 2 "--steps differs"
+mpmd -- --bogus 1  # a command line bad on rank 1 only: rank 0 must not wait for it
+MAX_S=15 expect_cmd "unknown option on rank 1 only" 2 "^rank 1 \(.*usage error: .*--bogus" "${MPMD[@]}"
+every_rank_exit 2 "unknown option on rank 1"
 expect "--stop-after without --ckpt" 2 "usage error: --stop-after needs --ckpt" 2 "${OK[@]}" --stop-after 3
 cp "$WORK/corpus.txt" "$WORK/notes.txt"
 "${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --tokens-cache "$WORK/notes.txt.cache" --steps 1 > /dev/null 2>&1

@@ -48,8 +48,8 @@ class MpiContext final : public HostCollectives {
   // OMPI_COMM_WORLD_LOCAL_RANK against the shared-memory split where it is set.
   void check_launcher() const;
 
-  // set_comm_timeout: the deadline of every later collective, seconds (> 0). Until it is called the
-  // deadline is 1e9 s (in effect none).
+  // set_comm_timeout: the deadline of every later collective, seconds (> 0). Until it is called
+  // (options not yet parsed) it is 300 s, the default of --comm-timeout.
   void set_comm_timeout(double seconds) { timeout_s_ = seconds; }
   double comm_timeout_s() const { return timeout_s_; }
 
@@ -71,7 +71,7 @@ class MpiContext final : public HostCollectives {
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   bool aborted_ = false;
-  double timeout_s_ = 1e9;
+  double timeout_s_ = 300;
 };
 
 // all_gather_strings: every rank's string, in rank order, on every rank (MPI_Iallgatherv under the
