@@ -34,9 +34,10 @@ RunOptions parse_options(int argc, char** argv);
 
 // check_options_agree: every rank must have parsed the same options (canonical). One all-reduce
 // (min and max of a hash) when they agree. Otherwise the option list is searched for the first
-// option that differs and every rank throws AgreedFailure(2) after the lowest rank that differs from
-// rank 0 has printed one line: "usage error: --batch is 16 on ranks 1 but 8 on rank 0 (every rank
-// must be given the same options)". Collective over all ranks.
+// option that differs (in --help order) and every rank throws AgreedFailure(2) after the lowest rank
+// that differs from rank 0 has printed one line: "rank 1 (host): usage error: the options differ
+// across ranks: --batch 16 on rank 1 but --batch 8 on rank 0 (ranks differing from rank 0: 1); every
+// rank must be given the same options". Collective over all ranks.
 void check_options_agree(HostCollectives& group, const RunOptions& o);
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.

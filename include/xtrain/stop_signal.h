@@ -12,7 +12,8 @@ namespace xtrain {
 constexpr int kExitStopped = 3;
 
 // install_stop_signals: SIGTERM, SIGINT and SIGUSR1 set the flag read by stop_signal_received
-// (SA_RESTART, so interrupted system calls resume). Idempotent; process-wide.
+// (SA_RESTART, so interrupted system calls resume). Idempotent; process-wide. train_rank calls it
+// when training starts; before that the signals keep their default action (end the process).
 void install_stop_signals();
 
 // stop_signal_received: the first stop signal received since install_stop_signals, or 0.
