@@ -1,6 +1,7 @@
 // The one atomic writer (write_file_atomic) and "same file" (io.h): a target that is not a regular
 // file is refused and left as it was, a rewritten file keeps its mode, a symlink planted where a
 // temporary file could be named is never written through, no temporary file is left behind; and
+// the temporary files of dead writers on this host are removed by the next write and nothing else is;
 // the XXH3-64 wrapper against the reference value of the empty input.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
