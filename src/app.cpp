@@ -17,6 +17,8 @@
 #include "xtrain/io.h"
 #include "xtrain/log.h"
 #include "xtrain/model.h"
+#include "xtrain/options.h"
+#include "xtrain/stop_signal.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 #include "xtrain/train.h"
@@ -58,6 +60,14 @@ void check_writable(const std::string& path, const char* option) {
   ::unlink(probe.c_str());
 }
 
+// check_input: an input that exists but is not a regular file (a FIFO or device would block the
+// open or never end; a directory cannot be read) is refused before anything opens it. A missing
+// file is left to the reader, whose message names it.
+void check_input(const std::string& path, const char* option) {
+  if (!path.empty() && is_non_regular(path))
+    XT_FAIL(option << " " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
+}
+
 void check_readable_file(const std::string& path, const char* option) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) XT_FAIL(option << " " << path << ": no such file");
@@ -69,6 +79,8 @@ void check_readable_file(const std::string& path, const char* option) {
 int run_training(const RunOptions& o, MpiContext& mpi) {
   const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
+  mpi.set_comm_timeout(o.comm_timeout_s);  // every collective from here on is bounded
+  check_options_agree(mpi, o);  // before anything else depends on an option
   check_world(o, world);
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
@@ -78,7 +90,13 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
       check_writable(o.train.ckpt, "--ckpt");
       check_writable(o.train.metrics, "--metrics");
     }
+    check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
+    check_input(o.data, "--data");
+    if (!o.no_cache) check_input(o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache, "--tokens-cache");
+    check_input(o.tokenizer_json, "--tokenizer-json");
+    check_input(o.encoder_json, "--encoder-json");
+    check_input(o.vocab_bpe, "--vocab-bpe");
   });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
@@ -94,17 +112,27 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
 
   // Tokenizer and token stream. Every rank reads its inputs; rank 0 writes the cache first so that
   // ranks sharing its file system can reuse it.
-  std::unique_ptr<Tokenizer> tok;
-  std::vector<int32_t> tokens;
-  const std::string log_prefix = rank_prefix(rank, mpi.host());
-  auto load = [&] {
-    tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
-    tokens = o.no_cache ? encode_with_progress(*tok, read_file(o.data), o.data, rank)
-                        : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix, rank);
+  // Both phases run under agree_while_working: however long tokenizing takes, the waiting ranks keep
+  // meeting it once a second under --comm-timeout. The work owns copies of what it reads.
+  struct Loaded {
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<int32_t> tokens;
   };
-  for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
-      if ((rank == 0) == rank0_phase) load();
+  const std::string log_prefix = rank_prefix(rank, mpi.host());
+  Loaded in;
+  for (const bool rank0_phase : {true, false}) {
+    Loaded got = agree_while_working(mpi, [o, rank, log_prefix, rank0_phase] {
+      Loaded l;
+      if ((rank == 0) != rank0_phase) return l;
+      l.tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
+      l.tokens = o.no_cache ? encode_with_progress(*l.tok, read_file(o.data), o.data, rank)
+                            : load_tokens(o.data, *l.tok, o.tokens_cache, rank == 0, log_prefix, rank);
+      return l;
     });
+    if (got.tok) in = std::move(got);
+  }
+  std::unique_ptr<Tokenizer> tok = std::move(in.tok);
+  std::vector<int32_t> tokens = std::move(in.tokens);
 
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
@@ -136,7 +164,15 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     std::fflush(stdout);
   }
-  train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary at its end
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary
+  if (r.stopped) {  // a stop signal (stop_signal.h): every rank ended after the same step
+    const int sig = stop_signal_received();
+    const std::string saved = cfg.ckpt.empty() ? std::string("nothing saved (no --ckpt)")
+                                               : "checkpoint " + cfg.ckpt + " written; continue with --resume " + cfg.ckpt;
+    print0(rank, "stopped | by %s after step %d: %s (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
+           r.last_step, saved.c_str(), kExitStopped);
+    return kExitStopped;
+  }
   return 0;
 }
 

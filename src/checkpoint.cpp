@@ -1,9 +1,10 @@
 // Checkpoint file format, and the training run's checkpoint save/restore (see include/xtrain/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
-//   char magic[8] = "XTCKPT02" (format version in the last two characters); u32 header_bytes;
+//   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
 //   u64 XXH3-64 (seed 0) of all bytes before it.
-// Version 01 (FNV-1a 64 checksum and data hash) is refused with one line naming both versions.
+// Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata.
+// Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "xtrain/checkpoint.h"
 
 #include <sys/stat.h>
@@ -23,7 +24,7 @@
 namespace xtrain {
 
 namespace {
-constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
 constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB, a progress report after each
 
@@ -55,6 +56,8 @@ void put_meta(Writer& w, const CheckpointMeta& m) {
   for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
   for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
   w.put(m.dropout);
+  for (float x : {m.lr, m.min_lr_frac, m.weight_decay, m.grad_clip}) w.put(x);
+  w.put(m.warmup);
   for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params, m.n_train}) w.put(x);
 }
 
@@ -64,6 +67,8 @@ CheckpointMeta get_meta(Reader& r) {
   for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
   for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
   m.dropout = r.get<float>();
+  for (float* x : {&m.lr, &m.min_lr_frac, &m.weight_decay, &m.grad_clip}) *x = r.get<float>();
+  m.warmup = r.get<int32_t>();
   for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params, &m.n_train}) *x = r.get<uint64_t>();
   return m;
 }
@@ -151,6 +156,11 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
   m.grad_accum = cfg.grad_accum;
   m.total_steps = cfg.steps;
   m.dropout = cfg.dropout;
+  m.lr = cfg.optim.lr;
+  m.min_lr_frac = cfg.optim.min_lr_frac;
+  m.weight_decay = cfg.optim.weight_decay;
+  m.grad_clip = cfg.optim.grad_clip;
+  m.warmup = cfg.optim.warmup_steps;
   m.seed = cfg.seed;
   m.tokenizer_fingerprint = data.tokenizer_fingerprint;
   m.data_hash = data.hash;
@@ -196,6 +206,12 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
   if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
   if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  // The rest of the schedule: a resumed run continues the same run, so a change is an error too.
+  if (got.lr != want.lr) mismatch("--lr", got.lr, want.lr);
+  if (got.warmup != want.warmup) mismatch("--warmup", got.warmup, want.warmup);
+  if (got.min_lr_frac != want.min_lr_frac) mismatch("--min-lr-frac", got.min_lr_frac, want.min_lr_frac);
+  if (got.weight_decay != want.weight_decay) mismatch("--weight-decay", got.weight_decay, want.weight_decay);
+  if (got.grad_clip != want.grad_clip) mismatch("--grad-clip", got.grad_clip, want.grad_clip);
   if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
   if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
   if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);

@@ -16,6 +16,7 @@
 #include "xtrain/log.h"
 #include "xtrain/mfu.h"
 #include "xtrain/run_summary.h"
+#include "xtrain/stop_signal.h"
 
 namespace xtrain {
 
@@ -87,7 +88,8 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   std::string ckpt_written;  // rank 0: the last checkpoint this run wrote
   double first_ms = 0;       // rank 0: the first step's time (warm-up note)
 
-  const int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
@@ -101,8 +103,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
         model.backward();
       }
       comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-      comm.all_reduce_sum_host(&loss_sum, 1);
-      const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
+      // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
+      // ends after this same step (it becomes the last: logged, validated, checkpointed).
+      double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};
+      comm.all_reduce_sum_host(sums, 2);
+      if (sums[1] > 0 && step < end) end = step, res.stopped = true;
+      const double loss = sums[0] / (static_cast<double>(cfg.batch) * T);
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         if (rank == 0) {

@@ -24,6 +24,8 @@ struct CheckpointMeta {
   int32_t grad_accum = 1;
   int32_t total_steps = 0;    // the LR schedule's length
   float dropout = 0.0f;
+  float lr = 0, min_lr_frac = 0, weight_decay = 0, grad_clip = 0;  // the rest of the schedule (OptimConfig)
+  int32_t warmup = 0;
   uint64_t seed = 0;
   uint64_t tokenizer_fingerprint = 0;
   uint64_t data_hash = 0;     // TrainData::hash: XXH3-64 of the token stream
@@ -56,8 +58,9 @@ CheckpointState load_checkpoint(const std::string& path, int rank = 0,
 uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
                           int step);
 
-// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
-// batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data, batch
+// and schedule configuration (--steps, --lr, --warmup, --min-lr-frac, --weight-decay, --grad-clip;
+// Error naming the option otherwise), loads params and AdamW state, and returns
 // the step it was written after. Rank 0 prints the line "resumed from ...".
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                        int rank);

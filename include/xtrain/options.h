@@ -2,9 +2,12 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "xtrain/backend.h"
 #include "xtrain/config.h"
+#include "xtrain/host_collectives.h"
 
 namespace xtrain {
 
@@ -21,11 +24,22 @@ struct RunOptions {
   double comm_timeout_s = 300;
   bool help = false;
   std::string help_text;
+  // canonical: every option as ("--name", value text), defaults included, in --help order; what
+  // check_options_agree compares across ranks.
+  std::vector<std::pair<std::string, std::string>> canonical;
 };
 
 // parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
 // inconsistent combinations that do not depend on the world size. With --help, help=true.
 RunOptions parse_options(int argc, char** argv);
+
+// check_options_agree: every rank must have parsed the same options (canonical). One all-reduce
+// (min and max of a hash) when they agree. Otherwise the option list is searched for the first
+// option that differs (in --help order) and every rank throws AgreedFailure(2) after the lowest rank
+// that differs from rank 0 has printed one line: "rank 1 (host): usage error: the options differ
+// across ranks: --batch 16 on rank 1 but --batch 8 on rank 0 (ranks differing from rank 0: 1); every
+// rank must be given the same options". Collective over all ranks.
+void check_options_agree(HostCollectives& group, const RunOptions& o);
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
 void check_world(const RunOptions& o, int world);

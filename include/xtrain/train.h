@@ -23,6 +23,7 @@ struct TrainResult {
   std::optional<double> val_loss;  // the last validation loss of this run, at val_step
   int val_step = 0;
   uint64_t ckpt_xxh3 = 0;      // rank 0: XXH3-64 of the last checkpoint written (0 = none, other ranks)
+  bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
 };
 
 // train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
