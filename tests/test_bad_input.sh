@@ -78,6 +78,19 @@ expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[
 expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"
 expect "not a checkpoint" 1 "bad magic" 2 "${OK[@]}" --steps 4 --resume "$WORK/corpus.txt"
 expect "missing checkpoint" 1 "--resume .*no such file" 2 "${OK[@]}" --steps 4 --resume "$WORK/none.ckpt"
+# header fields edited behind a valid checksum (tests/forge_checkpoint.py): one line, no crash, no over-read
+forge() { python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
+n=$(python3 -c 'import struct,sys; print(struct.unpack_from("<Q", open(sys.argv[1],"rb").read(), 88)[0])' "$WORK/good.ckpt")
+forge zero.ckpt num_params=0
+expect "checkpoint claiming 0 parameters" 1 "header field num_params = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zero.ckpt"
+forge short.ckpt num_params=$((n - 1))
+expect "checkpoint claiming N-1 parameters" 1 "parameter count is $((n - 1)) in the checkpoint, $n now" 2 "${OK[@]}" --steps 4 --resume "$WORK/short.ckpt"
+forge huge.ckpt num_params=$((1 << 62)) body=keep
+expect "checkpoint claiming 2^62 parameters" 1 "expected .* (truncated)|more than any file can hold" 2 "${OK[@]}" --steps 4 --resume "$WORK/huge.ckpt"
+forge negstep.ckpt step=-3
+expect "checkpoint at a negative step" 1 "header field step = -3 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/negstep.ckpt"
+forge zerodim.ckpt C=0
+expect "checkpoint with a zero dimension" 1 "header field C = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zerodim.ckpt"
 expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last

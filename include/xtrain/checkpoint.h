@@ -39,8 +39,14 @@ struct CheckpointState {
 // Throws Error naming the path and the OS error, or refusing a path that is not a regular file.
 void save_checkpoint(const std::string& path, const CheckpointState& st);
 
-// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
-// format version, truncated file, size mismatch or checksum mismatch.
+// parse_checkpoint: the bytes of a checkpoint file -> state; `path` names it in errors. Throws Error
+// "checkpoint <path>: <why>" for bad magic, another format version, a truncated file, a size that
+// does not match the header's parameter count, a checksum mismatch, or a header field out of range
+// (a dimension, step, batch, grad_accum or parameter count <= 0, step > total_steps, dropout outside
+// [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
+CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
+
+// load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file.
 CheckpointState load_checkpoint(const std::string& path);
 
 // ---- the training run's side: what goes into a checkpoint and what a resume must match ----
@@ -49,8 +55,8 @@ CheckpointState load_checkpoint(const std::string& path);
 void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
                       int step);
 
-// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
-// batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model (description and
+// parameter count), data and batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
 // the step it was written after. Rank 0 prints the line "resumed from ...".
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                        int rank);
