@@ -44,6 +44,11 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// check_tokenizer_choice: the one rule of xtrain_mpi's and xtrain_tokenize's tokenizer options: a
+// tokenizer_json replaces encoder.json + vocab.bpe, so giving either of those explicitly as well is
+// a UsageError (a file named on the command line must never be silently ignored).
+void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given);
+
 // load_tokenizer: picks the format from the arguments: tokenizer_json non-empty -> HF file,
 // otherwise encoder_json + vocab_bpe. Throws UsageError when neither is given.
 Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
