@@ -63,6 +63,11 @@ class Backend {
   // caching allocator's peak reservation, without the CUDA context and library internals).
   // 0 = not tracked (CPU).
   virtual size_t peak_memory_bytes() const { return 0; }
+  // available_memory_bytes: bytes this backend could still allocate, for the up-front memory check
+  // (estimate_train_bytes, model.h): the CPU backend reads the host's MemAvailable (/proc/meminfo;
+  // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.
+  // 0 = unknown (no check).
+  virtual size_t available_memory_bytes() const { return 0; }
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]

@@ -33,6 +33,7 @@ class CudaBackend final : public Backend {
   void zero(void* ptr, size_t bytes) override;
   void synchronize() override;
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
+  size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
