@@ -7,7 +7,7 @@ set -euo pipefail
 fuzzer=$1 seeds=$2 target=$3 seconds=$4
 work=$(mktemp -d "${TMPDIR:-/tmp}/xtrain-fuzz.XXXXXX")
 trap 'rm -rf "$work"' EXIT
-mkdir -p "$work/corpus"
+mkdir -p "$work/corpus" "$work/seeds"
 "$seeds" "$work/seeds"
 [[ -d "$work/seeds/$target" ]] || { echo "fuzz_seeds wrote no seeds for $target"; exit 1; }
 # -rss_limit_mb: an input that makes the reader allocate far beyond its size is a finding too.
