@@ -6,6 +6,7 @@
 #include <climits>
 #include <cstdint>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -29,7 +30,7 @@ struct RawVocab {
 };
 
 nlohmann::json parse_json_file(const std::string& path) {
-  const std::string text = read_text_file(path);
+  const std::string text = read_file(path);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number overflow
@@ -264,7 +265,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   // tiktoken's "gpt2" encoding declares <|endoftext|> as its only special token.
   for (const auto& [s, id] : raw.vocab)
     if (s == "<|endoftext|>") raw.specials.emplace_back(s, id);
-  const std::string text = read_text_file(vocab_bpe);
+  const std::string text = read_file(vocab_bpe);
   size_t line_no = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t eol = text.find('\n', pos);
@@ -370,6 +371,28 @@ uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given) {
   if (!tokenizer_json.empty() && (encoder_json_given || vocab_bpe_given))
     throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',') c = ' ';
+  std::istringstream in(t);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+      throw UsageError(what + ": \"" + word + "\" is not an integer id");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
 }
 
 Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
