@@ -44,9 +44,9 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
-// check_tokenizer_choice: the one rule of xtrain_mpi's and xtrain_tokenize's tokenizer options: a
-// tokenizer_json replaces encoder.json + vocab.bpe, so giving either of those explicitly as well is
-// a UsageError (a file named on the command line must never be silently ignored).
+// check_tokenizer_choice: the one rule of the tokenizer options of xtrain_mpi, xtrain_tokenize and
+// xtrain_generate: a tokenizer_json replaces encoder.json + vocab.bpe, so giving either of those
+// explicitly as well is a UsageError (a file named on the command line is never silently ignored).
 void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given);
 
 // parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes).
