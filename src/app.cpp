@@ -70,7 +70,9 @@ void check_input(const std::string& path, const char* option) {
 
 void check_readable_file(const std::string& path, const char* option) {
   std::error_code ec;
-  if (!std::filesystem::is_regular_file(path, ec)) XT_FAIL(option << " " << path << ": no such file");
+  // the OS's reason when there is one (a symlink loop, a name too long), "no such file" otherwise
+  if (!std::filesystem::is_regular_file(path, ec))
+    XT_FAIL(option << " " << path << ": " << (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file"));
   if (::access(path.c_str(), R_OK) != 0) XT_FAIL(option << " " << path << ": " << std::strerror(errno));
 }
 
@@ -143,6 +145,11 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   const std::vector<Placement> placement = mpi.gather_placement(be->device_name());
   std::unique_ptr<Communicator> comm;
   agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
+  // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
+  agree(mpi, [&] {
+    check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
+                       be->kind() == Device::cpu ? mpi.local_size() : 1);
+  });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
   // --init-from: every rank reads the directory (the final max_param_diff confirms they agree). With

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -95,6 +96,67 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   return checksum;
 }
 
+namespace {
+// check_meta: the header's own fields are plausible (the checksum only proves the bytes are the ones
+// written, not that a writer put sane values in them). Matching them against THIS run's model and
+// options is restore_checkpoint's job.
+void check_meta(const CheckpointMeta& m, const std::string& path) {
+  auto bad = [&](const char* what, auto value) {
+    XT_FAIL("checkpoint " << path << ": header field " << what << " = " << value << " is out of range (damaged file?)");
+  };
+  const GPTConfig& c = m.model;
+  const std::pair<const char*, int32_t> dims[] = {{"V", c.V},   {"maxT", c.maxT}, {"C", c.C},   {"L", c.L},
+                                                  {"NH", c.NH}, {"KVH", c.KVH},   {"HS", c.HS}, {"F", c.F}};
+  for (const auto& [name, v] : dims)
+    if (v <= 0) bad(name, v);
+  if (m.total_steps <= 0) bad("total_steps", m.total_steps);
+  if (m.step < 0 || m.step > m.total_steps) bad("step", m.step);
+  if (m.batch <= 0) bad("batch", m.batch);
+  if (m.grad_accum <= 0 || m.grad_accum > m.batch) bad("grad_accum", m.grad_accum);
+  if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) bad("dropout", m.dropout);
+  if (m.num_params == 0) bad("num_params", m.num_params);
+}
+}  // namespace
+
+CheckpointState parse_checkpoint(const std::string& buf, const std::string& path) {
+  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
+    XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
+  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+    XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
+                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
+  Reader r{buf, sizeof(kMagic), path};
+  const uint32_t header_bytes = r.get<uint32_t>();
+  const size_t meta_start = r.pos;
+  CheckpointState st;
+  st.meta = get_meta(r);
+  if (r.pos - meta_start != header_bytes)
+    XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
+                          << " (written by another xtrain version)");
+  // The size check comes before anything else reads num_params, and cannot overflow: n is compared
+  // against what the file holds, not multiplied first.
+  const uint64_t n = st.meta.num_params;
+  const size_t body = buf.size() - r.pos;  // >= 0: get_meta read r.pos bytes
+  if (body < sizeof(uint64_t) || n > (body - sizeof(uint64_t)) / (3 * sizeof(float)) ||
+      body != 3 * n * sizeof(float) + sizeof(uint64_t)) {
+    const bool fits = n <= (SIZE_MAX - r.pos - sizeof(uint64_t)) / (3 * sizeof(float));
+    if (!fits) XT_FAIL("checkpoint " << path << ": header claims " << n << " parameters, more than any file can hold");
+    const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
+    XT_FAIL("checkpoint " << path << ": " << buf.size() << " bytes, expected " << expect << " for " << n
+                          << " parameters" << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
+  }
+  uint64_t stored;
+  std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
+  if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
+    XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
+  check_meta(st.meta, path);
+  for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
+    v->resize(n);  // n > 0 (check_meta): data() is not null, as memcpy requires
+    std::memcpy(v->data(), buf.data() + r.pos, n * sizeof(float));
+    r.pos += n * sizeof(float);
+  }
+  return st;
+}
+
 CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
@@ -117,34 +179,7 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
     }
     progress.finish();
   }
-  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
-    XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
-  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
-    XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
-                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
-  Reader r{buf, sizeof(kMagic), path};
-  const uint32_t header_bytes = r.get<uint32_t>();
-  const size_t meta_start = r.pos;
-  CheckpointState st;
-  st.meta = get_meta(r);
-  if (r.pos - meta_start != header_bytes)
-    XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
-                          << " (written by another xtrain version)");
-  const uint64_t n = st.meta.num_params;
-  const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
-  if (buf.size() != expect)
-    XT_FAIL("checkpoint " << path << ": " << buf.size() << " bytes, expected " << expect
-                          << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
-  uint64_t stored;
-  std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
-  if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
-    XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
-  for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
-    v->resize(n);
-    std::memcpy(v->data(), buf.data() + r.pos, n * sizeof(float));
-    r.pos += n * sizeof(float);
-  }
-  return st;
+  return parse_checkpoint(buf, path);
 }
 
 namespace {
@@ -215,6 +250,11 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
   if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
   if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
+  // The parameter count is what the copies below rely on: never copy model.num_params() floats out
+  // of vectors of another length (the same model description implies the same count, but the header
+  // field is checked on its own, as a damaged file can carry any value there).
+  if (got.num_params != want.num_params) mismatch("the parameter count", got.num_params, want.num_params);
+  if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << cfg.resume << ": internal size mismatch");
   if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
   // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
   const size_t bytes = model.num_params() * sizeof(float);

@@ -16,6 +16,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <new>
+#include <stdexcept>
 #include <random>
 
 #include "xtrain/error.h"
@@ -40,7 +42,18 @@ std::string read_file(const std::string& path) {
   std::string out;
   char buf[1 << 16];
   size_t n = 0;
-  while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  try {
+    // A file larger than memory (or an endless device such as /dev/zero) is one line naming it,
+    // not std::bad_alloc.
+    while ((n = std::fread(buf, 1, sizeof(buf), f)) > 0) out.append(buf, n);
+  } catch (const std::bad_alloc&) {
+    const size_t have = out.size();
+    std::fclose(f);
+    XT_FAIL("cannot read " << path << ": out of memory after " << have << " bytes (the file does not fit in memory)");
+  } catch (const std::length_error&) {
+    std::fclose(f);
+    XT_FAIL("cannot read " << path << ": larger than the largest string (" << out.max_size() << " bytes)");
+  }
   const bool failed = std::ferror(f) != 0;
   const int saved = errno;
   std::fclose(f);

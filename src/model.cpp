@@ -1,7 +1,9 @@
 // GPT parameter layout, configuration checks, initialization and activation buffers.
 // Forward and backward are in src/model_step.cpp.
 #include <cmath>
+#include <iomanip>
 #include <sstream>
+#include <string>
 
 #include "model_acts.h"
 #include "xtrain/error.h"
@@ -105,6 +107,40 @@ void GPT::init_params(uint64_t seed) {
     }
   }
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
+}
+
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be) {
+  TrainMemory m;
+  for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
+  m.weights = 4.0 * m.num_params * sizeof(float);
+  // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
+  // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
+  const double att_bound = double(B) * cfg.NH * double(T) * T;
+  const size_t att = att_bound < 1e18 ? be.attention_scratch_count(B, cfg.NH, T, cfg.HS) : 0;
+  const ActDims dims = act_dims(cfg, B, T, att);
+  const double act_bytes = double(be.activation_bytes());
+  auto bytes = [&](const ActSpec& a) {
+    const double count = a.cols == ActDim::att && att_bound >= 1e18 ? att_bound : double(dims[a.rows]) * double(dims[a.cols]);
+    return count * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes);
+  };
+  for (const ActSpec& a : kLayerActTable) m.activations += cfg.L * bytes(a);
+  for (const ActSpec& a : kGlobalActTable) m.activations += bytes(a);
+  m.activations += 2.0 * double(B) * T * sizeof(int32_t);  // tokens, targets
+  return m;
+}
+
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing) {
+  const double avail = double(be.available_memory_bytes());
+  if (avail <= 0) return;
+  const TrainMemory m = estimate_train_memory(cfg, B, T, be);
+  if (m.total() * ranks_sharing <= avail) return;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
+          << std::setprecision(0) << m.num_params << " parameters: " << std::setprecision(1) << m.weights / gib
+          << " GiB for parameters, gradients and AdamW state; " << m.activations / gib << " GiB of activations for "
+          << B << " x " << T << " tokens per micro-step) but " << avail / gib << " GiB are available on "
+          << be.device_name() << (ranks_sharing > 1 ? " for " + std::to_string(ranks_sharing) + " ranks" : std::string())
+          << "; reduce --dim, --layers, --ffn, --seq or the per-rank batch (--batch / --grad-accum / ranks)");
 }
 
 void GPT::ensure_acts(int B, int T) {

@@ -47,6 +47,8 @@ MpiContext::MpiContext(int* argc, char*** argv) {
   XT_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, rank_, MPI_INFO_NULL, &local));
   XT_MPI_CHECK(MPI_Comm_rank(local, &local_rank_));
   XT_MPI_CHECK(MPI_Comm_size(local, &local_size_));
+  node_id_ = rank_;  // local rank 0 has the lowest world rank (the split's key): its rank names the node
+  XT_MPI_CHECK(MPI_Bcast(&node_id_, 1, MPI_INT, 0, local));
   MPI_Comm_free(&local);
   char name[MPI_MAX_PROCESSOR_NAME];
   int len = 0;

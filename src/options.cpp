@@ -4,13 +4,16 @@
 
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <sstream>
 
 #include "xtrain/backend.h"
 #include "xtrain/error.h"
 #include "xtrain/export.h"
 #include "xtrain/io.h"
+#include "xtrain/tokenizer.h"
 
 namespace po = boost::program_options;
 
@@ -59,6 +62,15 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
   }
   return out;
 }
+
+// parse_seed: decimal digits only, 0 .. 2^64-1 (strtoull alone would take "-1" as 2^64-1).
+uint64_t parse_seed(const std::string& text) {
+  errno = 0;
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
+    throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + text + "'");
+  return v;
+}
 }  // namespace
 
 RunOptions parse_options(int argc, char** argv) {
@@ -68,8 +80,9 @@ RunOptions parse_options(int argc, char** argv) {
   OptimConfig& oc = t.optim;
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
-  uint64_t seed = t.seed;
+  std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto";
+  std::pair<bool, bool> tokenizer_files_given;  // --encoder-json, --vocab-bpe given on the command line
   po::options_description data("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
@@ -103,7 +116,7 @@ RunOptions parse_options(int argc, char** argv) {
     ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "cosine decay ends at lr x this")
     ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only)")
     ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
-    ("seed", po::value(&seed)->default_value(1337), "seed of initialization, batch sampling and dropout")
+    ("seed", po::value(&seed)->default_value(seed), "seed of initialization, batch sampling and dropout")
     ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
     ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
     ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
@@ -141,6 +154,7 @@ RunOptions parse_options(int argc, char** argv) {
     parsed.options = std::move(last);
     po::store(parsed, vm);
     po::notify(vm);
+    tokenizer_files_given = {!vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted()};
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
@@ -158,7 +172,8 @@ RunOptions parse_options(int argc, char** argv) {
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
   }
   o.canonical = canonical_options(all, vm);
-  t.seed = seed;
+  t.seed = parse_seed(seed);
+  check_tokenizer_choice(o.tokenizer_json, tokenizer_files_given.first, tokenizer_files_given.second);
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
   m.maxT = t.seq;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <cstdint>
 #include <mutex>
 #include <sstream>
 #include <unordered_map>
@@ -32,18 +33,76 @@ nlohmann::json parse_json_file(const std::string& path) {
   const std::string text = read_file(path);
   try {
     return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number overflow
     XT_FAIL(path << ": bad JSON: " << e.what());
   }
+}
+
+// id_value: a token id from a JSON file, range-checked before narrowing (a JSON integer can be any
+// 64-bit value; get<int32_t>() would wrap it).
+int32_t id_value(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number_integer()) XT_FAIL(where << " has a non-integer id");
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                           : v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+  if (!fits) XT_FAIL(where << " has id " << v.dump() << ", outside the 32-bit range of token ids");
+  return v.get<int32_t>();
+}
+
+// check_hf_fields: every tokenizer.json field that changes ids either has the value GPT-2's file has
+// (what encode() implements: ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, no
+// normalizer, plain BPE, no truncation or padding, added tokens matched literally) or is refused with
+// one line naming it. Hence the fingerprint (vocabulary, merges, added tokens) identifies the ids.
+// Fields that only shape offsets or decoding (decoder, trim_offsets, "special") are accepted.
+void check_hf_fields(const nlohmann::json& root, const std::string& f) {
+  auto refuse = [&](const std::string& field, const nlohmann::json& v, const char* why) {
+    XT_FAIL(f << ": " << field << " = " << v.dump() << " is not supported (" << why << ")");
+  };
+  auto only_keys = [&](const nlohmann::json& obj, const std::string& where, std::initializer_list<const char*> keys) {
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
+        refuse(where + "." + it.key(), it.value(), "unknown field: it may change the ids");
+  };
+  only_keys(root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                                "post_processor", "decoder", "model"});
+  for (const char* k : {"truncation", "padding", "normalizer"})
+    if (root.contains(k) && !root[k].is_null()) refuse(k, root[k], "it changes the ids; only null is implemented");
+  const nlohmann::json pre = root.value("pre_tokenizer", nlohmann::json());
+  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
+    refuse("pre_tokenizer", pre, "only GPT-2's ByteLevel pre-tokenizer is implemented");
+  only_keys(pre, "pre_tokenizer", {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+  if (pre.value("add_prefix_space", false) != false)
+    refuse("pre_tokenizer.add_prefix_space", pre["add_prefix_space"], "only false is implemented");
+  if (pre.value("use_regex", true) != true) refuse("pre_tokenizer.use_regex", pre["use_regex"], "only true is implemented");
+  if (root.contains("post_processor") && !root["post_processor"].is_null() &&
+      (!root["post_processor"].is_object() || root["post_processor"].value("type", "") != "ByteLevel"))
+    refuse("post_processor", root["post_processor"], "it may add ids; only null or ByteLevel is implemented");
+  const nlohmann::json& model = root["model"];
+  only_keys(model, "model", {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
+                             "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges"});
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
+    refuse("model.dropout", model["dropout"], "BPE dropout makes the ids random");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && !model[k].is_null() && model[k] != "")
+      refuse(std::string("model.") + k, model[k], "only an empty affix is implemented");
+  for (const char* k : {"byte_fallback", "ignore_merges"})
+    if (model.value(k, false) != false) refuse(std::string("model.") + k, model[k], "only false is implemented");
+  if (root.contains("added_tokens") && root["added_tokens"].is_array())
+    for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
+      const nlohmann::json& t = root["added_tokens"][i];
+      if (!t.is_object()) continue;  // from_hf_json names the malformed entry
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
+      only_keys(t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
+      for (const char* k : {"single_word", "lstrip", "rstrip"})
+        if (t.value(k, false) != false) refuse(where + "." + k, t[k], "only false is implemented (literal match)");
+      // "normalized" selects matching before or after the normalizer; with no normalizer both are the same.
+    }
 }
 
 void read_vocab_object(const nlohmann::json& obj, const std::string& file, const char* what, RawVocab* raw) {
   if (!obj.is_object()) XT_FAIL(file << ": " << what << " is not a JSON object of token -> id");
   raw->vocab.reserve(obj.size());
   for (auto it = obj.begin(); it != obj.end(); ++it) {
-    if (!it.value().is_number_integer())
-      XT_FAIL(file << ": " << what << " entry \"" << it.key() << "\" has a non-integer id");
-    raw->vocab.emplace_back(it.key(), it.value().get<int32_t>());
+    raw->vocab.emplace_back(it.key(), id_value(it.value(), file + ": " + what + " entry \"" + it.key() + "\""));
   }
 }
 
@@ -138,7 +197,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   }
   impl->merges.reserve(raw.merges.size());
   for (size_t i = 0; i < raw.merges.size(); ++i) {
-    const auto& [a, b] = raw.merges[i];
+    const std::string& a = raw.merges[i].first, &b = raw.merges[i].second;  // not a structured binding: clang 14 (C++17) cannot capture one
     auto lookup = [&](const std::string& t, const char* role) {
       auto it = id_of.find(t);
       if (it == id_of.end())
@@ -236,7 +295,15 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     raw.merge_where.push_back(vocab_bpe + ":" + std::to_string(line_no));
   }
   raw.file = encoder_json + " + " + vocab_bpe;
-  return Tokenizer(Impl::build(raw));
+  Tokenizer t(Impl::build(raw));
+  // In GPT-2's files every token that is neither a single byte nor special is made by exactly one
+  // merge (50257 = 256 + 50000 + 1), so fewer merges than such tokens means a cut vocab.bpe, which
+  // would otherwise train silently with a weaker tokenizer.
+  const size_t made_by_merges = raw.vocab.size() - 256 - raw.specials.size();
+  if (raw.merges.size() < made_by_merges)
+    XT_FAIL(vocab_bpe << ": " << raw.merges.size() << " merges, but " << encoder_json << " has " << made_by_merges
+                      << " tokens that only merges make (empty or truncated vocab.bpe?)");
+  return t;
 }
 
 Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
@@ -251,6 +318,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
     XT_FAIL(f << ": model.type is " << model["type"].dump() << ", expected \"BPE\"");
   if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
     XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
+  check_hf_fields(root, f);
   read_vocab_object(model["vocab"], f, "model.vocab", &raw);
   const auto& merges = model["merges"];
   for (size_t i = 0; i < merges.size(); ++i) {
@@ -274,7 +342,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
       if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
           !t["content"].is_string())
         XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << t.dump());
-      raw.specials.emplace_back(t["content"].get<std::string>(), t["id"].get<int32_t>());
+      raw.specials.emplace_back(t["content"].get<std::string>(), id_value(t["id"], f + ": added_tokens entry " + t["content"].dump()));
     }
   }
   return Tokenizer(Impl::build(raw));
@@ -316,6 +384,11 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 int Tokenizer::vocab_size() const { return int(impl_->token_bytes.size()); }
 int Tokenizer::eot_id() const { return impl_->eot; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
+
+void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given) {
+  if (!tokenizer_json.empty() && (encoder_json_given || vocab_bpe_given))
+    throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+}
 
 std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
   std::string t = s;

@@ -105,6 +105,43 @@ printf 'my notes\n' > "$WORK/notes.md"
 grep -qx "my notes" "$WORK/notes.md" && echo "ok   a --tokens-cache that is not a cache is left untouched" \
   || { echo "FAIL --tokens-cache overwrote a file that is not a token cache"; fails=$((fails+1)); }
 
+# errors that name the file or the cause (#14 kind 9) and tokenizer options (#14 kind 8); nothing in
+# $WORK but the test's own out/err may change
+printf '{"a": 1e999}' > "$WORK/overflow.json"
+: > "$WORK/empty.bpe"
+ln -s "$WORK/loop1" "$WORK/loop2"; ln -s "$WORK/loop2" "$WORK/loop1"
+hf="${XTRAIN_SHARED_DATA:-}/gpt2/tokenizer.json"
+[[ ! -f "$hf" ]] || python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]["add_prefix_space"]=True
+json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/prefix.json"
+snapshot() { (cd "$WORK" && find . -type f ! -name out ! -name err -print0 | sort -z | xargs -0 md5sum); }
+before=$(snapshot)
+expect "--seed -1" 2 "--seed must be an integer in \[0, 2\^64-1\], got '-1'" 2 "${OK[@]}" --seed -1
+expect "--seed 2^64" 2 "--seed must be an integer" 2 "${OK[@]}" --seed 18446744073709551616
+expect "--tokenizer-json with --encoder-json" 2 "either --tokenizer-json or --encoder-json" 2 "${OK[@]}" \
+  --tokenizer-json "$WORK/t.json" --encoder-json "$WORK/missing-encoder.json"
+expect "JSON number overflow" 1 "overflow.json: bad JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
+expect "empty vocab.bpe" 1 "empty.bpe: 0 merges, but .* tokens that only merges make" 2 "${OK[@]}" --vocab-bpe "$WORK/empty.bpe"
+expect "--data is a symlink loop" 1 "loop1.*symbolic links" 2 "${OK[@]}" --data "$WORK/loop1" --no-cache
+expect "--resume is a symlink loop" 1 "--resume .*loop1: Too many levels of symbolic links" 2 "${OK[@]}" --resume "$WORK/loop1"
+long="$WORK/$(printf 'x%.0s' $(seq 5000))"
+expect "5000-character --data path" 1 "cannot read .*xxxx: File name too long" 2 "${OK[@]}" --data "$long" --no-cache
+# /dev/zero never ends: under a memory limit its read ends in one line naming it (or, where inputs
+# that are not regular files are refused up front, that line)
+rc=0; (ulimit -v 2000000; timeout -s KILL $BOUND "$XT" "${OK[@]}" --data /dev/zero --no-cache > /dev/null 2> "$WORK/err") || rc=$?
+if [[ $rc -eq 1 ]] && [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "/dev/zero: (out of memory|.*not a regular file)" "$WORK/err"; then
+  echo "ok   --data /dev/zero                    exit 1: $(cat "$WORK/err")"
+else echo "FAIL --data /dev/zero: exit $rc"; head -5 "$WORK/err"; fails=$((fails + 1)); fi
+if [[ -f "$hf" ]]; then
+  expect "tokenizer.json add_prefix_space true" 1 "prefix.json: pre_tokenizer.add_prefix_space = true is not supported" 2 \
+    --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/prefix.json"
+else
+  echo "skip tokenizer.json add_prefix_space (no shared GPT-2 tokenizer.json)"
+fi
+# a model that cannot fit: one line with the estimate, before anything is allocated
+expect "model larger than memory" 1 "the model needs about [0-9.]+ GiB per rank \\([0-9]+ parameters" 2 "${OK[@]}" \
+  --dim 16384 --heads 128 --layers 64 --no-cache
+[[ "$(snapshot)" == "$before" ]] || { echo "FAIL: files outside the outputs changed"; diff <(echo "$before") <(snapshot) | head; fails=$((fails + 1)); }
+
 # checkpoints: make a good one, then damage copies of it
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/good.ckpt" > "$WORK/mk.log" 2>&1 \
   || { cat "$WORK/mk.log"; exit 1; }
@@ -124,6 +161,19 @@ for changed in "--lr 1e-3" "--warmup 3" "--min-lr-frac 0.2" "--weight-decay 0" "
   # shellcheck disable=SC2086  # "--opt value" split into two words on purpose
   expect "resume with another ${changed%% *}" 1 "does not match this run: ${changed%% *} is" 2 "${OK[@]}" --steps 4 $changed --resume "$WORK/good.ckpt"
 done
+# header fields edited behind a valid checksum (tests/forge_checkpoint.py): one line, no crash, no over-read
+forge() { python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
+n=$(python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" --get num_params)
+forge zero.ckpt num_params=0
+expect "checkpoint claiming 0 parameters" 1 "header field num_params = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zero.ckpt"
+forge short.ckpt num_params=$((n - 1))
+expect "checkpoint claiming N-1 parameters" 1 "parameter count is $((n - 1)) in the checkpoint, $n now" 2 "${OK[@]}" --steps 4 --resume "$WORK/short.ckpt"
+forge huge.ckpt num_params=$((1 << 62)) body=keep
+expect "checkpoint claiming 2^62 parameters" 1 "expected .* (truncated)|more than any file can hold" 2 "${OK[@]}" --steps 4 --resume "$WORK/huge.ckpt"
+forge negstep.ckpt step=-3
+expect "checkpoint at a negative step" 1 "header field step = -3 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/negstep.ckpt"
+forge zerodim.ckpt C=0
+expect "checkpoint with a zero dimension" 1 "header field C = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zerodim.ckpt"
 expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last

@@ -58,6 +58,7 @@ void check_round_trip(const GPTConfig& cfg, ModelLayout layout) {
   CheckpointState st;
   st.meta.model = cfg;
   st.meta.tokenizer_fingerprint = tok.fingerprint();
+  st.meta.batch = 1, st.meta.total_steps = 1;  // as a training run writes them (the loader checks their range)
   st.meta.num_params = param_layout(cfg).back().offset + param_layout(cfg).back().count;
   st.params.resize(st.meta.num_params);
   const size_t embeddings = size_t(cfg.Vp() + cfg.maxT) * cfg.C;  // wte, wpe: the first two tensors

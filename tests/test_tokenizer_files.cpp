@@ -41,6 +41,15 @@ void write_tiny_gpt2(const ScratchDir& d) {
   write_file(d.file("vocab.bpe"), kTinyMerges);
 }
 
+// The tiny vocabulary as a Hugging Face tokenizer.json with GPT-2's settings (what encode() implements).
+nlohmann::json tiny_hf() {
+  nlohmann::json j = {{"model", {{"type", "BPE"}, {"vocab", tiny_vocab()}}},
+                      {"pre_tokenizer", {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}}},
+                      {"added_tokens", {{{"id", 259}, {"content", "<|endoftext|>"}, {"special", true}}}}};
+  j["model"]["merges"] = {"b c", "a b", "ab c"};
+  return j;
+}
+
 std::string error_of(const std::function<void()>& fn) {
   try {
     fn();
@@ -82,9 +91,7 @@ TEST_CASE("tiny vocabulary: tiktoken merge rule, specials, both formats, fingerp
   CHECK(t.encode("ab<|endoftext|>bc") == std::vector<int32_t>{257, 259, 256});
   CHECK(t.decode({258, 32, 259}) == "abc <|endoftext|>");
 
-  nlohmann::json hf_json = {{"model", {{"type", "BPE"}, {"vocab", tiny_vocab()}}},
-                            {"added_tokens", {{{"id", 259}, {"content", "<|endoftext|>"}, {"special", true}}}}};
-  hf_json["model"]["merges"] = {"b c", "a b", "ab c"};
+  nlohmann::json hf_json = tiny_hf();
   write_file(d.file("strings.json"), hf_json.dump());
   // json::array explicitly: a braced list of string pairs would be deduced as an object.
   hf_json["model"]["merges"] = nlohmann::json::array(
@@ -162,10 +169,90 @@ TEST_CASE("loader errors name the file and the cause") {
   write_file(d.file("wordpiece.json"), R"({"model": {"type": "WordPiece", "vocab": {}}})");
   e = error_of([&] { Tokenizer::from_hf_json(d.file("wordpiece.json")); });
   CHECK(e.find(d.file("wordpiece.json") + ": model.type is \"WordPiece\"") != std::string::npos);
-  nlohmann::json hf_json = {{"model", {{"type", "BPE"}, {"vocab", tiny_vocab()}, {"merges", {"b c", 5}}}}};
+  nlohmann::json hf_json = tiny_hf();
+  hf_json["model"]["merges"] = {"b c", 5};
   write_file(d.file("badmerge.json"), hf_json.dump());
   e = error_of([&] { Tokenizer::from_hf_json(d.file("badmerge.json")); });
   CHECK(e.find("model.merges[1] is neither") != std::string::npos);
+}
+
+TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name (#14 kind 8)") {
+  ScratchDir d;
+  int n = 0;
+  // refused(edit, field): tiny_hf() changed by `edit` is refused with one line naming `field`
+  auto refused = [&](const std::function<void(nlohmann::json&)>& edit, const std::string& field) {
+    nlohmann::json j = tiny_hf();
+    edit(j);
+    const std::string path = d.file("edit" + std::to_string(n++) + ".json");
+    write_file(path, j.dump());
+    const std::string e = error_of([&] { Tokenizer::from_hf_json(path); });
+    INFO(e);
+    CHECK(e.find(path + ": " + field + " = ") == 0);
+    CHECK(e.find("is not supported") != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+  };
+  refused([](auto& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }, "pre_tokenizer.add_prefix_space");
+  refused([](auto& j) { j["pre_tokenizer"]["use_regex"] = false; }, "pre_tokenizer.use_regex");
+  refused([](auto& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer");
+  refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer");
+  refused([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer");
+  refused([](auto& j) { j["truncation"] = {{"max_length", 8}}; }, "truncation");
+  refused([](auto& j) { j["padding"] = {{"length", 8}}; }, "padding");
+  refused([](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }, "post_processor");
+  refused([](auto& j) { j["model"]["dropout"] = 0.1; }, "model.dropout");
+  refused([](auto& j) { j["model"]["ignore_merges"] = true; }, "model.ignore_merges");
+  refused([](auto& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback");
+  refused([](auto& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix");
+  refused([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }, "added_tokens[0].lstrip");
+  refused([](auto& j) { j["added_tokens"][0]["rstrip"] = true; }, "added_tokens[0].rstrip");
+  refused([](auto& j) { j["added_tokens"][0]["single_word"] = true; }, "added_tokens[0].single_word");
+  refused([](auto& j) { j["added_tokens"][0]["new_flag"] = 1; }, "added_tokens[0].new_flag");
+  refused([](auto& j) { j["model"]["new_flag"] = 1; }, "model.new_flag");
+  refused([](auto& j) { j["new_section"] = {{"type", "X"}}; }, "tokenizer.new_section");
+
+  // GPT-2's own settings are accepted: null normalizer/truncation/padding, ByteLevel post-processor,
+  // empty affixes, normalized added tokens (no normalizer: the same text either way).
+  nlohmann::json j = tiny_hf();
+  j["normalizer"] = nullptr, j["truncation"] = nullptr, j["padding"] = nullptr;
+  j["post_processor"] = {{"type", "ByteLevel"}, {"add_prefix_space", true}, {"trim_offsets", false}};
+  j["decoder"] = {{"type", "ByteLevel"}};
+  j["model"]["dropout"] = nullptr, j["model"]["continuing_subword_prefix"] = "", j["model"]["end_of_word_suffix"] = "";
+  j["added_tokens"][0]["normalized"] = true, j["added_tokens"][0]["lstrip"] = false;
+  write_file(d.file("gpt2like.json"), j.dump());
+  CHECK(Tokenizer::from_hf_json(d.file("gpt2like.json")).encode("abc<|endoftext|>") == std::vector<int32_t>{258, 259});
+}
+
+TEST_CASE("numbers and truncation in tokenizer files are checked (#14 kind 8/9)") {
+  ScratchDir d;
+  write_tiny_gpt2(d);
+  const std::string enc = d.file("encoder.json");
+  // an id beyond int32 would wrap to a small valid id with get<int32_t>()
+  nlohmann::json v = tiny_vocab();
+  v["zz"] = 4294967556ull;  // 2^32 + 260: wraps to 260, the next dense id
+  write_file(d.file("wrap.json"), v.dump());
+  std::string e = error_of([&] { Tokenizer::from_gpt2_files(d.file("wrap.json"), d.file("vocab.bpe")); });
+  CHECK(e.find("\"zz\" has id 4294967556, outside the 32-bit range") != std::string::npos);
+  nlohmann::json j = tiny_hf();
+  j["added_tokens"][0]["id"] = -4294967037ll;  // wraps to 259
+  write_file(d.file("wrap_hf.json"), j.dump());
+  e = error_of([&] { Tokenizer::from_hf_json(d.file("wrap_hf.json")); });
+  CHECK(e.find("outside the 32-bit range") != std::string::npos);
+  // a number too large for any JSON integer type: the file is named
+  write_file(d.file("overflow.json"), "{\"a\": 1e999}");
+  e = error_of([&] { Tokenizer::from_gpt2_files(d.file("overflow.json"), d.file("vocab.bpe")); });
+  CHECK(e.find(d.file("overflow.json") + ": bad JSON") == 0);
+  // an empty or cut vocab.bpe would train silently with fewer merges
+  write_file(d.file("empty.bpe"), "");
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("empty.bpe")); });
+  CHECK(e.find(d.file("empty.bpe") + ": 0 merges, but " + enc + " has 3 tokens that only merges make") == 0);
+  write_file(d.file("cut.bpe"), "#version: 0.2\nb c\na b\n");
+  e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("cut.bpe")); });
+  CHECK(e.find("2 merges, but") != std::string::npos);
+  // --tokenizer-json with --encoder-json or --vocab-bpe also given: one rule for trainer and tool
+  CHECK_THROWS_AS(check_tokenizer_choice("t.json", true, false), UsageError);
+  CHECK_THROWS_AS(check_tokenizer_choice("t.json", false, true), UsageError);
+  CHECK_NOTHROW(check_tokenizer_choice("t.json", false, false));
+  CHECK_NOTHROW(check_tokenizer_choice("", true, true));
 }
 
 TEST_CASE("fnv1a64 matches the published FNV-1a 64 test vectors") {

@@ -103,7 +103,7 @@ LoadedModel load_model(const po::variables_map& vm) {
 Tokenizer load_tokenizer_for(const po::variables_map& vm, const LoadedModel& lm) {
   const std::string hf = vm["tokenizer-json"].as<std::string>();
   const bool defaults = vm["encoder-json"].defaulted() && vm["vocab-bpe"].defaulted();
-  if (!hf.empty() && !defaults) throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+  check_tokenizer_choice(hf, !vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted());
   if (hf.empty() && defaults && !lm.vocab_json.empty() && !lm.merges_txt.empty())
     return load_tokenizer("", lm.vocab_json, lm.merges_txt);
   return load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());

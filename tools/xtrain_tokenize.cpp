@@ -50,8 +50,7 @@ int run(const po::variables_map& vm) {
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   const std::string hf = vm["tokenizer-json"].as<std::string>();
-  if (!hf.empty() && (!vm["encoder-json"].defaulted() || !vm["vocab-bpe"].defaulted()))
-    throw xtrain::UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+  xtrain::check_tokenizer_choice(hf, !vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted());
 
   auto t0 = std::chrono::steady_clock::now();
   const xtrain::Tokenizer tok =

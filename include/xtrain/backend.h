@@ -77,6 +77,11 @@ class Backend {
   virtual size_t memory_in_use_bytes() const { return 0; }
   // gpu_id: the GPU this backend runs on; nullopt on the CPU.
   virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
+  // available_memory_bytes: bytes this backend could still allocate, for the up-front memory check
+  // (estimate_train_bytes, model.h): the CPU backend reads the host's MemAvailable (/proc/meminfo;
+  // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.
+  // 0 = unknown (no check).
+  virtual size_t available_memory_bytes() const { return 0; }
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]

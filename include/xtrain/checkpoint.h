@@ -44,10 +44,16 @@ struct CheckpointState {
 // is not a regular file.
 uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 
-// load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
-// format version, truncated file, size mismatch or checksum mismatch. `rank`: the caller's rank; on
-// rank 0 a file of kLongWorkBytes or more gets progress lines (progress.h; `progress` says where,
-// e.g. stderr for a tool whose stdout is its output).
+// parse_checkpoint: the bytes of a checkpoint file -> state; `path` names it in errors. Throws Error
+// "checkpoint <path>: <why>" for bad magic, another format version, a truncated file, a size that
+// does not match the header's parameter count, a checksum mismatch, or a header field out of range
+// (a dimension, step, batch, grad_accum or parameter count <= 0, step > total_steps, dropout outside
+// [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
+CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
+
+// load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file.
+// `rank`: the caller's rank; on rank 0 a file of kLongWorkBytes or more gets progress lines
+// (progress.h; `progress` says where, e.g. stderr for a tool whose stdout is its output).
 CheckpointState load_checkpoint(const std::string& path, int rank = 0,
                                 const ProgressOptions& progress = long_work_options());
 
@@ -58,9 +64,9 @@ CheckpointState load_checkpoint(const std::string& path, int rank = 0,
 uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
                           int step);
 
-// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data, batch
-// and schedule configuration (--steps, --lr, --warmup, --min-lr-frac, --weight-decay, --grad-clip;
-// Error naming the option otherwise), loads params and AdamW state, and returns
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model (description and
+// parameter count), data, batch and schedule configuration (--steps, --lr, --warmup, --min-lr-frac,
+// --weight-decay, --grad-clip; Error naming the option otherwise), loads params and AdamW state, and returns
 // the step it was written after. Rank 0 prints the line "resumed from ...".
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                        int rank);

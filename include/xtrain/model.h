@@ -54,6 +54,23 @@ struct DropoutKeys {
   std::vector<uint64_t> seq_keys;  // (B) base key per local sequence
 };
 
+// TrainMemory: what training one rank needs, in bytes (doubles: an estimate that never overflows,
+// whatever the sizes asked for).
+struct TrainMemory {
+  double num_params = 0;   // parameters of the model
+  double weights = 0;      // params + grads + AdamW m and v: 4 x num_params x 4 bytes
+  double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
+  double total() const { return weights + activations; }
+};
+// estimate_train_memory: the memory GPT(cfg) and a training step on B sequences of T tokens take
+// on `be` (its activation dtype and attention scratch).
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be);
+// check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
+// available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
+// (no check where that is unknown). Called before the model is allocated, so an oversized model
+// is one line naming the estimate instead of an allocation failure at step 1.
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing);
+
 class GPT {
  public:
   GPT(const GPTConfig& cfg, Backend& be);

@@ -40,7 +40,11 @@ class MpiContext final : public HostCollectives {
   int world_size() const override { return world_; }
   int local_rank() const { return local_rank_; }
   int local_size() const { return local_size_; }
-  std::string host() const override { return host_; }
+  // node_id: the node's identity from the shared-memory split, never from hostnames (containers and
+  // some clusters give several nodes one hostname): the world rank of the node's first rank. Equal
+  // on ranks that share memory, different across nodes.
+  int node_id() const { return node_id_; }
+  std::string host() const override { return host_; }  // for messages only, not identity
 
   // check_launcher: throws Error when the environment says the launcher started several tasks
   // (SLURM_NTASKS/SLURM_STEP_NUM_TASKS under srun, OMPI_COMM_WORLD_SIZE, PMI_SIZE, PMIX_SIZE...) but MPI
@@ -68,7 +72,7 @@ class MpiContext final : public HostCollectives {
   [[noreturn]] void abort(int code);
 
  private:
-  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
+  int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1, node_id_ = 0;
   std::string host_;
   bool aborted_ = false;
   double timeout_s_ = 300;

@@ -51,6 +51,11 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// check_tokenizer_choice: the one rule of the tokenizer options of xtrain_mpi, xtrain_tokenize and
+// xtrain_generate: a tokenizer_json replaces encoder.json + vocab.bpe, so giving either of those
+// explicitly as well is a UsageError (a file named on the command line is never silently ignored).
+void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given);
+
 // parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes).
 // Throws UsageError "<what>: "<word>" is not an integer id" for anything else.
 std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what);

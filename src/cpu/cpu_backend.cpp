@@ -3,7 +3,9 @@
 #include "cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <sstream>
@@ -51,6 +53,18 @@ class CpuBackend final : public Backend {
     return p;
   }
   void free(void* ptr) noexcept override { std::free(ptr); }
+  size_t available_memory_bytes() const override {
+    // MemAvailable: the kernel's estimate of memory available without swapping (proc(5)).
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    unsigned long long kib = 0;
+    char line[256];
+    bool found = false;
+    while (f && !found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    if (f) std::fclose(f);
+    if (found) return size_t(kib) * 1024;
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  }
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override {
     if (bytes) std::memcpy(dst, host_src, bytes);
   }

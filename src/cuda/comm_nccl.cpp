@@ -9,6 +9,7 @@
 #include <chrono>
 #include <map>
 #include <sstream>
+#include <string>
 #include <thread>
 
 #include "comm_mpi_host.h"
@@ -100,17 +101,21 @@ class NcclCommunicator final : public Communicator {
 };
 
 // Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only
-// after a collective init, and not with a message naming the placement). The gathered table is the
-// same on every rank, so every rank throws alike and none is left waiting.
+// after a collective init, and not with a message naming the placement). A GPU is (node, PCI bus id),
+// the node from the shared-memory split (MpiContext::node_id), as hostnames may repeat across nodes.
+// The gathered table is the same on every rank, so every rank throws alike and none is left waiting.
 void check_one_rank_per_gpu(const MpiContext& mpi, const cuda::CudaBackend& be) {
-  const std::vector<std::string> all = all_gather_strings(mpi, be.host() + " " + be.pci_bus_id());
-  std::map<std::string, int> first;
+  const std::vector<std::string> all =
+      all_gather_strings(mpi, std::to_string(mpi.node_id()) + " " + be.pci_bus_id() + " " + mpi.host());
+  std::map<std::string, int> first;  // (node id, bus id) -> first rank
   for (int r = 0; r < int(all.size()); ++r) {
-    auto [it, inserted] = first.emplace(all[r], r);
+    const size_t node_end = all[r].find(' '), bus_end = all[r].find(' ', node_end + 1);
+    const std::string gpu = all[r].substr(0, bus_end);  // without the host: a message, not identity
+    auto [it, inserted] = first.emplace(gpu, r);
     if (!inserted)
-      XT_FAIL("ranks " << it->second << " and " << r << " are both bound to the GPU at PCI bus id " << all[r]
-                       << " (host, bus id); start one rank per GPU (check CUDA_VISIBLE_DEVICES and the "
-                       << "launcher's GPU binding)");
+      XT_FAIL("ranks " << it->second << " and " << r << " are both bound to the GPU at PCI bus id "
+                       << all[r].substr(node_end + 1, bus_end - node_end - 1) << " on " << all[r].substr(bus_end + 1)
+                       << "; start one rank per GPU (check CUDA_VISIBLE_DEVICES and the launcher's GPU binding)");
   }
 }
 

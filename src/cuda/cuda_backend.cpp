@@ -175,6 +175,13 @@ void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int 
                                     int HS) {
   cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
 }
+size_t CudaBackend::available_memory_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  XT_CUDA_CHECK(cudaSetDevice(device_));  // the current device may be another after a library call
+  XT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
 size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const {
   if (ctx_.flash_attention && flash_attention_supported(T, HS)) return size_t(B) * NH * T * (size_t(HS) + 1);
   return size_t(B) * NH * T * T;

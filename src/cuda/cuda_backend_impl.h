@@ -35,6 +35,7 @@ class CudaBackend final : public Backend {
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
   size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
+  size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;

@@ -1,0 +1,37 @@
+// fuzz_seeds DIR: writes valid starting inputs for the fuzz targets into DIR/<target>/ (a checkpoint
+// of a tiny model written by save_checkpoint; a safetensors file where that reader is built), so
+// the fuzzer starts from the real format instead of discovering the magic and layout byte by byte.
+#include <sys/stat.h>
+
+#include <cstdio>
+#include <string>
+
+#include "xtrain/checkpoint.h"
+#include "xtrain/io.h"
+#if __has_include("xtrain/safetensors.h")
+#include "xtrain/safetensors.h"
+#endif
+
+int main(int argc, char** argv) {
+  if (argc != 2) {
+    std::fprintf(stderr, "usage: fuzz_seeds DIR\n");
+    return 2;
+  }
+  const std::string dir = argv[1];
+  ::mkdir((dir + "/checkpoint").c_str(), 0755);
+  xtrain::CheckpointState st;
+  st.meta.model.V = 4, st.meta.model.maxT = 2, st.meta.model.C = 2, st.meta.model.L = 1;
+  st.meta.model.NH = 1, st.meta.model.KVH = 1, st.meta.model.HS = 2, st.meta.model.F = 8;
+  st.meta.step = 1, st.meta.batch = 2, st.meta.grad_accum = 1, st.meta.total_steps = 3;
+  st.meta.num_params = 5;
+  st.params = {1, 2, 3, 4, 5}, st.m = {0, 0, 0, 0, 1}, st.v = {1, 1, 1, 1, 0};
+  xtrain::save_checkpoint(dir + "/checkpoint/tiny.ckpt", st);
+#if __has_include("xtrain/safetensors.h")
+  ::mkdir((dir + "/safetensors").c_str(), 0755);
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  xtrain::write_file_atomic(dir + "/safetensors/tiny.safetensors",
+                            xtrain::safetensors_bytes({{"w", {2, 3}, w}, {"b", {}, w}}, {{"format", "pt"}}),
+                            "safetensors seed");
+#endif
+  return 0;
+}
