@@ -16,6 +16,7 @@
 #include "xtrain/io.h"
 #include "xtrain/log.h"
 #include "xtrain/model.h"
+#include "xtrain/placement.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 #include "xtrain/train.h"
@@ -66,9 +67,15 @@ void check_readable_file(const std::string& path, const char* option) {
 }  // namespace
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
-  const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
-  check_world(o, world);
+  check_world(o, mpi.world_size());
+  return run_rank(o, RankLaunch{mpi, mpi.local_rank(), mpi.local_size(),
+                                [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); }});
+}
+
+int run_rank(const RunOptions& o, const RankLaunch& launch) {
+  HostCollectives& mpi = launch.group;  // the start-up collectives (the MPI world under xtrain_mpi)
+  const int rank = mpi.rank(), world = mpi.world_size();
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
@@ -85,8 +92,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] {
     BackendOptions bo;
     bo.device = o.device;
-    bo.local_rank = mpi.local_rank();
-    bo.local_size = mpi.local_size();
+    bo.local_rank = launch.local_rank;
+    bo.local_size = launch.local_size;
     bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
     be = make_backend(bo);
   });
@@ -111,9 +118,9 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
-  const std::vector<Placement> placement = mpi.gather_placement(be->device_name());
+  const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());
   std::unique_ptr<Communicator> comm;
-  agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
+  agree(mpi, [&] { comm = launch.make_comm(*be); });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
   if (rank == 0) {

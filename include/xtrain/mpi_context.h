@@ -13,13 +13,6 @@
 
 namespace xtrain {
 
-struct Placement {
-  int rank = 0;
-  std::string host;
-  int local_rank = 0;
-  std::string device;
-};
-
 // As HostCollectives, MpiContext serves the start-up checks of the mpirun entry point (before the
 // communicator exists): its collectives are plain blocking MPI calls, NOT bounded by --comm-timeout
 // (start-up may legitimately wait long, e.g. for rank 0 tokenizing a corpus). The training run gets
@@ -52,9 +45,6 @@ class MpiContext final : public HostCollectives {
   uint64_t all_reduce_max_host(uint64_t x) override;
   void broadcast_host(void* data, size_t bytes, int root) override;
   void barrier() override;
-
-  // gather_placement: every rank's (rank, host, local rank, device); the full table on every rank.
-  std::vector<Placement> gather_placement(const std::string& device) const;
 
   // abort: end the whole job now (MPI_Abort on MPI_COMM_WORLD) with the given exit code.
   [[noreturn]] void abort(int code);
