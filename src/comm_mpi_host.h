@@ -1,7 +1,7 @@
 // MpiHostCollectives: host-memory collectives over MPI_COMM_WORLD, each a non-blocking MPI call
-// completed by polling MPI_Test against a deadline of comm_timeout_s (--comm-timeout). Shared by the
-// MPI communicator (every collective) and the NCCL communicator (its host-side collectives), so both
-// honour the Communicator's deadline (include/xtrain/comm.h).
+// completed by polling MPI_Test against a deadline of comm_timeout_s (--comm-timeout). Behind every
+// collective of the MPI communicator, which under xtrain_mpi also serves the NCCL communicator's
+// host-side collectives, so both honour the Communicator's deadline (include/xtrain/comm.h).
 #pragma once
 
 #include <mpi.h>
