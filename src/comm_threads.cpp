@@ -75,6 +75,9 @@ std::string ThreadWorld::sync(const Call& call, double started_s, F&& on_last) {
       std::ostringstream os;
       os << "in-process " << call.what << " on rank " << call.rank << " (" << call.host << ") did not finish within "
          << call.timeout_s << " s (--comm-timeout; a peer rank may have failed or be stuck)";
+      // This rank leaves a barrier it was counted in: a late peer must not complete it alone.
+      aborted_ = true;
+      cv_.notify_all();
       throw Error(os.str());
     }
   }

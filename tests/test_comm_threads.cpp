@@ -106,6 +106,10 @@ TEST_CASE("a rank that never comes: the others throw after the deadline, naming 
   CHECK(err[1].empty());
   CHECK(s >= 0.5);
   CHECK(s < 5.0);
+  // The world is aborted: a late rank must not complete the abandoned collective alone.
+  CHECK(world.aborted());
+  float y = 1;
+  CHECK_THROWS_AS(make_thread_communicator(world, 1, 0.5)->all_reduce(&y, 1, ReduceOp::sum), PeerAborted);
 }
 
 TEST_CASE("ranks calling different collectives are refused on every rank") {

@@ -3,7 +3,8 @@
 // the same order, as under MPI. Sums use ONE fixed order, rank 0 + rank 1 + ... + rank W-1, element
 // by element (the elements split into W chunks, one computed by each rank), so every rank gets
 // bitwise identical results. Waits are bounded by a deadline and end early when the world is
-// aborted (a rank failed), so no thread is left waiting.
+// aborted (a rank failed), so no thread is left waiting; a rank whose deadline passes aborts the
+// world itself (it leaves a barrier it was counted in).
 #pragma once
 
 #include <condition_variable>
