@@ -1,7 +1,8 @@
 // The in-process collectives of xtrain_threads (ThreadWorld) and its launcher (run_rank_threads):
 // sums in the one fixed rank order, bitwise identical on every rank; max/min/broadcast/barrier;
 // the --comm-timeout deadline naming rank and operation; abort waking waiters; mismatched calls
-// refused on every rank; a failing rank reported once with a non-zero code and no deadlock.
+// refused on every rank; a failing rank reported once with a non-zero code and no deadlock; the
+// placement table gathered over them.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -14,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "xtrain/placement.h"
 #include "xtrain/thread_launch.h"
 #include "xtrain/thread_world.h"
 
@@ -183,4 +185,23 @@ TEST_CASE("run_rank_threads: a rank stuck outside any collective is left behind 
   CHECK(r.exit_code == 1);
   CHECK(r.stragglers == 1);
   release = true;
+}
+
+TEST_CASE("gather_placement over the in-process collectives: every rank's row, in rank order, on every rank") {
+  ThreadWorld world(3);
+  std::vector<std::vector<Placement>> got(3);
+  const auto err = on_ranks(world, [&](int r) {
+    auto comm = make_thread_communicator(world, r, 10.0);
+    got[r] = gather_placement(*comm, r, r == 1 ? std::string("") : "dev " + std::to_string(10 * r) + " (bus)");
+  });
+  for (int r = 0; r < 3; ++r) {
+    CHECK(err[r].empty());
+    REQUIRE(got[r].size() == 3);
+    for (int q = 0; q < 3; ++q) {
+      CHECK(got[r][q].rank == q);
+      CHECK(got[r][q].local_rank == q);
+      CHECK(got[r][q].host == world.host());
+      CHECK(got[r][q].device == (q == 1 ? std::string("") : "dev " + std::to_string(10 * q) + " (bus)"));
+    }
+  }
 }
