@@ -39,6 +39,7 @@ target_sources(xtrain_core PRIVATE
   src/cuda/comm_nccl.cpp
   src/cuda/adamw.cu
   src/cuda/attention.cu
+  src/cuda/attention_decode.cu
   src/cuda/convert.cu
   src/cuda/cross_entropy.cu
   src/cuda/dropout.cu

@@ -30,7 +30,7 @@ done
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
   openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev
-  nlohmann-json3-dev
+  nlohmann-json3-dev libssl-dev
   python3-matplotlib  # tools/plot_metrics.py
   # launcher tests only (a real local Slurm, network namespaces as fake nodes)
   iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev

@@ -13,6 +13,7 @@
 #include "xtrain/agree.h"
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
+#include "xtrain/export.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
 #include "xtrain/model.h"
@@ -105,7 +106,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   const std::string log_prefix = rank_prefix(rank, mpi.host());
   auto load = [&] {
     tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
-    tokens = o.no_cache ? tok->encode(read_text_file(o.data))
+    tokens = o.no_cache ? tok->encode(read_file(o.data))
                         : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix);
   };
   for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
@@ -123,12 +124,19 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   agree(mpi, [&] { comm = launch.make_comm(*be); });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);
+  // --init-from: every rank reads the directory (the final max_param_diff confirms they agree). With
+  // --resume the checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
+  if (!o.init_from.empty() && o.train.resume.empty()) agree(mpi, [&] {
+      const std::vector<float> p = fit_to_config(load_model_dir(o.init_from), cfg.model);
+      be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+    });
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
     std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
                 comm->name().c_str());
     std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
+    if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",

@@ -29,7 +29,7 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
 
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
-std::string read_text_file(const std::string& path) {
+std::string read_file(const std::string& path) {
   std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
   std::string out;

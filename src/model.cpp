@@ -126,4 +126,8 @@ void GPT::ensure_acts(int B, int T) {
   B_ = B, T_ = T;
 }
 
+const void* GPT::logits() const {
+  return acts_.empty() ? nullptr : acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + kLogits].get();
+}
+
 }  // namespace xtrain

@@ -8,6 +8,7 @@
 
 #include "xtrain/backend.h"
 #include "xtrain/error.h"
+#include "xtrain/export.h"
 #include "xtrain/io.h"
 
 namespace po = boost::program_options;
@@ -65,7 +66,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("layers", po::value(&m.L)->default_value(4), "L: transformer blocks")
     ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
-    ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches");
+    ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
+    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json; with --resume, the checkpoint's weights)");
   po::options_description train("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
@@ -98,8 +100,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::ostringstream help;
   help << all;
   o.help_text = help.str();
+  po::variables_map vm;
   try {
-    po::variables_map vm;
     // No positional arguments (a stray word is an error, not silently ignored) and no abbreviated
     // option names (`--ste` is not `--steps`).
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
@@ -123,6 +125,18 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     throw UsageError(e.what());
   }
   if (o.help) return o;
+  if (!o.init_from.empty()) {
+    GPTConfig f;
+    try {
+      f = read_model_config(o.init_from);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--init-from: ") + e.what());
+    }
+    // model options not given on the command line come from the model's config.json
+    auto take = [&](const char* opt, int& dst, int v) { if (vm[opt].defaulted()) dst = v; };
+    take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
+    take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
+  }
   t.seed = seed;
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);

@@ -51,7 +51,7 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
 
 bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_t source_bytes,
                       uint64_t source_hash, std::vector<int32_t>* ids) {
-  const std::string buf = read_text_file(path);
+  const std::string buf = read_file(path);
   if (buf.size() < kHeaderBytes + kChecksumBytes)
     XT_FAIL("token cache " << path << " is truncated: " << buf.size() << " bytes, less than the header");
   if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
@@ -85,7 +85,7 @@ static bool looks_like_token_cache(const std::string& path) {
 
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,
                                  bool write_cache, const std::string& log_prefix) {
-  const std::string text = read_text_file(text_path);
+  const std::string text = read_file(text_path);
   const uint64_t hash = fnv1a64(text.data(), text.size());
   // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
   // next to a device node.

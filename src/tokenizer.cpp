@@ -3,7 +3,9 @@
 #include "xtrain/tokenizer.h"
 
 #include <algorithm>
+#include <climits>
 #include <mutex>
+#include <sstream>
 #include <unordered_map>
 
 #include <nlohmann/json.hpp>
@@ -27,7 +29,7 @@ struct RawVocab {
 };
 
 nlohmann::json parse_json_file(const std::string& path) {
-  const std::string text = read_text_file(path);
+  const std::string text = read_file(path);
   try {
     return nlohmann::json::parse(text);
   } catch (const nlohmann::json::parse_error& e) {
@@ -204,7 +206,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   // tiktoken's "gpt2" encoding declares <|endoftext|> as its only special token.
   for (const auto& [s, id] : raw.vocab)
     if (s == "<|endoftext|>") raw.specials.emplace_back(s, id);
-  const std::string text = read_text_file(vocab_bpe);
+  const std::string text = read_file(vocab_bpe);
   size_t line_no = 0;
   for (size_t pos = 0; pos < text.size();) {
     size_t eol = text.find('\n', pos);
@@ -297,6 +299,28 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 int Tokenizer::vocab_size() const { return int(impl_->token_bytes.size()); }
 int Tokenizer::eot_id() const { return impl_->eot; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
+
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',') c = ' ';
+  std::istringstream in(t);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+      throw UsageError(what + ": \"" + word + "\" is not an integer id");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
 
 Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
                          const std::string& vocab_bpe) {

@@ -4,6 +4,7 @@
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -621,6 +622,41 @@ TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {
   CHECK(after.cuda_malloc_calls == warm.cuda_malloc_calls);
   CHECK(after.cuda_free_calls == warm.cuda_free_calls);
   CHECK(after.bytes_in_use == warm.bytes_in_use);
+}
+
+TEST_CASE("attention_decode: KV-cache append and attention against the CPU (prefill, then one position at a time)") {
+  // GQA shape; T = 37 positions in a cache of 48: a prefill of 20, then 17 one-position steps
+  const int B = 2, T = 37, maxT = 48, NH = 6, KVH = 2, HS = 64, prefill = 20;
+  const int QKV = (NH + 2 * KVH) * HS, A = NH * HS;
+  const std::vector<float> qkv = rnd(size_t(B) * T * QKV, 71, -2.0, 2.0);
+  for (Backend* gpu : {be().gpu.get(), &g16()}) {
+    const bool b16 = gpu->activation_bytes() == 2;
+    CAPTURE(b16);
+    Act kc(*gpu, filled(size_t(B) * maxT * KVH * HS)), vc(*gpu, filled(size_t(B) * maxT * KVH * HS));
+    std::vector<double> got, want;  // every output, in call order
+    for (int pos = 0; pos < T;) {
+      const int Tn = pos == 0 ? prefill : 1;
+      std::vector<float> chunk(size_t(B) * Tn * QKV);
+      for (int b = 0; b < B; ++b)
+        std::copy_n(qkv.begin() + (size_t(b) * T + pos) * QKV, size_t(Tn) * QKV, chunk.begin() + size_t(b) * Tn * QKV);
+      Act q(*gpu, chunk), out(*gpu, filled(size_t(B) * Tn * A, 7.0f));  // 7: every output must be written
+      be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, pos, maxT, NH, KVH, HS);
+      gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos, maxT, NH, KVH, HS);
+      const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
+      got.insert(got.end(), g.begin(), g.end());
+      want.insert(want.end(), c.begin(), c.end());
+      pos += Tn;
+    }
+    // the caches are copies of k and v: bitwise equal in either storage type
+    expect_close("attention_decode kcache", kc, kExact);
+    expect_close("attention_decode vcache", vc, kExact);
+    // fp32: fp32 accumulation against the double oracle (kFp32Rel); bf16: the same bf16 inputs on both
+    // sides and fp32 arithmetic inside, so only the final rounding of out to bf16 differs (kBf16StoreRel)
+    const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);
+    MESSAGE("attention_decode out" << (b16 ? " (bf16 storage)" : "") << ": max|gpu - cpu| / max|cpu| = " << err
+                                   << " (tolerance " << tol << ")");
+    CHECK(err <= tol);
+  }
 }
 
 int main(int argc, char** argv) {

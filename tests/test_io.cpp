@@ -46,9 +46,9 @@ TEST_CASE("write_file_atomic writes a new file and replaces an existing one, lea
   TempDir d;
   const std::string p = d.file("out.bin");
   write_file_atomic(p, "first");
-  CHECK(read_text_file(p) == "first");
+  CHECK(read_file(p) == "first");
   write_file_atomic(p, std::string("sec\0ond", 7));
-  CHECK(read_text_file(p) == std::string("sec\0ond", 7));
+  CHECK(read_file(p) == std::string("sec\0ond", 7));
   CHECK(d.entries() == 1);
 }
 
@@ -62,7 +62,7 @@ TEST_CASE("write_file_atomic keeps the mode of the file it replaces") {
   REQUIRE(::chmod(p.c_str(), 0640) == 0);
   write_file_atomic(p, "c");
   CHECK(mode_of(p) == 0640);
-  CHECK(read_text_file(p) == "c");
+  CHECK(read_file(p) == "c");
 }
 
 TEST_CASE("write_file_atomic refuses a target that is not a regular file and leaves it alone") {
@@ -90,8 +90,8 @@ TEST_CASE("write_file_atomic never writes through symlinks planted at the old pr
   for (const std::string& name : {target + ".tmp." + pid, target + ".tmp." + pid + ".0", target + ".tmp"})
     fs::create_symlink(victim, name);
   write_file_atomic(target, "new contents");
-  CHECK(read_text_file(victim) == "precious");
-  CHECK(read_text_file(target) == "new contents");
+  CHECK(read_file(victim) == "precious");
+  CHECK(read_file(target) == "new contents");
   CHECK(fs::is_regular_file(fs::symlink_status(target)));
 }
 
@@ -103,7 +103,7 @@ TEST_CASE("write_file_atomic through a symlinked target replaces the file it nam
   fs::create_symlink(real, link);
   write_file_atomic(link, "new");
   CHECK(fs::is_symlink(link));
-  CHECK(read_text_file(real) == "new");
+  CHECK(read_file(real) == "new");
   CHECK(mode_of(real) == 0600);
 }
 

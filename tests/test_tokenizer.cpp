@@ -38,7 +38,7 @@ class RefBpe {
       const int cp = printable ? b : next++;
       byte_text_[b] = cp < 0x80 ? std::string(1, char(cp)) : std::string{char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
     }
-    const std::string bpe = read_text_file(gpt2_file("vocab.bpe"));
+    const std::string bpe = read_file(gpt2_file("vocab.bpe"));
     size_t pos = bpe.find('\n') + 1, rank = 0;  // skip "#version: 0.2"
     while (pos < bpe.size()) {
       const size_t eol = bpe.find('\n', pos), sp = bpe.find(' ', pos);
@@ -101,7 +101,7 @@ void check_pieces(const std::string& text, const std::vector<std::string>& piece
 }  // namespace
 
 TEST_CASE("tiktoken reference encodings (tokenizer_examples.json)") {
-  const auto examples = nlohmann::json::parse(read_text_file(gpt2_file("tokenizer_examples.json")));
+  const auto examples = nlohmann::json::parse(read_file(gpt2_file("tokenizer_examples.json")));
   REQUIRE(examples.size() == 5);
   for (const auto& ex : examples) {
     const std::string text = ex["text"];
@@ -205,7 +205,7 @@ TEST_CASE("corpora: round trip, known token counts, both loaders agree") {
                           Corpus{"tinystories-train-1000.txt", 235420}}) {
     const std::string file = c.file;
     CAPTURE(file);
-    const std::string text = read_text_file(shared_data() + "/" + c.file);
+    const std::string text = read_file(shared_data() + "/" + c.file);
     const auto t0 = std::chrono::steady_clock::now();
     const auto ids = gpt2().encode(text);
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -222,7 +222,7 @@ TEST_CASE("corpora: round trip, known token counts, both loaders agree") {
 }
 
 TEST_CASE("the byte-pair merge agrees with the reference BPE on every distinct word of a corpus") {
-  const std::string text = read_text_file(shared_data() + "/tinystories-valid.txt");
+  const std::string text = read_file(shared_data() + "/tinystories-valid.txt");
   bpe::PreTokenizer pre;
   std::map<std::string, int> words;
   pre.split(text, [&](std::string_view p) { ++words[std::string(p)]; });
@@ -243,7 +243,7 @@ TEST_CASE("pre-tokenizer: JIT and the windowed interpreter split alike") {
     return v;
   };
   for (const char* f : {"tinyshakespeare.txt", "tinystories-valid.txt"}) {
-    const std::string text = read_text_file(shared_data() + "/" + f).substr(0, 200000);
+    const std::string text = read_file(shared_data() + "/" + f).substr(0, 200000);
     CHECK(split(jit, text) == split(interp, text));
   }
   const std::vector<std::string> atoms = {"a", " ", "  ", "\n", "\t", "'s", "'ll", "7", "\xC3\xA9", "\xE6\x97\xA5",

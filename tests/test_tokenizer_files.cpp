@@ -188,7 +188,7 @@ TEST_CASE("token cache: round trip, truncation, corruption, mismatch") {
   CHECK(!read_token_cache(path, 0x1234, 98, 0xabcdef, &got));
   CHECK(!read_token_cache(path, 0x1235, 99, 0xabcdef, &got));  // other tokenizer
 
-  const std::string bytes = read_text_file(path);
+  const std::string bytes = read_file(path);
   CHECK(bytes.substr(0, 8) == "XTTOKENS");
   for (size_t keep : {bytes.size() - 1, bytes.size() - 8, size_t(50), size_t(47), size_t(0)}) {
     write_file(path, bytes.substr(0, keep));
@@ -232,6 +232,6 @@ TEST_CASE("load_tokens: tokenizes, caches, reuses the cache, rebuilds a bad one"
   write_file(cache, "garbage");
   CHECK(load_tokens(text_path, gpt2(), cache, false) == want);
   CHECK_THROWS_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true), Error);
-  CHECK_THROWS_WITH(read_text_file(d.file("missing.txt")),
+  CHECK_THROWS_WITH(read_file(d.file("missing.txt")),
                     doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()));
 }

@@ -32,7 +32,7 @@ inline const Tokenizer& hf() {
 
 // encoder_id: the id encoder.json gives a token written in GPT-2's byte alphabet ("Ġhello").
 inline int32_t encoder_id(const std::string& token_text) {
-  static const nlohmann::json enc = nlohmann::json::parse(read_text_file(gpt2_file("encoder.json")));
+  static const nlohmann::json enc = nlohmann::json::parse(read_file(gpt2_file("encoder.json")));
   return enc.at(token_text).get<int32_t>();
 }
 

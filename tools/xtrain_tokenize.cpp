@@ -41,28 +41,6 @@ po::options_description make_options() {
   return o;
 }
 
-std::vector<int32_t> parse_ids(const std::string& s) {
-  std::string t = s;
-  for (char& c : t)
-    if (c == ',') c = ' ';
-  std::istringstream in(t);
-  std::vector<int32_t> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
-      throw xtrain::UsageError("--decode: \"" + word + "\" is not an integer id");
-    ids.push_back(int32_t(v));
-  }
-  return ids;
-}
-
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
@@ -85,7 +63,7 @@ int run(const po::variables_map& vm) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     std::cout << "\n";
   } else if (vm.count("decode")) {
-    const std::string bytes = tok.decode(parse_ids(vm["decode"].as<std::string>()));
+    const std::string bytes = tok.decode(xtrain::parse_token_ids(vm["decode"].as<std::string>(), "--decode"));
     std::cout.write(bytes.data(), std::streamsize(bytes.size()));
     std::cout << "\n";
   } else {
@@ -93,7 +71,7 @@ int run(const po::variables_map& vm) {
     const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input + ".tokcache";
     // Same device and inode (a hard link or symlink too): writing would destroy the input.
     if (xtrain::same_file(input, output)) throw xtrain::UsageError("--input and --output name the same file (" + output + ")");
-    const std::string text = xtrain::read_text_file(input);
+    const std::string text = xtrain::read_file(input);
     t0 = std::chrono::steady_clock::now();
     const std::vector<int32_t> ids = tok.encode(text);
     const double encode_s = seconds_since(t0);

@@ -116,6 +116,16 @@ class Backend {
     attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS, Grad::accumulate);
   }
 
+  // attention_decode: causal grouped-query attention for Tn new positions [pos, pos+Tn) of each sequence
+  // against a key/value cache (inference: prefill is Tn = prompt length at pos 0, then Tn = 1 per token).
+  // qkv (B,Tn,(NH+2*KVH)*HS) of the new positions, laid out as for attention_forward. First writes their
+  // keys and values into kcache, vcache (B,maxT,KVH*HS) at rows [pos, pos+Tn); then out (B,Tn,NH*HS):
+  // new position pos+i attends to cache rows [0, pos+i] with the attention_forward formula. Caches are
+  // activations (activation_bytes() per element); rows past pos+Tn are neither read nor written.
+  // Throws Error unless 0 <= pos, Tn >= 1, pos + Tn <= maxT and NH % KVH == 0.
+  virtual void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos,
+                                int maxT, int NH, int KVH, int HS) = 0;
+
   // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
   virtual void gelu_forward(void* out, const void* inp, size_t count) = 0;
   // gelu_backward: dinp (count) += gelu'(inp) * dout (= with Grad::assign)

@@ -17,8 +17,8 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325
 // checkpoints and parameter buffers.
 uint64_t xxh3_64(const void* data, size_t bytes);
 
-// read_text_file: whole file as bytes. Throws Error "cannot read <path>: <strerror>".
-std::string read_text_file(const std::string& path);
+// read_file: the whole file as bytes (text or binary). Throws Error "cannot read <path>: <strerror>".
+std::string read_file(const std::string& path);
 
 // write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
 // new one, never a mix (POSIX rename). The temporary file is created exclusively

@@ -65,6 +65,10 @@ class GPT {
   size_t num_params() const { return num_params_; }
   float* params() { return params_.get(); }  // backend memory, (num_params)
   float* grads() { return grads_.get(); }    // backend memory, same layout
+  Backend& backend() { return be_; }
+  // logits: the logits (B,T,Vp) of the last forward(train=false), backend memory in the activation type
+  // (forward(train=true) overwrites them with dlogits); null before the first forward.
+  const void* logits() const;
 
   // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:
   // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper, sec. 2.3), biases 0,

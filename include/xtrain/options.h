@@ -16,6 +16,7 @@ struct RunOptions {
   bool no_cache = false;       // do not read or write the token cache
   std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
   std::string encoder_json, vocab_bpe;
+  std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype
   double comm_timeout_s = 300;

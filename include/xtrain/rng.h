@@ -45,6 +45,6 @@ inline double normal(uint64_t key, uint64_t counter) {
 }
 
 // Stream tags, so that different uses of the same seed never share a stream.
-enum RngStream : uint64_t { kRngInit = 1, kRngBatch = 2, kRngDropout = 3, kRngVal = 4 };
+enum RngStream : uint64_t { kRngInit = 1, kRngBatch = 2, kRngDropout = 3, kRngVal = 4, kRngSample = 5 };
 
 }  // namespace xtrain

@@ -44,6 +44,10 @@ class Tokenizer {
   std::unique_ptr<Impl> impl_;
 };
 
+// parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes).
+// Throws UsageError "<what>: "<word>" is not an integer id" for anything else.
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what);
+
 // load_tokenizer: picks the format from the arguments: tokenizer_json non-empty -> HF file,
 // otherwise encoder_json + vocab_bpe. Throws UsageError when neither is given.
 Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,

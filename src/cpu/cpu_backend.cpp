@@ -8,6 +8,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "cpu/attention_decode.h"
 #include "cpu/ops.h"
 #include "xtrain/error.h"
 
@@ -106,6 +107,10 @@ class CpuBackend final : public Backend {
                           int NH, int KVH, int HS, Grad dqkv_mode) override {
     clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
     cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
+  }
+  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos, int maxT,
+                        int NH, int KVH, int HS) override {
+    cpu::attention_decode(F(out), F(kcache), F(vcache), F(qkv), B, Tn, pos, maxT, NH, KVH, HS);
   }
   void gelu_forward(void* out, const void* inp, size_t count) override {
     cpu::gelu_forward(F(out), F(inp), count);

@@ -184,6 +184,10 @@ void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* q
                                      int T, int NH, int KVH, int HS, Grad dqkv_mode) {
   cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
 }
+void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos,
+                                   int maxT, int NH, int KVH, int HS) {
+  cuda::attention_decode(ctx_, out, kcache, vcache, qkv, B, Tn, pos, maxT, NH, KVH, HS);
+}
 void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
   cuda::gelu_forward(ctx_, out, inp, count);
 }

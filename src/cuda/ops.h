@@ -71,6 +71,10 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
                         const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
 
+// attention_decode: append to the KV cache and attend over it (attention_decode.cu; Backend contract).
+void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                      int pos, int maxT, int NH, int KVH, int HS);
+
 void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count);
 void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout,
                    size_t count, bool accumulate);

@@ -1,0 +1,175 @@
+#!/usr/bin/env python3
+"""Checks xtrain's model directories against Hugging Face transformers (GPU machine: torch,
+transformers 5.x, safetensors; no network needed). docs/serving.md shows the full loop.
+
+  load         GPT2LMHeadModel.from_pretrained(DIR): no missing / unexpected / mismatched keys and
+               no warning (exit 1 otherwise).
+  logits       transformers' fp32 logits for the prompts of --ids against xtrain's (--xtrain-logits,
+               one file per prompt); prints the max abs difference per prompt; exit 1 above --tol
+               (default 1e-4).
+  generate     transformers' greedy generation: one line of new token ids per prompt, and tok/s.
+  make-random  a randomly initialised GPT2LMHeadModel(GPT2Config(...)) saved by save_pretrained
+               (safetensors), with the GPT-2 tokenizer files, for `xtrain_mpi --init-from` and
+               `xtrain_generate --model`.
+
+File formats (shared with xtrain):
+  --ids FILE            one prompt per line, whitespace-separated token ids (what
+                        `xtrain_tokenize --print-ids TEXT` prints).
+  --xtrain-logits F...  one file per line of --ids, in order: what `xtrain_generate --dump-logits F`
+                        writes: float32 little-endian, row-major (T, V), no header; row t = logits of
+                        the token after prompt tokens 0..t; V = config.json's vocab_size.
+"""
+import argparse
+import logging
+import shutil
+import sys
+import time
+import warnings
+from pathlib import Path
+
+
+def read_ids(path):
+    prompts = [[int(t) for t in line.split()] for line in Path(path).read_text().splitlines() if line.strip()]
+    if not prompts:
+        sys.exit(f"{path}: no prompts")
+    return prompts
+
+
+def load(model_dir, device, strict=True):
+    """from_pretrained with every warning captured; strict: exit 1 on any key problem or warning."""
+    import torch
+    import transformers
+    from transformers import GPT2LMHeadModel
+
+    records = []
+
+    class Catch(logging.Handler):
+        def emit(self, record):
+            records.append(record.getMessage())
+
+    transformers.logging.set_verbosity_warning()
+    handler = Catch(level=logging.WARNING)
+    transformers.logging.get_logger().addHandler(handler)
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model, info = GPT2LMHeadModel.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True,
+                                                          attn_implementation="eager")
+    finally:
+        transformers.logging.get_logger().removeHandler(handler)
+    problems = [f"{k}: {v}" for k, v in info.items() if v]
+    problems += [f"warning: {m}" for m in records] + [f"warning: {w.message}" for w in caught]
+    if strict and problems:
+        sys.exit(f"{model_dir}: from_pretrained reported:\n  " + "\n  ".join(map(str, problems)))
+    # the head is tied: the same storage as the token embedding
+    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(), "lm_head is not tied to wte"
+    return model.to(device).eval()
+
+
+def cmd_load(a):
+    model = load(a.model, a.device)
+    n = sum(p.numel() for p in model.parameters())
+    print(f"{a.model}: GPT2LMHeadModel loaded, no missing/unexpected/mismatched keys, no warnings, {n} parameters")
+
+
+def cmd_logits(a):
+    import numpy as np
+    import torch
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32 (no TF32 matmuls)
+    torch.backends.cudnn.allow_tf32 = False
+    model = load(a.model, a.device)
+    prompts = read_ids(a.ids)
+    if len(prompts) != len(a.xtrain_logits):
+        sys.exit(f"{len(prompts)} prompts in {a.ids}, {len(a.xtrain_logits)} --xtrain-logits files")
+    worst = 0.0
+    for k, (ids, path) in enumerate(zip(prompts, a.xtrain_logits)):
+        with torch.no_grad():
+            ref = model(torch.tensor([ids], device=a.device)).logits[0].float().cpu()
+        raw = np.fromfile(path, dtype="<f4")
+        if raw.size != ref.numel():
+            sys.exit(f"{path}: {raw.size} floats, expected {tuple(ref.shape)} (prompt {k}: T x vocab_size)")
+        got = torch.from_numpy(raw.reshape(tuple(ref.shape)))
+        diff = (got - ref).abs().max().item()
+        worst = max(worst, diff)
+        print(f"prompt {k}: {len(ids)} tokens, max |logit diff| {diff:.3e}")
+    print(f"max |logit diff| over all prompts: {worst:.3e} (tolerance {a.tol:g})")
+    sys.exit(0 if worst <= a.tol else 1)
+
+
+def cmd_generate(a):
+    import torch
+
+    model = load(a.model, a.device)
+    prompts = read_ids(a.ids)
+    eos = None if a.ignore_eos else model.config.eos_token_id
+    total, secs = 0, 0.0
+    for ids in prompts:
+        x = torch.tensor([ids] * a.batch, device=a.device)
+        if a.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with torch.no_grad():
+            out = model.generate(x, attention_mask=torch.ones_like(x), max_new_tokens=a.max_new_tokens, do_sample=False,
+                                 eos_token_id=eos, pad_token_id=model.config.eos_token_id)
+        if a.device.startswith("cuda"):
+            torch.cuda.synchronize()
+        secs += time.perf_counter() - t0
+        new = out[:, len(ids):]
+        total += new.numel()
+        print(" ".join(str(t) for t in new[0].tolist()))
+    print(f"transformers greedy: batch {a.batch}, {total} new tokens in {secs:.3f} s = {total / secs:.1f} tok/s",
+          file=sys.stderr)
+
+
+def cmd_make_random(a):
+    import torch
+    from transformers import GPT2Config, GPT2LMHeadModel
+
+    torch.manual_seed(a.seed)
+    cfg = GPT2Config(vocab_size=a.vocab_size, n_positions=a.n_positions, n_embd=a.n_embd, n_layer=a.n_layer,
+                     n_head=a.n_head, n_inner=a.n_inner)
+    model = GPT2LMHeadModel(cfg)
+    model.save_pretrained(a.out, safe_serialization=True)
+    for src, dst in ((a.encoder_json, "vocab.json"), (a.vocab_bpe, "merges.txt")):
+        shutil.copyfile(src, Path(a.out) / dst)
+    print(f"{a.out}: random GPT2LMHeadModel({cfg.n_embd=}, {cfg.n_layer=}, {cfg.n_head=}, {cfg.n_positions=}) saved")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = p.add_subparsers(dest="cmd", required=True)
+    dev = argparse.ArgumentParser(add_help=False)
+    dev.add_argument("--device", default="cuda", help="torch device (default cuda)")
+    dev.add_argument("--model", required=True, help="model directory (xtrain_export output or save_pretrained)")
+    s = sub.add_parser("load", parents=[dev], help="from_pretrained with no missing/unexpected keys, no warnings")
+    s.set_defaults(fn=cmd_load)
+    s = sub.add_parser("logits", parents=[dev], help="fp32 logits against xtrain's")
+    s.add_argument("--ids", required=True, help="prompts: one line of token ids each")
+    s.add_argument("--xtrain-logits", required=True, nargs="+", help="raw fp32 (T, V) logits, one file per prompt")
+    s.add_argument("--tol", type=float, default=1e-4, help="max abs difference allowed (default 1e-4)")
+    s.set_defaults(fn=cmd_logits)
+    s = sub.add_parser("generate", parents=[dev], help="greedy generation: new token ids per prompt, tok/s")
+    s.add_argument("--ids", required=True, help="prompts: one line of token ids each")
+    s.add_argument("--max-new-tokens", type=int, default=64)
+    s.add_argument("--batch", type=int, default=1, help="each prompt repeated this many times (speed runs)")
+    s.add_argument("--ignore-eos", action="store_true", help="do not stop at <|endoftext|>")
+    s.set_defaults(fn=cmd_generate)
+    s = sub.add_parser("make-random", help="random GPT2LMHeadModel saved with save_pretrained")
+    s.add_argument("--out", required=True)
+    s.add_argument("--n-embd", type=int, default=64)
+    s.add_argument("--n-layer", type=int, default=2)
+    s.add_argument("--n-head", type=int, default=4)
+    s.add_argument("--n-inner", type=int, default=None, help="MLP width (default 4 x n-embd)")
+    s.add_argument("--n-positions", type=int, default=128)
+    s.add_argument("--vocab-size", type=int, default=50257)
+    s.add_argument("--seed", type=int, default=0)
+    s.add_argument("--encoder-json", default="data/gpt2/encoder.json", help="copied to vocab.json")
+    s.add_argument("--vocab-bpe", default="data/gpt2/vocab.bpe", help="copied to merges.txt")
+    s.set_defaults(fn=cmd_make_random)
+    a = p.parse_args()
+    a.fn(a)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,65 @@
+// Inference over a GPT's parameters: logits for a batch of token sequences without targets, and
+// incremental decoding with a key/value cache (prefill the prompt, then one token at a time). Written once
+// against Backend& with the training forward's ops, plus Backend::attention_decode for the cache; the
+// arithmetic per position is the training forward's, so the logits are its logits (fp32: equal up to
+// summation order) and cached decoding gives the logits of recomputing the whole prefix.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "xtrain/backend.h"
+#include "xtrain/model.h"
+
+namespace xtrain {
+
+class Decoder {
+ public:
+  // Decoder: B sequences of up to maxT positions over `model`'s parameters (used in place, not copied;
+  // the model must outlive the decoder). Holds the caches, 2 * L * B * maxT * KVH*HS activations, and
+  // scratch for B*maxT positions (backend memory). Throws Error when B < 1.
+  Decoder(GPT& model, int B);
+  Decoder(const Decoder&) = delete;
+  Decoder& operator=(const Decoder&) = delete;
+
+  int batch() const { return B_; }
+  int vocab_size() const { return cfg_.V; }
+  int context() const { return cfg_.maxT; }  // positions the cache holds (the model's maxT)
+  int position() const { return pos_; }  // positions already in the cache (tokens per sequence)
+  void reset() { pos_ = 0; }             // empty the cache (its contents are simply overwritten later)
+
+  // append: tokens host (B,Tn) int32 in [0, V): the next Tn tokens of every sequence, at positions
+  // [position(), position() + Tn) (all B sequences advance together). Runs the forward for them, keeps
+  // their keys and values, and returns host fp32 logits over the vocabulary (padding columns dropped):
+  // (B,Tn,V) when all_positions, else (B,V) for the last new position of each sequence. The reference
+  // stays valid until the next call. Throws Error for a token outside [0, V), Tn < 1, or a position
+  // past the model's context maxT.
+  const std::vector<float>& append(const int32_t* tokens, int Tn, bool all_positions);
+
+  // forward: logits (B,T,V) for whole sequences, tokens host (B,T): reset() then append(all positions).
+  const std::vector<float>& forward(const int32_t* tokens, int T) {
+    reset();
+    return append(tokens, T, true);
+  }
+
+ private:
+  struct LayerParams {
+    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
+  };
+  void* row(const DeviceBuffer<unsigned char>& buf, size_t elems) const;  // activation at element offset
+
+  Backend& be_;
+  GPTConfig cfg_;
+  int B_ = 0, pos_ = 0;
+  const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
+  std::vector<LayerParams> layers_;
+  // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
+  DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;
+  DeviceBuffer<float> mean_, rstd_;
+  DeviceBuffer<int32_t> tokens_;
+  std::vector<DeviceBuffer<unsigned char>> kcache_, vcache_;  // per layer (B,maxT,KVH*HS)
+  std::vector<unsigned char> host_raw_;                       // logits as copied from the device
+  std::vector<float> host_logits_;
+};
+
+}  // namespace xtrain

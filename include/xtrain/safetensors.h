@@ -1,0 +1,66 @@
+// safetensors files (the Hugging Face format, https://huggingface.co/docs/safetensors): an 8-byte
+// little-endian header length N, N bytes of JSON {name: {"dtype", "shape", "data_offsets": [begin,
+// end]}, optional "__metadata__": {string: string}}, then the tensor bytes (offsets relative to the
+// end of the header). A strict reader (every malformed case is a one-line Error) and a deterministic
+// writer (same tensors -> same bytes, whatever the machine or build).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace xtrain {
+
+// One tensor entry of a safetensors header. Bytes are [begin, end) of the data section.
+struct StEntry {
+  std::string name;
+  std::string dtype;           // "F32", "BF16", "F16", "I64", ... (the format's names)
+  std::vector<int64_t> shape;  // row-major; {} is a scalar
+  size_t begin = 0, end = 0;   // bytes, relative to the start of the data section
+  size_t count() const;        // elements = product of shape (1 for a scalar)
+};
+
+// A parsed file: the whole file in memory, header validated.
+class SafeTensors {
+ public:
+  // read: parses `path`. Throws Error "safetensors <path>: <cause>" for a missing/unreadable file, a
+  // header length past the end of the file or over 100 MB (the reference implementation's limit), a
+  // header that is not a JSON object, a duplicate name, an entry without/with unknown fields, an
+  // unknown dtype, a negative or non-integer dimension, data_offsets out of range, overlapping, not
+  // covering the data section exactly (no gaps, no trailing bytes), or a byte size that does not
+  // equal count x dtype size, or __metadata__ values that are not strings.
+  static SafeTensors read(const std::string& path);
+  // parse: the same checks on bytes already in memory; `label` names them in errors.
+  static SafeTensors parse(std::string bytes, const std::string& label);
+
+  const std::vector<StEntry>& entries() const { return entries_; }  // sorted by name
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  const StEntry* find(const std::string& name) const;  // nullptr when absent
+  // to_f32: the tensor's elements converted to fp32 (from F32 exactly, or from F16/BF16 exactly;
+  // Error naming the tensor for other dtypes). Row-major, count() elements.
+  std::vector<float> to_f32(const StEntry& e) const;
+  const std::string& label() const { return label_; }
+
+ private:
+  std::string label_, bytes_;
+  size_t data_start_ = 0;  // 8 + header length
+  std::vector<StEntry> entries_;
+  std::map<std::string, std::string> metadata_;
+};
+
+// One fp32 tensor to write; data points at count(shape) floats that outlive the call.
+struct StTensorF32 {
+  std::string name;
+  std::vector<int64_t> shape;
+  const float* data = nullptr;
+};
+
+// safetensors_bytes: the file's bytes. Deterministic: tensors in name order with consecutive offsets,
+// the header JSON compact with sorted keys, padded with spaces to a multiple of 8 bytes (so the data
+// section is 8-byte aligned, as the reference writer does). Throws Error for duplicate names, the
+// reserved name "__metadata__", or a null data pointer.
+std::string safetensors_bytes(std::vector<StTensorF32> tensors, const std::map<std::string, std::string>& metadata);
+
+}  // namespace xtrain

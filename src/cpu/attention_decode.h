@@ -1,0 +1,71 @@
+// CPU reference of attention against a key/value cache (inference; contract in include/xtrain/backend.h,
+// Backend::attention_decode). Same arithmetic as attention_forward in attention.h (scores, softmax and
+// weighted sum in double), so prefill through the cache gives the training forward's attention output.
+#pragma once
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <vector>
+
+#include "xtrain/error.h"
+
+namespace xtrain::cpu {
+
+// check_decode_shape: the preconditions of Backend::attention_decode; throws Error naming the bad value.
+inline void check_decode_shape(int B, int Tn, int pos, int maxT, int NH, int KVH, int HS) {
+  XT_CHECK(B >= 0 && HS > 0, "bad attention_decode shape B=" << B << " HS=" << HS);
+  XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
+           "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
+  XT_CHECK(pos >= 0 && Tn >= 1 && pos + Tn <= maxT,
+           "attention_decode: positions [" << pos << ", " << pos + Tn << ") do not fit the cache of " << maxT);
+}
+
+// attention_decode: qkv (B,Tn,(NH+2*KVH)*HS) -> kcache, vcache (B,maxT,KVH*HS) rows [pos, pos+Tn) written,
+// out (B,Tn,NH*HS); query head h reads kv head h / (NH/KVH) (Ainslie et al. 2023), scale 1/sqrt(HS)
+// (Vaswani et al. 2017, eq. 1).
+template <typename Real>
+void attention_decode(Real* out, Real* kcache, Real* vcache, const Real* qkv, int B, int Tn, int pos, int maxT,
+                      int NH, int KVH, int HS) {
+  check_decode_shape(B, Tn, pos, maxT, NH, KVH, HS);
+  const size_t row = size_t(NH + 2 * KVH) * HS, kv_row = size_t(KVH) * HS;
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < Tn; ++i) {
+      const Real* src = qkv + (size_t(b) * Tn + i) * row;
+      const size_t dst = (size_t(b) * maxT + pos + i) * kv_row;
+      std::memcpy(kcache + dst, src + size_t(NH) * HS, kv_row * sizeof(Real));
+      std::memcpy(vcache + dst, src + size_t(NH + KVH) * HS, kv_row * sizeof(Real));
+    }
+  const double scale = 1.0 / std::sqrt(double(HS));
+  const int group = NH / KVH;
+  std::vector<double> p(size_t(pos) + Tn), acc(HS);
+  for (int b = 0; b < B; ++b)
+    for (int i = 0; i < Tn; ++i)
+      for (int h = 0; h < NH; ++h) {
+        const int t = pos + i, kh = h / group;
+        const Real* q = qkv + (size_t(b) * Tn + i) * row + size_t(h) * HS;
+        const Real* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
+        const Real* vb = vcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
+        double mx = -INFINITY;
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const Real* k = kb + size_t(t2) * kv_row;
+          double s = 0.0;
+          for (int j = 0; j < HS; ++j) s += double(q[j]) * k[j];
+          p[t2] = s * scale;
+          mx = std::fmax(mx, p[t2]);
+        }
+        double z = 0.0;  // softmax shifted by the row max: no overflow
+        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int t2 = 0; t2 <= t; ++t2) {
+          const double w = p[t2] / z;
+          const Real* v = vb + size_t(t2) * kv_row;
+          for (int j = 0; j < HS; ++j) acc[j] += w * v[j];
+        }
+        Real* o = out + (size_t(b) * Tn + i) * size_t(NH) * HS + size_t(h) * HS;
+        for (int j = 0; j < HS; ++j) o[j] = Real(acc[j]);
+      }
+}
+
+}  // namespace xtrain::cpu

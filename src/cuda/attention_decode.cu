@@ -1,0 +1,96 @@
+// Attention against a key/value cache for inference (Backend::attention_decode): one kernel appends the
+// new positions' keys and values to the caches, a second one computes each new query's attention over
+// the cache. A simple, correct kernel (one block per (sequence, query head, new position), fp32
+// accumulation, storage in the activation type T); decoding is bound by reading the cache, not by math.
+#include "cuda/common.cuh"
+#include "cuda/cuda_check.h"
+#include "cuda/ops.h"
+#include "xtrain/error.h"
+
+namespace xtrain::cuda {
+
+namespace {
+
+constexpr int kThreads = 128;
+
+// kv_append_kernel: kcache, vcache (B,maxT,KVH*HS) rows [pos, pos+Tn) = the k, v heads of qkv (B,Tn,QKV).
+template <typename T>
+__global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int Tn, int pos, int maxT, int NH,
+                                 int KVH, int HS) {
+  const size_t kv_row = size_t(KVH) * HS, row = size_t(NH + 2 * KVH) * HS;
+  const size_t count = size_t(B) * Tn * kv_row;
+  for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < count; idx += size_t(gridDim.x) * blockDim.x) {
+    const size_t j = idx % kv_row, bi = idx / kv_row;  // bi = b * Tn + i
+    const size_t b = bi / Tn, i = bi % Tn;
+    const T* src = qkv + bi * row + size_t(NH) * HS;
+    const size_t dst = (b * maxT + pos + i) * kv_row + j;
+    kcache[dst] = src[j];
+    vcache[dst] = src[kv_row + j];
+  }
+}
+
+// decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = pos + i over
+// cache rows [0, t]. Dynamic shared memory: q (HS) then the scores (t + 1), fp32.
+template <typename T>
+__global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, int pos, int maxT,
+                              int NH, int KVH, int HS, float scale) {
+  extern __shared__ float smem[];
+  __shared__ float red[32];
+  float* q = smem;
+  float* s = smem + HS;
+  const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn;
+  const int kh = h / (NH / KVH);  // grouped-query attention (Ainslie et al. 2023)
+  const size_t kv_row = size_t(KVH) * HS;
+  const T* qp = qkv + size_t(bi) * (NH + 2 * KVH) * HS + size_t(h) * HS;
+  for (int j = threadIdx.x; j < HS; j += blockDim.x) q[j] = to_f(qp[j]) * scale;
+  __syncthreads();
+  const T* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
+  const T* vb = vcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
+  float mx = -INFINITY;
+  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
+    const T* k = kb + size_t(t2) * kv_row;
+    float dot = 0.0f;
+    for (int j = 0; j < HS; ++j) dot += q[j] * to_f(k[j]);
+    s[t2] = dot;
+    mx = fmaxf(mx, dot);
+  }
+  mx = block_max(mx, red);
+  float z = 0.0f;  // softmax shifted by the row max: no overflow
+  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) z += (s[t2] = __expf(s[t2] - mx));
+  z = block_sum(z, red);  // synchronizes the block: every s[t2] is written
+  const float inv_z = 1.0f / z;
+  T* o = out + size_t(bi) * NH * HS + size_t(h) * HS;
+  for (int j = threadIdx.x; j < HS; j += blockDim.x) {
+    float acc = 0.0f;
+    for (int t2 = 0; t2 <= t; ++t2) acc += s[t2] * to_f(vb[size_t(t2) * kv_row + j]);
+    o[j] = from_f<T>(acc * inv_z);
+  }
+}
+
+}  // namespace
+
+void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                      int pos, int maxT, int NH, int KVH, int HS) {
+  XT_CHECK(B >= 0 && HS > 0 && NH > 0 && KVH > 0 && NH % KVH == 0,
+           "bad attention_decode shape B=" << B << " NH=" << NH << " KVH=" << KVH << " HS=" << HS);
+  XT_CHECK(pos >= 0 && Tn >= 1 && pos + Tn <= maxT,
+           "attention_decode: positions [" << pos << ", " << pos + Tn << ") do not fit the cache of " << maxT);
+  if (B == 0) return;
+  const size_t smem = (size_t(HS) + pos + Tn) * sizeof(float);
+  XT_CHECK(smem <= 48 * 1024, "attention_decode: " << pos + Tn << " positions with head size " << HS
+                                                   << " exceed the kernel's 48 KiB of shared memory");
+  const float scale = 1.0f / sqrtf(float(HS));  // Vaswani et al. 2017, eq. 1
+  with_act(ctx, [&](auto tag) {
+    using T = decltype(tag);
+    const size_t count = size_t(B) * Tn * KVH * HS;
+    kv_append_kernel<T><<<blocks_for(count, 256), 256, 0, ctx.stream>>>(
+        static_cast<T*>(kcache), static_cast<T*>(vcache), static_cast<const T*>(qkv), B, Tn, pos, maxT, NH, KVH, HS);
+    XT_CUDA_LAUNCH_CHECK();
+    decode_kernel<T><<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
+        static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
+        static_cast<const T*>(qkv), Tn, pos, maxT, NH, KVH, HS, scale);
+    XT_CUDA_LAUNCH_CHECK();
+  });
+}
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,106 @@
+// Inference on one GPU against the CPU backend (the oracle): the Decoder's logits (fp32 and bf16), greedy
+// KV-cache decoding token-identical to the CPU's, and cached decoding against recomputing the prefix on
+// the GPU. Label gpu; exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu_ops_test_util.h"
+#include "cuda/cuda_backend.h"
+#include "inference_test_util.h"
+#include "xtrain/generate.h"
+#include "xtrain/inference.h"
+
+using namespace xtrain;
+using test::random_params;
+using test::random_tokens;
+using test::rel_diff;
+using test::small_config;
+
+namespace {
+
+// fp32 GPU vs the CPU oracle: every op agrees to ~1e-6 relative (test_cuda_ops, 1e-5 bound); through two
+// layers and the head the logits differ by a few 1e-6 of the largest logit. 1e-4 leaves a wide margin,
+// while a wrong cache row, head or position gives O(1).
+constexpr double kFp32Rel = 1e-4;
+// bf16 activations vs fp32: each stored activation is rounded by up to 2^-8 = 3.9e-3 relative and the
+// GEMM operands too; through two layers ~1e-2 of the largest logit. 5e-2 bounds that; a wrong index
+// still gives O(1).
+constexpr double kBf16Rel = 5e-2;
+// Cached decoding vs recomputing the prefix, both on the GPU in fp32: only the GEMM kernels for 1 row
+// and for T rows may differ in summation order (~1e-6): the 1e-5 bound.
+constexpr double kCacheRel = 1e-5;
+
+struct Models {
+  std::unique_ptr<Backend> cpu_be = make_cpu_backend();
+  std::unique_ptr<Backend> gpu_be;
+  std::unique_ptr<GPT> cpu, gpu;
+  explicit Models(const char* dtype) : gpu_be(make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype})) {
+    cpu = std::make_unique<GPT>(small_config(), *cpu_be);
+    gpu = std::make_unique<GPT>(small_config(), *gpu_be);
+    random_params(*cpu, 31, 0.3);
+    random_params(*gpu, 31, 0.3);
+  }
+};
+
+}  // namespace
+
+TEST_CASE("GPU inference logits match the CPU (fp32 and bf16)") {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    Models m(dtype);
+    const GPTConfig c = small_config();
+    const int B = 3, T = 57;
+    const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 8);
+    Decoder dc(*m.cpu, B), dg(*m.gpu, B);
+    const std::vector<float> ref = dc.forward(tokens.data(), T);
+    const std::vector<float>& got = dg.forward(tokens.data(), T);
+    const double err = rel_diff(got.data(), ref.data(), ref.size()), tol = dtype[0] == 'b' ? kBf16Rel : kFp32Rel;
+    MESSAGE(dtype << " logits: max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
+    CHECK(err <= tol);
+  }
+}
+
+TEST_CASE("GPU greedy KV-cache decoding: CPU tokens, and the logits of recomputing the prefix (fp32)") {
+  Models m("fp32");
+  const GPTConfig c = small_config();
+  const int P = 8, steps = 64;
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(P, c.V, 3), random_tokens(P, c.V, 4)};
+  GenerateOptions opts;
+  opts.max_new_tokens = steps;
+  opts.sampler.temperature = 0.0f;
+  Decoder dc(*m.cpu, 2), dg(*m.gpu, 2);
+  const auto cpu_tokens = generate(dc, prompts, opts, nullptr);
+  const auto gpu_tokens = generate(dg, prompts, opts, nullptr);
+  CHECK(gpu_tokens == cpu_tokens);  // token-identical
+
+  // the GPU's cached logits at every step against its own full-prefix forward
+  Decoder cached(*m.gpu, 1), full(*m.gpu, 1);
+  std::vector<int32_t> seq = prompts[0];
+  const std::vector<float>* logits = &cached.append(seq.data(), P, false);
+  double worst = 0.0;
+  for (int n = 0; n < steps; ++n) {
+    const std::vector<float> lc = *logits;
+    const std::vector<float>& lf = full.forward(seq.data(), int(seq.size()));
+    worst = std::max(worst, rel_diff(lc.data(), lf.data() + (seq.size() - 1) * c.V, size_t(c.V)));
+    const int32_t next = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
+    seq.push_back(next);
+    if (n + 1 < steps) logits = &cached.append(&next, 1, false);
+  }
+  MESSAGE("GPU cached vs full-prefix logits over " << steps << " steps: " << worst << " (tolerance " << kCacheRel << ")");
+  CHECK(worst <= kCacheRel);
+}
+
+int main(int argc, char** argv) {
+  if (!cuda_device_available()) {
+    std::printf("test_cuda_inference: no CUDA device visible, skipped\n");
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}

@@ -1,0 +1,127 @@
+#!/usr/bin/env bash
+# xtrain_export and --init-from end to end (issue #10): two exports of one checkpoint are
+# byte-identical; the registry check passes, and fails naming both digests after one byte of the
+# export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
+# trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
+# unwritable output and shape mismatches are one line with exit 1.
+source "$(dirname "$0")/common.sh"
+xt_data
+EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
+fail() { echo "FAIL: $*"; exit 1; }
+one_line() {  # one_line LOG PATTERN: the log has exactly one line and it matches
+  [[ $(wc -l < "$1") -eq 1 ]] && grep -q -- "$2" "$1" || { cat "$1"; fail "expected one line matching '$2'"; }
+}
+# GPT-2 shaped (kv-heads = heads, heads x head-dim = dim); a plain process, no launcher needed
+GPT2=("${DATA[@]}" --dim 32 --heads 4 --layers 2 --seq 32 --batch 4 --val-every 0 --log-every 10)
+"$XT" "${GPT2[@]}" --steps 3 --ckpt "$WORK/a.ckpt" > "$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fail "training"; }
+
+# 1. deterministic bytes; the digests printed are those of the file
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e1" "${TOK[@]}" --registry "$WORK/reg.json" --name tiny > "$WORK/e1.log" || fail "export"
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e2" "${TOK[@]}" > "$WORK/e2.log" || fail "second export"
+cat "$WORK/e1.log"
+for f in model.safetensors config.json vocab.json merges.txt; do cmp "$WORK/e1/$f" "$WORK/e2/$f" || fail "$f differs between exports"; done
+md5=$(md5sum < "$WORK/e1/model.safetensors" | cut -d' ' -f1)
+grep -q "^md5    $md5 " "$WORK/e1.log" || fail "printed md5 is not md5sum's $md5"
+grep -q "^sha256 $(sha256sum < "$WORK/e1/model.safetensors" | cut -d' ' -f1) " "$WORK/e1.log" || fail "printed sha256"
+grep -q "layout hf" "$WORK/e1.log" || fail "a GPT-2 shape exports in the hf layout"
+echo "two exports byte-identical, md5 $md5"
+# An independent reading of the file by the safetensors spec (Python standard library only): header,
+# contiguous offsets from the end of the header, GPT-2 names and Conv1D shapes, and data where the
+# offsets point (LayerNorm weights start at 1 and move little in 3 steps; biases start at 0).
+python3 - "$WORK/e1/model.safetensors" <<'PY'
+import json, struct, sys
+b = open(sys.argv[1], "rb").read()
+n = struct.unpack("<Q", b[:8])[0]
+h = json.loads(b[8:8 + n])
+assert n % 8 == 0 and h.pop("__metadata__") == {"format": "pt", "xtrain_layout": "hf"}
+data = b[8 + n:]
+ends = sorted((v["data_offsets"][0], v["data_offsets"][1]) for v in h.values())
+assert ends[0][0] == 0 and ends[-1][1] == len(data) and all(a[1] == c[0] for a, c in zip(ends, ends[1:]))
+assert h["transformer.wte.weight"]["shape"] == [50257, 32] and h["transformer.wpe.weight"]["shape"] == [32, 32]
+assert h["transformer.h.1.attn.c_attn.weight"]["shape"] == [32, 96] and h["transformer.h.0.mlp.c_proj.weight"]["shape"] == [128, 32]
+assert "lm_head.weight" not in h and len(h) == 2 + 12 * 2 + 2
+def floats(name):
+    lo, hi = h[name]["data_offsets"]
+    return struct.unpack(f"<{(hi - lo) // 4}f", data[lo:hi])
+for name in h:
+    v = floats(name)
+    if name.endswith(("ln_1.weight", "ln_2.weight", "ln_f.weight")):
+        assert all(0.9 < x < 1.1 for x in v), name
+    elif name.endswith("bias"):
+        assert all(abs(x) < 0.1 for x in v), name
+    else:
+        assert all(abs(x) < 1.0 for x in v) and any(x != 0 for x in v), name
+print("model.safetensors read independently: header, offsets, names, shapes and values as expected")
+PY
+
+# 2. registry: checkpoint and export verify; one changed byte is caught with both digests named
+"$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/a.ckpt" || fail "verify of the checkpoint"
+"$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/e2" || fail "verify of the export"
+printf '\x01' | dd of="$WORK/e2/model.safetensors" bs=1 seek=4000 conv=notrunc status=none
+set +e
+"$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/e2" > "$WORK/v.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "verify after a changed byte: exit $rc, expected 1"
+bad=$(md5sum < "$WORK/e2/model.safetensors" | cut -d' ' -f1)
+one_line "$WORK/v.log" "verify tiny: FAILED: .* gives md5 $bad .* expects md5 $md5 "
+cat "$WORK/v.log"
+
+# 3. round trip: import the export, take one training step that cannot move a weight (lr 1e-30: a
+# change of 1e-30 is below half an ulp of every nonzero weight; the zero ones, the padding rows of wte, get
+# no gradient), write
+# the checkpoint, export it again: the same model.safetensors. Model options come from config.json;
+# both ranks load the directory and end with identical parameters.
+"${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" --init-from "$WORK/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 --val-every 0 \
+  --ckpt "$WORK/b.ckpt" > "$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "--init-from"; }
+grep -q "V=50257 T=32 C=32 L=2 NH=4 KVH=4 HS=8 F=128" "$WORK/import.log" || { cat "$WORK/import.log"; fail "model options from config.json"; }
+grep -q "max parameter difference across 2 ranks: 0.000e+00" "$WORK/import.log" || { cat "$WORK/import.log"; fail "ranks differ"; }
+"$EXPORT" "$WORK/b.ckpt" --out "$WORK/e3" "${TOK[@]}" > /dev/null || fail "export after import"
+cmp "$WORK/e1/model.safetensors" "$WORK/e3/model.safetensors" || fail "export -> import -> export changed the weights"
+echo "export -> --init-from -> export: model.safetensors byte-identical"
+# a requeued fine-tuning job keeps --init-from next to --resume: the checkpoint's weights win
+"$XT" "${DATA[@]}" --init-from "$WORK/e1" --resume "$WORK/b.ckpt" --steps 1 --batch 4 --lr 1e-30 --warmup 0 \
+  --weight-decay 0 --val-every 0 > "$WORK/requeue.log" 2>&1 || { cat "$WORK/requeue.log"; fail "--init-from with --resume"; }
+grep -q "resumed from .* at step 1" "$WORK/requeue.log" && ! grep -q "weights from" "$WORK/requeue.log" ||
+  { cat "$WORK/requeue.log"; fail "--resume must win over --init-from"; }
+
+# 4. shape mismatch on import names the tensor, expected and found shapes
+set +e
+"$XT" "${DATA[@]}" --init-from "$WORK/e1" --dim 64 --steps 1 --batch 4 --val-every 0 > "$WORK/mm.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || { cat "$WORK/mm.log"; fail "shape mismatch: exit $rc, expected 1"; }
+one_line "$WORK/mm.log" "tensor transformer.wte.weight: expected shape \[50257, 64\], found \[50257, 32\]"
+
+set +e
+"$XT" "${DATA[@]}" --init-from "$WORK/nowhere" > "$WORK/nd.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || { cat "$WORK/nd.log"; fail "missing --init-from directory: exit $rc, expected 2"; }
+one_line "$WORK/nd.log" "usage error: --init-from: cannot read .*nowhere/config.json: No such file"
+
+# 5. grouped-query attention: xtrain layout by default, --format hf refused with the reason
+"$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fail "GQA training"; }
+set +e
+"$EXPORT" "$WORK/g.ckpt" --out "$WORK/g_hf" --format hf "${TOK[@]}" > "$WORK/ghf.log" 2>&1
+rc=$?
+set -e
+[[ $rc -ne 0 ]] || fail "--format hf accepted a GQA model"
+one_line "$WORK/ghf.log" "cannot express this model: --kv-heads 2 < --heads 4: GPT-2 has no grouped-query attention"
+[[ ! -e "$WORK/g_hf/model.safetensors" ]] || fail "a refused export left a model file"
+"$EXPORT" "$WORK/g.ckpt" --out "$WORK/g_x" "${TOK[@]}" --registry "$WORK/reg.json" --name gqa | grep -q "layout xtrain" ||
+  fail "GQA model not in the xtrain layout"
+"$EXPORT" --verify gqa --registry "$WORK/reg.json" "$WORK/g.ckpt" > /dev/null || fail "verify re-exports in the recorded layout"
+"$EXPORT" --verify tiny --registry "$WORK/reg.json" "$WORK/a.ckpt" > /dev/null || fail "a second entry dropped the first"
+grep -q '"model_type": "xtrain-gpt"' "$WORK/g_x/config.json" || fail "xtrain config.json"
+"$XT" "${DATA[@]}" --init-from "$WORK/g_x" --steps 1 --batch 8 --val-every 0 > "$WORK/gi.log" 2>&1 || { cat "$WORK/gi.log"; fail "import of the xtrain layout"; }
+
+# 6. unwritable output: one line, exit 1, nothing written
+: > "$WORK/file"
+set +e
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/file/sub" "${TOK[@]}" > "$WORK/uw.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 1 ]] || fail "unwritable output: exit $rc, expected 1"
+one_line "$WORK/uw.log" "cannot create the output directory"
+echo "PASS"

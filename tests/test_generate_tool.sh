@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
+# (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
+# repeats and another seed differs; --dump-logits writes (T, V) float32; --help lists every option;
+# usage errors exit 2 and runtime errors 1, each with one line. Needs data/ (scripts/setup.sh).
+set -euo pipefail
+dd="${XTRAIN_DATA_DIR:-}"
+[[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" && -f "$dd/brown.txt" ]] \
+  || { echo "SKIP: no data/gpt2 or data/brown.txt (run scripts/setup.sh)"; exit 77; }
+BIN="${XTRAIN_BIN_DIR:?}"
+GEN="$BIN/xtrain_generate"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT
+fails=0
+fail() { echo "FAIL $*"; fails=$((fails+1)); }
+
+head -c 20000 "$dd/brown.txt" > "$tmp/small.txt"
+"$BIN/xtrain_mpi" --data "$tmp/small.txt" --no-cache --dim 32 --heads 4 --layers 1 --seq 96 --batch 2 --steps 2 \
+  --val-every 0 --ckpt "$tmp/m.ckpt" > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; exit 1; }
+"$BIN/xtrain_export" "$tmp/m.ckpt" --out "$tmp/export" > "$tmp/export.log"
+
+# every option is documented
+help=$("$GEN" --help)
+for o in ckpt model prompt prompt-file prompt-ids max-new-tokens temperature top-k top-p seed batch ignore-eos print-ids \
+         dump-logits device dtype; do
+  grep -q -- "--$o" <<< "$help" || fail "--help does not document --$o"
+done
+
+# checkpoint and export: token-identical, sampled (every logit matters) and greedy
+prompts=("The jury said" "In the beginning" "Hello, world!" "He asked whether" "Numbers: 1, 2, 3,")
+for p in "${prompts[@]}"; do
+  for mode in "--temperature 1 --seed 7" "--temperature 0"; do
+    a=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
+    b=$("$GEN" --model "$tmp/export" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
+    [[ $(wc -w <<< "$a") -eq 64 ]] || fail "$p ($mode): $(wc -w <<< "$a") tokens, want 64"
+    [[ "$a" == "$b" ]] && echo "ok   ckpt == export: $p ($mode)" || fail "ckpt != export for '$p' ($mode): '$a' vs '$b'"
+  done
+done
+
+# seeds: the same seed repeats, another seed differs; --batch 2 draws sequence 0 from the same stream
+s1=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+s1b=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+s2=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 2 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+sb=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids --batch 2 2> /dev/null)
+[[ "$s1" == "$s1b" ]] && echo "ok   seed 1 repeats" || fail "seed 1 does not repeat"
+[[ "$s1" != "$s2" ]] && echo "ok   seed 2 differs" || fail "seeds 1 and 2 give the same tokens"
+[[ "$(head -n 1 <<< "$sb")" == "$s1" && "$(sed -n 2p <<< "$sb")" != "$s1" ]] && echo "ok   --batch 2" \
+  || fail "--batch 2: sequence 0 should equal the batch-1 run and sequence 1 differ"
+
+# streamed text starts with the prompt; --prompt-file gives the prompt's tokens; speed line on stderr
+printf 'The jury said' > "$tmp/prompt.txt"
+text=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-file "$tmp/prompt.txt" --max-new-tokens 8 2> "$tmp/err")
+[[ "$text" == "The jury said"* ]] || fail "streamed text does not start with the prompt: '$text'"
+ids=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 8 --print-ids 2> /dev/null)
+[[ "$ids" == $("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" --max-new-tokens 8 --print-ids 2> /dev/null) ]] \
+  && echo "ok   --prompt-ids" || fail "--prompt-ids 464 9002 531 and --prompt 'The jury said' differ"
+grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok   $(cat "$tmp/err")" || fail "speed line: $(cat "$tmp/err")"
+
+# --dump-logits: "Hello, world!" is 4 tokens: 4 x 50257 float32
+"$GEN" --model "$tmp/export" --prompt "Hello, world!" --dump-logits "$tmp/l.bin" --max-new-tokens 0 > "$tmp/out" 2> /dev/null
+[[ $(stat -c %s "$tmp/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$tmp/l.bin")"
+[[ ! -s "$tmp/out" ]] || fail "--max-new-tokens 0 printed text"
+
+# errors: usage -> 2, runtime -> 1; the first line names the cause (an unknown option adds the usage lines)
+expect_rc() {  # expect_rc RC ARGS...
+  local want=$1 rc=0
+  shift
+  "$GEN" "$@" > /dev/null 2> "$tmp/err" || rc=$?
+  [[ $rc -eq $want ]] && head -n 1 "$tmp/err" | grep -q '^xtrain_generate: error: ' && echo "ok   exit $rc: $(head -n 1 "$tmp/err")" \
+    || fail "$* -> exit $rc (want $want): $(cat "$tmp/err")"
+}
+expect_rc 2 --prompt x
+expect_rc 2 --ckpt "$tmp/m.ckpt" --model "$tmp/export" --prompt x
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --prompt-file "$tmp/prompt.txt"
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --temperature -1
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --top-p 0
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --bogus
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
+expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
+expect_rc 1 --model "$tmp/missing_dir" --prompt x
+[[ $fails -eq 0 ]]

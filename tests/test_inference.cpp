@@ -1,0 +1,152 @@
+// Inference on the CPU backend (the oracle): the KV-cache attention op against training attention, the
+// Decoder's logits against the training forward's, and cached decoding against recomputing the prefix.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "cpu_ops_test_util.h"
+#include "inference_test_util.h"
+#include "xtrain/error.h"
+#include "xtrain/generate.h"
+#include "xtrain/inference.h"
+#include "xtrain/model.h"
+#include "xtrain/rng.h"
+
+using namespace xtrain;
+using test::random_params;
+using test::random_tokens;
+using test::rel_diff;
+using test::small_config;
+
+namespace {
+
+// Both sides run the same fp32 ops in the same order (the same BLAS GEMMs of the same shapes, attention
+// accumulated in double) except where the number of rows of a GEMM differs (a decode step multiplies one
+// row where the prefix forward multiplies T): OpenBLAS may then pick another kernel and summation order,
+// ~sqrt(K) * 6e-8 relative per dot product of K <= 128 terms, amplified by at most a few layers: ~1e-6.
+// 1e-5 of the largest logit (the bound) leaves ~10x margin; a wrong position, cache row or head
+// gives O(1).
+constexpr double kCacheRel = 1e-5;
+// Inference forward vs training forward over the same (B,T): the identical op sequence on identical
+// shapes (the only difference is attention through the cache, whose CPU reference repeats the training
+// attention's double arithmetic), so the logits agree to the last bit. Measured: 0.
+constexpr double kSameOpsRel = 0.0;
+
+}  // namespace
+
+TEST_CASE("attention_decode over a cache filled in chunks equals causal attention (GQA)") {
+  auto be = make_cpu_backend();
+  const int B = 2, T = 11, NH = 6, KVH = 2, HS = 5, maxT = 16, QKV = (NH + 2 * KVH) * HS, A = NH * HS;
+  std::vector<float> qkv(size_t(B) * T * QKV);
+  for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = float(normal(7, i));
+  std::vector<float> ref(size_t(B) * T * A), att(size_t(B) * NH * T * T);
+  be->attention_forward(ref.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
+
+  std::vector<float> kc(size_t(B) * maxT * KVH * HS, NAN), vc(kc.size(), NAN), out(ref.size(), NAN);
+  // chunks [0,4), [4,5), ..., [10,11): a prefill then one position at a time
+  for (int pos = 0; pos < T;) {
+    const int Tn = pos == 0 ? 4 : 1;
+    std::vector<float> chunk(size_t(B) * Tn * QKV), o(size_t(B) * Tn * A);
+    for (int b = 0; b < B; ++b)
+      std::copy_n(qkv.begin() + (size_t(b) * T + pos) * QKV, size_t(Tn) * QKV, chunk.begin() + size_t(b) * Tn * QKV);
+    be->attention_decode(o.data(), kc.data(), vc.data(), chunk.data(), B, Tn, pos, maxT, NH, KVH, HS);
+    for (int b = 0; b < B; ++b)
+      std::copy_n(o.begin() + size_t(b) * Tn * A, size_t(Tn) * A, out.begin() + (size_t(b) * T + pos) * A);
+    pos += Tn;
+  }
+  CHECK(rel_diff(out.data(), ref.data(), ref.size()) == 0.0);  // same double arithmetic per row
+  // the caches hold exactly the k and v heads of every position
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int j = 0; j < KVH * HS; ++j) {
+        const size_t src = (size_t(b) * T + t) * QKV + size_t(NH) * HS + j, dst = (size_t(b) * maxT + t) * KVH * HS + j;
+        REQUIRE(kc[dst] == qkv[src]);
+        REQUIRE(vc[dst] == qkv[src + size_t(KVH) * HS]);
+      }
+  std::vector<float> o(size_t(B) * A);
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, maxT, maxT, NH, KVH, HS),
+                  Error);
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, 0, maxT, NH, 4, HS), Error);
+}
+
+TEST_CASE("inference logits equal the training forward's logits") {
+  auto be = make_cpu_backend();
+  GPT model(small_config(), *be);
+  random_params(model, 11, 0.3);
+  const GPTConfig& c = model.config();
+  const int B = 3, T = c.maxT;
+  const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 5), targets = random_tokens(size_t(B) * T, c.V, 6);
+  model.forward(tokens.data(), targets.data(), B, T, /*train=*/false, 1.0f, nullptr);
+  std::vector<float> train_logits(size_t(B) * T * c.Vp());
+  be->copy_to_host(train_logits.data(), model.logits(), train_logits.size() * sizeof(float));
+  std::vector<float> ref(size_t(B) * T * c.V);  // padding columns dropped
+  for (size_t r = 0; r < size_t(B) * T; ++r)
+    std::copy_n(train_logits.begin() + r * c.Vp(), c.V, ref.begin() + r * c.V);
+
+  Decoder dec(model, B);
+  const std::vector<float>& got = dec.forward(tokens.data(), T);
+  REQUIRE(got.size() == ref.size());
+  const double rel = rel_diff(got.data(), ref.data(), ref.size());
+  MESSAGE("inference vs training logits, max rel diff: " << rel);
+  CHECK(rel <= kSameOpsRel);
+  CHECK(dec.position() == T);
+  const std::vector<float>& again = dec.forward(tokens.data(), T);  // after reset: the same bits
+  CHECK(rel_diff(again.data(), ref.data(), ref.size()) == 0.0);
+}
+
+TEST_CASE("KV-cache decoding equals recomputing the whole prefix (64 greedy tokens, 2 sequences)") {
+  auto be = make_cpu_backend();
+  GPT model(small_config(), *be);
+  random_params(model, 12, 0.3);
+  const GPTConfig& c = model.config();
+  const int B = 2, P = 8, steps = 64;
+  const std::vector<std::vector<int32_t>> prompts = {random_tokens(P, c.V, 1), random_tokens(P, c.V, 2)};
+  std::vector<std::vector<int32_t>> seqs = prompts;
+
+  Decoder cached(model, B), full(model, 1);
+  std::vector<int32_t> flat;
+  for (const auto& s : seqs) flat.insert(flat.end(), s.begin(), s.end());
+  const std::vector<float>* logits = &cached.append(flat.data(), P, false);
+  double worst = 0.0;
+  std::vector<int32_t> next(B);
+  for (int n = 0; n < steps; ++n) {
+    for (int b = 0; b < B; ++b) {
+      const float* lc = logits->data() + size_t(b) * c.V;
+      const std::vector<float>& lf = full.forward(seqs[b].data(), int(seqs[b].size()));
+      const float* last = lf.data() + (seqs[b].size() - 1) * c.V;
+      worst = std::max(worst, rel_diff(lc, last, size_t(c.V)));
+      const int32_t tc = int32_t(std::max_element(lc, lc + c.V) - lc);
+      const int32_t tf = int32_t(std::max_element(last, last + c.V) - last);
+      REQUIRE(tc == tf);  // token-identical
+      next[b] = tc;
+      seqs[b].push_back(tc);
+    }
+    if (n + 1 < steps) logits = &cached.append(next.data(), 1, false);
+  }
+  MESSAGE("cached vs full-prefix logits over " << steps << " steps, max rel diff: " << worst);
+  CHECK(worst <= kCacheRel);
+  CHECK(cached.position() == P + steps - 1);
+
+  // generate() with greedy sampling reproduces the same continuation
+  GenerateOptions opts;
+  opts.max_new_tokens = steps;
+  opts.sampler.temperature = 0.0f;
+  const auto gen = generate(cached, prompts, opts, nullptr);
+  for (int b = 0; b < B; ++b) CHECK(gen[b] == std::vector<int32_t>(seqs[b].begin() + P, seqs[b].end()));
+}
+
+TEST_CASE("the decoder refuses tokens outside the vocabulary and positions past the context") {
+  auto be = make_cpu_backend();
+  GPT model(small_config(), *be);
+  Decoder dec(model, 1);
+  const int32_t bad = model.config().V;
+  CHECK_THROWS_AS(dec.append(&bad, 1, false), Error);
+  std::vector<int32_t> full(size_t(model.config().maxT), 0);
+  dec.append(full.data(), model.config().maxT, false);
+  CHECK_THROWS_AS(dec.append(full.data(), 1, false), Error);
+  CHECK_THROWS_AS(Decoder(model, 0), Error);
+}

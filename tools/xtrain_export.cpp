@@ -1,0 +1,179 @@
+// xtrain_export: checkpoint -> model directory (model.safetensors, config.json, vocab.json,
+// merges.txt) in the Hugging Face GPT-2 layout or xtrain's own (docs/serving.md); prints md5 and
+// sha256 of model.safetensors, records them in a JSON registry, and verifies a checkpoint or an
+// export against the registry. Exit codes: 0 success, 1 error or digest mismatch, 2 usage error.
+#include <boost/program_options.hpp>
+#include <cstdio>
+#include <filesystem>
+#include <iostream>
+#include <nlohmann/json.hpp>
+
+#include "xtrain/io.h"
+#include "xtrain/checkpoint.h"
+#include "xtrain/digest.h"
+#include "xtrain/error.h"
+#include "xtrain/export.h"
+
+#ifndef XTRAIN_DEFAULT_DATA_DIR
+#define XTRAIN_DEFAULT_DATA_DIR "data"
+#endif
+
+namespace po = boost::program_options;
+namespace fs = std::filesystem;
+using nlohmann::json;
+using namespace xtrain;
+
+namespace {
+
+struct Options {
+  std::string input, out, format = "auto", encoder_json, vocab_bpe, registry, name, verify;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
+  po::options_description opts(
+      "Usage: xtrain_export CKPT --out DIR [options]\n"
+      "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
+      "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (each atomically) and prints the\n"
+      "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes",
+      110, 55);
+  opts.add_options()
+    ("out", po::value(&o.out), "output directory (created if absent)")
+    ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain")
+    ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json the model was trained with (written as vocab.json)")
+    ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe the model was trained with (written as merges.txt)")
+    ("registry", po::value(&o.registry), "JSON registry file: an export records NAME -> md5, sha256, layout, model config, step, data hash")
+    ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
+    ("verify", po::value(&o.verify), "check the input against registry entry NAME: a checkpoint is re-exported in memory, an export directory's model.safetensors is hashed; exit 1 naming expected and found digests")
+    ("help,h", "print this help");
+  po::options_description hidden;
+  hidden.add_options()("input", po::value(&o.input));
+  po::options_description all;
+  all.add(opts).add(hidden);
+  po::positional_options_description pos;
+  pos.add("input", 1);
+  po::variables_map vm;
+  try {
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).style(style).run(), vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (vm.count("help")) {
+    std::cout << opts << "\n";
+    std::exit(0);
+  }
+  if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
+  if (o.verify.empty() && fs::is_directory(o.input)) throw UsageError(o.input + " is a directory: export takes a checkpoint file");
+  if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
+  if (!o.verify.empty()) {
+    if (o.registry.empty()) throw UsageError("--verify needs --registry");
+    if (!o.out.empty() || !o.name.empty()) throw UsageError("--verify writes nothing: drop --out and --name");
+  } else {
+    if (o.out.empty()) throw UsageError("--out DIR is required");
+    if (!o.name.empty() && o.registry.empty()) throw UsageError("--name needs --registry");
+    if (o.name.empty()) o.name = fs::path(o.out).lexically_normal().filename().string();
+    if (o.name.empty() || o.name == "." || o.name == "..") o.name = fs::weakly_canonical(o.out).filename().string();
+  }
+  return o;
+}
+
+std::string hex64(uint64_t x) {
+  char b[17];
+  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(x));
+  return b;
+}
+
+json read_registry(const std::string& path, bool must_exist) {
+  std::error_code ec;
+  if (!must_exist && !fs::exists(path, ec)) return json{{"models", json::object()}};
+  json r;
+  try {
+    r = json::parse(read_file(path));
+  } catch (const Error& e) {
+    XT_FAIL("registry " << e.what());
+  } catch (const json::exception& e) {
+    XT_FAIL("registry " << path << ": not valid JSON (" << e.what() << ")");
+  }
+  if (!r.is_object() || !r.contains("models") || !r["models"].is_object())
+    XT_FAIL("registry " << path << ": expected {\"models\": {NAME: entry, ...}}");
+  return r;
+}
+
+ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
+  const CheckpointState st = load_checkpoint(ckpt);
+  *meta = st.meta;
+  return make_export(st.meta.model, st.params, layout, o.encoder_json, o.vocab_bpe, st.meta.tokenizer_fingerprint);
+}
+
+ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
+  if (format == "xtrain") return ModelLayout::Xtrain;
+  const std::string why = hf_unsupported(cfg);
+  if (format == "hf" && !why.empty())
+    throw UsageError("--format hf: the Hugging Face GPT-2 layout cannot express this model: " + why + " (use --format xtrain)");
+  return why.empty() ? ModelLayout::Hf : ModelLayout::Xtrain;
+}
+
+int verify(const Options& o) {
+  const json reg = read_registry(o.registry, true);
+  if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << o.verify);
+  const json& e = reg["models"][o.verify];
+  std::string bytes;
+  if (fs::is_directory(o.input)) {
+    bytes = read_file((fs::path(o.input) / kModelFile).string());
+  } else {
+    const ModelLayout layout = e.value("layout", "hf") == "xtrain" ? ModelLayout::Xtrain : ModelLayout::Hf;
+    CheckpointMeta meta;
+    bytes = export_checkpoint(o.input, layout, o, &meta).at(kModelFile);
+  }
+  const std::string md5 = md5_hex(bytes), sha = sha256_hex(bytes);
+  const std::string want_md5 = e.value("md5", ""), want_sha = e.value("sha256", "");
+  if (md5 != want_md5 || sha != want_sha) {
+    std::fprintf(stderr, "verify %s: FAILED: %s gives md5 %s sha256 %s, registry %s expects md5 %s sha256 %s\n", o.verify.c_str(),
+                 o.input.c_str(), md5.c_str(), sha.c_str(), o.registry.c_str(), want_md5.c_str(), want_sha.c_str());
+    return 1;
+  }
+  std::printf("verify %s: OK: md5 %s sha256 %s\n", o.verify.c_str(), md5.c_str(), sha.c_str());
+  return 0;
+}
+
+int run(const Options& o) {
+  if (!o.verify.empty()) return verify(o);
+  const CheckpointState st = load_checkpoint(o.input);
+  const ModelLayout layout = pick_layout(o.format, st.meta.model);
+  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.encoder_json, o.vocab_bpe, st.meta.tokenizer_fingerprint);
+  write_export(o.out, files);
+  const std::string& model = files.at(kModelFile);
+  const std::string md5 = md5_hex(model), sha = sha256_hex(model), path = (fs::path(o.out) / kModelFile).string();
+  std::printf("export | %s (step %d, %s) -> %s, layout %s\n", o.input.c_str(), st.meta.step, st.meta.model.describe().c_str(),
+              o.out.c_str(), layout_name(layout));
+  std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
+  if (!o.registry.empty()) {
+    json reg = read_registry(o.registry, false);
+    const GPTConfig& c = st.meta.model;
+    reg["models"][o.name] = {
+        {"md5", md5}, {"sha256", sha}, {"layout", layout_name(layout)}, {"step", st.meta.step},
+        {"data_hash", hex64(st.meta.data_hash)}, {"tokenizer_fingerprint", hex64(st.meta.tokenizer_fingerprint)},
+        {"config", {{"vocab_size", c.V}, {"n_positions", c.maxT}, {"n_embd", c.C}, {"n_layer", c.L}, {"n_head", c.NH},
+                    {"n_kv_head", c.KVH}, {"head_dim", c.HS}, {"n_inner", c.F}}}};
+    write_file_atomic(o.registry, reg.dump(2) + "\n");
+    std::printf("registry | %s: %s recorded\n", o.registry.c_str(), o.name.c_str());
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(parse(argc, argv));
+  } catch (const UsageError& e) {
+    std::fprintf(stderr, "xtrain_export: usage error: %s (see --help)\n", e.what());
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "xtrain_export: error: %s\n", e.what());
+    return 1;
+  }
+}

@@ -1,0 +1,228 @@
+// xtrain_generate: text from a trained model (an xtrain checkpoint or an export directory) with a KV
+// cache, streamed as it is made, then one line of prompt and generation speed on stderr. A plain process
+// (no launcher, no MPI). Exit codes: 0 success, 1 runtime error, 2 usage error.
+#include <boost/program_options.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <iostream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "xtrain/backend.h"
+#include "xtrain/checkpoint.h"
+#include "xtrain/error.h"
+#include "xtrain/export.h"
+#include "xtrain/generate.h"
+#include "xtrain/inference.h"
+#include "xtrain/io.h"
+#include "xtrain/model.h"
+#include "xtrain/token_cache.h"
+#include "xtrain/tokenizer.h"
+
+#ifndef XTRAIN_DEFAULT_DATA_DIR
+#define XTRAIN_DEFAULT_DATA_DIR "data"
+#endif
+
+namespace po = boost::program_options;
+using namespace xtrain;
+
+namespace {
+
+constexpr const char* kUsage =
+    "usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
+    "                       [options]";
+
+po::options_description make_options() {
+  const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
+  po::options_description o("Options", 110, 55);
+  o.add_options()
+      ("help", "print this help and exit")
+      ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt)")
+      ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out)")
+      ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>)")
+      ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt")
+      ("prompt-ids", po::value<std::string>(),
+       "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints)")
+      ("max-new-tokens", po::value<int>()->default_value(64),
+       "tokens to generate at most (generation also stops at the model's context length)")
+      ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
+      ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
+      ("top-p", po::value<float>()->default_value(1.0f),
+       "nucleus sampling: the smallest most-probable set of probability >= p, in (0, 1]")
+      ("seed", po::value<uint64_t>()->default_value(1337), "sampling seed (same seed, same model: same text)")
+      ("batch", po::value<int>()->default_value(1),
+       "sequences generated together from the same prompt (sequence b draws from stream (seed, b)); above 1 "
+       "the texts are printed at the end, not streamed")
+      ("ignore-eos", "keep generating after <|endoftext|> (id 50256 for GPT-2)")
+      ("print-ids", "print the generated token ids (one line per sequence) instead of the text")
+      ("dump-logits", po::value<std::string>(),
+       "write the prompt's logits to FILE: float32 little-endian, row-major (T, V), no header; row t = "
+       "logits of the token after prompt tokens 0..t (docs/serving.md)")
+      ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
+      ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
+      ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
+       "OpenAI GPT-2 encoder.json (with --model: DIR/vocab.json unless given)")
+      ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
+       "OpenAI GPT-2 vocab.bpe (with --model: DIR/merges.txt unless given)")
+      ("tokenizer-json", po::value<std::string>()->default_value(""),
+       "Hugging Face tokenizer.json; replaces --encoder-json/--vocab-bpe (default: none)");
+  return o;
+}
+
+// LoadedModel: what generation needs from a checkpoint or an export directory.
+struct LoadedModel {
+  GPTConfig config;
+  std::vector<float> params;  // host, param_layout order
+  uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded (exports)
+  std::string vocab_json, merges_txt;  // an export's tokenizer files ("" when absent)
+};
+
+LoadedModel load_model(const po::variables_map& vm) {
+  LoadedModel m;
+  if (vm.count("ckpt")) {
+    CheckpointState st = load_checkpoint(vm["ckpt"].as<std::string>());
+    m.config = st.meta.model;
+    m.params = std::move(st.params);
+    m.tokenizer_fingerprint = st.meta.tokenizer_fingerprint;
+    return m;
+  }
+  ModelDir d = load_model_dir(vm["model"].as<std::string>());
+  m.config = d.cfg;
+  m.params = std::move(d.params);
+  m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
+  return m;
+}
+
+// load_tokenizer_for: the options' tokenizer; for an export whose options are left at their defaults,
+// the export's own vocab.json + merges.txt.
+Tokenizer load_tokenizer_for(const po::variables_map& vm, const LoadedModel& lm) {
+  const std::string hf = vm["tokenizer-json"].as<std::string>();
+  const bool defaults = vm["encoder-json"].defaulted() && vm["vocab-bpe"].defaulted();
+  if (!hf.empty() && !defaults) throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+  if (hf.empty() && defaults && !lm.vocab_json.empty() && !lm.merges_txt.empty())
+    return load_tokenizer("", lm.vocab_json, lm.merges_txt);
+  return load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
+}
+
+void write_logits(const std::string& path, const std::vector<float>& logits) {
+  const uint32_t probe = 1;
+  XT_CHECK(*reinterpret_cast<const unsigned char*>(&probe) == 1, "--dump-logits writes little-endian floats; this host is big-endian");
+  std::ofstream f(path, std::ios::binary | std::ios::trunc);
+  f.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
+  f.close();
+  XT_CHECK(f.good(), "cannot write --dump-logits " << path);
+}
+
+int run(const po::variables_map& vm) {
+  if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
+  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") != 1)
+    throw UsageError("give exactly one of --prompt, --prompt-file, --prompt-ids");
+  GenerateOptions opts;
+  opts.max_new_tokens = vm["max-new-tokens"].as<int>();
+  if (opts.max_new_tokens < 0) throw UsageError("--max-new-tokens must be >= 0");
+  opts.sampler.temperature = vm["temperature"].as<float>();
+  opts.sampler.top_k = vm["top-k"].as<int>();
+  opts.sampler.top_p = vm["top-p"].as<float>();
+  opts.sampler.validate();
+  opts.seed = vm["seed"].as<uint64_t>();
+  const int batch = vm["batch"].as<int>();
+  if (batch < 1) throw UsageError("--batch must be >= 1");
+  const bool print_ids = vm.count("print-ids") > 0;
+
+  LoadedModel lm = load_model(vm);
+  const Tokenizer tok = load_tokenizer_for(vm, lm);
+  std::vector<int32_t> prompt;
+  std::string text;
+  if (vm.count("prompt-ids")) {
+    prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids");
+    for (int32_t id : prompt)
+      if (id < 0 || id >= tok.vocab_size())
+        throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
+                         std::to_string(tok.vocab_size()) + ")");
+    text = tok.decode(prompt);
+  } else {
+    text = vm.count("prompt") ? vm["prompt"].as<std::string>() : read_file(vm["prompt-file"].as<std::string>());
+    prompt = tok.encode(text);
+  }
+  if (prompt.empty()) {
+    if (tok.eot_id() < 0) throw UsageError("empty prompt and the tokenizer has no <|endoftext|> to start from");
+    prompt.push_back(tok.eot_id());  // GPT-2's unconditional start
+  }
+  if (!vm.count("ignore-eos")) opts.eos_id = tok.eot_id();
+
+  if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
+    throw UsageError("the tokenizer given is not the one the model was trained with (fingerprints differ)");
+  if (lm.config.V != tok.vocab_size())
+    throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
+                     std::to_string(tok.vocab_size()) + ")");
+  BackendOptions bo;
+  bo.device = parse_device(vm["device"].as<std::string>());
+  bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
+  std::unique_ptr<Backend> be = make_backend(bo);
+  GPT model(lm.config, *be);
+  XT_CHECK(lm.params.size() == model.num_params(),
+           "the model has " << lm.params.size() << " parameters; its config needs " << model.num_params());
+  be->copy_to_device(model.params(), lm.params.data(), lm.params.size() * sizeof(float));
+  lm.params = {};
+
+  if (vm.count("dump-logits")) {
+    Decoder dec(model, 1);
+    write_logits(vm["dump-logits"].as<std::string>(), dec.forward(prompt.data(), int(prompt.size())));
+    std::fprintf(stderr, "wrote logits (%zu, %d) to %s\n", prompt.size(), lm.config.V,
+                 vm["dump-logits"].as<std::string>().c_str());
+  }
+  if (opts.max_new_tokens == 0) return 0;
+
+  Decoder dec(model, batch);
+  Utf8Stream stream;
+  const bool stream_text = !print_ids && batch == 1;
+  if (stream_text) std::cout << text << std::flush;
+  auto on_token = [&](int, int32_t id) {
+    if (stream_text) std::cout << stream.push(tok.decode({id})) << std::flush;
+  };
+  GenerateStats st;
+  const auto out = generate(dec, std::vector<std::vector<int32_t>>(batch, prompt), opts, on_token, &st);
+  if (stream_text) std::cout << stream.flush() << "\n";
+  for (int b = 0; b < batch && !stream_text; ++b) {
+    if (print_ids) {
+      for (size_t i = 0; i < out[b].size(); ++i) std::cout << (i ? " " : "") << out[b][i];
+      std::cout << "\n";
+    } else {
+      std::cout << "--- sequence " << b << "\n" << text << tok.decode(out[b]) << "\n";
+    }
+  }
+  if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
+  const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
+  const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
+  std::fprintf(stderr, "prompt: %d tokens x %d at %.1f tok/s; generation: %d tokens at %.1f tok/s (%s, %s)\n",
+               st.prompt_tokens, batch, prompt_tps, st.new_tokens, gen_tps, be->device_name().c_str(),
+               to_string(be->dtype()));
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const po::options_description options = make_options();
+  po::variables_map vm;
+  try {
+    po::store(po::parse_command_line(argc, argv, options), vm);
+    po::notify(vm);
+    if (vm.count("help")) {
+      std::cout << "xtrain_generate: sample text from a trained GPT with a KV cache.\n" << kUsage << "\n\n" << options;
+      return 0;
+    }
+    return run(vm);
+  } catch (const po::error& e) {
+    std::cerr << "xtrain_generate: error: " << e.what() << "\n" << kUsage << "\n";
+    return 2;
+  } catch (const UsageError& e) {
+    std::cerr << "xtrain_generate: error: " << e.what() << "\n";
+    return 2;
+  } catch (const std::exception& e) {
+    std::cerr << "xtrain_generate: error: " << e.what() << "\n";
+    return 1;
+  }
+}
