@@ -1,13 +1,12 @@
 #!/usr/bin/env bash
 # Whole-step training throughput of the real binary on one GPU: for each workload and dtype, runs
 #   mpirun -np 1 xtrain_mpi --device cuda --dtype D <workload> --steps S --val-every 0 --metrics F
-# and prints one JSON object per run: steady-state tok/s and step ms (steps after the first W, from
-# the metrics file; tok/s = tokens per step / mean step time), peak device memory (the backend's
-# allocator, from the run's last lines) and MFU.
-# MFU convention (PaLM paper, appendix B): FLOPs per token = 6 N + 12 L C T, N = all parameters
-# (embeddings included), attention counted without the causal half, against 989e12 FLOP/s, the
-# vendor's dense bf16 tensor-core peak of the H100/H200 SXM (also used for the fp32 runs, so the
-# figures compare with the bf16 references in docs/benchmarks.md).
+# and prints one JSON object per run, every figure from the metrics file: steady-state tok/s and step
+# ms (steps after the first W; tok/s = tokens per step / mean step time), peak device memory (the
+# backend's allocator), MFU and the parameter count. MFU is xtrain's own (the `mfu` of the train
+# records; convention and peak table in src/mfu.cpp, against the peak of the run's dtype): the
+# harmonic mean of the timed steps' figures, which is the MFU at the mean step time. null where xtrain
+# prints none (a GPU not in its table).
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
 #                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>)
 set -euo pipefail
@@ -42,26 +41,23 @@ for w in $WORKLOADS; do
       tail -5 "$log" >&2
       continue
     fi
-    python3 - "$w" "$d" "$log" "$metrics" "$WARMUP" "$cmd" <<'EOF'
-import json, re, sys
-w, d, log, metrics, warmup, cmd = sys.argv[1:7]
-text = open(log).read()
-m = dict((k, int(v)) for k, v in re.findall(r"\b(V|T|C|L|NH|KVH|HS|F)=(\d+)", text.split("model  |")[1].split("\n")[0]))
-V, T, C, L, NH, KVH, HS, F = (m[k] for k in ("V", "T", "C", "L", "NH", "KVH", "HS", "F"))
-QKV, A = (NH + 2 * KVH) * HS, NH * HS
-N = V * C + T * C + L * (4 * C + QKV * C + QKV + C * A + C + 2 * F * C + F + C) + 2 * C  # param_layout
-batch = int(re.search(r"batch  \| (\d+) sequences x (\d+) tokens", text).group(1))
+    python3 - "$w" "$d" "$metrics" "$WARMUP" "$cmd" <<'EOF'
+import json, sys
+w, d, metrics, warmup, cmd = sys.argv[1:6]
 rows = [json.loads(l) for l in open(metrics) if l.strip()]
-steps = [r for r in rows if r.get("type") == "train" and r["step"] > int(warmup)]
+train = [r for r in rows if r.get("type") == "train"]
+final = [r for r in rows if r.get("type") == "final"][-1]
+steps = [r for r in train if r["step"] > int(warmup)]
 ms = sum(r["ms"] for r in steps) / len(steps)
-tok_s = batch * T / (ms / 1e3)
-peak = re.search(r"peak device memory: (\d+) MiB", text)
-flops_per_token = 6 * N + 12 * L * C * T
+tokens_per_step = final["tokens_seen"] // final["step"]
+tok_s = tokens_per_step / (ms / 1e3)
+# mfu is proportional to 1/ms, so the harmonic mean over the steps is the MFU at their mean step time.
+mfu = len(steps) / sum(1 / r["mfu"] for r in steps) if all("mfu" in r for r in steps) else None
+peak = final.get("peak_memory_bytes")
 print(json.dumps({"workload": w, "dtype": d, "tok_per_s": round(tok_s), "step_ms": round(ms, 2),
-                  "peak_device_mib": int(peak.group(1)) if peak else None,
-                  "mfu": round(tok_s * flops_per_token / 989e12, 4), "params": N,
-                  "timed_steps": len(steps), "final_loss": [r for r in rows if r.get("type") == "train"][-1]["loss"],
-                  "command": cmd}))
+                  "peak_device_mib": round(peak / 2**20) if peak else None,
+                  "mfu": round(mfu, 4) if mfu is not None else None, "params": final["params"],
+                  "timed_steps": len(steps), "final_loss": train[-1]["loss"], "command": cmd}))
 EOF
   done
 done

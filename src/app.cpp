@@ -17,7 +17,9 @@
 #include "xtrain/io.h"
 #include "xtrain/log.h"
 #include "xtrain/model.h"
+#include "xtrain/options.h"
 #include "xtrain/placement.h"
+#include "xtrain/stop_signal.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 #include "xtrain/train.h"
@@ -59,6 +61,14 @@ void check_writable(const std::string& path, const char* option) {
   ::unlink(probe.c_str());
 }
 
+// check_input: an input that exists but is not a regular file (a FIFO or device would block the
+// open or never end; a directory cannot be read) is refused before anything opens it. A missing
+// file is left to the reader, whose message names it.
+void check_input(const std::string& path, const char* option) {
+  if (!path.empty() && is_non_regular(path))
+    XT_FAIL(option << " " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
+}
+
 void check_readable_file(const std::string& path, const char* option) {
   std::error_code ec;
   if (!std::filesystem::is_regular_file(path, ec)) XT_FAIL(option << " " << path << ": no such file");
@@ -69,6 +79,8 @@ void check_readable_file(const std::string& path, const char* option) {
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
+  mpi.set_comm_timeout(o.comm_timeout_s);  // every collective from here on is bounded
+  check_options_agree(mpi, o);  // before anything else depends on an option
   check_world(o, mpi.world_size());
   return run_rank(o, RankLaunch{mpi, mpi.local_rank(), mpi.local_size(),
                                 [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); }});
@@ -85,7 +97,13 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_writable(o.train.ckpt, "--ckpt");
       check_writable(o.train.metrics, "--metrics");
     }
+    check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
+    check_input(o.data, "--data");
+    if (!o.no_cache) check_input(o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache, "--tokens-cache");
+    check_input(o.tokenizer_json, "--tokenizer-json");
+    check_input(o.encoder_json, "--encoder-json");
+    check_input(o.vocab_bpe, "--vocab-bpe");
   });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
@@ -101,17 +119,27 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
 
   // Tokenizer and token stream. Every rank reads its inputs; rank 0 writes the cache first so that
   // ranks sharing its file system can reuse it.
-  std::unique_ptr<Tokenizer> tok;
-  std::vector<int32_t> tokens;
-  const std::string log_prefix = rank_prefix(rank, mpi.host());
-  auto load = [&] {
-    tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
-    tokens = o.no_cache ? tok->encode(read_file(o.data))
-                        : load_tokens(o.data, *tok, o.tokens_cache, rank == 0, log_prefix);
+  // Both phases run under agree_while_working: however long tokenizing takes, the waiting ranks keep
+  // meeting it once a second under --comm-timeout. The work owns copies of what it reads.
+  struct Loaded {
+    std::unique_ptr<Tokenizer> tok;
+    std::vector<int32_t> tokens;
   };
-  for (const bool rank0_phase : {true, false}) agree(mpi, [&] {
-      if ((rank == 0) == rank0_phase) load();
+  const std::string log_prefix = rank_prefix(rank, mpi.host());
+  Loaded in;
+  for (const bool rank0_phase : {true, false}) {
+    Loaded got = agree_while_working(mpi, [o, rank, log_prefix, rank0_phase] {
+      Loaded l;
+      if ((rank == 0) != rank0_phase) return l;
+      l.tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
+      l.tokens = o.no_cache ? encode_with_progress(*l.tok, read_file(o.data), o.data, rank)
+                            : load_tokens(o.data, *l.tok, o.tokens_cache, rank == 0, log_prefix, rank);
+      return l;
     });
+    if (got.tok) in = std::move(got);
+  }
+  std::unique_ptr<Tokenizer> tok = std::move(in.tok);
+  std::vector<int32_t> tokens = std::move(in.tokens);
 
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
@@ -143,12 +171,15 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     std::fflush(stdout);
   }
-  const TrainResult r = train_rank(cfg, data, model, *be, *comm);
-  if (!r.losses.empty())
-    print0(rank, "done   | steps %d-%d | final loss %.4f | %s tok/s (mean after the first step)\n", r.first_step,
-           r.last_step, r.losses.back(), human(r.tok_per_s).c_str());
-  if (be->peak_memory_bytes() > 0)
-    print0(rank, "peak device memory: %.0f MiB (rank 0, xtrain's allocator)\n", be->peak_memory_bytes() / 1048576.0);
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary
+  if (r.stopped) {  // a stop signal (stop_signal.h): every rank ended after the same step
+    const int sig = stop_signal_received();
+    const std::string saved = cfg.ckpt.empty() ? std::string("nothing saved (no --ckpt)")
+                                               : "checkpoint " + cfg.ckpt + " written; continue with --resume " + cfg.ckpt;
+    print0(rank, "stopped | by %s after step %d: %s (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
+           r.last_step, saved.c_str(), kExitStopped);
+    return kExitStopped;
+  }
   return 0;
 }
 

@@ -1,26 +1,32 @@
 // Checkpoint file format, and the training run's checkpoint save/restore (see include/xtrain/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
-//   char magic[8] = "XTCKPT02" (format version in the last two characters); u32 header_bytes;
+//   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
 //   u64 XXH3-64 (seed 0) of all bytes before it.
-// Version 01 (FNV-1a 64 checksum and data hash) is refused with one line naming both versions.
+// Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata.
+// Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "xtrain/checkpoint.h"
 
+#include <sys/stat.h>
+
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <fstream>
+#include <memory>
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
+#include "xtrain/progress.h"
 
 namespace xtrain {
 
 namespace {
-constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '2'};
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
+constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB, a progress report after each
 
 struct Writer {
   std::string buf;
@@ -50,6 +56,8 @@ void put_meta(Writer& w, const CheckpointMeta& m) {
   for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
   for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
   w.put(m.dropout);
+  for (float x : {m.lr, m.min_lr_frac, m.weight_decay, m.grad_clip}) w.put(x);
+  w.put(m.warmup);
   for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params, m.n_train}) w.put(x);
 }
 
@@ -59,13 +67,15 @@ CheckpointMeta get_meta(Reader& r) {
   for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
   for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
   m.dropout = r.get<float>();
+  for (float* x : {&m.lr, &m.min_lr_frac, &m.weight_decay, &m.grad_clip}) *x = r.get<float>();
+  m.warmup = r.get<int32_t>();
   for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params, &m.n_train}) *x = r.get<uint64_t>();
   return m;
 }
 
 }  // namespace
 
-void save_checkpoint(const std::string& path, const CheckpointState& st) {
+uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   const size_t n = st.meta.num_params;
   XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n, "checkpoint state sizes");
   Writer w;
@@ -77,14 +87,36 @@ void save_checkpoint(const std::string& path, const CheckpointState& st) {
   w.put_floats(st.params);
   w.put_floats(st.m);
   w.put_floats(st.v);
-  w.put(xxh3_64(w.buf.data(), w.buf.size()));
-  write_file_atomic(path, w.buf, "checkpoint");
+  const uint64_t checksum = xxh3_64(w.buf.data(), w.buf.size());
+  w.put(checksum);
+  Progress progress("write " + path, w.buf.size(), 0, long_work_options());
+  write_file_atomic(path, w.buf, "checkpoint", [&](size_t done) { progress.update(done); });
+  progress.finish();
+  return checksum;
 }
 
-CheckpointState load_checkpoint(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
+CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
+  std::FILE* f = std::fopen(path.c_str(), "rb");
   if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  std::string buf((std::istreambuf_iterator<char>(f)), std::istreambuf_iterator<char>());
+  std::string buf;
+  {
+    std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
+    struct stat sb{};
+    if (::fstat(fileno(f), &sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
+    buf.resize(static_cast<size_t>(sb.st_size));
+    Progress progress("read " + path, buf.size(), rank, progress_options);
+    for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each
+      const size_t k = std::fread(&buf[done], 1, std::min(kChunkBytes, buf.size() - done), f);
+      if (k == 0) {
+        if (std::ferror(f)) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
+        buf.resize(done);  // shorter than fstat said (changed while reading): the size check below names it
+        break;
+      }
+      done += k;
+      progress.update(done);
+    }
+    progress.finish();
+  }
   if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
     XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
   if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
@@ -124,6 +156,11 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
   m.grad_accum = cfg.grad_accum;
   m.total_steps = cfg.steps;
   m.dropout = cfg.dropout;
+  m.lr = cfg.optim.lr;
+  m.min_lr_frac = cfg.optim.min_lr_frac;
+  m.weight_decay = cfg.optim.weight_decay;
+  m.grad_clip = cfg.optim.grad_clip;
+  m.warmup = cfg.optim.warmup_steps;
   m.seed = cfg.seed;
   m.tokenizer_fingerprint = data.tokenizer_fingerprint;
   m.data_hash = data.hash;
@@ -133,9 +170,9 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
 }
 }  // namespace
 
-void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
-                      int step) {
-  if (rank != 0) return;  // only rank 0 writes; every rank holds identical state
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                          int step) {
+  if (rank != 0) return 0;  // only rank 0 writes; every rank holds identical state
   CheckpointState st;
   st.meta = make_meta(cfg, data, model, step);
   const size_t n = model.num_params(), bytes = n * sizeof(float);
@@ -149,13 +186,14 @@ void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model,
     if (!std::isfinite(p))
       XT_FAIL("parameters are not finite after step " << step << "; not writing " << cfg.ckpt
                                                        << " (the previous checkpoint is kept)");
-  save_checkpoint(cfg.ckpt, st);
+  const uint64_t checksum = save_checkpoint(cfg.ckpt, st);
   std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
+  return checksum;
 }
 
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                        int rank) {
-  CheckpointState st = load_checkpoint(cfg.resume);
+  CheckpointState st = load_checkpoint(cfg.resume, rank);
   const CheckpointMeta want = make_meta(cfg, data, model, 0);
   const CheckpointMeta& got = st.meta;
   auto mismatch = [&](const char* what, auto have, auto need) {
@@ -168,6 +206,12 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
   if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
   if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  // The rest of the schedule: a resumed run continues the same run, so a change is an error too.
+  if (got.lr != want.lr) mismatch("--lr", got.lr, want.lr);
+  if (got.warmup != want.warmup) mismatch("--warmup", got.warmup, want.warmup);
+  if (got.min_lr_frac != want.min_lr_frac) mismatch("--min-lr-frac", got.min_lr_frac, want.min_lr_frac);
+  if (got.weight_decay != want.weight_decay) mismatch("--weight-decay", got.weight_decay, want.weight_decay);
+  if (got.grad_clip != want.grad_clip) mismatch("--grad-clip", got.grad_clip, want.grad_clip);
   if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
   if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
   if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);

@@ -9,6 +9,7 @@
 #include "export_layout.h"
 #include "xtrain/io.h"
 #include "xtrain/error.h"
+#include "xtrain/progress.h"
 #include "xtrain/tokenizer.h"
 
 namespace xtrain {
@@ -128,7 +129,12 @@ void write_export(const std::string& dir, const ExportFiles& files) {
   for (const auto& [name, bytes] : files)
     if (name != kModelFile) write_file_atomic((fs::path(dir) / name).string(), bytes);
   auto it = files.find(kModelFile);
-  if (it != files.end()) write_file_atomic((fs::path(dir) / kModelFile).string(), it->second);
+  if (it != files.end()) {  // the one large file: progress lines from kLongWorkBytes (progress.h)
+    const std::string path = (fs::path(dir) / kModelFile).string();
+    Progress progress("write " + path, it->second.size(), 0, long_work_options());
+    write_file_atomic(path, it->second, "cannot write", [&](size_t done) { progress.update(done); });
+    progress.finish();
+  }
 }
 
 }  // namespace xtrain

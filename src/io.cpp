@@ -1,11 +1,16 @@
 // File helpers (see include/xtrain/io.h).
 #include "xtrain/io.h"
 
+#include <dirent.h>
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <csignal>
 #include <xxhash.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -45,20 +50,44 @@ std::string read_file(const std::string& path) {
 
 namespace {
 
-// TempFile: an exclusively created temporary file, removed unless release()d.
+std::string this_host() {
+  char h[256] = {};
+  if (::gethostname(h, sizeof h - 1) != 0 || !h[0]) return "unknown-host";
+  return std::string(h).substr(0, 64);
+}
+
+// parse_temp_name: splits "<host>.<pid>.<16 hex>" (the part after "<base>.tmp."); false otherwise.
+bool parse_temp_name(const std::string& rest, std::string* host, long* pid) {
+  const size_t r = rest.rfind('.');
+  if (r == std::string::npos || rest.size() - r - 1 != 16) return false;
+  const size_t p = rest.rfind('.', r - 1);
+  if (p == std::string::npos || p == 0 || p + 1 == r) return false;
+  const std::string digits = rest.substr(p + 1, r - p - 1);
+  if (digits.size() > 9 || digits.find_first_not_of("0123456789") != std::string::npos) return false;
+  *host = rest.substr(0, p);
+  *pid = std::stol(digits);
+  return true;
+}
+
+// TempFile: an exclusively created temporary file, named "<base>.tmp.<host>.<pid>.<random>" and
+// locked (flock) by this writer until it is renamed or removed; removed unless keep()'d.
 class TempFile {
  public:
   explicit TempFile(const std::string& dir, const std::string& base) {
     std::random_device rd;  // unpredictable names: another user cannot plant the next one
+    const std::string stem = dir + "/" + base + ".tmp." + this_host() + "." + std::to_string(::getpid()) + ".";
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       char suffix[17];
       std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-      path_ = dir + "/" + base + ".tmp." + suffix;
+      path_ = stem + suffix;
       fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0) error_ = std::strerror(errno);
     created_ = fd_ >= 0;  // never unlink a name we did not create
+    // Held until close (after the rename): a live writer's file is never taken for debris. Best
+    // effort: a file system without flock leaves the file unlocked and it is then never removed.
+    if (created_) (void)::flock(fd_, LOCK_EX | LOCK_NB);
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
@@ -84,7 +113,39 @@ class TempFile {
 
 }  // namespace
 
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what) {
+int remove_stale_temp_files(const std::string& path) {
+  namespace fs = std::filesystem;
+  const fs::path tp(path);
+  const std::string dir = tp.has_parent_path() ? tp.parent_path().string() : ".";
+  const std::string prefix = tp.filename().string() + ".tmp.";
+  const std::string host = this_host();
+  DIR* d = ::opendir(dir.c_str());
+  if (!d) return 0;
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string name = e->d_name;
+    std::string writer_host;
+    long pid = 0;
+    if (name.compare(0, prefix.size(), prefix) != 0 || !parse_temp_name(name.substr(prefix.size()), &writer_host, &pid))
+      continue;
+    // 1. written on this host, by another process that no longer exists
+    if (writer_host != host || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    // 2. a regular file of ours whose writer's lock is free (a live writer holds it until its rename)
+    const int fd = ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st{};
+    const bool ours = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+    if (ours && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlinkat(::dirfd(d), name.c_str(), 0) == 0) ++removed;
+    ::close(fd);
+  }
+  ::closedir(d);
+  return removed;
+}
+
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what,
+                       const std::function<void(size_t)>& written) {
+  constexpr size_t kChunkBytes = size_t{64} << 20;  // one write() call at most; a progress report each
   namespace fs = std::filesystem;
   std::string target = path;
   struct stat st{};
@@ -103,21 +164,24 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   }
   const fs::path tp(target);
   const std::string dir = tp.has_parent_path() ? tp.parent_path().string() : ".";
+  remove_stale_temp_files(target);  // debris of writers killed before their rename
   TempFile tmp(dir, tp.filename().string());
   if (tmp.fd() < 0) XT_FAIL(what << " " << path << ": cannot create a temporary file in " << dir << ": " << tmp.error());
   auto fail = [&](const char* step) { XT_FAIL(what << " " << path << ": " << step << ": " << std::strerror(errno)); };
   // Keep the mode of the file we replace; through the descriptor, never through a path.
   if (exists && ::fchmod(tmp.fd(), st.st_mode & 07777) != 0) fail("cannot set the mode");
   for (size_t done = 0; done < bytes.size();) {
-    const ssize_t k = ::write(tmp.fd(), bytes.data() + done, bytes.size() - done);
+    const ssize_t k = ::write(tmp.fd(), bytes.data() + done, std::min(kChunkBytes, bytes.size() - done));
     if (k < 0 && errno == EINTR) continue;
     if (k < 0) fail("write failed");
     done += static_cast<size_t>(k);
+    if (written) written(done);
   }
   if (::fsync(tmp.fd()) != 0) fail("fsync failed");
-  if (tmp.close() != 0) fail("close failed");
+  // Renamed while still open and locked, so no other writer takes it for a dead writer's debris.
   if (::rename(tmp.path().c_str(), target.c_str()) != 0) fail("rename failed");
   tmp.keep();
+  if (tmp.close() != 0) fail("close failed");
   // fsync the directory so the rename itself is durable (best effort: some file systems refuse it).
   const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {

@@ -1,10 +1,11 @@
 // xtrain_mpi: data-parallel GPT training, one process per device, launched by mpirun or srun.
 // main stays thin: MPI first, options, hand over to run_training, and end the whole job on error.
-// Exit codes: 0 success, 1 runtime error, 2 usage error.
+// Exit codes: 0 success, 1 runtime error, 2 usage error, 3 stopped by a signal (stop_signal.h).
 #include <cstdio>
 #include <exception>
 #include <string>
 
+#include "xtrain/agree.h"
 #include "xtrain/app.h"
 #include "xtrain/error.h"
 #include "xtrain/log.h"
@@ -14,8 +15,17 @@
 int main(int argc, char** argv) {
   xtrain::MpiContext mpi(&argc, &argv);  // MPI_Init is the first MPI call
   try {
-    xtrain::RunOptions opts = xtrain::parse_options(argc, argv);
-    if (opts.help) {
+    // Parsed under agree: a rank whose own command line is bad (an MPMD launch) ends every rank with
+    // one line, instead of leaving the others waiting for it in their first collective.
+    xtrain::RunOptions opts;
+    xtrain::agree(mpi, [&] {
+      try {
+        opts = xtrain::parse_options(argc, argv);
+      } catch (const xtrain::UsageError& e) {
+        throw xtrain::UsageError(std::string(e.what()) + " (see --help)");
+      }
+    });
+    if (mpi.all_reduce_max_host(static_cast<uint64_t>(opts.help)) != 0) {  // --help on any rank
       xtrain::print0(mpi.rank(), "%s", opts.help_text.c_str());
       return 0;
     }

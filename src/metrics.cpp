@@ -11,6 +11,7 @@
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
+#include "xtrain/progress.h"
 
 namespace xtrain {
 
@@ -61,11 +62,33 @@ void MetricsWriter::write(const nlohmann::json& record) {
     XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(errno));
 }
 
-void print_step(int step, int steps, double loss, float lr, double grad_norm, double ms, double tok_per_s,
-                double eta_s) {
-  const long eta = std::lround(eta_s);
-  std::printf("step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s | eta %ldm%02lds\n", step,
-              steps, loss, lr, grad_norm, ms, tok_per_s, eta / 60, eta % 60);
+nlohmann::json train_record(const StepStats& s) {
+  nlohmann::json r = {{"type", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                      {"ms", s.ms}, {"tok_per_s", s.tok_per_s}};
+  if (s.mfu) r["mfu"] = *s.mfu;
+  if (s.mem_in_use_bytes > 0) r["mem_in_use_bytes"] = s.mem_in_use_bytes;
+  if (s.peak_memory_bytes > 0) r["peak_memory_bytes"] = s.peak_memory_bytes;
+  return r;
+}
+
+std::string step_line(const StepStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s", s.step,
+                s.steps, s.loss, s.lr, s.grad_norm, s.ms, s.tok_per_s);
+  std::string line = buf;
+  if (s.mfu) {
+    std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100 * *s.mfu);
+    line += buf;
+  }
+  if (s.peak_memory_bytes > 0) {
+    std::snprintf(buf, sizeof buf, " | mem %.0f/%.0f MiB", s.mem_in_use_bytes / 1048576.0, s.peak_memory_bytes / 1048576.0);
+    line += buf;
+  }
+  return line + " | eta " + minutes_seconds(s.eta_s);
+}
+
+void print_step(const StepStats& s) {
+  std::printf("%s\n", step_line(s).c_str());
   std::fflush(stdout);
 }
 

@@ -1,7 +1,9 @@
 // Metrics of a training run: the JSON-lines metrics file (rank 0) and the human-readable step line.
 #pragma once
 
+#include <cstddef>
 #include <cstdio>
+#include <optional>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -25,8 +27,30 @@ class MetricsWriter {
   std::string path_;
 };
 
-// print_step: one human-readable line per step (rank 0).
-void print_step(int step, int steps, double loss, float lr, double grad_norm, double ms, double tok_per_s,
-                double eta_s);
+// StepStats: one training step as rank 0 reports it, in the step line and the `train` record.
+struct StepStats {
+  int step = 0, steps = 0;        // this step (1-based) and --steps
+  double loss = 0;                // global mean train loss (nats per token)
+  float lr = 0;                   // learning rate of this step
+  double grad_norm = 0;           // global gradient norm before clipping
+  double ms = 0;                  // wall time of the step (milliseconds)
+  double tok_per_s = 0;           // global tokens per second of this step
+  double eta_s = 0;               // estimated seconds to the last step of this run
+  std::optional<double> mfu;      // fraction (mfu.h); none on CPUs and on GPUs without a known peak
+  size_t mem_in_use_bytes = 0;    // Backend::memory_in_use_bytes() (rank 0); 0 = not tracked (CPU)
+  size_t peak_memory_bytes = 0;   // Backend::peak_memory_bytes() (rank 0); 0 = not tracked (CPU)
+};
+
+// train_record: the metrics file's `train` record: type "train", step, loss, lr, grad_norm, ms,
+// tok_per_s; and where known mfu, mem_in_use_bytes, peak_memory_bytes.
+nlohmann::json train_record(const StepStats& s);
+
+// step_line: the human-readable step line, without newline, e.g. (one line)
+//   step    10/100 | loss  7.1234 | lr 6.00e-04 | grad norm 1.234 |     41.3 ms |    396012 tok/s | MFU 34.4% |
+//   mem 8123/9768 MiB | eta 0m04s
+// MFU and "mem <in use>/<peak> MiB" (MiB = 2^20 bytes) only where known.
+std::string step_line(const StepStats& s);
+// print_step: step_line on stdout, flushed (rank 0).
+void print_step(const StepStats& s);
 
 }  // namespace xtrain

@@ -11,6 +11,7 @@
 #include <cstring>
 #include <sstream>
 
+#include "comm_mpi_host.h"
 #include "xtrain/error.h"
 
 namespace xtrain {
@@ -79,38 +80,41 @@ void MpiContext::check_launcher() const {
   }
 }
 
+// Start-up collectives: non-blocking MPI calls polled against the --comm-timeout deadline, like the
+// communicator's (MpiHostCollectives); "start-up" in the timeout message tells them apart.
 void MpiContext::all_reduce_sum_host(double* x, int count) {
-  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD));
+  MpiHostCollectives(*this, timeout_s_).all_reduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_SUM, "start-up all-reduce");
 }
 void MpiContext::all_reduce_max_host(double* x, int count) {
-  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD));
+  MpiHostCollectives(*this, timeout_s_).all_reduce(MPI_IN_PLACE, x, count, MPI_DOUBLE, MPI_MAX, "start-up all-reduce (max)");
 }
 uint64_t MpiContext::all_reduce_min_host(uint64_t x) {
-  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MIN, MPI_COMM_WORLD));
+  MpiHostCollectives(*this, timeout_s_).all_reduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MIN, "start-up all-reduce (min)");
   return x;
 }
 uint64_t MpiContext::all_reduce_max_host(uint64_t x) {
-  XT_MPI_CHECK(MPI_Allreduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MAX, MPI_COMM_WORLD));
+  MpiHostCollectives(*this, timeout_s_).all_reduce(MPI_IN_PLACE, &x, 1, MPI_UINT64_T, MPI_MAX, "start-up all-reduce (max)");
   return x;
 }
 void MpiContext::broadcast_host(void* data, size_t bytes, int root) {
-  for (size_t off = 0; off < bytes; off += INT_MAX) {  // MPI counts are int
-    const int n = static_cast<int>(std::min<size_t>(INT_MAX, bytes - off));
-    XT_MPI_CHECK(MPI_Bcast(static_cast<char*>(data) + off, n, MPI_BYTE, root, MPI_COMM_WORLD));
-  }
+  MpiHostCollectives(*this, timeout_s_).broadcast(data, bytes, root, "start-up broadcast");
 }
-void MpiContext::barrier() { XT_MPI_CHECK(MPI_Barrier(MPI_COMM_WORLD)); }
+void MpiContext::barrier() { MpiHostCollectives(*this, timeout_s_).barrier(); }
 
 std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine) {
+  const MpiHostCollectives bounded(mpi, mpi.comm_timeout_s());
   int n = mpi.world_size();
   int len = static_cast<int>(mine.size());
   std::vector<int> lens(n), displs(n);
-  XT_MPI_CHECK(MPI_Allgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD));
+  MPI_Request req;
+  XT_MPI_CHECK(MPI_Iallgather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, MPI_COMM_WORLD, &req));
+  bounded.wait(req, "start-up all-gather");
   int total = 0;
   for (int i = 0; i < n; ++i) displs[i] = total, total += lens[i];
   std::string all(total, '\0');
-  XT_MPI_CHECK(MPI_Allgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
-                              MPI_COMM_WORLD));
+  XT_MPI_CHECK(MPI_Iallgatherv(mine.data(), len, MPI_CHAR, all.data(), lens.data(), displs.data(), MPI_CHAR,
+                               MPI_COMM_WORLD, &req));
+  bounded.wait(req, "start-up all-gather");
   std::vector<std::string> out(n);
   for (int i = 0; i < n; ++i) out[i] = all.substr(displs[i], lens[i]);
   return out;

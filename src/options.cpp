@@ -3,6 +3,7 @@
 #include "xtrain/options.h"
 
 #include <boost/program_options.hpp>
+#include <charconv>
 #include <cmath>
 #include <sstream>
 
@@ -34,6 +35,29 @@ void check_paths(const RunOptions& o) {
       if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
       if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
     }
+}
+// canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
+// included, --help excluded): the configuration that check_options_agree compares across ranks.
+// Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
+std::vector<std::pair<std::string, std::string>> canonical_options(const po::options_description& all,
+                                                                   const po::variables_map& vm) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : all.options()) {
+    const std::string name = d->long_name();
+    if (name == "help" || !vm.count(name)) continue;
+    const boost::any& v = vm[name].value();
+    std::ostringstream os;
+    char buf[64];  // floats: the shortest text that reads back as the same value (std::to_chars)
+    if (auto* i = boost::any_cast<int>(&v)) os << *i;
+    else if (auto* f = boost::any_cast<float>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *f).ptr);
+    else if (auto* x = boost::any_cast<double>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *x).ptr);
+    else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
+    else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
+    else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
+    else XT_FAIL("option --" << name << " has a type canonical_options does not know");  // a new option type
+    out.emplace_back("--" + name, os.str());
+  }
+  return out;
 }
 }  // namespace
 
@@ -137,6 +161,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
   }
+  o.canonical = canonical_options(all, vm);
   t.seed = seed;
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
@@ -181,6 +206,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
+  need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
   check_paths(o);
   return o;

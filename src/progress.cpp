@@ -32,6 +32,12 @@ std::string minutes_seconds(double seconds) {
   return os.str();
 }
 
+ProgressOptions long_work_options() {
+  ProgressOptions o;
+  o.min_total_bytes = kLongWorkBytes;
+  return o;
+}
+
 bool stream_is_terminal(std::FILE* out) {
   // OMPI_COMM_WORLD_SIZE: set by Open MPI in every process that mpirun starts (Open MPI docs, mpirun(1)).
   return isatty(fileno(out)) == 1 && std::getenv("OMPI_COMM_WORLD_SIZE") == nullptr;

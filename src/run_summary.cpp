@@ -17,7 +17,7 @@ void check(const RunSummary& s) {
   XT_CHECK(s.world_size >= 1, "world size " << s.world_size);
   XT_CHECK(s.wall_s >= 0 && s.tok_per_s >= 0, "wall " << s.wall_s << " s, " << s.tok_per_s << " tok/s");
   XT_CHECK(!s.mfu || *s.mfu >= 0, "MFU " << *s.mfu);
-  XT_CHECK(s.ckpt_fnv1a64 == 0 || !s.ckpt.empty(), "a checkpoint checksum without a checkpoint path");
+  XT_CHECK(s.ckpt_xxh3 == 0 || !s.ckpt.empty(), "a checkpoint checksum without a checkpoint path");
 }
 
 std::string hex16(uint64_t x) {
@@ -61,10 +61,11 @@ nlohmann::json final_record(const RunSummary& s) {
     r["val_loss"] = *s.val_loss;
     r["val_step"] = s.val_step;
   }
+  if (s.params > 0) r["params"] = s.params;
   if (s.peak_memory_bytes > 0) r["peak_memory_bytes"] = s.peak_memory_bytes;
   if (!s.ckpt.empty()) {
     r["ckpt"] = s.ckpt;
-    r["ckpt_fnv1a64"] = hex16(s.ckpt_fnv1a64);
+    r["ckpt_xxh3"] = hex16(s.ckpt_xxh3);
   }
   return r;
 }
@@ -95,7 +96,7 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
                          s.peak_memory_bytes / 1048576.0));
   out.push_back(format("max parameter difference across %d rank%s: %.3e", s.world_size, s.world_size == 1 ? "" : "s",
                        s.max_param_diff));
-  if (!s.ckpt.empty()) out.push_back("ckpt   | " + s.ckpt + " | fnv1a64 " + hex16(s.ckpt_fnv1a64));
+  if (!s.ckpt.empty()) out.push_back("ckpt   | " + s.ckpt + " | xxh3 " + hex16(s.ckpt_xxh3));
   return out;
 }
 

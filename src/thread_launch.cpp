@@ -25,7 +25,7 @@ struct RunState {
   int ended = 0;
   bool failed = false;  // a rank failed (its line printed, the world aborted)
   int fail_code = 0;
-  int agreed_code = 0;
+  int agreed_code = 0;  // the largest code a rank ended with without a failure of its own
   std::vector<char> done;
 };
 
@@ -55,8 +55,6 @@ ThreadRunResult run_rank_threads(ThreadWorld& world, const std::function<int(int
         code = fn(r);
       } catch (const AgreedFailure& e) {
         code = e.exit_code();  // every rank throws it alike; the cause was printed once
-        std::lock_guard<std::mutex> lk(st->mu);
-        st->agreed_code = std::max(st->agreed_code, code);
       } catch (const PeerAborted&) {
         code = 1;  // woken because another rank failed: that rank reported
       } catch (const UsageError& e) {
@@ -65,6 +63,7 @@ ThreadRunResult run_rank_threads(ThreadWorld& world, const std::function<int(int
         fail(r, code = 1, std::string("error: ") + e.what());
       }
       std::lock_guard<std::mutex> lk(st->mu);
+      st->agreed_code = std::max(st->agreed_code, code);  // e.g. kExitStopped, returned by every rank
       st->done[r] = 1;
       ++st->ended;
       st->cv.notify_all();

@@ -1,10 +1,10 @@
 // xtrain_threads: data-parallel GPT training with every rank a thread of this one process (one GPU
 // each on cuda, device = rank), no launcher and no MPI. Each thread runs the same run_rank as an
 // xtrain_mpi process, over the in-process collectives (CPU) or NCCL (CUDA). Exit codes: 0 success,
-// 1 runtime error, 2 usage error; a failing rank prints one line naming it (docs/launch.md).
+// 1 runtime error, 2 usage error, 3 stopped by a signal (stop_signal.h); a failing rank prints one
+// line naming it (docs/launch.md).
 #include <cstdio>
 #include <exception>
-#include <limits>
 #include <memory>
 #include <string>
 
@@ -58,9 +58,10 @@ int main(int argc, char** argv) {
 
   xtrain::ThreadWorld threads(world);
   const auto rank_main = [&](int rank) {
-    // Start-up collectives unbounded (as MpiContext's), training ones bounded by --comm-timeout.
+    // Start-up collectives bounded by --comm-timeout, as MpiContext's (long work runs under
+    // agree_while_working); the training communicator's too.
     const std::unique_ptr<xtrain::Communicator> startup =
-        xtrain::make_thread_communicator(threads, rank, std::numeric_limits<double>::infinity());
+        xtrain::make_thread_communicator(threads, rank, opts.comm_timeout_s);
     const xtrain::RankLaunch launch{*startup, rank, world, [&](xtrain::Backend& be) {
                                       return xtrain::make_thread_rank_communicator(threads, rank, *startup, be,
                                                                                    opts.comm_timeout_s);

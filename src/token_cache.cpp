@@ -83,19 +83,28 @@ static bool looks_like_token_cache(const std::string& path) {
   return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
 }
 
+std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,
+                                          int rank, const ProgressOptions& opt) {
+  Progress progress("tokenize " + name, text.size(), rank, opt);
+  std::vector<int32_t> ids = tok.encode(text, [&](size_t done) { progress.update(done); });
+  progress.finish();
+  return ids;
+}
+
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,
-                                 bool write_cache, const std::string& log_prefix) {
+                                 bool write_cache, const std::string& log_prefix, int rank) {
   const std::string text = read_file(text_path);
+  const auto encode = [&] { return encode_with_progress(tok, text, text_path, rank); };
   const uint64_t hash = fnv1a64(text.data(), text.size());
   // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
   // next to a device node.
-  if (cache_path.empty() && is_non_regular(text_path)) return tok.encode(text);
+  if (cache_path.empty() && is_non_regular(text_path)) return encode();
   if (cache_path.empty()) cache_path = text_path + ".tokcache";
   std::vector<int32_t> ids;
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
     std::cerr << log_prefix << "warning: token cache " << cache_path
               << " exists and is not a regular file; neither reading nor writing it\n";
-    return tok.encode(text);
+    return encode();
   }
   if (::access(cache_path.c_str(), F_OK) == 0) {
     try {
@@ -105,7 +114,7 @@ std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& 
       std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
     }
   }
-  ids = tok.encode(text);
+  ids = encode();
   if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
     // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
     std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";

@@ -67,7 +67,19 @@ struct Tokenizer::Impl {
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
   static std::unique_ptr<Impl> build(const RawVocab& raw);
-  void encode_ordinary(std::string_view text, std::vector<int32_t>* out) const;
+  // PieceMark: where encode reports progress: at a piece starting at or past `next` (a pointer into
+  // the whole text), calls (*bytes_done)(p - base) and moves `next` on by kEncodeProgressBytes.
+  struct PieceMark {
+    const char* base = nullptr;
+    const char* next = nullptr;
+    const std::function<void(size_t)>* bytes_done = nullptr;
+    void reached(const char* p) {  // the bytes before p are encoded
+      if (!bytes_done || p < next) return;
+      (*bytes_done)(static_cast<size_t>(p - base));
+      next = p + kEncodeProgressBytes;
+    }
+  };
+  void encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const;
 };
 
 std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
@@ -171,8 +183,9 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   return impl;
 }
 
-void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t>* out) const {
+void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const {
   pre.split(text, [&](std::string_view piece) {
+    mark->reached(piece.data());  // pieces come in text order
     if (piece.size() == 1 || piece.size() > kMaxCachedPieceBytes) {
       merger->merge(piece, out);
       return;
@@ -267,9 +280,10 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
   return Tokenizer(Impl::build(raw));
 }
 
-std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::function<void(size_t)>& bytes_done) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3);
+  Impl::PieceMark mark{text.data(), text.data() + kEncodeProgressBytes, bytes_done ? &bytes_done : nullptr};
   size_t pos = 0;
   while (true) {
     // Earliest special token at or after pos (longest first on ties, see build()).
@@ -279,8 +293,11 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text) const {
       const size_t p = text.find(sp.first, pos);
       if (p < best) best = p, hit = &sp;
     }
-    impl_->encode_ordinary(text.substr(pos, best == std::string_view::npos ? text.npos : best - pos), &out);
-    if (!hit) return out;
+    impl_->encode_ordinary(text.substr(pos, best == std::string_view::npos ? text.npos : best - pos), &out, &mark);
+    if (!hit) {
+      if (bytes_done) bytes_done(text.size());
+      return out;
+    }
     out.push_back(hit->second);
     pos = best + hit->first.size();
   }

@@ -14,6 +14,9 @@
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
+#include "xtrain/mfu.h"
+#include "xtrain/run_summary.h"
+#include "xtrain/stop_signal.h"
 
 namespace xtrain {
 
@@ -24,6 +27,11 @@ uint64_t params_hash(GPT& model, Backend& be) {
   be.copy_to_host(host.data(), model.params(), host.size() * sizeof(float));
   return xxh3_64(host.data(), host.size() * sizeof(float));
 }
+
+// A first step longer than this, and more than twice the second, is named as warm-up on rank 0 after
+// the second step (device memory allocation, library handles and heuristics, kernel loading): the
+// user sees why it was slow and that it is not the pace. A CPU step that is simply slow is not named.
+constexpr double kWarmupNoteSeconds = 3.0;
 }  // namespace
 
 void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what) {
@@ -44,6 +52,7 @@ double max_param_diff(GPT& model, Backend& be, HostCollectives& group) {
 }
 
 TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
+  const auto t_start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), rank = comm.rank();
   const int T = cfg.seq, K = cfg.grad_accum;
   const int micro_global = cfg.batch / K;       // sequences per micro-step, all ranks
@@ -69,8 +78,18 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   const float dloss = 1.0f / (static_cast<float>(cfg.batch / world) * T);  // local mean; avg across ranks
   double timed_s = 0;
   long timed_tokens = 0;
+  // MFU (mfu.h): against the peak of the precision this run computes in; none on CPUs and unknown GPUs.
+  const double fpt = flops_per_token(model.config(), T);
+  const std::optional<GpuId> gpu = be.gpu_id();
+  const double peak = gpu ? peak_flops(*gpu, to_string(be.dtype())).value_or(0.0) : 0.0;  // FLOP/s; 0 = unknown
+  const auto mfu_at = [&](double tok_per_s) {
+    return peak > 0 ? std::optional<double>(mfu(tok_per_s, fpt, peak, world)) : std::nullopt;
+  };
+  std::string ckpt_written;  // rank 0: the last checkpoint this run wrote
+  double first_ms = 0;       // rank 0: the first step's time (warm-up note)
 
-  const int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
+  install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
@@ -84,8 +103,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
         model.backward();
       }
       comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-      comm.all_reduce_sum_host(&loss_sum, 1);
-      const double loss = loss_sum / (static_cast<double>(cfg.batch) * T);
+      // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
+      // ends after this same step (it becomes the last: logged, validated, checkpointed).
+      double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};
+      comm.all_reduce_sum_host(sums, 2);
+      if (sums[1] > 0 && step < end) end = step, res.stopped = true;
+      const double loss = sums[0] / (static_cast<double>(cfg.batch) * T);
       const double grad_norm = std::sqrt(be.sum_squares(model.grads(), n));
       if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
         if (rank == 0) {
@@ -109,22 +132,34 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       res.losses.push_back(loss);
       res.last_step = step;
       if (rank == 0) {
-        const double eta = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (end - step);
-        if (step % cfg.log_every == 0 || step == end || step == res.first_step)
-          print_step(step, cfg.steps, loss, lr, grad_norm, ms, tok_per_s, eta);
-        metrics.write({{"type", "train"}, {"step", step}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm},
-                       {"ms", ms}, {"tok_per_s", tok_per_s}});
+        StepStats st;
+        st.step = step, st.steps = cfg.steps, st.loss = loss, st.lr = lr, st.grad_norm = grad_norm, st.ms = ms;
+        st.tok_per_s = tok_per_s;
+        st.eta_s = (timed_s > 0 ? timed_s / std::max(1, step - res.first_step) : ms / 1000.0) * (end - step);
+        st.mfu = mfu_at(tok_per_s);
+        st.mem_in_use_bytes = be.memory_in_use_bytes();
+        st.peak_memory_bytes = be.peak_memory_bytes();
+        if (step % cfg.log_every == 0 || step == end || step == res.first_step) print_step(st);
+        if (step == res.first_step) first_ms = ms;
+        if (step == res.first_step + 1 && first_ms / 1000.0 > kWarmupNoteSeconds && first_ms > 2 * ms)
+          std::printf("step %5d/%d | warm-up: step %d took %.1f s, step %d %.1f s (one-time costs of the first step: "
+                      "memory allocation, library set-up, kernel loading)\n",
+                      step, cfg.steps, res.first_step, first_ms / 1000.0, step, ms / 1000.0);
+        metrics.write(train_record(st));
       }
       if (cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == end)) {
         const double vl = validation_loss(cfg, data, model, comm, micro_local);
+        res.val_loss = vl, res.val_step = step;
         if (rank == 0) {
           std::printf("step %5d/%d | val loss %.4f\n", step, cfg.steps, vl);
           metrics.write({{"type", "val"}, {"step", step}, {"val_loss", vl}});
         }
       }
       const bool last = step == end;
-      if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0)))
-        write_checkpoint(cfg, data, model, opt, be, rank, step);
+      if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0))) {
+        res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, rank, step);
+        if (rank == 0) ckpt_written = cfg.ckpt;
+      }
     }
   } catch (const AgreedFailure&) {
     throw;
@@ -134,9 +169,20 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
   res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {
-    std::printf("max parameter difference across %d rank%s: %.3e\n", world, world == 1 ? "" : "s", res.max_param_diff);
-    metrics.write({{"type", "final"}, {"step", res.last_step}, {"world_size", world},
-                   {"max_param_diff", res.max_param_diff}, {"tok_per_s", res.tok_per_s}});
+    RunSummary s;
+    s.first_step = res.first_step, s.last_step = res.last_step, s.world_size = world, s.params = n;
+    s.tokens_per_step = static_cast<uint64_t>(cfg.batch) * T;
+    s.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
+    s.tok_per_s = res.tok_per_s;
+    if (res.tok_per_s > 0) s.mfu = mfu_at(res.tok_per_s);
+    if (!res.losses.empty()) s.train_loss = res.losses.back();
+    s.val_loss = res.val_loss, s.val_step = res.val_step;
+    s.peak_memory_bytes = be.peak_memory_bytes();
+    s.max_param_diff = res.max_param_diff;
+    s.ckpt = ckpt_written, s.ckpt_xxh3 = ckpt_written.empty() ? 0 : res.ckpt_xxh3;
+    metrics.write(final_record(s));
+    for (const std::string& line : summary_lines(s)) std::printf("%s\n", line.c_str());
+    std::fflush(stdout);
   }
   return res;
 }

@@ -6,18 +6,26 @@ source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=60  # seconds; a hang in a collective would hit this
 fails=0
-# expect NAME CODE PATTERN NP args... : run, check exit code and that stderr matches PATTERN
+# expect NAME CODE PATTERN NP args... : run, check exit code, that stderr matches PATTERN and that
+# the job ended within MAX_S seconds (default BOUND; set it as `MAX_S=15 expect ...`)
 expect() {
   local name=$1 code=$2 pattern=$3 np=$4
   shift 4
+  expect_cmd "$name" "$code" "$pattern" "${MPIRUN[@]}" -np "$np" "$XT" "$@"
+}
+# expect_cmd NAME CODE PATTERN command... : as expect, for any command line (MPMD runs)
+expect_cmd() {
+  local name=$1 code=$2 pattern=$3
+  shift 3
   local t0=$SECONDS rc=0
-  timeout -s KILL $BOUND "${MPIRUN[@]}" -np "$np" "$XT" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  timeout -s KILL $BOUND "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
   local line
   line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line"; then
+  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 <= ${MAX_S:-$BOUND})); then
     printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
   else
-    printf 'FAIL %-34s exit %d (want %d), message: %s\n' "$name" "$rc" "$code" "${line:-<none>}"
+    printf 'FAIL %-34s exit %d (want %d) in %ds (limit %ds), message: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) \
+      "${MAX_S:-$BOUND}" "${line:-<none>}"
     sed 's/^/     | /' "$WORK/err" | head -20
     fails=$((fails + 1))
   fi
@@ -52,10 +60,44 @@ mkfifo "$WORK/fifo"
 expect "--ckpt is a FIFO" 1 "--ckpt .*is not a regular file" 2 "${OK[@]}" --ckpt "$WORK/fifo"
 expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" --metrics "$WORK/fifo"
 [[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
-expect "--data /dev/null" 1 "corpus too short: 0 training tokens" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
+expect "--data /dev/null" 1 "--data /dev/null: cannot read: not a regular file" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
 [[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
 expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
-expect "--resume is a directory" 1 "--resume .*no such file" 2 "${OK[@]}" --resume "$WORK"
+expect "--resume is a directory" 1 "--resume .*not a regular file" 2 "${OK[@]}" --resume "$WORK"
+# inputs that are not regular files are refused before anything opens them (a FIFO would block)
+MAX_S=15 expect "--data is a FIFO" 1 "--data .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --data "$WORK/fifo"
+MAX_S=15 expect "--resume is a FIFO" 1 "--resume .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --resume "$WORK/fifo"
+MAX_S=15 expect "--vocab-bpe is a FIFO" 1 "--vocab-bpe .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --vocab-bpe "$WORK/fifo"
+MAX_S=15 expect "--tokenizer-json is a FIFO" 1 "--tokenizer-json .*fifo: cannot read" 2 "${OK[@]}" --tokenizer-json "$WORK/fifo"
+MAX_S=15 expect "--tokens-cache is a FIFO" 1 "--tokens-cache .*fifo: cannot read" 2 "${OK[@]}" --tokens-cache "$WORK/fifo"
+[[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
+# options that differ across ranks (MPMD command lines): one line naming the option; every rank exits 2
+mpmd() {  # mpmd ARGS_RANK0 -- ARGS_RANK1: sets MPMD, the command; each rank's exit code goes to $WORK/mpmd.rc.RANK
+  local a=() b=()
+  while [[ $1 != -- ]]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  rm -f "$WORK"/mpmd.rc.*
+  local wrap='"$0" "$@"; rc=$?; echo $rc > "'"$WORK"'/mpmd.rc.$OMPI_COMM_WORLD_RANK"; exit $rc'
+  MPMD=("${MPIRUN[@]}" -np 1 bash -c "$wrap" "$XT" "${OK[@]}" "${a[@]}" : -np 1 bash -c "$wrap" "$XT" "${OK[@]}" "${b[@]}")
+}
+every_rank_exit() {  # every_rank_exit CODE NAME
+  [[ "$(cat "$WORK/mpmd.rc.0" 2>/dev/null) $(cat "$WORK/mpmd.rc.1" 2>/dev/null)" == "$1 $1" ]] \
+    || { echo "FAIL $2: rank exit codes $(cat "$WORK"/mpmd.rc.* 2>/dev/null | tr '\n' ' '), want $1 on both"; fails=$((fails+1)); }
+}
+mpmd --batch 8 -- --batch 16
+MAX_S=15 expect_cmd "--batch differs across ranks" 2 "usage error: the options differ across ranks: --batch 16 on rank 1 but --batch 8 on rank 0" "${MPMD[@]}"
+every_rank_exit 2 "--batch differs"
+mpmd -- --lr 1e-3
+MAX_S=15 expect_cmd "--lr differs across ranks" 2 "--lr 0.001 on rank 1 but --lr 0.003 on rank 0" "${MPMD[@]}"
+every_rank_exit 2 "--lr differs"
+mpmd --steps 10 -- --steps 20 --lr 1e-3  # the first differing option in --help order is named
+MAX_S=15 expect_cmd "--steps and --lr differ across ranks" 2 "--steps 20 on rank 1 but --steps 10 on rank 0" "${MPMD[@]}"
+every_rank_exit 2 "--steps differs"
+mpmd -- --bogus 1  # a command line bad on rank 1 only: rank 0 must not wait for it
+MAX_S=15 expect_cmd "unknown option on rank 1 only" 2 "^rank 1 \(.*usage error: .*--bogus" "${MPMD[@]}"
+every_rank_exit 2 "unknown option on rank 1"
+expect "--stop-after without --ckpt" 2 "usage error: --stop-after needs --ckpt" 2 "${OK[@]}" --stop-after 3
 cp "$WORK/corpus.txt" "$WORK/notes.txt"
 "${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --tokens-cache "$WORK/notes.txt.cache" --steps 1 > /dev/null 2>&1
 printf 'my notes\n' > "$WORK/notes.md"
@@ -72,12 +114,16 @@ expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --
 head -c 3000 "$WORK/good.ckpt" > "$WORK/trunc.ckpt"
 cp "$WORK/good.ckpt" "$WORK/v01.ckpt"
 printf '01' | dd of="$WORK/v01.ckpt" bs=1 seek=6 conv=notrunc status=none
-expect "checkpoint of format version 01" 1 "format version 01, this xtrain reads version 02" 2 "${OK[@]}" --steps 4 --resume "$WORK/v01.ckpt"
+expect "checkpoint of format version 01" 1 "format version 01, this xtrain reads version 03" 2 "${OK[@]}" --steps 4 --resume "$WORK/v01.ckpt"
 expect "truncated checkpoint" 1 "truncated" 2 "${OK[@]}" --steps 4 --resume "$WORK/trunc.ckpt"
 expect "checkpoint of another model" 1 "does not match this run: model" 2 "${OK[@]}" --steps 4 --dim 64 --resume "$WORK/good.ckpt"
 expect "checkpoint of another batch" 1 "does not match this run: --batch" 2 "${OK[@]}" --steps 4 --batch 16 --resume "$WORK/good.ckpt"
 expect "not a checkpoint" 1 "bad magic" 2 "${OK[@]}" --steps 4 --resume "$WORK/corpus.txt"
 expect "missing checkpoint" 1 "--resume .*no such file" 2 "${OK[@]}" --steps 4 --resume "$WORK/none.ckpt"
+for changed in "--lr 1e-3" "--warmup 3" "--min-lr-frac 0.2" "--weight-decay 0" "--grad-clip 0.5"; do
+  # shellcheck disable=SC2086  # "--opt value" split into two words on purpose
+  expect "resume with another ${changed%% *}" 1 "does not match this run: ${changed%% *} is" 2 "${OK[@]}" --steps 4 $changed --resume "$WORK/good.ckpt"
+done
 expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
@@ -85,7 +131,7 @@ expect "checkpoint of another split" 1 "does not match this run: training tokens
 expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
 [[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || { echo "FAIL: no good checkpoint before the blow-up"; fails=$((fails+1)); }
 if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then echo "FAIL: temporary checkpoint left behind"; fails=$((fails+1)); fi
-"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 > /dev/null 2>"$WORK/err2" \
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 --ckpt "$WORK/nan2.ckpt" > /dev/null 2>"$WORK/err2" \
   || grep -q "non-finite" "$WORK/err2" || { echo "FAIL: the kept checkpoint does not load"; cat "$WORK/err2"; fails=$((fails+1)); }
 
 # a launcher that started several tasks while MPI sees one process (no mpirun here)

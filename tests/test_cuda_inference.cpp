@@ -40,7 +40,7 @@ struct Models {
   std::unique_ptr<Backend> cpu_be = make_cpu_backend();
   std::unique_ptr<Backend> gpu_be;
   std::unique_ptr<GPT> cpu, gpu;
-  explicit Models(const char* dtype) : gpu_be(make_cuda_backend(BackendOptions{"cuda", 0, 1, dtype})) {
+  explicit Models(const char* dtype) : gpu_be(make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)})) {
     cpu = std::make_unique<GPT>(small_config(), *cpu_be);
     gpu = std::make_unique<GPT>(small_config(), *gpu_be);
     random_params(*cpu, 31, 0.3);

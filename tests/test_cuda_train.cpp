@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "cuda/cuda_backend.h"
 #include "xtrain/data.h"
 #include "xtrain/error.h"
+#include "xtrain/mfu.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
 #include "xtrain/rng.h"
@@ -153,6 +155,21 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
 TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {
   CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::bf16}), UsageError);
   CHECK_THROWS_AS(parse_dtype("fp8"), UsageError);
+}
+
+TEST_CASE("gpu_id: the device as cudaDeviceProp gives it; the CPU has none; known parts have a peak") {
+  CHECK_FALSE(make_backend(BackendOptions{Device::cpu, 0, 1, DType::fp32})->gpu_id());
+  const std::unique_ptr<Backend> be = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16});
+  const std::optional<GpuId> id = be->gpu_id();
+  REQUIRE(id);
+  CHECK(be->device_name().rfind(id->name + " (", 0) == 0);  // device_name() = "<name> (<PCI bus id>)"
+  CHECK(id->cc_major >= 7);
+  CHECK(id->sm_count > 0);
+  const std::optional<GpuPeak> peak = find_gpu_peak(*id);
+  std::printf("gpu_id: %s, compute capability %d.%d, %d SMs: %s\n", id->name.c_str(), id->cc_major, id->cc_minor,
+              id->sm_count, peak ? "in the MFU peak table" : "not in the MFU peak table (no MFU printed)");
+  // The parts xtrain is benchmarked on must be found (a renamed part or another SM count would not be).
+  if (id->name == "NVIDIA H200" || id->name == "NVIDIA H100 80GB HBM3") CHECK(peak);
 }
 
 int main(int argc, char** argv) {

@@ -1,11 +1,15 @@
 // The one atomic writer (write_file_atomic) and "same file" (io.h): a target that is not a regular
 // file is refused and left as it was, a rewritten file keeps its mode, a symlink planted where a
 // temporary file could be named is never written through, no temporary file is left behind; and
+// the temporary files of dead writers on this host are removed by the next write and nothing else is;
 // the XXH3-64 wrapper against the reference value of the empty input.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -124,4 +128,53 @@ TEST_CASE("xxh3_64 is XXH3-64 with seed 0") {
   // Reference: XXH3_64bits of the empty input (xxHash's own test vector, 0x2D06800538D394C2).
   CHECK(xxh3_64("", 0) == 0x2D06800538D394C2ull);
   CHECK(xxh3_64("a", 1) != xxh3_64("b", 1));
+}
+
+namespace {
+std::string hostname() {
+  char h[256] = {};
+  REQUIRE(::gethostname(h, sizeof h - 1) == 0);
+  return std::string(h).substr(0, 64);
+}
+// dead_pid: the pid of a child that has exited and been reaped (no process has it now).
+pid_t dead_pid() {
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) ::_exit(0);
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  return pid;
+}
+}  // namespace
+
+TEST_CASE("the next write removes the temporary files of dead writers on this host, and nothing else") {
+  TempDir d;
+  const std::string target = d.file("run.ckpt"), host = hostname();
+  const std::string dead = std::to_string(dead_pid());
+  auto temp = [&](const std::string& h, const std::string& pid) {
+    const std::string p = target + ".tmp." + h + "." + pid + ".0123456789abcdef";
+    std::ofstream(p) << "partial checkpoint";
+    return p;
+  };
+  const std::string debris = temp(host, dead);
+  const std::string other_host = temp("another-node", dead);        // its writer may be alive there
+  const std::string live = temp(host, std::to_string(::getppid()));  // the test's parent: alive
+  const std::string locked = target + ".tmp." + host + "." + dead + ".fedcba9876543210";
+  std::ofstream(locked) << "x";
+  const int lock_fd = ::open(locked.c_str(), O_RDONLY);  // a writer (this process) holds its lock
+  REQUIRE(lock_fd >= 0);
+  REQUIRE(::flock(lock_fd, LOCK_EX) == 0);
+  const std::string unrelated = d.file("run.ckpt.tmp.notes");
+  std::ofstream(unrelated) << "mine";
+
+  write_file_atomic(target, "new");
+  CHECK_FALSE(fs::exists(debris));
+  CHECK(fs::exists(other_host));
+  CHECK(fs::exists(live));
+  CHECK(fs::exists(locked));
+  CHECK(fs::exists(unrelated));
+  CHECK(read_file(target) == "new");
+  ::close(lock_fd);  // the lock is free now, the pid still dead: debris
+  CHECK(remove_stale_temp_files(target) == 1);
+  CHECK_FALSE(fs::exists(locked));
 }

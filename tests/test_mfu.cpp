@@ -22,10 +22,11 @@ GPTConfig gpt2_124m() {
 
 TEST_CASE("flops_per_token: 6N + 12*L*A*T on GPT-2 124M") {
   const GPTConfig c = gpt2_124m();
-  // N = 124,475,904: llm.c's "num_parameters" for GPT-2 124M with the vocabulary padded to 50304.
-  const double N = 124475904.0;
+  // N = 124,439,808: GPT-2 124M's parameter count as OpenAI's and Hugging Face's models report it
+  // (V = 50257 rows of wte), not the 124,475,904 of the layout padded to Vp = 50304.
+  const double N = 124439808.0;
   CHECK(flops_per_token(c, 1024) == doctest::Approx(6 * N + 12.0 * 12 * 768 * 1024).epsilon(1e-12));
-  CHECK(flops_per_token(c, 1024) == doctest::Approx(860101632.0).epsilon(1e-12));
+  CHECK(flops_per_token(c, 1024) == doctest::Approx(859885056.0).epsilon(1e-12));
   // T enters only the attention term: 12*L*A per token and position.
   CHECK(flops_per_token(c, 1024) - flops_per_token(c, 512) == doctest::Approx(12.0 * 12 * 768 * 512));
   CHECK_THROWS_AS(flops_per_token(c, 0), Error);
@@ -36,9 +37,9 @@ TEST_CASE("flops_per_token: the attention width is NH*HS, not C") {
   c.V = 100, c.maxT = 16, c.C = 64, c.L = 3, c.NH = 4, c.KVH = 2, c.HS = 8, c.F = 96;  // A = 32 != C
   GPTConfig wide = c;
   wide.HS = 16;  // A = 64: only the parameter count and the attention term change
-  const auto N = [](const GPTConfig& g) {
+  const auto N = [](const GPTConfig& g) {  // V = 100 is not a multiple of 64: Vp = 128 rows in the layout
     const auto layout = param_layout(g);
-    return static_cast<double>(layout.back().offset + layout.back().count);
+    return static_cast<double>(layout.back().offset + layout.back().count) - (g.Vp() - g.V) * g.C;
   };
   CHECK(flops_per_token(c, 16) == doctest::Approx(6 * N(c) + 12.0 * 3 * 32 * 16));
   CHECK(flops_per_token(wide, 16) == doctest::Approx(6 * N(wide) + 12.0 * 3 * 64 * 16));

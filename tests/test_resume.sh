@@ -45,3 +45,35 @@ diff = [s for s in a if a[s] != b[s]]
 print("losses identical at all 12 steps" if not diff else f"FAIL: losses differ at steps {diff}")
 sys.exit(1 if diff else 0)
 PY
+# What a user watches (issue #16). Tokenizing prints its progress line (the first run writes the token
+# cache; later runs read it and tokenize nothing).
+grep -q "^tokenize $WORK/corpus.txt | 0.4 MB in " "$WORK/straight.log" || { cat "$WORK/straight.log"; echo "FAIL: no tokenize line"; exit 1; }
+! grep -q "^tokenize " "$WORK/half1.log" || { echo "FAIL: a tokenize line with a valid token cache"; exit 1; }
+# The run summary: each segment's final record names its steps, counts the tokens of every segment, and
+# carries the checkpoint's digest, the XXH3-64 stored in the file's last 8 bytes (printed the same way).
+python3 - "$WORK/resumed.jsonl" "$WORK/resumed.ckpt" "$WORK/half2.log" <<'PY'
+import json, struct, sys
+recs = [json.loads(l) for l in open(sys.argv[1])]
+finals = [r for r in recs if r["type"] == "final"]
+assert [(f["first_step"], f["step"]) for f in finals] == [(1, 6), (7, 12)], finals
+f = finals[-1]
+digest = "%016x" % struct.unpack("<Q", open(sys.argv[2], "rb").read()[-8:])[0]
+last_train = [r for r in recs if r["type"] == "train"][-1]
+# TINY's parameters counted by hand: wte (Vp = 50304 rows), wpe, per layer 2 layernorms, qkv, attention
+# projection, fc, fc projection with biases, the final layernorm.
+Vp, C, T, L, NH, KVH, HS, F = 50304, 32, 32, 2, 4, 2, 8, 128
+QKV = (NH + 2 * KVH) * HS
+PARAMS = Vp * C + T * C + L * (4 * C + QKV * C + QKV + C * NH * HS + C + 2 * F * C + F + C) + 2 * C
+want = {"world_size": 2, "tokens_seen": 12 * 8 * 32, "params": PARAMS, "ckpt": sys.argv[2], "ckpt_xxh3": digest,
+        "loss": last_train["loss"], "max_param_diff": 0.0}
+bad = {k: (f.get(k), v) for k, v in want.items() if f.get(k) != v}
+assert not bad, f"final record fields (have, want): {bad}"
+assert f["wall_s"] > 0 and f["tok_per_s"] > 0, f
+# CPU: no MFU and no device memory figures; --val-every 0: no validation loss.
+assert not {"mfu", "peak_memory_bytes", "val_loss", "val_step"} & f.keys(), f
+assert not {"mfu", "mem_in_use_bytes", "peak_memory_bytes"} & last_train.keys(), last_train
+log = open(sys.argv[3]).read()
+assert f"\nckpt   | {sys.argv[2]} | xxh3 {digest}\n" in log, log
+assert "\ndone   | steps 7-12 | world 2 | 3,072 tokens seen | wall " in log, log
+print(f"final record: steps 7-12, 3072 tokens seen, checkpoint digest {digest} matches the file")
+PY

@@ -14,6 +14,7 @@ namespace {
 RunSummary gpu_run() {
   RunSummary s;
   s.first_step = 51, s.last_step = 100, s.world_size = 2;
+  s.params = 124475904;
   s.tokens_per_step = 16 * 1024;
   s.wall_s = 83.4;
   s.tok_per_s = 395912.4;
@@ -23,7 +24,7 @@ RunSummary gpu_run() {
   s.peak_memory_bytes = 9768ull << 20;
   s.max_param_diff = 0;
   s.ckpt = "runs/a.ckpt";
-  s.ckpt_fnv1a64 = 0x00ab12cd34ef5678ull;
+  s.ckpt_xxh3 = 0x00ab12cd34ef5678ull;
   return s;
 }
 
@@ -42,11 +43,12 @@ TEST_CASE("final_record: every field of a GPU run") {
   CHECK(r["loss"].get<double>() == doctest::Approx(5.08571));
   CHECK(r["val_loss"].get<double>() == doctest::Approx(5.35384));
   CHECK(r["val_step"] == 100);
+  CHECK(r["params"] == 124475904);
   CHECK(r["peak_memory_bytes"] == 9768ull << 20);
   CHECK(r["max_param_diff"] == 0.0);
   CHECK(r["ckpt"] == "runs/a.ckpt");
-  CHECK(r["ckpt_fnv1a64"] == "00ab12cd34ef5678");  // 16 hex digits, leading zeros kept
-  CHECK(r.size() == 15);
+  CHECK(r["ckpt_xxh3"] == "00ab12cd34ef5678");  // 16 hex digits, leading zeros kept
+  CHECK(r.size() == 16);
 }
 
 TEST_CASE("final_record: unknown figures are absent, not zero") {
@@ -54,7 +56,7 @@ TEST_CASE("final_record: unknown figures are absent, not zero") {
   s.first_step = 1, s.last_step = 10, s.tokens_per_step = 2048, s.wall_s = 12, s.tok_per_s = 1700;
   s.train_loss = 9.5;
   const nlohmann::json r = final_record(s);
-  for (const char* k : {"mfu", "val_loss", "val_step", "peak_memory_bytes", "ckpt", "ckpt_fnv1a64"}) {
+  for (const char* k : {"mfu", "val_loss", "val_step", "params", "peak_memory_bytes", "ckpt", "ckpt_xxh3"}) {
     INFO(k);
     CHECK_FALSE(r.contains(k));
   }
@@ -71,7 +73,7 @@ TEST_CASE("summary_lines: a GPU run") {
   // bench/bench_gpu.sh reads "peak device memory: (\d+) MiB" from the log.
   CHECK(lines[3] == "memory | peak device memory: 9768 MiB (rank 0, xtrain's allocator)");
   CHECK(lines[4] == "max parameter difference across 2 ranks: 0.000e+00");
-  CHECK(lines[5] == "ckpt   | runs/a.ckpt | fnv1a64 00ab12cd34ef5678");
+  CHECK(lines[5] == "ckpt   | runs/a.ckpt | xxh3 00ab12cd34ef5678");
 }
 
 TEST_CASE("summary_lines: a CPU run without validation, checkpoint or MFU") {
@@ -102,7 +104,7 @@ TEST_CASE("summary: a resumed run with no step left, and inconsistent input") {
   bad.last_step = 98;  // ended before it began
   CHECK_THROWS_AS(summary_lines(bad), Error);
   bad = s;
-  bad.ckpt_fnv1a64 = 1;  // a checksum of no file
+  bad.ckpt_xxh3 = 1;  // a checksum of no file
   CHECK_THROWS_AS(final_record(bad), Error);
   bad = s;
   bad.wall_s = -1;

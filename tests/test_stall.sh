@@ -2,7 +2,9 @@
 # A rank that is alive but stuck must not hang the job. Two CPU ranks train; rank 1 is stopped
 # (SIGSTOP: mpirun sees no dead process). Rank 0's next collective must give up after --comm-timeout
 # (3 s) with one line naming its rank, host, the step and the operation, and the whole job must end
-# non-zero within kBoundS, leaving no xtrain_mpi behind.
+# non-zero within kBoundS, leaving no xtrain_mpi behind. Then the same during start-up: rank 1 is
+# stopped while rank 0 tokenizes a corpus for many seconds; the job must end within --comm-timeout
+# + kStartupSlackS of the stop, long before the tokenizing would be done.
 source "$(dirname "$0")/common.sh"
 xt_data
 kTimeoutS=3
@@ -50,6 +52,50 @@ echo "job exit $rc, ended ${elapsed} s after SIGSTOP of rank 1 (comm-timeout ${k
 ((rc != 0)) || { echo "FAIL: the job exited 0"; exit 1; }
 grep -Eq "^rank 0 \(.*\): error: .*step [0-9]+.*did not finish within $kTimeoutS s" "$WORK/long.log" ||
   { echo "FAIL: no one-line error naming rank 0, the step and the timeout"; exit 1; }
+left=$({ pgrep -f "$mine" || true; } | wc -l)
+((left == 0)) || { echo "FAIL: $left xtrain_mpi processes left"; exit 1; }
+
+# --- start-up: rank 0 tokenizes ~40 MB (--no-cache: many seconds), rank 1 waits for it and is stopped
+kStartupSlackS=10  # MPI_Abort tearing down both ranks; seen: 3.5 s on a loaded 2-core VM
+for _ in $(seq 100); do cat "$WORK/corpus.txt"; done >"$WORK/big.txt"
+mine="$WORK/startup.jsonl"
+"${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --data "$WORK/big.txt" --no-cache --steps 10 --comm-timeout $kTimeoutS \
+  --metrics "$mine" >"$WORK/startup.log" 2>&1 &
+job=$!
+rank_pid() {  # rank_pid R: the xtrain_mpi process of rank R of this job
+  for p in $(pgrep -f "$mine"); do
+    if tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$1"; then echo "$p"; fi
+  done
+}
+cpu_ticks() { awk '{print $14}' "/proc/$1/stat" 2>/dev/null || echo 0; }
+r0="" r1="" t0=$SECONDS
+# Rank 0 has used 0.5 s of CPU: it is tokenizing, so both ranks are past MPI_Init and the first
+# collectives, and rank 1 is waiting for rank 0.
+until [[ -n "$r0" && -n "$r1" ]] && (($(cpu_ticks "$r0") >= $(getconf CLK_TCK) / 2)); do
+  kill -0 "$job" 2>/dev/null || { cat "$WORK/startup.log"; echo "FAIL: the start-up run ended early"; exit 1; }
+  ((SECONDS - t0 < 60)) || { cat "$WORK/startup.log"; echo "FAIL: rank 0 not tokenizing after 60 s"; exit 1; }
+  r0=$(rank_pid 0) r1=$(rank_pid 1)
+  sleep 0.1
+done
+[[ ! -s "$mine" ]] || { echo "FAIL: training had started; the stop is not during start-up"; exit 1; }
+echo "rank 0 tokenizing; SIGSTOP rank 1 (pid $r1) during start-up"
+kill -STOP "$r1"
+t_stop=$(date +%s.%N)
+bound=$((kTimeoutS + kStartupSlackS))
+if ! timeout -s KILL $bound tail --pid=$job -f /dev/null; then
+  kill -CONT "$r1" 2>/dev/null
+  tail -n 20 "$WORK/startup.log"
+  echo "FAIL: job still running ${bound} s after rank 1 was stopped during start-up"
+  exit 1
+fi
+rc=0
+wait "$job" || rc=$?
+elapsed=$(python3 -c "import time; print(f'{time.time() - $t_stop:.1f}')")
+echo "job exit $rc, ended ${elapsed} s after SIGSTOP of rank 1 during start-up (bound ${bound} s)"
+((rc != 0)) || { echo "FAIL: the job exited 0"; exit 1; }
+grep -Eq "^rank 0 \(.*\): error: MPI start-up .* on rank 0 .*did not finish within $kTimeoutS s" "$WORK/startup.log" ||
+  { cat "$WORK/startup.log"; echo "FAIL: no one-line error naming rank 0, the start-up operation and the timeout"; exit 1; }
+grep -E "^rank 0 \(" "$WORK/startup.log"
 left=$({ pgrep -f "$mine" || true; } | wc -l)
 ((left == 0)) || { echo "FAIL: $left xtrain_mpi processes left"; exit 1; }
 echo "PASS"

@@ -33,6 +33,11 @@ rc=0; "$TOOL" --encoder-json /nonexistent --vocab-bpe "$dd/gpt2/vocab.bpe" --pri
 # outputs: never the input (same device and inode), never a file that is not a regular file
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 printf 'Hello world\n' > "$work/in.txt"; ln "$work/in.txt" "$work/link.txt"; mkfifo "$work/fifo"
+# a corpus: one machine-readable line on stdout, the tokenize progress (here only its total) on stderr
+"$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/in.tokcache" > "$work/out" 2> "$work/err"
+[[ $(wc -l < "$work/out") -eq 1 ]] && grep -q "^tokens=3 bytes=12 " "$work/out" \
+  && grep -q "^tokenize $work/in.txt | 0.0 MB in " "$work/err" && echo "ok   --input: summary on stdout, progress on stderr" \
+  || { echo "FAIL --input: stdout '$(cat "$work/out")', stderr '$(cat "$work/err")'"; fails=$((fails+1)); }
 rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/link.txt" > /dev/null 2>&1 || rc=$?
 [[ $rc -eq 2 && "$(cat "$work/in.txt")" == "Hello world" ]] && echo "ok   --output a hard link to --input: exit 2, input kept" \
   || { echo "FAIL --output a hard link to --input: exit $rc"; fails=$((fails+1)); }

@@ -3,6 +3,7 @@
 // load_tokens). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <fstream>
 #include <functional>
 
@@ -234,4 +235,44 @@ TEST_CASE("load_tokens: tokenizes, caches, reuses the cache, rebuilds a bad one"
   CHECK_THROWS_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true), Error);
   CHECK_THROWS_WITH(read_file(d.file("missing.txt")),
                     doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()));
+}
+
+TEST_CASE("encode reports bytes done from inside its loop; the ids do not change") {
+  // ~2.6 MB with special tokens inside, so progress crosses both kinds of segment.
+  std::string text;
+  while (text.size() < 2'600'000) text += "First Citizen:\nBefore we proceed any further, hear me speak.<|endoftext|>\n";
+  const std::vector<int32_t> want = gpt2().encode(text);
+  std::vector<size_t> done;
+  CHECK(gpt2().encode(text, [&](size_t d) { done.push_back(d); }) == want);
+  REQUIRE(done.size() >= 3);  // about one report per Tokenizer::kEncodeProgressBytes, then the end
+  CHECK(done.size() <= text.size() / Tokenizer::kEncodeProgressBytes + 1);
+  CHECK(done.back() == text.size());
+  CHECK(done.front() >= Tokenizer::kEncodeProgressBytes);
+  for (size_t i = 1; i + 1 < done.size(); ++i) CHECK(done[i] >= done[i - 1] + Tokenizer::kEncodeProgressBytes);
+
+  // encode_with_progress on a non-terminal: plain "tokenize <name>" lines, then the total; other ranks
+  // print nothing.
+  ScratchDir d;
+  double t = 0;
+  ProgressOptions opt;
+  opt.interval_s = 0;  // every report prints
+  opt.terminal = 0;
+  opt.clock = [&t] { return t += 1.0; };
+  for (int rank : {0, 1}) {
+    const std::string out_path = d.file("progress" + std::to_string(rank) + ".txt");
+    opt.out = std::fopen(out_path.c_str(), "w");
+    REQUIRE(opt.out);
+    CHECK(encode_with_progress(gpt2(), text, "big.txt", rank, opt) == want);
+    std::fclose(opt.out);
+    const std::string printed = read_file(out_path);
+    if (rank != 0) {
+      CHECK(printed.empty());
+      continue;
+    }
+    INFO(printed);
+    CHECK(printed.find('\r') == std::string::npos);
+    CHECK(printed.rfind("tokenize big.txt | 1.0 / 2.6 MB (40%) | ", 0) == 0);  // the first report, at 1 MiB
+    CHECK(printed.find("\ntokenize big.txt | 2.6 MB in ") != std::string::npos);
+    CHECK(std::count(printed.begin(), printed.end(), '\n') == static_cast<long>(done.size()) + 1);
+  }
 }

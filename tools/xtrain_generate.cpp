@@ -18,6 +18,7 @@
 #include "xtrain/inference.h"
 #include "xtrain/io.h"
 #include "xtrain/model.h"
+#include "xtrain/progress.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 
@@ -82,7 +83,9 @@ struct LoadedModel {
 LoadedModel load_model(const po::variables_map& vm) {
   LoadedModel m;
   if (vm.count("ckpt")) {
-    CheckpointState st = load_checkpoint(vm["ckpt"].as<std::string>());
+    ProgressOptions progress = long_work_options();
+    progress.out = stderr;  // stdout is the generated text
+    CheckpointState st = load_checkpoint(vm["ckpt"].as<std::string>(), 0, progress);
     m.config = st.meta.model;
     m.params = std::move(st.params);
     m.tokenizer_fingerprint = st.meta.tokenizer_fingerprint;

@@ -73,7 +73,9 @@ int run(const po::variables_map& vm) {
     if (xtrain::same_file(input, output)) throw xtrain::UsageError("--input and --output name the same file (" + output + ")");
     const std::string text = xtrain::read_file(input);
     t0 = std::chrono::steady_clock::now();
-    const std::vector<int32_t> ids = tok.encode(text);
+    xtrain::ProgressOptions progress;
+    progress.out = stderr;  // stdout keeps its one machine-readable line
+    const std::vector<int32_t> ids = xtrain::encode_with_progress(tok, text, input, 0, progress);
     const double encode_s = seconds_since(t0);
     xtrain::write_token_cache(output, ids, tok.fingerprint(), text.size(), xtrain::fnv1a64(text.data(), text.size()));
     std::printf("tokens=%zu bytes=%zu seconds=%.3f load_seconds=%.3f output=%s\n", ids.size(), text.size(),

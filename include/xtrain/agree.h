@@ -2,8 +2,15 @@
 // rank promptly with one line and no rank is left waiting in a later collective.
 #pragma once
 
+#include <chrono>
+#include <condition_variable>
 #include <exception>
+#include <memory>
+#include <mutex>
+#include <optional>
 #include <string>
+#include <thread>
+#include <utility>
 
 #include "xtrain/error.h"
 #include "xtrain/host_collectives.h"
@@ -38,6 +45,53 @@ void agree(HostCollectives& group, Fn&& fn) {
     }
     throw AgreedFailure(static_cast<int>(flags[1]));
   }
+}
+
+// agree_while_working: agree for local work that may take long (reading and tokenizing a corpus)
+// and returns fn's result. fn runs on a worker thread while this thread meets the other ranks once a
+// second (a max all-reduce of "still working", bounded by the group's deadline) until every rank is
+// done; then, as agree, every rank learns whether any fn threw. So a rank stopped or stuck in
+// collectives is noticed within --comm-timeout however long the others' work takes, and no deadline
+// has to cover the work itself. fn must not call collectives, and it must own what it uses (capture
+// by value): if a collective times out, this throws while the worker may still run (detached; the
+// job is ending).
+template <typename Fn>
+auto agree_while_working(HostCollectives& group, Fn fn) -> decltype(fn()) {
+  using T = decltype(fn());
+  struct State {
+    std::mutex m;
+    std::condition_variable cv;
+    std::optional<T> value;
+    std::exception_ptr error;
+    bool done = false;
+  };
+  auto st = std::make_shared<State>();
+  std::thread([st, fn = std::move(fn)]() mutable {
+    std::optional<T> v;
+    std::exception_ptr e;
+    try {
+      v.emplace(fn());
+    } catch (...) {
+      e = std::current_exception();
+    }
+    const std::lock_guard<std::mutex> lock(st->m);
+    st->value = std::move(v), st->error = e, st->done = true;
+    st->cv.notify_all();
+  }).detach();
+  for (;;) {
+    double busy = 1;
+    {
+      std::unique_lock<std::mutex> lock(st->m);
+      st->cv.wait_for(lock, std::chrono::seconds(1), [&] { return st->done; });
+      busy = st->done ? 0 : 1;
+    }
+    group.all_reduce_max_host(&busy, 1);
+    if (busy == 0) break;
+  }
+  agree(group, [&] {
+    if (st->error) std::rethrow_exception(st->error);
+  });
+  return std::move(*st->value);
 }
 
 }  // namespace xtrain

@@ -22,6 +22,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 namespace xtrain {
@@ -40,6 +41,14 @@ Device parse_device(const std::string& s);
 DType parse_dtype(const std::string& s);
 const char* to_string(Device d);
 const char* to_string(DType t);
+
+// GpuId: a GPU as the CUDA runtime describes it (cudaDeviceProp): what the MFU peak table (mfu.h)
+// is keyed by.
+struct GpuId {
+  std::string name;  // cudaDeviceProp::name, e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;  // cudaDeviceProp::multiProcessorCount (a MIG slice has fewer: no match)
+};
 
 class Backend {
  public:
@@ -63,6 +72,11 @@ class Backend {
   // caching allocator's peak reservation, without the CUDA context and library internals).
   // 0 = not tracked (CPU).
   virtual size_t peak_memory_bytes() const { return 0; }
+  // memory_in_use_bytes: device memory handed out by the backend's allocator now (bytes; CUDA: blocks
+  // in use, without the allocator's cache). 0 = not tracked (CPU).
+  virtual size_t memory_in_use_bytes() const { return 0; }
+  // gpu_id: the GPU this backend runs on; nullopt on the CPU.
+  virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]

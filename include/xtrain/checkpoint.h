@@ -13,6 +13,7 @@
 #include "xtrain/data.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
+#include "xtrain/progress.h"
 
 namespace xtrain {
 
@@ -23,6 +24,8 @@ struct CheckpointMeta {
   int32_t grad_accum = 1;
   int32_t total_steps = 0;    // the LR schedule's length
   float dropout = 0.0f;
+  float lr = 0, min_lr_frac = 0, weight_decay = 0, grad_clip = 0;  // the rest of the schedule (OptimConfig)
+  int32_t warmup = 0;
   uint64_t seed = 0;
   uint64_t tokenizer_fingerprint = 0;
   uint64_t data_hash = 0;     // TrainData::hash: XXH3-64 of the token stream
@@ -36,21 +39,28 @@ struct CheckpointState {
 };
 
 // save_checkpoint: writes `path` atomically; a crash leaves either the old file or the new one.
-// Throws Error naming the path and the OS error, or refusing a path that is not a regular file.
-void save_checkpoint(const std::string& path, const CheckpointState& st);
+// Returns the XXH3-64 checksum stored at the file's end. A file of kLongWorkBytes or more gets
+// progress lines (progress.h). Throws Error naming the path and the OS error, or refusing a path that
+// is not a regular file.
+uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 
 // load_checkpoint: throws Error "checkpoint <path>: <why>" for a missing file, bad magic, another
-// format version, truncated file, size mismatch or checksum mismatch.
-CheckpointState load_checkpoint(const std::string& path);
+// format version, truncated file, size mismatch or checksum mismatch. `rank`: the caller's rank; on
+// rank 0 a file of kLongWorkBytes or more gets progress lines (progress.h; `progress` says where,
+// e.g. stderr for a tool whose stdout is its output).
+CheckpointState load_checkpoint(const std::string& path, int rank = 0,
+                                const ProgressOptions& progress = long_work_options());
 
 // ---- the training run's side: what goes into a checkpoint and what a resume must match ----
 
-// write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` (others return).
-void write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
-                      int step);
+// write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` and returns the
+// file's XXH3-64 checksum (save_checkpoint); other ranks return 0.
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
+                          int step);
 
-// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data and
-// batch configuration (Error naming the field otherwise), loads params and AdamW state, and returns
+// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model, data, batch
+// and schedule configuration (--steps, --lr, --warmup, --min-lr-frac, --weight-decay, --grad-clip;
+// Error naming the option otherwise), loads params and AdamW state, and returns
 // the step it was written after. Rank 0 prints the line "resumed from ...".
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                        int rank);

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <string>
 
 namespace xtrain {
@@ -22,14 +23,25 @@ std::string read_file(const std::string& path);
 
 // write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
 // new one, never a mix (POSIX rename). The temporary file is created exclusively
-// (O_CREAT|O_EXCL|O_NOFOLLOW, random name "<name>.tmp.<random>") in the target's directory, so a
-// planted file or symlink is never written through; it is written, fsync'd, renamed over the target,
-// and the directory is fsync'd so the rename is durable. A target that exists keeps its permission
+// (O_CREAT|O_EXCL|O_NOFOLLOW, name "<name>.tmp.<host>.<pid>.<16 random hex>") in the target's
+// directory, so a planted file or symlink is never written through; it is locked (flock), written,
+// fsync'd, renamed over the target while still locked, and the directory is fsync'd so the rename is
+// durable. Before that, remove_stale_temp_files(path) clears what killed writers left behind. A target that exists keeps its permission
 // bits (fchmod on the temporary file's descriptor); a new one gets 0666 minus the umask. A symlink as
 // target is resolved and the file it names is replaced. Throws Error "<what> <path>: <why>" when the
 // target exists and is not a regular file (a device, FIFO, directory: refused, left untouched) or
-// when any step fails (the temporary file is removed then).
-void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write");
+// when any step fails (the temporary file is removed then). `written`, when set, is called with the
+// bytes written so far after each write of at most 64 MB (a progress line for large files, progress.h).
+void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write",
+                       const std::function<void(size_t)>& written = {});
+
+// remove_stale_temp_files: removes the temporary files of write_file_atomic(path) whose writer is
+// provably dead, and returns how many. A file "<name>.tmp.<host>.<pid>.<random>" next to path is
+// removed only when all hold: <host> is this host's name; no process <pid> exists here
+// (kill(pid, 0) fails with ESRCH); it is a regular file owned by this user; and its flock, which a
+// live writer holds until after its rename, can be taken now. Anything else (another host's writer,
+// a live or reused pid, names of another form, a file system without flock) is left alone.
+int remove_stale_temp_files(const std::string& path);
 
 // same_file: true when a and b name the same file: the same device and inode when both exist,
 // otherwise the same normalized absolute path (so two outputs not yet created still compare).

@@ -8,24 +8,19 @@
 #include <string>
 #include <vector>
 
+#include "xtrain/backend.h"  // GpuId
 #include "xtrain/model.h"
 
 namespace xtrain {
 
 // flops_per_token: training FLOPs (forward + backward) per token at sequence length T, by the PaLM
 // convention (Chowdhery et al. 2022, appendix B): 6*N + 12*L*A*T, with N = every parameter of the
-// model (embeddings included: the layout's num_params, wte rows padded to Vp as llm.c counts them),
-// L layers, A = NH*HS the attention width (= C for the usual head sizes) and the attention score and
-// value products counted in full (the causal half is not taken off). FLOPs, not FLOP/s.
+// model, embeddings included, with V vocabulary rows of wte (the padding rows [V, Vp) are not model
+// work and not counted: GPT-2 124M has N = 124,439,808), L layers, A = NH*HS the attention width
+// (= C for the usual head sizes) and the attention score and value products counted in full (the
+// causal half is not taken off). FLOPs, not FLOP/s. The one home of this convention (docs cite it).
 // Throws Error for T < 1.
 double flops_per_token(const GPTConfig& cfg, int T);
-
-// The device as the CUDA runtime describes it (cudaDeviceProp): name, compute capability, SM count.
-struct GpuId {
-  std::string name;  // cudaDeviceProp::name, e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"
-  int cc_major = 0, cc_minor = 0;
-  int sm_count = 0;  // cudaDeviceProp::multiProcessorCount (a MIG slice has fewer: no match)
-};
 
 // GpuPeak: one row of the table. Figures are dense (no 2:4 sparsity), at the boost clock, in
 // TFLOP/s (1e12 FLOP/s), as the vendor's datasheet or architecture whitepaper gives them.

@@ -14,9 +14,12 @@
 namespace xtrain {
 
 // As HostCollectives, MpiContext serves the start-up checks of the mpirun entry point (before the
-// communicator exists): its collectives are plain blocking MPI calls, NOT bounded by --comm-timeout
-// (start-up may legitimately wait long, e.g. for rank 0 tokenizing a corpus). The training run gets
-// the Communicator instead, whose every call is bounded.
+// communicator exists). Its collectives are bounded like the Communicator's: each waits at most
+// comm_timeout_s (set_comm_timeout; run_training sets --comm-timeout before the first one) and then
+// throws Error naming the rank, host and "start-up" operation. Long local work between them (rank 0
+// tokenizing a corpus) runs under agree_while_working (agree.h), which keeps meeting the other ranks
+// once a second, so the deadline never has to cover it. Only MPI_Init and the shared-memory split in
+// the constructor block without a deadline (MPI offers no bounded form of them).
 class MpiContext final : public HostCollectives {
  public:
   // Calls MPI_Init (or MPI_Init_thread(FUNNELED)); MPI errors return codes (MPI_ERRORS_RETURN) so
@@ -38,7 +41,12 @@ class MpiContext final : public HostCollectives {
   // OMPI_COMM_WORLD_LOCAL_RANK against the shared-memory split where it is set.
   void check_launcher() const;
 
-  // HostCollectives over MPI_COMM_WORLD, blocking (see above). Collective over all ranks.
+  // set_comm_timeout: the deadline of every later collective, seconds (> 0). Until it is called
+  // (options not yet parsed) it is 300 s, the default of --comm-timeout.
+  void set_comm_timeout(double seconds) { timeout_s_ = seconds; }
+  double comm_timeout_s() const { return timeout_s_; }
+
+  // HostCollectives over MPI_COMM_WORLD, bounded (see above). Collective over all ranks.
   void all_reduce_sum_host(double* x, int count) override;
   void all_reduce_max_host(double* x, int count) override;
   uint64_t all_reduce_min_host(uint64_t x) override;
@@ -53,9 +61,11 @@ class MpiContext final : public HostCollectives {
   int rank_ = 0, world_ = 1, local_rank_ = 0, local_size_ = 1;
   std::string host_;
   bool aborted_ = false;
+  double timeout_s_ = 300;
 };
 
-// gather_strings: every rank's string, in rank order, on every rank (MPI_Allgatherv).
+// all_gather_strings: every rank's string, in rank order, on every rank (MPI_Iallgatherv under the
+// deadline of mpi.comm_timeout_s()).
 std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine);
 
 }  // namespace xtrain

@@ -3,9 +3,12 @@
 #pragma once
 
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "xtrain/backend.h"
 #include "xtrain/config.h"
+#include "xtrain/host_collectives.h"
 
 namespace xtrain {
 
@@ -23,6 +26,9 @@ struct RunOptions {
   int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
   bool help = false;
   std::string help_text;
+  // canonical: every option as ("--name", value text), defaults included, in --help order; what
+  // check_options_agree compares across ranks.
+  std::vector<std::pair<std::string, std::string>> canonical;
 };
 
 enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
@@ -31,6 +37,14 @@ enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtr
 // inconsistent combinations that do not depend on the world size. With --help, help=true.
 // launcher: the usage line, and --ranks for xtrain_threads only.
 RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mpi);
+
+// check_options_agree: every rank must have parsed the same options (canonical). One all-reduce
+// (min and max of a hash) when they agree. Otherwise the option list is searched for the first
+// option that differs (in --help order) and every rank throws AgreedFailure(2) after the lowest rank
+// that differs from rank 0 has printed one line: "rank 1 (host): usage error: the options differ
+// across ranks: --batch 16 on rank 1 but --batch 8 on rank 0 (ranks differing from rank 0: 1); every
+// rank must be given the same options". Collective over all ranks.
+void check_options_agree(HostCollectives& group, const RunOptions& o);
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
 void check_world(const RunOptions& o, int world);

@@ -35,6 +35,10 @@ struct ProgressOptions {
   std::function<double()> clock;
 };
 
+// long_work_options: the options of file progress (checkpoints, exports): min_total_bytes =
+// kLongWorkBytes, the rest default.
+ProgressOptions long_work_options();
+
 // Progress over `total_bytes` bytes of work named `what` (e.g. "tokenize data/brown.txt"). Prints only
 // when rank == 0 and total_bytes >= min_total_bytes. Lines (MB = 1e6 bytes):
 //   <what> | 12.3 / 100.0 MB (12%) | 4.1 MB/s | eta 0m21s

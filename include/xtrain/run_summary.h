@@ -17,8 +17,9 @@ struct RunSummary {
   // had no step left.
   int first_step = 1, last_step = 0;
   int world_size = 1;
+  uint64_t params = 0;           // the model's parameters (GPT::num_params(): wte rows padded to Vp); 0 = not given
   uint64_t tokens_per_step = 0;  // global: batch sequences x seq tokens
-  double wall_s = 0;             // seconds from the start of this run to its end
+  double wall_s = 0;             // seconds of train_rank: resume, steps, validation, checkpoints
   double tok_per_s = 0;          // global tokens per second, mean over the steps after the first
   std::optional<double> mfu;     // fraction (mfu.h); none on CPUs and on GPUs without a known peak
   std::optional<double> train_loss;  // global mean train loss at last_step (nats per token)
@@ -27,7 +28,7 @@ struct RunSummary {
   uint64_t peak_memory_bytes = 0;  // rank 0's Backend::peak_memory_bytes(); 0 = not tracked (CPU)
   double max_param_diff = 0;       // max |p_rank - p_rank0| at the end (train.h)
   std::string ckpt;                // the last checkpoint written, "" = none
-  uint64_t ckpt_fnv1a64 = 0;       // its checksum: the FNV-1a 64 stored at its end (checkpoint.h)
+  uint64_t ckpt_xxh3 = 0;           // its checksum: the XXH3-64 stored at its end (checkpoint.h)
 
   // tokens_seen: tokens trained on from step 1 to last_step, earlier run segments included.
   uint64_t tokens_seen() const { return static_cast<uint64_t>(last_step) * tokens_per_step; }
@@ -35,7 +36,7 @@ struct RunSummary {
 
 // final_record: the metrics file's `final` record: type "final", step (= last_step), first_step,
 // world_size, tokens_seen, wall_s, tok_per_s, max_param_diff; and where known mfu, loss, val_loss with
-// val_step, peak_memory_bytes, ckpt with ckpt_fnv1a64 (16 lowercase hex digits, a string: JSON numbers
+// val_step, params, peak_memory_bytes, ckpt with ckpt_xxh3 (16 lowercase hex digits, a string: JSON numbers
 // lose 64-bit integers in most readers). Throws Error for inconsistent fields (negative times or
 // rates, first_step < 1, a checksum without a checkpoint path).
 nlohmann::json final_record(const RunSummary& s);
@@ -46,7 +47,7 @@ nlohmann::json final_record(const RunSummary& s);
 //   speed  | 2,412 tok/s (mean after the first step) | MFU 34.4%
 //   memory | peak device memory: 9768 MiB (rank 0, xtrain's allocator)
 //   max parameter difference across 2 ranks: 0.000e+00
-//   ckpt   | run.ckpt | fnv1a64 0123456789abcdef
+//   ckpt   | run.ckpt | xxh3 0123456789abcdef
 // Parts and lines whose figure is unknown are left out. Same checks as final_record.
 std::vector<std::string> summary_lines(const RunSummary& s);
 

@@ -13,7 +13,8 @@
 namespace xtrain {
 
 struct ThreadRunResult {
-  int exit_code = 0;  // 0; the first failing rank's code (1 runtime, 2 usage); or the agreed code
+  int exit_code = 0;  // the first failing rank's code (1 runtime, 2 usage), else the largest code a
+                      // rank returned or agreed on (0 success; e.g. 3 when stopped by a signal)
   int stragglers = 0; // ranks still running after the grace period (detached)
 };
 

@@ -6,8 +6,10 @@
 
 #include <cstdint>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include "xtrain/progress.h"
 #include "xtrain/tokenizer.h"
 
 namespace xtrain {
@@ -25,8 +27,15 @@ bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_
 // text_path + ".tokcache" (none when text_path is not a regular file); a cache_path that exists and
 // is not a regular file is neither read nor written. A damaged or unwritable cache is a warning on
 // stderr, each line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws
-// Error when the text cannot be read.
+// Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints progress
+// lines (encode_with_progress); the default -1 prints none.
 std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok,
-                                 std::string cache_path, bool write_cache, const std::string& log_prefix = "");
+                                 std::string cache_path, bool write_cache, const std::string& log_prefix = "",
+                                 int rank = -1);
+
+// encode_with_progress: tok.encode(text), and on rank 0 the progress lines of progress.h named
+// "tokenize <name>": bytes done, MB/s and ETA at most every opt.interval_s, then the total.
+std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,
+                                          int rank, const ProgressOptions& opt = {});
 
 }  // namespace xtrain

@@ -4,7 +4,9 @@
 // with PCRE2_UCP (docs/dependencies.md says why PCRE2); JSON parsing is nlohmann/json.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -28,7 +30,12 @@ class Tokenizer {
 
   // encode: UTF-8 text (any bytes are accepted) -> token ids. Special tokens (e.g. "<|endoftext|>")
   // appearing literally in the text map to their ids (tiktoken's allowed_special="all").
-  std::vector<int32_t> encode(std::string_view text) const;
+  // `bytes_done`, when set, is called from inside the loop with the bytes of `text` encoded so far,
+  // each time about kEncodeProgressBytes more are done, and with text.size() at the end (a progress
+  // line, token_cache.h; the text is never split outside the tokenizer, which would change the
+  // tokens at the split points).
+  std::vector<int32_t> encode(std::string_view text, const std::function<void(size_t)>& bytes_done = {}) const;
+  static constexpr size_t kEncodeProgressBytes = size_t{1} << 20;
   // decode: ids -> bytes. Throws Error for an id outside [0, vocab_size()).
   std::string decode(const std::vector<int32_t>& ids) const;
 

@@ -92,6 +92,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device_));
   pci_bus_id_ = bus;
   device_name_ = std::string(prop.name) + " (" + pci_bus_id_ + ")";
+  gpu_id_ = GpuId{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
 
   XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   XT_CUBLAS_CHECK(cublasCreate(&cublas_));

@@ -33,6 +33,8 @@ class CudaBackend final : public Backend {
   void zero(void* ptr, size_t bytes) override;
   void synchronize() override;
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
+  size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
+  std::optional<GpuId> gpu_id() const override { return gpu_id_; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
@@ -83,6 +85,7 @@ class CudaBackend final : public Backend {
   CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
   int device_ = 0;
   std::string host_, pci_bus_id_, device_name_;
+  GpuId gpu_id_;  // from cudaDeviceProp (the MFU peak lookup, mfu.h)
   cudaStream_t stream_ = nullptr;
   cublasHandle_t cublas_ = nullptr;
   cublasLtHandle_t cublaslt_ = nullptr;  // fused-epilogue matmuls (gemm_lt.cpp)

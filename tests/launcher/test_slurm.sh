@@ -6,10 +6,14 @@
 #   sbatch  the repository's slurm/train_multinode.sbatch through sbatch --wait, twice with
 #           --stop-after 10 and the same checkpoint path: the second job must resume (requeue path)
 #   sbatch1 the repository's slurm/train.sbatch (one node, 2 ranks) through sbatch --wait
-# Each checks the placement table and gates 1 and 2 against a world=1 run.
+#   preempt slurm/train.sbatch sent SIGUSR1 as its --signal=USR1@120 would before the time limit
+#           (scancel --signal=USR1: the steps' tasks, not the batch shell): the ranks stop after a step,
+#           write the checkpoint and exit 3, the script requeues the job, and the restarted job
+#           resumes from the same checkpoint path; then scancel ends it for good.
+# Each other mode checks the placement table and gates 1 and 2 against a world=1 run.
 source "$(dirname "$0")/common.sh"
 source "$XT_LAUNCHER_DIR/slurm.sh"
-mode="${1:?usage: test_slurm.sh srun|cyclic|salloc|sbatch|sbatch1}"
+mode="${1:?usage: test_slurm.sh srun|cyclic|salloc|sbatch|sbatch1|preempt}"
 launcher_init nodes slurm
 nodes_up 2 || fail "could not create namespace nodes"
 on_exit nodes_down
@@ -63,6 +67,35 @@ case "$mode" in
       "$XT_REPO/slurm/train.sbatch"
     cat "$out".*.out >"$out.log"
     check_placement "$out.log" "0 xtn0 0" "1 xtn0 1" ;;
+  preempt)
+    export XTRAIN_BIN="$XT_BIN" XTRAIN_CKPT="$XT_TMP/job.ckpt" XTRAIN_CKPT_EVERY=100000
+    export XTRAIN_ARGS="${XT_ARGS[*]} --steps 100000 --log-every 1000 --metrics $out.jsonl"
+    job=$(sbatch --parsable --nodelist=xtn0 --ntasks-per-node=2 --gpus-per-node=2 --cpus-per-task=1 \
+      --output="$out.log" "$XT_REPO/slurm/train.sbatch")
+    # until_log PATTERN SECONDS: wait for PATTERN in the job's output (it survives the requeue: append)
+    until_log() {
+      local t0=$SECONDS
+      until grep -Eq "$1" "$out.log" 2>/dev/null; do
+        ((SECONDS - t0 < $2)) || { cat "$out.log"; scancel "$job"; fail "no '$1' within $2 s"; }
+        sleep 0.2
+      done
+    }
+    until_log "^step +1/" 60
+    sleep 1
+    t0=$SECONDS
+    scancel --signal=USR1 "$job"
+    until_log "^stopped \| by SIGUSR1 after step [0-9]+: checkpoint $XTRAIN_CKPT written" 30
+    until_log "stopped by a signal, checkpoint .* requeueing" 30
+    say "stopped and requeued $((SECONDS - t0)) s after SIGUSR1: $(grep '^stopped |' "$out.log")"
+    k=$(sed -nE 's/^stopped \| by SIGUSR1 after step ([0-9]+):.*/\1/p' "$out.log")
+    until_log "resumed from $XTRAIN_CKPT at step $k" 300  # Slurm delays a requeued job's start ~2 min
+    say "the requeued job (restart $(sed -nE 's/.*\(restart ([0-9]+)\).*/\1/p' "$out.log" | tail -1)) resumed at step $k"
+    scancel "$job"
+    for _ in $(seq 150); do squeue -h -j "$job" 2>/dev/null | grep -q . || break; sleep 0.2; done
+    sleep 1
+    no_xtrain_left
+    echo "PASS"
+    exit 0 ;;
   *) fail "unknown mode $mode" ;;
 esac
 check_gates "$XT_TMP/ref.jsonl" "$out.jsonl" "$mode"

@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# Preemption (issue #14 kind 3): SIGTERM to ONE rank of a 2-rank run mid-training makes every rank
+# stop after the same step (the stop flag rides on the step's loss all-reduce); rank 0 writes --ckpt;
+# every rank exits 3 within a few seconds with one "stopped" line. Resuming from that checkpoint ends
+# bitwise where an uninterrupted run ends. The resumed run's checkpoint write removes a temporary file
+# left by a dead writer. Then SIGUSR1 to mpirun (forwarded to every rank, as Slurm's --signal does)
+# without --ckpt: exit 3 and "nothing saved".
+source "$(dirname "$0")/common.sh"
+xt_data
+kBoundS=20  # signal to exit of every rank; seen: ~2 s (one step, a checkpoint, MPI teardown)
+ARGS=("${DATA[@]}" "${TINY[@]}" --steps 200 --dropout 0.1)
+
+# start_job NAME args...: 2 ranks in the background, each rank's exit code in $WORK/NAME.rc.RANK
+start_job() {
+  local name=$1
+  shift
+  # The wrapper passes SIGTERM/SIGUSR1 that mpirun forwards on to xtrain_mpi and records its exit code.
+  local wrap='trap "kill -TERM \$c" TERM; trap "kill -USR1 \$c" USR1; "$0" "$@" & c=$!
+    while kill -0 $c 2>/dev/null; do wait $c; done; wait $c; rc=$?
+    echo $rc > "'"$WORK/$name"'.rc.$OMPI_COMM_WORLD_RANK"; exit $rc'
+  "${MPIRUN[@]}" -np 2 bash -c "$wrap" "$XT" "${ARGS[@]}" "$@" --metrics "$WORK/$name.jsonl" > "$WORK/$name.log" 2>&1 &
+  job=$!
+}
+# wait_training NAME: until the run has recorded 3 steps (fails after 60 s or if it ended)
+wait_training() {
+  local t0=$SECONDS
+  until [[ -f "$WORK/$1.jsonl" ]] && (($(grep -c '"train"' "$WORK/$1.jsonl") >= 3)); do
+    kill -0 "$job" 2>/dev/null || { cat "$WORK/$1.log"; echo "FAIL: $1 ended before the signal"; exit 1; }
+    ((SECONDS - t0 < 60)) || { cat "$WORK/$1.log"; echo "FAIL: $1 did not train within 60 s"; exit 1; }
+    sleep 0.1
+  done
+}
+# rank_pid NAME R: the xtrain_mpi process of rank R of job NAME
+rank_pid() {
+  local p
+  for p in $(pgrep -f "$WORK/$1.jsonl"); do
+    [[ "$(cat /proc/$p/comm 2>/dev/null)" == xtrain_mpi ]] || continue
+    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2"; then echo "$p"; fi
+  done
+}
+# finish NAME: wait for the job (bounded), check every rank's exit code is 3 and the one stopped line
+finish() {
+  local t0=$(date +%s.%N) rc=0
+  timeout -s KILL $kBoundS tail --pid=$job -f /dev/null || { echo "FAIL: $1 still running ${kBoundS} s after the signal"; exit 1; }
+  wait $job || rc=$?
+  local took
+  took=$(python3 -c "import time; print(f'{time.time() - $t0:.1f}')")
+  for r in 0 1; do
+    [[ "$(cat "$WORK/$1.rc.$r" 2>/dev/null)" == 3 ]] || { cat "$WORK/$1.log"; echo "FAIL: $1 rank $r exit $(cat "$WORK/$1.rc.$r" 2>/dev/null), want 3"; exit 1; }
+  done
+  ((rc == 3)) || { echo "FAIL: $1 mpirun exit $rc, want 3"; exit 1; }
+  (($(grep -c '^stopped |' "$WORK/$1.log") == 1)) || { cat "$WORK/$1.log"; echo "FAIL: $1 no single 'stopped' line"; exit 1; }
+  echo "$1: every rank exit 3, ${took} s after the signal: $(grep '^stopped |' "$WORK/$1.log")"
+}
+
+# 1. SIGTERM to rank 1 only, with --ckpt
+start_job term --ckpt "$WORK/term.ckpt"
+wait_training term
+kill -TERM "$(rank_pid term 1)"
+finish term
+grep -Eq "^stopped \| by a signal on another rank after step [0-9]+: checkpoint $WORK/term.ckpt written; continue with --resume" "$WORK/term.log" \
+  || { echo "FAIL: the stopped line does not name the checkpoint"; exit 1; }
+k=$(sed -nE 's/^stopped \| .* after step ([0-9]+):.*/\1/p' "$WORK/term.log")
+steps=$(python3 -c "import json; print(sorted({r['step'] for r in map(json.loads, open('$WORK/term.jsonl')) if r['type'] == 'train'}))")
+[[ "$steps" == "$(python3 -c "print(list(range(1, $k + 1)))")" ]] || { echo "FAIL: steps recorded $steps, stopped after $k"; exit 1; }
+
+# 2. resume to step k+4; compare with an uninterrupted run to step k+4 (the schedule spans 200 in both)
+dead=$(bash -c 'echo $$')  # a pid that has exited
+debris="$WORK/term.ckpt.tmp.$(hostname).$dead.0123456789abcdef"
+head -c 100000 /dev/zero > "$debris"
+"${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --resume "$WORK/term.ckpt" --ckpt "$WORK/term.ckpt" --stop-after 4 > "$WORK/resume.log" 2>&1 \
+  || { cat "$WORK/resume.log"; echo "FAIL: resume"; exit 1; }
+"${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --ckpt "$WORK/straight.ckpt" --stop-after $((k + 4)) > "$WORK/straight.log" 2>&1 \
+  || { cat "$WORK/straight.log"; echo "FAIL: straight run"; exit 1; }
+cmp "$WORK/straight.ckpt" "$WORK/term.ckpt" || { echo "FAIL: stopped at $k + resumed 4 steps differs from $((k + 4)) steps straight"; exit 1; }
+echo "stopped at step $k, resumed to step $((k + 4)): checkpoint byte-identical to the uninterrupted run"
+[[ ! -e "$debris" ]] || { echo "FAIL: the dead writer's temporary file was not removed"; exit 1; }
+echo "the temporary file of a dead writer (pid $dead) was removed by the next checkpoint write"
+
+# 3. SIGUSR1 to mpirun (forwarded to every rank), no --ckpt: exit 3, nothing saved
+start_job usr1
+wait_training usr1
+kill -USR1 "$job"
+finish usr1
+grep -Eq "^stopped \| by SIGUSR1 after step [0-9]+: nothing saved \(no --ckpt\)" "$WORK/usr1.log" \
+  || { echo "FAIL: no 'nothing saved' line"; exit 1; }
+echo "PASS"
