@@ -2,10 +2,12 @@
 # Multi-GPU gates, placement, throughput and failure on one GPU host (issues #5 and #6).
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/multi_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
-# Prints: gate 1/2 figures (fp32 and bf16, NP vs 1), the placement table, the duplicate-GPU refusal,
-# seed-config tok/s at world 1 and NP (32 sequences per GPU, bf16) with the speed-up, and the time a
-# job needs to end after kill -9 of rank 1. `nvidia-smi topo -m` goes to OUTDIR/topo.txt.
-set -uo pipefail
+# Prints: the GPU gates (tests/test_gpu_gates.sh: fp32 and bf16, world 2/4/8 vs 1, mpirun and
+# threads, placement), the placement table, the duplicate-GPU refusal, seed-config tok/s at world 1
+# and NP (32 sequences per GPU, bf16) with the speed-up, and the time a job needs to end after
+# kill -9 of rank 1. `nvidia-smi topo -m` goes to OUTDIR/topo.txt. Exits non-zero when a gate fails
+# (after the other measurements) or a run fails (at once).
+set -euo pipefail
 OUT=${1:?usage: bench/multi_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
 BIN=${BIN:-build-gpu/xtrain_mpi}
@@ -15,25 +17,22 @@ D=(--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/
 GATE=(--dim 256 --heads 8 --kv-heads 4 --layers 4 --seq 256 --batch 32 --steps 30 --val-every 0 --log-every 10 --device cuda)
 SEED=(--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256 --steps 40 --val-every 0 --log-every 20
       --device cuda --dtype bf16)
-nvidia-smi topo -m > "$OUT/topo.txt" 2>&1; cat "$OUT/topo.txt"
+nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true; cat "$OUT/topo.txt"
+[[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
 
-echo "== gates: world $NP vs world 1, 30 steps"
-for dtype in fp32 bf16; do
-  for np in 1 "$NP"; do
-    "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${GATE[@]}" --dtype "$dtype" --metrics "$OUT/gate_${dtype}_w$np.jsonl" \
-      > "$OUT/gate_${dtype}_w$np.log" 2>&1 || { echo "run failed: $dtype world $np"; tail -5 "$OUT/gate_${dtype}_w$np.log"; }
-  done
-  python3 tests/gate_compare.py "$OUT/gate_${dtype}_w1.jsonl" "$OUT/gate_${dtype}_w$NP.jsonl" --label "$dtype world $NP vs 1"
-done
-echo "== placement (world $NP)"; grep -A"$NP" "^rank " "$OUT/gate_fp32_w$NP.log"
+echo "== gates (tests/test_gpu_gates.sh; logs in $OUT/gates)"
+gates_rc=0
+XTRAIN_BIN_DIR=$(dirname "$BIN") XTRAIN_DATA_DIR=data bash tests/test_gpu_gates.sh "$OUT/gates" || gates_rc=$?
+echo "== placement (world 2, mpirun)"; grep -A2 "^rank " "$OUT/gates/mpi_fp32_w2.log" || true
 
 echo "== duplicate GPU: CUDA_VISIBLE_DEVICES=0 for both ranks"
 rc=0; CUDA_VISIBLE_DEVICES=0 timeout 120 "${MPI[@]}" -np 2 "$BIN" "${D[@]}" "${GATE[@]}" --steps 2 > "$OUT/dup.log" 2>&1 || rc=$?
-echo "exit $rc: $(grep -m1 '^rank' "$OUT/dup.log")"
+echo "exit $rc: $(grep -m1 '^rank' "$OUT/dup.log" || echo 'no rank line')"
 
 echo "== throughput, seed config, 32 sequences per GPU, bf16 (tok/s = median of steps 6..40)"
 for np in 1 "$NP"; do
-  "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${SEED[@]}" --batch $((32 * np)) --metrics "$OUT/seed_w$np.jsonl" > "$OUT/seed_w$np.log" 2>&1
+  "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${SEED[@]}" --batch $((32 * np)) --metrics "$OUT/seed_w$np.jsonl" \
+    > "$OUT/seed_w$np.log" 2>&1 || { tail -n 20 "$OUT/seed_w$np.log"; echo "FAIL: seed run at world $np"; exit 1; }
 done
 python3 - "$OUT" "$NP" <<'PY'
 import json, statistics, sys
@@ -54,12 +53,14 @@ for _ in $(seq 600); do
   for p in $(pgrep -f "$BIN" || true); do
     tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1" && victim=$p
   done
-  [[ -n "$victim" ]] && grep -q "^step" "$OUT/kill.log" && break
+  if [[ -n "$victim" ]] && grep -q "^step" "$OUT/kill.log"; then break; fi
   sleep 0.1
 done
+[[ -n "$victim" ]] || { echo "FAIL: rank 1 of the kill run not found"; exit 1; }
 t0=$(date +%s.%N); kill -9 "$victim"
-wait $job; jrc=$?
+jrc=0; wait $job || jrc=$?
 t1=$(date +%s.%N)
-left=$(pgrep -f "$BIN" | wc -l)
+left=$( (pgrep -f "$BIN" || true) | wc -l)
 echo "job exit $jrc, $(python3 -c "print(f'{$t1-$t0:.1f}')") s after the kill, xtrain processes left: $left"
-grep -E "rank [0-9]|noticed|Killed|signal" "$OUT/kill.log" | head -4
+grep -E "rank [0-9]|noticed|Killed|signal" "$OUT/kill.log" | head -4 || true
+((gates_rc == 0)) || { echo "FAIL: the GPU gates failed (exit $gates_rc; see above)"; exit "$gates_rc"; }

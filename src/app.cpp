@@ -18,6 +18,7 @@
 #include "xtrain/log.h"
 #include "xtrain/model.h"
 #include "xtrain/options.h"
+#include "xtrain/placement.h"
 #include "xtrain/stop_signal.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -79,11 +80,17 @@ void check_readable_file(const std::string& path, const char* option) {
 }  // namespace
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
-  const int rank = mpi.rank(), world = mpi.world_size();
   mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
   mpi.set_comm_timeout(o.comm_timeout_s);  // every collective from here on is bounded
   check_options_agree(mpi, o);  // before anything else depends on an option
-  check_world(o, world);
+  check_world(o, mpi.world_size());
+  return run_rank(o, RankLaunch{mpi, mpi.local_rank(), mpi.local_size(),
+                                [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); }});
+}
+
+int run_rank(const RunOptions& o, const RankLaunch& launch) {
+  HostCollectives& mpi = launch.group;  // the start-up collectives (the MPI world under xtrain_mpi)
+  const int rank = mpi.rank(), world = mpi.world_size();
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
@@ -106,8 +113,8 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] {
     BackendOptions bo;
     bo.device = o.device;
-    bo.local_rank = mpi.local_rank();
-    bo.local_size = mpi.local_size();
+    bo.local_rank = launch.local_rank;
+    bo.local_size = launch.local_size;
     bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
     be = make_backend(bo);
   });
@@ -142,13 +149,13 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
-  const std::vector<Placement> placement = mpi.gather_placement(be->device_name());
+  const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());
   std::unique_ptr<Communicator> comm;
-  agree(mpi, [&] { comm = make_communicator(mpi, *be, o.comm_timeout_s); });
+  agree(mpi, [&] { comm = launch.make_comm(*be); });
   // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
   agree(mpi, [&] {
     check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
-                       be->kind() == Device::cpu ? mpi.local_size() : 1);
+                       be->kind() == Device::cpu ? launch.local_size : 1);
   });
   GPT model(cfg.model, *be);
   model.init_params(cfg.seed);

@@ -24,7 +24,7 @@
 namespace xtrain {
 
 MpiHostCollectives::MpiHostCollectives(const MpiContext& mpi, double comm_timeout_s)
-    : rank_(mpi.rank()), world_(mpi.world_size()), host_(mpi.host()), timeout_s_(comm_timeout_s) {
+    : rank_(mpi.rank()), world_(mpi.world_size()), node_id_(mpi.node_id()), host_(mpi.host()), timeout_s_(comm_timeout_s) {
   XT_CHECK(comm_timeout_s > 0, "comm_timeout_s " << comm_timeout_s << " must be positive");
 }
 
@@ -85,6 +85,7 @@ class MpiCommunicator final : public Communicator {
   int rank() const override { return host_.rank(); }
   int world_size() const override { return host_.world_size(); }
   std::string host() const override { return host_.host(); }
+  int node_id() const override { return host_.node_id(); }
 
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     // From a copy, not MPI_IN_PLACE: Open MPI's non-blocking all-reduce (libnbc) takes its binomial

@@ -1,7 +1,7 @@
 // MpiHostCollectives: host-memory collectives over MPI_COMM_WORLD, each a non-blocking MPI call
-// completed by polling MPI_Test against a deadline of comm_timeout_s (--comm-timeout). Shared by the
-// MPI communicator (every collective) and the NCCL communicator (its host-side collectives), so both
-// honour the Communicator's deadline (include/xtrain/comm.h).
+// completed by polling MPI_Test against a deadline of comm_timeout_s (--comm-timeout). Behind every
+// collective of the MPI communicator, which under xtrain_mpi also serves the NCCL communicator's
+// host-side collectives, so both honour the Communicator's deadline (include/xtrain/comm.h).
 #pragma once
 
 #include <mpi.h>
@@ -20,6 +20,7 @@ class MpiHostCollectives {
   int rank() const { return rank_; }
   int world_size() const { return world_; }
   const std::string& host() const { return host_; }
+  int node_id() const { return node_id_; }
 
   // all_reduce: MPI_Iallreduce(send, recv, count, type, op); send may be MPI_IN_PLACE. `what` names
   // the operation in the timeout message.
@@ -37,7 +38,7 @@ class MpiHostCollectives {
   void wait(MPI_Request& req, const char* what) const;
 
  private:
-  int rank_, world_;
+  int rank_, world_, node_id_;
   std::string host_;
   double timeout_s_;
 };

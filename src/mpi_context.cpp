@@ -122,23 +122,6 @@ std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::st
   return out;
 }
 
-std::vector<Placement> MpiContext::gather_placement(const std::string& device) const {
-  std::ostringstream os;
-  os << local_rank_ << '\t' << host_ << '\t' << device;
-  std::vector<std::string> rows = all_gather_strings(*this, os.str());
-  std::vector<Placement> out(rows.size());
-  for (size_t r = 0; r < rows.size(); ++r) {
-    std::istringstream is(rows[r]);
-    std::string lr;
-    std::getline(is, lr, '\t');
-    std::getline(is, out[r].host, '\t');
-    std::getline(is, out[r].device);
-    out[r].rank = static_cast<int>(r);
-    out[r].local_rank = std::atoi(lr.c_str());
-  }
-  return out;
-}
-
 void MpiContext::abort(int code) {
   aborted_ = true;
   MPI_Abort(MPI_COMM_WORLD, code);

@@ -73,7 +73,7 @@ uint64_t parse_seed(const std::string& text) {
 }
 }  // namespace
 
-RunOptions parse_options(int argc, char** argv) {
+RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   RunOptions o;
   TrainConfig& t = o.train;
   GPTConfig& m = t.model;
@@ -128,7 +128,11 @@ RunOptions parse_options(int argc, char** argv) {
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; it must exceed the longest pause of one rank, e.g. rank 0 writing a checkpoint)")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
-  po::options_description all("Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks");
+  if (launcher == Launcher::threads)
+    sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");
+  po::options_description all(launcher == Launcher::mpi
+                                  ? "Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks"
+                                  : "Usage: xtrain_threads [--ranks N] [options]\nTrains a GPT data-parallel over ranks that are threads of this process (one GPU each on cuda)");
   all.add(data).add(model).add(train).add(sys);
   std::ostringstream help;
   help << all;
@@ -218,6 +222,7 @@ RunOptions parse_options(int argc, char** argv) {
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
+  need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
   check_paths(o);
   return o;
 }

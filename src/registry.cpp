@@ -8,6 +8,7 @@
 #include "xtrain/comm.h"
 #include "xtrain/error.h"
 #include "xtrain/mpi_context.h"
+#include "xtrain/thread_world.h"
 #ifdef XTRAIN_HAVE_CUDA
 #include "cuda/cuda_backend.h"
 #endif
@@ -34,6 +35,14 @@ DType parse_dtype(const std::string& s) {
   if (s == "fp32") return DType::fp32;
   if (s == "bf16") return DType::bf16;
   throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + s + "')");
+}
+
+int visible_gpu_count() {
+#ifdef XTRAIN_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
 }
 
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : d == Device::cuda ? "cuda" : "auto"; }
@@ -70,6 +79,21 @@ std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backen
 #endif
   XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
   return make_mpi_communicator(mpi, comm_timeout_s);
+}
+
+
+std::unique_ptr<Communicator> make_thread_rank_communicator(ThreadWorld& world, int rank, HostCollectives& startup,
+                                                            Backend& backend, double comm_timeout_s) {
+  // The same choice as make_communicator: NCCL on device memory (its host side in-process), the
+  // in-process communicator on host memory.
+#ifdef XTRAIN_HAVE_CUDA
+  if (backend.kind() == Device::cuda)
+    return make_nccl_communicator(startup, make_thread_communicator(world, rank, comm_timeout_s), backend,
+                                  comm_timeout_s);
+#endif
+  (void)startup;
+  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
+  return make_thread_communicator(world, rank, comm_timeout_s);
 }
 
 }  // namespace xtrain

@@ -4,6 +4,7 @@
 set -euo pipefail
 
 XT="${XTRAIN_BIN_DIR:?XTRAIN_BIN_DIR not set}/xtrain_mpi"
+XT_THREADS="$XTRAIN_BIN_DIR/xtrain_threads"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/xtrain-test.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
 
@@ -27,3 +28,15 @@ TINY=(--dim 32 --heads 4 --kv-heads 2 --layers 2 --seq 32 --batch 8 --lr 3e-3 --
 
 # mpirun for tests: root needs an opt-in, more ranks than cores need oversubscription.
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+
+# xt_run LAUNCHER NP [args]: NP ranks as mpirun processes (LAUNCHER mpi) or as threads of one
+# xtrain_threads process (LAUNCHER threads).
+xt_run() {
+  local launcher=$1 np=$2
+  shift 2
+  case "$launcher" in
+    mpi) "${MPIRUN[@]}" -np "$np" "$XT" "$@" ;;
+    threads) "$XT_THREADS" --ranks "$np" "$@" ;;
+    *) echo "xt_run: launcher must be mpi or threads (got '$launcher')" >&2; return 2 ;;
+  esac
+}

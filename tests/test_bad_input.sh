@@ -68,7 +68,7 @@ expect "--resume is a directory" 1 "--resume .*not a regular file" 2 "${OK[@]}" 
 MAX_S=15 expect "--data is a FIFO" 1 "--data .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --data "$WORK/fifo"
 MAX_S=15 expect "--resume is a FIFO" 1 "--resume .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --resume "$WORK/fifo"
 MAX_S=15 expect "--vocab-bpe is a FIFO" 1 "--vocab-bpe .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --vocab-bpe "$WORK/fifo"
-MAX_S=15 expect "--tokenizer-json is a FIFO" 1 "--tokenizer-json .*fifo: cannot read" 2 "${OK[@]}" --tokenizer-json "$WORK/fifo"
+MAX_S=15 expect "--tokenizer-json is a FIFO" 1 "--tokenizer-json .*fifo: cannot read" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/fifo"
 MAX_S=15 expect "--tokens-cache is a FIFO" 1 "--tokens-cache .*fifo: cannot read" 2 "${OK[@]}" --tokens-cache "$WORK/fifo"
 [[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
 # options that differ across ranks (MPMD command lines): one line naming the option; every rank exits 2

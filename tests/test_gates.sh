@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # Gates 1 and 2 (issue #2): world 2 and 4 train what world 1 trains, over 20 steps of the same
 # global batch stream; grad accumulation 2 at world 1 equals world 2; dropout masks do not depend
-# on the world size. Figures are printed by gate_compare.py.
+# on the world size. The same for ranks that are threads of one xtrain_threads process (issue #11),
+# which must also train what mpirun processes train at the same world size. Figures are printed by
+# gate_compare.py.
 source "$(dirname "$0")/common.sh"
 xt_data
 CMP="$(dirname "$0")/gate_compare.py"
-run() {  # run NP OUT [extra args]
+LAUNCHER=mpi
+run() {  # run NP OUT [extra args], under $LAUNCHER
   local np=$1 out=$2
   shift 2
-  "${MPIRUN[@]}" -np "$np" "$XT" "${DATA[@]}" "${TINY[@]}" --steps 20 --metrics "$WORK/$out" "$@" > "$WORK/$out.log" 2>&1 \
+  xt_run "$LAUNCHER" "$np" "${DATA[@]}" "${TINY[@]}" --steps 20 --metrics "$WORK/$out" "$@" > "$WORK/$out.log" 2>&1 \
     || { cat "$WORK/$out.log"; echo "FAIL: run $out"; exit 1; }
 }
 run 1 w1.jsonl
@@ -22,6 +25,16 @@ python3 "$CMP" "$WORK/acc.jsonl" "$WORK/w2.jsonl" --label "world 1 grad-accum 2 
 run 1 d1.jsonl --dropout 0.1
 run 2 d2.jsonl --dropout 0.1 --grad-accum 2
 python3 "$CMP" "$WORK/d1.jsonl" "$WORK/d2.jsonl" --label "dropout 0.1: world 2 grad-accum 2 vs world 1"
+LAUNCHER=threads
+run 2 t2.jsonl
+run 4 t4.jsonl
+grep -A5 "^rank" "$WORK/t4.jsonl.log" | head -6
+python3 "$CMP" "$WORK/w1.jsonl" "$WORK/t2.jsonl" --label "threads: world 2 vs 1"
+python3 "$CMP" "$WORK/w1.jsonl" "$WORK/t4.jsonl" --label "threads: world 4 vs 1"
+python3 "$CMP" "$WORK/w2.jsonl" "$WORK/t2.jsonl" --label "world 2: threads vs mpirun processes"
+python3 "$CMP" "$WORK/w4.jsonl" "$WORK/t4.jsonl" --label "world 4: threads vs mpirun processes"
+run 2 td2.jsonl --dropout 0.1 --grad-accum 2
+python3 "$CMP" "$WORK/d2.jsonl" "$WORK/td2.jsonl" --label "dropout 0.1, grad-accum 2, world 2: threads vs mpirun processes"
 # The loss must actually fall, or the gates compare two broken runs (0.5 nats over 20 steps; the tiny
 # model measured 10.83 -> 9.92 here).
 python3 - "$WORK/w1.jsonl" <<'PY'

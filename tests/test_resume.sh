@@ -3,14 +3,16 @@
 # CPU: the final checkpoints (parameters, AdamW state, metadata) are byte-identical and the losses of
 # the resumed steps are identical; the metrics file records every step once, even after records
 # written past the checkpoint by a run that died. World 2 with dropout and grad accumulation, so every piece of
-# state (step-keyed batch and dropout streams, AdamW moments, LR schedule) matters.
+# state (step-keyed batch and dropout streams, AdamW moments, LR schedule) matters. Checkpoints also
+# resume across the two launchers (issue #11): half under mpirun, half under xtrain_threads, and back.
 source "$(dirname "$0")/common.sh"
 xt_data
 ARGS=("${DATA[@]}" "${TINY[@]}" --steps 12 --dropout 0.1 --grad-accum 2)
-run() {  # run LOG [args]
+LAUNCHER=mpi
+run() {  # run LOG [args], 2 ranks under $LAUNCHER
   local log=$1
   shift
-  "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
+  xt_run "$LAUNCHER" 2 "${ARGS[@]}" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
 }
 run straight.log --ckpt "$WORK/straight.ckpt" --metrics "$WORK/straight.jsonl"
 run half1.log --ckpt "$WORK/resumed.ckpt" --stop-after 6 --metrics "$WORK/resumed.jsonl"
@@ -23,6 +25,14 @@ grep -q "resumed from .* at step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"
 grep -q "dropped 2 records after step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; echo "FAIL: stale metrics kept"; exit 1; }
 cmp "$WORK/straight.ckpt" "$WORK/resumed.ckpt" || { echo "FAIL: checkpoints differ after resume"; exit 1; }
 echo "final checkpoints are byte-identical ($(stat -c %s "$WORK/straight.ckpt") bytes)"
+for first in mpi threads; do
+  second=$([[ $first == mpi ]] && echo threads || echo mpi)
+  LAUNCHER=$first run "x_$first.log" --ckpt "$WORK/x_$first.ckpt" --stop-after 6
+  LAUNCHER=$second run "x_$first.2.log" --ckpt "$WORK/x_$first.ckpt" --resume "$WORK/x_$first.ckpt"
+  grep -q "resumed from .* at step 6" "$WORK/x_$first.2.log" || { cat "$WORK/x_$first.2.log"; exit 1; }
+  cmp "$WORK/straight.ckpt" "$WORK/x_$first.ckpt" || { echo "FAIL: $first then $second: checkpoints differ"; exit 1; }
+  echo "6 steps under $first + 6 under $second: final checkpoint byte-identical to the straight run"
+done
 python3 - "$WORK/straight.jsonl" "$WORK/resumed.jsonl" <<'PY'
 import json, sys
 def losses(p):

@@ -240,6 +240,9 @@ struct BackendOptions {
 // the node than visible GPUs).
 std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
 
+// visible_gpu_count: GPUs the CUDA runtime sees (0 in a build without CUDA, or without GPU/driver).
+int visible_gpu_count();
+
 // compiled_backends: e.g. "cpu" or "cpu, cuda" (for --help and the start banner).
 std::string compiled_backends();
 

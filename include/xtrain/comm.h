@@ -2,8 +2,8 @@
 // ranks: identity and host-side collectives (HostCollectives) plus the collectives over buffers in
 // the backend's memory (host memory for the CPU backend, device memory for CUDA). Counts are
 // elements, never bytes. Implementations: MPI (src/comm_mpi.cpp, any backend whose memory is host
-// memory) and NCCL (src/cuda/comm_nccl.cpp); an in-process thread communicator (issue #11) would
-// implement the same interface. The training run sees only this interface, never how ranks started.
+// memory), NCCL (src/cuda/comm_nccl.cpp) and the in-process one of xtrain_threads (host memory,
+// src/comm_threads.cpp). The training run sees only this interface, never how ranks started.
 //
 // Deadline: EVERY call, device-side or host-side, is bounded by the communicator's comm_timeout_s
 // (--comm-timeout): a peer that is alive but stuck makes the call throw Error naming the rank, host
@@ -22,7 +22,7 @@ enum class ReduceOp { sum, avg };
 
 class Communicator : public HostCollectives {
  public:
-  virtual std::string name() const = 0;  // "mpi", "nccl"
+  virtual std::string name() const = 0;  // "mpi", "nccl", "threads"
   // all_reduce: buf (count) in place; avg divides the sum by world_size. Every rank ends with
   // bitwise identical values (one reduction order for all ranks).
   virtual void all_reduce(float* buf, size_t count, ReduceOp op) = 0;
@@ -42,5 +42,14 @@ std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backen
 // make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD (non-blocking calls polled
 // against the comm_timeout_s deadline, src/comm_mpi.cpp).
 std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi, double comm_timeout_s);
+
+class ThreadWorld;
+
+// make_thread_rank_communicator: xtrain_threads' counterpart of make_communicator for rank `rank` of
+// `world`: NCCL on the CUDA backend (ncclUniqueId over `startup`, host side in-process), the
+// in-process communicator (include/xtrain/thread_world.h) on the CPU backend. Defined in
+// src/registry.cpp.
+std::unique_ptr<Communicator> make_thread_rank_communicator(ThreadWorld& world, int rank, HostCollectives& startup,
+                                                            Backend& backend, double comm_timeout_s);
 
 }  // namespace xtrain

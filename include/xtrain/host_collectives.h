@@ -2,8 +2,8 @@
 // training run needs besides the gradient all-reduce: losses, agreement flags, checksums, the final
 // parameter comparison. Every rank makes the same calls in the same order. Written so that any way
 // of starting ranks can provide it: MPI processes (MpiContext at start-up, the MPI and NCCL
-// communicators during training) or, later, threads of one process (issue #11: shared buffers and
-// a barrier, honouring the same deadline). Deadline: the Communicator (comm.h) bounds every one of
+// communicators during training) or threads of one process (xtrain_threads: ThreadWorld's
+// in-process collectives, include/xtrain/thread_world.h, honouring the same deadline). Deadline: the Communicator (comm.h) bounds every one of
 // these calls by --comm-timeout and throws Error naming rank, host and operation when it passes;
 // MpiContext's start-up calls are the one blocking exception (mpi_context.h).
 #pragma once
@@ -21,6 +21,10 @@ class HostCollectives {
   virtual int world_size() const = 0;
   // host: the host name this rank runs on, for messages ("rank R (host): ...").
   virtual std::string host() const = 0;
+  // node_id: identity of the node this rank runs on, equal on exactly the ranks that share a node: the
+  // lowest world rank of MPI's shared-memory split under mpirun/srun (never the hostname, which
+  // containers may repeat), 0 for every rank of one process (xtrain_threads).
+  virtual int node_id() const = 0;
 
   // all_reduce_sum_host / all_reduce_max_host: x (count) in place, the sum (in double) / the
   // element-wise max over all ranks; every rank ends with identical values.

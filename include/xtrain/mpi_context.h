@@ -13,13 +13,6 @@
 
 namespace xtrain {
 
-struct Placement {
-  int rank = 0;
-  std::string host;
-  int local_rank = 0;
-  std::string device;
-};
-
 // As HostCollectives, MpiContext serves the start-up checks of the mpirun entry point (before the
 // communicator exists). Its collectives are bounded like the Communicator's: each waits at most
 // comm_timeout_s (set_comm_timeout; run_training sets --comm-timeout before the first one) and then
@@ -43,7 +36,7 @@ class MpiContext final : public HostCollectives {
   // node_id: the node's identity from the shared-memory split, never from hostnames (containers and
   // some clusters give several nodes one hostname): the world rank of the node's first rank. Equal
   // on ranks that share memory, different across nodes.
-  int node_id() const { return node_id_; }
+  int node_id() const override { return node_id_; }
   std::string host() const override { return host_; }  // for messages only, not identity
 
   // check_launcher: throws Error when the environment says the launcher started several tasks
@@ -64,9 +57,6 @@ class MpiContext final : public HostCollectives {
   uint64_t all_reduce_max_host(uint64_t x) override;
   void broadcast_host(void* data, size_t bytes, int root) override;
   void barrier() override;
-
-  // gather_placement: every rank's (rank, host, local rank, device); the full table on every rank.
-  std::vector<Placement> gather_placement(const std::string& device) const;
 
   // abort: end the whole job now (MPI_Abort on MPI_COMM_WORLD) with the given exit code.
   [[noreturn]] void abort(int code);

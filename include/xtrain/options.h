@@ -1,4 +1,5 @@
-// Command-line options of xtrain_mpi (Boost.Program_options): every option with its default in --help.
+// Command-line options of xtrain_mpi and xtrain_threads (Boost.Program_options): every option with
+// its default in --help. Both launchers share every option; xtrain_threads adds --ranks.
 #pragma once
 
 #include <string>
@@ -22,6 +23,7 @@ struct RunOptions {
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype
   double comm_timeout_s = 300;
+  int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
   bool help = false;
   std::string help_text;
   // canonical: every option as ("--name", value text), defaults included, in --help order; what
@@ -29,9 +31,12 @@ struct RunOptions {
   std::vector<std::pair<std::string, std::string>> canonical;
 };
 
+enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
+
 // parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
 // inconsistent combinations that do not depend on the world size. With --help, help=true.
-RunOptions parse_options(int argc, char** argv);
+// launcher: the usage line, and --ranks for xtrain_threads only.
+RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mpi);
 
 // check_options_agree: every rank must have parsed the same options (canonical). One all-reduce
 // (min and max of a hash) when they agree. Otherwise the option list is searched for the first

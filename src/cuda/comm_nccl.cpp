@@ -4,18 +4,20 @@
 // host: every wait polls ncclCommGetAsyncError against a deadline, and a collective that does not
 // finish within comm_timeout_s aborts the communicator (ncclCommAbort) and throws Error naming the
 // rank and the operation, so main can end the whole job instead of leaving ranks waiting. The
-// host-side collectives other than the loss sum run over MPI with the same deadline
-// (MpiHostCollectives, src/comm_mpi_host.h).
+// host-side collectives other than the loss sum go through the HostCollectives the launcher gives
+// (the MPI communicator under xtrain_mpi, the in-process one under xtrain_threads), bounded by the
+// same deadline. The ncclUniqueId travels over the start-up collectives: the same code serves one
+// process per GPU and one thread per GPU (ncclCommInitRank on each thread).
 #include <chrono>
 #include <map>
 #include <sstream>
 #include <string>
 #include <thread>
 
-#include "comm_mpi_host.h"
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/cuda_check.h"
 #include "xtrain/mpi_context.h"
+#include "xtrain/placement.h"
 
 namespace xtrain {
 
@@ -23,15 +25,17 @@ namespace {
 
 class NcclCommunicator final : public Communicator {
  public:
-  NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, double comm_timeout_s);
+  NcclCommunicator(HostCollectives& startup, std::unique_ptr<HostCollectives> host, cuda::CudaBackend& be,
+                   double comm_timeout_s);
   ~NcclCommunicator() override;
   NcclCommunicator(const NcclCommunicator&) = delete;
   NcclCommunicator& operator=(const NcclCommunicator&) = delete;
 
   std::string name() const override { return "nccl"; }
-  int rank() const override { return host_.rank(); }
-  int world_size() const override { return host_.world_size(); }
-  std::string host() const override { return host_.host(); }
+  int rank() const override { return host_->rank(); }
+  int world_size() const override { return host_->world_size(); }
+  std::string host() const override { return host_->host(); }
+  int node_id() const override { return host_->node_id(); }
 
   // all_reduce: NCCL counts are elements (ncclFloat), never bytes; avg is ncclAvg (NCCL >= 2.10).
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
@@ -60,15 +64,15 @@ class NcclCommunicator final : public Communicator {
     be_.copy_to_host(x, host_sum_.get(), sizeof(double) * count);
   }
 
-  void all_reduce_max_host(double* x, int count) override { host_.all_reduce_max(x, count); }
-  uint64_t all_reduce_min_host(uint64_t x) override { return host_.all_reduce_min(x); }
-  uint64_t all_reduce_max_host(uint64_t x) override { return host_.all_reduce_max(x); }
-  void broadcast_host(void* data, size_t bytes, int root) override { host_.broadcast(data, bytes, root); }
+  void all_reduce_max_host(double* x, int count) override { host_->all_reduce_max_host(x, count); }
+  uint64_t all_reduce_min_host(uint64_t x) override { return host_->all_reduce_min_host(x); }
+  uint64_t all_reduce_max_host(uint64_t x) override { return host_->all_reduce_max_host(x); }
+  void broadcast_host(void* data, size_t bytes, int root) override { host_->broadcast_host(data, bytes, root); }
 
-  // barrier: this rank's queued GPU work is done, then every rank meets (MPI, under the deadline).
+  // barrier: this rank's queued GPU work is done, then every rank meets (host side, under the deadline).
   void barrier() override {
     be_.synchronize();
-    host_.barrier();
+    host_->barrier();
   }
 
   double comm_timeout_s = 300.0;  // seconds a collective (or init) may take before the abort
@@ -88,7 +92,7 @@ class NcclCommunicator final : public Communicator {
   void wait_nccl();
   [[noreturn]] void abort_and_throw(const std::string& why);
 
-  MpiHostCollectives host_;
+  std::unique_ptr<HostCollectives> host_;
   cuda::CudaBackend& be_;
   ncclComm_t comm_ = nullptr;
   cudaStream_t stream_ = nullptr;
@@ -102,11 +106,12 @@ class NcclCommunicator final : public Communicator {
 
 // Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only
 // after a collective init, and not with a message naming the placement). A GPU is (node, PCI bus id),
-// the node from the shared-memory split (MpiContext::node_id), as hostnames may repeat across nodes.
-// The gathered table is the same on every rank, so every rank throws alike and none is left waiting.
-void check_one_rank_per_gpu(const MpiContext& mpi, const cuda::CudaBackend& be) {
+// the node from HostCollectives::node_id (the shared-memory split under mpirun), as hostnames may repeat
+// across nodes. The gathered table is the same on every rank, so every rank throws alike and none is
+// left waiting.
+void check_one_rank_per_gpu(HostCollectives& group, const cuda::CudaBackend& be) {
   const std::vector<std::string> all =
-      all_gather_strings(mpi, std::to_string(mpi.node_id()) + " " + be.pci_bus_id() + " " + mpi.host());
+      gather_strings(group, std::to_string(group.node_id()) + " " + be.pci_bus_id() + " " + group.host());
   std::map<std::string, int> first;  // (node id, bus id) -> first rank
   for (int r = 0; r < int(all.size()); ++r) {
     const size_t node_end = all[r].find(' '), bus_end = all[r].find(' ', node_end + 1);
@@ -119,14 +124,17 @@ void check_one_rank_per_gpu(const MpiContext& mpi, const cuda::CudaBackend& be) 
   }
 }
 
-NcclCommunicator::NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, double timeout_s)
-    : comm_timeout_s(timeout_s), host_(mpi, timeout_s), be_(be) {
+NcclCommunicator::NcclCommunicator(HostCollectives& startup, std::unique_ptr<HostCollectives> host,
+                                   cuda::CudaBackend& be, double timeout_s)
+    : comm_timeout_s(timeout_s), host_(std::move(host)), be_(be) {
   XT_CHECK(timeout_s > 0, "comm_timeout_s " << timeout_s << " must be positive");
-  check_one_rank_per_gpu(mpi, be);
+  XT_CHECK(host_ && host_->rank() == startup.rank() && host_->world_size() == startup.world_size(),
+           "the NCCL communicator's host collectives must be this rank's, in the same world");
+  check_one_rank_per_gpu(startup, be);
   ncclUniqueId id{};
-  if (mpi.rank() == 0) XT_NCCL_CHECK(ncclGetUniqueId(&id));
-  mpi.broadcast_host(&id, sizeof(id), 0);
-  mpi.barrier();
+  if (startup.rank() == 0) XT_NCCL_CHECK(ncclGetUniqueId(&id));
+  startup.broadcast_host(&id, sizeof(id), 0);
+  startup.barrier();
   XT_CUDA_CHECK(cudaSetDevice(be.device()));
   XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
   XT_CUDA_CHECK(cudaEventCreateWithFlags(&ready_, cudaEventDisableTiming));
@@ -135,7 +143,7 @@ NcclCommunicator::NcclCommunicator(MpiContext& mpi, cuda::CudaBackend& be, doubl
   config.blocking = 0;
   op_ = "init";
   deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(timeout_s));
-  XT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, mpi.world_size(), id, mpi.rank(), &config));
+  XT_NCCL_CHECK(ncclCommInitRankConfig(&comm_, startup.world_size(), id, startup.rank(), &config));
   wait_nccl();
 }
 
@@ -214,9 +222,15 @@ void NcclCommunicator::abort_and_throw(const std::string& why) {
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
+std::unique_ptr<Communicator> make_nccl_communicator(HostCollectives& startup, std::unique_ptr<HostCollectives> host,
+                                                     Backend& backend, double comm_timeout_s) {
   XT_CHECK(backend.kind() == Device::cuda, "the NCCL communicator needs the CUDA backend, got '" << backend.name() << "'");
-  return std::make_unique<NcclCommunicator>(mpi, static_cast<cuda::CudaBackend&>(backend), comm_timeout_s);
+  return std::make_unique<NcclCommunicator>(startup, std::move(host), static_cast<cuda::CudaBackend&>(backend),
+                                            comm_timeout_s);
+}
+
+std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
+  return make_nccl_communicator(mpi, make_mpi_communicator(mpi, comm_timeout_s), backend, comm_timeout_s);
 }
 
 }  // namespace xtrain

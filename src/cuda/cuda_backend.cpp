@@ -45,12 +45,14 @@ bool flash_attention(bool bf16) {
 }
 }  // namespace
 
-bool cuda_device_available() {
+int cuda_device_count() {
   int n = 0;
   const cudaError_t rc = cudaGetDeviceCount(&n);
   cudaGetLastError();  // no driver / no device leaves an error state; clear it
-  return rc == cudaSuccess && n > 0;
+  return rc == cudaSuccess ? n : 0;
 }
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
 
 std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
   return std::make_unique<cuda::CudaBackend>(opts);
