@@ -192,9 +192,11 @@ else echo "FAIL launcher/MPI mismatch: exit $rc"; cat "$WORK/err"; fails=$((fail
 # a rank killed with SIGKILL mid-run ends the whole job non-zero promptly
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 100000 > "$WORK/kill.log" 2>&1 &
 job=$!
+# this job's ranks only (other tests may run xtrain_mpi at the same time): their command line has $WORK
+mine="$XT .*$WORK/"
 victim=""
 for _ in $(seq 300); do
-  for p in $(pgrep -f "$XT" || true); do
+  for p in $(pgrep -f "$mine" || true); do
     if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
   done
   [[ -n "$victim" ]] && grep -q "^step" "$WORK/kill.log" && break
@@ -204,9 +206,9 @@ t0=$SECONDS
 kill -9 "$victim"
 rc=0; timeout -s KILL $BOUND tail --pid=$job -f /dev/null || rc=$?
 wait $job && jrc=0 || jrc=$?
-if [[ $rc -eq 0 && $jrc -ne 0 ]] && ! pgrep -f "$XT" > /dev/null; then
+if [[ $rc -eq 0 && $jrc -ne 0 ]] && ! pgrep -f "$mine" > /dev/null; then
   echo "ok   rank 1 killed with SIGKILL          job exit $jrc after $((SECONDS - t0))s, no rank left"
 else
-  echo "FAIL kill -9 of rank 1: job exit $jrc, wait rc $rc"; pkill -9 -f "$XT" || true; fails=$((fails+1))
+  echo "FAIL kill -9 of rank 1: job exit $jrc, wait rc $rc"; pkill -9 -f "$mine" || true; fails=$((fails+1))
 fi
 [[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }
