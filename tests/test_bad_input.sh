@@ -78,7 +78,9 @@ mpmd() {  # mpmd ARGS_RANK0 -- ARGS_RANK1: sets MPMD, the command; each rank's e
   shift
   b=("$@")
   rm -f "$WORK"/mpmd.rc.*
-  local wrap='"$0" "$@"; rc=$?; echo $rc > "'"$WORK"'/mpmd.rc.$OMPI_COMM_WORLD_RANK"; exit $rc'
+  # The wrapper ignores SIGTERM: when the first rank exits 2, mpirun terminates the other rank's
+  # process tree, and the wrapper must still record its rank's code (the rank exits by itself).
+  local wrap='trap "" TERM; "$0" "$@"; rc=$?; echo $rc > "'"$WORK"'/mpmd.rc.$OMPI_COMM_WORLD_RANK"; exit $rc'
   MPMD=("${MPIRUN[@]}" -np 1 bash -c "$wrap" "$XT" "${OK[@]}" "${a[@]}" : -np 1 bash -c "$wrap" "$XT" "${OK[@]}" "${b[@]}")
 }
 every_rank_exit() {  # every_rank_exit CODE NAME
