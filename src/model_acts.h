@@ -55,7 +55,8 @@ constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer
 // One table row: buffer `id` holds rows x cols elements of storage `store`. A per-layer row is one
 // buffer per layer while recompute < shared_from, and one buffer shared by all layers (layer 0's)
 // from recompute >= shared_from: the forward overwrites it layer by layer and the backward
-// recomputes it before its one use. Global rows are one buffer anyway.
+// recomputes it before its one use. Only rows the backward (model_step.cpp) recomputes may be
+// shared: ln1, ln2 (layernorm_forward) and fch_gelu (gelu_forward). Global rows are one buffer anyway.
 struct ActSpec {
   int id;
   ActDim rows, cols;

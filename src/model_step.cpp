@@ -85,6 +85,9 @@ void GPT::backward() {
   auto gstat = [&](int which) { return static_cast<const float*>(gact(which)); };
   auto grad = [&](int idx) { return grads_.get() + layout_[idx].offset; };
   auto lgrad = [&](int l, int which) { return grad(kLayerBase + l * kPerLayer + which); };
+  // recomputed: the buffer is shared by the layers under --recompute (model_acts.h), so the backward
+  // rewrites it with the forward's op on the forward's inputs before its use: the same bits
+  auto recomputed = [&](int which) { return kLayerActTable[which].shared(recompute_); };
   const size_t act_bytes = be_.activation_bytes();
   auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
   const float* wte = params_.get() + layout_[0].offset;
@@ -115,11 +118,10 @@ void GPT::backward() {
     const void* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
     // MLP branch: dres is d res3; the branch gets dres through the dropout mask, res2 gets dres itself
     const void* dbranch = branch_grad(2 + 2 * l);
-    // recompute: the forward's ops on the forward's inputs, so the buffers hold the same bits
-    if (recompute_ >= 2)
+    if (recomputed(kLn2))
       be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
                             param(l, kLn2B), N, C);
-    if (recompute_ >= 1) be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
+    if (recomputed(kFchGelu)) be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
     be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
                         param(l, kFcProjW), N, F, C, Grad::assign);
     be_.gelu_backward(gact(kDFch), act(l, kFch), gact(kDFchGelu), static_cast<size_t>(N) * F, Grad::assign);
@@ -132,7 +134,7 @@ void GPT::backward() {
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
                         param(l, kAttProjW), N, A, C, Grad::assign);
     be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS, Grad::assign);
-    if (recompute_ >= 2)
+    if (recomputed(kLn1))
       be_.layernorm_forward(act(l, kLn1), stat(l, kLn1Mean), stat(l, kLn1Rstd), residual, param(l, kLn1W),
                             param(l, kLn1B), N, C);
     be_.matmul_backward(dtmp, lgrad(l, kQkvW), lgrad(l, kQkvB), gact(kDQkv), act(l, kLn1), param(l, kQkvW), N,
