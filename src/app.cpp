@@ -155,9 +155,9 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
   agree(mpi, [&] {
     check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
-                       be->kind() == Device::cpu ? launch.local_size : 1);
+                       be->kind() == Device::cpu ? launch.local_size : 1, cfg.recompute);
   });
-  GPT model(cfg.model, *be);
+  GPT model(cfg.model, *be, cfg.recompute);
   model.init_params(cfg.seed);
   // --init-from: every rank reads the directory (the final max_param_diff confirms they agree). With
   // --resume the checkpoint's weights win, so a requeued fine-tuning job keeps its command line.

@@ -66,8 +66,9 @@ std::vector<ParamTensor> param_layout(const GPTConfig& c) {
   return out;
 }
 
-GPT::GPT(const GPTConfig& cfg, Backend& be) : cfg_(cfg), be_(be) {
+GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be), recompute_(recompute) {
   cfg_.validate();
+  XT_CHECK(recompute >= 0 && recompute <= kMaxRecompute, "recompute must be 0, 1 or 2, got " << recompute);
   layout_ = param_layout(cfg_);
   num_params_ = layout_.back().offset + layout_.back().count;
   params_ = DeviceBuffer<float>(be_, num_params_);
@@ -109,7 +110,7 @@ void GPT::init_params(uint64_t seed) {
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
 }
 
-TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be) {
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute) {
   TrainMemory m;
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
   m.weights = 4.0 * m.num_params * sizeof(float);
@@ -123,16 +124,16 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
     const double count = a.cols == ActDim::att && att_bound >= 1e18 ? att_bound : double(dims[a.rows]) * double(dims[a.cols]);
     return count * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes);
   };
-  for (const ActSpec& a : kLayerActTable) m.activations += cfg.L * bytes(a);
+  for (const ActSpec& a : kLayerActTable) m.activations += (a.shared(recompute) ? 1 : cfg.L) * bytes(a);
   for (const ActSpec& a : kGlobalActTable) m.activations += bytes(a);
   m.activations += 2.0 * double(B) * T * sizeof(int32_t);  // tokens, targets
   return m;
 }
 
-void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing) {
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute) {
   const double avail = double(be.available_memory_bytes());
   if (avail <= 0) return;
-  const TrainMemory m = estimate_train_memory(cfg, B, T, be);
+  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute);
   if (m.total() * ranks_sharing <= avail) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
@@ -140,7 +141,8 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
           << " GiB for parameters, gradients and AdamW state; " << m.activations / gib << " GiB of activations for "
           << B << " x " << T << " tokens per micro-step) but " << avail / gib << " GiB are available on "
           << be.device_name() << (ranks_sharing > 1 ? " for " + std::to_string(ranks_sharing) + " ranks" : std::string())
-          << "; reduce --dim, --layers, --ffn, --seq or the per-rank batch (--batch / --grad-accum / ranks)");
+          << "; reduce --dim, --layers, --ffn, --seq or the per-rank batch (--batch / --grad-accum / ranks)"
+          << (recompute < kMaxRecompute ? ", or raise --recompute" : ""));
 }
 
 void GPT::ensure_acts(int B, int T) {
@@ -154,7 +156,10 @@ void GPT::ensure_acts(int B, int T) {
   acts_.clear();
   acts_.reserve(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs);
   for (int l = 0; l < cfg_.L; ++l)
-    for (const ActSpec& a : kLayerActTable) alloc(a);
+    for (const ActSpec& a : kLayerActTable) {
+      if (l > 0 && a.shared(recompute_)) acts_.emplace_back();  // layer 0's buffer serves (act())
+      else alloc(a);
+    }
   for (const ActSpec& a : kGlobalActTable) alloc(a);
   const size_t N = dims[ActDim::N];
   tokens_ = DeviceBuffer<int32_t>(be_, N);
@@ -162,8 +167,12 @@ void GPT::ensure_acts(int B, int T) {
   B_ = B, T_ = T;
 }
 
-const void* GPT::logits() const {
-  return acts_.empty() ? nullptr : acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + kLogits].get();
+void* GPT::act(int l, int which) const {
+  return acts_[static_cast<size_t>(layer_act_owner(l, which, recompute_)) * kPerLayerActs + which].get();
 }
+
+void* GPT::gact(int which) const { return acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + which].get(); }
+
+const void* GPT::logits() const { return acts_.empty() ? nullptr : gact(kLogits); }
 
 }  // namespace xtrain

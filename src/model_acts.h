@@ -1,5 +1,6 @@
 // Internal indices of GPT parameter tensors, and the activation table: every activation buffer of
-// one (B,T) with its shape, element count and storage type, in one place (llm.c's ActivationTensors).
+// one (B,T) with its shape, element count, storage type and, under activation recompute, whether
+// the layers share it, in one place (llm.c's ActivationTensors).
 // Shared by model.cpp (allocation) and model_step.cpp (forward, backward).
 #pragma once
 
@@ -43,30 +44,44 @@ inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
                   size_t(c.Vp()), att}};
 }
 
-// One table row: buffer `id` holds rows x cols elements of storage `store`.
+// Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
+// 1 recomputes gelu(fch) in the backward; 2 also the layernorm outputs ln1, ln2 (layernorm_forward
+// on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
+// llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward,
+// so results are bitwise those of --recompute 0, and no op is added.
+constexpr int kMaxRecompute = 2;
+constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer keeps for itself
+
+// One table row: buffer `id` holds rows x cols elements of storage `store`. A per-layer row is one
+// buffer per layer while recompute < shared_from, and one buffer shared by all layers (layer 0's)
+// from recompute >= shared_from: the forward overwrites it layer by layer and the backward
+// recomputes it before its one use. Only rows the backward (model_step.cpp) recomputes may be
+// shared: ln1, ln2 (layernorm_forward) and fch_gelu (gelu_forward). Global rows are one buffer anyway.
 struct ActSpec {
   int id;
   ActDim rows, cols;
   ActStore store;
+  int shared_from = kKept;
   size_t count(const ActDims& d) const { return d[rows] * d[cols]; }
+  bool shared(int recompute) const { return recompute >= shared_from; }
 };
 
-constexpr ActSpec kLayerActTable[] = {  // per layer l
-    {kLn1, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    ln1(residual)
-    {kLn1Mean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kLn1Rstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kQkv, ActDim::N, ActDim::QKV, ActStore::act},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
-    {kAtty, ActDim::N, ActDim::A, ActStore::act},       // (B,T,NH*HS) attention output
-    {kAtt, ActDim::one, ActDim::att, ActStore::fp32},   // (att)      attention scratch, see ActDims
-    {kAttProj, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    attention projection
-    {kRes2, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    residual + attention branch
-    {kLn2, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)
-    {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kFch, ActDim::N, ActDim::F, ActStore::act},        // (B,T,F)    fc output
-    {kFchGelu, ActDim::N, ActDim::F, ActStore::act},    // (B,T,F)    gelu(fch)
-    {kFcProj, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    MLP projection
-    {kRes3, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    res2 + MLP branch: the next layer's input
+constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from --recompute
+    {kLn1, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln1(residual)
+    {kLn1Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn1Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kQkv, ActDim::N, ActDim::QKV, ActStore::act, kKept},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
+    {kAtty, ActDim::N, ActDim::A, ActStore::act, kKept},       // (B,T,NH*HS) attention output
+    {kAtt, ActDim::one, ActDim::att, ActStore::fp32, kKept},   // (att)      attention scratch, see ActDims
+    {kAttProj, ActDim::N, ActDim::C, ActStore::act, kKept},    // (B,T,C)    attention projection
+    {kRes2, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    residual + attention branch
+    {kLn2, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
+    {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kFch, ActDim::N, ActDim::F, ActStore::act, kKept},        // (B,T,F)    fc output (GELU's input)
+    {kFchGelu, ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch)
+    {kFcProj, ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
+    {kRes3, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
 };
 constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
     {kEncoded, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    wte[tok] + wpe[t]
@@ -95,5 +110,11 @@ static_assert(sizeof(kLayerActTable) / sizeof(ActSpec) == kPerLayerActs && in_en
 static_assert(sizeof(kGlobalActTable) / sizeof(ActSpec) == kNumGlobalActs &&
                   in_enum_order(kGlobalActTable, kNumGlobalActs),
               "kGlobalActTable: one row per GlobalAct, in order");
+
+// layer_act_owner: the layer whose buffer holds activation `which` of layer l under `recompute`
+// (acts_ index owner * kPerLayerActs + which); 0 for a shared buffer.
+inline int layer_act_owner(int l, int which, int recompute) {
+  return kLayerActTable[which].shared(recompute) ? 0 : l;
+}
 
 }  // namespace xtrain

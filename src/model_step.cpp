@@ -1,6 +1,7 @@
 // GPT forward and backward over the Backend ops (llm.c's gpt2_forward / gpt2_backward structure).
 // Dropout (GPT-2's embd/resid dropout) sits on the embedding output and on each residual branch
-// before it is added; its masks are recomputed from keys in backward, never stored.
+// before it is added; its masks are recomputed from keys in backward, never stored. Under
+// --recompute the backward also recomputes gelu(fch) (1) and ln1, ln2 (2) just before their use.
 #include "model_acts.h"
 #include "xtrain/error.h"
 #include "xtrain/model.h"
@@ -29,9 +30,7 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
   be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
-  // act / gact: activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
-  auto act = [&](int l, int which) -> void* { return acts_[l * kPerLayerActs + which].get(); };
-  auto gact = [&](int which) -> void* { return acts_[L * kPerLayerActs + which].get(); };
+  // act / gact (members): activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
   auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
   auto gstat = [&](int which) { return static_cast<float*>(gact(which)); };
   const float* wte = params_.get() + layout_[0].offset;
@@ -82,12 +81,13 @@ void GPT::backward() {
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
   const int N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const size_t NC = static_cast<size_t>(N) * C;
-  auto act = [&](int l, int which) -> void* { return acts_[l * kPerLayerActs + which].get(); };
-  auto gact = [&](int which) -> void* { return acts_[L * kPerLayerActs + which].get(); };
-  auto stat = [&](int l, int which) { return static_cast<const float*>(act(l, which)); };
+  auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
   auto gstat = [&](int which) { return static_cast<const float*>(gact(which)); };
   auto grad = [&](int idx) { return grads_.get() + layout_[idx].offset; };
   auto lgrad = [&](int l, int which) { return grad(kLayerBase + l * kPerLayer + which); };
+  // recomputed: the buffer is shared by the layers under --recompute (model_acts.h), so the backward
+  // rewrites it with the forward's op on the forward's inputs before its use: the same bits
+  auto recomputed = [&](int which) { return kLayerActTable[which].shared(recompute_); };
   const size_t act_bytes = be_.activation_bytes();
   auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
   const float* wte = params_.get() + layout_[0].offset;
@@ -118,6 +118,10 @@ void GPT::backward() {
     const void* residual = l == 0 ? gact(kEncoded) : act(l - 1, kRes3);
     // MLP branch: dres is d res3; the branch gets dres through the dropout mask, res2 gets dres itself
     const void* dbranch = branch_grad(2 + 2 * l);
+    if (recomputed(kLn2))
+      be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
+                            param(l, kLn2B), N, C);
+    if (recomputed(kFchGelu)) be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
     be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
                         param(l, kFcProjW), N, F, C, Grad::assign);
     be_.gelu_backward(gact(kDFch), act(l, kFch), gact(kDFchGelu), static_cast<size_t>(N) * F, Grad::assign);
@@ -130,6 +134,9 @@ void GPT::backward() {
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
                         param(l, kAttProjW), N, A, C, Grad::assign);
     be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS, Grad::assign);
+    if (recomputed(kLn1))
+      be_.layernorm_forward(act(l, kLn1), stat(l, kLn1Mean), stat(l, kLn1Rstd), residual, param(l, kLn1W),
+                            param(l, kLn1B), N, C);
     be_.matmul_backward(dtmp, lgrad(l, kQkvW), lgrad(l, kQkvB), gact(kDQkv), act(l, kLn1), param(l, kQkvW), N,
                         C, QKV, Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn1W), lgrad(l, kLn1B), dtmp, residual, param(l, kLn1W),

@@ -121,7 +121,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
     ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
     ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
-    ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps");
+    ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
+    ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)");
   po::options_description sys("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
@@ -218,6 +219,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
+  need(t.recompute >= 0 && t.recompute <= 2, "--recompute must be 0, 1 or 2");
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");

@@ -1,6 +1,7 @@
 // Whole training on one GPU against the CPU backend (the oracle): the same GPT, seed, token batches,
 // dropout keys, LR schedule, clipping and AdamW as src/train.cpp, 20 optimizer steps; the per-step
-// loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU. Label gpu; exits 77
+// loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
+// (1, 2) against none in bf16, bitwise. Label gpu; exits 77
 // (skipped) when the CUDA runtime sees no device, before doctest runs.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -66,13 +67,14 @@ std::vector<int32_t> corpus(size_t n, int V) {
 
 struct Trajectory {
   std::vector<double> loss, grad_norm;
+  std::vector<float> params;  // (num_params) after the last step
 };
 
 // train: kSteps optimizer steps as train_rank does them on one rank: the real sampler (fill_batch:
 // batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm clipping
-// through be.sum_squares, AdamW with the warmup + cosine schedule.
-Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout) {
-  GPT model(config(), be);
+// through be.sum_squares, AdamW with the warmup + cosine schedule; recompute as --recompute.
+Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0) {
+  GPT model(config(), be, recompute);
   model.init_params(kSeed);
   const size_t n = model.num_params();
   AdamW opt(be, n);
@@ -99,6 +101,8 @@ Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout)
     tr.loss.push_back(loss);
     tr.grad_norm.push_back(norm);
   }
+  tr.params.resize(n);
+  be.copy_to_host(tr.params.data(), model.params(), n * sizeof(float));
   be.synchronize();
   return tr;
 }
@@ -150,6 +154,21 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
   CHECK(rel > 0.0);  // bf16 must actually change the arithmetic
   CHECK(a.loss.back() < (1.0 - kMinRelativeFall) * a.loss.front());
   CHECK(b.loss.back() < (1.0 - kMinRelativeFall) * b.loss.front());
+}
+
+TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0 bitwise") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  auto b16 = gpu("bf16");
+  const Trajectory r0 = train(*b16, data, 0.1f, 0);
+  for (int recompute : {1, 2}) {
+    CAPTURE(recompute);
+    const Trajectory r = train(*b16, data, 0.1f, recompute);
+    CHECK(r.loss == r0.loss);  // the same ops on the same inputs: the same bits
+    CHECK(r.grad_norm == r0.grad_norm);
+    CHECK(r.params == r0.params);
+    std::printf("bf16 --recompute %d: %d losses and the final parameters bitwise equal to --recompute 0: %s\n",
+                recompute, kSteps, r.loss == r0.loss && r.params == r0.params ? "yes" : "NO");
+  }
 }
 
 TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {

@@ -1,6 +1,6 @@
 // Model-level tests on the CPU backend: the wiring of forward/backward (whole-model gradients
-// against finite differences, with and without dropout), overfitting one batch, the LR schedule,
-// clipping and the parameter layout.
+// against finite differences, with and without dropout), activation recompute, overfitting one
+// batch, the LR schedule, clipping and the parameter layout.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -91,6 +91,46 @@ TEST_CASE("backward after a smaller batch than an earlier one differentiates tha
   CHECK(max_diff == 0.0);  // the same float ops in the same order
   reused.forward(tok1.data(), tgt1.data(), 1, T, false, 1.0f, nullptr);
   CHECK_THROWS_AS(reused.backward(), Error);  // an evaluation forward leaves no dlogits
+}
+
+// Activation recompute runs the forward's ops on the forward's inputs again in the backward, so the
+// gradients are the same bits, also with dropout, over two micro-steps (gradients accumulate) and
+// with buffers shared by the layers; only the activation memory changes, by the shared buffers.
+TEST_CASE("recompute 1 and 2 give bitwise the loss and gradients of 0 and share buffers across layers") {
+  auto be = make_cpu_backend();
+  GPTConfig c = tiny_config();
+  c.L = 3;  // more than two layers share a buffer
+  const int B = 2, T = 8;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  DropoutKeys drop{0.1f, {hash_key(6, 1), hash_key(6, 2)}};
+  auto run = [&](int recompute, std::vector<double>* losses) {
+    GPT model(c, *be, recompute);
+    CHECK(model.recompute() == recompute);
+    model.init_params(11);
+    model.zero_grads();
+    for (uint64_t micro = 0; micro < 2; ++micro) {
+      random_tokens(tok, c.V, 40 + micro), random_tokens(tgt, c.V, 50 + micro);
+      losses->push_back(model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop));
+      model.backward();
+    }
+    return std::vector<float>(model.grads(), model.grads() + model.num_params());
+  };
+  std::vector<double> loss0, loss1, loss2;
+  const std::vector<float> g0 = run(0, &loss0), g1 = run(1, &loss1), g2 = run(2, &loss2);
+  CHECK(loss1 == loss0);
+  CHECK(loss2 == loss0);
+  CHECK(g1 == g0);  // element-wise ==: the same floats
+  CHECK(g2 == g0);
+  CHECK(std::any_of(g0.begin(), g0.end(), [](float g) { return g != 0.0f; }));
+  // memory: recompute 1 keeps 1 of L GELU outputs (B,T,F), 2 also 1 of L ln1 and ln2 (B,T,C); fp32
+  const double N = B * T, f32 = sizeof(float);
+  const double a0 = estimate_train_memory(c, B, T, *be, 0).activations;
+  const double a1 = estimate_train_memory(c, B, T, *be, 1).activations;
+  const double a2 = estimate_train_memory(c, B, T, *be, 2).activations;
+  CHECK(a0 - a1 == (c.L - 1) * N * c.F * f32);
+  CHECK(a1 - a2 == 2 * (c.L - 1) * N * c.C * f32);
+  CHECK_THROWS_AS(GPT(c, *be, 3), Error);
+  CHECK_THROWS_AS(GPT(c, *be, -1), Error);
 }
 
 // Whole-model gradient check in float: central differences with a step large enough for float

@@ -19,6 +19,7 @@ struct TrainConfig {
   int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
   int grad_accum = 1;      // micro-steps per optimizer step
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
+  int recompute = 0;       // activation recompute in the backward: 0 none, 1 GELU, 2 GELU + layernorm (GPT ctor)
   uint64_t seed = 1337;    // init, batch sampling and dropout streams
   double val_fraction = 0.1;  // tail of the token stream held out for validation
   int val_every = 25;      // validation every N steps (and at the last step); 0 = never

@@ -62,22 +62,29 @@ struct TrainMemory {
   double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
   double total() const { return weights + activations; }
 };
-// estimate_train_memory: the memory GPT(cfg) and a training step on B sequences of T tokens take
-// on `be` (its activation dtype and attention scratch).
-TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be);
+// estimate_train_memory: the memory GPT(cfg, be, recompute) and a training step on B sequences of
+// T tokens take on `be` (its activation dtype and attention scratch; buffers shared under
+// `recompute` counted once).
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0);
 // check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
 // available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
 // (no check where that is unknown). Called before the model is allocated, so an oversized model
 // is one line naming the estimate instead of an allocation failure at step 1.
-void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing);
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0);
 
 class GPT {
  public:
-  GPT(const GPTConfig& cfg, Backend& be);
+  // recompute (--recompute, llm.c's): 0 keeps every layer's activations for the backward; 1 keeps
+  // one GELU output buffer for all layers and recomputes gelu(fch) in the backward; 2 also shares
+  // the layernorm outputs ln1, ln2 and recomputes them from the kept layer input (mean/rstd kept).
+  // Same ops on the same inputs: losses and gradients are bitwise those of 0; only memory and time
+  // change (model_acts.h says which buffers are shared). Throws Error outside [0, 2].
+  GPT(const GPTConfig& cfg, Backend& be, int recompute = 0);
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
   const GPTConfig& config() const { return cfg_; }
+  int recompute() const { return recompute_; }
   const std::vector<ParamTensor>& layout() const { return layout_; }
   size_t num_params() const { return num_params_; }
   float* params() { return params_.get(); }  // backend memory, (num_params)
@@ -104,10 +111,15 @@ class GPT {
 
  private:
   void ensure_acts(int B, int T);
+  // act: layer l's activation `which` (LayerAct, model_acts.h), the shared buffer where recompute
+  // shares it; gact: global activation `which` (GlobalAct)
+  void* act(int l, int which) const;
+  void* gact(int which) const;
   float* param(int layer, int which);
 
   GPTConfig cfg_;
   Backend& be_;
+  int recompute_ = 0;
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_;
