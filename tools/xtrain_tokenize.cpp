@@ -26,7 +26,7 @@ po::options_description make_options() {
   const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
   po::options_description o("Options", 110, 55);
   o.add_options()
-      ("help", "print this help and exit")
+      ("help,h", "print this help and exit")
       ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
        "OpenAI GPT-2 encoder.json (token -> id)")
       ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
@@ -89,7 +89,9 @@ int main(int argc, char** argv) {
   const po::options_description options = make_options();
   po::variables_map vm;
   try {
-    po::store(po::parse_command_line(argc, argv, options), vm);
+    // no abbreviated option names (--print-id is not --print-ids), as in xtrain_mpi
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::store(po::command_line_parser(argc, argv).options(options).style(style).run(), vm);
     po::notify(vm);
     if (vm.count("help")) {
       std::cout << "xtrain_tokenize: GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).\n" << kUsage << "\n\n" << options;
@@ -97,10 +99,10 @@ int main(int argc, char** argv) {
     }
     return run(vm);
   } catch (const po::error& e) {
-    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n" << kUsage << "\n";
+    std::cerr << "xtrain_tokenize: usage error: " << e.what() << " (see --help)\n";
     return 2;
   } catch (const xtrain::UsageError& e) {
-    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n" << kUsage << "\n";
+    std::cerr << "xtrain_tokenize: usage error: " << e.what() << " (see --help)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "xtrain_tokenize: error: " << e.what() << "\n";
