@@ -50,6 +50,7 @@ rc=0
 wait "$job" || rc=$?
 elapsed=$(python3 -c "import time; print(f'{time.time() - $t_stop:.1f}')")
 tail -n 8 "$WORK/long.log"
+grep -m1 "^rank 0 (.*): error" "$WORK/long.log" || true
 echo "job exit $rc, ended ${elapsed} s after SIGSTOP of rank 1 (comm-timeout ${kTimeoutS} s, bound ${kBoundS} s)"
 ((rc != 0)) || { echo "FAIL: the job exited 0"; exit 1; }
 grep -Eq "^rank 0 \(.*\): error: .*step [0-9]+.*gradient bucket [0-9]+ of [0-9]+.*did not finish within $kTimeoutS s" "$WORK/long.log" ||
