@@ -96,11 +96,11 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   std::optional<BucketedAllReduce> buckets;
   if (cfg.bucket_mb > 0)
     buckets.emplace(comm, plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024)));
-  if (rank == 0 && world > 1)
-    std::printf("gradient all-reduce: %s\n", buckets ? (std::to_string(buckets->num_buckets()) +
-                                                        " buckets of >= " + std::to_string(cfg.bucket_mb) +
-                                                        " MiB, overlapped with the backward pass").c_str()
-                                                     : "one all-reduce after the backward pass (--bucket-mb 0)");
+  if (rank == 0 && world > 1 && buckets)
+    std::printf("gradient all-reduce: %zu buckets of >= %g MiB, overlapped with the backward pass\n",
+                buckets->num_buckets(), cfg.bucket_mb);
+  else if (rank == 0 && world > 1)
+    std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
