@@ -6,7 +6,7 @@
 # checkpoint bytes must be equal.
 source "$(dirname "$0")/common.sh"
 xt_data
-# 4 layers: the tiny model then has 6 buckets of 0.05 MiB (lnf + the layers, wpe, wte)
+# 4 layers: the tiny model then has 4 buckets of >= 0.05 MiB (lnf + layers 3..2, layers 1..0, wpe, wte)
 ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 12 --grad-accum 2 --steps 6 --log-every 3)
 run() {  # run LAUNCHER NP BUCKET_MB NAME
   xt_run "$1" "$2" "${ARGS[@]}" --bucket-mb "$3" --metrics "$WORK/$4.jsonl" --ckpt "$WORK/$4.ckpt" \
