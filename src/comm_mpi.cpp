@@ -104,6 +104,41 @@ class MpiCommunicator final : public Communicator {
     }
   }
 
+  // Bucketed all-reduce: each bucket's MPI_Iallreduce from its range of the host copy, tested at every
+  // bucketed_progress (libnbc advances only inside MPI calls) and waited for, in start order, by
+  // bucketed_finish under the deadline; then avg scales the whole buffer as all_reduce does.
+  void bucketed_begin(float* buf, size_t count, ReduceOp op) override {
+    XT_CHECK(pending_.empty(), "MPI bucketed all-reduce begun with " << pending_.size() << " collectives in flight");
+    Communicator::bucketed_begin(buf, count, op);
+    if (send_.size() < count) send_.resize(count);  // before any start: in-flight sends point into it
+  }
+  void bucketed_start(size_t offset, size_t count, const std::string& what) override {
+    XT_CHECK(offset + count <= bucket_count_, "bucket [" << offset << ", " << offset + count << ") outside "
+                                                         << bucket_count_ << " gradients");
+    std::copy(bucket_buf_ + offset, bucket_buf_ + offset + count, send_.begin() + offset);
+    for (size_t off = offset; off < offset + count; off += INT_MAX) {
+      const int n = static_cast<int>(std::min<size_t>(INT_MAX, offset + count - off));
+      pending_.push_back({MPI_REQUEST_NULL, what});
+      XT_MPI_CHECK(MPI_Iallreduce(send_.data() + off, bucket_buf_ + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
+                                  &pending_.back().req));
+    }
+  }
+  void bucketed_progress() override {
+    for (Pending& p : pending_) {
+      int done = 0;
+      if (p.req != MPI_REQUEST_NULL) XT_MPI_CHECK(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE));
+    }
+  }
+  void bucketed_finish() override {
+    for (Pending& p : pending_)
+      if (p.req != MPI_REQUEST_NULL) host_.wait(p.req, p.what.c_str());
+    pending_.clear();
+    if (bucket_op_ == ReduceOp::avg && world_size() > 1) {
+      const float inv = 1.0f / static_cast<float>(world_size());
+      for (size_t i = 0; i < bucket_count_; ++i) bucket_buf_[i] *= inv;
+    }
+  }
+
   void broadcast(float* buf, size_t count, int root) override { host_.broadcast(buf, count * sizeof(float), root); }
   void barrier() override { host_.barrier(); }
   void all_reduce_sum_host(double* x, int count) override {
@@ -116,7 +151,12 @@ class MpiCommunicator final : public Communicator {
 
  private:
   MpiHostCollectives host_;
-  std::vector<float> send_;  // all_reduce's send buffer
+  std::vector<float> send_;  // the send buffer of all_reduce and of the bucketed all-reduce
+  struct Pending {
+    MPI_Request req;
+    std::string what;  // names the bucket in the timeout error
+  };
+  std::vector<Pending> pending_;  // the bucketed all-reduce's collectives, in start order
 };
 
 }  // namespace

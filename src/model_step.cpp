@@ -105,6 +105,8 @@ void GPT::backward() {
   zero(dres, NC);
   be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gstat(kLnfMean),
                          gstat(kLnfRstd), N, C);
+  auto grads_ready_from = [&](size_t offset) { if (grad_ready_) grad_ready_(offset); };
+  grads_ready_from(layout_[lnf_idx].offset);
   // branch_grad: the gradient reaching a residual branch through its dropout mask (dres itself
   // without dropout; otherwise a masked copy in dtmp2, since dres also flows on unmasked).
   auto branch_grad = [&](int site) -> const void* {
@@ -141,9 +143,11 @@ void GPT::backward() {
                         C, QKV, Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn1W), lgrad(l, kLn1B), dtmp, residual, param(l, kLn1W),
                            stat(l, kLn1Mean), stat(l, kLn1Rstd), N, C);
+    grads_ready_from(layout_[kLayerBase + l * kPerLayer].offset);
   }
   if (dropout_) be_.dropout_apply(dres, site_keys(*dropout_, 0).data(), B, static_cast<size_t>(T) * C, dropout_->p);
   be_.encoder_backward(grad(0), grad(1), dres, tokens_.get(), B, T, C);
+  grads_ready_from(0);
 }
 
 }  // namespace xtrain

@@ -12,6 +12,7 @@
 #include "xtrain/agree.h"
 #include "xtrain/checkpoint.h"
 #include "xtrain/error.h"
+#include "xtrain/grad_buckets.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
 #include "xtrain/mfu.h"
@@ -90,6 +91,16 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
 
   int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
   install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
+  // --bucket-mb > 0: the gradient all-reduce runs in buckets started during the last micro-step's
+  // backward pass (grad_buckets.h); the result is the single all-reduce's, bitwise (comm.h).
+  std::optional<BucketedAllReduce> buckets;
+  if (cfg.bucket_mb > 0)
+    buckets.emplace(comm, plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024)));
+  if (rank == 0 && world > 1 && buckets)
+    std::printf("gradient all-reduce: %zu buckets of >= %g MiB, overlapped with the backward pass\n",
+                buckets->num_buckets(), cfg.bucket_mb);
+  else if (rank == 0 && world > 1)
+    std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
@@ -100,9 +111,15 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
         fill_batch(data, cfg, step, k, rank, world, &batch);
         drop.seq_keys.swap(batch.dropout_keys);
         loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
+        if (buckets && k == K - 1) {  // only the last micro-step's gradients are final
+          buckets->begin(model.grads(), n, ReduceOp::avg);
+          model.set_grad_ready_hook([&](size_t offset) { buckets->ready(offset); });
+        }
         model.backward();
+        model.set_grad_ready_hook(nullptr);
       }
-      comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+      if (buckets) buckets->finish();  // clipping and AdamW read every bucket's result
+      else comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
       // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
       // ends after this same step (it becomes the last: logged, validated, checkpointed).
       double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};

@@ -51,6 +51,7 @@ expect "grad-accum overflow" 2 "usage error" 4 "${OK[@]}" --grad-accum 107374182
 expect "huge model" 2 "--head-dim = 1073741824 is too large" 2 "${OK[@]}" --head-dim 1073741824
 expect "infinite lr" 2 "--lr must be positive and finite" 2 "${OK[@]}" --lr inf
 expect "huge comm-timeout" 2 "--comm-timeout must be between 1 and 1e6" 2 "${OK[@]}" --comm-timeout 1e10
+expect "negative bucket-mb" 2 "--bucket-mb must be between 0 and 1e6" 2 "${OK[@]}" --bucket-mb -0.5
 expect "--metrics is the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus.txt"
 expect "--tokens-cache is the corpus" 2 "name the same file" 2 "${OK[@]}" --tokens-cache "$WORK/corpus.txt"
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"

@@ -28,6 +28,31 @@ class Communicator : public HostCollectives {
   virtual void all_reduce(float* buf, size_t count, ReduceOp op) = 0;
   // broadcast: buf (count) from root to every rank.
   virtual void broadcast(float* buf, size_t count, int root) = 0;
+
+  // Bucketed all-reduce (issue #13: overlap with the backward pass). bucketed_begin(buf, count, op),
+  // then bucketed_start(offset, n, what) for disjoint ranges of buf whose values are final (in any
+  // order, the same on every rank), then bucketed_finish(): buf ends as all_reduce(buf, count, op)
+  // would leave it when each element's reduction does not depend on the range it is reduced in (the
+  // thread communicator always; MPI and NCCL always at world 2, and MPI at world 3 where Open MPI's
+  // non-blocking all-reduce reduces along a binomial tree; docs/scaling.md). bucketed_start may
+  // return before its collective completes; buf's range must not be written until bucketed_finish.
+  // bucketed_progress drives started collectives without blocking. `what` names the bucket in the
+  // timeout error. Every element of buf must be covered before bucketed_finish. The defaults run
+  // each bucket as a blocking all_reduce (correct, no overlap).
+  virtual void bucketed_begin(float* buf, size_t count, ReduceOp op) {
+    bucket_buf_ = buf, bucket_count_ = count, bucket_op_ = op;
+  }
+  virtual void bucketed_start(size_t offset, size_t count, const std::string& what) {
+    (void)what;
+    all_reduce(bucket_buf_ + offset, count, bucket_op_);
+  }
+  virtual void bucketed_progress() {}
+  virtual void bucketed_finish() {}
+
+ protected:
+  float* bucket_buf_ = nullptr;  // the buffer of the bucketed all-reduce in progress
+  size_t bucket_count_ = 0;
+  ReduceOp bucket_op_ = ReduceOp::sum;
 };
 
 class MpiContext;

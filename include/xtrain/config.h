@@ -18,6 +18,7 @@ struct TrainConfig {
   int steps = 100;         // optimizer steps to reach (a resumed run continues up to this step)
   int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
   int grad_accum = 1;      // micro-steps per optimizer step
+  double bucket_mb = 25;   // gradient all-reduce bucket size in MiB, overlapped with backward (0 = one all-reduce)
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
   int recompute = 0;       // activation recompute in the backward: 0 none, 1 GELU, 2 GELU + layernorm (GPT ctor)
   uint64_t seed = 1337;    // init, batch sampling and dropout streams

@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -108,6 +109,13 @@ class GPT {
   // that forward's batch. Throws Error without a preceding forward(train=true).
   void backward();
   void zero_grads();
+  // GradReadyHook: called by backward() with an element offset into grads() each time every gradient
+  // at that offset and above is final for this backward: after lnf, after each layer l (its first
+  // tensor's offset), and 0 at the end (the embeddings, which the tied head also writes). Called when
+  // the work is queued on the backend, not when it has run. The bucketed all-reduce starts buckets
+  // from it (src/grad_buckets.cpp); an empty hook (the default) is never called.
+  using GradReadyHook = std::function<void(size_t offset)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
 
  private:
   void ensure_acts(int B, int T);
@@ -133,6 +141,7 @@ class GPT {
   DeviceBuffer<int32_t> tokens_, targets_;
   const DropoutKeys* dropout_ = nullptr;
   float dloss_ = 0.0f;
+  GradReadyHook grad_ready_;
 };
 
 }  // namespace xtrain

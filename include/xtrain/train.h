@@ -29,7 +29,8 @@ struct TrainResult {
 // train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
 // (seed, step) draws the whole global batch of B sequence offsets; rank r computes sequences
 // i % world == r, in grad_accum micro-steps; loss is the mean over the global batch; gradients are
-// averaged with ONE all-reduce over the flat buffer; then clipping and AdamW. Rank 0 prints and
+// averaged over the flat buffer, in --bucket-mb buckets started during the last micro-step's backward
+// (grad_buckets.h) or, with --bucket-mb 0, ONE all-reduce after it; then clipping and AdamW. Rank 0 prints and
 // writes metrics and checkpoints: per step the step line (every --log-every steps) and a `train`
 // record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds and
 // twice the second is named as warm-up; at the end the run summary (run_summary.h) as lines and the

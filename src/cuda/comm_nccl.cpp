@@ -13,6 +13,8 @@
 #include <sstream>
 #include <string>
 #include <thread>
+#include <utility>
+#include <vector>
 
 #include "cuda/cuda_backend_impl.h"
 #include "cuda/cuda_check.h"
@@ -44,6 +46,44 @@ class NcclCommunicator final : public Communicator {
     XT_NCCL_CHECK(ncclAllReduce(buf, buf, count, ncclFloat, op == ReduceOp::avg ? ncclAvg : ncclSum, comm_,
                                 stream_));
     finish();
+  }
+
+  // Bucketed all-reduce: each bucket's ncclAllReduce is enqueued on the side stream after an event
+  // recorded on the compute stream when the bucket starts (after the kernels that wrote it), so it
+  // runs while the rest of backward computes; an event per bucket lets bucketed_finish name the bucket
+  // that does not complete; then the compute stream waits for the side stream.
+  void bucketed_begin(float* buf, size_t count, ReduceOp op) override {
+    if (aborted_) XT_FAIL("NCCL bucketed all-reduce on rank " << rank() << ": the communicator was aborted earlier");
+    Communicator::bucketed_begin(buf, count, op);
+    started_.clear();
+  }
+  void bucketed_start(size_t offset, size_t count, const std::string& what) override {
+    XT_CHECK(offset + count <= bucket_count_, "bucket [" << offset << ", " << offset + count << ") outside "
+                                                         << bucket_count_ << " gradients");
+    if (count == 0) return;
+    begin("all_reduce", count);
+    op_ = what;
+    XT_NCCL_CHECK(ncclAllReduce(bucket_buf_ + offset, bucket_buf_ + offset, count, ncclFloat,
+                                bucket_op_ == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_));
+    wait_nccl();  // enqueued
+    if (bucket_done_.size() <= started_.size()) {
+      cudaEvent_t ev = nullptr;
+      XT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
+      bucket_done_.push_back(ev);
+    }
+    XT_CUDA_CHECK(cudaEventRecord(bucket_done_[started_.size()], stream_));
+    started_.push_back({what, count});
+  }
+  void bucketed_finish() override {
+    deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(comm_timeout_s));
+    for (size_t i = 0; i < started_.size(); ++i) {
+      op_ = started_[i].first;
+      count_ = started_[i].second;
+      wait_event(bucket_done_[i]);
+    }
+    XT_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    XT_CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), done_, 0));
+    started_.clear();
   }
 
   void broadcast(float* buf, size_t count, int root) override {
@@ -86,6 +126,8 @@ class NcclCommunicator final : public Communicator {
   // finish: waits (polling, with the deadline) for the enqueued collective, then orders the compute
   // stream after it.
   void finish();
+  // wait_event: polls ev (recorded on the side stream) until it completes, with poll_nccl's deadline.
+  void wait_event(cudaEvent_t ev);
   // poll_nccl: true once NCCL no longer reports ncclInProgress; throws on an NCCL error or timeout.
   bool poll_nccl();
   // wait_nccl: polls until the last NCCL call (init, enqueue) has completed on the host side.
@@ -102,6 +144,8 @@ class NcclCommunicator final : public Communicator {
   Clock::time_point deadline_;
   bool aborted_ = false;
   DeviceBuffer<double> host_sum_;  // for all_reduce_sum_host
+  std::vector<cudaEvent_t> bucket_done_;  // per started bucket, recorded after its all-reduce (reused)
+  std::vector<std::pair<std::string, size_t>> started_;  // this step's buckets: name, elements
 };
 
 // Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only
@@ -159,6 +203,7 @@ NcclCommunicator::~NcclCommunicator() {
     if (st == ncclSuccess) ncclCommDestroy(comm_);
     else ncclCommAbort(comm_);
   }
+  for (cudaEvent_t ev : bucket_done_) cudaEventDestroy(ev);
   if (done_) cudaEventDestroy(done_);
   if (ready_) cudaEventDestroy(ready_);
   if (stream_) cudaStreamDestroy(stream_);
@@ -179,8 +224,12 @@ void NcclCommunicator::finish() {
   XT_CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), done_, 0));
   // Wait for completion on the host too: a peer that died leaves the kernel spinning, and only this
   // poll can notice and abort.
+  wait_event(done_);
+}
+
+void NcclCommunicator::wait_event(cudaEvent_t ev) {
   for (int spins = 0;; ++spins) {
-    const cudaError_t rc = cudaEventQuery(done_);
+    const cudaError_t rc = cudaEventQuery(ev);
     if (rc == cudaSuccess) break;
     if (rc != cudaErrorNotReady) XT_CUDA_CHECK(rc);
     poll_nccl();

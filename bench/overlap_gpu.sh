@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The bucketed gradient all-reduce overlapped with the backward pass (issue #13) on one GPU host.
+# Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
+# Usage: bench/overlap_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
+# For GPT-2 124M (T 1024, 32 sequences per GPU) and the design configuration (T 256, 64 sequences
+# per GPU), bf16: steady-state tok/s (median of the steps after 5) at world 1, and at world NP with
+# --bucket-mb 0 (one all-reduce after backward) and 25 (overlapped); speed-up and efficiency against
+# world 1 as a markdown table (OUTDIR/table.md). Also checks that --bucket-mb 0 and 25 give the same
+# losses at world NP (bitwise equal at world 2; docs/scaling.md). With nsys on PATH, a timeline of
+# a few overlapped steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
+set -euo pipefail
+OUT=${1:?usage: bench/overlap_gpu.sh OUTDIR [NP]}
+NP=${2:-2}
+BIN=${BIN:-build-gpu/xtrain_mpi}
+STEPS=${STEPS:-40}
+mkdir -p "$OUT"
+[[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
+MPI=(mpirun --allow-run-as-root --bind-to none)
+D=(--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/gpt2/vocab.bpe)
+COMMON=(--device cuda --dtype bf16 --val-every 0 --log-every 10 --steps "$STEPS")
+GPT2=(--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024)
+DESIGN=(--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256)
+declare -A CFG=([gpt2-124m]="${GPT2[*]}" [design]="${DESIGN[*]}")
+declare -A PER_GPU=([gpt2-124m]=32 [design]=64)
+
+"$BIN" "${D[@]}" "${DESIGN[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
+  { tail -n 20 "$OUT/cache.log"; echo "FAIL: token cache run"; exit 1; }
+run() {  # run NAME NP BUCKET_MB: one training run, metrics in OUTDIR/NAME_wNP_bBUCKET.jsonl
+  local name=$1 np=$2 mb=$3 tag="$1_w$2_b$3"
+  read -r -a model <<<"${CFG[$name]}"
+  echo "-- $name, world $np, --bucket-mb $mb"
+  "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --batch $((PER_GPU[$name] * np)) \
+    --bucket-mb "$mb" --metrics "$OUT/$tag.jsonl" > "$OUT/$tag.log" 2>&1 ||
+    { tail -n 20 "$OUT/$tag.log"; echo "FAIL: $tag"; exit 1; }
+}
+for name in design gpt2-124m; do
+  run "$name" 1 0
+  run "$name" "$NP" 0
+  run "$name" "$NP" 25
+done
+
+python3 - "$OUT" "$NP" <<'PY' | tee "$OUT/table.md"
+import json, statistics, sys
+out, n = sys.argv[1], int(sys.argv[2])
+def recs(tag):
+    return [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if '"train"' in l]
+def toks(tag):
+    return statistics.median(r["tok_per_s"] for r in recs(tag) if r["step"] > 5)
+print(f"| config | world 1 tok/s | world {n}, one all-reduce | world {n}, 25 MiB buckets | speed-up (one / buckets) | efficiency (one / buckets) | losses equal |")
+print("|---|---:|---:|---:|---:|---:|---|")
+for name in ["gpt2-124m", "design"]:
+    t1, t0, tb = toks(f"{name}_w1_b0"), toks(f"{name}_w{n}_b0"), toks(f"{name}_w{n}_b25")
+    same = [r["loss"] for r in recs(f"{name}_w{n}_b0")] == [r["loss"] for r in recs(f"{name}_w{n}_b25")]
+    print(f"| {name} | {t1:,.0f} | {t0:,.0f} | {tb:,.0f} | {t0/t1:.3f}x / {tb/t1:.3f}x | "
+          f"{t0/t1/n:.1%} / {tb/t1/n:.1%} | {'bitwise' if same else 'NO'} |")
+PY
+
+if command -v nsys > /dev/null; then
+  echo "-- nsys timeline: design, world $NP, 25 MiB buckets, 8 steps (rank 0)"
+  read -r -a model <<<"${CFG[design]}"
+  "${MPI[@]}" -np "$NP" bash -c 'if [[ $OMPI_COMM_WORLD_RANK == 0 ]]; then exec nsys profile -t cuda,nvtx -o "$0/overlap" --force-overwrite true "${@:1}"; else exec "${@:1}"; fi' \
+    "$OUT" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 8 --batch $((64 * NP)) --bucket-mb 25 \
+    > "$OUT/nsys.log" 2>&1 || { tail -n 20 "$OUT/nsys.log"; echo "nsys run failed (the table above stands)"; }
+fi

@@ -1,0 +1,107 @@
+// Gradient buckets (issue #13): the plan covers the flat buffer exactly once in reverse layout order,
+// cut at tensor boundaries; BucketedAllReduce starts a bucket only once backward has made all of it
+// final; GPT::backward reports final offsets from the end of the buffer down to 0.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <set>
+#include <vector>
+
+#include "cpu/cpu_backend.h"
+#include "xtrain/grad_buckets.h"
+#include "xtrain/model.h"
+
+using namespace xtrain;
+
+namespace {
+
+GPTConfig tiny_config() {
+  GPTConfig c;
+  c.V = 32, c.maxT = 8, c.C = 16, c.L = 3, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;
+  return c;
+}
+
+// RecordingComm: one rank; records what the bucketed all-reduce starts, and when.
+class RecordingComm final : public Communicator {
+ public:
+  std::string name() const override { return "recording"; }
+  int rank() const override { return 0; }
+  int world_size() const override { return 1; }
+  std::string host() const override { return "test"; }
+  int node_id() const override { return 0; }
+  void all_reduce(float*, size_t, ReduceOp) override {}
+  void broadcast(float*, size_t, int) override {}
+  void all_reduce_sum_host(double*, int) override {}
+  void all_reduce_max_host(double*, int) override {}
+  uint64_t all_reduce_min_host(uint64_t x) override { return x; }
+  uint64_t all_reduce_max_host(uint64_t x) override { return x; }
+  void broadcast_host(void*, size_t, int) override {}
+  void barrier() override {}
+  void bucketed_start(size_t offset, size_t count, const std::string& what) override {
+    started.push_back({offset, count});
+    names.push_back(what);
+  }
+  void bucketed_finish() override { ++finished; }
+  std::vector<GradBucket> started;
+  std::vector<std::string> names;
+  int finished = 0;
+};
+
+}  // namespace
+
+TEST_CASE("bucket plan: exact cover, reverse order, tensor boundaries, at least the bucket size") {
+  const auto layout = param_layout(tiny_config());
+  const size_t total = layout.back().offset + layout.back().count;
+  std::set<size_t> starts;
+  for (const auto& t : layout) starts.insert(t.offset);
+  for (size_t bytes : {size_t(1), size_t(400), size_t(4000), size_t(1) << 30}) {
+    const auto b = plan_grad_buckets(layout, bytes);
+    REQUIRE(!b.empty());
+    size_t end = total;
+    for (size_t i = 0; i < b.size(); ++i) {
+      CHECK(b[i].offset + b[i].count == end);  // contiguous, from the end of the buffer down
+      CHECK(starts.count(b[i].offset) == 1);   // cut at a tensor boundary
+      if (i + 1 < b.size()) CHECK(b[i].count * sizeof(float) >= bytes);  // only the last may be smaller
+      end = b[i].offset;
+    }
+    CHECK(end == 0);
+  }
+  CHECK(plan_grad_buckets(layout, 1).size() == layout.size());  // one tensor each
+  const auto one = plan_grad_buckets(layout, 0);
+  REQUIRE(one.size() == 1);
+  CHECK((one[0].offset == 0 && one[0].count == total));
+}
+
+TEST_CASE("backward reports final gradients from the end of the buffer, and buckets start only then") {
+  const GPTConfig c = tiny_config();
+  auto be = make_cpu_backend();
+  GPT model(c, *be);
+  model.init_params(7);
+  std::vector<int32_t> tok(2 * 8), tgt(2 * 8);
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<int32_t>(i * 7 % c.V), tgt[i] = static_cast<int32_t>(i * 5 % c.V);
+  RecordingComm comm;
+  BucketedAllReduce buckets(comm, plan_grad_buckets(model.layout(), 1000));
+  REQUIRE(buckets.num_buckets() > 3);
+  std::vector<size_t> offsets;
+  std::vector<size_t> started_at_call;  // buckets started when each hook call returned
+  model.forward(tok.data(), tgt.data(), 2, 8, true, 1.0f / 16, nullptr);
+  buckets.begin(model.grads(), model.num_params(), ReduceOp::avg);
+  model.set_grad_ready_hook([&](size_t off) {
+    offsets.push_back(off);
+    buckets.ready(off);
+    started_at_call.push_back(comm.started.size());
+    for (const auto& s : comm.started) CHECK(s.offset >= off);  // never a bucket with gradients to come
+  });
+  model.backward();
+  model.set_grad_ready_hook(nullptr);
+  // lnf, each layer from the last, then the embeddings: L + 2 calls, decreasing, the last 0
+  REQUIRE(offsets.size() == static_cast<size_t>(c.L) + 2);
+  for (size_t i = 1; i < offsets.size(); ++i) CHECK(offsets[i] < offsets[i - 1]);
+  CHECK(offsets.back() == 0);
+  CHECK(started_at_call[started_at_call.size() - 2] > 0);  // buckets did start before the embeddings
+  CHECK(comm.finished == 0);
+  buckets.finish();
+  CHECK(comm.finished == 1);
+  CHECK(comm.started.size() == buckets.num_buckets());  // all started exactly once, in plan order
+  CHECK(comm.names.front().find("gradient bucket 1 of ") != std::string::npos);
+}
