@@ -3,7 +3,10 @@
 # byte-identical; the registry check passes, and fails naming both digests after one byte of the
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
-# unwritable output and shape mismatches are one line with exit 1.
+# unwritable output and shape mismatches are one line with exit 1; an input is never an output; 6
+# concurrent exports to one registry record 6 entries; a bad registry or a taken name writes nothing;
+# an interrupted re-export leaves no old model next to new files; symlinks in --out and FIFO inputs
+# are refused with one line; a failed stdout write is exit 1.
 source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"

@@ -2,7 +2,9 @@
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
 # repeats and another seed differs; --dump-logits writes (T, V) float32; --help lists every option;
-# usage errors exit 2 and runtime errors 1, each with one line. Needs data/ (scripts/setup.sh).
+# usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
+# longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
+# (scripts/setup.sh).
 set -euo pipefail
 dd="${XTRAIN_DATA_DIR:-}"
 [[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" && -f "$dd/brown.txt" ]] \
