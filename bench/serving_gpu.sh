@@ -33,7 +33,7 @@ mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$D
   --steps "$STEPS" --val-every 0 --log-every 100 --ckpt "$OUT/run.ckpt" >"$OUT/train.log" 2>&1 ||
   { tail -5 "$OUT/train.log"; fail "training"; }
 tail -2 "$OUT/train.log"
-"$BIN/xtrain_export" "$OUT/run.ckpt" "${tok[@]}" --out "$OUT/model" --registry "$OUT/registry.json" --name run
+"$BIN/xtrain_export" "$OUT/run.ckpt" "${tok[@]}" --out "$OUT/model" --registry "$OUT/registry.json" --name run --replace
 "$BIN/xtrain_export" "$OUT/run.ckpt" "${tok[@]}" --out "$OUT/model2"
 cmp "$OUT/model/model.safetensors" "$OUT/model2/model.safetensors" || fail "two exports differ"
 "$BIN/xtrain_export" --verify run --registry "$OUT/registry.json" "$OUT/run.ckpt" "${tok[@]}"

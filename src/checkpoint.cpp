@@ -7,7 +7,9 @@
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "xtrain/checkpoint.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -158,13 +160,24 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
 }
 
 CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  // Only a regular file (as read_file, io.h): checked by path, then by descriptor opened O_NONBLOCK so a
+  // FIFO never blocks.
+  struct stat sb{};
+  if (::stat(path.c_str(), &sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    const int saved = errno;
+    ::close(fd);
+    XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(saved));
+  }
   std::string buf;
   {
     std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
-    struct stat sb{};
     if (::fstat(fileno(f), &sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
+    if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
     buf.resize(static_cast<size_t>(sb.st_size));
     Progress progress("read " + path, buf.size(), rank, progress_options);
     for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each

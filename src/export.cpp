@@ -3,6 +3,12 @@
 // (load_model_dir in model_dir.cpp).
 #include "xtrain/export.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -125,7 +131,16 @@ void write_export(const std::string& dir, const ExportFiles& files) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   if (!fs::is_directory(dir)) XT_FAIL(dir << ": cannot create the output directory" << (ec ? ": " + ec.message() : ""));
-  // model.safetensors last: a directory with a complete model file has complete companions
+  // Never through a symlink planted in dir: write_file_atomic would replace the file it names.
+  for (const auto& [name, bytes] : files) {
+    struct stat st{};
+    const std::string path = (fs::path(dir) / name).string();
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) XT_FAIL(path << ": is a symlink; not writing through it");
+  }
+  // The old model file goes first and the new one comes last: an interrupted re-export leaves a directory
+  // without model.safetensors (a clear load error), never new companions next to the old model.
+  const std::string model_path = (fs::path(dir) / kModelFile).string();
+  if (::unlink(model_path.c_str()) != 0 && errno != ENOENT) XT_FAIL(model_path << ": cannot remove the old model: " << std::strerror(errno));
   for (const auto& [name, bytes] : files)
     if (name != kModelFile) write_file_atomic((fs::path(dir) / name).string(), bytes);
   auto it = files.find(kModelFile);

@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <new>
 #include <stdexcept>
 #include <random>
@@ -37,8 +38,23 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
 std::string read_file(const std::string& path) {
-  std::FILE* f = std::fopen(path.c_str(), "rb");
-  if (!f) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  // Only regular files: a FIFO would block and a device such as /dev/zero never ends. Checked by path
+  // before opening and by descriptor after (O_NONBLOCK: opening a FIFO swapped in meanwhile does not block).
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) XT_FAIL("cannot read " << path << ": not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    XT_FAIL("cannot read " << path << ": not a regular file");
+  }
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    const int saved = errno;
+    ::close(fd);
+    XT_FAIL("cannot read " << path << ": " << std::strerror(saved));
+  }
   std::string out;
   char buf[1 << 16];
   size_t n = 0;
@@ -210,6 +226,15 @@ bool same_file(const std::string& a, const std::string& b) {
   std::error_code ea, eb;
   const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
   return !ea && !eb && ca == cb;
+}
+
+void flush_stdout() {
+  std::cout.flush();
+  errno = 0;
+  const bool flushed = std::fflush(stdout) == 0;
+  const int saved = errno;
+  if (!flushed || std::ferror(stdout) || !std::cout.good())
+    XT_FAIL("cannot write the standard output: " << (saved ? std::strerror(saved) : "write error"));
 }
 
 bool is_non_regular(const std::string& path) {

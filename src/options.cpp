@@ -63,15 +63,15 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
   return out;
 }
 
-// parse_seed: decimal digits only, 0 .. 2^64-1 (strtoull alone would take "-1" as 2^64-1).
+}  // namespace
+
 uint64_t parse_seed(const std::string& text) {
-  errno = 0;
+  errno = 0;  // strtoull alone would take "-1" as 2^64-1: digits only
   const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
     throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + text + "'");
   return v;
 }
-}  // namespace
 
 RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   RunOptions o;
@@ -190,9 +190,10 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   auto bounded = [](long long v, long long hi, const char* what) {
     if (v > hi) throw UsageError(std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
   };
-  bounded(m.C, 1 << 16, "--dim"), bounded(m.NH, 1 << 12, "--heads"), bounded(kv_heads, 1 << 12, "--kv-heads");
-  bounded(head_dim, 1 << 12, "--head-dim"), bounded(m.L, 1 << 12, "--layers"), bounded(ffn, 1 << 18, "--ffn");
-  bounded(t.seq, 1 << 20, "--seq");
+  bounded(m.C, GPTConfig::kMaxDim, "--dim"), bounded(m.NH, GPTConfig::kMaxHeads, "--heads");
+  bounded(kv_heads, GPTConfig::kMaxHeads, "--kv-heads"), bounded(head_dim, GPTConfig::kMaxHeadDim, "--head-dim");
+  bounded(m.L, GPTConfig::kMaxLayers, "--layers"), bounded(ffn, GPTConfig::kMaxFfn, "--ffn");
+  bounded(t.seq, GPTConfig::kMaxSeq, "--seq");
   m.HS = head_dim > 0 ? head_dim : m.C / m.NH;
   m.F = ffn > 0 ? ffn : 4 * m.C;
   if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");

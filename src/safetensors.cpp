@@ -86,6 +86,9 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(b.size()) + " bytes)");
   st.data_start_ = 8 + n;
   const size_t data_bytes = b.size() - st.data_start_;
+  // The header is one JSON object padded with spaces only (the format's padding): nlohmann would stop
+  // at a NUL byte and accept what follows, and would take other whitespace as padding (checked below).
+  if (std::memchr(b.data() + 8, '\0', n) != nullptr) fail("header contains a NUL byte");
 
   // Duplicate keys: nlohmann keeps the last silently, so the parser callback records them.
   std::vector<std::set<std::string>> open;
@@ -106,6 +109,8 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
   }
   if (!duplicate.empty()) fail("duplicate name \"" + duplicate + "\" in the header");
   if (!h.is_object()) fail("header is not a JSON object");
+  const size_t last = b.find_last_not_of(' ', 8 + n - 1);
+  if (last == std::string::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
 
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();

@@ -3,7 +3,10 @@
 # byte-identical; the registry check passes, and fails naming both digests after one byte of the
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
-# unwritable output and shape mismatches are one line with exit 1.
+# unwritable output and shape mismatches are one line with exit 1; an input is never an output; 6
+# concurrent exports to one registry record 6 entries; a bad registry or a taken name writes nothing;
+# an interrupted re-export leaves no old model next to new files; symlinks in --out and FIFO inputs
+# are refused with one line; a failed stdout write is exit 1.
 source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
@@ -124,4 +127,72 @@ rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "unwritable output: exit $rc, expected 1"
 one_line "$WORK/uw.log" "cannot create the output directory"
+
+# expect_export RC PATTERN ARGS...: one line matching PATTERN, exit RC, never a hang (timeout)
+expect_export() {
+  local want=$1 pat=$2 rc=0
+  shift 2
+  timeout 60 "$EXPORT" "$@" > /dev/null 2> "$WORK/x.log" || rc=$?
+  [[ $rc -eq $want ]] || { cat "$WORK/x.log"; fail "$* -> exit $rc, expected $want"; }
+  one_line "$WORK/x.log" "$pat"
+  echo "ok   exit $rc: $(cat "$WORK/x.log")"
+}
+# 7. an input is never an output: a checkpoint inside DIR under an output's name, the registry
+mkdir -p "$WORK/d"
+cp "$WORK/a.ckpt" "$WORK/d/config.json"
+expect_export 2 "usage error: input .*d/config.json is also an output" "$WORK/d/config.json" --out "$WORK/d" "${TOK[@]}"
+cmp "$WORK/a.ckpt" "$WORK/d/config.json" || fail "the input checkpoint was changed"
+expect_export 2 "usage error: input .*a.ckpt is also an output" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/a.ckpt"
+expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/d2/config.json"
+
+# 8. registry: concurrent exports all recorded (flock); a bad registry refused before the model is
+# written; names from the normalised path, no control characters; an existing name needs --replace
+pids=()
+for i in 1 2 3 4 5 6; do
+  "$EXPORT" "$WORK/a.ckpt" --out "$WORK/c$i/" "${TOK[@]}" --registry "$WORK/creg.json" > "$WORK/c$i.log" 2>&1 & pids+=($!)
+done
+for p in "${pids[@]}"; do wait "$p" || fail "a concurrent export failed"; done
+n=$(python3 -c 'import json,sys; print(len(json.load(open(sys.argv[1]))["models"]))' "$WORK/creg.json")
+[[ $n -eq 6 ]] || { cat "$WORK/creg.json"; fail "6 concurrent exports recorded $n entries"; }
+python3 -c 'import json,sys; m=json.load(open(sys.argv[1]))["models"]; assert sorted(m)==["c%d"%i for i in range(1,7)], m' \
+  "$WORK/creg.json" || fail "names of exports to DIR/ are not the directory names"
+echo "ok   6 concurrent exports: 6 entries c1..c6"
+echo '[1, 2]' > "$WORK/badreg.json"
+expect_export 1 "registry .*badreg.json: expected" "$WORK/a.ckpt" --out "$WORK/br" "${TOK[@]}" --registry "$WORK/badreg.json"
+[[ ! -e "$WORK/br/model.safetensors" ]] || fail "a bad registry left an exported model"
+expect_export 2 "already has an entry c1 (give --replace" "$WORK/a.ckpt" --out "$WORK/c1" "${TOK[@]}" --registry "$WORK/creg.json"
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/c1" "${TOK[@]}" --registry "$WORK/creg.json" --replace | grep -q "c1 replaced" \
+  || fail "--replace"
+expect_export 2 "control characters" "$WORK/a.ckpt" --out "$WORK/cc" "${TOK[@]}" --registry "$WORK/creg.json" --name $'a\nb'
+echo '{"models": {"bad": {"md5": 5}}}' > "$WORK/typereg.json"
+expect_export 1 "registry .*typereg.json: entry bad: " --verify bad --registry "$WORK/typereg.json" "$WORK/e1"
+
+# 9. re-export over an older export: the old model.safetensors goes first; symlinks in DIR are refused
+"$EXPORT" "$WORK/g.ckpt" --out "$WORK/re" "${TOK[@]}" > /dev/null || fail "export of the GQA model"
+# an interrupted re-export (here: merges.txt cannot be replaced) leaves no old model next to new files
+cp -r "$WORK/re" "$WORK/re_int"
+rm "$WORK/re_int/merges.txt" && mkdir "$WORK/re_int/merges.txt"
+expect_export 1 "merges.txt: exists and is not a regular file" "$WORK/a.ckpt" --out "$WORK/re_int" "${TOK[@]}"
+rc=0
+"${XTRAIN_BIN_DIR}/xtrain_generate" --model "$WORK/re_int" "${TOK[@]}" --prompt x > /dev/null 2> "$WORK/ri.log" || rc=$?
+[[ $rc -eq 1 ]] || fail "loading an interrupted re-export: exit $rc"
+one_line "$WORK/ri.log" "cannot read .*re_int/model.safetensors: No such file"
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/re" "${TOK[@]}" > /dev/null || fail "re-export into an older export"
+cmp "$WORK/e1/model.safetensors" "$WORK/re/model.safetensors" || fail "re-export: model.safetensors"
+cmp "$WORK/e1/config.json" "$WORK/re/config.json" || fail "re-export: config.json"
+mkdir -p "$WORK/osl"
+echo precious > "$WORK/precious.txt"
+ln -s "$WORK/precious.txt" "$WORK/osl/model.safetensors"
+expect_export 1 "osl/model.safetensors: is a symlink; not writing through it" "$WORK/a.ckpt" --out "$WORK/osl" "${TOK[@]}"
+[[ $(cat "$WORK/precious.txt") == precious && ! -e "$WORK/osl/config.json" ]] || fail "export wrote through a symlink"
+
+# 10. inputs that are not regular files are refused at once; stdout write errors are exit 1
+mkfifo "$WORK/fifo"
+expect_export 1 "fifo: cannot read: not a regular file" "$WORK/fifo" --out "$WORK/ff" "${TOK[@]}"
+if [[ -w /dev/full ]]; then
+  rc=0
+  "$EXPORT" "$WORK/a.ckpt" --out "$WORK/full" "${TOK[@]}" > /dev/full 2> "$WORK/full.log" || rc=$?
+  [[ $rc -eq 1 ]] || fail ">/dev/full: exit $rc"
+  one_line "$WORK/full.log" "cannot write the standard output"
+fi
 echo "PASS"

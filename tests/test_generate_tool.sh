@@ -2,7 +2,9 @@
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
 # repeats and another seed differs; --dump-logits writes (T, V) float32; --help lists every option;
-# usage errors exit 2 and runtime errors 1, each with one line. Needs data/ (scripts/setup.sh).
+# usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
+# longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
+# (scripts/setup.sh).
 set -euo pipefail
 dd="${XTRAIN_DATA_DIR:-}"
 [[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" && -f "$dd/brown.txt" ]] \
@@ -61,12 +63,14 @@ grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok  
 [[ $(stat -c %s "$tmp/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$tmp/l.bin")"
 [[ ! -s "$tmp/out" ]] || fail "--max-new-tokens 0 printed text"
 
-# errors: usage -> 2, runtime -> 1; the first line names the cause (an unknown option adds the usage lines)
+# errors: usage -> 2 ("usage error: .. (see --help)"), runtime -> 1 ("error: .."), one line each, never a
+# hang (a FIFO as input must not block: timeout)
 expect_rc() {  # expect_rc RC ARGS...
-  local want=$1 rc=0
+  local want=$1 rc=0 prefix='^xtrain_generate: error: '
   shift
-  "$GEN" "$@" > /dev/null 2> "$tmp/err" || rc=$?
-  [[ $rc -eq $want ]] && head -n 1 "$tmp/err" | grep -q '^xtrain_generate: error: ' && echo "ok   exit $rc: $(head -n 1 "$tmp/err")" \
+  [[ $want -eq 2 ]] && prefix='^xtrain_generate: usage error: .* (see --help)$'
+  timeout 60 "$GEN" "$@" > /dev/null 2> "$tmp/err" || rc=$?
+  [[ $rc -eq $want && $(wc -l < "$tmp/err") -eq 1 ]] && grep -q "$prefix" "$tmp/err" && echo "ok   exit $rc: $(cat "$tmp/err")" \
     || fail "$* -> exit $rc (want $want): $(cat "$tmp/err")"
 }
 expect_rc 2 --prompt x
@@ -79,4 +83,52 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
 expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
 expect_rc 1 --model "$tmp/missing_dir" --prompt x
+# --dump-logits never overwrites an input of the run (through a symlink neither)
+cp -r "$tmp/export" "$tmp/dl" && cp "$tmp/m.ckpt" "$tmp/x.ckpt" && ln -s "$tmp/x.ckpt" "$tmp/x.link"
+sum_before=$(cat "$tmp/dl/model.safetensors" "$tmp/x.ckpt" "$tmp/prompt.txt" | md5sum)
+expect_rc 2 --model "$tmp/dl" --prompt x --dump-logits "$tmp/dl/model.safetensors"
+grep -q "is an input of this run" "$tmp/err" || fail "--dump-logits over the model: $(cat "$tmp/err")"
+expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt x --dump-logits "$tmp/x.ckpt"
+expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt x --dump-logits "$tmp/x.link"
+expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt-file "$tmp/prompt.txt" --dump-logits "$tmp/prompt.txt"
+expect_rc 2 --model "$tmp/dl" --prompt x --dump-logits "$tmp/dl/vocab.json"
+[[ $(cat "$tmp/dl/model.safetensors" "$tmp/x.ckpt" "$tmp/prompt.txt" | md5sum) == "$sum_before" ]] \
+  && echo "ok   inputs untouched by --dump-logits" || fail "--dump-logits changed an input"
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --seed -1
+grep -q -- "--seed must be an integer" "$tmp/err" || fail "--seed -1: $(cat "$tmp/err")"
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --batch 1000000000
+# a prompt longer than the context (96) is refused up front, before any text is streamed
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "$(yes 464 | head -n 97 | tr '\n' ' ')"
+grep -q "the prompt has 97 tokens; the model's context is 96" "$tmp/err" || fail "long prompt: $(cat "$tmp/err")"
+expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits "$tmp/no/such/dir/l.bin" --max-new-tokens 0
+# inputs that are not regular files: refused at once with one line (a FIFO would block, /dev/zero never ends)
+mkfifo "$tmp/fifo"
+mkdir "$tmp/fifo_cfg" "$tmp/fifo_model"
+cp "$tmp/export/"* "$tmp/fifo_cfg/" && cp "$tmp/export/"* "$tmp/fifo_model/"
+rm "$tmp/fifo_cfg/config.json" "$tmp/fifo_model/model.safetensors"
+mkfifo "$tmp/fifo_cfg/config.json" "$tmp/fifo_model/model.safetensors"
+expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt-file "$tmp/fifo"
+grep -q "cannot read .*fifo: not a regular file" "$tmp/err" || fail "--prompt-file FIFO: $(cat "$tmp/err")"
+expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt-file /dev/zero
+grep -q "cannot read /dev/zero: not a regular file" "$tmp/err" || fail "--prompt-file /dev/zero: $(cat "$tmp/err")"
+expect_rc 1 --ckpt "$tmp/fifo" --prompt x
+grep -q "not a regular file" "$tmp/err" || fail "--ckpt FIFO: $(cat "$tmp/err")"
+expect_rc 1 --model "$tmp/fifo_cfg" --prompt x
+grep -q "not a regular file" "$tmp/err" || fail "config.json FIFO: $(cat "$tmp/err")"
+expect_rc 1 --model "$tmp/fifo_model" --prompt x
+grep -q "not a regular file" "$tmp/err" || fail "model.safetensors FIFO: $(cat "$tmp/err")"
+expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits "$tmp/fifo" --max-new-tokens 0
+[[ -p "$tmp/fifo" ]] || fail "--dump-logits replaced the FIFO"
+# a crafted config.json with a huge size is refused before any allocation, with the limit xtrain_mpi uses
+cp -r "$tmp/export" "$tmp/huge"
+sed -i 's/"n_layer": [0-9]*/"n_layer": 1048576/' "$tmp/huge/config.json"
+expect_rc 1 --model "$tmp/huge" --prompt x
+grep -q -- "--layers = 1048576 is too large (limit 4096)" "$tmp/err" || fail "huge config: $(cat "$tmp/err")"
+# stdout write errors are exit 1 with one line
+if [[ -w /dev/full ]]; then
+  rc=0
+  "$GEN" --ckpt "$tmp/m.ckpt" --prompt x --max-new-tokens 4 > /dev/full 2> "$tmp/err" || rc=$?
+  [[ $rc -eq 1 && $(wc -l < "$tmp/err") -eq 1 ]] && grep -q "cannot write the standard output" "$tmp/err" \
+    && echo "ok   >/dev/full: $(cat "$tmp/err")" || fail ">/dev/full -> exit $rc: $(cat "$tmp/err")"
+fi
 [[ $fails -eq 0 ]]

@@ -85,6 +85,16 @@ TEST_CASE("write_file_atomic refuses a target that is not a regular file and lea
   CHECK(d.entries() == 2);  // no temporary file left behind
 }
 
+TEST_CASE("read_file refuses what is not a regular file at once (a FIFO would block, a device never end)") {
+  TempDir d;
+  const std::string fifo = d.file("pipe");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  CHECK_THROWS_WITH_AS(read_file(fifo), doctest::Contains("pipe: not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(read_file("/dev/zero"), "cannot read /dev/zero: not a regular file", Error);
+  CHECK_THROWS_WITH_AS(read_file(d.dir.string()), doctest::Contains("not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(read_file(d.file("absent")), doctest::Contains("No such file"), Error);
+}
+
 TEST_CASE("write_file_atomic never writes through symlinks planted at the old predictable temp names") {
   TempDir d;
   const std::string victim = d.file("victim.txt"), target = d.file("out.ckpt");

@@ -118,6 +118,12 @@ TEST_CASE("safetensors: every malformed file is one line naming the file and the
             .find("is not a string") != std::string::npos);
   CHECK(read_error(dir, file_bytes(R"({"a":{"dtype":"F32","shape":[2]}})", k8)).find("needs dtype, shape and data_offsets") !=
         std::string::npos);
+  // nothing but spaces may follow the header's JSON object: not a NUL and garbage, not other whitespace
+  CHECK(read_error(dir, file_bytes(ok + std::string(1, '\0') + "garbage", k8)).find("header contains a NUL byte") !=
+        std::string::npos);
+  CHECK(read_error(dir, file_bytes(ok + "\n  ", k8)).find("bytes other than spaces after its JSON object") !=
+        std::string::npos);
+  CHECK_NOTHROW(SafeTensors::parse(file_bytes(ok + "    ", k8), "mem"));  // space padding is the format's
   const std::string missing = dir.file("absent.safetensors");
   CHECK_THROWS_WITH_AS(SafeTensors::read(missing), doctest::Contains("cannot read"), Error);
 }

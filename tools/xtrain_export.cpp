@@ -3,10 +3,19 @@
 // sha256 of model.safetensors, records them in a JSON registry, and verifies a checkpoint or an
 // export against the registry. Exit codes: 0 success, 1 error or digest mismatch, 2 usage error.
 #include <boost/program_options.hpp>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <unistd.h>
+
+#include <cerrno>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <memory>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
 
 #include "xtrain/io.h"
 #include "xtrain/checkpoint.h"
@@ -27,6 +36,7 @@ namespace {
 
 struct Options {
   std::string input, out, format = "auto", encoder_json, vocab_bpe, registry, name, verify;
+  bool replace = false;
 };
 
 Options parse(int argc, char** argv) {
@@ -45,6 +55,7 @@ Options parse(int argc, char** argv) {
     ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe the model was trained with (written as merges.txt)")
     ("registry", po::value(&o.registry), "JSON registry file: an export records NAME -> md5, sha256, layout, model config, step, data hash")
     ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
+    ("replace", po::bool_switch(&o.replace), "let --registry's entry NAME be replaced when it exists (without: refused before anything is written)")
     ("verify", po::value(&o.verify), "check the input against registry entry NAME: a checkpoint is re-exported in memory, an export directory's model.safetensors is hashed; exit 1 naming expected and found digests")
     ("help,h", "print this help");
   po::options_description hidden;
@@ -70,12 +81,19 @@ Options parse(int argc, char** argv) {
   if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
   if (!o.verify.empty()) {
     if (o.registry.empty()) throw UsageError("--verify needs --registry");
-    if (!o.out.empty() || !o.name.empty()) throw UsageError("--verify writes nothing: drop --out and --name");
+    if (!o.out.empty() || !o.name.empty() || o.replace) throw UsageError("--verify writes nothing: drop --out, --name and --replace");
   } else {
     if (o.out.empty()) throw UsageError("--out DIR is required");
     if (!o.name.empty() && o.registry.empty()) throw UsageError("--name needs --registry");
-    if (o.name.empty()) o.name = fs::path(o.out).lexically_normal().filename().string();
-    if (o.name.empty() || o.name == "." || o.name == "..") o.name = fs::weakly_canonical(o.out).filename().string();
+    if (o.replace && o.registry.empty()) throw UsageError("--replace needs --registry");
+    if (o.name.empty()) {  // the directory's name: "d/", "d/." and "./d" all give "d"
+      fs::path p = fs::absolute(o.out).lexically_normal();
+      if (!p.has_filename()) p = p.parent_path();
+      o.name = p.filename().string();
+      if (!o.registry.empty() && o.name.empty()) throw UsageError("--out " + o.out + " has no name to record: give --name");
+    }
+    for (unsigned char ch : o.name)
+      if (ch < 0x20 || ch == 0x7f) throw UsageError("--name must not contain control characters");
   }
   return o;
 }
@@ -102,6 +120,31 @@ json read_registry(const std::string& path, bool must_exist) {
   return r;
 }
 
+// RegistryLock: an exclusive flock on "<registry>.lock" (created next to the registry, never through a
+// symlink), held for a whole export so that concurrent exports to one registry each record their entry.
+// Throws Error naming the lock file when it cannot be created (e.g. the directory is not writable).
+class RegistryLock {
+ public:
+  explicit RegistryLock(const std::string& registry) : path_(registry + ".lock") {
+    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+    if (fd_ < 0) XT_FAIL("registry lock " << path_ << ": " << std::strerror(errno));
+    int rc;
+    while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {}
+    if (rc != 0) {
+      const int saved = errno;
+      ::close(fd_);
+      XT_FAIL("registry lock " << path_ << ": " << std::strerror(saved));
+    }
+  }
+  ~RegistryLock() { ::close(fd_); }  // closing releases the flock
+  RegistryLock(const RegistryLock&) = delete;
+  RegistryLock& operator=(const RegistryLock&) = delete;
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
   const CheckpointState st = load_checkpoint(ckpt);
   *meta = st.meta;
@@ -120,16 +163,21 @@ int verify(const Options& o) {
   const json reg = read_registry(o.registry, true);
   if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << o.verify);
   const json& e = reg["models"][o.verify];
+  std::string want_md5, want_sha, want_layout;
+  try {  // a field of the wrong type ("md5": 5) is one line naming the file and the entry
+    want_md5 = e.value("md5", ""), want_sha = e.value("sha256", ""), want_layout = e.value("layout", "hf");
+  } catch (const json::exception& ex) {
+    XT_FAIL("registry " << o.registry << ": entry " << o.verify << ": " << ex.what());
+  }
   std::string bytes;
   if (fs::is_directory(o.input)) {
     bytes = read_file((fs::path(o.input) / kModelFile).string());
   } else {
-    const ModelLayout layout = e.value("layout", "hf") == "xtrain" ? ModelLayout::Xtrain : ModelLayout::Hf;
+    const ModelLayout layout = want_layout == "xtrain" ? ModelLayout::Xtrain : ModelLayout::Hf;
     CheckpointMeta meta;
     bytes = export_checkpoint(o.input, layout, o, &meta).at(kModelFile);
   }
   const std::string md5 = md5_hex(bytes), sha = sha256_hex(bytes);
-  const std::string want_md5 = e.value("md5", ""), want_sha = e.value("sha256", "");
   if (md5 != want_md5 || sha != want_sha) {
     std::fprintf(stderr, "verify %s: FAILED: %s gives md5 %s sha256 %s, registry %s expects md5 %s sha256 %s\n", o.verify.c_str(),
                  o.input.c_str(), md5.c_str(), sha.c_str(), o.registry.c_str(), want_md5.c_str(), want_sha.c_str());
@@ -139,8 +187,36 @@ int verify(const Options& o) {
   return 0;
 }
 
+// check_outputs_apart: no file this export writes (DIR's four files, the registry) is one it reads
+// (the checkpoint, the tokenizer files) or another of its outputs; UsageError naming both otherwise.
+// Checked before anything is read or written.
+void check_outputs_apart(const Options& o) {
+  const std::vector<std::string> inputs = {o.input, o.encoder_json, o.vocab_bpe};
+  std::vector<std::string> outputs;
+  for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile}) outputs.push_back((fs::path(o.out) / f).string());
+  if (!o.registry.empty()) {
+    for (const std::string& out : outputs)
+      if (same_file(o.registry, out)) throw UsageError("--registry " + o.registry + " is also the export's " + out);
+    outputs.push_back(o.registry);
+  }
+  for (const std::string& out : outputs)
+    for (const std::string& in : inputs)
+      if (same_file(out, in)) throw UsageError("input " + in + " is also an output (" + out + "); not overwriting it");
+}
+
 int run(const Options& o) {
   if (!o.verify.empty()) return verify(o);
+  check_outputs_apart(o);
+  // The registry is locked, read and checked before the model is written: a bad registry or a taken
+  // name leaves no exported-but-unrecorded model.
+  std::unique_ptr<RegistryLock> lock;
+  json reg;
+  if (!o.registry.empty()) {
+    lock = std::make_unique<RegistryLock>(o.registry);
+    reg = read_registry(o.registry, false);
+    if (reg["models"].contains(o.name) && !o.replace)
+      throw UsageError("registry " + o.registry + " already has an entry " + o.name + " (give --replace to replace it)");
+  }
   const CheckpointState st = load_checkpoint(o.input);
   const ModelLayout layout = pick_layout(o.format, st.meta.model);
   const ExportFiles files = make_export(st.meta.model, st.params, layout, o.encoder_json, o.vocab_bpe, st.meta.tokenizer_fingerprint);
@@ -151,7 +227,7 @@ int run(const Options& o) {
               o.out.c_str(), layout_name(layout));
   std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
   if (!o.registry.empty()) {
-    json reg = read_registry(o.registry, false);
+    const bool replaced = reg["models"].contains(o.name);
     const GPTConfig& c = st.meta.model;
     reg["models"][o.name] = {
         {"md5", md5}, {"sha256", sha}, {"layout", layout_name(layout)}, {"step", st.meta.step},
@@ -159,7 +235,7 @@ int run(const Options& o) {
         {"config", {{"vocab_size", c.V}, {"n_positions", c.maxT}, {"n_embd", c.C}, {"n_layer", c.L}, {"n_head", c.NH},
                     {"n_kv_head", c.KVH}, {"head_dim", c.HS}, {"n_inner", c.F}}}};
     write_file_atomic(o.registry, reg.dump(2) + "\n");
-    std::printf("registry | %s: %s recorded\n", o.registry.c_str(), o.name.c_str());
+    std::printf("registry | %s: %s %s\n", o.registry.c_str(), o.name.c_str(), replaced ? "replaced" : "recorded");
   }
   return 0;
 }
@@ -168,7 +244,9 @@ int run(const Options& o) {
 
 int main(int argc, char** argv) {
   try {
-    return run(parse(argc, argv));
+    const int rc = run(parse(argc, argv));
+    flush_stdout();
+    return rc;
   } catch (const UsageError& e) {
     std::fprintf(stderr, "xtrain_export: usage error: %s (see --help)\n", e.what());
     return 2;

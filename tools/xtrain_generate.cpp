@@ -4,7 +4,6 @@
 #include <boost/program_options.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
@@ -18,6 +17,7 @@
 #include "xtrain/inference.h"
 #include "xtrain/io.h"
 #include "xtrain/model.h"
+#include "xtrain/options.h"
 #include "xtrain/progress.h"
 #include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
@@ -52,9 +52,9 @@ po::options_description make_options() {
       ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
       ("top-p", po::value<float>()->default_value(1.0f),
        "nucleus sampling: the smallest most-probable set of probability >= p, in (0, 1]")
-      ("seed", po::value<uint64_t>()->default_value(1337), "sampling seed (same seed, same model: same text)")
+      ("seed", po::value<std::string>()->default_value("1337"), "sampling seed in [0, 2^64-1] (same seed, same model: same text)")
       ("batch", po::value<int>()->default_value(1),
-       "sequences generated together from the same prompt (sequence b draws from stream (seed, b)); above 1 "
+       "sequences generated together from the same prompt, 1..4096 (sequence b draws from stream (seed, b)); above 1 "
        "the texts are printed at the end, not streamed")
       ("ignore-eos", "keep generating after <|endoftext|> (id 50256 for GPT-2)")
       ("print-ids", "print the generated token ids (one line per sequence) instead of the text")
@@ -109,13 +109,26 @@ Tokenizer load_tokenizer_for(const po::variables_map& vm, const LoadedModel& lm)
   return load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
 }
 
+// check_dump_logits_target: --dump-logits must not name any file this run reads (the checkpoint, the
+// model directory's files, the tokenizer files, the prompt file); UsageError naming both otherwise.
+void check_dump_logits_target(const po::variables_map& vm) {
+  if (!vm.count("dump-logits")) return;
+  const std::string out = vm["dump-logits"].as<std::string>();
+  std::vector<std::string> inputs;
+  for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "encoder-json", "vocab-bpe"})
+    if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());
+  if (vm.count("model"))
+    for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile})
+      inputs.push_back(vm["model"].as<std::string>() + "/" + f);
+  for (const std::string& in : inputs)
+    if (same_file(out, in)) throw UsageError("--dump-logits " + out + " is an input of this run (" + in + "); not overwriting it");
+}
+
 void write_logits(const std::string& path, const std::vector<float>& logits) {
   const uint32_t probe = 1;
   XT_CHECK(*reinterpret_cast<const unsigned char*>(&probe) == 1, "--dump-logits writes little-endian floats; this host is big-endian");
-  std::ofstream f(path, std::ios::binary | std::ios::trunc);
-  f.write(reinterpret_cast<const char*>(logits.data()), std::streamsize(logits.size() * sizeof(float)));
-  f.close();
-  XT_CHECK(f.good(), "cannot write --dump-logits " << path);
+  write_file_atomic(path, std::string(reinterpret_cast<const char*>(logits.data()), logits.size() * sizeof(float)),
+                    "cannot write --dump-logits");
 }
 
 int run(const po::variables_map& vm) {
@@ -129,10 +142,11 @@ int run(const po::variables_map& vm) {
   opts.sampler.top_k = vm["top-k"].as<int>();
   opts.sampler.top_p = vm["top-p"].as<float>();
   opts.sampler.validate();
-  opts.seed = vm["seed"].as<uint64_t>();
+  opts.seed = parse_seed(vm["seed"].as<std::string>());
   const int batch = vm["batch"].as<int>();
-  if (batch < 1) throw UsageError("--batch must be >= 1");
+  if (batch < 1 || batch > 4096) throw UsageError("--batch must be in [1, 4096]");  // KV cache: batch x context rows
   const bool print_ids = vm.count("print-ids") > 0;
+  check_dump_logits_target(vm);
 
   LoadedModel lm = load_model(vm);
   const Tokenizer tok = load_tokenizer_for(vm, lm);
@@ -154,6 +168,9 @@ int run(const po::variables_map& vm) {
     prompt.push_back(tok.eot_id());  // GPT-2's unconditional start
   }
   if (!vm.count("ignore-eos")) opts.eos_id = tok.eot_id();
+  if (int(prompt.size()) > lm.config.maxT)
+    throw UsageError("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                     std::to_string(lm.config.maxT));
 
   if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
     throw UsageError("the tokenizer given is not the one the model was trained with (fingerprints differ)");
@@ -196,6 +213,7 @@ int run(const po::variables_map& vm) {
       std::cout << "--- sequence " << b << "\n" << text << tok.decode(out[b]) << "\n";
     }
   }
+  flush_stdout();  // a lost text is exit 1 with one line, before the summary lines
   if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
   const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
@@ -217,12 +235,14 @@ int main(int argc, char** argv) {
       std::cout << "xtrain_generate: sample text from a trained GPT with a KV cache.\n" << kUsage << "\n\n" << options;
       return 0;
     }
-    return run(vm);
+    const int rc = run(vm);
+    flush_stdout();
+    return rc;
   } catch (const po::error& e) {
-    std::cerr << "xtrain_generate: error: " << e.what() << "\n" << kUsage << "\n";
+    std::cerr << "xtrain_generate: usage error: " << e.what() << " (see --help)\n";
     return 2;
   } catch (const UsageError& e) {
-    std::cerr << "xtrain_generate: error: " << e.what() << "\n";
+    std::cerr << "xtrain_generate: usage error: " << e.what() << " (see --help)\n";
     return 2;
   } catch (const std::exception& e) {
     std::cerr << "xtrain_generate: error: " << e.what() << "\n";

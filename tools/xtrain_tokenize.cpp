@@ -97,7 +97,9 @@ int main(int argc, char** argv) {
       std::cout << "xtrain_tokenize: GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).\n" << kUsage << "\n\n" << options;
       return 0;
     }
-    return run(vm);
+    const int rc = run(vm);
+    xtrain::flush_stdout();
+    return rc;
   } catch (const po::error& e) {
     std::cerr << "xtrain_tokenize: usage error: " << e.what() << " (see --help)\n";
     return 2;

@@ -51,7 +51,8 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 // [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
 CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
 
-// load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file.
+// load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file and
+// "checkpoint <path>: cannot read: not a regular file" for a FIFO, device or directory (never blocks).
 // `rank`: the caller's rank; on rank 0 a file of kLongWorkBytes or more gets progress lines
 // (progress.h; `progress` says where, e.g. stderr for a tool whose stdout is its output).
 CheckpointState load_checkpoint(const std::string& path, int rank = 0,

@@ -81,9 +81,11 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
                         const std::string& encoder_json, const std::string& vocab_bpe,
                         uint64_t tokenizer_fingerprint = 0);
 
-// write_export: writes every file atomically (io.h) into dir (created if absent); a model file of
-// kLongWorkBytes or more gets progress lines (progress.h). Throws Error "<path>: <cause>" for an
-// unwritable directory.
+// write_export: writes every file atomically (io.h) into dir (created if absent): first removes an old
+// model.safetensors, then writes the companions, model.safetensors last, so an interrupted re-export
+// leaves no mix of old and new files. A model file of kLongWorkBytes or more gets progress lines
+// (progress.h). Throws Error "<path>: <cause>" for an unwritable directory or an output name in dir
+// that is a symlink (refused before anything is written).
 void write_export(const std::string& dir, const ExportFiles& files);
 
 }  // namespace xtrain

@@ -19,7 +19,8 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325
 uint64_t xxh3_64(const void* data, size_t bytes);
 
 // read_file: the whole file as bytes (text or binary). Throws Error "cannot read <path>: <strerror>",
-// or naming the path when its content does not fit in memory.
+// "cannot read <path>: not a regular file" (a FIFO, device or directory: refused without blocking), or
+// naming the path when its content does not fit in memory.
 std::string read_file(const std::string& path);
 
 // write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
@@ -47,6 +48,11 @@ int remove_stale_temp_files(const std::string& path);
 // same_file: true when a and b name the same file: the same device and inode when both exist,
 // otherwise the same normalized absolute path (so two outputs not yet created still compare).
 bool same_file(const std::string& a, const std::string& b);
+
+// flush_stdout: flushes standard output (C stdio and std::cout) and throws Error "cannot write the
+// standard output: <strerror>" when any write to it failed (a full disk, /dev/full, a closed pipe): a
+// tool's last step, so that lost output is exit 1, not 0.
+void flush_stdout();
 
 // is_non_regular: true when path exists and is not a regular file (after following symlinks).
 bool is_non_regular(const std::string& path);

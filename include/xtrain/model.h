@@ -30,7 +30,12 @@ struct GPTConfig {
   // [V, Vp) of wte start at zero and are never a target, so they get no gradient and stay zero
   // (weight decay of zero is zero). Derived, not stored: checkpoints keep V.
   int Vp() const { return (V + 63) / 64 * 64; }
-  // validate: throws UsageError naming the option for inconsistent sizes.
+  // Upper limits of the sizes (command line, config.json and checkpoints alike): every tensor
+  // dimension and product stays far from 2^31.
+  static constexpr int kMaxDim = 1 << 16, kMaxHeads = 1 << 12, kMaxHeadDim = 1 << 12, kMaxLayers = 1 << 12,
+                       kMaxFfn = 1 << 18, kMaxSeq = 1 << 20;
+  // validate: throws UsageError naming the option for inconsistent sizes or one above its limit
+  // ("--dim = 1048576 is too large (limit 65536)").
   void validate() const;
   std::string describe() const;  // one line for logs
 };
