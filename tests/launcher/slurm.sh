@@ -29,6 +29,10 @@ SchedulerParameters=batch_sched_delay=0
 # sbatch --wait polls every 2 s while that is under MinJobAge/2, else its interval grows to 32 s
 # (a 15 s job then returned after 42 s). Completed jobs are forgotten after 4 s: use the logs.
 MinJobAge=4
+# Seconds from Slurm's SIGTERM to its SIGKILL when a step ends (e.g. a task died). xtrain catches
+# SIGTERM to checkpoint (stop_signal.h), so ranks left waiting on a dead peer end at this SIGKILL:
+# 10 s here, Slurm's default 30 s on most clusters (docs/launch.md).
+KillWait=10
 SelectType=select/cons_tres
 SelectTypeParameters=CR_CPU
 GresTypes=gpu
