@@ -15,6 +15,23 @@ namespace xtrain::cpu {
 namespace detail {
 // att_row: offset of row t of attention probabilities (B,NH,T,T) for batch b, query head h.
 inline size_t att_row(const QkvLayout& L, int b, int h, int t) { return ((size_t(b) * L.NH + h) * L.T + t) * L.T; }
+// causal_softmax_row: p[t2] = exp(q . key(t2) * scale - max) for t2 in [0, t], accumulated in double;
+// returns their sum z (so the probabilities are p / z). key(t2) gives the key vector of position t2.
+// The one score + softmax of the CPU oracle, shared by attention_forward and attention_decode.
+template <typename Real, typename KeyAt>
+double causal_softmax_row(double* p, const Real* q, KeyAt key, int t, int HS, double scale) {
+  double mx = -INFINITY;
+  for (int t2 = 0; t2 <= t; ++t2) {
+    const Real* k = key(t2);
+    double s = 0.0;
+    for (int i = 0; i < HS; ++i) s += double(q[i]) * k[i];
+    p[t2] = s * scale;
+    mx = std::fmax(mx, p[t2]);
+  }
+  double z = 0.0;  // softmax shifted by the row max: no overflow
+  for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+  return z;
+}
 }  // namespace detail
 
 // attention_forward: qkv (B,T,(NH+2*KVH)*HS) -> out (B,T,NH*HS), att (B,NH,T,T)
@@ -30,16 +47,8 @@ void attention_forward(Real* out, Real* att, const Real* qkv, int B, int T, int 
       for (int h = 0; h < NH; ++h) {
         const int kh = L.kv_head(h);
         const Real* q = qkv + L.q(b, t, h);
-        double mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const Real* k = qkv + L.k(b, t2, kh);
-          double s = 0.0;
-          for (int i = 0; i < HS; ++i) s += double(q[i]) * k[i];
-          p[t2] = s * scale;
-          mx = std::fmax(mx, p[t2]);
-        }
-        double z = 0.0;  // softmax shifted by the row max: no overflow
-        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        const double z =
+            detail::causal_softmax_row(p.data(), q, [&](int t2) { return qkv + L.k(b, t2, kh); }, t, HS, scale);
         Real* a = att + detail::att_row(L, b, h, t);
         for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? Real(p[t2] /= z) : Real(0);
         std::fill(acc.begin(), acc.end(), 0.0);

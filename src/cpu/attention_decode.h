@@ -1,6 +1,6 @@
 // CPU reference of attention against a key/value cache (inference; contract in include/xtrain/backend.h,
-// Backend::attention_decode). Same arithmetic as attention_forward in attention.h (scores, softmax and
-// weighted sum in double), so prefill through the cache gives the training forward's attention output.
+// Backend::attention_decode). Same arithmetic as attention_forward in attention.h (one score + softmax,
+// detail::causal_softmax_row; weighted sum in double), so prefill through the cache gives the training forward's attention output.
 #pragma once
 
 #include <algorithm>
@@ -9,7 +9,9 @@
 #include <cstring>
 #include <vector>
 
+#include "cpu/attention.h"
 #include "xtrain/error.h"
+#include "xtrain/qkv_layout.h"
 
 namespace xtrain::cpu {
 
@@ -29,41 +31,32 @@ template <typename Real>
 void attention_decode(Real* out, Real* kcache, Real* vcache, const Real* qkv, int B, int Tn, int pos, int maxT,
                       int NH, int KVH, int HS) {
   check_decode_shape(B, Tn, pos, maxT, NH, KVH, HS);
-  const size_t row = size_t(NH + 2 * KVH) * HS, kv_row = size_t(KVH) * HS;
+  const QkvLayout L = qkv_layout(B, Tn, NH, KVH, HS);  // the Tn new positions
+  const size_t kv_row = size_t(KVH) * HS;
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < Tn; ++i) {
-      const Real* src = qkv + (size_t(b) * Tn + i) * row;
       const size_t dst = (size_t(b) * maxT + pos + i) * kv_row;
-      std::memcpy(kcache + dst, src + size_t(NH) * HS, kv_row * sizeof(Real));
-      std::memcpy(vcache + dst, src + size_t(NH + KVH) * HS, kv_row * sizeof(Real));
+      std::memcpy(kcache + dst, qkv + L.k(b, i, 0), kv_row * sizeof(Real));
+      std::memcpy(vcache + dst, qkv + L.v(b, i, 0), kv_row * sizeof(Real));
     }
   const double scale = 1.0 / std::sqrt(double(HS));
-  const int group = NH / KVH;
   std::vector<double> p(size_t(pos) + Tn), acc(HS);
   for (int b = 0; b < B; ++b)
     for (int i = 0; i < Tn; ++i)
       for (int h = 0; h < NH; ++h) {
-        const int t = pos + i, kh = h / group;
-        const Real* q = qkv + (size_t(b) * Tn + i) * row + size_t(h) * HS;
+        const int t = pos + i, kh = L.kv_head(h);
+        const Real* q = qkv + L.q(b, i, h);
         const Real* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
         const Real* vb = vcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
-        double mx = -INFINITY;
-        for (int t2 = 0; t2 <= t; ++t2) {
-          const Real* k = kb + size_t(t2) * kv_row;
-          double s = 0.0;
-          for (int j = 0; j < HS; ++j) s += double(q[j]) * k[j];
-          p[t2] = s * scale;
-          mx = std::fmax(mx, p[t2]);
-        }
-        double z = 0.0;  // softmax shifted by the row max: no overflow
-        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        const double z =
+            detail::causal_softmax_row(p.data(), q, [&](int t2) { return kb + size_t(t2) * kv_row; }, t, HS, scale);
         std::fill(acc.begin(), acc.end(), 0.0);
         for (int t2 = 0; t2 <= t; ++t2) {
           const double w = p[t2] / z;
           const Real* v = vb + size_t(t2) * kv_row;
           for (int j = 0; j < HS; ++j) acc[j] += w * v[j];
         }
-        Real* o = out + (size_t(b) * Tn + i) * size_t(NH) * HS + size_t(h) * HS;
+        Real* o = out + L.out(b, i, h);
         for (int j = 0; j < HS; ++j) o[j] = Real(acc[j]);
       }
 }
