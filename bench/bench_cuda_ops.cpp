@@ -1,8 +1,8 @@
 // Times each CUDA op once per shape at GPT-2 124M sizes (C=768, NH=12, HS=64, V=50257, T=1024), so the
 // slow ops can be found before a whole training step is timed. Prints one JSON object per op:
 // {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
-// Wall time of `reps` calls between two synchronize() calls, after one warm-up call. With bf16 the
-// attention rows are repeated for cuDNN's fused attention (".cudnn").
+// Wall time of `reps` calls between two synchronize() calls, after one warm-up call. Attention is timed on
+// each route of the dtype (".flash", ".cudnn" with bf16; ".gemm", ".flash" with fp32).
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -74,14 +74,13 @@ int main(int argc, char** argv) {
            time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC >= V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
            2 * flops, 0);
   }
-  // attention: the default route (--attention auto), then with bf16 cuDNN's fused attention (a second
-  // backend on the same device and buffers, --attention cudnn)
+  // attention on each route of this dtype (--attention; a backend per route on the same device and buffers):
+  // flash and cudnn with bf16, gemm and flash with fp32. ".<route>" names the row.
   const double att_flops = 2.0 * 2.0 * B * NH * double(T) * T * HS / 2;  // causal half of Q K^T and P V
-  std::unique_ptr<Backend> cudnn;
-  if (dtype == "bf16") cudnn = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16, Attention::cudnn});
-  for (Backend* ab : {be.get(), cudnn.get()}) {
-    if (ab == nullptr) continue;
-    const std::string suffix = ab == be.get() ? "" : ".cudnn";
+  for (Attention route : dtype == "bf16" ? std::vector<Attention>{Attention::flash, Attention::cudnn}
+                                         : std::vector<Attention>{Attention::gemm, Attention::flash}) {
+    auto ab = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype), route});
+    const std::string suffix = std::string(".") + to_string(route);
     report(("attention_forward" + suffix).c_str(),
            time_ms(*ab, reps, [&] { ab->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }), att_flops, 0);
     report(("attention_backward" + suffix).c_str(),

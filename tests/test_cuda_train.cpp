@@ -46,7 +46,8 @@ constexpr double kMinRelativeFall = 0.2;
 constexpr int kSteps = 20, kB = 4, kT = 64;
 constexpr uint64_t kSeed = 1234;
 
-// HS = 32 < T: a shape the flash attention kernels take, so the bf16 run goes through them.
+// HS = 32 < T: a shape the flash kernels and cuDNN take; bf16 runs go through cuDNN's fused attention
+// (--attention auto) unless a test picks the route.
 GPTConfig config() {
   GPTConfig c;
   c.V = 512, c.maxT = kT, c.C = 64, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 32, c.F = 256;

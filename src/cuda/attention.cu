@@ -182,18 +182,32 @@ Attention attention_route(const OpContext& ctx, int T, int HS) {
 }
 
 size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS) {
+  const size_t flash = size_t(B) * NH * T * (size_t(HS) + 1);  // flash_attention.h
   switch (attention_route(ctx, T, HS)) {
-    case Attention::cudnn: return cudnn_attention_scratch_count(B, NH, T, HS);
-    case Attention::flash: return size_t(B) * NH * T * (size_t(HS) + 1);  // flash_attention.h
+    case Attention::cudnn:  // room for the flash kernels where a non-strict cuDNN route may fall back to them
+      return !ctx.cudnn->strict() && flash_attention_supported(T, HS) ? flash
+                                                                      : cudnn_attention_scratch_count(B, NH, T, HS);
+    case Attention::flash: return flash;
     default: return size_t(B) * NH * T * T;
   }
 }
+
+namespace {
+// route_for: attention_route, with the cuDNN route's run-time check of shape s (CudnnAttention::usable).
+Attention route_for(const OpContext& ctx, const QkvLayout& s) {
+  const Attention route = attention_route(ctx, s.T, s.HS);
+  if (route != Attention::cudnn || ctx.cudnn->usable(s)) return route;
+  XT_CHECK(flash_attention_supported(s.T, s.HS), "cuDNN attention unavailable for T=" << s.T << " HS=" << s.HS
+                                                    << " and the flash kernels do not take the shape");
+  return Attention::flash;
+}
+}  // namespace
 
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                        int KVH, int HS) {
   const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
-  const Attention route = attention_route(ctx, T, HS);
+  const Attention route = route_for(ctx, s);
   if (route == Attention::cudnn) return cudnn_attention_forward(ctx, out, att, qkv, s);
   if (route == Attention::flash) return flash_attention_forward(ctx, out, att, qkv, s);
   if (!ctx.bf16) return gemm_attention_forward(ctx, static_cast<float*>(out), att, static_cast<const float*>(qkv), s);
@@ -210,7 +224,7 @@ void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, cons
                         int B, int T, int NH, int KVH, int HS, bool accumulate) {
   const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
-  const Attention route = attention_route(ctx, T, HS);
+  const Attention route = route_for(ctx, s);
   if (route == Attention::cudnn) return cudnn_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
   if (route == Attention::flash) return flash_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
   if (!ctx.bf16)

@@ -32,16 +32,16 @@ cublasComputeType_t gemm_compute(DType dtype) {
   throw UsageError("--dtype must be fp32 or bf16 on the CUDA backend (got " + std::string(to_string(dtype)) + ")");
 }
 
-// resolve_attention: --attention resolved for this dtype (OpContext::attention). auto: flash with bf16;
-// fp32 keeps the GEMM route, whose fp32 products are cuBLAS SGEMMs, faster than the flash kernel's
-// fp32 CUDA-core products (docs/cuda.md, "Attention"). cuDNN's fused attention takes bf16 only.
-// auto stays on flash with bf16: cuDNN's backward is deterministic only through its workspace
-// variant, measured in docs/benchmarks.md ("Attention routes").
+// resolve_attention: --attention resolved for this dtype (OpContext::attention). auto: cuDNN's fused
+// attention with bf16 (deterministic and about 2x faster than the flash kernels on an H200: docs/cuda.md,
+// docs/benchmarks.md), falling back to flash per shape (CudnnAttention::usable); with fp32 the GEMM route,
+// whose fp32 products are cuBLAS SGEMMs, faster than the flash kernels' fp32 CUDA-core products. cuDNN's
+// fused attention takes bf16 only.
 Attention resolve_attention(Attention requested, DType dtype) {
   if (requested == Attention::cudnn && dtype != DType::bf16)
     throw UsageError("--attention cudnn needs --dtype bf16 (cuDNN's fused attention takes bf16 operands)");
   if (requested != Attention::automatic) return requested;
-  return dtype == DType::bf16 ? Attention::flash : Attention::gemm;
+  return dtype == DType::bf16 ? Attention::cudnn : Attention::gemm;
 }
 }  // namespace
 
@@ -105,8 +105,17 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
-  const Attention route = resolve_attention(opts.attention, opts.dtype);
-  if (route == Attention::cudnn) cudnn_ = std::make_unique<CudnnAttention>(stream_);
+  Attention route = resolve_attention(opts.attention, opts.dtype);
+  if (route == Attention::cudnn) {
+    const bool strict = opts.attention == Attention::cudnn;
+    try {
+      cudnn_ = std::make_unique<CudnnAttention>(stream_, strict);
+    } catch (const Error& e) {
+      if (strict) throw;
+      std::fprintf(stderr, "xtrain: cuDNN unavailable, attention takes the flash kernels: %s\n", e.what());
+      route = Attention::flash;
+    }
+  }
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
                    route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
 }

@@ -14,6 +14,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <limits>
 #include <vector>
 
@@ -146,7 +147,7 @@ void check_aligned(const void* p, const char* what) {
 size_t stats_floats(const QkvLayout& s) { return (size_t(s.B) * s.NH * s.T + 3) / 4 * 4; }  // 16-byte padded
 }  // namespace
 
-CudnnAttention::CudnnAttention(cudaStream_t stream) {
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool strict) : strict_(strict) {
   XT_CUDNN_CHECK(cudnnCreate(&handle_));
   XT_CUDNN_CHECK(cudnnSetStream(handle_, stream));
 }
@@ -165,6 +166,22 @@ const cudnn::Plan& CudnnAttention::plan(const QkvLayout& s, bool backward) {
     it = plans_.emplace(key, g.plan(handle_, /*deterministic=*/true)).first;
   }
   return it->second;
+}
+
+bool CudnnAttention::usable(const QkvLayout& s) {
+  const Key key{s.B, s.T, s.NH, s.KVH, s.HS};
+  const auto it = usable_.find(key);
+  if (it != usable_.end()) return it->second;
+  bool ok = true;
+  try {
+    plan(s, false), plan(s, true);
+  } catch (const Error& e) {
+    if (strict_) throw;
+    std::fprintf(stderr, "xtrain: cuDNN attention unavailable for B=%d T=%d NH=%d KVH=%d HS=%d, using the flash "
+                 "kernels: %s\n", s.B, s.T, s.NH, s.KVH, s.HS, e.what());
+    ok = false;
+  }
+  return usable_[key] = ok;
 }
 
 bool cudnn_attention_supported(bool bf16, int T, int HS) { return bf16 && HS % 8 == 0 && HS <= 128 && T > HS; }

@@ -16,20 +16,29 @@ namespace xtrain::cuda {
 
 // CudnnAttention: the cuDNN handle (on the backend's stream) and one execution plan per direction and
 // shape, built at first use and kept (a plan takes milliseconds to build, a run microseconds).
+// strict (--attention cudnn): a shape cuDNN cannot run deterministically is an error; otherwise
+// (--attention auto) usable() says false and attention.cu takes the flash kernels for that shape.
 class CudnnAttention {
  public:
-  explicit CudnnAttention(cudaStream_t stream);  // throws Error when cuDNN cannot be initialized
+  CudnnAttention(cudaStream_t stream, bool strict);  // throws Error when cuDNN cannot be initialized
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
   cudnnHandle_t handle() const { return handle_; }
+  bool strict() const { return strict_; }
+  // usable: both plans of shape s build (deterministic engines only). Decided once per shape; when not
+  // strict a refusal is printed once to stderr and false returned, when strict the Error propagates.
+  bool usable(const QkvLayout& s);
   // plan: the cached plan of the forward (backward false) or backward graph for shape s; builds it first.
   const cudnn::Plan& plan(const QkvLayout& s, bool backward);
 
  private:
+  using Key = std::tuple<int, int, int, int, int>;  // B, T, NH, KVH, HS
   cudnnHandle_t handle_ = nullptr;
+  bool strict_;
   std::map<std::tuple<bool, int, int, int, int, int>, cudnn::Plan> plans_;
+  std::map<Key, bool> usable_;
 };
 
 // cudnn_attention_supported: bf16 activations, HS a multiple of 8 up to 128 (cuDNN's fused attention
