@@ -4,7 +4,6 @@
 #include "cuda/cudnn_graph.h"
 
 #include <algorithm>
-#include <cstdio>
 
 namespace xtrain::cuda::cudnn {
 
