@@ -6,9 +6,9 @@
 // kv group are then consecutive, so for batch b and kv head kh the group's queries are ONE matrix of
 // R = (NH/KVH)*T rows, and every product is one GEMM per (b, kh): batch B*KVH, no atomics; the sum
 // over the heads of a group (dk, dv) is part of the GEMM's inner dimension.
-// On the flash route (OpContext::attention; default for bf16) and a supported shape, both ops hand over
-// to the fused kernels of flash_attention.cu instead, on the cudnn route to cuDNN's fused attention
-// (cudnn_attention.h), and `att` holds what those need. route() is the one place that picks.
+// On the cudnn route (OpContext::attention; auto's choice with bf16) both ops hand over to cuDNN's fused
+// attention (cudnn_attention.h), on the flash route to the kernels of flash_attention.cu, for the shapes
+// those take, and `att` holds what they need. attention_route / route_for are the one place that picks.
 // The GEMMs compute the full T x T score matrix; the softmax writes exact zeros above the diagonal,
 // so the masked half adds nothing (2x the causal FLOPs, simple and exact).
 #include <cmath>
