@@ -44,8 +44,7 @@ struct Views {
   Dims o_strides() const { return {T * C, HS, C, 1}; }
   Dims s() const { return {B, NH, T, T}; }               // scores (virtual)
   Dims s_strides() const { return {NH * T * T, T * T, T, 1}; }
-  Dims s_t() const { return {B, NH, T, T}; }             // their transpose
-  Dims s_t_strides() const { return {NH * T * T, T * T, 1, T}; }
+  Dims s_t_strides() const { return {NH * T * T, T * T, 1, T}; }  // their transpose (square: same dims)
   Dims row() const { return {B, NH, T, 1}; }             // one value per score row (Stats)
   Dims row_strides() const { return {NH * T, T, 1, 1}; }
   Dims q_dense_strides() const { return {NH * T * HS, T * HS, HS, 1}; }
@@ -118,7 +117,7 @@ Graph backward_graph(const Views& v) {
   const int64_t sub = g.virt(v.s(), v.s_strides()), p = g.virt(v.s(), v.s_strides());
   g.pointwise(CUDNN_POINTWISE_SUB, s, sub, stats);
   g.pointwise(CUDNN_POINTWISE_EXP, sub, p);
-  const int64_t p_t = g.virt(v.s_t(), v.s_t_strides(), bf16);
+  const int64_t p_t = g.virt(v.s(), v.s_t_strides(), bf16);
   g.reshape(p, p_t);
   group_matmul(g, v, p_t, d_o, dv);
   // dS = scale * P * (dO V^T - D)
@@ -131,7 +130,7 @@ Graph backward_graph(const Views& v) {
   g.pointwise(CUDNN_POINTWISE_MUL, dp2, dp3, p);
   g.pointwise(CUDNN_POINTWISE_MUL, dp3, ds, kScale);
   // dK = dS^T Q; dQ = dS K
-  const int64_t ds_t = g.virt(v.s_t(), v.s_t_strides(), bf16);
+  const int64_t ds_t = g.virt(v.s(), v.s_t_strides(), bf16);
   g.reshape(ds, ds_t);
   group_matmul(g, v, ds_t, q, dk);
   const int64_t k = g.virt(v.kv(), v.kv_strides(), bf16);
