@@ -1,13 +1,15 @@
 // Times each CUDA op once per shape at GPT-2 124M sizes (C=768, NH=12, HS=64, V=50257, T=1024), so the
 // slow ops can be found before a whole training step is timed. Prints one JSON object per op:
 // {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
-// Wall time of `reps` calls between two synchronize() calls, after one warm-up call.
+// Wall time of `reps` calls between two synchronize() calls, after one warm-up call. Attention is timed on
+// each route of the dtype (".flash", ".cudnn" with bf16; ".gemm", ".flash" with fp32).
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -72,10 +74,19 @@ int main(int argc, char** argv) {
            time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC >= V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
            2 * flops, 0);
   }
-  report("attention_forward", time_ms(*be, reps, [&] { be->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }),
-         2.0 * 2.0 * B * NH * double(T) * T * HS / 2, 0);
-  report("attention_backward", time_ms(*be, reps, [&] { be->attention_backward(dqkv.get(), dx.get(), qkv.get(), att.get(), B, T, NH, NH, HS); }),
-         4.0 * 2.0 * B * NH * double(T) * T * HS / 2, 0);
+  // attention on each route of this dtype (--attention; a backend per route on the same device and buffers):
+  // flash and cudnn with bf16, gemm and flash with fp32. ".<route>" names the row.
+  const double att_flops = 2.0 * 2.0 * B * NH * double(T) * T * HS / 2;  // causal half of Q K^T and P V
+  for (Attention route : dtype == "bf16" ? std::vector<Attention>{Attention::flash, Attention::cudnn}
+                                         : std::vector<Attention>{Attention::gemm, Attention::flash}) {
+    auto ab = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype), route});
+    const std::string suffix = std::string(".") + to_string(route);
+    report(("attention_forward" + suffix).c_str(),
+           time_ms(*ab, reps, [&] { ab->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }), att_flops, 0);
+    report(("attention_backward" + suffix).c_str(),
+           time_ms(*ab, reps, [&] { ab->attention_backward(dqkv.get(), dx.get(), qkv.get(), att.get(), B, T, NH, NH, HS); }),
+           2.0 * att_flops, 0);
+  }
   report("layernorm_forward", time_ms(*be, reps, [&] { be->layernorm_forward(dx.get(), mean.get(), rstd.get(), x.get(), w.get(), bias.get(), N, C); }),
          0, 2.0 * N * C * f);
   report("layernorm_backward", time_ms(*be, reps, [&] { be->layernorm_backward(x.get(), dw.get(), bias.get(), dx.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C); }),

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Whole-step training throughput of the real binary on one GPU: for each workload and dtype, runs
-#   mpirun -np 1 xtrain_mpi --device cuda --dtype D <workload> --steps S --val-every 0 --metrics F
+#   mpirun -np 1 xtrain_mpi --device cuda --dtype D --attention A <workload> --steps S --val-every 0 --metrics F
 # and prints one JSON object per run, every figure from the metrics file: steady-state tok/s and step
 # ms (steps after the first W; tok/s = tokens per step / mean step time), peak device memory (the
 # backend's allocator), MFU and the parameter count. MFU is xtrain's own (the `mfu` of the train
@@ -8,7 +8,8 @@
 # harmonic mean of the timed steps' figures, which is the MFU at the mean step time. null where xtrain
 # prints none (a GPU not in its table).
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
-#                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>)
+#                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>
+#                                        ATTENTION=auto, passed as --attention)
 set -euo pipefail
 
 BIN=${BIN:-build-gpu}
@@ -17,6 +18,7 @@ STEPS=${STEPS:-30}
 WARMUP=${WARMUP:-5}
 DTYPES=${DTYPES:-"fp32 bf16"}
 WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
+ATTENTION=${ATTENTION:-auto}
 LOGDIR=${LOGDIR:-$(mktemp -d)}
 mkdir -p "$LOGDIR"
 
@@ -32,7 +34,7 @@ for w in $WORKLOADS; do
   for d in $DTYPES; do
     log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl"
     rm -f "$metrics"
-    cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d $(workload_args "$w")
+    cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $(workload_args "$w")
          --data $DATA/brown.txt --encoder-json $DATA/gpt2/encoder.json --vocab-bpe $DATA/gpt2/vocab.bpe
          --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
     cmd=$(echo $cmd)  # one line

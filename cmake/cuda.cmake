@@ -4,8 +4,8 @@
 # -DCMAKE_CUDA_ARCHITECTURES=90 for a faster single-target build.
 # The CUDA runtime is linked statically (CMake's default, CUDA::cudart_static) and libcuda never
 # directly: the runtime loads the driver at first use, so a CUDA build starts on a GPU-less machine
-# and reports "no GPU" cleanly. cuBLAS and NCCL are shared libraries (soname libcublas.so.13,
-# libnccl.so.2), resolved on the machine that runs the binary.
+# and reports "no GPU" cleanly. cuBLAS, NCCL and cuDNN are shared libraries (soname libcublas.so.13,
+# libnccl.so.2, libcudnn.so.9), resolved on the machine that runs the binary.
 if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
 endif()
@@ -33,6 +33,24 @@ add_library(xtrain_nccl INTERFACE)
 target_include_directories(xtrain_nccl INTERFACE ${NCCL_INCLUDE_DIR})
 target_link_libraries(xtrain_nccl INTERFACE ${NCCL_LIBRARY})
 
+# cuDNN 9 (the graph API of cudnn_graph.h; the --attention cudnn route). NVIDIA's installers put it in
+# the CUDA toolkit's directories, Debian/Ubuntu packages (libcudnn9-dev-cuda-*) in the system ones;
+# CUDNN_ROOT overrides both. Linked as the shared libcudnn.so.9, which loads its sub-libraries itself.
+set(CUDNN_ROOT "" CACHE PATH "cuDNN install prefix (optional)")
+find_path(CUDNN_INCLUDE_DIR cudnn_graph.h
+          HINTS ${CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include
+          PATH_SUFFIXES x86_64-linux-gnu)
+find_library(CUDNN_LIBRARY cudnn
+             HINTS ${CUDNN_ROOT}/lib ${CUDNN_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+                   ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
+  message(FATAL_ERROR "XTRAIN_CUDA=ON needs cuDNN 9 (cudnn_graph.h, libcudnn.so); set CUDNN_ROOT to its prefix")
+endif()
+message(STATUS "cuDNN: ${CUDNN_LIBRARY} (headers ${CUDNN_INCLUDE_DIR})")
+add_library(xtrain_cudnn INTERFACE)
+target_include_directories(xtrain_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
+target_link_libraries(xtrain_cudnn INTERFACE ${CUDNN_LIBRARY})
+
 target_sources(xtrain_core PRIVATE
   src/cuda/allocator.cpp
   src/cuda/cuda_backend.cpp
@@ -41,6 +59,8 @@ target_sources(xtrain_core PRIVATE
   src/cuda/attention.cu
   src/cuda/attention_decode.cu
   src/cuda/convert.cu
+  src/cuda/cudnn_attention.cpp
+  src/cuda/cudnn_graph.cpp
   src/cuda/cross_entropy.cu
   src/cuda/dropout.cu
   src/cuda/encoder.cu
@@ -53,7 +73,7 @@ target_sources(xtrain_core PRIVATE
   src/cuda/reduce.cu
   src/cuda/residual.cu
 )
-target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl)
+target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
 target_compile_options(xtrain_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 set_source_files_properties(src/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)

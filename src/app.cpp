@@ -116,6 +116,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     bo.local_rank = launch.local_rank;
     bo.local_size = launch.local_size;
     bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
+    bo.attention = o.attention;  // likewise any route but auto
     be = make_backend(bo);
   });
 

@@ -81,7 +81,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto";
   std::pair<bool, bool> tokenizer_files_given;  // --encoder-json, --vocab-bpe given on the command line
   po::options_description data("Data and tokenizer");
   data.add_options()
@@ -128,6 +128,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
+    ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; it must exceed the longest pause of one rank, e.g. rank 0 writing a checkpoint)")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   if (launcher == Launcher::threads)
@@ -182,6 +183,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   check_tokenizer_choice(o.tokenizer_json, tokenizer_files_given.first, tokenizer_files_given.second);
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
+  o.attention = parse_attention(attention);
   m.maxT = t.seq;
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");

@@ -37,6 +37,14 @@ DType parse_dtype(const std::string& s) {
   throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + s + "')");
 }
 
+Attention parse_attention(const std::string& s) {
+  if (s == "auto") return Attention::automatic;
+  if (s == "flash") return Attention::flash;
+  if (s == "gemm") return Attention::gemm;
+  if (s == "cudnn") return Attention::cudnn;
+  throw UsageError("--attention must be auto, flash, gemm or cudnn (got '" + s + "')");
+}
+
 int visible_gpu_count() {
 #ifdef XTRAIN_HAVE_CUDA
   return cuda_device_count();
@@ -47,6 +55,9 @@ int visible_gpu_count() {
 
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : d == Device::cuda ? "cuda" : "auto"; }
 const char* to_string(DType t) { return t == DType::fp32 ? "fp32" : t == DType::bf16 ? "bf16" : "auto"; }
+const char* to_string(Attention a) {
+  return a == Attention::flash ? "flash" : a == Attention::gemm ? "gemm" : a == Attention::cudnn ? "cudnn" : "auto";
+}
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
   BackendOptions opts = in;
@@ -63,6 +74,9 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
     if (opts.dtype != DType::fp32)
       throw UsageError(std::string("--dtype ") + to_string(opts.dtype) +
                        " needs the CUDA backend (--device cuda); the CPU backend trains in fp32");
+    if (opts.attention != Attention::automatic)
+      throw UsageError(std::string("--attention ") + to_string(opts.attention) +
+                       " needs the CUDA backend (--device cuda); the CPU backend has one attention route");
     return make_cpu_backend();
   }
 #ifdef XTRAIN_HAVE_CUDA

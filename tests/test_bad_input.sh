@@ -44,6 +44,8 @@ expect "unknown option" 2 "usage error: .*--bogus" 2 "${OK[@]}" --bogus 1
 expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
 expect "kv-heads not dividing heads" 2 "--kv-heads \\(3\\) must divide --heads" 2 "${OK[@]}" --kv-heads 3
 expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
+expect "unknown attention route" 2 "usage error: --attention must be auto, flash, gemm or cudnn" 1 "${OK[@]}" --attention fast
+expect "attention route on the CPU" 2 "usage error: --attention cudnn needs the CUDA backend" 2 "${OK[@]}" --device cpu --attention cudnn
 
 expect "stray positional argument" 2 "usage error" 2 "${OK[@]}" extra_word
 expect "abbreviated option" 2 "usage error: .*--ste" 2 "${OK[@]}" --ste 5
@@ -97,6 +99,9 @@ every_rank_exit 2 "--lr differs"
 mpmd --steps 10 -- --steps 20 --lr 1e-3  # the first differing option in --help order is named
 MAX_S=15 expect_cmd "--steps and --lr differ across ranks" 2 "--steps 20 on rank 1 but --steps 10 on rank 0" "${MPMD[@]}"
 every_rank_exit 2 "--steps differs"
+mpmd -- --attention gemm
+MAX_S=15 expect_cmd "--attention differs across ranks" 2 "--attention gemm on rank 1 but --attention auto on rank 0" "${MPMD[@]}"
+every_rank_exit 2 "--attention differs"
 mpmd -- --bogus 1  # a command line bad on rank 1 only: rank 0 must not wait for it
 MAX_S=15 expect_cmd "unknown option on rank 1 only" 2 "^rank 1 \(.*usage error: .*--bogus" "${MPMD[@]}"
 every_rank_exit 2 "unknown option on rank 1"

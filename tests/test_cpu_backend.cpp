@@ -50,7 +50,7 @@ void check_close(const std::string& what, const Vec& got, const Vec& ref) {
 }
 }  // namespace
 
-TEST_CASE("--device and --dtype parse once into enums; make_backend resolves automatic on the CPU") {
+TEST_CASE("--device, --dtype and --attention parse once into enums; make_backend resolves automatic on the CPU") {
   namespace xt = xtrain;
   for (const char* d : {"auto", "cpu", "cuda"}) CHECK(std::string(xt::to_string(xt::parse_device(d))) == d);
   for (const char* t : {"auto", "fp32", "bf16"}) CHECK(std::string(xt::to_string(xt::parse_dtype(t))) == t);
@@ -61,6 +61,13 @@ TEST_CASE("--device and --dtype parse once into enums; make_backend resolves aut
   CHECK(be->dtype() == xt::DType::fp32);
   CHECK(be->activation_bytes() == 4);
   CHECK_THROWS_AS(xt::make_backend(xt::BackendOptions{xt::Device::cpu, 0, 1, xt::DType::bf16}), xt::UsageError);
+  // --attention: the words round-trip; the CPU backend (one route, the oracle) takes auto only
+  for (const char* a : {"auto", "flash", "gemm", "cudnn"})
+    CHECK(std::string(xt::to_string(xt::parse_attention(a))) == a);
+  CHECK_THROWS_AS(xt::parse_attention("fast"), xt::UsageError);
+  CHECK(xt::make_backend(xt::BackendOptions{xt::Device::cpu, 0, 1, xt::DType::fp32, xt::Attention::automatic}));
+  CHECK_THROWS_AS(xt::make_backend(xt::BackendOptions{xt::Device::cpu, 0, 1, xt::DType::fp32, xt::Attention::cudnn}),
+                  xt::UsageError);
 }
 
 TEST_CASE("CpuBackend: name, one BLAS thread, aligned memory") {

@@ -295,13 +295,9 @@ TEST_CASE("causal grouped-query attention forward and backward") {
 
 namespace {
 
-// with_attention_route: a CUDA backend of `dtype` whose attention route is forced to `route` (flash |
-// gemm) through XTRAIN_CUDA_ATTENTION, which the constructor reads once.
+// with_attention_route: a CUDA backend of `dtype` whose attention route is `route` (--attention).
 std::unique_ptr<Backend> with_attention_route(const char* route, const char* dtype) {
-  setenv("XTRAIN_CUDA_ATTENTION", route, 1);
-  auto b = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype)});
-  unsetenv("XTRAIN_CUDA_ATTENTION");
-  return b;
+  return make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype), parse_attention(route)});
 }
 
 // AttentionCase: attention forward and backward of the CPU oracle and of GPU backend g on the same seeded
@@ -351,7 +347,41 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
   }
 }
 
-// bf16 activations on the GEMM route (XTRAIN_CUDA_ATTENTION=gemm, and shapes the flash kernels do not take:
+// cuDNN's fused attention (--attention cudnn, bf16 only) against the CPU oracle: the same bf16 operands and
+// bf16 P and dS before the tensor-core products as the flash kernels, so the flash route's rounding argument
+// and tolerance. T not a multiple of cuDNN's tiles, grouped-query heads (3 and 2 per kv head), HS 32 / 64
+// (this model's) and 128 (cuDNN's largest), both Grad modes. Deterministic: a rerun gives the same bits.
+TEST_CASE("cuDNN attention forward and backward (bf16)") {
+  auto cd = with_attention_route("cudnn", "bf16");
+  for (QkvLayout s : {QkvLayout{2, 150, 6, 2, 32}, QkvLayout{1, 130, 4, 2, 64}, QkvLayout{2, 256, 4, 4, 64},
+                      QkvLayout{1, 200, 2, 2, 128}}) {
+    for (Grad mode : {Grad::accumulate, Grad::assign}) {
+      CAPTURE(s.T);
+      CAPTURE(s.NH);
+      CAPTURE(s.KVH);
+      CAPTURE(s.HS);
+      CAPTURE(mode == Grad::assign);
+      AttentionCase a(*cd, s, 144, rnd(s.qkv_count(), 146), mode);
+      expect_close("cudnn attention_forward out", a.out, kFlashBf16Rel);
+      expect_close("cudnn attention_backward dqkv", a.dqkv, kFlashBf16Rel);
+      Act out2(*cd, filled(s.q_count(), 5.0f));
+      cd->attention_forward(out2.gp(), a.att.g.get(), a.qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+      CHECK(out2.gpu_bytes() == a.out.gpu_bytes());
+      Act dqkv2(*cd, rnd(s.qkv_count(), 146));
+      cd->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+      CHECK(dqkv2.gpu_bytes() == a.dqkv.gpu_bytes());
+    }
+  }
+}
+
+TEST_CASE("--attention is validated: cudnn needs bf16, a route needs the CUDA backend, unknown words") {
+  CHECK_THROWS_AS(with_attention_route("cudnn", "fp32"), UsageError);
+  CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::fp32, Attention::flash}), UsageError);
+  CHECK_THROWS_AS(parse_attention("fast"), UsageError);
+  CHECK(parse_attention("cudnn") == Attention::cudnn);
+}
+
+// bf16 activations on the GEMM route (--attention gemm, and shapes the flash kernels do not take:
 // HS 16 and 160): the op converts to fp32 copies around the cuBLAS route, whose products are bf16
 // (FAST_16BF); same rounding argument and tolerance as the flash route with bf16.
 TEST_CASE("attention with bf16 activations on the GEMM route") {

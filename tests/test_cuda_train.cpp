@@ -46,7 +46,8 @@ constexpr double kMinRelativeFall = 0.2;
 constexpr int kSteps = 20, kB = 4, kT = 64;
 constexpr uint64_t kSeed = 1234;
 
-// HS = 32 < T: a shape the flash attention kernels take, so the bf16 run goes through them.
+// HS = 32 < T: a shape the flash kernels and cuDNN take; bf16 runs go through cuDNN's fused attention
+// (--attention auto) unless a test picks the route.
 GPTConfig config() {
   GPTConfig c;
   c.V = 512, c.maxT = kT, c.C = 64, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 32, c.F = 256;
@@ -154,6 +155,27 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
   CHECK(rel > 0.0);  // bf16 must actually change the arithmetic
   CHECK(a.loss.back() < (1.0 - kMinRelativeFall) * a.loss.front());
   CHECK(b.loss.back() < (1.0 - kMinRelativeFall) * b.loss.front());
+}
+
+// The cuDNN route in training: the same bf16 steps as through the flash kernels (GQA, KVH = 2), whose
+// difference is the order of fp32 sums and bf16 roundings inside attention, held to the bf16-vs-fp32 bound;
+// a second run gives the same losses and parameters bitwise (cuDNN's deterministic backward).
+TEST_CASE("cuDNN attention trains like the flash kernels and repeats bitwise (bf16)") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  auto flash = make_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16, Attention::flash});
+  auto cd = make_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16, Attention::cudnn});
+  const Trajectory f = train(*flash, data, 0.1f), c = train(*cd, data, 0.1f), c2 = train(*cd, data, 0.1f);
+  print("gpu flash", f);
+  print("gpu cudnn", c);
+  const double rel = max_rel_diff(c.loss, f.loss);
+  std::printf("max relative loss difference cudnn vs flash attention over %d bf16 steps: %.3e (tolerance %.0e); "
+              "rerun bitwise equal: %s\n", kSteps, rel, kBf16TrajectoryRel,
+              c2.loss == c.loss && c2.params == c.params ? "yes" : "NO");
+  CHECK(rel <= kBf16TrajectoryRel);
+  CHECK(rel > 0.0);  // the cuDNN route must actually run (another summation order than the flash kernels)
+  CHECK(c2.loss == c.loss);
+  CHECK(c2.params == c.params);
+  CHECK(c.loss.back() < (1.0 - kMinRelativeFall) * c.loss.front());
 }
 
 TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0 bitwise") {

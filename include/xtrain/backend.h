@@ -34,13 +34,20 @@ enum class Grad { accumulate, assign };
 // by make_backend (cuda when compiled in and a GPU is visible; bf16 on cuda, fp32 on cpu).
 enum class Device { automatic, cpu, cuda };
 enum class DType { automatic, fp32, bf16 };
+// Attention: --attention, the CUDA backend's attention route (docs/cuda.md, "Attention"): FlashAttention-2
+// kernels, cuBLAS GEMMs around a softmax kernel, or cuDNN's fused attention (bf16 only). automatic: flash
+// with bf16, gemm with fp32. The CPU backend has one route (the oracle) and takes automatic only.
+enum class Attention { automatic, flash, gemm, cudnn };
 
-// parse_device / parse_dtype: "auto" | "cpu" | "cuda", "auto" | "fp32" | "bf16"; throw UsageError
-// naming the option and the value otherwise. to_string gives the same words back.
+// parse_device / parse_dtype / parse_attention: "auto" | "cpu" | "cuda", "auto" | "fp32" | "bf16",
+// "auto" | "flash" | "gemm" | "cudnn"; throw UsageError naming the option and the value otherwise.
+// to_string gives the same words back.
 Device parse_device(const std::string& s);
 DType parse_dtype(const std::string& s);
+Attention parse_attention(const std::string& s);
 const char* to_string(Device d);
 const char* to_string(DType t);
+const char* to_string(Attention a);
 
 // GpuId: a GPU as the CUDA runtime describes it (cudaDeviceProp): what the MFU peak table (mfu.h)
 // is keyed by.
@@ -232,6 +239,7 @@ struct BackendOptions {
   // products with fp32 accumulation, fp32 arithmetic inside every other op; parameters, gradients
   // and optimizer state stay fp32 (docs/cuda.md, "Precision").
   DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
+  Attention attention = Attention::automatic;  // CUDA only (UsageError for another on the CPU backend)
 };
 
 // make_backend: creates the backend for opts.device. automatic picks cuda when compiled in and a GPU

@@ -22,6 +22,7 @@ struct RunOptions {
   std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype
+  Attention attention = Attention::automatic;  // --attention
   double comm_timeout_s = 300;
   int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
   bool help = false;

@@ -6,13 +6,15 @@
 // kv group are then consecutive, so for batch b and kv head kh the group's queries are ONE matrix of
 // R = (NH/KVH)*T rows, and every product is one GEMM per (b, kh): batch B*KVH, no atomics; the sum
 // over the heads of a group (dk, dv) is part of the GEMM's inner dimension.
-// With OpContext::flash_attention (default for bf16) and a supported shape, both ops hand over to the
-// fused kernels of flash_attention.cu instead, and `att` holds what those need (flash_attention.h).
+// On the cudnn route (OpContext::attention; auto's choice with bf16) both ops hand over to cuDNN's fused
+// attention (cudnn_attention.h), on the flash route to the kernels of flash_attention.cu, for the shapes
+// those take, and `att` holds what they need. attention_route / route_for are the one place that picks.
 // The GEMMs compute the full T x T score matrix; the softmax writes exact zeros above the diagonal,
 // so the masked half adds nothing (2x the causal FLOPs, simple and exact).
 #include <cmath>
 
 #include "cuda/common.cuh"
+#include "cuda/cudnn_attention.h"
 #include "cuda/flash_attention.h"
 #include "cuda/ops.h"
 #include "xtrain/qkv_layout.h"
@@ -173,15 +175,44 @@ void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dou
 
 }  // namespace
 
+Attention attention_route(const OpContext& ctx, int T, int HS) {
+  if (ctx.attention == Attention::cudnn && cudnn_attention_supported(ctx.bf16, T, HS)) return Attention::cudnn;
+  if (ctx.attention != Attention::gemm && flash_attention_supported(T, HS)) return Attention::flash;
+  return Attention::gemm;
+}
+
+size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS) {
+  const size_t flash = size_t(B) * NH * T * (size_t(HS) + 1);  // flash_attention.h
+  switch (attention_route(ctx, T, HS)) {
+    case Attention::cudnn:  // room for the flash kernels where a non-strict cuDNN route may fall back to them
+      return !ctx.cudnn->strict() && flash_attention_supported(T, HS) ? flash
+                                                                      : cudnn_attention_scratch_count(B, NH, T, HS);
+    case Attention::flash: return flash;
+    default: return size_t(B) * NH * T * T;
+  }
+}
+
+namespace {
+// route_for: attention_route, with the cuDNN route's run-time check of shape s (CudnnAttention::usable).
+Attention route_for(const OpContext& ctx, const QkvLayout& s) {
+  const Attention route = attention_route(ctx, s.T, s.HS);
+  if (route != Attention::cudnn || ctx.cudnn->usable(s)) return route;
+  XT_CHECK(flash_attention_supported(s.T, s.HS), "cuDNN attention unavailable for T=" << s.T << " HS=" << s.HS
+                                                    << " and the flash kernels do not take the shape");
+  return Attention::flash;
+}
+}  // namespace
+
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T, int NH,
                        int KVH, int HS) {
   const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
-  if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_forward(ctx, out, att, qkv, s);
+  const Attention route = route_for(ctx, s);
+  if (route == Attention::cudnn) return cudnn_attention_forward(ctx, out, att, qkv, s);
+  if (route == Attention::flash) return flash_attention_forward(ctx, out, att, qkv, s);
   if (!ctx.bf16) return gemm_attention_forward(ctx, static_cast<float*>(out), att, static_cast<const float*>(qkv), s);
   // bf16 activations on the GEMM route (shapes the flash kernels do not take, or
-  // XTRAIN_CUDA_ATTENTION=gemm): through fp32 copies, the products still bf16 via ctx.gemm_compute.
+  // --attention gemm): through fp32 copies, the products still bf16 via ctx.gemm_compute.
   const size_t qkv_count = s.qkv_count();
   ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), out32(*ctx.alloc, s.q_count());
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
@@ -193,8 +224,9 @@ void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, cons
                         int B, int T, int NH, int KVH, int HS, bool accumulate) {
   const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
-  if (ctx.flash_attention && flash_attention_supported(T, HS))
-    return flash_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
+  const Attention route = route_for(ctx, s);
+  if (route == Attention::cudnn) return cudnn_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
+  if (route == Attention::flash) return flash_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
   if (!ctx.bf16)
     return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),
                                    static_cast<const float*>(qkv), att, s, accumulate);

@@ -8,7 +8,7 @@
 #include <cstdlib>
 
 #include "cuda/cuda_check.h"
-#include "cuda/flash_attention.h"
+#include "cuda/cudnn_attention.h"
 
 namespace xtrain {
 
@@ -32,16 +32,16 @@ cublasComputeType_t gemm_compute(DType dtype) {
   throw UsageError("--dtype must be fp32 or bf16 on the CUDA backend (got " + std::string(to_string(dtype)) + ")");
 }
 
-// flash_attention: the attention route (OpContext::flash_attention). fp32 keeps the GEMM route by
-// default: its fp32 products there are cuBLAS SGEMMs, faster than the flash kernel's fp32 CUDA-core
-// products (docs/cuda.md, "Attention"); XTRAIN_CUDA_ATTENTION=flash|gemm overrides.
-bool flash_attention(bool bf16) {
-  const char* env = std::getenv("XTRAIN_CUDA_ATTENTION");
-  if (env == nullptr || *env == '\0') return bf16;
-  const std::string v = env;
-  if (v == "flash") return true;
-  if (v == "gemm") return false;
-  throw UsageError("XTRAIN_CUDA_ATTENTION must be flash or gemm (got '" + v + "')");
+// resolve_attention: --attention resolved for this dtype (OpContext::attention). auto: cuDNN's fused
+// attention with bf16 (deterministic and about 2x faster than the flash kernels on an H200: docs/cuda.md,
+// docs/benchmarks.md), falling back to flash per shape (CudnnAttention::usable); with fp32 the GEMM route,
+// whose fp32 products are cuBLAS SGEMMs, faster than the flash kernels' fp32 CUDA-core products. cuDNN's
+// fused attention takes bf16 only.
+Attention resolve_attention(Attention requested, DType dtype) {
+  if (requested == Attention::cudnn && dtype != DType::bf16)
+    throw UsageError("--attention cudnn needs --dtype bf16 (cuDNN's fused attention takes bf16 operands)");
+  if (requested != Attention::automatic) return requested;
+  return dtype == DType::bf16 ? Attention::cudnn : Attention::gemm;
 }
 }  // namespace
 
@@ -105,12 +105,24 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  Attention route = resolve_attention(opts.attention, opts.dtype);
+  if (route == Attention::cudnn) {
+    const bool strict = opts.attention == Attention::cudnn;
+    try {
+      cudnn_ = std::make_unique<CudnnAttention>(stream_, strict);
+    } catch (const Error& e) {
+      if (strict) throw;
+      std::fprintf(stderr, "xtrain: cuDNN unavailable, attention takes the flash kernels: %s\n", e.what());
+      route = Attention::flash;
+    }
+  }
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
-                   flash_attention(opts.dtype == DType::bf16), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
+                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
 }
 
 CudaBackend::~CudaBackend() {
   if (stream_) cudaStreamSynchronize(stream_);
+  cudnn_.reset();  // its handle is bound to the stream
   if (cublaslt_) cublasLtDestroy(cublaslt_);
   if (cublas_) cublasDestroy(cublas_);
   alloc_.free(cublas_workspace_);
@@ -185,8 +197,7 @@ size_t CudaBackend::available_memory_bytes() const {
 }
 
 size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const {
-  if (ctx_.flash_attention && flash_attention_supported(T, HS)) return size_t(B) * NH * T * (size_t(HS) + 1);
-  return size_t(B) * NH * T * T;
+  return cuda::attention_scratch_count(ctx_, B, NH, T, HS);
 }
 void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
                                      int T, int NH, int KVH, int HS, Grad dqkv_mode) {

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <memory>
 #include <string>
 
 #include "cuda/allocator.h"
@@ -54,7 +55,8 @@ class CudaBackend final : public Backend {
                        int N, int IC, int OC, Grad dinp_mode) override;
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
-  // Flash route: B*NH*T*(HS+1) (log-sum-exp and the output copy, flash_attention.h); GEMM route: B*NH*T*T.
+  // Per route (ops.h, attention_scratch_count): flash B*NH*T*(HS+1) (log-sum-exp and the output copy,
+  // flash_attention.h); cudnn about B*NH*T*(1+HS/2) (cudnn_attention.h); GEMM route B*NH*T*T.
   size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS, Grad dqkv_mode) override;
@@ -92,6 +94,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;  // fused-epilogue matmuls (gemm_lt.cpp)
   void* cublas_workspace_ = nullptr;
   int* error_flag_ = nullptr;  // device int, DeviceError codes
+  std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
   OpContext ctx_;
 };
 

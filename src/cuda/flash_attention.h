@@ -1,5 +1,6 @@
 // Fused causal grouped-query attention (FlashAttention-2, Dao 2023), flash_attention.cu. Selected by
-// attention.cu when OpContext::flash_attention is set and flash_attention_supported(T, HS).
+// attention.cu (attention_route) on the flash route, or as the fallback of the cuDNN route, when
+// flash_attention_supported(T, HS).
 #pragma once
 
 #include "cuda/ops.h"

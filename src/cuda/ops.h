@@ -14,8 +14,11 @@
 #include <cstdint>
 
 #include "cuda/allocator.h"
+#include "xtrain/backend.h"
 
 namespace xtrain::cuda {
+
+class CudnnAttention;
 
 struct OpContext {
   cudaStream_t stream = nullptr;
@@ -29,10 +32,11 @@ struct OpContext {
   // --dtype bf16: activations and their gradients are stored in bf16 (every `void*` argument), the
   // matmuls multiply bf16 operands (weights through bf16 copies, to_bf16) with fp32 accumulation.
   bool bf16 = false;
-  // Attention route (attention.cu): fused FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core
-  // products when bf16) or cuBLAS GEMMs around a softmax kernel. Default: flash with bf16, GEMMs with
-  // fp32; the environment variable XTRAIN_CUDA_ATTENTION=flash|gemm overrides (tests, benchmarks).
-  bool flash_attention = false;
+  // Attention route (attention.cu), resolved from --attention (never automatic here): fused
+  // FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core products when bf16), cuBLAS GEMMs
+  // around a softmax kernel, or cuDNN's fused attention (cudnn_attention.h; bf16 only, through `cudnn`).
+  Attention attention = Attention::gemm;
+  CudnnAttention* cudnn = nullptr;  // the cuDNN handle and plan cache; set only on the cudnn route
   cublasLtHandle_t cublaslt = nullptr;  // fused-epilogue GEMMs (gemm_lt)
   void* workspace = nullptr;            // cuBLAS(Lt) workspace, shared: both run in order on `stream`
   size_t workspace_bytes = 0;
@@ -66,6 +70,11 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
                      const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
 
+// attention_route: the route attention_forward/backward take for these sizes: ctx.attention where that
+// route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash
+// where it can, else gemm. attention_scratch_count: the floats of `att` that route keeps.
+Attention attention_route(const OpContext& ctx, int T, int HS);
+size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS);
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T,
                        int NH, int KVH, int HS);
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
