@@ -10,21 +10,42 @@ all-reduce algorithms for clusters of workstations" (JPDC 2009); the same 2(N-1)
 import sys
 
 
-def t_allreduce(s_bytes, n, b_bytes_per_s, alpha_s, k=1):
-    """Ring all-reduce of s_bytes over n ranks in k pieces (buckets): 2(n-1)/n * S/B + k * 2(n-1) * alpha."""
+def ring_factor(n):
+    """Bytes a ring all-reduce sends over each link, per direction, as a multiple of S: 2(n-1)/n."""
+    return 2 * (n - 1) / n
+
+
+def libnbc_two_nodes_factor(n):
+    """The same multiple for the schedule Open MPI 4.1's MPI_Iallreduce (libnbc, nbc_iallreduce.c; xtrain
+    uses it for every all-reduce) runs on n ranks over two nodes, ranks 0..n/2-1 on the first: below 4
+    ranks a binomial reduce to rank 0 then a broadcast, so at n = 2 the link carries S one way, then S
+    the other way: 2. From 4 ranks (a power of two) Rabenseifner's reduce-scatter by recursive halving
+    and allgather by recursive doubling: only the distance-n/2 step crosses the link, n/2 ranks sending
+    S/n each way in each phase: 1. Other n: ValueError."""
+    if n == 2:
+        return 2.0
+    if n >= 4 and n & (n - 1) == 0:
+        return 1.0
+    raise ValueError(f"no libnbc schedule model for {n} ranks over two nodes")
+
+
+def t_allreduce(s_bytes, n, b_bytes_per_s, alpha_s, k=1, factor=None):
+    """All-reduce of s_bytes over n ranks in k pieces (buckets): factor * S/B + k * 2(n-1) * alpha, the
+    factor ring_factor(n) unless given (the ring's latency term is kept either way)."""
     if n < 2:
         return 0.0
-    return 2 * (n - 1) / n * s_bytes / b_bytes_per_s + k * 2 * (n - 1) * alpha_s
+    f = ring_factor(n) if factor is None else factor
+    return f * s_bytes / b_bytes_per_s + k * 2 * (n - 1) * alpha_s
 
 
-def exposed(s_bytes, s_e_bytes, n, b_bytes_per_s, alpha_s, t_b_s, k=1, overlap=True):
+def exposed(s_bytes, s_e_bytes, n, b_bytes_per_s, alpha_s, t_b_s, k=1, overlap=True, factor=None):
     """Seconds of the all-reduce not hidden behind compute. Without overlap all of t_ar(S); with it the
     embeddings' s_e_bytes (final only at the end of backward) plus what the k layer buckets need beyond
     the backward time t_b_s."""
     if not overlap:
-        return t_allreduce(s_bytes, n, b_bytes_per_s, alpha_s)
-    return t_allreduce(s_e_bytes, n, b_bytes_per_s, alpha_s) + max(
-        0.0, t_allreduce(s_bytes - s_e_bytes, n, b_bytes_per_s, alpha_s, k) - t_b_s)
+        return t_allreduce(s_bytes, n, b_bytes_per_s, alpha_s, factor=factor)
+    return t_allreduce(s_e_bytes, n, b_bytes_per_s, alpha_s, factor=factor) + max(
+        0.0, t_allreduce(s_bytes - s_e_bytes, n, b_bytes_per_s, alpha_s, k, factor) - t_b_s)
 
 
 def gpt_sizes(v, c, n_layer, max_t, ffn=None):

@@ -7,7 +7,8 @@ Step time of a cell: the median of the steps after step 1 pooled over all rounds
 per-round medians. Exposed communication measured = step - t_c, t_c the same world's step on one node.
 Model: S and S_e from the model line of the logs (sizes by cost_model.gpt_sizes, checked against the
 parameter count xtrain prints), k = the bucket count xtrain prints, t_b = 2/3 t_c, alpha measured,
-B = the tbf rate (the measured goodput for "none")."""
+B = the tbf rate (the measured goodput for "none"); link bytes of a ring (the cost model of
+docs/scaling.md) and of the schedule Open MPI's MPI_Iallreduce runs (cost_model.libnbc_two_nodes_factor)."""
 import collections
 import json
 import os
@@ -55,8 +56,8 @@ def main(d, bucket_mb, rates):
     print(f"S = {s / 1e6:.1f} MB, S_e = {s_e / 1e6:.1f} MB (embeddings), {bucket_mb} MiB buckets; seconds; "
           "step: median over rounds (per-round medians in brackets)")
     print("| link | ranks | goodput Mbit/s | alpha us | t_c | step, one all-reduce | step, buckets | speed-up | "
-          "exposed one / buckets, measured | exposed one / buckets, model | losses | load |")
-    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
+          "exposed one / buckets, measured | model, ring | model, libnbc's schedule | losses | load |")
+    print("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|")
     for rate in rates:
         for n in (2, 4):
             one, bk, tc_runs = cells[(rate, n, "0", "nodes")], cells[(rate, n, bucket_mb, "nodes")], cells[("none", n, "0", "one")]
@@ -66,15 +67,17 @@ def main(d, bucket_mb, rates):
             b = (goodput.get(rate, 0) if rate == "none" else int(rate[:-4])) * 1e6 / 8
             a = statistics.median(alpha[rate]) * 1e-6
             k = bk[0]["buckets"]
-            pred = [cost_model.exposed(s, s_e, n, b, a, 2 / 3 * t_c, k, overlap=o) if b else float("nan") for o in (False, True)]
+            pred = {f: [cost_model.exposed(s, s_e, n, b, a, 2 / 3 * t_c, k, o, f) if b else float("nan")
+                        for o in (False, True)] for f in (None, cost_model.libnbc_two_nodes_factor(n))}
+            ring, nbc = pred.values()
             same = all(x["losses"] == y["losses"] for x in one for y in bk if x["rnd"] == y["rnd"])
             loads = [r["load"] for r in one + bk]
             print(f"| {rate} | {n} | {goodput.get(rate, float('nan')):.0f} | {a * 1e6:.0f} | {t_c:.2f} | "
                   f"{t_one:.2f} ({rounds(one)}) | {t_bk:.2f} ({rounds(bk)}) | {t_one / t_bk:.2f}x | "
-                  f"{t_one - t_c:.2f} / {t_bk - t_c:.2f} | {pred[0]:.2f} / {pred[1]:.2f} | "
+                  f"{t_one - t_c:.2f} / {t_bk - t_c:.2f} | {ring[0]:.2f} / {ring[1]:.2f} | {nbc[0]:.2f} / {nbc[1]:.2f} | "
                   f"{'bitwise equal' if same else 'differ'} | {min(loads):.1f}-{max(loads):.1f} |")
     tc = {n: rounds(cells[("none", n, "0", "one")]) for n in (2, 4)}
-    print(f"t_c per round: 2 ranks {tc[2]}, 4 ranks {tc[4]}; {k} buckets")
+    print(f"t_c, each run (start and end of each round): 2 ranks {tc[2]}, 4 ranks {tc[4]}; {k} buckets")
 
 
 if __name__ == "__main__":
