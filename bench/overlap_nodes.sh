@@ -36,6 +36,7 @@ MODEL=(--dim 128 --heads 4 --layers 16 --seq 64 --batch 8 --val-every 0 --log-ev
 # this machine, so both ranks would share one core.
 NODES_MPI=(--hostfile "$XT_TMP/hostfile" --mca plm_rsh_agent "$XT_LAUNCHER_DIR/rsh_agent.sh" --bind-to none
            --oversubscribe "${XT_MCA_NET[@]}")
+# shellcheck disable=SC2054  # self,vader is one MCA value, not two array elements
 ONE_NODE_MPI=(--hostfile "$XT_TMP/hostfile1" --mca plm_rsh_agent "$XT_LAUNCHER_DIR/rsh_agent.sh" --bind-to none
               --mca btl self,vader --mca oob_tcp_if_include "$XT_SUBNET")
 
