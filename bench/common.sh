@@ -2,11 +2,12 @@
 # common.sh — sourced by the bench scripts: their shared environment defaults, the benchmark workloads
 # (the one home of their model shapes, also read by bench/compare_pytorch.py through its arguments),
 # the data and tokenizer arguments, one logged training run, and the steady-state figures of a metrics
-# file (bench/steady.py). A script sets its own defaults before sourcing: `:=` keeps them.
+# file (bench/steady.py). Each script sets its own BIN, STEPS and WARMUP defaults (they differ); DATA
+# and PY given by the caller or set before sourcing are kept.
 
 XT_BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export XT_BENCH_DIR  # for the scripts' inline Python: sys.path.insert(0, os.environ["XT_BENCH_DIR"])
-: "${DATA:=data}" "${STEPS:=30}" "${WARMUP:=5}" "${PY:=python3}"
+: "${DATA:=data}" "${PY:=python3}"
 
 # xt_logdir: LOGDIR (default: a new temporary directory), created.
 xt_logdir() {
@@ -15,6 +16,7 @@ xt_logdir() {
 }
 
 # XT_DATA_ARGS: the default corpus and GPT-2 BPE files under $DATA (scripts/setup.sh fetches them).
+# shellcheck disable=SC2034  # used by the scripts that source this file
 XT_DATA_ARGS=(--data "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe")
 
 # xt_workload_model NAME: the model options of a workload, without the batch:
