@@ -15,6 +15,7 @@
 #include <string>
 
 #include "xtrain/host_collectives.h"
+#include "xtrain/timeline.h"
 
 namespace xtrain {
 
@@ -43,13 +44,20 @@ class Communicator : public HostCollectives {
     bucket_buf_ = buf, bucket_count_ = count, bucket_op_ = op;
   }
   virtual void bucketed_start(size_t offset, size_t count, const std::string& what) {
-    (void)what;
+    const double t0 = host_seconds();
     all_reduce(bucket_buf_ + offset, count, bucket_op_);
+    if (trace_) trace_->collective(what, t0, host_seconds());
   }
   virtual void bucketed_progress() {}
   virtual void bucketed_finish() {}
+  // set_trace: from now on, each bucketed collective is reported to `trace` (nullptr: none) with the
+  // host times of its start and of its completion as this rank saw it (--timeline; timeline.h).
+  // Reported by the MPI, in-process and default implementations; not yet by NCCL, whose times need
+  // CUDA events on its stream (TODO(#13)).
+  void set_trace(CollectiveTrace* trace) { trace_ = trace; }
 
  protected:
+  CollectiveTrace* trace_ = nullptr;
   float* bucket_buf_ = nullptr;  // the buffer of the bucketed all-reduce in progress
   size_t bucket_count_ = 0;
   ReduceOp bucket_op_ = ReduceOp::sum;
