@@ -6,8 +6,10 @@
 # per GPU), bf16: steady-state tok/s (median of the steps after WARMUP, default 5) at world 1, and at world NP with
 # --bucket-mb 0 (one all-reduce after backward) and 25 (overlapped); speed-up and efficiency against
 # world 1 as a markdown table (OUTDIR/table.md). Also checks that --bucket-mb 0 and 25 give the same
-# losses at world NP (bitwise equal at world 2; docs/scaling.md). With nsys on PATH, a timeline of
-# a few overlapped steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
+# losses at world NP (bitwise equal at world 2; docs/scaling.md). Then xtrain's own --timeline of both
+# configurations (OUTDIR/timeline_<config>.json, Chrome trace; bench/timeline_summary.py prints per step
+# the backward, the all-reduces and their overlap). With nsys on PATH, a timeline of a few overlapped
+# steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
 set -euo pipefail
 OUT=${1:?usage: bench/overlap_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
@@ -56,6 +58,15 @@ for name in ["gpt2-124m", "design"]:
     print(f"| {name} | {t1:,.0f} | {t0:,.0f} | {tb:,.0f} | {t0/t1:.3f}x / {tb/t1:.3f}x | "
           f"{t0/t1/n:.1%} / {tb/t1/n:.1%} | {'bitwise' if same else 'NO'} |")
 PY
+
+for name in design gpt2-124m; do
+  echo "-- --timeline: $name, world $NP, 25 MiB buckets, steps 2-4 of 5 (rank 0; ms from the backward's end)"
+  read -r -a model <<<"${CFG[$name]}"
+  "${MPI[@]}" -np "$NP" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 5 --batch $((PER_GPU[$name] * NP)) \
+    --bucket-mb 25 --timeline "$OUT/timeline_$name.json" > "$OUT/timeline_$name.log" 2>&1 ||
+    { tail -n 20 "$OUT/timeline_$name.log"; echo "FAIL: timeline run $name"; exit 1; }
+  "$PY" "$XT_BENCH_DIR/timeline_summary.py" "$OUT/timeline_$name.json"
+done
 
 if command -v nsys > /dev/null; then
   echo "-- nsys timeline: design, world $NP, 25 MiB buckets, 8 steps (rank 0)"

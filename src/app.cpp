@@ -118,8 +118,6 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     bo.local_size = launch.local_size;
     bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
     be = make_backend(bo);
-    // the timeline reads the host clock, which on a GPU sees work queued, not run (TODO(#13): CUDA events)
-    if (!o.train.timeline.empty() && be->gpu_id()) throw UsageError("--timeline is not available on GPUs yet (CPU backend only)");
   });
 
   // Tokenizer and token stream. Every rank reads its inputs; rank 0 writes the cache first so that

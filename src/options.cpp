@@ -123,7 +123,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
     ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
-    ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer; host clock, CPU backend only for now")
+    ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)");
   po::options_description sys("System");
   sys.add_options()

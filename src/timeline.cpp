@@ -1,4 +1,4 @@
-// Step timeline recorder and its Chrome trace writer (see include/xtrain/timeline.h).
+// Step timeline recorder, the host clock and the Chrome trace writer (see include/xtrain/timeline.h).
 #include "xtrain/timeline.h"
 
 #include <algorithm>
@@ -14,7 +14,17 @@ double host_seconds() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
-StepTimeline::StepTimeline(const std::vector<ParamTensor>& layout) {
+size_t HostClock::mark() {
+  marks_.push_back(host_seconds());
+  return marks_.size() - 1;
+}
+
+double HostClock::seconds(size_t id) {
+  XT_CHECK(id < marks_.size(), "HostClock: mark " << id << " of " << marks_.size());
+  return marks_[id];
+}
+
+StepTimeline::StepTimeline(const std::vector<ParamTensor>& layout, TimelineClock& compute) : compute_(compute) {
   for (const ParamTensor& p : layout) {
     const std::string block = p.name.substr(0, p.name.find('.'));  // "h3.ln1.w" -> "h3"
     blocks_.emplace_back(p.offset, block == "wte" ? "embeddings" : block == "lnf" ? "lm_head + lnf" : block);
@@ -24,14 +34,16 @@ StepTimeline::StepTimeline(const std::vector<ParamTensor>& layout) {
 void StepTimeline::begin(int step) {
   XT_CHECK(step > 0, "StepTimeline::begin: step " << step << " (steps are 1-based)");
   step_ = step;
-  mark_s_ = host_seconds();
+  spans_.clear();
+  compute_.clear();
+  mark_ = compute_.mark();
 }
 
 void StepTimeline::phase(const std::string& name) {
   if (!recording()) return;
-  const double now = host_seconds();
-  events_.push_back({name, "compute", mark_s_, now, step_});
-  mark_s_ = now;
+  const size_t now = compute_.mark();
+  spans_.push_back({name, "compute", &compute_, mark_, now});
+  mark_ = now;
 }
 
 void StepTimeline::grads_ready(size_t offset) {
@@ -42,8 +54,16 @@ void StepTimeline::grads_ready(size_t offset) {
   phase("backward " + b->second);
 }
 
-void StepTimeline::collective(const std::string& what, double start_s, double end_s) {
-  if (recording()) events_.push_back({what, "communication", start_s, end_s, step_});
+void StepTimeline::collective(const std::string& what, TimelineClock& clock, size_t start, size_t end) {
+  if (recording()) spans_.push_back({what, "communication", &clock, start, end});
+}
+
+void StepTimeline::end() {
+  if (!recording()) return;
+  for (const Span& s : spans_)
+    events_.push_back({s.name, s.track, s.clock->seconds(s.start), s.clock->seconds(s.end), step_});
+  spans_.clear();
+  step_ = 0;
 }
 
 std::string chrome_trace_json(const std::vector<TraceEvent>& events, int rank) {

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -105,8 +106,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   else if (rank == 0 && world > 1)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   // --timeline: rank 0 records steps first+1 .. first+kTimelineSteps (the first alone in a 1-step run).
+  std::unique_ptr<TimelineClock> compute_clock;  // marks on the backend's compute stream
   std::optional<StepTimeline> timeline;
-  if (rank == 0 && !cfg.timeline.empty()) timeline.emplace(model.layout());
+  if (rank == 0 && !cfg.timeline.empty()) {
+    compute_clock = be.make_timeline_clock();
+    timeline.emplace(model.layout(), *compute_clock);
+  }
   StepTimeline* tl = timeline ? &*timeline : nullptr;
   struct TraceOff {  // the communicator forgets the recorder when it goes, on every path out
     Communicator& comm;
@@ -139,9 +144,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       if (buckets) {
         buckets->finish();  // clipping and AdamW read every bucket's result
       } else {
-        const double c0 = host_seconds();
+        const size_t c0 = tl ? tl->mark() : 0;
         comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-        if (tl) tl->collective("all-reduce of the gradients", c0, host_seconds());
+        if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
       }
       if (tl) tl->phase("wait for the gradient all-reduce");
       // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
