@@ -25,7 +25,7 @@ xt_logdir
 
 case "$PYTORCH" in
   auto) if "$PY" -c "import torch" 2>/dev/null; then PYTORCH=1; else PYTORCH=0; fi ;;
-  1) "$PY" -c "import torch" || { echo "bench_gpu.sh: PYTORCH=1 but $PY cannot import torch" >&2; exit 2; } ;;
+  1) "$PY" -c "import torch" 2>/dev/null || { echo "bench_gpu.sh: PYTORCH=1 but $PY cannot import torch" >&2; exit 2; } ;;
   0) ;;
   *) echo "bench_gpu.sh: PYTORCH must be auto, 0 or 1 (got '$PYTORCH')" >&2; exit 2 ;;
 esac
