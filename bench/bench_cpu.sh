@@ -10,45 +10,38 @@
 #                                 LOGDIR=<tmp>)
 set -euo pipefail
 
-BIN=${BIN:-build}
-DATA=${DATA:-data}
-STEPS=${STEPS:-20}
-WARMUP=${WARMUP:-3}
+: "${BIN:=build}" "${STEPS:=20}" "${WARMUP:=3}"
+source "$(dirname "$0")/common.sh"
 WORLDS=${WORLDS:-"1 2"}
 ARGS=${ARGS:-""}
-LOGDIR=${LOGDIR:-$(mktemp -d)}
-mkdir -p "$LOGDIR"
+xt_logdir
 echo "# bench_cpu.sh on $(hostname): $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')"
 
 base=""
 for w in $WORLDS; do
   log="$LOGDIR/w$w.log" metrics="$LOGDIR/w$w.jsonl"
-  rm -f "$metrics"
-  cmd="mpirun --allow-run-as-root --oversubscribe -np $w $BIN/xtrain_mpi --device cpu $ARGS
-       --data $DATA/brown.txt --encoder-json $DATA/gpt2/encoder.json --vocab-bpe $DATA/gpt2/vocab.bpe
+  cmd="mpirun --allow-run-as-root --oversubscribe -np $w $BIN/xtrain_mpi --device cpu $ARGS ${XT_DATA_ARGS[*]}
        --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
   cmd=$(echo $cmd)  # one line
-  if ! $cmd >"$log" 2>&1; then
+  # shellcheck disable=SC2086  # the command is one line of words, as recorded
+  if ! xt_train "$log" "$metrics" $cmd; then
     echo "{\"world\": $w, \"error\": \"run failed, see $log\"}"
-    tail -5 "$log" >&2
     continue
   fi
-  out=$(python3 - "$w" "$log" "$metrics" "$WARMUP" "$cmd" "$base" <<'PY'
-import json, re, sys
+  out=$("$PY" - "$w" "$log" "$metrics" "$WARMUP" "$cmd" "$base" <<'PY'
+import json, os, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
 w, log, metrics, warmup, cmd, base = sys.argv[1:7]
-text = open(log).read()
-batch, T = map(int, re.search(r"batch  \| (\d+) sequences x (\d+) tokens", text).groups())
-rows = [json.loads(l) for l in open(metrics) if l.strip()]
-steps = [r for r in rows if r.get("type") == "train" and r["step"] > int(warmup)]
-ms = sum(r["ms"] for r in steps) / len(steps)
-tok_s = batch * T / (ms / 1e3)
-rec = {"world": int(w), "tok_per_s": round(tok_s), "step_ms": round(ms, 2), "timed_steps": len(steps),
-       "model": text.split("model  | ")[1].split("\n")[0], "command": cmd}
+s = steady(metrics, int(warmup))
+rec = {"world": int(w), "tok_per_s": round(s["tok_per_s"]), "step_ms": round(s["step_ms"], 2),
+       "timed_steps": s["timed_steps"], "model": open(log).read().split("model  | ")[1].split("\n")[0],
+       "command": cmd}
 if base:
-    rec["speedup_vs_world1"] = round(tok_s / float(base), 3)
+    rec["speedup_vs_world1"] = round(s["tok_per_s"] / float(base), 3)
 print(json.dumps(rec))
 PY
 )
   echo "$out"
-  [[ -z "$base" && "$w" == 1 ]] && base=$(python3 -c "import json,sys; print(json.loads(sys.argv[1])['tok_per_s'])" "$out")
+  [[ -z "$base" && "$w" == 1 ]] && base=$("$PY" -c "import json,sys; print(json.loads(sys.argv[1])['tok_per_s'])" "$out")
 done

@@ -7,59 +7,71 @@
 # records; convention and peak table in src/mfu.cpp, against the peak of the run's dtype): the
 # harmonic mean of the timed steps' figures, which is the MFU at the mean step time. null where xtrain
 # prints none (a GPU not in its table).
+# Where python3 has torch, each run is followed in the same call by bench/compare_pytorch.py on the same
+# workload arguments, dtype and steps (eager and torch.compile), and its record adds pytorch_eager and
+# pytorch_compile (tok/s) and the ratios xtrain_over_eager and xtrain_over_compile; PYTORCH=0 leaves
+# them out, PYTORCH=1 requires torch.
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
 #                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>
-#                                        ATTENTION=auto, passed as --attention)
+#                                        ATTENTION=auto, passed as --attention; PYTORCH=auto PY=python3)
 set -euo pipefail
 
-BIN=${BIN:-build-gpu}
-DATA=${DATA:-data}
-STEPS=${STEPS:-30}
-WARMUP=${WARMUP:-5}
+: "${BIN:=build-gpu}" "${STEPS:=30}" "${WARMUP:=5}"
+source "$(dirname "$0")/common.sh"
 DTYPES=${DTYPES:-"fp32 bf16"}
 WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
 ATTENTION=${ATTENTION:-auto}
-LOGDIR=${LOGDIR:-$(mktemp -d)}
-mkdir -p "$LOGDIR"
+PYTORCH=${PYTORCH:-auto}
+xt_logdir
 
-workload_args() {
-  case "$1" in
-    seed) echo "--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256 --batch 32" ;;
-    gpt2_124m) echo "--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024 --batch 16" ;;
-    *) echo "unknown workload $1" >&2; exit 2 ;;
-  esac
-}
+case "$PYTORCH" in
+  auto) if "$PY" -c "import torch" 2>/dev/null; then PYTORCH=1; else PYTORCH=0; fi ;;
+  1) "$PY" -c "import torch" 2>/dev/null || { echo "bench_gpu.sh: PYTORCH=1 but $PY cannot import torch" >&2; exit 2; } ;;
+  0) ;;
+  *) echo "bench_gpu.sh: PYTORCH must be auto, 0 or 1 (got '$PYTORCH')" >&2; exit 2 ;;
+esac
 
 for w in $WORKLOADS; do
+  args=$(xt_workload_args "$w")
   for d in $DTYPES; do
-    log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl"
-    rm -f "$metrics"
-    cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $(workload_args "$w")
-         --data $DATA/brown.txt --encoder-json $DATA/gpt2/encoder.json --vocab-bpe $DATA/gpt2/vocab.bpe
+    log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl" torch_log="$LOGDIR/$w.$d.pytorch.log"
+    cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $args
+         ${XT_DATA_ARGS[*]}
          --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
     cmd=$(echo $cmd)  # one line
-    if ! $cmd >"$log" 2>&1; then
+    # shellcheck disable=SC2086  # the command is one line of words, as recorded
+    if ! xt_train "$log" "$metrics" $cmd; then
       echo "{\"workload\": \"$w\", \"dtype\": \"$d\", \"error\": \"run failed, see $log\"}"
-      tail -5 "$log" >&2
       continue
     fi
-    python3 - "$w" "$d" "$metrics" "$WARMUP" "$cmd" <<'EOF'
-import json, sys
-w, d, metrics, warmup, cmd = sys.argv[1:6]
-rows = [json.loads(l) for l in open(metrics) if l.strip()]
-train = [r for r in rows if r.get("type") == "train"]
-final = [r for r in rows if r.get("type") == "final"][-1]
-steps = [r for r in train if r["step"] > int(warmup)]
-ms = sum(r["ms"] for r in steps) / len(steps)
-tokens_per_step = final["tokens_seen"] // final["step"]
-tok_s = tokens_per_step / (ms / 1e3)
-# mfu is proportional to 1/ms, so the harmonic mean over the steps is the MFU at their mean step time.
-mfu = len(steps) / sum(1 / r["mfu"] for r in steps) if all("mfu" in r for r in steps) else None
-peak = final.get("peak_memory_bytes")
-print(json.dumps({"workload": w, "dtype": d, "tok_per_s": round(tok_s), "step_ms": round(ms, 2),
-                  "peak_device_mib": round(peak / 2**20) if peak else None,
-                  "mfu": round(mfu, 4) if mfu is not None else None, "params": final["params"],
-                  "timed_steps": len(steps), "final_loss": train[-1]["loss"], "command": cmd}))
+    : >"$torch_log"
+    if [[ $PYTORCH == 1 ]]; then
+      # shellcheck disable=SC2086
+      "$PY" "$XT_BENCH_DIR/compare_pytorch.py" $args --encoder-json "$DATA/gpt2/encoder.json" --dtype "$d" \
+        --steps "$STEPS" --bench-warmup "$WARMUP" >"$torch_log" 2>&1 || tail -5 "$torch_log" >&2
+    fi
+    "$PY" - "$w" "$d" "$metrics" "$WARMUP" "$cmd" "$torch_log" <<'EOF'
+import json, os, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
+w, d, metrics, warmup, cmd, torch_log = sys.argv[1:7]
+s = steady(metrics, int(warmup))
+rec = {"workload": w, "dtype": d, "tok_per_s": round(s["tok_per_s"]), "step_ms": round(s["step_ms"], 2),
+       "peak_device_mib": round(s["peak_device_mib"]) if s["peak_device_mib"] else None,
+       "mfu": round(s["mfu"], 4) if s["mfu"] is not None else None, "params": s["params"],
+       "timed_steps": s["timed_steps"], "final_loss": s["final_loss"], "command": cmd}
+# PyTorch figures (compare_pytorch.py: one JSON line per mode, or "skipped: ..."), beside xtrain's.
+lines = open(torch_log).read().splitlines()
+for line in lines:
+    if line.startswith("{"):
+        t = json.loads(line)
+        rec[f"pytorch_{t['mode']}"] = t["tok_per_s"]
+        rec[f"xtrain_over_{t['mode']}"] = round(s["tok_per_s"] / t["tok_per_s"], 3)
+    elif line.startswith("skipped:"):
+        rec["pytorch"] = line
+if lines and not any(k.startswith("pytorch") for k in rec):
+    rec["pytorch"] = f"failed, see {torch_log}"
+print(json.dumps(rec))
 EOF
   done
 done

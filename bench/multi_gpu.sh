@@ -7,39 +7,43 @@
 # and NP (32 sequences per GPU, bf16) with the speed-up, and the time a job needs to end after
 # kill -9 of rank 1. `nvidia-smi topo -m` goes to OUTDIR/topo.txt. Exits non-zero when a gate fails
 # (after the other measurements) or a run fails (at once).
+# Env: BIN=build-gpu/xtrain_mpi DATA=data STEPS=40 WARMUP=5 (seed-config runs: steps, steps left out of tok/s).
 set -euo pipefail
 OUT=${1:?usage: bench/multi_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
 BIN=${BIN:-build-gpu/xtrain_mpi}
+: "${STEPS:=40}" "${WARMUP:=5}"
+source "$(dirname "$0")/common.sh"
 mkdir -p "$OUT"
 MPI=(mpirun --allow-run-as-root --bind-to none)
-D=(--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/gpt2/vocab.bpe)
+D=("${XT_DATA_ARGS[@]}")
 GATE=(--dim 256 --heads 8 --kv-heads 4 --layers 4 --seq 256 --batch 32 --steps 30 --val-every 0 --log-every 10 --device cuda)
-SEED=(--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256 --steps 40 --val-every 0 --log-every 20
-      --device cuda --dtype bf16)
+read -r -a SEED <<<"$(xt_workload_model seed)"
+SEED+=(--steps "$STEPS" --val-every 0 --log-every 20 --device cuda --dtype bf16)
 nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true; cat "$OUT/topo.txt"
 [[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
 
 echo "== gates (tests/test_gpu_gates.sh; logs in $OUT/gates)"
 gates_rc=0
-XTRAIN_BIN_DIR=$(dirname "$BIN") XTRAIN_DATA_DIR=data bash tests/test_gpu_gates.sh "$OUT/gates" || gates_rc=$?
+XTRAIN_BIN_DIR=$(dirname "$BIN") XTRAIN_DATA_DIR="$DATA" bash tests/test_gpu_gates.sh "$OUT/gates" || gates_rc=$?
 echo "== placement (world 2, mpirun)"; grep -A2 "^rank " "$OUT/gates/mpi_fp32_w2.log" || true
 
 echo "== duplicate GPU: CUDA_VISIBLE_DEVICES=0 for both ranks"
 rc=0; CUDA_VISIBLE_DEVICES=0 timeout 120 "${MPI[@]}" -np 2 "$BIN" "${D[@]}" "${GATE[@]}" --steps 2 > "$OUT/dup.log" 2>&1 || rc=$?
 echo "exit $rc: $(grep -m1 '^rank' "$OUT/dup.log" || echo 'no rank line')"
 
-echo "== throughput, seed config, 32 sequences per GPU, bf16 (tok/s = median of steps 6..40)"
+echo "== throughput, seed config, 32 sequences per GPU, bf16 (tok/s = median of steps $((WARMUP + 1))..$STEPS)"
 for np in 1 "$NP"; do
   "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${SEED[@]}" --batch $((32 * np)) --metrics "$OUT/seed_w$np.jsonl" \
     > "$OUT/seed_w$np.log" 2>&1 || { tail -n 20 "$OUT/seed_w$np.log"; echo "FAIL: seed run at world $np"; exit 1; }
 done
-python3 - "$OUT" "$NP" <<'PY'
-import json, statistics, sys
-out, np_ = sys.argv[1], int(sys.argv[2])
+"$PY" - "$OUT" "$NP" "$WARMUP" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
+out, np_, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
 def toks(w):
-    rs = [json.loads(l) for l in open(f"{out}/seed_w{w}.jsonl")]
-    return statistics.median(r["tok_per_s"] for r in rs if r.get("type") == "train" and r["step"] > 5)
+    return steady(f"{out}/seed_w{w}.jsonl", warmup)["median_tok_per_s"]
 t1, tn = toks(1), toks(np_)
 print(f"world 1: {t1:,.0f} tok/s; world {np_}: {tn:,.0f} tok/s; speed-up {tn/t1:.2f}x, efficiency {tn/t1/np_:.1%}")
 PY

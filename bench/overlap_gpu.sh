@@ -3,27 +3,29 @@
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/overlap_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # For GPT-2 124M (T 1024, 32 sequences per GPU) and the design configuration (T 256, 64 sequences
-# per GPU), bf16: steady-state tok/s (median of the steps after 5) at world 1, and at world NP with
+# per GPU), bf16: steady-state tok/s (median of the steps after WARMUP, default 5) at world 1, and at world NP with
 # --bucket-mb 0 (one all-reduce after backward) and 25 (overlapped); speed-up and efficiency against
 # world 1 as a markdown table (OUTDIR/table.md). Also checks that --bucket-mb 0 and 25 give the same
-# losses at world NP (bitwise equal at world 2; docs/scaling.md). With nsys on PATH, a timeline of
-# a few overlapped steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
+# losses at world NP (bitwise equal at world 2; docs/scaling.md). Then xtrain's own --timeline of both
+# configurations (OUTDIR/timeline_<config>.json, Chrome trace; bench/timeline_summary.py prints per step
+# the backward, the all-reduces and their overlap). With nsys on PATH, a timeline of a few overlapped
+# steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
 set -euo pipefail
 OUT=${1:?usage: bench/overlap_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
 BIN=${BIN:-build-gpu/xtrain_mpi}
-STEPS=${STEPS:-40}
+: "${STEPS:=40}" "${WARMUP:=5}"
+source "$(dirname "$0")/common.sh"
 mkdir -p "$OUT"
 [[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
 MPI=(mpirun --allow-run-as-root --bind-to none)
-D=(--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/gpt2/vocab.bpe)
+D=("${XT_DATA_ARGS[@]}")
 COMMON=(--device cuda --dtype bf16 --val-every 0 --log-every 10 --steps "$STEPS")
-GPT2=(--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024)
-DESIGN=(--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256)
-declare -A CFG=([gpt2-124m]="${GPT2[*]}" [design]="${DESIGN[*]}")
+declare -A CFG=([gpt2-124m]="$(xt_workload_model gpt2-124m)" [design]="$(xt_workload_model design)")
 declare -A PER_GPU=([gpt2-124m]=32 [design]=64)
 
-"$BIN" "${D[@]}" "${DESIGN[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
+read -r -a design <<<"${CFG[design]}"
+"$BIN" "${D[@]}" "${design[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
   { tail -n 20 "$OUT/cache.log"; echo "FAIL: token cache run"; exit 1; }
 run() {  # run NAME NP BUCKET_MB: one training run, metrics in OUTDIR/NAME_wNP_bBUCKET.jsonl
   local name=$1 np=$2 mb=$3 tag="$1_w$2_b$3"
@@ -39,21 +41,32 @@ for name in design gpt2-124m; do
   run "$name" "$NP" 25
 done
 
-python3 - "$OUT" "$NP" <<'PY' | tee "$OUT/table.md"
-import json, statistics, sys
-out, n = sys.argv[1], int(sys.argv[2])
-def recs(tag):
-    return [json.loads(l) for l in open(f"{out}/{tag}.jsonl") if '"train"' in l]
+"$PY" - "$OUT" "$NP" "$WARMUP" <<'PY' | tee "$OUT/table.md"
+import os, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
+out, n, warmup = sys.argv[1], int(sys.argv[2]), int(sys.argv[3])
+def run(tag):
+    return steady(f"{out}/{tag}.jsonl", warmup)
 def toks(tag):
-    return statistics.median(r["tok_per_s"] for r in recs(tag) if r["step"] > 5)
+    return run(tag)["median_tok_per_s"]
 print(f"| config | world 1 tok/s | world {n}, one all-reduce | world {n}, 25 MiB buckets | speed-up (one / buckets) | efficiency (one / buckets) | losses equal |")
 print("|---|---:|---:|---:|---:|---:|---|")
 for name in ["gpt2-124m", "design"]:
     t1, t0, tb = toks(f"{name}_w1_b0"), toks(f"{name}_w{n}_b0"), toks(f"{name}_w{n}_b25")
-    same = [r["loss"] for r in recs(f"{name}_w{n}_b0")] == [r["loss"] for r in recs(f"{name}_w{n}_b25")]
+    same = run(f"{name}_w{n}_b0")["losses"] == run(f"{name}_w{n}_b25")["losses"]
     print(f"| {name} | {t1:,.0f} | {t0:,.0f} | {tb:,.0f} | {t0/t1:.3f}x / {tb/t1:.3f}x | "
           f"{t0/t1/n:.1%} / {tb/t1/n:.1%} | {'bitwise' if same else 'NO'} |")
 PY
+
+for name in design gpt2-124m; do
+  echo "-- --timeline: $name, world $NP, 25 MiB buckets, steps 2-4 of 5 (rank 0; ms from the backward's end)"
+  read -r -a model <<<"${CFG[$name]}"
+  "${MPI[@]}" -np "$NP" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 5 --batch $((PER_GPU[$name] * NP)) \
+    --bucket-mb 25 --timeline "$OUT/timeline_$name.json" > "$OUT/timeline_$name.log" 2>&1 ||
+    { tail -n 20 "$OUT/timeline_$name.log"; echo "FAIL: timeline run $name"; exit 1; }
+  "$PY" "$XT_BENCH_DIR/timeline_summary.py" "$OUT/timeline_$name.json"
+done
 
 if command -v nsys > /dev/null; then
   echo "-- nsys timeline: design, world $NP, 25 MiB buckets, 8 steps (rank 0)"

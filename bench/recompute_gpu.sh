@@ -11,15 +11,12 @@
 #                                  RECOMPUTE="0 1 2" LOGDIR=<tmp>)
 set -euo pipefail
 
-BIN=${BIN:-build-gpu}
-DATA=${DATA:-data}
-STEPS=${STEPS:-20}
-WARMUP=${WARMUP:-5}
+: "${BIN:=build-gpu}" "${STEPS:=20}" "${WARMUP:=5}"
+source "$(dirname "$0")/common.sh"
 BATCHES=${BATCHES:-"16 32 64"}
 RECOMPUTE=${RECOMPUTE:-"0 1 2"}
-LOGDIR=${LOGDIR:-$(mktemp -d)}
-mkdir -p "$LOGDIR"
-MODEL="--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024"
+xt_logdir
+MODEL=$(xt_workload_model gpt2_124m)
 
 echo "GPT-2 124M, bf16, one GPU ($(nvidia-smi --query-gpu=name --format=csv,noheader -i 0 2>/dev/null || echo unknown GPU)), $STEPS steps, tok/s after step $WARMUP; logs in $LOGDIR"
 echo
@@ -28,13 +25,11 @@ echo "|---|---|---|---|---|---|"
 for b in $BATCHES; do
   for r in $RECOMPUTE; do
     log="$LOGDIR/b$b.r$r.log" metrics="$LOGDIR/b$b.r$r.jsonl"
-    rm -f "$metrics"
     cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype bf16 $MODEL --batch $b
-         --recompute $r --data $DATA/brown.txt --encoder-json $DATA/gpt2/encoder.json
-         --vocab-bpe $DATA/gpt2/vocab.bpe --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
+         --recompute $r ${XT_DATA_ARGS[*]} --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
     cmd=$(echo $cmd)  # one line
-    echo "$cmd" > "$LOGDIR/b$b.r$r.cmd"
-    if ! $cmd >"$log" 2>&1; then
+    # shellcheck disable=SC2086  # the command is one line of words, as recorded
+    if ! xt_train "$log" "$metrics" $cmd 2>/dev/null; then
       if grep -q "the model needs about" "$log"; then
         note="does not fit: $(grep -o 'needs about [0-9.]* GiB per rank' "$log" | head -1 || true) (memory estimate)"
       elif grep -qi "out of memory" "$log"; then
@@ -45,18 +40,15 @@ for b in $BATCHES; do
       echo "| $b | $r | - | - | - | $note (see $log) |"
       continue
     fi
-    python3 - "$b" "$r" "$metrics" "$WARMUP" <<'PY'
-import json, sys
+    "$PY" - "$b" "$r" "$metrics" "$WARMUP" <<'PY'
+import os, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
 b, r, metrics, warmup = sys.argv[1:5]
-rows = [json.loads(l) for l in open(metrics) if l.strip()]
-train = [x for x in rows if x.get("type") == "train"]
-final = [x for x in rows if x.get("type") == "final"][-1]
-timed = [x for x in train if x["step"] > int(warmup)]
-ms = sum(x["ms"] for x in timed) / len(timed)
-tok_s = final["tokens_seen"] // final["step"] / (ms / 1e3)
-peak = final.get("peak_memory_bytes")
-print(f"| {b} | {r} | {tok_s:,.0f} | {peak / 2**20:,.0f} | {train[-1]['loss']!r} | |" if peak else
-      f"| {b} | {r} | {tok_s:,.0f} | - | {train[-1]['loss']!r} | no peak memory recorded |")
+s = steady(metrics, int(warmup))
+peak = s["peak_device_mib"]
+print(f"| {b} | {r} | {s['tok_per_s']:,.0f} | {peak:,.0f} | {s['final_loss']!r} | |" if peak else
+      f"| {b} | {r} | {s['tok_per_s']:,.0f} | - | {s['final_loss']!r} | no peak memory recorded |")
 PY
   done
 done

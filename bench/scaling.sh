@@ -17,6 +17,7 @@ Environment:
   DEVICE     cuda (default) or cpu: a dry run of the script itself with a tiny model, worlds 1 2
   WORLDS     world sizes to measure (default: 1 2 4 8, those not above the visible GPUs)
   LAUNCHERS  default: "threads mpi"
+  DATA       corpus and GPT-2 BPE files (default: data)
   STEPS      optimizer steps per run (default 40; cpu: 8); WARMUP: steps left out of tok/s and
              utilisation (default 5; cpu: 2)
 Output: OUTDIR/scaling.json, OUTDIR/<launcher>_w<N>.{log,jsonl,util.csv}; a markdown table on stdout.
@@ -32,8 +33,8 @@ BIN_DIR=${BIN_DIR:-build-gpu}
 DEVICE=${DEVICE:-cuda}
 LAUNCHERS=${LAUNCHERS:-threads mpi}
 [[ $DEVICE == cuda || $DEVICE == cpu ]] || die "DEVICE must be cuda or cpu (got '$DEVICE')"
-DATA_ARGS=(--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/gpt2/vocab.bpe)
-for f in data/brown.txt data/gpt2/encoder.json data/gpt2/vocab.bpe; do
+source "$(dirname "$0")/common.sh"
+for f in "$DATA/brown.txt" "$DATA/gpt2/encoder.json" "$DATA/gpt2/vocab.bpe"; do
   [[ -f $f ]] || die "$f missing: run from the repository root after scripts/setup.sh"
 done
 for b in xtrain_threads xtrain_mpi; do [[ -x "$BIN_DIR/$b" ]] || die "$BIN_DIR/$b not found (set BIN_DIR)"; done
@@ -44,7 +45,8 @@ case "$DEVICE" in
     command -v nvidia-smi >/dev/null || die "nvidia-smi not found (DEVICE=cpu for a dry run)"
     NGPU=$(nvidia-smi -L | grep -c '^GPU' || true)
     ((NGPU >= 1)) || die "no GPU visible"
-    MODEL=(--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256 --dtype bf16 --device cuda)
+    read -r -a MODEL <<<"$(xt_workload_model design)"
+    MODEL+=(--dtype bf16 --device cuda)
     PER_RANK=32 STEPS=${STEPS:-40} WARMUP=${WARMUP:-5}
     WORLDS=${WORLDS:-1 2 4 8}
     ;;
@@ -57,7 +59,7 @@ case "$DEVICE" in
   *) die "DEVICE must be cuda or cpu (got '$DEVICE')" ;;
 esac
 ((STEPS > WARMUP + 1)) || die "STEPS ($STEPS) must exceed WARMUP + 1 ($((WARMUP + 1)))"
-COMMON=("${DATA_ARGS[@]}" "${MODEL[@]}" --steps "$STEPS" --val-every 0 --log-every 10 --warmup 2)
+COMMON=("${XT_DATA_ARGS[@]}" "${MODEL[@]}" --steps "$STEPS" --val-every 0 --log-every 10 --warmup 2)
 MPI=(mpirun --allow-run-as-root --bind-to none)
 mkdir -p "$OUT"
 
@@ -101,25 +103,24 @@ for launcher in $LAUNCHERS; do
   done
 done
 
-python3 - "$OUT" "$DEVICE" "$WARMUP" "$PER_RANK" "${RUNS[@]}" <<'PY'
-import json, statistics, sys
+"$PY" - "$OUT" "$DEVICE" "$WARMUP" "$PER_RANK" "${RUNS[@]}" <<'PY'
+import json, os, statistics, sys
+sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+from steady import steady
 out, device, warmup, per_rank, runs = sys.argv[1], sys.argv[2], int(sys.argv[3]), int(sys.argv[4]), sys.argv[5:]
 rows = []
 for run in runs:
     launcher, world = run.split(":")
     world = int(world)
     base = f"{out}/{launcher}_w{world}"
-    steady = [r["tok_per_s"] for r in map(json.loads, open(f"{base}.jsonl"))
-              if r.get("type") == "train" and r["step"] > warmup]
-    if not steady:
-        sys.exit(f"scaling.sh: error: {base}.jsonl has no train records after step {warmup}")
+    s = steady(f"{base}.jsonl", warmup)
     util = []
     for line in open(f"{base}.util.csv"):
         idx, u = (x.strip() for x in line.split(",")[:2])
         if idx.isdigit() and int(idx) < world and u.replace(".", "").isdigit():
             util.append(float(u))
     rows.append({"launcher": launcher, "world": world, "batch": per_rank * world,
-                 "tok_per_s": statistics.median(steady), "steady_steps": len(steady),
+                 "tok_per_s": s["median_tok_per_s"], "steady_steps": s["timed_steps"],
                  "gpu_util_pct": statistics.mean(util) if util else None, "util_samples": len(util)})
 for r in rows:
     base = next(x for x in rows if x["launcher"] == r["launcher"] and x["world"] == 1) if any(

@@ -2,9 +2,10 @@
 # Runs on a 2-GPU machine from the repository root (build-gpu/xtrain_mpi, data/), output in $OUT.
 # SIGSTOP of rank 1 (alive but silent, so mpirun sees no dead process): rank 0 must leave the NCCL
 # collective through the --comm-timeout watchdog, name rank, step and operation, and end the job.
+source "$(dirname "$0")/common.sh"
 BIN=build-gpu/xtrain_mpi
-D="--data data/brown.txt --encoder-json data/gpt2/encoder.json --vocab-bpe data/gpt2/vocab.bpe"
-mpirun --allow-run-as-root --bind-to none -np 2 $BIN $D --device cuda --dtype bf16 --dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256 --batch 64 --steps 100000 --val-every 0 --log-every 50 --comm-timeout 10 > $OUT/stall.log 2>&1 &
+D="${XT_DATA_ARGS[*]} $(xt_workload_model design)"
+mpirun --allow-run-as-root --bind-to none -np 2 $BIN $D --device cuda --dtype bf16 --batch 64 --steps 100000 --val-every 0 --log-every 50 --comm-timeout 10 > $OUT/stall.log 2>&1 &
 job=$!
 victim=""
 for _ in $(seq 600); do

@@ -55,6 +55,7 @@ target_sources(xtrain_core PRIVATE
   src/cuda/allocator.cpp
   src/cuda/cuda_backend.cpp
   src/cuda/comm_nccl.cpp
+  src/cuda/event_clock.cpp
   src/cuda/adamw.cu
   src/cuda/attention.cu
   src/cuda/attention_decode.cu

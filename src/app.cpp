@@ -98,14 +98,15 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     if (rank == 0) {
       check_writable(o.train.ckpt, "--ckpt");
       check_writable(o.train.metrics, "--metrics");
+      check_writable(o.train.timeline, "--timeline");
     }
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
     check_input(o.data, "--data");
     if (!o.no_cache) check_input(o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache, "--tokens-cache");
-    check_input(o.tokenizer_json, "--tokenizer-json");
-    check_input(o.encoder_json, "--encoder-json");
-    check_input(o.vocab_bpe, "--vocab-bpe");
+    check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
+    check_input(o.tokenizer.encoder_json, "--encoder-json");
+    check_input(o.tokenizer.vocab_bpe, "--vocab-bpe");
   });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).
@@ -134,7 +135,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     Loaded got = agree_while_working(mpi, [o, rank, log_prefix, rank0_phase] {
       Loaded l;
       if ((rank == 0) != rank0_phase) return l;
-      l.tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer_json, o.encoder_json, o.vocab_bpe));
+      l.tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer));
       l.tokens = o.no_cache ? encode_with_progress(*l.tok, read_file(o.data), o.data, rank)
                             : load_tokens(o.data, *l.tok, o.tokens_cache, rank == 0, log_prefix, rank);
       return l;

@@ -118,7 +118,7 @@ class MpiCommunicator final : public Communicator {
     std::copy(bucket_buf_ + offset, bucket_buf_ + offset + count, send_.begin() + offset);
     for (size_t off = offset; off < offset + count; off += INT_MAX) {
       const int n = static_cast<int>(std::min<size_t>(INT_MAX, offset + count - off));
-      pending_.push_back({MPI_REQUEST_NULL, what});
+      pending_.push_back({MPI_REQUEST_NULL, what, tracing() ? trace_clock().mark() : 0});
       XT_MPI_CHECK(MPI_Iallreduce(send_.data() + off, bucket_buf_ + off, n, MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD,
                                   &pending_.back().req));
     }
@@ -126,12 +126,17 @@ class MpiCommunicator final : public Communicator {
   void bucketed_progress() override {
     for (Pending& p : pending_) {
       int done = 0;
-      if (p.req != MPI_REQUEST_NULL) XT_MPI_CHECK(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE));
+      if (p.req == MPI_REQUEST_NULL) continue;
+      XT_MPI_CHECK(MPI_Test(&p.req, &done, MPI_STATUS_IGNORE));
+      if (done && tracing()) trace_->collective(p.what, trace_clock(), p.start, trace_clock().mark());  // seen now
     }
   }
   void bucketed_finish() override {
-    for (Pending& p : pending_)
-      if (p.req != MPI_REQUEST_NULL) host_.wait(p.req, p.what.c_str());
+    for (Pending& p : pending_) {
+      if (p.req == MPI_REQUEST_NULL) continue;
+      host_.wait(p.req, p.what.c_str());
+      if (tracing()) trace_->collective(p.what, trace_clock(), p.start, trace_clock().mark());
+    }
     pending_.clear();
     if (bucket_op_ == ReduceOp::avg && world_size() > 1) {
       const float inv = 1.0f / static_cast<float>(world_size());
@@ -155,6 +160,7 @@ class MpiCommunicator final : public Communicator {
   struct Pending {
     MPI_Request req;
     std::string what;  // names the bucket in the timeout error
+    size_t start;      // trace_clock() mark at MPI_Iallreduce (--timeline)
   };
   std::vector<Pending> pending_;  // the bucketed all-reduce's collectives, in start order
 };

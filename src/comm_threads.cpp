@@ -166,7 +166,9 @@ class ThreadCommunicator final : public Communicator {
   // as in all_reduce, so the result is the same bitwise); no overlap, the bucket named on a timeout.
   void bucketed_start(size_t offset, size_t count, const std::string& what) override {
     const float scale = bucket_op_ == ReduceOp::avg && world_size() > 1 ? 1.0f / static_cast<float>(world_size()) : 1.0f;
+    const size_t start = tracing() ? trace_clock().mark() : 0;
     world_.all_reduce<float>(call(what.c_str()), bucket_buf_ + offset, count, ThreadWorld::Op::sum, scale);
+    if (tracing()) trace_->collective(what, trace_clock(), start, trace_clock().mark());
   }
   void broadcast(float* buf, size_t count, int root) override {
     world_.broadcast(call("broadcast"), buf, count * sizeof(float), root);

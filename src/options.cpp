@@ -13,7 +13,7 @@
 #include "xtrain/error.h"
 #include "xtrain/export.h"
 #include "xtrain/io.h"
-#include "xtrain/tokenizer.h"
+#include "xtrain/tokenizer_options.h"
 
 namespace po = boost::program_options;
 
@@ -27,10 +27,12 @@ namespace {
 void check_paths(const RunOptions& o) {
   const std::string cache = o.no_cache ? std::string() : o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache;
   const std::pair<const char*, std::string> files[] = {
-      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.encoder_json},
-      {"--vocab-bpe", o.vocab_bpe}, {"--tokenizer-json", o.tokenizer_json}, {"--resume", o.train.resume},
-      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}};
-  auto is_output = [](const std::string& opt) { return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics"; };
+      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.tokenizer.encoder_json},
+      {"--vocab-bpe", o.tokenizer.vocab_bpe}, {"--tokenizer-json", o.tokenizer.tokenizer_json}, {"--resume", o.train.resume},
+      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  auto is_output = [](const std::string& opt) {
+    return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics" || opt == "--timeline";
+  };
   for (size_t i = 0; i < std::size(files); ++i)
     for (size_t j = i + 1; j < std::size(files); ++j) {
       const auto& [a, pa] = files[i];
@@ -82,15 +84,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto";
-  std::pair<bool, bool> tokenizer_files_given;  // --encoder-json, --vocab-bpe given on the command line
   po::options_description data("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache file (default: <data>.tokcache)")
-    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
-    ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json")
-    ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe (merges)")
-    ("tokenizer-json", po::value(&o.tokenizer_json)->default_value(""), "Hugging Face tokenizer.json (instead of encoder/vocab)")
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
+  add_tokenizer_options(data, o.tokenizer);
+  data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
@@ -123,6 +123,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
     ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
+    ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)");
   po::options_description sys("System");
   sys.add_options()
@@ -161,7 +162,6 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     parsed.options = std::move(last);
     po::store(parsed, vm);
     po::notify(vm);
-    tokenizer_files_given = {!vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted()};
   } catch (const po::error& e) {
     throw UsageError(e.what());
   }
@@ -180,7 +180,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   }
   o.canonical = canonical_options(all, vm);
   t.seed = parse_seed(seed);
-  check_tokenizer_choice(o.tokenizer_json, tokenizer_files_given.first, tokenizer_files_given.second);
+  read_tokenizer_options(vm, o.tokenizer);
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
   o.attention = parse_attention(attention);

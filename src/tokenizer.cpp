@@ -420,4 +420,8 @@ Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& e
   return Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
 }
 
+Tokenizer load_tokenizer(const TokenizerFiles& files) {
+  return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+}
+
 }  // namespace xtrain

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
@@ -18,6 +19,7 @@
 #include "xtrain/mfu.h"
 #include "xtrain/run_summary.h"
 #include "xtrain/stop_signal.h"
+#include "xtrain/timeline.h"
 
 namespace xtrain {
 
@@ -33,6 +35,8 @@ uint64_t params_hash(GPT& model, Backend& be) {
 // the second step (device memory allocation, library handles and heuristics, kernel loading): the
 // user sees why it was slow and that it is not the pace. A CPU step that is simply slow is not named.
 constexpr double kWarmupNoteSeconds = 3.0;
+// --timeline records this many steps after the first of the run (which carries the warm-up costs).
+constexpr int kTimelineSteps = 3;
 }  // namespace
 
 void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what) {
@@ -101,25 +105,50 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
                 buckets->num_buckets(), cfg.bucket_mb);
   else if (rank == 0 && world > 1)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
+  // --timeline: rank 0 records steps first+1 .. first+kTimelineSteps (the first alone in a 1-step run).
+  std::unique_ptr<TimelineClock> compute_clock;  // marks on the backend's compute stream
+  std::optional<StepTimeline> timeline;
+  if (rank == 0 && !cfg.timeline.empty()) {
+    compute_clock = be.make_timeline_clock();
+    timeline.emplace(model.layout(), *compute_clock);
+  }
+  StepTimeline* tl = timeline ? &*timeline : nullptr;
+  struct TraceOff {  // the communicator forgets the recorder when it goes, on every path out
+    Communicator& comm;
+    ~TraceOff() { comm.set_trace(nullptr); }
+  } trace_off{comm};
+  comm.set_trace(tl);
+  const int timeline_first = end > res.first_step ? res.first_step + 1 : res.first_step;
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
       auto t0 = std::chrono::steady_clock::now();
+      if (tl && step >= timeline_first && step < timeline_first + kTimelineSteps) tl->begin(step);
       model.zero_grads();
       double loss_sum = 0;
       for (int k = 0; k < K; ++k) {
         fill_batch(data, cfg, step, k, rank, world, &batch);
         drop.seq_keys.swap(batch.dropout_keys);
         loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
-        if (buckets && k == K - 1) {  // only the last micro-step's gradients are final
-          buckets->begin(model.grads(), n, ReduceOp::avg);
-          model.set_grad_ready_hook([&](size_t offset) { buckets->ready(offset); });
-        }
+        if (tl) tl->phase("forward");
+        const bool reduce = buckets && k == K - 1;  // only the last micro-step's gradients are final
+        if (reduce) buckets->begin(model.grads(), n, ReduceOp::avg);
+        if (reduce || (tl && tl->recording()))
+          model.set_grad_ready_hook([&, reduce](size_t offset) {
+            if (tl) tl->grads_ready(offset);  // this block's backward has ended
+            if (reduce) buckets->ready(offset);
+          });
         model.backward();
         model.set_grad_ready_hook(nullptr);
       }
-      if (buckets) buckets->finish();  // clipping and AdamW read every bucket's result
-      else comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+      if (buckets) {
+        buckets->finish();  // clipping and AdamW read every bucket's result
+      } else {
+        const size_t c0 = tl ? tl->mark() : 0;
+        comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+        if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
+      }
+      if (tl) tl->phase("wait for the gradient all-reduce");
       // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
       // ends after this same step (it becomes the last: logged, validated, checkpointed).
       double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};
@@ -140,7 +169,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       const float lr = lr_at(oc, step);
       opt.step(model, step, lr, clip_scale(oc, grad_norm), oc);
       be.synchronize();
+      if (tl) tl->phase("loss all-reduce, gradient norm, AdamW");
       const double ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+      if (tl) tl->end();  // reads the step's marks (CUDA: waits for their events), outside the step's time
       const double tok_per_s = static_cast<double>(cfg.batch) * T / (ms / 1000.0);
       if (step > res.first_step || end == res.first_step) {  // the first step includes warm-up costs
         timed_s += ms / 1000.0;
@@ -183,6 +214,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   } catch (const Error& e) {
     XT_FAIL("step " << step << ": " << e.what());
   }
+  if (tl) write_file_atomic(cfg.timeline, chrome_trace_json(tl->events(), rank), "cannot write --timeline");
   res.tok_per_s = timed_s > 0 ? timed_tokens / timed_s : 0;
   res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {

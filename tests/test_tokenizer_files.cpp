@@ -11,6 +11,7 @@
 #include "test_tokenizer_util.h"
 #include "xtrain/io.h"
 #include "xtrain/error.h"
+#include "xtrain/tokenizer_options.h"
 
 using namespace xtrain;
 using namespace xtrain::test;
@@ -253,6 +254,60 @@ TEST_CASE("numbers and truncation in tokenizer files are checked (#14 kind 8/9)"
   CHECK_THROWS_AS(check_tokenizer_choice("t.json", false, true), UsageError);
   CHECK_NOTHROW(check_tokenizer_choice("t.json", false, false));
   CHECK_NOTHROW(check_tokenizer_choice("", true, true));
+}
+
+// parse_tokenizer_options: argv (without the program name) through add_tokenizer_options +
+// read_tokenizer_options, as every program parses them.
+static TokenizerFiles parse_tokenizer_options(std::vector<std::string> args, const TokenizerOptionNotes& notes = {}) {
+  namespace po = boost::program_options;
+  TokenizerFiles f;
+  po::options_description desc;
+  add_tokenizer_options(desc, f, notes);
+  std::vector<const char*> argv = {"prog"};
+  for (const std::string& a : args) argv.push_back(a.c_str());
+  po::variables_map vm;
+  po::store(po::parse_command_line(int(argv.size()), argv.data(), desc), vm);
+  po::notify(vm);
+  read_tokenizer_options(vm, f);
+  return f;
+}
+
+TEST_CASE("tokenizer options: defaults, given flags, the choice rule, one loader") {
+  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
+  TokenizerFiles f = parse_tokenizer_options({});
+  CHECK(f.encoder_json == dd + "/gpt2/encoder.json");
+  CHECK(f.vocab_bpe == dd + "/gpt2/vocab.bpe");
+  CHECK(f.tokenizer_json.empty());
+  CHECK(f.gpt2_defaults());
+  f = parse_tokenizer_options({"--vocab-bpe", "v.bpe"});
+  CHECK(f.vocab_bpe == "v.bpe");
+  CHECK(f.vocab_bpe_given);
+  CHECK(!f.encoder_json_given);
+  CHECK(!f.gpt2_defaults());
+  // a default value given explicitly still counts as given: it is on the command line
+  f = parse_tokenizer_options({"--encoder-json", dd + "/gpt2/encoder.json"});
+  CHECK(f.encoder_json_given);
+  CHECK(parse_tokenizer_options({"--tokenizer-json", "t.json"}).tokenizer_json == "t.json");
+  CHECK_THROWS_AS(parse_tokenizer_options({"--tokenizer-json", "t.json", "--encoder-json", "e.json"}), UsageError);
+  CHECK_THROWS_AS(parse_tokenizer_options({"--tokenizer-json", "t.json", "--vocab-bpe", "v.bpe"}), UsageError);
+  // xtrain_export's set: no --tokenizer-json, and its notes in the help
+  TokenizerFiles g;
+  boost::program_options::options_description desc;
+  add_tokenizer_options(desc, g, {"written as vocab.json", "written as merges.txt", false});
+  CHECK(desc.find_nothrow("tokenizer-json", false) == nullptr);
+  CHECK(desc.find("encoder-json", false).description() == "OpenAI GPT-2 encoder.json (token -> id); written as vocab.json");
+  CHECK(desc.find("vocab-bpe", false).description() == "OpenAI GPT-2 vocab.bpe (merges in rank order); written as merges.txt");
+  CHECK_THROWS_AS(parse_tokenizer_options({"--tokenizer-json", "t.json"}, {"", "", false}),
+                  boost::program_options::unknown_option);
+
+  // load_tokenizer(TokenizerFiles) reads the files the options name
+  ScratchDir d;
+  write_tiny_gpt2(d);
+  write_file(d.file("tiny.json"), tiny_hf().dump());
+  const uint64_t tiny = Tokenizer::from_gpt2_files(d.file("encoder.json"), d.file("vocab.bpe")).fingerprint();
+  CHECK(load_tokenizer(parse_tokenizer_options({"--encoder-json", d.file("encoder.json"), "--vocab-bpe", d.file("vocab.bpe")}))
+            .fingerprint() == tiny);
+  CHECK(load_tokenizer(parse_tokenizer_options({"--tokenizer-json", d.file("tiny.json")})).fingerprint() == tiny);
 }
 
 TEST_CASE("fnv1a64 matches the published FNV-1a 64 test vectors") {

@@ -22,10 +22,7 @@
 #include "xtrain/digest.h"
 #include "xtrain/error.h"
 #include "xtrain/export.h"
-
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
+#include "xtrain/tokenizer_options.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;
@@ -35,13 +32,13 @@ using namespace xtrain;
 namespace {
 
 struct Options {
-  std::string input, out, format = "auto", encoder_json, vocab_bpe, registry, name, verify;
+  std::string input, out, format = "auto", registry, name, verify;
+  TokenizerFiles tokenizer;  // --encoder-json, --vocab-bpe (no --tokenizer-json: the export writes the GPT-2 pair)
   bool replace = false;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   po::options_description opts(
       "Usage: xtrain_export CKPT --out DIR [options]\n"
       "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
@@ -50,9 +47,10 @@ Options parse(int argc, char** argv) {
       110, 55);
   opts.add_options()
     ("out", po::value(&o.out), "output directory (created if absent)")
-    ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain")
-    ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json the model was trained with (written as vocab.json)")
-    ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe the model was trained with (written as merges.txt)")
+    ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain");
+  add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
+                                            "the one the model was trained with, written as merges.txt", false});
+  opts.add_options()
     ("registry", po::value(&o.registry), "JSON registry file: an export records NAME -> md5, sha256, layout, model config, step, data hash")
     ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
     ("replace", po::bool_switch(&o.replace), "let --registry's entry NAME be replaced when it exists (without: refused before anything is written)")
@@ -148,7 +146,7 @@ class RegistryLock {
 ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
   const CheckpointState st = load_checkpoint(ckpt);
   *meta = st.meta;
-  return make_export(st.meta.model, st.params, layout, o.encoder_json, o.vocab_bpe, st.meta.tokenizer_fingerprint);
+  return make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint);
 }
 
 ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
@@ -191,7 +189,7 @@ int verify(const Options& o) {
 // (the checkpoint, the tokenizer files) or another of its outputs; UsageError naming both otherwise.
 // Checked before anything is read or written.
 void check_outputs_apart(const Options& o) {
-  const std::vector<std::string> inputs = {o.input, o.encoder_json, o.vocab_bpe};
+  const std::vector<std::string> inputs = {o.input, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe};
   std::vector<std::string> outputs;
   for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile}) outputs.push_back((fs::path(o.out) / f).string());
   if (!o.registry.empty()) {
@@ -219,7 +217,7 @@ int run(const Options& o) {
   }
   const CheckpointState st = load_checkpoint(o.input);
   const ModelLayout layout = pick_layout(o.format, st.meta.model);
-  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.encoder_json, o.vocab_bpe, st.meta.tokenizer_fingerprint);
+  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint);
   write_export(o.out, files);
   const std::string& model = files.at(kModelFile);
   const std::string md5 = md5_hex(model), sha = sha256_hex(model), path = (fs::path(o.out) / kModelFile).string();

@@ -20,11 +20,7 @@
 #include "xtrain/options.h"
 #include "xtrain/progress.h"
 #include "xtrain/token_cache.h"
-#include "xtrain/tokenizer.h"
-
-#ifndef XTRAIN_DEFAULT_DATA_DIR
-#define XTRAIN_DEFAULT_DATA_DIR "data"
-#endif
+#include "xtrain/tokenizer_options.h"
 
 namespace po = boost::program_options;
 using namespace xtrain;
@@ -35,8 +31,8 @@ constexpr const char* kUsage =
     "usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
     "                       [options]";
 
-po::options_description make_options() {
-  const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
+// make_options: this tool's options; the tokenizer files are bound to `files`.
+po::options_description make_options(TokenizerFiles& files) {
   po::options_description o("Options", 110, 55);
   o.add_options()
       ("help", "print this help and exit")
@@ -62,13 +58,8 @@ po::options_description make_options() {
        "write the prompt's logits to FILE: float32 little-endian, row-major (T, V), no header; row t = "
        "logits of the token after prompt tokens 0..t (docs/serving.md)")
       ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
-      ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
-      ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
-       "OpenAI GPT-2 encoder.json (with --model: DIR/vocab.json unless given)")
-      ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
-       "OpenAI GPT-2 vocab.bpe (with --model: DIR/merges.txt unless given)")
-      ("tokenizer-json", po::value<std::string>()->default_value(""),
-       "Hugging Face tokenizer.json; replaces --encoder-json/--vocab-bpe (default: none)");
+      ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16");
+  add_tokenizer_options(o, files, {"with --model: DIR/vocab.json unless given", "with --model: DIR/merges.txt unless given"});
   return o;
 }
 
@@ -100,13 +91,10 @@ LoadedModel load_model(const po::variables_map& vm) {
 
 // load_tokenizer_for: the options' tokenizer; for an export whose options are left at their defaults,
 // the export's own vocab.json + merges.txt.
-Tokenizer load_tokenizer_for(const po::variables_map& vm, const LoadedModel& lm) {
-  const std::string hf = vm["tokenizer-json"].as<std::string>();
-  const bool defaults = vm["encoder-json"].defaulted() && vm["vocab-bpe"].defaulted();
-  check_tokenizer_choice(hf, !vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted());
-  if (hf.empty() && defaults && !lm.vocab_json.empty() && !lm.merges_txt.empty())
+Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
+  if (files.tokenizer_json.empty() && files.gpt2_defaults() && !lm.vocab_json.empty() && !lm.merges_txt.empty())
     return load_tokenizer("", lm.vocab_json, lm.merges_txt);
-  return load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
+  return load_tokenizer(files);
 }
 
 // check_dump_logits_target: --dump-logits must not name any file this run reads (the checkpoint, the
@@ -131,7 +119,7 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
                     "cannot write --dump-logits");
 }
 
-int run(const po::variables_map& vm) {
+int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
   if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") != 1)
     throw UsageError("give exactly one of --prompt, --prompt-file, --prompt-ids");
@@ -146,10 +134,11 @@ int run(const po::variables_map& vm) {
   const int batch = vm["batch"].as<int>();
   if (batch < 1 || batch > 4096) throw UsageError("--batch must be in [1, 4096]");  // KV cache: batch x context rows
   const bool print_ids = vm.count("print-ids") > 0;
+  read_tokenizer_options(vm, files);
   check_dump_logits_target(vm);
 
   LoadedModel lm = load_model(vm);
-  const Tokenizer tok = load_tokenizer_for(vm, lm);
+  const Tokenizer tok = load_tokenizer_for(files, lm);
   std::vector<int32_t> prompt;
   std::string text;
   if (vm.count("prompt-ids")) {
@@ -226,7 +215,8 @@ int run(const po::variables_map& vm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const po::options_description options = make_options();
+  TokenizerFiles files;
+  const po::options_description options = make_options(files);
   po::variables_map vm;
   try {
     po::store(po::parse_command_line(argc, argv, options), vm);
@@ -235,7 +225,7 @@ int main(int argc, char** argv) {
       std::cout << "xtrain_generate: sample text from a trained GPT with a KV cache.\n" << kUsage << "\n\n" << options;
       return 0;
     }
-    const int rc = run(vm);
+    const int rc = run(vm, files);
     flush_stdout();
     return rc;
   } catch (const po::error& e) {

@@ -12,7 +12,7 @@
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 #include "xtrain/token_cache.h"
-#include "xtrain/tokenizer.h"
+#include "xtrain/tokenizer_options.h"
 
 namespace po = boost::program_options;
 
@@ -22,17 +22,12 @@ constexpr const char* kUsage =
     "usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F]\n"
     "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)";
 
-po::options_description make_options() {
-  const std::string dir = XTRAIN_DEFAULT_DATA_DIR;
+// make_options: this tool's options; the tokenizer files are bound to `files`.
+po::options_description make_options(xtrain::TokenizerFiles& files) {
   po::options_description o("Options", 110, 55);
+  o.add_options()("help,h", "print this help and exit");
+  xtrain::add_tokenizer_options(o, files);
   o.add_options()
-      ("help,h", "print this help and exit")
-      ("encoder-json", po::value<std::string>()->default_value(dir + "/gpt2/encoder.json"),
-       "OpenAI GPT-2 encoder.json (token -> id)")
-      ("vocab-bpe", po::value<std::string>()->default_value(dir + "/gpt2/vocab.bpe"),
-       "OpenAI GPT-2 vocab.bpe (merges in rank order)")
-      ("tokenizer-json", po::value<std::string>()->default_value(""),
-       "Hugging Face tokenizer.json; when given, it replaces --encoder-json/--vocab-bpe (default: none)")
       ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
       ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache)")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
@@ -45,16 +40,14 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
-int run(const po::variables_map& vm) {
+int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("decode"));
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
-  const std::string hf = vm["tokenizer-json"].as<std::string>();
-  xtrain::check_tokenizer_choice(hf, !vm["encoder-json"].defaulted(), !vm["vocab-bpe"].defaulted());
+  xtrain::read_tokenizer_options(vm, files);
 
   auto t0 = std::chrono::steady_clock::now();
-  const xtrain::Tokenizer tok =
-      xtrain::load_tokenizer(hf, vm["encoder-json"].as<std::string>(), vm["vocab-bpe"].as<std::string>());
+  const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);
   const double load_s = seconds_since(t0);
 
   if (vm.count("print-ids")) {
@@ -86,7 +79,8 @@ int run(const po::variables_map& vm) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const po::options_description options = make_options();
+  xtrain::TokenizerFiles files;
+  const po::options_description options = make_options(files);
   po::variables_map vm;
   try {
     // no abbreviated option names (--print-id is not --print-ids), as in xtrain_mpi
@@ -97,7 +91,7 @@ int main(int argc, char** argv) {
       std::cout << "xtrain_tokenize: GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).\n" << kUsage << "\n\n" << options;
       return 0;
     }
-    const int rc = run(vm);
+    const int rc = run(vm, files);
     xtrain::flush_stdout();
     return rc;
   } catch (const po::error& e) {

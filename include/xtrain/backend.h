@@ -25,6 +25,8 @@
 #include <optional>
 #include <string>
 
+#include "xtrain/timeline.h"
+
 namespace xtrain {
 
 // Grad: how a backward op stores an activation gradient: add to the buffer, or overwrite it.
@@ -84,6 +86,9 @@ class Backend {
   virtual size_t memory_in_use_bytes() const { return 0; }
   // gpu_id: the GPU this backend runs on; nullopt on the CPU.
   virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
+  // make_timeline_clock: marks on the stream the ops run on (--timeline, timeline.h); the host clock
+  // where ops run when called.
+  virtual std::unique_ptr<TimelineClock> make_timeline_clock() { return std::make_unique<HostClock>(); }
   // available_memory_bytes: bytes this backend could still allocate, for the up-front memory check
   // (estimate_train_bytes, model.h): the CPU backend reads the host's MemAvailable (/proc/meminfo;
   // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.

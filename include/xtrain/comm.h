@@ -15,6 +15,7 @@
 #include <string>
 
 #include "xtrain/host_collectives.h"
+#include "xtrain/timeline.h"
 
 namespace xtrain {
 
@@ -41,15 +42,26 @@ class Communicator : public HostCollectives {
   // each bucket as a blocking all_reduce (correct, no overlap).
   virtual void bucketed_begin(float* buf, size_t count, ReduceOp op) {
     bucket_buf_ = buf, bucket_count_ = count, bucket_op_ = op;
+    if (tracing()) trace_clock().clear();  // the last step's marks were read at its end
   }
   virtual void bucketed_start(size_t offset, size_t count, const std::string& what) {
-    (void)what;
+    const size_t start = tracing() ? trace_clock().mark() : 0;
     all_reduce(bucket_buf_ + offset, count, bucket_op_);
+    if (tracing()) trace_->collective(what, trace_clock(), start, trace_clock().mark());
   }
   virtual void bucketed_progress() {}
   virtual void bucketed_finish() {}
+  // set_trace: from now on, while trace->recording(), each bucketed collective is reported to `trace`
+  // (nullptr: none) with marks of its start and completion on trace_clock() (--timeline; timeline.h).
+  void set_trace(CollectiveTrace* trace) { trace_ = trace; }
 
  protected:
+  bool tracing() const { return trace_ && trace_->recording(); }
+  // trace_clock: the clock of the stream the collectives run on: the host clock, unless overridden
+  // (NCCL: CUDA events on its side stream).
+  virtual TimelineClock& trace_clock() { return host_clock_; }
+  CollectiveTrace* trace_ = nullptr;
+  HostClock host_clock_;
   float* bucket_buf_ = nullptr;  // the buffer of the bucketed all-reduce in progress
   size_t bucket_count_ = 0;
   ReduceOp bucket_op_ = ReduceOp::sum;

@@ -30,6 +30,7 @@ struct TrainConfig {
   int ckpt_every = 0;      // also write the checkpoint every N steps (0 = only at the end)
   std::string resume;      // checkpoint to resume from ("" = fresh start)
   std::string metrics;     // JSON-lines metrics file (rank 0 writes; "" = none)
+  std::string timeline;    // Chrome trace of a few steady-state steps (rank 0 writes; "" = none; timeline.h)
 };
 
 }  // namespace xtrain

@@ -9,6 +9,7 @@
 #include "xtrain/backend.h"
 #include "xtrain/config.h"
 #include "xtrain/host_collectives.h"
+#include "xtrain/tokenizer.h"
 
 namespace xtrain {
 
@@ -17,8 +18,7 @@ struct RunOptions {
   std::string data;            // text corpus
   std::string tokens_cache;    // token cache path ("" = <data>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
-  std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
-  std::string encoder_json, vocab_bpe;
+  TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
   std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype

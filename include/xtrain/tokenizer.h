@@ -65,4 +65,16 @@ std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& wh
 Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
                          const std::string& vocab_bpe);
 
+// TokenizerFiles: the parsed tokenizer options of every program (declared once by
+// add_tokenizer_options, include/xtrain/tokenizer_options.h). Paths; tokenizer_json "" = none.
+struct TokenizerFiles {
+  std::string tokenizer_json;           // Hugging Face tokenizer.json; replaces the GPT-2 pair when set
+  std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
+  bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
+  bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
+};
+
+// load_tokenizer: the tokenizer the options name (the overload above on their three paths).
+Tokenizer load_tokenizer(const TokenizerFiles& files);
+
 }  // namespace xtrain

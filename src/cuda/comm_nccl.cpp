@@ -63,9 +63,12 @@ class NcclCommunicator final : public Communicator {
     if (count == 0) return;
     begin("all_reduce", count);
     op_ = what;
+    // --timeline: marks on the side stream, after its wait for the compute stream and after the collective
+    const size_t start = tracing() ? trace_clock().mark() : 0;
     XT_NCCL_CHECK(ncclAllReduce(bucket_buf_ + offset, bucket_buf_ + offset, count, ncclFloat,
                                 bucket_op_ == ReduceOp::avg ? ncclAvg : ncclSum, comm_, stream_));
     wait_nccl();  // enqueued
+    if (tracing()) trace_->collective(what, trace_clock(), start, trace_clock().mark());
     if (bucket_done_.size() <= started_.size()) {
       cudaEvent_t ev = nullptr;
       XT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
@@ -133,6 +136,11 @@ class NcclCommunicator final : public Communicator {
   // wait_nccl: polls until the last NCCL call (init, enqueue) has completed on the host side.
   void wait_nccl();
   [[noreturn]] void abort_and_throw(const std::string& why);
+  // trace_clock: CUDA events on the side stream, on the compute clock's base (--timeline).
+  TimelineClock& trace_clock() override {
+    if (!clock_) clock_ = be_.make_stream_clock(stream_);
+    return *clock_;
+  }
 
   std::unique_ptr<HostCollectives> host_;
   cuda::CudaBackend& be_;
@@ -146,6 +154,7 @@ class NcclCommunicator final : public Communicator {
   DeviceBuffer<double> host_sum_;  // for all_reduce_sum_host
   std::vector<cudaEvent_t> bucket_done_;  // per started bucket, recorded after its all-reduce (reused)
   std::vector<std::pair<std::string, size_t>> started_;  // this step's buckets: name, elements
+  std::unique_ptr<TimelineClock> clock_;  // made on the first traced collective
 };
 
 // Refuse two ranks bound to one GPU before NCCL would (it fails with "Duplicate GPU detected" only

@@ -9,6 +9,7 @@
 
 #include "cuda/cuda_check.h"
 #include "cuda/cudnn_attention.h"
+#include "cuda/event_clock.h"
 
 namespace xtrain {
 
@@ -127,7 +128,18 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   alloc_.free(cublas_workspace_);
   alloc_.free(error_flag_);
+  if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::unique_ptr<TimelineClock> CudaBackend::make_timeline_clock() {
+  if (!timeline_base_) XT_CUDA_CHECK(cudaEventCreate(&timeline_base_));
+  return std::make_unique<EventClock>(stream_, timeline_base_, true);
+}
+
+std::unique_ptr<TimelineClock> CudaBackend::make_stream_clock(cudaStream_t stream) {
+  if (!timeline_base_) XT_CUDA_CHECK(cudaEventCreate(&timeline_base_));
+  return std::make_unique<EventClock>(stream, timeline_base_, false);
 }
 
 void CudaBackend::check_device_errors() {

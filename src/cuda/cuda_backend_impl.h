@@ -37,6 +37,11 @@ class CudaBackend final : public Backend {
   size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
   size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
+  // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.
+  std::unique_ptr<TimelineClock> make_timeline_clock() override;
+  // make_stream_clock: CUDA events on another stream of this device (the NCCL side stream), on the
+  // same base as make_timeline_clock's clock.
+  std::unique_ptr<TimelineClock> make_stream_clock(cudaStream_t stream);
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
@@ -95,6 +100,7 @@ class CudaBackend final : public Backend {
   void* cublas_workspace_ = nullptr;
   int* error_flag_ = nullptr;  // device int, DeviceError codes
   std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
+  cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;
 };
 

@@ -1,0 +1,61 @@
+# shellcheck shell=bash
+# common.sh — sourced by the bench scripts: their shared environment defaults, the benchmark workloads
+# (the one home of their model shapes, also read by bench/compare_pytorch.py through its arguments),
+# the data and tokenizer arguments, one logged training run, and the steady-state figures of a metrics
+# file (bench/steady.py). Each script sets its own BIN, STEPS and WARMUP defaults (they differ); DATA
+# and PY given by the caller or set before sourcing are kept.
+
+XT_BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export XT_BENCH_DIR  # for the scripts' inline Python: sys.path.insert(0, os.environ["XT_BENCH_DIR"])
+: "${DATA:=data}" "${PY:=python3}"
+
+# xt_logdir: LOGDIR (default: a new temporary directory), created.
+xt_logdir() {
+  : "${LOGDIR:=$(mktemp -d)}"
+  mkdir -p "$LOGDIR"
+}
+
+# XT_DATA_ARGS: the default corpus and GPT-2 BPE files under $DATA (scripts/setup.sh fetches them).
+# shellcheck disable=SC2034  # used by the scripts that source this file
+XT_DATA_ARGS=(--data "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe")
+
+# xt_workload_model NAME: the model options of a workload, without the batch:
+#   seed (= design): the design configuration, C=384 L=12 NH=12 HS=32 FFN=1536 T=256
+#   gpt2_124m (= gpt2-124m): GPT-2 124M, C=768 L=12 NH=12 HS=64 FFN=3072 T=1024
+# Returns 2 on an unknown name, after a one-line error (so `m=$(xt_workload_model x)` stops a set -e script).
+xt_workload_model() {
+  case "$1" in
+    seed | design) echo "--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256" ;;
+    gpt2_124m | gpt2-124m) echo "--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024" ;;
+    *) echo "bench: unknown workload '$1' (seed, design, gpt2_124m, gpt2-124m)" >&2; return 2 ;;
+  esac
+}
+
+# xt_workload_args NAME: the model options and the one-GPU batch (sequences per step) of bench_gpu.sh.
+xt_workload_args() {
+  local model batch
+  model=$(xt_workload_model "$1") || return 2
+  case "$1" in
+    seed | design) batch=32 ;;
+    gpt2_124m | gpt2-124m) batch=16 ;;
+  esac
+  echo "$model --batch $batch"
+}
+
+# xt_train LOG METRICS CMD...: runs one training command with its output in LOG and the command, one
+# line, in LOG's .cmd sibling (LOG without .log, plus .cmd); METRICS is removed first so a failed run
+# leaves no stale figures. Returns the command's status; on failure its last 5 lines go to stderr.
+xt_train() {
+  local log=$1 metrics=$2
+  shift 2
+  rm -f "$metrics"
+  echo "$*" >"${log%.log}.cmd"
+  if ! "$@" >"$log" 2>&1; then
+    tail -5 "$log" >&2
+    return 1
+  fi
+}
+
+# xt_steady METRICS WARMUP: the steady-state figures of a metrics file as one JSON object
+# (bench/steady.py says which).
+xt_steady() { "$PY" "$XT_BENCH_DIR/steady.py" "$1" "$2"; }

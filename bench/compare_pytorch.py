@@ -1,0 +1,180 @@
+#!/usr/bin/env python3
+"""xtrain's training step in PyTorch, eager and torch.compile: the reference bench/bench_gpu.sh runs in
+the same call (issue #12).
+
+The model is xtrain's (include/xtrain/model.h, docs/design.md): pre-LN GPT-2 with learned position
+embeddings, layernorm eps 1e-5, GELU tanh, q/k/v from one matmul with bias (grouped-query when
+--kv-heads < --heads), scaled_dot_product_attention(is_causal=True), dropout 0, and the lm_head tied to
+the token embedding whose rows are padded to Vp = V rounded up to 64 (the padding rows zero; the loss
+is the softmax cross-entropy over the first V columns). Initialization as xtrain's: N(0, 0.02),
+residual projections N(0, 0.02/sqrt(2L)), biases 0. The optimizer is xtrain's AdamW (src/optim.cpp,
+options.cpp defaults): lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on the 2-D weights only
+(wte, wpe, the matmul weights), fused=True, after clipping the global gradient norm to 1.0. The learning
+rate stays at its peak: xtrain's warmup + cosine schedule changes values, not work.
+--dtype bf16: bf16 autocast over fp32 parameters (as xtrain's bf16); fp32: no autocast and no TF32
+(xtrain's fp32 GEMMs use none).
+
+Shapes come as xtrain's own options (--dim --heads --kv-heads --head-dim --layers --ffn --seq --batch,
+same defaults), so the bench scripts pass the workload arguments they give xtrain (bench/common.sh).
+V is the size of --encoder-json (xtrain's vocabulary). Tokens are random: speed does not depend on them.
+Each step reads its loss (as xtrain logs every step), so a step's time is host-measured like xtrain's
+"ms"; tok/s = B*T / mean step time over the steps after --bench-warmup.
+
+Output: one JSON line per mode, {"mode", "tok_per_s", "step_ms", "timed_steps", "peak_device_mib",
+"final_loss", "dtype", "torch", "gpu", "command"}. Exits 0 with one line "skipped: ..." where torch or a CUDA
+device is absent; 2 on bad arguments.
+"""
+import argparse
+import json
+import math
+import os
+import sys
+import time
+
+
+def parse_args(argv):
+    repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--dim", type=int, default=128, help="C: model width")
+    p.add_argument("--heads", type=int, default=4, help="NH: query heads")
+    p.add_argument("--kv-heads", type=int, default=0, help="KVH: key/value heads (0 = --heads)")
+    p.add_argument("--head-dim", type=int, default=0, help="HS: head size (0 = dim / heads)")
+    p.add_argument("--layers", type=int, default=4, help="L: transformer blocks")
+    p.add_argument("--ffn", type=int, default=0, help="MLP hidden width (0 = 4 x dim)")
+    p.add_argument("--seq", type=int, default=128, help="T: tokens per sequence")
+    p.add_argument("--batch", type=int, default=16, help="B: sequences per step")
+    p.add_argument("--encoder-json", default=os.path.join(repo, "data/gpt2/encoder.json"),
+                   help="GPT-2 encoder.json: its size is V")
+    p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
+    p.add_argument("--steps", type=int, default=30, help="steps per mode")
+    p.add_argument("--bench-warmup", type=int, default=5, help="first steps left out of tok/s")
+    p.add_argument("--modes", default="eager,compile", help="comma-separated: eager, compile")
+    a = p.parse_args(argv)
+    a.kv_heads = a.kv_heads or a.heads
+    a.head_dim = a.head_dim or (a.dim // a.heads if a.heads > 0 else 0)
+    a.ffn = a.ffn or 4 * a.dim
+    a.modes = a.modes.split(",")
+    for name in ("dim", "heads", "kv_heads", "head_dim", "layers", "ffn", "seq", "batch"):
+        if getattr(a, name) <= 0:
+            p.error(f"--{name.replace('_', '-')} must be positive")
+    if a.heads % a.kv_heads:
+        p.error("--heads must be a multiple of --kv-heads")
+    if a.steps <= a.bench_warmup:
+        p.error(f"--steps ({a.steps}) must exceed --bench-warmup ({a.bench_warmup})")
+    if bad := [m for m in a.modes if m not in ("eager", "compile")]:
+        p.error(f"--modes: unknown mode {bad[0]!r} (eager, compile)")
+    try:
+        with open(a.encoder_json) as f:
+            a.vocab = len(json.load(f))
+    except (OSError, ValueError) as e:
+        p.error(f"--encoder-json: {e}")
+    return a
+
+
+def build(a, torch):
+    """The model (a torch.nn.Module returning the mean loss) and its fused AdamW, on the GPU."""
+    nn, F = torch.nn, torch.nn.functional
+    C, NH, KVH, HS, L = a.dim, a.heads, a.kv_heads, a.head_dim, a.layers
+    Vp = (a.vocab + 63) // 64 * 64  # xtrain's GPTConfig::Vp
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.ln1, self.ln2 = nn.LayerNorm(C, eps=1e-5), nn.LayerNorm(C, eps=1e-5)
+            self.qkv = nn.Linear(C, (NH + 2 * KVH) * HS)
+            self.proj = nn.Linear(NH * HS, C)
+            self.fc = nn.Linear(C, a.ffn)
+            self.fc_proj = nn.Linear(a.ffn, C)
+
+        def forward(self, x):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(self.ln1(x)).split([NH * HS, KVH * HS, KVH * HS], dim=-1)
+            q, k, v = (t.view(B, T, -1, HS).transpose(1, 2) for t in (q, k, v))
+            if KVH != NH:  # each key/value head serves NH / KVH consecutive query heads
+                k, v = k.repeat_interleave(NH // KVH, dim=1), v.repeat_interleave(NH // KVH, dim=1)
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+            return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.wte, self.wpe = nn.Embedding(Vp, C), nn.Embedding(a.seq, C)
+            self.blocks = nn.ModuleList(Block() for _ in range(L))
+            self.lnf = nn.LayerNorm(C, eps=1e-5)
+            for name, m in self.named_modules():  # LayerNorm keeps its default w = 1, b = 0
+                if isinstance(m, (nn.Linear, nn.Embedding)):
+                    resid = name.endswith("proj")  # attention and MLP output projections
+                    nn.init.normal_(m.weight, std=0.02 / math.sqrt(2 * L) if resid else 0.02)
+                if isinstance(m, nn.Linear):
+                    nn.init.zeros_(m.bias)
+            with torch.no_grad():
+                self.wte.weight[a.vocab:].zero_()
+
+        def forward(self, idx, targets):
+            pos = torch.arange(idx.shape[1], device=idx.device)
+            x = self.wte(idx) + self.wpe(pos)
+            for b in self.blocks:
+                x = b(x)
+            logits = self.lnf(x) @ self.wte.weight.t()  # tied head, (B, T, Vp)
+            return F.cross_entropy(logits[..., :a.vocab].flatten(0, 1).float(), targets.flatten())
+
+    model = GPT().cuda()
+    decay = [p for p in model.parameters() if p.dim() >= 2]
+    no_decay = [p for p in model.parameters() if p.dim() < 2]
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": 0.1}, {"params": no_decay, "weight_decay": 0.0}],
+                            lr=1e-3, betas=(0.9, 0.95), eps=1e-8, fused=True)
+    return model, opt
+
+
+def measure(a, torch, mode):
+    """Trains --steps steps of one mode; returns its JSON record."""
+    torch.manual_seed(1)
+    torch.cuda.reset_peak_memory_stats()
+    model, opt = build(a, torch)
+    step_fn = torch.compile(model) if mode == "compile" else model
+    gen = torch.Generator(device="cuda").manual_seed(2)
+    batches = torch.randint(0, a.vocab, (4, a.batch, a.seq + 1), device="cuda", generator=gen)
+    autocast = torch.autocast("cuda", dtype=torch.bfloat16, enabled=a.dtype == "bf16")
+    times, loss = [], None
+    for s in range(a.steps):
+        t0 = time.perf_counter()
+        tokens = batches[s % len(batches)]
+        with autocast:
+            out = step_fn(tokens[:, :-1], tokens[:, 1:])
+        out.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0, foreach=True)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        loss = out.item()  # waits for the step, as xtrain's per-step loss does
+        times.append(time.perf_counter() - t0)
+    timed = times[a.bench_warmup:]
+    ms = 1e3 * sum(timed) / len(timed)
+    rec = {"mode": mode, "tok_per_s": round(a.batch * a.seq / (ms / 1e3)), "step_ms": round(ms, 2),
+           "timed_steps": len(timed), "peak_device_mib": round(torch.cuda.max_memory_reserved() / 2**20),
+           "final_loss": loss, "dtype": a.dtype, "torch": torch.__version__,
+           "gpu": torch.cuda.get_device_name(0), "command": " ".join([sys.argv[0]] + sys.argv[1:])}
+    del model, opt, step_fn
+    torch.cuda.empty_cache()
+    return rec
+
+
+def main(argv):
+    a = parse_args(argv)
+    try:
+        import torch
+    except ImportError as e:
+        print(f"skipped: torch is not installed ({e})")
+        return 0
+    if not torch.cuda.is_available():
+        print(f"skipped: torch {torch.__version__} sees no CUDA device")
+        return 0
+    torch.backends.cuda.matmul.allow_tf32 = False  # xtrain's fp32 GEMMs use no TF32
+    torch.backends.cudnn.allow_tf32 = False
+    for mode in a.modes:
+        print(json.dumps(measure(a, torch, mode)), flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,42 @@
+#!/usr/bin/env python3
+"""Summary of an xtrain --timeline trace (Chrome trace JSON, src/timeline.cpp): per recorded step, the
+backward pass (first backward span's start to the last one's end), the gradient all-reduces (count,
+first start and last end relative to the backward's end) and how much of the all-reduce time lies
+inside the backward pass (overlapped), in ms.
+
+Usage: timeline_summary.py TRACE   -> one JSON line per step. Exits 1 with a one-line error naming the
+file when it is not such a trace.
+"""
+import json
+import sys
+
+
+def summary(path):
+    try:
+        events = json.load(open(path))["traceEvents"]
+        tracks = {e["tid"]: e["args"]["name"] for e in events if e["ph"] == "M" and e["name"] == "thread_name"}
+        spans = [e for e in events if e["ph"] == "X"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        sys.exit(f"timeline_summary.py: {path}: not an xtrain timeline ({e!r})")
+    out = []
+    for step in sorted({e["args"]["step"] for e in spans}):
+        mine = [e for e in spans if e["args"]["step"] == step]
+        bwd = [e for e in mine if tracks[e["tid"]] == "compute" and e["name"].startswith("backward")]
+        comm = [e for e in mine if tracks[e["tid"]] == "communication"]
+        if not bwd or not comm:
+            sys.exit(f"timeline_summary.py: {path}: step {step} has no backward or no all-reduce span")
+        b0, b1 = min(e["ts"] for e in bwd), max(e["ts"] + e["dur"] for e in bwd)
+        busy = sum(e["dur"] for e in comm)
+        inside = sum(max(0.0, min(e["ts"] + e["dur"], b1) - max(e["ts"], b0)) for e in comm)
+        out.append({"step": step, "backward_ms": round((b1 - b0) / 1e3, 3), "all_reduces": len(comm),
+                    "first_start_ms": round((min(e["ts"] for e in comm) - b1) / 1e3, 3),
+                    "last_end_ms": round((max(e["ts"] + e["dur"] for e in comm) - b1) / 1e3, 3),
+                    "all_reduce_ms": round(busy / 1e3, 3), "overlapped_ms": round(inside / 1e3, 3)})
+    return out
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit("usage: timeline_summary.py TRACE")
+    for rec in summary(sys.argv[1]):
+        print(json.dumps(rec))
