@@ -119,11 +119,18 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   for (auto& [i, s] : mine.streams) parts[i] = std::move(s);
   for (auto& [i, s] : rest) parts[i] = std::move(s);
   TokenStream joined = join_files(parts, tok->eot_id());
-  double tokenized = mine.tokenized;
-  group.all_reduce_sum_host(&tokenized, 1);
+  // files tokenized per rank (one slot each), and the node count (the ranks of local rank 0)
+  std::vector<double> counts(static_cast<size_t>(group.world_size()) + 1, 0.0);
+  counts[static_cast<size_t>(rank)] = mine.tokenized;
+  counts.back() = local_rank == 0 ? 1 : 0;
+  group.all_reduce_sum_host(counts.data(), static_cast<int>(counts.size()));
+  double tokenized = 0, ranks = 0;
+  for (size_t r = 0; r + 1 < counts.size(); ++r) tokenized += counts[r], ranks += counts[r] > 0;
+  const double nodes = counts.back();
   if (!opt.no_cache)
-    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %.0f (summed over nodes), the rest from caches\n",
-           files.size(), files.size() == 1 ? "" : "s", joined.size(), tokenized);
+    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %.0f on %.0f rank%s | caches reused: %.0f (%.0f node%s)\n",
+           files.size(), files.size() == 1 ? "" : "s", joined.size(), tokenized, ranks, ranks == 1 ? "" : "s",
+           static_cast<double>(files.size()) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
   return joined;
 }
 
