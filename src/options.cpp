@@ -85,8 +85,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::pair<bool, bool> tokenizer_files_given;  // --encoder-json, --vocab-bpe given on the command line
   po::options_description data("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
-    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache file (default: <data>.tokcache)")
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
     ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
     ("encoder-json", po::value(&o.encoder_json)->default_value(dd + "/gpt2/encoder.json"), "GPT-2 encoder.json")
     ("vocab-bpe", po::value(&o.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"), "GPT-2 vocab.bpe (merges)")

@@ -14,8 +14,8 @@ namespace xtrain {
 
 struct RunOptions {
   TrainConfig train;
-  std::string data;            // text corpus
-  std::string tokens_cache;    // token cache path ("" = <data>.tokcache)
+  std::string data;            // text corpus: file, directory or comma-separated list (list_data_files, corpus.h)
+  std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
   std::string tokenizer_json;  // HF tokenizer.json (wins over encoder/vocab)
   std::string encoder_json, vocab_bpe;
