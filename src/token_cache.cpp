@@ -183,12 +183,13 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
     }
   }
   std::vector<int32_t> ids = encode();
+  source.hash = xxh3_64(text.data(), text.size());
+  std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
   if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
     // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
     std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
   } else if (write_cache) {
     try {
-      source.hash = xxh3_64(text.data(), text.size());
       write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source);
       return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
