@@ -2,7 +2,8 @@
 # --data with a directory of shards (issue #13 item 5): it trains bitwise what one file holding the
 # joined text trains (files joined with <|endoftext|>); a node's ranks share the tokenizing (world 2,
 # 3 shards, under mpirun and xtrain_threads); caches are then reused without re-tokenizing, a
-# truncated one is rebuilt; bad shard inputs end every rank quickly with one line.
+# truncated one is rebuilt; xtrain_tokenize writes the cache training maps; bad shard inputs end
+# every rank quickly with one line.
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=30  # seconds for an error case; a hang in a collective would hit it
@@ -26,7 +27,9 @@ check() {  # check CONDITION-TEXT COMMAND...: count a failure when the command f
 same_losses() { diff -q "$WORK/$1.losses" "$WORK/$2.losses" > /dev/null && [[ $(wc -l < "$WORK/$1.losses") == 10 ]]; }
 tokenized() { grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; }
 
+"$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/joined/all.txt" > /dev/null 2>&1
 run mpi 2 j2 "$WORK/joined/all.txt"
+check "a cache written by xtrain_tokenize is mapped, not re-tokenized" tokenized j2 0 0
 run mpi 2 s2 "$WORK/shards"
 grep "^cache" "$WORK/s2.log"
 check "world 2: 3 shards tokenized once, shared by 2 ranks" tokenized s2 3 2
