@@ -173,6 +173,16 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
         read_text();  // only the mtime differs (a copy, a touch): the content decides
         same = xxh3_64(text.data(), text.size()) == h.source.hash;
       }
+      if (same && write_cache && h.source.mtime_ns != source.mtime_ns) {
+        // Record the text's new mtime (same ids), so later start-ups pass the quick check unread.
+        SourceId now = source;
+        now.hash = h.source.hash;
+        try {
+          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now);
+        } catch (const Error& e) {  // e.g. a read-only directory: the cache is still valid
+          std::cerr << log_prefix << "warning: " << e.what() << "\n";
+        }
+      }
       if (same) {
         if (tokenized) *tokenized = false;
         return as_stream(std::move(c));

@@ -124,10 +124,16 @@ TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizin
   write_token_cache(cache, {1, 2, 3}, kGpt2Vocab, gpt2().fingerprint(), src);
   CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
   CHECK(!tokenized);
-  // Only the mtime differs (a copy): the content hash decides, still the cache.
+  // Only the mtime differs (a copy): the content hash decides, still the cache, now recording the new
+  // mtime (same ids) so the next start-up needs no hash.
   set_mtime(text_path, 1000000000);
+  CHECK(load_tokens(text_path, gpt2(), "", false, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
+  CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().source.mtime_ns != 1000000000ull * 1000000000ull);  // read only
   CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
   CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().source.mtime_ns == 1000000000ull * 1000000000ull);
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == std::vector<int32_t>{1, 2, 3});
   // Same size, other content, other mtime: stale, rebuilt from the text.
   std::string edited = text;
   edited[0] = 'f';

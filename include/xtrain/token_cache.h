@@ -75,7 +75,8 @@ class MappedTokenCache {
 
 // load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
 // tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
-// when the cache cannot be written). cache_path "" means text_path + ".tokcache" (none when text_path
+// when the cache cannot be written). A cache that matched by hash only is, when write_cache,
+// rewritten with the text's current mtime (same ids). cache_path "" means text_path + ".tokcache" (none when text_path
 // is not a regular file); a cache_path that exists and is not a regular file, or is not a token cache,
 // is neither read nor overwritten. A damaged, stale or unwritable cache is a warning on stderr, each
 // line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws Error when the
