@@ -81,6 +81,10 @@ rm "$WORK/shards/part-03.txt"
 # /proc/self/mem passes the listing (a readable regular file) and fails on read (EIO): as file 1 of 3
 # it fails on local rank 1 while it tokenizes its share; rank 0 must learn it and end too.
 expect "a shard failing on rank 1 only" 1 "^rank 1 .*cannot read /proc/self/mem" "${s[0]},/proc/self/mem,${s[2]}"
+cp "${s[1]}" "$WORK/part-01.copy"
+expect "--metrics names a shard" 2 "usage error: --metrics names the data file .*part-01.txt" "$WORK/shards" \
+  --metrics "${s[1]}"
+check "the shard named by --metrics is untouched" cmp -s "${s[1]}" "$WORK/part-01.copy"
 expect "--tokens-cache with shards" 2 "usage error: --tokens-cache names the cache of one file" "$WORK/shards" \
   --tokens-cache "$WORK/x.tokcache"
 ((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
