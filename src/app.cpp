@@ -13,6 +13,7 @@
 #include "xtrain/agree.h"
 #include "xtrain/backend.h"
 #include "xtrain/comm.h"
+#include "xtrain/corpus.h"
 #include "xtrain/export.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
@@ -20,7 +21,6 @@
 #include "xtrain/options.h"
 #include "xtrain/placement.h"
 #include "xtrain/stop_signal.h"
-#include "xtrain/token_cache.h"
 #include "xtrain/tokenizer.h"
 #include "xtrain/train.h"
 
@@ -94,6 +94,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
+  std::vector<std::string> data_files;
   agree(mpi, [&] {
     if (rank == 0) {
       check_writable(o.train.ckpt, "--ckpt");
@@ -102,8 +103,16 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     }
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
-    check_input(o.data, "--data");
-    if (!o.no_cache) check_input(o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache, "--tokens-cache");
+    data_files = list_data_files(o.data);
+    for (const std::string& f : data_files)  // check_paths compares --data itself; here each of its files
+      for (const auto& [opt, out] : {std::pair<const char*, std::string>{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}})
+        if (!out.empty() && same_file(f, out)) throw UsageError(std::string(opt) + " names the data file " + f);
+    if (data_files.size() > 1 && !o.tokens_cache.empty())
+      throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
+                       " --data files each cache is <file>.tokcache");
+    if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
+    if (!o.no_cache && o.tokens_cache.empty())
+      for (const std::string& f : data_files) check_input(f + ".tokcache", "--tokens-cache");
     check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
     check_input(o.tokenizer.encoder_json, "--encoder-json");
     check_input(o.tokenizer.vocab_bpe, "--vocab-bpe");
@@ -121,29 +130,16 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     be = make_backend(bo);
   });
 
-  // Tokenizer and token stream. Every rank reads its inputs; rank 0 writes the cache first so that
-  // ranks sharing its file system can reuse it.
-  // Both phases run under agree_while_working: however long tokenizing takes, the waiting ranks keep
-  // meeting it once a second under --comm-timeout. The work owns copies of what it reads.
-  struct Loaded {
-    std::unique_ptr<Tokenizer> tok;
-    std::vector<int32_t> tokens;
-  };
-  const std::string log_prefix = rank_prefix(rank, mpi.host());
-  Loaded in;
-  for (const bool rank0_phase : {true, false}) {
-    Loaded got = agree_while_working(mpi, [o, rank, log_prefix, rank0_phase] {
-      Loaded l;
-      if ((rank == 0) != rank0_phase) return l;
-      l.tok = std::make_unique<Tokenizer>(load_tokenizer(o.tokenizer));
-      l.tokens = o.no_cache ? encode_with_progress(*l.tok, read_file(o.data), o.data, rank)
-                            : load_tokens(o.data, *l.tok, o.tokens_cache, rank == 0, log_prefix, rank);
-      return l;
-    });
-    if (got.tok) in = std::move(got);
-  }
-  std::unique_ptr<Tokenizer> tok = std::move(in.tok);
-  std::vector<int32_t> tokens = std::move(in.tokens);
+  // Tokenizer, then the token stream: the node's ranks share tokenizing the files that lack a valid
+  // cache, then every rank maps every cache (load_corpus). Long work runs under agree_while_working:
+  // the waiting ranks keep meeting once a second under --comm-timeout.
+  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
+    Tokenizer t = load_tokenizer(o.tokenizer);
+    return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
+  });
+  CorpusOptions corpus;
+  corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
+  TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
 
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();

@@ -12,10 +12,19 @@
 
 namespace xtrain {
 
-TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
+namespace {
+// copy_window: sequence b of out: tokens [off, off + T) and its targets [off + 1, off + T + 1).
+void copy_window(const TokenStream& s, size_t off, int T, Batch* out, int b) {
+  std::vector<int32_t> w(static_cast<size_t>(T) + 1);
+  s.copy(off, w.size(), w.data());
+  std::copy_n(w.begin(), T, out->tokens.begin() + static_cast<size_t>(b) * T);
+  std::copy_n(w.begin() + 1, T, out->targets.begin() + static_cast<size_t>(b) * T);
+}
+}  // namespace
+
+TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
   TrainData d;
   d.tokenizer_fingerprint = tokenizer_fingerprint;
-  d.hash = xxh3_64(tokens.data(), tokens.size() * sizeof(int32_t));
   const size_t n = tokens.size();
   const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
   d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
@@ -28,8 +37,14 @@ TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_finger
   if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
     XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
                                                 << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");
-  for (int32_t t : tokens)
-    if (t < 0 || t >= cfg.model.V) XT_FAIL("token id " << t << " outside the vocabulary [0, " << cfg.model.V << ")");
+  Xxh3Stream hash;
+  tokens.for_each_chunk([&](const int32_t* ids, size_t count) {
+    for (size_t i = 0; i < count; ++i)
+      if (ids[i] < 0 || ids[i] >= cfg.model.V)
+        XT_FAIL("token id " << ids[i] << " outside the vocabulary [0, " << cfg.model.V << ")");
+    hash.update(ids, count * sizeof(int32_t));
+  });
+  d.hash = hash.digest();
   d.tokens = std::move(tokens);
   return d;
 }
@@ -49,8 +64,7 @@ void fill_batch(const TrainData& data, const TrainConfig& cfg, int step, int mic
     const int i = micro * micro_global + j;  // global sequence index in this optimizer step
     if (i % world != rank) continue;
     const size_t off = uniform_u64(step_key, static_cast<uint64_t>(i)) % span;
-    std::copy_n(data.tokens.begin() + off, T, out->tokens.begin() + static_cast<size_t>(b) * T);
-    std::copy_n(data.tokens.begin() + off + 1, T, out->targets.begin() + static_cast<size_t>(b) * T);
+    copy_window(data.tokens, off, T, out, b);
     out->dropout_keys.push_back(hash_key(drop_key, static_cast<uint64_t>(i)));
     ++b;
   }
@@ -79,8 +93,7 @@ void fill_windows(const TrainData& data, const std::vector<size_t>& starts, size
   out->dropout_keys.clear();
   for (int k = 0; k < count; ++k) {
     const size_t off = starts[first + k];
-    std::copy_n(data.tokens.begin() + off, T, out->tokens.begin() + static_cast<size_t>(k) * T);
-    std::copy_n(data.tokens.begin() + off + 1, T, out->targets.begin() + static_cast<size_t>(k) * T);
+    copy_window(data.tokens, off, T, out, k);
   }
 }
 

@@ -37,6 +37,14 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
 
 uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
 
+Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
+  XT_CHECK(state_ != nullptr, "XXH3_createState: out of memory");
+  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
+}
+Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
+void Xxh3Stream::update(const void* data, size_t bytes) { XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, bytes); }
+uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
+
 std::string read_file(const std::string& path) {
   // Only regular files: a FIFO would block and a device such as /dev/zero never ends. Checked by path
   // before opening and by descriptor after (O_NONBLOCK: opening a FIFO swapped in meanwhile does not block).

@@ -86,8 +86,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::string device = "auto", dtype = "auto", attention = "auto";
   po::options_description data("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8); the tail is held out for validation")
-    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache file (default: <data>.tokcache)")
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
     ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
   add_tokenizer_options(data, o.tokenizer);
   data.add_options()

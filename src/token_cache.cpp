@@ -1,9 +1,12 @@
 // Token cache files (format in include/xtrain/token_cache.h).
 #include "xtrain/token_cache.h"
 
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <cstdio>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <iostream>
@@ -16,71 +19,113 @@ namespace xtrain {
 namespace {
 
 constexpr char kMagic[8] = {'X', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
-constexpr uint32_t kVersion = 1;
-constexpr size_t kHeaderBytes = 8 + 4 + 4 + 8 + 8 + 8 + 8;  // magic, version, reserved, 4 x u64
-constexpr size_t kChecksumBytes = 8;
+constexpr uint32_t kVersion = 2;
+constexpr size_t kHeaderBytes = 64;
 
 void put_le(std::string* buf, uint64_t v, int bytes) {
   for (int k = 0; k < bytes; ++k) buf->push_back(char((v >> (8 * k)) & 0xFF));
 }
-uint64_t get_le(const std::string& buf, size_t at, int bytes) {
+uint64_t get_le(const unsigned char* p, int bytes) {
   uint64_t v = 0;
-  for (int k = 0; k < bytes; ++k) v |= uint64_t(uint8_t(buf[at + size_t(k)])) << (8 * k);
+  for (int k = 0; k < bytes; ++k) v |= uint64_t(p[k]) << (8 * k);
   return v;
+}
+
+// looks_like_token_cache: the file starts with the cache magic (damaged caches may be rebuilt).
+bool looks_like_token_cache(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  char magic[sizeof(kMagic)] = {};
+  return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
 }
 
 }  // namespace
 
-void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, uint64_t tok_fingerprint,
-                       uint64_t source_bytes, uint64_t source_hash) {
-  std::string buf(kMagic, sizeof(kMagic));
-  buf.reserve(kHeaderBytes + 4 * ids.size() + kChecksumBytes);
-  put_le(&buf, kVersion, 4);
-  put_le(&buf, 0, 4);  // reserved
-  put_le(&buf, tok_fingerprint, 8);
-  put_le(&buf, source_bytes, 8);
-  put_le(&buf, source_hash, 8);
-  put_le(&buf, ids.size(), 8);
-  for (int32_t id : ids) put_le(&buf, uint32_t(id), 4);
-  put_le(&buf, fnv1a64(buf.data() + kHeaderBytes, 4 * ids.size()), 8);
+SourceId stat_source(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  SourceId s;
+  s.bytes = static_cast<uint64_t>(st.st_size);
+  s.mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  return s;
+}
 
-  // Atomic replace (several ranks may write the same cache at once): readers see the old file or
-  // the complete new one.
+int token_id_bytes(int vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
+                       uint64_t tok_fingerprint, const SourceId& source) {
+  const int id_bytes = token_id_bytes(vocab_size);
+  std::string buf(kMagic, sizeof(kMagic));
+  buf.reserve(kHeaderBytes + size_t(id_bytes) * ids.size());
+  put_le(&buf, kVersion, 4);
+  put_le(&buf, uint64_t(id_bytes), 4);
+  put_le(&buf, tok_fingerprint, 8);
+  put_le(&buf, source.bytes, 8);
+  put_le(&buf, source.mtime_ns, 8);
+  put_le(&buf, source.hash, 8);
+  put_le(&buf, ids.size(), 8);
+  put_le(&buf, 0, 8);  // ids hash, filled in below
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) XT_FAIL("cannot write token cache " << path << ": token id " << id
+                                                                         << " outside the vocabulary [0, " << vocab_size << ")");
+    put_le(&buf, uint32_t(id), id_bytes);
+  }
+  const uint64_t ids_hash = xxh3_64(buf.data() + kHeaderBytes, buf.size() - kHeaderBytes);
+  std::string hash_le;
+  put_le(&hash_le, ids_hash, 8);
+  buf.replace(56, 8, hash_le);
+  // Atomic replace (several ranks may write the same cache at once): readers, and mappings made
+  // before, see the old file or the complete new one.
   write_file_atomic(path, buf, "cannot write token cache");
 }
 
-bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_t source_bytes,
-                      uint64_t source_hash, std::vector<int32_t>* ids) {
-  const std::string buf = read_file(path);
-  if (buf.size() < kHeaderBytes + kChecksumBytes)
-    XT_FAIL("token cache " << path << " is truncated: " << buf.size() << " bytes, less than the header");
-  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
-    XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
-  const uint64_t version = get_le(buf, 8, 4);
-  if (version != kVersion) XT_FAIL("token cache " << path << " has version " << version << ", expected " << kVersion);
-  if (get_le(buf, 12, 4) != 0) XT_FAIL("token cache " << path << " is corrupt (reserved field is not 0)");
-  const uint64_t count = get_le(buf, 40, 8);
+std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO never blocks
+  if (fd < 0) XT_FAIL("token cache " << path << ": cannot open: " << std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    XT_FAIL("token cache " << path << " is not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < kHeaderBytes) {
+    ::close(fd);
+    XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
+  }
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // the mapping keeps the file
+  if (map == MAP_FAILED) XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
+  std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
+  c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
+  const auto* p = static_cast<const unsigned char*>(map);
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
+  const uint64_t version = get_le(p + 8, 4);
+  if (version != kVersion) XT_FAIL("token cache " << path << " has format version " << version << ", expected " << kVersion);
+  TokenCacheHeader& h = c->header_;
+  const uint64_t id_bytes = get_le(p + 12, 4);
+  if (id_bytes != 2 && id_bytes != 4) XT_FAIL("token cache " << path << " is corrupt (id width " << id_bytes << " bytes)");
+  h.id_bytes = int(id_bytes);
+  h.tokenizer_fingerprint = get_le(p + 16, 8);
+  h.source.bytes = get_le(p + 24, 8);
+  h.source.mtime_ns = get_le(p + 32, 8);
+  h.source.hash = get_le(p + 40, 8);
+  h.count = get_le(p + 48, 8);
+  h.ids_hash = get_le(p + 56, 8);
   // Compare in a form that cannot overflow for a corrupt count.
-  if ((buf.size() - kHeaderBytes - kChecksumBytes) % 4 != 0 ||
-      (buf.size() - kHeaderBytes - kChecksumBytes) / 4 != count)
-    XT_FAIL("token cache " << path << " is truncated or corrupt: header says " << count << " tokens, file has "
-                           << buf.size() << " bytes");
-  const uint64_t checksum = get_le(buf, kHeaderBytes + 4 * count, 8);
-  if (fnv1a64(buf.data() + kHeaderBytes, 4 * count) != checksum)
-    XT_FAIL("token cache " << path << " is corrupt (checksum mismatch)");
-  if (get_le(buf, 16, 8) != tok_fingerprint || get_le(buf, 24, 8) != source_bytes ||
-      get_le(buf, 32, 8) != source_hash)
-    return false;
-  ids->resize(count);
-  for (size_t i = 0; i < count; ++i) (*ids)[i] = int32_t(uint32_t(get_le(buf, kHeaderBytes + 4 * i, 4)));
-  return true;
+  if ((size - kHeaderBytes) % id_bytes != 0 || (size - kHeaderBytes) / id_bytes != h.count)
+    XT_FAIL("token cache " << path << " is truncated or corrupt: header says " << h.count << " tokens of " << id_bytes
+                           << " bytes, file has " << size << " bytes");
+  if (xxh3_64(p + kHeaderBytes, size - kHeaderBytes) != h.ids_hash)
+    XT_FAIL("token cache " << path << " is corrupt (ids hash mismatch)");
+  return c;
 }
 
-// looks_like_token_cache: the file starts with the cache magic (damaged caches may be rebuilt).
-static bool looks_like_token_cache(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char magic[sizeof(kMagic)] = {};
-  return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
+MappedTokenCache::~MappedTokenCache() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+TokenView MappedTokenCache::ids() const {
+  return TokenView{static_cast<const unsigned char*>(map_) + kHeaderBytes, header_.count, header_.id_bytes};
 }
 
 std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,
@@ -91,41 +136,77 @@ std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view
   return ids;
 }
 
-std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path,
-                                 bool write_cache, const std::string& log_prefix, int rank) {
-  const std::string text = read_file(text_path);
-  const auto encode = [&] { return encode_with_progress(tok, text, text_path, rank); };
-  const uint64_t hash = fnv1a64(text.data(), text.size());
+TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
+                        const std::string& log_prefix, int rank, bool* tokenized) {
+  if (tokenized) *tokenized = true;
+  std::string text;
+  bool have_text = false;
+  const auto read_text = [&] {
+    if (!have_text) text = read_file(text_path), have_text = true;
+  };
+  const auto encode = [&] {
+    read_text();
+    return encode_with_progress(tok, text, text_path, rank);
+  };
   // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
   // next to a device node.
-  if (cache_path.empty() && is_non_regular(text_path)) return encode();
+  if (cache_path.empty() && is_non_regular(text_path)) return TokenStream(encode());
   if (cache_path.empty()) cache_path = text_path + ".tokcache";
-  std::vector<int32_t> ids;
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
     std::cerr << log_prefix << "warning: token cache " << cache_path
               << " exists and is not a regular file; neither reading nor writing it\n";
-    return encode();
+    return TokenStream(encode());
   }
+  // Identity before reading: a text changed while we read it then fails the next run's quick check.
+  SourceId source = stat_source(text_path);
+  const auto as_stream = [](std::shared_ptr<const MappedTokenCache> c) {
+    TokenStream s;
+    s.append(c->ids(), c);
+    return s;
+  };
   if (::access(cache_path.c_str(), F_OK) == 0) {
     try {
-      if (read_token_cache(cache_path, tok.fingerprint(), text.size(), hash, &ids)) return ids;
+      auto c = MappedTokenCache::open(cache_path);
+      const TokenCacheHeader& h = c->header();
+      bool same = h.tokenizer_fingerprint == tok.fingerprint() && h.source.bytes == source.bytes;
+      if (same && h.source.mtime_ns != source.mtime_ns) {
+        read_text();  // only the mtime differs (a copy, a touch): the content decides
+        same = xxh3_64(text.data(), text.size()) == h.source.hash;
+      }
+      if (same && write_cache && h.source.mtime_ns != source.mtime_ns) {
+        // Record the text's new mtime (same ids), so later start-ups pass the quick check unread.
+        SourceId now = source;
+        now.hash = h.source.hash;
+        try {
+          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now);
+        } catch (const Error& e) {  // e.g. a read-only directory: the cache is still valid
+          std::cerr << log_prefix << "warning: " << e.what() << "\n";
+        }
+      }
+      if (same) {
+        if (tokenized) *tokenized = false;
+        return as_stream(std::move(c));
+      }
     } catch (const Error& e) {
       // A damaged cache is only a lost shortcut: say so and rebuild it from the text.
       std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
     }
   }
-  ids = encode();
+  std::vector<int32_t> ids = encode();
+  source.hash = xxh3_64(text.data(), text.size());
+  std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
   if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
     // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
     std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
   } else if (write_cache) {
     try {
-      write_token_cache(cache_path, ids, tok.fingerprint(), text.size(), hash);
+      write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source);
+      return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
       std::cerr << log_prefix << "warning: " << e.what() << "\n";
     }
   }
-  return ids;
+  return TokenStream(std::move(ids));
 }
 
 }  // namespace xtrain

@@ -40,3 +40,11 @@ xt_run() {
     *) echo "xt_run: launcher must be mpi or threads (got '$launcher')" >&2; return 2 ;;
   esac
 }
+
+# xt_losses FILE: "step loss" of every train record of a metrics file, as written (text, so equal
+# means bitwise).
+xt_losses() {
+  python3 -c 'import json,sys
+recs=[json.loads(l) for l in open(sys.argv[1])]
+print("\n".join("%d %r" % (r["step"], r["loss"]) for r in recs if r["type"] == "train"))' "$1"
+}

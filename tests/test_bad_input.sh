@@ -32,7 +32,8 @@ expect_cmd() {
 }
 OK=("${DATA[@]}" "${TINY[@]}")
 expect "missing corpus" 1 "cannot read .*nope.txt" 2 "${OK[@]}" --data "$WORK/nope.txt"
-expect "corpus is a directory" 1 "cannot read" 2 "${OK[@]}" --data "$WORK"
+mkdir "$WORK/no-shards"  # a directory is a list of shards (test_data_shards.sh); an empty one is an error
+expect "corpus is an empty directory" 1 "no-shards: no data files in the directory" 2 "${OK[@]}" --data "$WORK/no-shards"
 expect "missing encoder.json" 1 "nope.json" 2 "${OK[@]}" --encoder-json "$WORK/nope.json"
 printf '{"a": ' > "$WORK/bad.json"
 expect "malformed encoder.json" 1 "bad.json" 2 "${OK[@]}" --encoder-json "$WORK/bad.json"

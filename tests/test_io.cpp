@@ -140,6 +140,20 @@ TEST_CASE("xxh3_64 is XXH3-64 with seed 0") {
   CHECK(xxh3_64("a", 1) != xxh3_64("b", 1));
 }
 
+TEST_CASE("Xxh3Stream over pieces equals xxh3_64 of the whole (the data hash of a stream of views)") {
+  std::string bytes(1000, '\0');
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 31 + 7);
+  // pieces shorter and longer than XXH3's 256-byte stripe buffer, and an empty one
+  for (size_t cut : {size_t(0), size_t(1), size_t(100), size_t(300), size_t(999), size_t(1000)}) {
+    CAPTURE(cut);
+    Xxh3Stream h;
+    h.update(bytes.data(), cut);
+    h.update(bytes.data() + cut, bytes.size() - cut);
+    CHECK(h.digest() == xxh3_64(bytes.data(), bytes.size()));
+  }
+  CHECK(Xxh3Stream().digest() == xxh3_64("", 0));
+}
+
 namespace {
 std::string hostname() {
   char h[256] = {};

@@ -11,15 +11,10 @@ for r in 0 1 2; do
   xt_run mpi 2 "${ARGS[@]}" --recompute "$r" --ckpt "$WORK/r$r.ckpt" --metrics "$WORK/r$r.jsonl" > "$WORK/r$r.log" 2>&1 \
     || { cat "$WORK/r$r.log"; echo "FAIL: --recompute $r"; exit 1; }
 done
-losses() {  # losses FILE: "step loss" of every train record, as written (text, so equal means bitwise)
-  python3 -c 'import json,sys
-recs=[json.loads(l) for l in open(sys.argv[1])]
-print("\n".join("%d %r" % (r["step"], r["loss"]) for r in recs if r["type"] == "train"))' "$1"
-}
-losses "$WORK/r0.jsonl" > "$WORK/r0.losses"
+xt_losses "$WORK/r0.jsonl" > "$WORK/r0.losses"
 [[ $(wc -l < "$WORK/r0.losses") == 20 ]] || { cat "$WORK/r0.losses"; echo "FAIL: want 20 train records"; exit 1; }
 for r in 1 2; do
-  losses "$WORK/r$r.jsonl" | diff "$WORK/r0.losses" - || { echo "FAIL: losses of --recompute $r differ from 0"; exit 1; }
+  xt_losses "$WORK/r$r.jsonl" | diff "$WORK/r0.losses" - || { echo "FAIL: losses of --recompute $r differ from 0"; exit 1; }
   cmp "$WORK/r0.ckpt" "$WORK/r$r.ckpt" || { echo "FAIL: checkpoints of --recompute $r and 0 differ"; exit 1; }
   echo "--recompute $r: 20 losses identical to --recompute 0, final checkpoint byte-identical ($(stat -c %s "$WORK/r$r.ckpt") bytes)"
 done

@@ -58,7 +58,7 @@ grep -Eq "^rank 0 \(.*\): error: .*step [0-9]+.*gradient bucket [0-9]+ of [0-9]+
 left=$({ pgrep -f "$mine" || true; } | wc -l)
 ((left == 0)) || { echo "FAIL: $left xtrain_mpi processes left"; exit 1; }
 
-# --- start-up: rank 0 tokenizes ~40 MB (--no-cache: many seconds), rank 1 waits for it and is stopped
+# --- start-up: the ranks tokenize ~40 MB (--no-cache: each in memory, many seconds); rank 1 is stopped
 kStartupSlackS=10  # MPI_Abort tearing down both ranks; seen: 3.5 s on a loaded 2-core VM
 for _ in $(seq 100); do cat "$WORK/corpus.txt"; done >"$WORK/big.txt"
 mine="$WORK/startup.jsonl"
@@ -73,7 +73,7 @@ rank_pid() {  # rank_pid R: the xtrain_mpi process of rank R of this job
 cpu_ticks() { awk '{print $14}' "/proc/$1/stat" 2>/dev/null || echo 0; }
 r0="" r1="" t0=$SECONDS
 # Rank 0 has used 0.5 s of CPU: it is tokenizing, so both ranks are past MPI_Init and the first
-# collectives, and rank 1 is waiting for rank 0.
+# collectives, and meet once a second while they tokenize (agree_while_working).
 until [[ -n "$r0" && -n "$r1" ]] && (($(cpu_ticks "$r0") >= $(getconf CLK_TCK) / 2)); do
   kill -0 "$job" 2>/dev/null || { cat "$WORK/startup.log"; echo "FAIL: the start-up run ended early"; exit 1; }
   ((SECONDS - t0 < 60)) || { cat "$WORK/startup.log"; echo "FAIL: rank 0 not tokenizing after 60 s"; exit 1; }

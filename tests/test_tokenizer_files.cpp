@@ -1,6 +1,6 @@
 // Tokenizer file handling: small synthetic vocabularies in both formats (merge semantics, specials,
-// fingerprints), loader error messages, and the token cache (round trip, corruption, mismatch,
-// load_tokens). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
+// fingerprints), loader error messages, and encode's progress reports (the token cache is tested in
+// test_token_cache.cpp). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -315,68 +315,6 @@ TEST_CASE("fnv1a64 matches the published FNV-1a 64 test vectors") {
   CHECK(fnv1a64("a", 1) == 0xaf63dc4c8601ec8cull);
   CHECK(fnv1a64("foobar", 6) == 0x85944171f73967e8ull);
   CHECK(fnv1a64("bar", 3, fnv1a64("foo", 3)) == fnv1a64("foobar", 6));  // chaining
-}
-
-TEST_CASE("token cache: round trip, truncation, corruption, mismatch") {
-  ScratchDir d;
-  const std::string path = d.file("x.tokcache");
-  const std::vector<int32_t> ids = {0, 1, 50256, 464, 2147483647, 7};
-  write_token_cache(path, ids, 0x1234, 99, 0xabcdef);
-  CHECK(std::filesystem::file_size(path) == 48 + 4 * ids.size() + 8);
-  CHECK(std::distance(std::filesystem::directory_iterator(d.path), {}) == 1);  // no tmp file left
-  std::vector<int32_t> got;
-  CHECK(read_token_cache(path, 0x1234, 99, 0xabcdef, &got));
-  CHECK(got == ids);
-  CHECK(!read_token_cache(path, 0x1234, 99, 0xabcdee, &got));  // other source text
-  CHECK(!read_token_cache(path, 0x1234, 98, 0xabcdef, &got));
-  CHECK(!read_token_cache(path, 0x1235, 99, 0xabcdef, &got));  // other tokenizer
-
-  const std::string bytes = read_file(path);
-  CHECK(bytes.substr(0, 8) == "XTTOKENS");
-  for (size_t keep : {bytes.size() - 1, bytes.size() - 8, size_t(50), size_t(47), size_t(0)}) {
-    write_file(path, bytes.substr(0, keep));
-    CAPTURE(keep);
-    CHECK_THROWS_AS(read_token_cache(path, 0x1234, 99, 0xabcdef, &got), Error);
-  }
-  for (size_t at : {size_t(0), size_t(8), size_t(40), size_t(48 + 9), bytes.size() - 1}) {
-    std::string flipped = bytes;
-    flipped[at] = char(flipped[at] ^ 0x10);
-    write_file(path, flipped);
-    CAPTURE(at);
-    CHECK_THROWS_AS(read_token_cache(path, 0x1234, 99, 0xabcdef, &got), Error);
-  }
-  CHECK_THROWS_AS(read_token_cache(d.file("missing"), 0x1234, 99, 0xabcdef, &got), Error);
-  write_token_cache(path, {}, 1, 0, 2);  // an empty stream is valid
-  CHECK(read_token_cache(path, 1, 0, 2, &got));
-  CHECK(got.empty());
-  CHECK_THROWS_AS(write_token_cache(d.file("no/such/dir/x"), ids, 1, 2, 3), Error);
-}
-
-TEST_CASE("load_tokens: tokenizes, caches, reuses the cache, rebuilds a bad one") {
-  ScratchDir d;
-  const std::string text_path = d.file("t.txt"), cache = d.file("t.txt.tokcache");
-  const std::string text = "First Citizen:\nBefore we proceed any further, hear me speak.<|endoftext|>";
-  write_file(text_path, text);
-  const std::vector<int32_t> want = gpt2().encode(text);
-  CHECK(load_tokens(text_path, gpt2(), "", false) == want);
-  CHECK(!std::filesystem::exists(cache));
-  CHECK(load_tokens(text_path, gpt2(), "", true) == want);
-  REQUIRE(std::filesystem::exists(cache));
-  // A valid cache is used as is: plant one with other ids for this text and tokenizer.
-  const uint64_t h = fnv1a64(text.data(), text.size());
-  write_token_cache(cache, {1, 2, 3}, gpt2().fingerprint(), text.size(), h);
-  CHECK(load_tokens(text_path, gpt2(), "", false) == std::vector<int32_t>{1, 2, 3});
-  // A cache for another tokenizer, or a damaged one, is rebuilt from the text.
-  write_token_cache(cache, {1, 2, 3}, gpt2().fingerprint() + 1, text.size(), h);
-  CHECK(load_tokens(text_path, gpt2(), "", true) == want);
-  std::vector<int32_t> got;
-  CHECK(read_token_cache(cache, gpt2().fingerprint(), text.size(), h, &got));
-  CHECK(got == want);
-  write_file(cache, "garbage");
-  CHECK(load_tokens(text_path, gpt2(), cache, false) == want);
-  CHECK_THROWS_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true), Error);
-  CHECK_THROWS_WITH(read_file(d.file("missing.txt")),
-                    doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()));
 }
 
 TEST_CASE("encode reports bytes done from inside its loop; the ids do not change") {

@@ -63,15 +63,17 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
     const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input + ".tokcache";
     // Same device and inode (a hard link or symlink too): writing would destroy the input.
     if (xtrain::same_file(input, output)) throw xtrain::UsageError("--input and --output name the same file (" + output + ")");
+    xtrain::SourceId source = xtrain::stat_source(input);  // before reading (token_cache.h)
     const std::string text = xtrain::read_file(input);
+    source.hash = xtrain::xxh3_64(text.data(), text.size());
     t0 = std::chrono::steady_clock::now();
     xtrain::ProgressOptions progress;
     progress.out = stderr;  // stdout keeps its one machine-readable line
     const std::vector<int32_t> ids = xtrain::encode_with_progress(tok, text, input, 0, progress);
     const double encode_s = seconds_since(t0);
-    xtrain::write_token_cache(output, ids, tok.fingerprint(), text.size(), xtrain::fnv1a64(text.data(), text.size()));
-    std::printf("tokens=%zu bytes=%zu seconds=%.3f load_seconds=%.3f output=%s\n", ids.size(), text.size(),
-                encode_s, load_s, output.c_str());
+    xtrain::write_token_cache(output, ids, tok.vocab_size(), tok.fingerprint(), source);
+    std::printf("tokens=%zu bytes=%zu seconds=%.3f load_seconds=%.3f id_bytes=%d output=%s\n", ids.size(), text.size(),
+                encode_s, load_s, xtrain::token_id_bytes(tok.vocab_size()), output.c_str());
   }
   return 0;
 }

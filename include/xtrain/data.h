@@ -11,21 +11,23 @@
 #include "xtrain/comm.h"
 #include "xtrain/config.h"
 #include "xtrain/model.h"
+#include "xtrain/token_stream.h"
 
 namespace xtrain {
 
-// TrainData: the token stream, identical on every rank; split [0, n_train) train, rest validation.
+// TrainData: the token stream, identical on every rank (read-only views, e.g. memory-mapped token
+// caches); split [0, n_train) train, rest validation.
 struct TrainData {
-  std::vector<int32_t> tokens;
+  TokenStream tokens;
   size_t n_train = 0;
-  uint64_t hash = 0;                   // xxh3_64 of the whole token stream (io.h)
+  uint64_t hash = 0;                   // xxh3_64 of the whole token stream as int32 little-endian ids (io.h)
   uint64_t tokenizer_fingerprint = 0;
 };
 
 // make_train_data: splits tokens by val_fraction (nothing is held out when validation is off) and
 // checks that both parts are long enough for the configuration and that every id is in [0, V);
-// throws Error with the numbers otherwise.
-TrainData make_train_data(std::vector<int32_t> tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg);
+// throws Error with the numbers otherwise. One pass over the stream (the range check and the hash).
+TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg);
 
 // Batch: one rank's sequences of one micro-step. tokens and targets (B_local, T) (targets are the
 // tokens shifted by one), dropout_keys (B_local): the base dropout key of each sequence.

@@ -18,6 +18,21 @@ uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325
 // checkpoints and parameter buffers.
 uint64_t xxh3_64(const void* data, size_t bytes);
 
+// Xxh3Stream: xxh3_64 of bytes given in pieces: digest() after update(a), update(b) equals
+// xxh3_64 of a then b (XXH3 streaming API, seed 0).
+class Xxh3Stream {
+ public:
+  Xxh3Stream();
+  ~Xxh3Stream();
+  Xxh3Stream(const Xxh3Stream&) = delete;
+  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
+  void update(const void* data, size_t bytes);
+  uint64_t digest() const;
+
+ private:
+  void* state_;  // XXH3_state_t
+};
+
 // read_file: the whole file as bytes (text or binary). Throws Error "cannot read <path>: <strerror>",
 // "cannot read <path>: not a regular file" (a FIFO, device or directory: refused without blocking), or
 // naming the path when its content does not fit in memory.

@@ -15,8 +15,8 @@ namespace xtrain {
 
 struct RunOptions {
   TrainConfig train;
-  std::string data;            // text corpus
-  std::string tokens_cache;    // token cache path ("" = <data>.tokcache)
+  std::string data;            // text corpus: file, directory or comma-separated list (list_data_files, corpus.h)
+  std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
   TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
   std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)

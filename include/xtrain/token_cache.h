@@ -1,37 +1,90 @@
-// Token cache: the token stream of a corpus in a small binary file, so later runs skip tokenizing.
-// Format (little-endian): header { magic "XTTOKENS", u32 version=1, u32 reserved, u64 tokenizer
-// fingerprint, u64 source size in bytes, u64 source content hash (FNV-1a 64), u64 token count },
-// then count x int32 ids, then u64 FNV-1a 64 of the id bytes. Written atomically (write_file_atomic, io.h).
+// Token cache: the token stream of one text file in a binary file that training memory-maps
+// read-only, so later runs skip tokenizing and the ranks of a node share one page-cache copy.
+// Format version 2 (little-endian), the one reader and writer of it (xtrain_mpi, xtrain_tokenize):
+//   0  char[8] magic "XTTOKENS"        8  u32 version = 2         12 u32 id_bytes: 2 or 4
+//   16 u64 tokenizer fingerprint      24 u64 source size (bytes)  32 u64 source mtime (ns since epoch)
+//   40 u64 source hash (xxh3_64 of the text)                      48 u64 token count
+//   56 u64 ids hash (xxh3_64 of the stored id bytes)
+//   64 count ids of id_bytes each (uint16 when the vocabulary has <= 65536 ids, as llm.c's shards;
+//      uint32 otherwise); the file ends there.
+// Written atomically (write_file_atomic, io.h).
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "xtrain/progress.h"
+#include "xtrain/token_stream.h"
 #include "xtrain/tokenizer.h"
 
 namespace xtrain {
 
-// write_token_cache / read_token_cache: see format above. read_token_cache throws Error for a
-// missing, truncated or corrupt file (checksum), and returns false (no throw) when the file is valid
-// but was made from other text or another tokenizer (the caller re-tokenizes).
-void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, uint64_t tok_fingerprint,
-                       uint64_t source_bytes, uint64_t source_hash);
-bool read_token_cache(const std::string& path, uint64_t tok_fingerprint, uint64_t source_bytes,
-                      uint64_t source_hash, std::vector<int32_t>* ids);
+// SourceId: what a cache records of the text it was made from. A cache belongs to a text when the
+// tokenizer fingerprint and the size match and either the mtime matches (no read of the text: the
+// quick check of make and rsync) or, when only the mtime differs (a copy, a touch), the text's
+// xxh3_64 matches the recorded one.
+struct SourceId {
+  uint64_t bytes = 0;
+  uint64_t mtime_ns = 0;
+  uint64_t hash = 0;
+};
 
-// load_tokens: the token stream of text_path, from cache_path when it is valid for this text and
-// tokenizer, otherwise tokenized now and (when write_cache) cached. cache_path "" means
-// text_path + ".tokcache" (none when text_path is not a regular file); a cache_path that exists and
-// is not a regular file is neither read nor written. A damaged or unwritable cache is a warning on
-// stderr, each line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws
-// Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints progress
-// lines (encode_with_progress); the default -1 prints none.
-std::vector<int32_t> load_tokens(const std::string& text_path, const Tokenizer& tok,
-                                 std::string cache_path, bool write_cache, const std::string& log_prefix = "",
-                                 int rank = -1);
+// stat_source: size and mtime of path (hash left 0). Throws Error "cannot read <path>: <strerror>".
+SourceId stat_source(const std::string& path);
+
+// token_id_bytes: bytes per stored id for a vocabulary of vocab_size ids: 2 when every id fits in
+// uint16 (vocab_size <= 65536), else 4.
+int token_id_bytes(int vocab_size);
+
+struct TokenCacheHeader {
+  int id_bytes = 4;
+  uint64_t tokenizer_fingerprint = 0;
+  SourceId source;
+  uint64_t count = 0;
+  uint64_t ids_hash = 0;
+};
+
+// write_token_cache: writes ids (each in [0, vocab_size)) in the format above, ids of
+// token_id_bytes(vocab_size) bytes. Throws Error naming path when an id does not fit or the write
+// fails.
+void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
+                       uint64_t tok_fingerprint, const SourceId& source);
+
+// MappedTokenCache: a token cache mapped read-only (mmap, MAP_SHARED: every process mapping the file
+// shares its page-cache pages). open() checks magic, version, id width, that the file size is exactly
+// header + count x id_bytes, and the ids hash (one pass over the mapping, tens of GB/s); it throws
+// Error "token cache <path> ..." naming what is wrong (missing, truncated, foreign, corrupt).
+class MappedTokenCache {
+ public:
+  static std::shared_ptr<const MappedTokenCache> open(const std::string& path);
+  ~MappedTokenCache();
+  MappedTokenCache(const MappedTokenCache&) = delete;
+  MappedTokenCache& operator=(const MappedTokenCache&) = delete;
+  const TokenCacheHeader& header() const { return header_; }
+  TokenView ids() const;
+
+ private:
+  MappedTokenCache() = default;
+  TokenCacheHeader header_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+};
+
+// load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
+// tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
+// when the cache cannot be written). A cache that matched by hash only is, when write_cache,
+// rewritten with the text's current mtime (same ids). cache_path "" means text_path + ".tokcache" (none when text_path
+// is not a regular file); a cache_path that exists and is not a regular file, or is not a token cache,
+// is neither read nor overwritten. A damaged, stale or unwritable cache is a warning on stderr, each
+// line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws Error when the
+// text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints progress lines
+// (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether the text was
+// tokenized (false: a cache was reused).
+TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
+                        const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr);
 
 // encode_with_progress: tok.encode(text), and on rank 0 the progress lines of progress.h named
 // "tokenize <name>": bytes done, MB/s and ETA at most every opt.interval_s, then the total.

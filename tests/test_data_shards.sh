@@ -1,0 +1,91 @@
+#!/usr/bin/env bash
+# --data with a directory of shards (issue #13 item 5): it trains bitwise what one file holding the
+# joined text trains (files joined with <|endoftext|>); a node's ranks share the tokenizing (world 2,
+# 3 shards, under mpirun and xtrain_threads); caches are then reused without re-tokenizing, a
+# truncated one is rebuilt; xtrain_tokenize writes the cache training maps; bad shard inputs end
+# every rank quickly with one line.
+source "$(dirname "$0")/common.sh"
+xt_data
+BOUND=30  # seconds for an error case; a hang in a collective would hit it
+fails=0
+mkdir "$WORK/shards" "$WORK/joined"
+split -n l/3 -d --additional-suffix=.txt "$WORK/corpus.txt" "$WORK/shards/part-"
+s=("$WORK"/shards/part-0{0,1,2}.txt)
+{ cat "${s[0]}"; printf '<|endoftext|>'; cat "${s[1]}"; printf '<|endoftext|>'; cat "${s[2]}"; } > "$WORK/joined/all.txt"
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10)
+
+run() {  # run LAUNCHER NP NAME DATA
+  xt_run "$1" "$2" "${ARGS[@]}" --data "$4" --metrics "$WORK/$3.jsonl" > "$WORK/$3.log" 2>&1 \
+    || { cat "$WORK/$3.log"; echo "FAIL: run $3"; exit 1; }
+  xt_losses "$WORK/$3.jsonl" > "$WORK/$3.losses"
+}
+check() {  # check CONDITION-TEXT COMMAND...: count a failure when the command fails
+  local what=$1
+  shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+same_losses() { diff -q "$WORK/$1.losses" "$WORK/$2.losses" > /dev/null && [[ $(wc -l < "$WORK/$1.losses") == 10 ]]; }
+tokenized() { grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; }
+
+"$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/joined/all.txt" > /dev/null 2>&1
+run mpi 2 j2 "$WORK/joined/all.txt"
+check "a cache written by xtrain_tokenize is mapped, not re-tokenized" tokenized j2 0 0
+run mpi 2 s2 "$WORK/shards"
+grep "^cache" "$WORK/s2.log"
+check "world 2: 3 shards tokenized once, shared by 2 ranks" tokenized s2 3 2
+check "world 2: shards train bitwise what the joined file trains" same_losses j2 s2
+check "every shard has its cache" test -s "${s[0]}.tokcache" -a -s "${s[1]}.tokcache" -a -s "${s[2]}.tokcache"
+mtimes=$(stat -c %Y.%y "$WORK"/shards/*.tokcache)
+
+run mpi 1 j1 "$WORK/joined/all.txt"
+run mpi 1 s1 "$WORK/shards"
+check "world 1: caches reused, nothing tokenized" tokenized s1 0 0
+check "world 1: caches not rewritten" test "$mtimes" == "$(stat -c %Y.%y "$WORK"/shards/*.tokcache)"
+check "world 1: shards train bitwise what the joined file trains" same_losses j1 s1
+
+rm "$WORK"/shards/*.tokcache
+run threads 2 t2 "$WORK/shards"
+check "xtrain_threads world 2: 3 shards tokenized by 2 ranks" tokenized t2 3 2
+check "xtrain_threads world 2 equals mpirun world 2 bitwise" same_losses s2 t2
+
+head -c 100 "${s[1]}.tokcache" > "$WORK/cut" && mv "$WORK/cut" "${s[1]}.tokcache"
+run mpi 2 r2 "$WORK/shards"
+check "a truncated cache is named in a warning and rebuilt" grep -q "warning: token cache ${s[1]}.tokcache is truncated" "$WORK/r2.log"
+check "only that shard is tokenized again" tokenized r2 1 1
+check "the rebuilt cache trains the same" same_losses s2 r2
+
+# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s and its first rank line
+# matches PATTERN
+expect() {
+  local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
+  shift 4
+  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$data" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  local line
+  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
+  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)); then
+    printf 'ok   %-32s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
+  else
+    printf 'FAIL %-32s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
+    sed 's/^/     | /' "$WORK/err" | head -10
+    fails=$((fails + 1))
+  fi
+}
+mkdir "$WORK/empty"
+expect "empty directory" 1 "--data .*empty: no data files in the directory" "$WORK/empty"
+mkfifo "$WORK/shards/part-03.txt"
+expect "FIFO among the shards" 1 "--data .*part-03.txt: cannot read: not a regular file" "$WORK/shards"
+rm "$WORK/shards/part-03.txt"
+ln -s "$WORK/gone.txt" "$WORK/shards/part-03.txt"
+expect "unreadable shard (dangling link)" 1 "cannot read .*part-03.txt: No such file" "$WORK/shards"
+rm "$WORK/shards/part-03.txt"
+# /proc/self/mem passes the listing (a readable regular file) and fails on read (EIO): as file 1 of 3
+# it fails on local rank 1 while it tokenizes its share; rank 0 must learn it and end too.
+expect "a shard failing on rank 1 only" 1 "^rank 1 .*cannot read /proc/self/mem" "${s[0]},/proc/self/mem,${s[2]}"
+cp "${s[1]}" "$WORK/part-01.copy"
+expect "--metrics names a shard" 2 "usage error: --metrics names the data file .*part-01.txt" "$WORK/shards" \
+  --metrics "${s[1]}"
+check "the shard named by --metrics is untouched" cmp -s "${s[1]}" "$WORK/part-01.copy"
+expect "--tokens-cache with shards" 2 "usage error: --tokens-cache names the cache of one file" "$WORK/shards" \
+  --tokens-cache "$WORK/x.tokcache"
+((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
+echo "all data shard checks passed"

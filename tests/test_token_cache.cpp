@@ -1,0 +1,232 @@
+// The token cache (format, id width, refusal of damaged or foreign files, reuse by load_tokens), the
+// TokenStream views the sampler reads, and the --data file list and join rule (corpus.h). Part of the
+// test_tokenizer executable (main in test_tokenizer.cpp).
+#include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "test_tokenizer_util.h"
+#include "xtrain/corpus.h"
+#include "xtrain/error.h"
+#include "xtrain/io.h"
+#include "xtrain/token_cache.h"
+
+using namespace xtrain;
+using namespace xtrain::test;
+namespace fs = std::filesystem;
+
+namespace {
+
+constexpr int kGpt2Vocab = 50257;
+constexpr size_t kHeaderBytes = 64;  // token_cache.h
+
+void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
+
+std::vector<int32_t> ids_of(const MappedTokenCache& c) {
+  TokenStream s;
+  s.append(c.ids(), nullptr);
+  return s.to_vector();
+}
+
+// set_mtime: the file's mtime to `sec` seconds since the epoch (a copy or a touch of the text).
+void set_mtime(const std::string& path, time_t sec) {
+  const struct timespec t[2] = {{sec, 0}, {sec, 0}};
+  REQUIRE(::utimensat(AT_FDCWD, path.c_str(), t, 0) == 0);
+}
+
+}  // namespace
+
+TEST_CASE("token cache: uint16 ids when the vocabulary fits, uint32 otherwise; header round trip") {
+  CHECK(token_id_bytes(kGpt2Vocab) == 2);
+  CHECK(token_id_bytes(65536) == 2);  // ids 0 .. 65535 fit in uint16
+  CHECK(token_id_bytes(65537) == 4);
+  ScratchDir d;
+  const SourceId src{99, 123456789, 0xabcdef};
+  const std::vector<int32_t> ids = {0, 1, 50256, 464, 7};
+  const std::string p16 = d.file("a.tokcache"), p32 = d.file("b.tokcache");
+  write_token_cache(p16, ids, kGpt2Vocab, 0x1234, src);
+  CHECK(fs::file_size(p16) == kHeaderBytes + 2 * ids.size());
+  CHECK(std::distance(fs::directory_iterator(d.path), {}) == 1);  // no temporary file left
+  auto c = MappedTokenCache::open(p16);
+  CHECK(c->header().id_bytes == 2);
+  CHECK(c->header().tokenizer_fingerprint == 0x1234);
+  CHECK(c->header().source.bytes == 99);
+  CHECK(c->header().source.mtime_ns == 123456789);
+  CHECK(c->header().source.hash == 0xabcdef);
+  CHECK(c->header().count == ids.size());
+  CHECK(ids_of(*c) == ids);
+
+  const std::vector<int32_t> big = {0, 65535, 65536, 99999};
+  write_token_cache(p32, big, 100000, 1, src);
+  CHECK(fs::file_size(p32) == kHeaderBytes + 4 * big.size());
+  CHECK(MappedTokenCache::open(p32)->header().id_bytes == 4);
+  CHECK(ids_of(*MappedTokenCache::open(p32)) == big);
+  // an id outside the vocabulary (it would not fit the width) is refused, naming the file
+  CHECK_THROWS_WITH_AS(write_token_cache(p16, {65536}, kGpt2Vocab, 1, src), doctest::Contains("a.tokcache"), Error);
+  CHECK_THROWS_AS(write_token_cache(p16, {-1}, kGpt2Vocab, 1, src), Error);
+  CHECK_THROWS_AS(write_token_cache(d.file("no/such/dir/x"), ids, kGpt2Vocab, 1, src), Error);
+  write_token_cache(p16, {}, kGpt2Vocab, 1, src);  // an empty stream is valid
+  CHECK(MappedTokenCache::open(p16)->header().count == 0);
+}
+
+TEST_CASE("token cache: truncated, corrupt and foreign files are refused on open, naming the file") {
+  ScratchDir d;
+  const std::string path = d.file("x.tokcache");
+  write_token_cache(path, {5, 6, 7, 8}, kGpt2Vocab, 0x1234, SourceId{99, 1, 2});
+  const std::string bytes = read_file(path);
+  REQUIRE(bytes.substr(0, 8) == "XTTOKENS");
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 2, kHeaderBytes, size_t(63), size_t(0)}) {
+    CAPTURE(keep);
+    write_file(path, bytes.substr(0, keep));
+    CHECK_THROWS_WITH_AS(MappedTokenCache::open(path), doctest::Contains(path.c_str()), Error);
+  }
+  // magic, version, id width, count, ids hash, the ids: each refused
+  for (size_t at : {size_t(0), size_t(8), size_t(12), size_t(48), size_t(56), kHeaderBytes + 3, bytes.size() - 1}) {
+    CAPTURE(at);
+    std::string flipped = bytes;
+    flipped[at] = char(flipped[at] ^ 0x10);
+    write_file(path, flipped);
+    CHECK_THROWS_AS(MappedTokenCache::open(path), Error);
+  }
+  std::string v1 = bytes;
+  v1[8] = 1;  // the version-1 format (int32 ids) of earlier builds
+  write_file(path, v1);
+  CHECK_THROWS_WITH(MappedTokenCache::open(path), doctest::Contains("format version 1, expected 2"));
+  CHECK_THROWS_WITH(MappedTokenCache::open(d.file("missing")), doctest::Contains("missing"));
+  CHECK_THROWS_WITH(MappedTokenCache::open(d.path.string()), doctest::Contains("not a regular file"));
+}
+
+TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizing, rebuilds a stale or bad one") {
+  ScratchDir d;
+  const std::string text_path = d.file("t.txt"), cache = d.file("t.txt.tokcache");
+  const std::string text = "First Citizen:\nBefore we proceed any further, hear me speak.<|endoftext|>";
+  write_file(text_path, text);
+  const std::vector<int32_t> want = gpt2().encode(text);
+  bool tokenized = false;
+  CHECK(load_tokens(text_path, gpt2(), "", false, "", -1, &tokenized).to_vector() == want);
+  CHECK(tokenized);
+  CHECK(!fs::exists(cache));
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == want);
+  REQUIRE(fs::exists(cache));
+  CHECK(MappedTokenCache::open(cache)->header().source.hash == xxh3_64(text.data(), text.size()));
+  const auto written = fs::last_write_time(cache);
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == want);
+  CHECK(!tokenized);
+  CHECK(fs::last_write_time(cache) == written);  // reused, not rewritten
+
+  // A cache is believed when size and mtime match: plant one with other ids for this text.
+  SourceId src = stat_source(text_path);
+  src.hash = xxh3_64(text.data(), text.size());
+  write_token_cache(cache, {1, 2, 3}, kGpt2Vocab, gpt2().fingerprint(), src);
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
+  CHECK(!tokenized);
+  // Only the mtime differs (a copy): the content hash decides, still the cache, now recording the new
+  // mtime (same ids) so the next start-up needs no hash.
+  set_mtime(text_path, 1000000000);
+  CHECK(load_tokens(text_path, gpt2(), "", false, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
+  CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().source.mtime_ns != 1000000000ull * 1000000000ull);  // read only
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == std::vector<int32_t>{1, 2, 3});
+  CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().source.mtime_ns == 1000000000ull * 1000000000ull);
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == std::vector<int32_t>{1, 2, 3});
+  // Same size, other content, other mtime: stale, rebuilt from the text.
+  std::string edited = text;
+  edited[0] = 'f';
+  write_file(text_path, edited);
+  set_mtime(text_path, 1000000001);
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(edited));
+  CHECK(tokenized);
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == gpt2().encode(edited));
+  write_file(text_path, text);
+
+  // Another tokenizer's cache is rebuilt.
+  src = stat_source(text_path);
+  src.hash = xxh3_64(text.data(), text.size());
+  write_token_cache(cache, {1, 2, 3}, kGpt2Vocab, gpt2().fingerprint() + 1, src);
+  CHECK(load_tokens(text_path, gpt2(), "", true, "", -1, &tokenized).to_vector() == want);
+  CHECK(tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().tokenizer_fingerprint == gpt2().fingerprint());
+  // A truncated cache is rebuilt (a warning on stderr names it).
+  const std::string good = read_file(cache);
+  write_file(cache, good.substr(0, good.size() - 1));
+  CHECK(load_tokens(text_path, gpt2(), "", true).to_vector() == want);
+  CHECK(read_file(cache) == good);
+  // A file that is not a token cache is read around and never overwritten.
+  write_file(cache, "garbage");
+  CHECK(load_tokens(text_path, gpt2(), cache, true).to_vector() == want);
+  CHECK(read_file(cache) == "garbage");
+  CHECK_THROWS_WITH_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true),
+                       doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()), Error);
+}
+
+TEST_CASE("TokenStream: copies across views of both widths; chunks cover the stream in order") {
+  const std::vector<uint16_t> a = {1, 2, 3};
+  const std::vector<uint32_t> b = {70000, 5};
+  TokenStream s;
+  s.append(TokenView{a.data(), a.size(), 2}, nullptr);
+  s.append(TokenStream(std::vector<int32_t>{}));  // empty parts add nothing
+  s.append(TokenView{b.data(), b.size(), 4}, nullptr);
+  s.append(TokenStream(std::vector<int32_t>{9}));
+  REQUIRE(s.size() == 6);
+  CHECK(s.to_vector() == std::vector<int32_t>{1, 2, 3, 70000, 5, 9});
+  int32_t w[4] = {};
+  s.copy(2, 4, w);  // spans three views
+  CHECK(std::vector<int32_t>(w, w + 4) == std::vector<int32_t>{3, 70000, 5, 9});
+  CHECK(s.at(3) == 70000);
+  CHECK_THROWS_AS(s.copy(3, 4, w), Error);
+  CHECK_THROWS_AS(s.append(TokenView{a.data(), 1, 3}, nullptr), Error);
+
+  std::vector<int32_t> big(200000);
+  for (size_t i = 0; i < big.size(); ++i) big[i] = int32_t(i * 7 % 50000);
+  const TokenStream t(big);
+  std::vector<int32_t> seen;
+  t.for_each_chunk([&](const int32_t* ids, size_t n) { seen.insert(seen.end(), ids, ids + n); });
+  CHECK(seen == big);
+}
+
+TEST_CASE("join_files: <|endoftext|> between files gives the stream of the joined text") {
+  const std::string a = "First Citizen:\nBefore we proceed", b = " any further, hear me speak.\n", c = "\nSpeak, speak.";
+  const int eot = gpt2().eot_id();
+  REQUIRE(eot == 50256);
+  const auto enc = [](const std::string& t) { return TokenStream(gpt2().encode(t)); };
+  CHECK(join_files({enc(a)}, eot).to_vector() == gpt2().encode(a));  // one file: its own stream
+  CHECK(join_files({enc(a), enc(b), enc(c)}, eot).to_vector() ==
+        gpt2().encode(a + "<|endoftext|>" + b + "<|endoftext|>" + c));
+  std::vector<int32_t> plain = gpt2().encode(a);
+  const std::vector<int32_t> eb = gpt2().encode(b);
+  plain.insert(plain.end(), eb.begin(), eb.end());
+  CHECK(join_files({enc(a), enc(b)}, -1).to_vector() == plain);  // no <|endoftext|> in the vocabulary
+}
+
+TEST_CASE("list_data_files: files and directories, sorted, caches and hidden files left out; clear errors") {
+  ScratchDir d;
+  fs::create_directory(d.path / "shards");
+  for (const char* n : {"b.txt", "a.txt", "c", ".hidden", "a.txt.tokcache", "a.txt.tokcache.tmp.h.1.ab"})
+    write_file((d.path / "shards" / n).string(), "x");
+  const std::string dir = d.file("shards");
+  CHECK(list_data_files(dir) == std::vector<std::string>{dir + "/a.txt", dir + "/b.txt", dir + "/c"});
+  write_file(d.file("one.txt"), "y");
+  CHECK(list_data_files(d.file("one.txt")) == std::vector<std::string>{d.file("one.txt")});
+  CHECK(list_data_files(d.file("one.txt") + "," + dir) ==
+        std::vector<std::string>{d.file("one.txt"), dir + "/a.txt", dir + "/b.txt", dir + "/c"});
+
+  fs::create_directory(d.path / "empty");
+  write_file(d.file("empty/.x"), "");
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("empty")), doctest::Contains("no data files in the directory"), Error);
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("nope.txt")),
+                       doctest::Contains(("cannot read " + d.file("nope.txt")).c_str()), Error);
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("one.txt") + ","), doctest::Contains("an empty path"), Error);
+  fs::create_directory(d.path / "shards" / "sub");
+  CHECK_THROWS_WITH_AS(list_data_files(dir), doctest::Contains("sub: cannot read: not a regular file"), Error);
+  fs::remove(d.path / "shards" / "sub");
+  REQUIRE(::mkfifo(d.file("shards/fifo").c_str(), 0600) == 0);
+  CHECK_THROWS_WITH_AS(list_data_files(dir), doctest::Contains("fifo: cannot read: not a regular file"), Error);
+  fs::remove(d.path / "shards" / "fifo");
+  fs::create_symlink(d.file("gone"), d.path / "shards" / "dangling");
+  CHECK_THROWS_WITH_AS(list_data_files(dir), doctest::Contains("dangling: No such file"), Error);
+}
