@@ -317,6 +317,7 @@ TEST_CASE("fc matmul + GELU (cuBLASLt GELU_AUX_BIAS and DGELU epilogues; default
 // formulas ELEMENT-wise within the bf16 store bound: |gpu - cpu| <= kBf16StoreRel |cpu| + kFp32Rel max|cpu|.
 // x in [-3, 3]: there the erf form exceeds that bound by up to 1.5e-4 (gelu) and 4.9e-4 (gelu') of the
 // scale, 15-50x kFp32Rel (worked out in double); below -3 both lose digits to fp32 cancellation in 1 + tanh.
+// The unfused forward would fail it too: it rounds x + bias to bf16 before its GELU (up to ~2% near x = -3).
 TEST_CASE("cuBLASLt's GELU epilogues compute xtrain's GELU (tanh approximation) element-wise") {
   Backend& g = g16();
   const int N = 256, C = 64;
@@ -334,18 +335,18 @@ TEST_CASE("cuBLASLt's GELU epilogues compute xtrain's GELU (tanh approximation) 
   be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), db.c.get(), dout.cp(), y.cp(), z.cp(), w.c.get(), scratch.cp(),
                                  N, C, C);
   g.gelu_matmul_backward(dx.gp(), dw.g.get(), db.g.get(), dout.gp(), y.gp(), z.gp(), w.g.get(), scratch.gp(), N, C, C);
-  for (const auto& [what, a] : {std::pair<const char*, const Act*>{"gelu (GELU_AUX_BIAS)", &out},
-                                std::pair<const char*, const Act*>{"gelu' dout (DGELU)", &dx}}) {
+  for (const auto& [what, a] : {std::pair<std::string, const Act*>{"gelu (GELU_AUX_BIAS)", &out},
+                                std::pair<std::string, const Act*>{"gelu' dout (DGELU)", &dx}}) {
     const std::vector<float> gv = a->gpu_values(), cv = down(*be().cpu, a->c);
-    double scale = 0.0, worst = 0.0;
+    double scale = 0.0, worst = 0.0;  // worst: the largest |gpu - cpu| as a fraction of its element's bound
     for (float v : cv) scale = std::max(scale, std::fabs(double(v)));
     for (size_t i = 0; i < n; ++i) {
-      const double excess = std::fabs(double(gv[i]) - cv[i]) - kBf16StoreRel * std::fabs(double(cv[i]));
-      worst = std::max(worst, excess / scale);
+      const double bound = kBf16StoreRel * std::fabs(double(cv[i])) + kFp32Rel * scale;
+      worst = std::max(worst, std::fabs(double(gv[i]) - cv[i]) / bound);
     }
-    MESSAGE(what << ": max (|gpu - cpu| - kBf16StoreRel |cpu|) / max|cpu| = " << worst << " (tolerance " << kFp32Rel
-                 << ")");
-    CHECK(worst <= kFp32Rel);
+    MESSAGE(what << ": max over elements of |gpu - cpu| / (kBf16StoreRel |cpu| + kFp32Rel max|cpu|) = " << worst
+                 << " (tolerance 1)");
+    CHECK(worst <= 1.0);
   }
 }
 
