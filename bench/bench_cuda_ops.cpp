@@ -74,6 +74,17 @@ int main(int argc, char** argv) {
            time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC >= V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
            2 * flops, 0);
   }
+  {  // the MLP's fc + GELU as one op (Backend::matmul_gelu_forward / gelu_matmul_backward): compare with
+     // matmul_forward.fc + gelu_forward and matmul_backward.fcproj + gelu_backward
+    DeviceBuffer<float> h2 = buf(size_t(N) * 4 * C), h3 = buf(size_t(N) * 4 * C);
+    const double flops = 2.0 * N * double(C) * 4 * C;
+    report("matmul_gelu_forward.fc",
+           time_ms(*be, reps, [&] { be->matmul_gelu_forward(h.get(), h2.get(), x.get(), w.get(), bias.get(), N, C, 4 * C); }),
+           flops, 0);
+    report("gelu_matmul_backward.fcproj",
+           time_ms(*be, reps, [&] { be->gelu_matmul_backward(dh.get(), dw.get(), bias.get(), dx.get(), h2.get(), h.get(), w.get(), h3.get(), N, 4 * C, C); }),
+           2 * flops, 0);
+  }
   // attention on each route of this dtype (--attention; a backend per route on the same device and buffers):
   // flash and cudnn with bf16, gemm and flash with fp32. ".<route>" names the row.
   const double att_flops = 2.0 * 2.0 * B * NH * double(T) * T * HS / 2;  // causal half of Q K^T and P V

@@ -45,10 +45,11 @@ inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
 }
 
 // Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
-// 1 recomputes gelu(fch) in the backward; 2 also the layernorm outputs ln1, ln2 (layernorm_forward
+// 1 recomputes gelu(fch) in the backward (matmul_gelu_forward, the forward's op: it rewrites fch with the
+// same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded sum); 2 also the layernorm outputs ln1, ln2 (layernorm_forward
 // on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
 // llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward,
-// so results are bitwise those of --recompute 0, and no op is added.
+// so results are bitwise those of --recompute 0.
 constexpr int kMaxRecompute = 2;
 constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer keeps for itself
 
@@ -56,7 +57,7 @@ constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer
 // buffer per layer while recompute < shared_from, and one buffer shared by all layers (layer 0's)
 // from recompute >= shared_from: the forward overwrites it layer by layer and the backward
 // recomputes it before its one use. Only rows the backward (model_step.cpp) recomputes may be
-// shared: ln1, ln2 (layernorm_forward) and fch_gelu (gelu_forward). Global rows are one buffer anyway.
+// shared: ln1, ln2 (layernorm_forward) and fch_gelu (matmul_gelu_forward). Global rows are one buffer anyway.
 struct ActSpec {
   int id;
   ActDim rows, cols;

@@ -1,7 +1,8 @@
 // GPT forward and backward over the Backend ops (llm.c's gpt2_forward / gpt2_backward structure).
 // Dropout (GPT-2's embd/resid dropout) sits on the embedding output and on each residual branch
 // before it is added; its masks are recomputed from keys in backward, never stored. Under
-// --recompute the backward also recomputes gelu(fch) (1) and ln1, ln2 (2) just before their use.
+// --recompute the backward also recomputes gelu(fch) (1, with the fc matmul: matmul_gelu_forward) and
+// ln1, ln2 (2) just before their use.
 #include "model_acts.h"
 #include "xtrain/error.h"
 #include "xtrain/model.h"
@@ -54,8 +55,7 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
     // MLP branch: res3 = res2 + dropout(proj(gelu(fc(ln2(res2)))))
     be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
                           param(l, kLn2B), N, C);
-    be_.matmul_forward(act(l, kFch), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
-    be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
+    be_.matmul_gelu_forward(act(l, kFch), act(l, kFchGelu), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
     be_.matmul_forward(act(l, kFcProj), act(l, kFchGelu), param(l, kFcProjW), param(l, kFcProjB), N, F, C);
     if (drop) be_.dropout_apply(act(l, kFcProj), site_keys(*dropout, 2 + 2 * l).data(), B,
                                 static_cast<size_t>(T) * C, dropout->p);
@@ -123,10 +123,12 @@ void GPT::backward() {
     if (recomputed(kLn2))
       be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
                             param(l, kLn2B), N, C);
-    if (recomputed(kFchGelu)) be_.gelu_forward(act(l, kFchGelu), act(l, kFch), static_cast<size_t>(N) * F);
-    be_.matmul_backward(gact(kDFchGelu), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
-                        param(l, kFcProjW), N, F, C, Grad::assign);
-    be_.gelu_backward(gact(kDFch), act(l, kFch), gact(kDFchGelu), static_cast<size_t>(N) * F, Grad::assign);
+    // the forward's op again (it also rewrites fch with the same bits): a fused backend's gelu(fch) comes
+    // from the unrounded fc sum, so gelu_forward(fch) alone would not give the forward's bits
+    if (recomputed(kFchGelu))
+      be_.matmul_gelu_forward(act(l, kFch), act(l, kFchGelu), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
+    be_.gelu_matmul_backward(gact(kDFch), lgrad(l, kFcProjW), lgrad(l, kFcProjB), dbranch, act(l, kFchGelu),
+                             act(l, kFch), param(l, kFcProjW), gact(kDFchGelu), N, F, C);
     be_.matmul_backward(dtmp, lgrad(l, kFcW), lgrad(l, kFcB), gact(kDFch), act(l, kLn2), param(l, kFcW), N, C, F,
                         Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn2W), lgrad(l, kLn2B), dtmp, act(l, kRes2), param(l, kLn2W),

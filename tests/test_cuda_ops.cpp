@@ -12,6 +12,7 @@
 #include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -268,6 +269,84 @@ TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBL
     expect_close("bf16 matmul_backward dinp", dinp, kBf16GemmRel);
     expect_close("bf16 matmul_backward dw", dw, kBf16GemmRel);
     expect_close("bf16 matmul_backward dbias", db, kBf16GemmRel);
+  }
+}
+
+// The MLP's fc layer + GELU as one op (Backend::matmul_gelu_forward, gelu_matmul_backward) vs the CPU oracle
+// (matmul, then gelu): fused into cuBLASLt's GELU_AUX_BIAS / DGELU epilogues with bf16 where IC, OC are
+// multiples of 8, the default route otherwise (fp32, and the bf16 shapes 36 x 24). Norm-wise bounds of the
+// matmul they contain (kFp32Rel, kBf16GemmRel).
+TEST_CASE("fc matmul + GELU (cuBLASLt GELU_AUX_BIAS and DGELU epilogues; default route)") {
+  struct Shape { int N, IC, OC; bool bias; };
+  const float kNaN = std::nanf("");  // dpre and the scratch: every element must be written
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    const bool b16 = g->activation_bytes() == 2;
+    const double tol = b16 ? kBf16GemmRel : kFp32Rel;
+    for (Shape s : {Shape{64, 96, 160, true}, Shape{130, 256, 1024, true}, Shape{17, 40, 32, false},
+                    Shape{17, 36, 24, true}}) {
+      CAPTURE(b16);
+      CAPTURE(s.N);
+      CAPTURE(s.IC);
+      CAPTURE(s.OC);
+      const size_t nin = size_t(s.N) * s.IC, nout = size_t(s.N) * s.OC;
+      Act inp(*g, rnd(nin, 301)), pre(*g, filled(nout, 7.0f)), out(*g, filled(nout, 7.0f));
+      Twin<float> w(rnd(size_t(s.OC) * s.IC, 302), g), bias(rnd(s.OC, 303), g);
+      const float* bc = s.bias ? bias.c.get() : nullptr;
+      const float* bg = s.bias ? bias.g.get() : nullptr;
+      be().cpu->matmul_gelu_forward(pre.cp(), out.cp(), inp.cp(), w.c.get(), bc, s.N, s.IC, s.OC);
+      g->matmul_gelu_forward(pre.gp(), out.gp(), inp.gp(), w.g.get(), bg, s.N, s.IC, s.OC);
+      expect_close("matmul_gelu_forward pre", pre, tol);
+      expect_close("matmul_gelu_forward out", out, tol);
+      // backward of the next matmul (IC = the GELU side): dout (N,OC), inp = gelu(x) (N,IC), x (N,IC)
+      Act dout(*g, rnd(nout, 304)), x(*g, rnd(nin, 305, -4.0, 4.0)), y(*g, rnd(nin, 306)),
+          dx(*g, filled(nin, kNaN)), scratch(*g, filled(nin, kNaN));
+      Twin<float> dw(rnd(size_t(s.OC) * s.IC, 307), g), db(rnd(s.OC, 308), g);
+      be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), s.bias ? db.c.get() : nullptr, dout.cp(), y.cp(), x.cp(),
+                                     w.c.get(), scratch.cp(), s.N, s.IC, s.OC);
+      g->gelu_matmul_backward(dx.gp(), dw.g.get(), s.bias ? db.g.get() : nullptr, dout.gp(), y.gp(), x.gp(), w.g.get(),
+                              scratch.gp(), s.N, s.IC, s.OC);
+      expect_close("gelu_matmul_backward dpre", dx, tol);
+      expect_close("gelu_matmul_backward dw", dw, tol);
+      expect_close("gelu_matmul_backward dbias", db, tol);
+    }
+  }
+}
+
+// Is cuBLASLt's GELU xtrain's (the tanh approximation, not erf)? Through an identity weight the GEMMs are
+// exact (x + bias of bf16 values is exact in fp32), so the epilogues' GELU and GELU gradient meet the CPU's
+// formulas ELEMENT-wise within the bf16 store bound: |gpu - cpu| <= kBf16StoreRel |cpu| + kFp32Rel max|cpu|.
+// x in [-3, 3]: there the erf form exceeds that bound by up to 1.5e-4 (gelu) and 4.9e-4 (gelu') of the
+// scale, 15-50x kFp32Rel (worked out in double); below -3 both lose digits to fp32 cancellation in 1 + tanh.
+// The unfused forward would fail it too: it rounds x + bias to bf16 before its GELU (up to ~2% near x = -3).
+TEST_CASE("cuBLASLt's GELU epilogues compute xtrain's GELU (tanh approximation) element-wise") {
+  Backend& g = g16();
+  const int N = 256, C = 64;
+  const size_t n = size_t(N) * C;
+  std::vector<float> eye(size_t(C) * C, 0.0f);
+  for (int i = 0; i < C; ++i) eye[size_t(i) * C + i] = 1.0f;
+  Twin<float> w(eye, &g), bias(round_bf16(rnd(C, 312, -0.5, 0.5)), &g);
+  Act x(g, rnd(n, 311, -2.5, 2.5)), pre(g, filled(n)), out(g, filled(n));
+  be().cpu->matmul_gelu_forward(pre.cp(), out.cp(), x.cp(), w.c.get(), bias.c.get(), N, C, C);
+  g.matmul_gelu_forward(pre.gp(), out.gp(), x.gp(), w.g.get(), bias.g.get(), N, C, C);
+  const float kNaN = std::nanf("");
+  Act z(g, rnd(n, 314, -3.0, 3.0)), dout(g, rnd(n, 313)), y(g, filled(n)), dx(g, filled(n, kNaN)),
+      scratch(g, filled(n, kNaN));
+  Twin<float> dw(filled(size_t(C) * C), &g), db(filled(C), &g);
+  be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), db.c.get(), dout.cp(), y.cp(), z.cp(), w.c.get(), scratch.cp(),
+                                 N, C, C);
+  g.gelu_matmul_backward(dx.gp(), dw.g.get(), db.g.get(), dout.gp(), y.gp(), z.gp(), w.g.get(), scratch.gp(), N, C, C);
+  for (const auto& [what, a] : {std::pair<std::string, const Act*>{"gelu (GELU_AUX_BIAS)", &out},
+                                std::pair<std::string, const Act*>{"gelu' dout (DGELU)", &dx}}) {
+    const std::vector<float> gv = a->gpu_values(), cv = down(*be().cpu, a->c);
+    double scale = 0.0, worst = 0.0;  // worst: the largest |gpu - cpu| as a fraction of its element's bound
+    for (float v : cv) scale = std::max(scale, std::fabs(double(v)));
+    for (size_t i = 0; i < n; ++i) {
+      const double bound = kBf16StoreRel * std::fabs(double(cv[i])) + kFp32Rel * scale;
+      worst = std::max(worst, std::fabs(double(gv[i]) - cv[i]) / bound);
+    }
+    MESSAGE(what << ": max over elements of |gpu - cpu| / (kBf16StoreRel |cpu| + kFp32Rel max|cpu|) = " << worst
+                 << " (tolerance 1)");
+    CHECK(worst <= 1.0);
   }
 }
 

@@ -165,6 +165,27 @@ class Backend {
     gelu_backward(dinp, inp, dout, count, Grad::accumulate);
   }
 
+  // matmul_gelu_forward: the MLP's fc layer and its GELU as one op. inp (N,IC), w (OC,IC), bias (OC) or
+  // null -> pre (N,OC) = inp w^T + bias (GELU's input, kept for the backward), out (N,OC) = gelu(pre).
+  // Default (the CPU oracle): matmul_forward, then gelu_forward. A backend may fuse the two (CUDA bf16:
+  // cuBLASLt's GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before the bf16 rounding
+  // of pre, so out need not equal gelu_forward(pre) bit for bit; a recompute of out calls this op again).
+  virtual void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,
+                                   int IC, int OC) {
+    matmul_forward(pre, inp, w, bias, N, IC, OC);
+    gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+  }
+  // gelu_matmul_backward: the backward of out = matmul(gelu(pre)) through the matmul and the GELU.
+  // dout (N,OC), inp = gelu(pre) (N,IC), pre (N,IC), w (OC,IC) -> dpre (N,IC) = gelu'(pre) * (dout w)
+  // (assigned), dw (OC,IC) +=, dbias (OC) += (dbias may be null). scratch (N,IC) activations: the default
+  // route's dinp of the matmul (matmul_backward, then gelu_backward); a fusing backend (CUDA bf16: cuBLASLt's
+  // DGELU epilogue on the dinp GEMM) leaves it untouched.
+  virtual void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
+                                    const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
+    matmul_backward(scratch, dw, dbias, dout, inp, w, N, IC, OC, Grad::assign);
+    gelu_backward(dpre, pre, scratch, static_cast<size_t>(N) * IC, Grad::assign);
+  }
+
   // residual_forward: out = a + b (count)
   virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;
   // add_inplace: dst += src (count). Residual backward and gradient routing.

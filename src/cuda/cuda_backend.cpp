@@ -219,6 +219,16 @@ void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const 
                                    int maxT, int NH, int KVH, int HS) {
   cuda::attention_decode(ctx_, out, kcache, vcache, qkv, B, Tn, pos, maxT, NH, KVH, HS);
 }
+void CudaBackend::matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,
+                                      int IC, int OC) {
+  if (!cuda::matmul_gelu_forward(ctx_, pre, out, inp, w, bias, N, IC, OC))
+    Backend::matmul_gelu_forward(pre, out, inp, w, bias, N, IC, OC);
+}
+void CudaBackend::gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
+                                       const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
+  if (!cuda::gelu_matmul_backward(ctx_, dpre, dw, dbias, dout, inp, pre, w, N, IC, OC))
+    Backend::gelu_matmul_backward(dpre, dw, dbias, dout, inp, pre, w, scratch, N, IC, OC);
+}
 void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
   cuda::gelu_forward(ctx_, out, inp, count);
 }

@@ -53,6 +53,10 @@ class CudaBackend final : public Backend {
                           const float* mean, const float* rstd, int N, int C) override;
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override;
+  void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N, int IC,
+                           int OC) override;
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const float* w, void* scratch, int N, int IC, int OC) override;
   using Backend::attention_backward;  // the accumulating overloads of the base class
   using Backend::gelu_backward;
   using Backend::matmul_backward;

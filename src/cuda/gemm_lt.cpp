@@ -1,6 +1,7 @@
 // Row-major GEMM through cuBLASLt with a fused epilogue: the bias add of the matmul forward
-// (CUBLASLT_EPILOGUE_BIAS) or the bias gradient of its backward (CUBLASLT_EPILOGUE_BGRADB), so the
-// output is not read and written again by a separate pass. Same operand swap as gemm.cpp (a row-major
+// (CUBLASLT_EPILOGUE_BIAS, with GELU: GELU_AUX_BIAS), the bias gradient of its backward
+// (CUBLASLT_EPILOGUE_BGRADB) or GELU's gradient (DGELU), so the output is not read and written again by a
+// separate pass. Same operand swap as gemm.cpp (a row-major
 // (R, K) matrix is a column-major (K, R) one). cuBLASLt docs: cublasLtMatmul, cublasLtEpilogue_t.
 #include <cublasLt.h>
 
@@ -68,7 +69,13 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
   // the bias (BIAS) is of D's type: fp32, or bf16 for a bf16 D; the bias gradient (BGRADB) is fp32 (D fp32)
-  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(g.c_type));
+  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS || g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(g.c_type));
+  if (g.aux != nullptr) {  // GELU's input: D's type and D's leading dimension (a multiple of 8, cuBLASLt docs)
+    if (g.ldc % 8 != 0 || alignment_bytes(g.aux) < 16) return false;
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(g.ldc));
+  }
   const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
   const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
   const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);

@@ -9,6 +9,9 @@
 // copy with bf16: cuBLASLt takes the bias in the output's type), and the bf16 backward takes dbias from
 // the dw GEMM's BGRADB epilogue; where cuBLASLt is off or has no algorithm for a case (e.g. rows not a
 // multiple of 8 elements) the unfused route runs instead (a bias kernel adding the fp32 bias, a column sum).
+// The MLP's fc layer and GELU (bf16): GELU_AUX_BIAS writes pre and gelu(pre) in the forward GEMM, DGELU
+// multiplies the fc-proj dinp GEMM by gelu'(pre) (cuBLASLt's GELU is the tanh approximation, as xtrain's).
+#include <optional>
 #include <type_traits>
 
 #include "cuda/common.cuh"
@@ -117,23 +120,30 @@ void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, co
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
 }
 
+// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0); with a bias, dbias' sum over dout's rows
+// comes from the same GEMM's epilogue (BGRADB) into scratch, then is added (the epilogue overwrites).
+void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
+                       int OC) {
+  ScratchBuffer<float> db(*ctx.alloc, dbias ? size_t(OC) : 0);
+  if (dbias && lt_aligned(IC, OC) && gemm_lt(ctx, LtGemm{true, false, OC, IC, N, dout, OC, inp, IC, CUDA_R_16BF, 1.0f, dw, IC,
+                                   CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BGRADB, db.get()})) {
+    add_inplace_f32(ctx, dbias, db.get(), size_t(OC));
+    return;
+  }
+  gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+}
+
 void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp,
                    const float* w, int N, int IC, int OC, float beta) {
-  if (IC > 0) {
-    const Bf16Copy w16(ctx, w, OC, IC);
-    // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
-    gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
-    // dw (OC,IC) += dout^T inp in fp32; with a bias, dbias' sum over dout's rows comes from the same GEMM's
-    // epilogue (BGRADB) into scratch, then is added (the epilogue overwrites).
-    ScratchBuffer<float> db(*ctx.alloc, dbias ? size_t(OC) : 0);
-    if (dbias && lt_aligned(IC, OC) && gemm_lt(ctx, LtGemm{true, false, OC, IC, N, dout, OC, inp, IC, CUDA_R_16BF, 1.0f, dw, IC,
-                                     CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BGRADB, db.get()})) {
-      add_inplace_f32(ctx, dbias, db.get(), size_t(OC));
-      return;
-    }
-    gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
+  if (IC == 0) {
+    if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+    return;
   }
-  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+  const Bf16Copy w16(ctx, w, OC, IC);
+  // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
+  gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
+  weight_grads_bf16(ctx, dw, dbias, dout, inp, N, IC, OC);
 }
 }  // namespace
 
@@ -145,6 +155,32 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
     forward_bf16(ctx, static_cast<bf16*>(out), static_cast<const bf16*>(inp), w, bias, N, IC, OC);
   else
     forward_f32(ctx, static_cast<float*>(out), static_cast<const float*>(inp), w, bias, N, IC, OC);
+}
+
+bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
+                         const float* bias, int N, int IC, int OC) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  const Bf16Copy w16(ctx, w, OC, IC);
+  std::optional<Bf16Copy> b16;  // a bf16 bias, as in forward_bf16
+  if (bias) b16.emplace(ctx, bias, 1, OC);
+  // pre (N,OC) = inp w^T + bias (the aux output), out = gelu(pre) from the fp32 sum, in one cuBLASLt call
+  return gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
+                             CUBLAS_COMPUTE_32F, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
+                             bias ? const_cast<bf16*>(b16->get()) : nullptr, CUDA_R_16BF, pre});
+}
+
+bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  const Bf16Copy w16(ctx, w, OC, IC);
+  // dpre (N,IC) = gelu'(pre) * (dout w): the dinp GEMM with GELU's gradient in its epilogue (pre as aux)
+  if (!gemm_lt(ctx, LtGemm{false, false, N, IC, OC, dout, OC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, dpre, IC,
+                           CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_16BF, const_cast<void*>(pre)}))
+    return false;
+  weight_grads_bf16(ctx, dw, dbias, static_cast<const bf16*>(dout), static_cast<const bf16*>(inp), N, IC, OC);
+  return true;
 }
 
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout, const void* inp,

@@ -70,6 +70,14 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
                      const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
 
+// matmul_gelu_forward / gelu_matmul_backward: the Backend ops of that name fused into cuBLASLt epilogues
+// (bf16, IC and OC multiples of 8). Return false, doing nothing, where they do not fuse: the caller then
+// takes the Backend's default route (matmul and gelu ops).
+bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
+                         const float* bias, int N, int IC, int OC);
+bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC);
+
 // attention_route: the route attention_forward/backward take for these sizes: ctx.attention where that
 // route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash
 // where it can, else gemm. attention_scratch_count: the floats of `att` that route keeps.
@@ -124,8 +132,11 @@ void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, floa
 // (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
 // C of type c_type (fp32, or bf16 for bf16 activations), math `compute`; the bias vector of C's type. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
 // beta C is added; use beta 0). CUBLASLT_EPILOGUE_BGRADB: bias (M) = sum over k of op(A) (overwritten,
-// not accumulated; the sum of A's rows when ta). Returns false, doing nothing, when cuBLASLt offers no
-// algorithm for the case; throws Error on any other cuBLASLt failure.
+// not accumulated; the sum of A's rows when ta). CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias):
+// aux (M,N) (row stride ldc, C's type) = the sum with bias, then C = gelu(aux) (GELU's tanh approximation,
+// computed from the fp32 sum); CUBLASLT_EPILOGUE_DGELU: C = gelu'(aux) * op(A) op(B), aux read (beta 0).
+// Returns false, doing nothing, when cuBLASLt offers no algorithm for the case; throws Error on any other
+// cuBLASLt failure.
 struct LtGemm {
   bool ta, tb;
   int M, N, K;
@@ -139,8 +150,9 @@ struct LtGemm {
   int ldc;
   cublasComputeType_t compute;
   cublasLtEpilogue_t epilogue;
-  void* bias;  // BIAS: of c_type (fp32, or bf16 for a bf16 C); BGRADB: fp32 (C fp32)
+  void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C); BGRADB: fp32 (C fp32)
   cudaDataType_t c_type = CUDA_R_32F;
+  void* aux = nullptr;  // GELU_AUX(_BIAS): written; DGELU: read. (M,N) of c_type, row stride ldc
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 
