@@ -4,9 +4,9 @@
 #include <dirent.h>
 #include <fcntl.h>
 #include <linux/capability.h>
-#include <sys/syscall.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -265,7 +265,6 @@ bool is_non_regular(const std::string& path) {
   struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
 }
-
 
 bool replace_forbidden_by_sticky(mode_t dir_mode, uid_t dir_uid, uid_t file_uid, uid_t euid, bool cap_fowner) {
   return (dir_mode & S_ISVTX) != 0 && euid != dir_uid && euid != file_uid && !cap_fowner;
