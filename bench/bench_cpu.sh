@@ -5,30 +5,29 @@
 # and prints one JSON object per run: steady-state global tok/s and step ms (steps after the first
 # WARMUP, from the metrics file), the scaling against world 1 and the command. The workload is the
 # built-in default model (C=128, L=4, NH=4, T=128, 16 sequences per step; the README's first command)
-# unless ARGS says otherwise. Speed belongs here, not in the tests.
-# Usage: bench/bench_cpu.sh     (env: BIN=build DATA=data STEPS=20 WARMUP=3 WORLDS="1 2" ARGS="..."
-#                                 LOGDIR=<tmp>)
+# unless ARGS says otherwise. Speed belongs here, not in the tests. A run that fails prints
+# {"world", "error": xtrain's error line, "log"} instead; the exit status is 0 when every run
+# succeeded, 1 when any failed, 2 for a bad WORLDS.
+# Usage: bench/bench_cpu.sh     (env: BIN=build DATA=data STEPS=20 WARMUP=3 WORLDS="1 2" (positive
+#                                 integers) ARGS="..." LOGDIR=<tmp>)
 set -euo pipefail
 
 : "${BIN:=build}" "${STEPS:=20}" "${WARMUP:=3}"
 source "$(dirname "$0")/common.sh"
 WORLDS=${WORLDS:-"1 2"}
 ARGS=${ARGS:-""}
+read -ra worlds <<< "$WORLDS"
+read -ra args <<< "$ARGS"  # options, split at spaces as on a command line
+((${#worlds[@]} > 0)) || { echo "bench_cpu.sh: WORLDS is empty" >&2; exit 2; }
+for w in "${worlds[@]}"; do
+  [[ $w =~ ^[1-9][0-9]{0,5}$ ]] || { echo "bench_cpu.sh: WORLDS must be positive integers (got '$w')" >&2; exit 2; }
+done
 xt_logdir
 echo "# bench_cpu.sh on $(hostname): $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')"
 
-base=""
-for w in $WORLDS; do
-  log="$LOGDIR/w$w.log" metrics="$LOGDIR/w$w.jsonl"
-  cmd="mpirun --allow-run-as-root --oversubscribe -np $w $BIN/xtrain_mpi --device cpu $ARGS ${XT_DATA_ARGS[*]}
-       --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
-  cmd=$(echo $cmd)  # one line
-  # shellcheck disable=SC2086  # the command is one line of words, as recorded
-  if ! xt_train "$log" "$metrics" $cmd; then
-    echo "{\"world\": $w, \"error\": \"run failed, see $log\"}"
-    continue
-  fi
-  out=$("$PY" - "$w" "$log" "$metrics" "$WARMUP" "$cmd" "$base" <<'PY'
+# record W LOG METRICS CMD BASE: the JSON line of a finished run (BASE: world 1's tok/s, or "")
+record() {
+  "$PY" - "$@" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.environ["XT_BENCH_DIR"])
 from steady import steady
@@ -41,7 +40,26 @@ if base:
     rec["speedup_vs_world1"] = round(s["tok_per_s"] / float(base), 3)
 print(json.dumps(rec))
 PY
-)
+}
+
+base="" failed=0
+for w in "${worlds[@]}"; do
+  log="$LOGDIR/w$w.log" metrics="$LOGDIR/w$w.jsonl" err="$LOGDIR/w$w.err"
+  cmd=(mpirun --allow-run-as-root --oversubscribe -np "$w" "$BIN/xtrain_mpi" --device cpu "${args[@]}" "${XT_DATA_ARGS[@]}"
+       --val-every 0 --steps "$STEPS" --log-every 10 --metrics "$metrics")
+  if ! xt_train "$log" "$metrics" "${cmd[@]}" 2> "$err" \
+     || ! out=$(record "$w" "$log" "$metrics" "$WARMUP" "$(xt_quote "${cmd[@]}")" "$base" 2>> "$err"); then
+    failed=$((failed + 1))
+    "$PY" -c 'import json, sys; print(json.dumps({"world": int(sys.argv[1]), "error": sys.argv[2], "log": sys.argv[3]}))' \
+      "$w" "$(cat "$err")" "$log"
+    continue
+  fi
   echo "$out"
-  [[ -z "$base" && "$w" == 1 ]] && base=$("$PY" -c "import json,sys; print(json.loads(sys.argv[1])['tok_per_s'])" "$out")
+  if [[ -z "$base" && "$w" == 1 ]]; then
+    base=$("$PY" -c "import json,sys; print(json.loads(sys.argv[1])['tok_per_s'])" "$out")
+  fi
 done
+if ((failed > 0)); then
+  echo "bench_cpu.sh: $failed of ${#worlds[@]} runs failed (logs in $LOGDIR)" >&2
+  exit 1
+fi

@@ -42,16 +42,34 @@ xt_workload_args() {
   echo "$model --batch $batch"
 }
 
+# xt_quote WORD...: the words as one shell command line, each quoted only where it needs it
+# (printf %q), so a path with spaces reads back as one word.
+xt_quote() {
+  local line
+  line=$(printf '%q ' "$@")
+  echo "${line% }"
+}
+
+# xt_error_line LOG: xtrain's own error line in a failed run's output, "rank R (host): <cause>" (the
+# first rank-prefixed line that is not a warning; mpirun's lines around it are noise), or the last 5
+# lines of LOG when there is none (xtrain never started, or was killed).
+xt_error_line() {
+  local line
+  line=$(grep -E '^rank [0-9]+ \([^)]*\): ' "$1" | grep -m1 -v -E '^rank [0-9]+ \([^)]*\): warning: ' || true)
+  if [[ -n $line ]]; then echo "$line"; else tail -5 "$1"; fi
+}
+
 # xt_train LOG METRICS CMD...: runs one training command with its output in LOG and the command, one
-# line, in LOG's .cmd sibling (LOG without .log, plus .cmd); METRICS is removed first so a failed run
-# leaves no stale figures. Returns the command's status; on failure its last 5 lines go to stderr.
+# line (xt_quote), in LOG's .cmd sibling (LOG without .log, plus .cmd); METRICS is removed first so a
+# failed run leaves no stale figures. Returns the command's status; on failure its error line
+# (xt_error_line) goes to stderr.
 xt_train() {
   local log=$1 metrics=$2
   shift 2
   rm -f "$metrics"
-  echo "$*" >"${log%.log}.cmd"
+  xt_quote "$@" >"${log%.log}.cmd"
   if ! "$@" >"$log" 2>&1; then
-    tail -5 "$log" >&2
+    xt_error_line "$log" >&2
     return 1
   fi
 }

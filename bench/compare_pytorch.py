@@ -22,19 +22,58 @@ Each step reads its loss (as xtrain logs every step), so a step's time is host-m
 
 Output: one JSON line per mode, {"mode", "tok_per_s", "step_ms", "timed_steps", "peak_device_mib",
 "final_loss", "dtype", "torch", "gpu", "command"}. Exits 0 with one line "skipped: ..." where torch or a CUDA
-device is absent; 2 on bad arguments.
+device is absent; 2 on bad arguments (the shape checks xtrain makes; one line "usage error: ...").
 """
 import argparse
 import json
 import math
 import os
+import stat
 import sys
 import time
 
 
+# xtrain's size limits (GPTConfig::kMax*, include/xtrain/model.h), checked as src/options.cpp checks them
+LIMITS = {"dim": 1 << 16, "heads": 1 << 12, "kv_heads": 1 << 12, "head_dim": 1 << 12, "layers": 1 << 12,
+          "ffn": 1 << 18, "seq": 1 << 20}
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse with xtrain's usage errors: one line "<prog>: usage error: <cause> (see --help)", exit 2."""
+
+    def error(self, message):
+        print(f"{self.prog}: usage error: {message} (see --help)", file=sys.stderr)
+        sys.exit(2)
+
+
+def read_vocab_size(path, p):
+    """V of a GPT-2 encoder.json: a JSON object of token -> id with the ids 0..V-1, as xtrain reads it
+    (src/tokenizer.cpp). A usage error naming the file otherwise; what is not a regular file (a FIFO
+    would block) is refused before it is opened."""
+    try:
+        if not stat.S_ISREG(os.stat(path).st_mode):
+            p.error(f"--encoder-json {path}: not a regular file")
+        with open(path, encoding="utf-8") as f:
+            vocab = json.load(f)
+    except OSError as e:
+        p.error(f"--encoder-json {path}: {e.strerror or e}")
+    except ValueError as e:  # not JSON, or not UTF-8
+        p.error(f"--encoder-json {path}: {e}")
+    if not isinstance(vocab, dict) or not vocab:
+        p.error(f"--encoder-json {path}: the top level is not a JSON object of token -> id")
+    ids = set()
+    for token, i in vocab.items():
+        if type(i) is not int:  # bool is an int subclass, and not an id
+            p.error(f"--encoder-json {path}: token {token!r} has a non-integer id {i!r}")
+        ids.add(i)
+    if ids != set(range(len(vocab))):
+        p.error(f"--encoder-json {path}: the ids are not 0..{len(vocab) - 1}, each once")
+    return len(vocab)
+
+
 def parse_args(argv):
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = Parser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
     p.add_argument("--dim", type=int, default=128, help="C: model width")
     p.add_argument("--heads", type=int, default=4, help="NH: query heads")
     p.add_argument("--kv-heads", type=int, default=0, help="KVH: key/value heads (0 = --heads)")
@@ -47,27 +86,35 @@ def parse_args(argv):
                    help="GPT-2 encoder.json: its size is V")
     p.add_argument("--dtype", choices=["bf16", "fp32"], default="bf16")
     p.add_argument("--steps", type=int, default=30, help="steps per mode")
-    p.add_argument("--bench-warmup", type=int, default=5, help="first steps left out of tok/s")
+    p.add_argument("--bench-warmup", type=int, default=5, help="first steps left out of tok/s, in [0, --steps)")
     p.add_argument("--modes", default="eager,compile", help="comma-separated: eager, compile")
     a = p.parse_args(argv)
+    # the model's shape as src/options.cpp and GPTConfig::validate check it, in their order and words
+    if a.heads <= 0:
+        p.error("--heads must be positive")
+    for name, hi in LIMITS.items():
+        if getattr(a, name) > hi:
+            p.error(f"--{name.replace('_', '-')} = {getattr(a, name)} is too large (limit {hi})")
+    if a.head_dim == 0 and a.dim % a.heads:
+        p.error("--dim must be divisible by --heads (or give --head-dim)")
+    if a.kv_heads < 0 or a.head_dim < 0 or a.ffn < 0:
+        p.error("--kv-heads, --head-dim and --ffn must be >= 0")
     a.kv_heads = a.kv_heads or a.heads
-    a.head_dim = a.head_dim or (a.dim // a.heads if a.heads > 0 else 0)
+    a.head_dim = a.head_dim or a.dim // a.heads
     a.ffn = a.ffn or 4 * a.dim
-    a.modes = a.modes.split(",")
-    for name in ("dim", "heads", "kv_heads", "head_dim", "layers", "ffn", "seq", "batch"):
+    for name in ("seq", "dim", "layers", "batch"):
         if getattr(a, name) <= 0:
-            p.error(f"--{name.replace('_', '-')} must be positive")
+            p.error(f"--{name} must be positive")
     if a.heads % a.kv_heads:
-        p.error("--heads must be a multiple of --kv-heads")
-    if a.steps <= a.bench_warmup:
-        p.error(f"--steps ({a.steps}) must exceed --bench-warmup ({a.bench_warmup})")
+        p.error(f"--kv-heads ({a.kv_heads}) must divide --heads ({a.heads})")
+    if a.steps <= 0:
+        p.error("--steps must be positive")
+    if not 0 <= a.bench_warmup < a.steps:
+        p.error(f"--bench-warmup ({a.bench_warmup}) must be in [0, --steps = {a.steps})")
+    a.modes = a.modes.split(",")
     if bad := [m for m in a.modes if m not in ("eager", "compile")]:
         p.error(f"--modes: unknown mode {bad[0]!r} (eager, compile)")
-    try:
-        with open(a.encoder_json) as f:
-            a.vocab = len(json.load(f))
-    except (OSError, ValueError) as e:
-        p.error(f"--encoder-json: {e}")
+    a.vocab = read_vocab_size(a.encoder_json, p)
     return a
 
 

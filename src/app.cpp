@@ -1,7 +1,6 @@
 // run_training: from parsed options to a finished training run (see include/xtrain/app.h).
 #include "xtrain/app.h"
 
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -40,25 +39,6 @@ std::string human(double x) {
   else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", x / 1e3);
   else std::snprintf(buf, sizeof buf, "%.0f", x);
   return buf;
-}
-
-// check_writable: path is not an existing non-regular file, and a file can be created in its directory
-// (probe file created and removed).
-void check_writable(const std::string& path, const char* option) {
-  if (path.empty()) return;
-  namespace fs = std::filesystem;
-  fs::path dir = fs::path(path).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) XT_FAIL(option << " " << path << ": directory " << dir.string() << " does not exist");
-  if (fs::is_directory(path, ec)) XT_FAIL(option << " " << path << " is a directory");
-  // A device node or FIFO would be replaced by (or block on) our file: never an output.
-  if (is_non_regular(path)) XT_FAIL(option << " " << path << " exists and is not a regular file; not replacing it");
-  const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL, 0644);
-  if (fd < 0) XT_FAIL(option << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
 }
 
 // check_input: an input that exists but is not a regular file (a FIFO or device would block the

@@ -3,8 +3,10 @@
 
 #include <dirent.h>
 #include <fcntl.h>
+#include <linux/capability.h>
 #include <sys/file.h>
 #include <sys/stat.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <csignal>
@@ -148,6 +150,26 @@ class TempFile {
   bool created_ = false, kept_ = false;
 };
 
+// output_target: the file write_file_atomic(path) replaces: path, or what a symlink at path names.
+std::string output_target(const std::string& path, const std::string& what) {
+  struct stat st{};
+  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
+  char* real = ::realpath(path.c_str(), nullptr);
+  if (!real) XT_FAIL(what << " " << path << ": cannot resolve the symlink: " << std::strerror(errno));
+  std::string target = real;
+  std::free(real);
+  return target;
+}
+
+// has_cap_fowner: the calling thread's effective capabilities include CAP_FOWNER (capget(2); the
+// raw system call, as libcap's is a wrapper of it). When capget fails, root is taken to have it.
+bool has_cap_fowner() {
+  __user_cap_header_struct hdr{_LINUX_CAPABILITY_VERSION_3, 0};
+  __user_cap_data_struct data[_LINUX_CAPABILITY_U32S_3] = {};
+  if (::syscall(SYS_capget, &hdr, data) != 0) return ::geteuid() == 0;
+  return (data[CAP_TO_INDEX(CAP_FOWNER)].effective & CAP_TO_MASK(CAP_FOWNER)) != 0;
+}
+
 }  // namespace
 
 int remove_stale_temp_files(const std::string& path) {
@@ -184,14 +206,8 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
                        const std::function<void(size_t)>& written) {
   constexpr size_t kChunkBytes = size_t{64} << 20;  // one write() call at most; a progress report each
   namespace fs = std::filesystem;
-  std::string target = path;
+  const std::string target = output_target(path, what);
   struct stat st{};
-  if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) {
-    char* real = ::realpath(path.c_str(), nullptr);
-    if (!real) XT_FAIL(what << " " << path << ": cannot resolve the symlink: " << std::strerror(errno));
-    target = real;
-    std::free(real);
-  }
   bool exists = false;
   if (::stat(target.c_str(), &st) == 0) {
     if (!S_ISREG(st.st_mode)) XT_FAIL(what << " " << path << ": exists and is not a regular file; not replacing it");
@@ -248,6 +264,37 @@ void flush_stdout() {
 bool is_non_regular(const std::string& path) {
   struct stat st{};
   return ::stat(path.c_str(), &st) == 0 && !S_ISREG(st.st_mode);
+}
+
+bool replace_forbidden_by_sticky(mode_t dir_mode, uid_t dir_uid, uid_t file_uid, uid_t euid, bool cap_fowner) {
+  return (dir_mode & S_ISVTX) != 0 && euid != dir_uid && euid != file_uid && !cap_fowner;
+}
+
+void check_writable(const std::string& path, const char* option) {
+  if (path.empty()) return;
+  namespace fs = std::filesystem;
+  const std::string what = option;
+  const std::string target = output_target(path, what);
+  fs::path dir = fs::path(target).parent_path();
+  if (dir.empty()) dir = ".";
+  std::error_code ec;
+  if (!fs::is_directory(dir, ec)) XT_FAIL(what << " " << path << ": directory " << dir.string() << " does not exist");
+  struct stat st{}, dst{};
+  const bool exists = ::stat(target.c_str(), &st) == 0;
+  if (exists && S_ISDIR(st.st_mode)) XT_FAIL(what << " " << path << " is a directory");
+  // A device node or FIFO would be replaced by (or block on) our file: never an output.
+  if (exists && !S_ISREG(st.st_mode)) XT_FAIL(what << " " << path << " exists and is not a regular file; not replacing it");
+  const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
+  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) XT_FAIL(what << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));
+  ::close(fd);
+  ::unlink(probe.c_str());
+  // Creating a file is not enough to replace one: in a sticky directory (/tmp) rename(2) refuses
+  // to replace another user's file, and write_file_atomic would fail only after the run.
+  if (exists && ::stat(dir.c_str(), &dst) == 0 &&
+      replace_forbidden_by_sticky(dst.st_mode, dst.st_uid, st.st_uid, ::geteuid(), has_cap_fowner()))
+    XT_FAIL(what << " " << path << ": cannot replace it: " << dir.string()
+                 << " is a sticky directory and neither it nor the file belongs to this user (uid " << ::geteuid() << ")");
 }
 
 }  // namespace xtrain

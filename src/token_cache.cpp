@@ -31,14 +31,13 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   return v;
 }
 
-// looks_like_token_cache: the file starts with the cache magic (damaged caches may be rebuilt).
+}  // namespace
+
 bool looks_like_token_cache(const std::string& path) {
   std::ifstream f(path, std::ios::binary);
   char magic[sizeof(kMagic)] = {};
   return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
 }
-
-}  // namespace
 
 SourceId stat_source(const std::string& path) {
   struct stat st{};

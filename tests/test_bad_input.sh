@@ -67,6 +67,19 @@ expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" 
 expect "--data /dev/null" 1 "--data /dev/null: cannot read: not a regular file" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
 [[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
 expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
+# Another user's file in a sticky directory (/tmp's rule): rename(2) may not replace it, so it is
+# refused at start, not after the run. Needs root, to run as that other user (nobody).
+if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
+  chmod o+x "$WORK" && mkdir -m 1777 "$WORK/sticky" && cp "$WORK/corpus.txt" "$WORK/sticky/corpus.txt"
+  for o in ckpt metrics timeline; do
+    echo old > "$WORK/sticky/$o.out"
+    MAX_S=15 expect_cmd "--$o: root's file in a sticky dir" 1 "--$o .*$o.out: cannot replace it: .*sticky is a sticky directory" \
+      runuser -u nobody -- "$XT" "${TOK[@]}" "${TINY[@]}" --data "$WORK/sticky/corpus.txt" --no-cache --steps 100 --"$o" "$WORK/sticky/$o.out"
+    [[ $(cat "$WORK/sticky/$o.out") == old ]] || { echo "FAIL: --$o replaced root's file"; fails=$((fails+1)); }
+  done
+else
+  echo "skip sticky-directory cases: they need root (runuser -u nobody)"
+fi
 expect "--resume is a directory" 1 "--resume .*not a regular file" 2 "${OK[@]}" --resume "$WORK"
 # inputs that are not regular files are refused before anything opens them (a FIFO would block)
 MAX_S=15 expect "--data is a FIFO" 1 "--data .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --data "$WORK/fifo"

@@ -2,6 +2,7 @@
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
 # repeats and another seed differs; --dump-logits writes (T, V) float32; --help lists every option;
+# --model DIR takes the tokenizer file not given from DIR;
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
 # longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
 # (scripts/setup.sh).
@@ -83,6 +84,16 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
 expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
 expect_rc 1 --model "$tmp/missing_dir" --prompt x
+# --model DIR with one tokenizer file given: the other is DIR's (vocab.json, merges.txt), as --help says,
+# not the data/gpt2 default; so DIR's broken file is the one that fails, and a file given wins over DIR's
+cp -r "$tmp/export" "$tmp/fewmerges" && head -n 2 "$tmp/export/merges.txt" > "$tmp/fewmerges/merges.txt"
+cp -r "$tmp/export" "$tmp/badvocab" && echo '[]' > "$tmp/badvocab/vocab.json"
+expect_rc 1 --model "$tmp/fewmerges" --encoder-json "$dd/gpt2/encoder.json" --prompt x
+grep -q "fewmerges/merges.txt: 1 merges" "$tmp/err" || fail "--model DIR --encoder-json F does not use DIR/merges.txt"
+expect_rc 1 --model "$tmp/badvocab" --vocab-bpe "$dd/gpt2/vocab.bpe" --prompt x
+grep -q "badvocab/vocab.json" "$tmp/err" || fail "--model DIR --vocab-bpe F does not use DIR/vocab.json"
+"$GEN" --model "$tmp/fewmerges" --vocab-bpe "$dd/gpt2/vocab.bpe" --prompt x --max-new-tokens 1 > /dev/null 2>&1 \
+  && echo "ok   --model DIR --vocab-bpe F: F, not DIR/merges.txt" || fail "--model DIR --vocab-bpe F does not use F"
 # --dump-logits never overwrites an input of the run (through a symlink neither)
 cp -r "$tmp/export" "$tmp/dl" && cp "$tmp/m.ckpt" "$tmp/x.ckpt" && ln -s "$tmp/x.ckpt" "$tmp/x.link"
 sum_before=$(cat "$tmp/dl/model.safetensors" "$tmp/x.ckpt" "$tmp/prompt.txt" | md5sum)

@@ -2,6 +2,7 @@
 // file is refused and left as it was, a rewritten file keeps its mode, a symlink planted where a
 // temporary file could be named is never written through, no temporary file is left behind; and
 // the temporary files of dead writers on this host are removed by the next write and nothing else is;
+// check_writable refuses at start what the writer would refuse at the end (sticky rule included);
 // the XXH3-64 wrapper against the reference value of the empty input.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -93,6 +94,36 @@ TEST_CASE("read_file refuses what is not a regular file at once (a FIFO would bl
   CHECK_THROWS_WITH_AS(read_file("/dev/zero"), "cannot read /dev/zero: not a regular file", Error);
   CHECK_THROWS_WITH_AS(read_file(d.dir.string()), doctest::Contains("not a regular file"), Error);
   CHECK_THROWS_WITH_AS(read_file(d.file("absent")), doctest::Contains("No such file"), Error);
+}
+
+TEST_CASE("replace_forbidden_by_sticky is rename(2)'s EPERM rule: sticky directory, neither it nor the file ours") {
+  const uid_t me = 1000, other = 2000, root_dir = 0;
+  CHECK(replace_forbidden_by_sticky(01777, root_dir, other, me, false));  // another user's file in /tmp
+  CHECK_FALSE(replace_forbidden_by_sticky(01777, root_dir, me, me, false));  // our own file in /tmp
+  CHECK_FALSE(replace_forbidden_by_sticky(01777, me, other, me, false));  // our sticky directory
+  CHECK_FALSE(replace_forbidden_by_sticky(00777, root_dir, other, me, false));  // no sticky bit
+  CHECK_FALSE(replace_forbidden_by_sticky(01777, root_dir, other, me, true));  // CAP_FOWNER
+  CHECK(replace_forbidden_by_sticky(01770, other, other, me, false));  // any sticky mode, not only 1777
+}
+
+TEST_CASE("check_writable refuses at once what write_file_atomic would fail on, and leaves no probe behind") {
+  TempDir d;
+  const std::string fifo = d.file("pipe"), file = d.file("old.ckpt");
+  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
+  write_file_atomic(file, "old");
+  CHECK_NOTHROW(check_writable("", "--ckpt"));  // no output
+  CHECK_NOTHROW(check_writable(d.file("new.ckpt"), "--ckpt"));
+  CHECK_NOTHROW(check_writable(file, "--ckpt"));  // ours: replaced by the rename
+  CHECK_THROWS_WITH_AS(check_writable(d.file("nodir/x.ckpt"), "--ckpt"), doctest::Contains("nodir does not exist"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.dir.string(), "--metrics"), doctest::Contains(" is a directory"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(fifo, "--timeline"), doctest::Contains("pipe exists and is not a regular file"), Error);
+  fs::create_symlink(d.file("missing/x"), d.file("dangling"));
+  CHECK_THROWS_WITH_AS(check_writable(d.file("dangling"), "--ckpt"), doctest::Contains("cannot resolve the symlink"), Error);
+  // a symlink is judged by the file it names, in that file's directory (write_file_atomic replaces it)
+  TempDir other;
+  fs::create_symlink(fifo, other.file("link"));
+  CHECK_THROWS_WITH_AS(check_writable(other.file("link"), "--ckpt"), doctest::Contains("not a regular file"), Error);
+  CHECK(d.entries() == 3);  // pipe, old.ckpt, dangling: no probe file left
 }
 
 TEST_CASE("write_file_atomic never writes through symlinks planted at the old predictable temp names") {

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # xtrain_tokenize with the GPT-2 files fetched by scripts/setup.sh (data/gpt2): ids of reference
 # strings as tiktoken's "gpt2" encoding gives them (values from js-tiktoken, recorded in
-# ../shared/data/gpt2/tokenizer_examples.json), decode round trip, exit codes. Runs without ../shared,
-# so CI checks the tokenizer even where the fuller test_tokenizer is skipped.
+# ../shared/data/gpt2/tokenizer_examples.json), decode round trip, exit codes, the --output checks.
+# Runs without ../shared, so CI checks the tokenizer even where the fuller test_tokenizer is skipped.
 set -euo pipefail
 dd="${XTRAIN_DATA_DIR:-}"
 [[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" ]] || { echo "SKIP: no data/gpt2 (run scripts/setup.sh)"; exit 77; }
@@ -44,4 +44,30 @@ rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/link.txt" > /de
 rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/fifo" > /dev/null 2> "$work/err" || rc=$?
 [[ $rc -eq 1 && -p "$work/fifo" ]] && grep -q "not a regular file" "$work/err" && echo "ok   --output a FIFO: exit 1, left alone" \
   || { echo "FAIL --output a FIFO: exit $rc: $(cat "$work/err")"; fails=$((fails+1)); }
+# --output is checked before the tokenizer loads: never a tokenizer file, never a file that is not a
+# token cache (the cache's own recognizer), and a missing directory fails before any tokenizing
+cp "$dd/gpt2/encoder.json" "$work/e2.json"; cp "$dd/gpt2/vocab.bpe" "$work/v2.bpe"; printf 'notes\n' > "$work/notes.txt"
+expect_out() {  # expect_out RC PATTERN NAME ARGS...: exit RC, stderr matching PATTERN, no tokenizing
+  local want=$1 pattern=$2 name=$3 rc=0
+  shift 3
+  "$TOOL" "$@" > /dev/null 2> "$work/err" || rc=$?
+  [[ $rc -eq $want ]] && grep -q -- "$pattern" "$work/err" && ! grep -q "^tokenize " "$work/err" \
+    && echo "ok   $name: exit $rc: $(cat "$work/err")" || { echo "FAIL $name: exit $rc (want $want): $(cat "$work/err")"; fails=$((fails+1)); }
+}
+sums=$(cat "$work/e2.json" "$work/v2.bpe" "$work/notes.txt" | md5sum)
+expect_out 2 "--encoder-json and --output name the same file" "--output the --encoder-json" \
+  --encoder-json "$work/e2.json" --vocab-bpe "$work/v2.bpe" --input "$work/in.txt" --output "$work/e2.json"
+expect_out 2 "--vocab-bpe and --output name the same file" "--output the --vocab-bpe" \
+  --encoder-json "$work/e2.json" --vocab-bpe "$work/v2.bpe" --input "$work/in.txt" --output "$work/v2.bpe"
+expect_out 2 "notes.txt exists and is not a token cache; not replacing it" "--output a text file" \
+  "${TOK[@]}" --input "$work/in.txt" --output "$work/notes.txt"
+[[ $(cat "$work/e2.json" "$work/v2.bpe" "$work/notes.txt" | md5sum) == "$sums" ]] && echo "ok   refused outputs untouched" \
+  || { echo "FAIL a refused --output was changed"; fails=$((fails+1)); }
+expect_out 1 "--output .*nodir/x.tok: directory .*nodir does not exist" "--output in a missing directory" \
+  "${TOK[@]}" --input "$work/in.txt" --output "$work/nodir/x.tok"
+# an existing token cache, even a damaged one, is replaced: the default output, in.txt.tokcache
+"$TOOL" "${TOK[@]}" --input "$work/in.txt" > /dev/null 2>&1 && head -c 20 "$work/in.txt.tokcache" > "$work/cut" \
+  && mv "$work/cut" "$work/in.txt.tokcache" && "$TOOL" "${TOK[@]}" --input "$work/in.txt" > /dev/null 2>&1 \
+  && [[ $(stat -c %s "$work/in.txt.tokcache") -eq $((64 + 3 * 2)) ]] && echo "ok   a damaged token cache is replaced" \
+  || { echo "FAIL a damaged token cache as --output was not replaced"; fails=$((fails+1)); }
 [[ $fails -eq 0 ]]

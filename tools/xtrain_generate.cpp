@@ -89,16 +89,20 @@ LoadedModel load_model(const po::variables_map& vm) {
   return m;
 }
 
-// load_tokenizer_for: the options' tokenizer; for an export whose options are left at their defaults,
-// the export's own vocab.json + merges.txt.
+// load_tokenizer_for: the options' tokenizer, except that with an export holding vocab.json and
+// merges.txt, each of --encoder-json / --vocab-bpe not given on the command line is the export's file
+// (as --help says), not the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (files.tokenizer_json.empty() && files.gpt2_defaults() && !lm.vocab_json.empty() && !lm.merges_txt.empty())
-    return load_tokenizer("", lm.vocab_json, lm.merges_txt);
-  return load_tokenizer(files);
+  if (!files.tokenizer_json.empty() || lm.vocab_json.empty() || lm.merges_txt.empty()) return load_tokenizer(files);
+  TokenizerFiles f = files;
+  if (!f.encoder_json_given) f.encoder_json = lm.vocab_json;
+  if (!f.vocab_bpe_given) f.vocab_bpe = lm.merges_txt;
+  return load_tokenizer(f);
 }
 
 // check_dump_logits_target: --dump-logits must not name any file this run reads (the checkpoint, the
-// model directory's files, the tokenizer files, the prompt file); UsageError naming both otherwise.
+// model directory's files, the tokenizer files, the prompt file; UsageError naming both otherwise)
+// and must be writable (check_writable: Error), checked before the model loads.
 void check_dump_logits_target(const po::variables_map& vm) {
   if (!vm.count("dump-logits")) return;
   const std::string out = vm["dump-logits"].as<std::string>();
@@ -110,6 +114,7 @@ void check_dump_logits_target(const po::variables_map& vm) {
       inputs.push_back(vm["model"].as<std::string>() + "/" + f);
   for (const std::string& in : inputs)
     if (same_file(out, in)) throw UsageError("--dump-logits " + out + " is an input of this run (" + in + "); not overwriting it");
+  check_writable(out, "--dump-logits");
 }
 
 void write_logits(const std::string& path, const std::vector<float>& logits) {

@@ -4,9 +4,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xtrain/error.h"
@@ -29,7 +31,7 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
   xtrain::add_tokenizer_options(o, files);
   o.add_options()
       ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
-      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache)")
+      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache); a file already there must be a token cache")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
       ("decode", po::value<std::string>(),
        "ids separated by spaces or commas; writes their bytes and a newline (default: none)");
@@ -40,11 +42,34 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// check_output: the token cache `output` ("" = none) may be written: it is neither the input nor a
+// tokenizer file in use (UsageError; same_file: a hard link or symlink too), write_file_atomic can
+// create or replace it (check_writable: Error), and an existing file there is a token cache, maybe
+// damaged or stale (UsageError otherwise: a text or a model file is never replaced).
+void check_output(const std::string& output, const std::string& input, const xtrain::TokenizerFiles& files) {
+  if (output.empty()) return;
+  std::vector<std::pair<const char*, std::string>> inputs = {{"--input", input}};
+  if (files.tokenizer_json.empty())
+    inputs.insert(inputs.end(), {{"--encoder-json", files.encoder_json}, {"--vocab-bpe", files.vocab_bpe}});
+  else
+    inputs.emplace_back("--tokenizer-json", files.tokenizer_json);
+  for (const auto& [opt, path] : inputs)
+    if (xtrain::same_file(path, output))
+      throw xtrain::UsageError(std::string(opt) + " and --output name the same file (" + output + ")");
+  xtrain::check_writable(output, "--output");
+  std::error_code ec;
+  if (std::filesystem::exists(output, ec) && !xtrain::looks_like_token_cache(output))
+    throw xtrain::UsageError("--output " + output + " exists and is not a token cache; not replacing it");
+}
+
 int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("decode"));
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   xtrain::read_tokenizer_options(vm, files);
+  const std::string input = vm.count("input") ? vm["input"].as<std::string>() : "";
+  const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() ? "" : input + ".tokcache";
+  check_output(output, input, files);  // before the tokenizer loads and the text is tokenized
 
   auto t0 = std::chrono::steady_clock::now();
   const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);
@@ -59,10 +84,6 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
     std::cout.write(bytes.data(), std::streamsize(bytes.size()));
     std::cout << "\n";
   } else {
-    const std::string input = vm["input"].as<std::string>();
-    const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input + ".tokcache";
-    // Same device and inode (a hard link or symlink too): writing would destroy the input.
-    if (xtrain::same_file(input, output)) throw xtrain::UsageError("--input and --output name the same file (" + output + ")");
     xtrain::SourceId source = xtrain::stat_source(input);  // before reading (token_cache.h)
     const std::string text = xtrain::read_file(input);
     source.hash = xtrain::xxh3_64(text.data(), text.size());

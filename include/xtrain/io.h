@@ -1,7 +1,10 @@
 // Small file helpers shared by every reader and writer of xtrain's files: whole-file reading, the
-// one atomic writer (checkpoints, token caches, the metrics rewrite), "same file" by device and
-// inode, and the hashes (FNV-1a for short keys, XXH3-64 for bulk data).
+// one atomic writer (checkpoints, token caches, the metrics rewrite) and the start-up check that it
+// can write an output, "same file" by device and inode, and the hashes (FNV-1a for short keys,
+// XXH3-64 for bulk data).
 #pragma once
+
+#include <sys/types.h>
 
 #include <cstddef>
 #include <cstdint>
@@ -71,5 +74,17 @@ void flush_stdout();
 
 // is_non_regular: true when path exists and is not a regular file (after following symlinks).
 bool is_non_regular(const std::string& path);
+
+// check_writable: throws Error "<option> <path>: <cause>" unless write_file_atomic(path) can create
+// or replace path, so an output that cannot be written is refused before the work that makes it:
+// its directory exists and a file can be created there (a probe file, created and removed); path is
+// not a directory, FIFO or device; and an existing path may be replaced (replace_forbidden_by_sticky).
+// A symlink is resolved as write_file_atomic resolves it. "" (no output) passes.
+void check_writable(const std::string& path, const char* option);
+
+// replace_forbidden_by_sticky: rename(2)'s EPERM rule for replacing an existing file: its directory
+// has the sticky bit (S_ISVTX) and the caller (effective uid euid), unless it has CAP_FOWNER, owns
+// neither the directory nor the file (rename(2) and unlink(2), "EPERM"; e.g. another user's file in /tmp).
+bool replace_forbidden_by_sticky(mode_t dir_mode, uid_t dir_uid, uid_t file_uid, uid_t euid, bool cap_fowner);
 
 }  // namespace xtrain

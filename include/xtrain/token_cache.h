@@ -53,6 +53,10 @@ struct TokenCacheHeader {
 void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
                        uint64_t tok_fingerprint, const SourceId& source);
 
+// looks_like_token_cache: path starts with the cache magic: a token cache, maybe damaged or stale,
+// which a new cache may replace; any other file (or one that cannot be read) is never overwritten.
+bool looks_like_token_cache(const std::string& path);
+
 // MappedTokenCache: a token cache mapped read-only (mmap, MAP_SHARED: every process mapping the file
 // shares its page-cache pages). open() checks magic, version, id width, that the file size is exactly
 // header + count x id_bytes, and the ids hash (one pass over the mapping, tens of GB/s); it throws
