@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <sstream>
 
@@ -20,27 +21,6 @@ namespace po = boost::program_options;
 namespace xtrain {
 
 namespace {
-// check_paths: an output file must never be one of the inputs or another output (e.g. --metrics
-// naming the corpus would truncate it). "Same" means the same device and inode (a hard link or a
-// symlink is the same file), or the same path for files not yet created. The token cache counts
-// with its implicit name <data>.tokcache. --resume and --ckpt may be the same file (requeued jobs).
-void check_paths(const RunOptions& o) {
-  const std::string cache = o.no_cache ? std::string() : o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache;
-  const std::pair<const char*, std::string> files[] = {
-      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.tokenizer.encoder_json},
-      {"--vocab-bpe", o.tokenizer.vocab_bpe}, {"--tokenizer-json", o.tokenizer.tokenizer_json}, {"--resume", o.train.resume},
-      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
-  auto is_output = [](const std::string& opt) {
-    return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics" || opt == "--timeline";
-  };
-  for (size_t i = 0; i < std::size(files); ++i)
-    for (size_t j = i + 1; j < std::size(files); ++j) {
-      const auto& [a, pa] = files[i];
-      const auto& [b, pb] = files[j];
-      if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
-      if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
-    }
-}
 // canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
 // included, --help excluded): the configuration that check_options_agree compares across ranks.
 // Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
@@ -230,8 +210,49 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
-  check_paths(o);
+  need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
   return o;
+}
+
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
+  // Roles: data and input are read, cache is read and written, output is written.
+  enum Role { data, input, cache, output };
+  struct Path {
+    std::string opt, path;
+    Role role;
+  };
+  std::vector<Path> paths;
+  for (const std::string& f : data_files) paths.push_back({"--data", f, data});
+  if (!o.no_cache) {
+    if (!o.tokens_cache.empty()) paths.push_back({"--tokens-cache", o.tokens_cache, cache});
+    else
+      for (const std::string& f : data_files) paths.push_back({"the token cache", f + ".tokcache", cache});
+  }
+  paths.push_back({"--encoder-json", o.tokenizer.encoder_json, input});
+  paths.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe, input});
+  paths.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json, input});
+  paths.push_back({"--resume", o.train.resume, input});
+  if (!o.init_from.empty()) {  // every file of the model directory (it is read, not listed further)
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(o.init_from, ec), end; !ec && it != end; it.increment(ec))
+      paths.push_back({"--init-from", it->path().string(), input});
+  }
+  paths.push_back({"--ckpt", o.train.ckpt, output});
+  paths.push_back({"--metrics", o.train.metrics, output});
+  paths.push_back({"--timeline", o.train.timeline, output});
+  for (size_t i = 0; i < paths.size(); ++i)
+    for (size_t j = i + 1; j < paths.size(); ++j) {
+      const Path &a = paths[i], &b = paths[j];
+      const bool read_only = (a.role == data || a.role == input) && (b.role == data || b.role == input);
+      // Implicit caches are <file>.tokcache: two are the same only for the same file listed twice
+      // (harmless), and a directory listing leaves cache names out, so the O(files^2) data-cache
+      // pairs are compared for a single file only (an explicit --tokens-cache).
+      const bool skip_pair = read_only || (a.role == cache && b.role == cache) ||
+                             (a.role == data && b.role == cache && data_files.size() > 1) ||
+                             (a.opt == "--resume" && b.opt == "--ckpt");  // a requeued job resumes from its --ckpt
+      if (!skip_pair && same_file(a.path, b.path))
+        throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
+    }
 }
 
 void check_world(const RunOptions& o, int world) {
