@@ -104,5 +104,10 @@ printf '{"model_type": "gpt2", "n_embd": 32, "n_head": 4, "n_layer": 2, "n_posit
   > "$WORK/init/config.json"
 expect "--metrics names an --init-from file" 2 "usage error: --init-from and --metrics name the same file" "${s[0]}" \
   --init-from "$WORK/init" --metrics "$WORK/init/config.json"
+# several files need <|endoftext|> between them: a vocabulary without it is refused
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); del e["<|endoftext|>"]; json.dump(e, open(sys.argv[2], "w"))' \
+  "${TOK[1]}" "$WORK/no-eot.json"
+expect "3 shards, no <|endoftext|>" 2 "usage error: --data names 3 files, but the tokenizer has no <.endoftext.>" \
+  "$WORK/shards" --encoder-json "$WORK/no-eot.json"
 ((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
 echo "all data shard checks passed"
