@@ -22,7 +22,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kGpt2Vocab = 50257;
-constexpr size_t kHeaderBytes = 64;  // token_cache.h
+constexpr size_t kHeaderBytes = 88;  // token_cache.h
 
 void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
@@ -79,7 +79,7 @@ TEST_CASE("token cache: truncated, corrupt and foreign files are refused on open
   write_token_cache(path, {5, 6, 7, 8}, kGpt2Vocab, 0x1234, SourceId{99, 1, 2});
   const std::string bytes = read_file(path);
   REQUIRE(bytes.substr(0, 8) == "XTTOKENS");
-  for (size_t keep : {bytes.size() - 1, bytes.size() - 2, kHeaderBytes, size_t(63), size_t(0)}) {
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 2, kHeaderBytes, kHeaderBytes - 1, size_t(11), size_t(0)}) {
     CAPTURE(keep);
     write_file(path, bytes.substr(0, keep));
     CHECK_THROWS_WITH_AS(MappedTokenCache::open(path), doctest::Contains(path.c_str()), Error);
@@ -95,7 +95,7 @@ TEST_CASE("token cache: truncated, corrupt and foreign files are refused on open
   std::string v1 = bytes;
   v1[8] = 1;  // the version-1 format (int32 ids) of earlier builds
   write_file(path, v1);
-  CHECK_THROWS_WITH(MappedTokenCache::open(path), doctest::Contains("format version 1, expected 2"));
+  CHECK_THROWS_WITH(MappedTokenCache::open(path), doctest::Contains("format version 1, expected 3"));
   CHECK_THROWS_WITH(MappedTokenCache::open(d.file("missing")), doctest::Contains("missing"));
   CHECK_THROWS_WITH(MappedTokenCache::open(d.path.string()), doctest::Contains("not a regular file"));
 }
@@ -162,6 +162,62 @@ TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizin
   CHECK(read_file(cache) == "garbage");
   CHECK_THROWS_WITH_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true),
                        doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()), Error);
+}
+
+TEST_CASE("load_tokens: a cache identifies its text by device and inode too; old, empty and unreadable caches") {
+  ScratchDir d;
+  // Two texts of the same size and mtime (tar gives same-size files the same whole-second mtime).
+  const std::string a = d.file("a.txt"), b = d.file("b.txt"), shared = d.file("one.tokcache");
+  const std::string ta = "First Citizen: speak.", tb = "Second Citizen: hear.";
+  REQUIRE(ta.size() == tb.size());
+  write_file(a, ta), write_file(b, tb);
+  set_mtime(a, 1000000000), set_mtime(b, 1000000000);
+  bool tokenized = false;
+  CHECK(load_tokens(a, gpt2(), shared, true).to_vector() == gpt2().encode(ta));
+  // The same --tokens-cache for the other text: same size and mtime, another inode, so hashed and rebuilt.
+  CHECK(load_tokens(b, gpt2(), shared, true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  // Each text's own cache, then the texts swapped with mv (mtimes kept): each cache is stale.
+  CHECK(load_tokens(a, gpt2(), "", true).to_vector() == gpt2().encode(ta));
+  CHECK(load_tokens(b, gpt2(), "", true).to_vector() == gpt2().encode(tb));
+  REQUIRE(::rename(a.c_str(), d.file("t").c_str()) == 0);
+  REQUIRE(::rename(b.c_str(), a.c_str()) == 0);
+  REQUIRE(::rename(d.file("t").c_str(), b.c_str()) == 0);
+  CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  CHECK(MappedTokenCache::open(a + ".tokcache")->header().source.inode == stat_source(a).inode);
+  CHECK(load_tokens(b, gpt2(), "", true).to_vector() == gpt2().encode(ta));
+  // Only the inode changed (a copy over the same name): the hash matches, the cache records the new
+  // identity and is reused without tokenizing.
+  fs::copy_file(b, d.file("copy"));
+  REQUIRE(::rename(d.file("copy").c_str(), b.c_str()) == 0);
+  set_mtime(b, 1000000000);
+  CHECK(load_tokens(b, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(ta));
+  CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(b + ".tokcache")->header().source.same_stat(stat_source(b)));
+
+  // A cache of format version 2 (64-byte header, no device/inode/ctime) is rebuilt.
+  const std::string cache = a + ".tokcache";
+  std::string v2 = read_file(cache).substr(0, 64);
+  v2[8] = 2;
+  write_file(cache, v2);
+  CHECK_THROWS_WITH(MappedTokenCache::open(cache), doctest::Contains("format version 2, expected 3"));
+  CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().count == gpt2().encode(tb).size());
+  // An empty cache (e.g. truncated by a crash) is rebuilt, not taken for a foreign file.
+  write_file(cache, "");
+  CHECK(load_tokens(a, gpt2(), "", true).to_vector() == gpt2().encode(tb));
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == gpt2().encode(tb));
+  // An unreadable cache is neither read nor overwritten (root reads any file: checked as a user only).
+  if (::geteuid() != 0) {
+    REQUIRE(::chmod(cache.c_str(), 0) == 0);
+    CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+    CHECK(tokenized);
+    REQUIRE(::chmod(cache.c_str(), 0600) == 0);
+  } else {
+    MESSAGE("running as root: the unreadable-cache case is not checked");
+  }
 }
 
 TEST_CASE("TokenStream: copies across views of both widths; chunks cover the stream in order") {
