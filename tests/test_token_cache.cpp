@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -209,15 +210,31 @@ TEST_CASE("load_tokens: a cache identifies its text by device and inode too; old
   write_file(cache, "");
   CHECK(load_tokens(a, gpt2(), "", true).to_vector() == gpt2().encode(tb));
   CHECK(ids_of(*MappedTokenCache::open(cache)) == gpt2().encode(tb));
-  // An unreadable cache is neither read nor overwritten (root reads any file: checked as a user only).
-  if (::geteuid() != 0) {
-    REQUIRE(::chmod(cache.c_str(), 0) == 0);
-    CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
-    CHECK(tokenized);
-    REQUIRE(::chmod(cache.c_str(), 0600) == 0);
-  } else {
-    MESSAGE("running as root: the unreadable-cache case is not checked");
+  // An unreadable cache is tokenized around, named as unreadable, and not overwritten. Root reads any
+  // file, so the case runs in a child process that redirects its stderr and, as root, takes the uid
+  // of nobody (65534).
+  const std::string kept = read_file(cache), err = d.file("err");
+  write_file(err, "");
+  fs::permissions(d.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(a, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(err, fs::perms::all);
+  REQUIRE(::chmod(cache.c_str(), 0) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY);
+    bool ok = fd >= 0 && ::dup2(fd, 2) == 2 && (::geteuid() != 0 || ::setuid(65534) == 0);
+    bool tok_now = false;
+    ok = ok && load_tokens(a, gpt2(), "", true, "", -1, &tok_now).to_vector() == gpt2().encode(tb) && tok_now;
+    ::_exit(ok ? 0 : 1);
   }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(read_file(err).find("token cache " + cache + " is unreadable (Permission denied)") != std::string::npos);
+  REQUIRE(::chmod(cache.c_str(), 0600) == 0);
+  CHECK(read_file(cache) == kept);
 }
 
 TEST_CASE("TokenStream: copies across views of both widths; chunks cover the stream in order") {
