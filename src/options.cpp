@@ -215,44 +215,38 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
 }
 
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
-  // Roles: data and input are read, cache is read and written, output is written.
-  enum Role { data, input, cache, output };
   struct Path {
     std::string opt, path;
-    Role role;
   };
-  std::vector<Path> paths;
-  for (const std::string& f : data_files) paths.push_back({"--data", f, data});
-  if (!o.no_cache) {
-    if (!o.tokens_cache.empty()) paths.push_back({"--tokens-cache", o.tokens_cache, cache});
-    else
-      for (const std::string& f : data_files) paths.push_back({"the token cache", f + ".tokcache", cache});
-  }
-  paths.push_back({"--encoder-json", o.tokenizer.encoder_json, input});
-  paths.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe, input});
-  paths.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json, input});
-  paths.push_back({"--resume", o.train.resume, input});
-  if (!o.init_from.empty()) {  // every file of the model directory (it is read, not listed further)
+  std::vector<Path> reads, caches, outputs;  // read only; read and written; written
+  for (const std::string& f : data_files) reads.push_back({"--data", f});
+  const size_t n_data = reads.size();
+  reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
+  reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
+  reads.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json});
+  reads.push_back({"--resume", o.train.resume});
+  if (!o.init_from.empty()) {  // every file of the model directory
     std::error_code ec;
     for (std::filesystem::directory_iterator it(o.init_from, ec), end; !ec && it != end; it.increment(ec))
-      paths.push_back({"--init-from", it->path().string(), input});
+      reads.push_back({"--init-from", it->path().string()});
   }
-  paths.push_back({"--ckpt", o.train.ckpt, output});
-  paths.push_back({"--metrics", o.train.metrics, output});
-  paths.push_back({"--timeline", o.train.timeline, output});
-  for (size_t i = 0; i < paths.size(); ++i)
-    for (size_t j = i + 1; j < paths.size(); ++j) {
-      const Path &a = paths[i], &b = paths[j];
-      const bool read_only = (a.role == data || a.role == input) && (b.role == data || b.role == input);
-      // Implicit caches are <file>.tokcache: two are the same only for the same file listed twice
-      // (harmless), and a directory listing leaves cache names out, so the O(files^2) data-cache
-      // pairs are compared for a single file only (an explicit --tokens-cache).
-      const bool skip_pair = read_only || (a.role == cache && b.role == cache) ||
-                             (a.role == data && b.role == cache && data_files.size() > 1) ||
-                             (a.opt == "--resume" && b.opt == "--ckpt");  // a requeued job resumes from its --ckpt
-      if (!skip_pair && same_file(a.path, b.path))
-        throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
-    }
+  if (!o.no_cache && !o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
+  if (!o.no_cache && o.tokens_cache.empty())
+    for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
+  outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  const auto differ = [](const Path& a, const Path& b) {
+    if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
+  };
+  // Caches against the other inputs. Against the data files only for a single file: implicit caches
+  // are <file>.tokcache, which a directory listing leaves out, and files x caches grows as files^2.
+  for (const Path& c : caches)
+    for (size_t i = n_data == 1 ? 0 : n_data; i < reads.size(); ++i) differ(reads[i], c);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    for (const Path& r : reads)
+      if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
+    for (const Path& c : caches) differ(c, outputs[k]);
+    for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
+  }
 }
 
 void check_world(const RunOptions& o, int world) {
