@@ -84,9 +84,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
     data_files = list_data_files(o.data);
-    for (const std::string& f : data_files)  // check_paths compares --data itself; here each of its files
-      for (const auto& [opt, out] : {std::pair<const char*, std::string>{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}})
-        if (!out.empty() && same_file(f, out)) throw UsageError(std::string(opt) + " names the data file " + f);
+    check_distinct_paths(o, data_files);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");

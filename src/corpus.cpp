@@ -83,6 +83,12 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   if (files.size() > 1 && !opt.tokens_cache.empty())
     throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(files.size()) +
                      " --data files each cache is <file>.tokcache");
+  // Without a separator the last token of one file would be followed by the first of the next as if
+  // one text went on: refused rather than joined silently (join_files).
+  if (files.size() > 1 && tok->eot_id() < 0)
+    throw UsageError("--data names " + std::to_string(files.size()) +
+                     " files, but the tokenizer has no <|endoftext|> token to separate them; join them into one file "
+                     "or use a tokenizer with <|endoftext|>");
   using Loaded = std::map<size_t, TokenStream>;
   struct Result {
     Loaded streams;

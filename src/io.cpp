@@ -247,8 +247,12 @@ bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   struct stat sa{}, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
+  // Absolute first: weakly_canonical leaves "x.ckpt" relative when no prefix of it exists, while
+  // "./x.ckpt" becomes absolute, and the two would compare unequal.
   std::error_code ea, eb;
-  const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  const auto abs_a = std::filesystem::absolute(a, ea), abs_b = std::filesystem::absolute(b, eb);
+  if (ea || eb) return false;
+  const auto ca = std::filesystem::weakly_canonical(abs_a, ea), cb = std::filesystem::weakly_canonical(abs_b, eb);
   return !ea && !eb && ca == cb;
 }
 

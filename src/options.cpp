@@ -6,6 +6,7 @@
 #include <charconv>
 #include <cerrno>
 #include <cmath>
+#include <filesystem>
 #include <cstdlib>
 #include <sstream>
 
@@ -20,27 +21,6 @@ namespace po = boost::program_options;
 namespace xtrain {
 
 namespace {
-// check_paths: an output file must never be one of the inputs or another output (e.g. --metrics
-// naming the corpus would truncate it). "Same" means the same device and inode (a hard link or a
-// symlink is the same file), or the same path for files not yet created. The token cache counts
-// with its implicit name <data>.tokcache. --resume and --ckpt may be the same file (requeued jobs).
-void check_paths(const RunOptions& o) {
-  const std::string cache = o.no_cache ? std::string() : o.tokens_cache.empty() ? o.data + ".tokcache" : o.tokens_cache;
-  const std::pair<const char*, std::string> files[] = {
-      {"--data", o.data},           {"--tokens-cache", cache},    {"--encoder-json", o.tokenizer.encoder_json},
-      {"--vocab-bpe", o.tokenizer.vocab_bpe}, {"--tokenizer-json", o.tokenizer.tokenizer_json}, {"--resume", o.train.resume},
-      {"--ckpt", o.train.ckpt},     {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
-  auto is_output = [](const std::string& opt) {
-    return opt == "--tokens-cache" || opt == "--ckpt" || opt == "--metrics" || opt == "--timeline";
-  };
-  for (size_t i = 0; i < std::size(files); ++i)
-    for (size_t j = i + 1; j < std::size(files); ++j) {
-      const auto& [a, pa] = files[i];
-      const auto& [b, pb] = files[j];
-      if (!(is_output(a) || is_output(b)) || (std::string(a) == "--resume" && std::string(b) == "--ckpt")) continue;
-      if (same_file(pa, pb)) throw UsageError(std::string(a) + " and " + b + " name the same file (" + pb + ")");
-    }
-}
 // canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
 // included, --help excluded): the configuration that check_options_agree compares across ranks.
 // Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
@@ -230,8 +210,43 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
-  check_paths(o);
+  need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
   return o;
+}
+
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
+  struct Path {
+    std::string opt, path;
+  };
+  std::vector<Path> reads, caches, outputs;  // read only; read and written; written
+  for (const std::string& f : data_files) reads.push_back({"--data", f});
+  const size_t n_data = reads.size();
+  reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
+  reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
+  reads.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json});
+  reads.push_back({"--resume", o.train.resume});
+  if (!o.init_from.empty()) {  // every file of the model directory
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(o.init_from, ec), end; !ec && it != end; it.increment(ec))
+      reads.push_back({"--init-from", it->path().string()});
+  }
+  if (!o.no_cache && !o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
+  if (!o.no_cache && o.tokens_cache.empty())
+    for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
+  outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  const auto differ = [](const Path& a, const Path& b) {
+    if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
+  };
+  // Caches against the other inputs. Against the data files only for a single file: implicit caches
+  // are <file>.tokcache, which a directory listing leaves out, and files x caches grows as files^2.
+  for (const Path& c : caches)
+    for (size_t i = n_data == 1 ? 0 : n_data; i < reads.size(); ++i) differ(reads[i], c);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    for (const Path& r : reads)
+      if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
+    for (const Path& c : caches) differ(c, outputs[k]);
+    for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
+  }
 }
 
 void check_world(const RunOptions& o, int world) {

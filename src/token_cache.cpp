@@ -8,7 +8,7 @@
 
 #include <cerrno>
 #include <cstring>
-#include <fstream>
+#include <filesystem>
 #include <iostream>
 
 #include "xtrain/error.h"
@@ -19,8 +19,8 @@ namespace xtrain {
 namespace {
 
 constexpr char kMagic[8] = {'X', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
-constexpr uint32_t kVersion = 2;
-constexpr size_t kHeaderBytes = 64;
+constexpr uint32_t kVersion = 3;
+constexpr size_t kHeaderBytes = 88;
 
 void put_le(std::string* buf, uint64_t v, int bytes) {
   for (int k = 0; k < bytes; ++k) buf->push_back(char((v >> (8 * k)) & 0xFF));
@@ -31,12 +31,42 @@ uint64_t get_le(const unsigned char* p, int bytes) {
   return v;
 }
 
+// CacheFile: what an existing cache path holds, to decide whether it may be replaced: a token cache
+// (damaged or not) or an empty file (e.g. left by a crash) may be; a foreign file or one this
+// process cannot read (it cannot tell which) is never.
+enum class CacheFile { missing, token_cache, empty, foreign, unreadable };
+CacheFile classify_cache(const std::string& path, std::string* why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return CacheFile::unreadable;
+  }
+  char magic[sizeof(kMagic)] = {};
+  size_t got = 0;
+  ssize_t n = 0;
+  while (got < sizeof magic && (n = ::read(fd, magic + got, sizeof magic - got)) > 0) got += size_t(n);
+  const int read_errno = errno;
+  ::close(fd);
+  if (n < 0) {
+    *why = std::strerror(read_errno);
+    return CacheFile::unreadable;
+  }
+  if (got == 0) return CacheFile::empty;
+  return got == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 ? CacheFile::token_cache : CacheFile::foreign;
+}
+
+// dir_writable: this process may create files in the directory of path.
+bool dir_writable(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+}
+
 }  // namespace
 
 bool looks_like_token_cache(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  char magic[sizeof(kMagic)] = {};
-  return f.read(magic, sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
+  std::string why;
+  const CacheFile f = classify_cache(path, &why);
+  return f == CacheFile::token_cache || f == CacheFile::empty;
 }
 
 SourceId stat_source(const std::string& path) {
@@ -44,7 +74,11 @@ SourceId stat_source(const std::string& path) {
   if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
   SourceId s;
   s.bytes = static_cast<uint64_t>(st.st_size);
-  s.mtime_ns = static_cast<uint64_t>(st.st_mtim.tv_sec) * 1000000000ull + static_cast<uint64_t>(st.st_mtim.tv_nsec);
+  const auto ns = [](const struct timespec& t) { return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec); };
+  s.mtime_ns = ns(st.st_mtim);
+  s.device = static_cast<uint64_t>(st.st_dev);
+  s.inode = static_cast<uint64_t>(st.st_ino);
+  s.ctime_ns = ns(st.st_ctim);
   return s;
 }
 
@@ -63,6 +97,9 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
   put_le(&buf, source.hash, 8);
   put_le(&buf, ids.size(), 8);
   put_le(&buf, 0, 8);  // ids hash, filled in below
+  put_le(&buf, source.device, 8);
+  put_le(&buf, source.inode, 8);
+  put_le(&buf, source.ctime_ns, 8);
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size) XT_FAIL("cannot write token cache " << path << ": token id " << id
                                                                          << " outside the vocabulary [0, " << vocab_size << ")");
@@ -86,7 +123,7 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
     XT_FAIL("token cache " << path << " is not a regular file");
   }
   const size_t size = static_cast<size_t>(st.st_size);
-  if (size < kHeaderBytes) {
+  if (size < 12) {  // magic and version: enough to name an older format before its header size
     ::close(fd);
     XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
   }
@@ -100,6 +137,8 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
   const uint64_t version = get_le(p + 8, 4);
   if (version != kVersion) XT_FAIL("token cache " << path << " has format version " << version << ", expected " << kVersion);
+  if (size < kHeaderBytes)
+    XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
   TokenCacheHeader& h = c->header_;
   const uint64_t id_bytes = get_le(p + 12, 4);
   if (id_bytes != 2 && id_bytes != 4) XT_FAIL("token cache " << path << " is corrupt (id width " << id_bytes << " bytes)");
@@ -110,6 +149,9 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
   h.source.hash = get_le(p + 40, 8);
   h.count = get_le(p + 48, 8);
   h.ids_hash = get_le(p + 56, 8);
+  h.source.device = get_le(p + 64, 8);
+  h.source.inode = get_le(p + 72, 8);
+  h.source.ctime_ns = get_le(p + 80, 8);
   // Compare in a form that cannot overflow for a corrupt count.
   if ((size - kHeaderBytes) % id_bytes != 0 || (size - kHeaderBytes) / id_bytes != h.count)
     XT_FAIL("token cache " << path << " is truncated or corrupt: header says " << h.count << " tokens of " << id_bytes
@@ -163,22 +205,37 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
     s.append(c->ids(), c);
     return s;
   };
-  if (::access(cache_path.c_str(), F_OK) == 0) {
+  std::string why;
+  const CacheFile kind = ::access(cache_path.c_str(), F_OK) == 0 ? classify_cache(cache_path, &why) : CacheFile::missing;
+  if (kind == CacheFile::empty)  // e.g. left by a crash: a lost shortcut like a damaged cache
+    std::cerr << log_prefix << "warning: token cache " << cache_path << " is empty (0 bytes); re-tokenizing " << text_path << "\n";
+  if (kind == CacheFile::unreadable) {
+    std::cerr << log_prefix << "warning: token cache " << cache_path << " is unreadable (" << why
+              << "); tokenizing " << text_path << " in memory, not overwriting it\n";
+    return TokenStream(encode());
+  }
+  if (kind == CacheFile::foreign) {  // never replace it (e.g. --tokens-cache pointing at a corpus)
+    std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
+    return TokenStream(encode());
+  }
+  if (kind == CacheFile::token_cache) {
     try {
       auto c = MappedTokenCache::open(cache_path);
       const TokenCacheHeader& h = c->header();
+      const bool quick = h.source.same_stat(source);
       bool same = h.tokenizer_fingerprint == tok.fingerprint() && h.source.bytes == source.bytes;
-      if (same && h.source.mtime_ns != source.mtime_ns) {
-        read_text();  // only the mtime differs (a copy, a touch): the content decides
+      if (same && !quick) {
+        read_text();  // another file, or this one copied, touched or moved: the content decides
         same = xxh3_64(text.data(), text.size()) == h.source.hash;
       }
-      if (same && write_cache && h.source.mtime_ns != source.mtime_ns) {
-        // Record the text's new mtime (same ids), so later start-ups pass the quick check unread.
+      // Record the text's new identity (same ids), so later start-ups pass the quick check unread.
+      // Not in a directory this process cannot write: the copy of the ids would only be thrown away.
+      if (same && !quick && write_cache && dir_writable(cache_path)) {
         SourceId now = source;
         now.hash = h.source.hash;
         try {
           write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now);
-        } catch (const Error& e) {  // e.g. a read-only directory: the cache is still valid
+        } catch (const Error& e) {  // e.g. a full disk: the cache is still valid
           std::cerr << log_prefix << "warning: " << e.what() << "\n";
         }
       }
@@ -187,17 +244,14 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
         return as_stream(std::move(c));
       }
     } catch (const Error& e) {
-      // A damaged cache is only a lost shortcut: say so and rebuild it from the text.
+      // A damaged cache (or one of an older format) is only a lost shortcut: say so and rebuild it.
       std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
     }
   }
   std::vector<int32_t> ids = encode();
   source.hash = xxh3_64(text.data(), text.size());
   std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
-  if (write_cache && ::access(cache_path.c_str(), F_OK) == 0 && !looks_like_token_cache(cache_path)) {
-    // Never replace a file that is not a token cache (e.g. --tokens-cache pointing at a corpus).
-    std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
-  } else if (write_cache) {
+  if (write_cache) {  // missing, empty, stale, damaged or of an older format: (re)written
     try {
       write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source);
       return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared

@@ -57,6 +57,8 @@ expect "huge comm-timeout" 2 "--comm-timeout must be between 1 and 1e6" 2 "${OK[
 expect "negative bucket-mb" 2 "--bucket-mb must be between 0 and 1e6" 2 "${OK[@]}" --bucket-mb -0.5
 expect "--metrics is the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus.txt"
 expect "--tokens-cache is the corpus" 2 "name the same file" 2 "${OK[@]}" --tokens-cache "$WORK/corpus.txt"
+expect "--tokens-cache with --no-cache" 2 "usage error: --tokens-cache and --no-cache exclude each other" 2 "${OK[@]}" \
+  --tokens-cache "$WORK/x.tokcache" --no-cache
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
 ln "$WORK/corpus.txt" "$WORK/corpus-link.txt"
 expect "--metrics is a hard link to the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus-link.txt"

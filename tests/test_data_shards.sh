@@ -3,7 +3,7 @@
 # joined text trains (files joined with <|endoftext|>); a node's ranks share the tokenizing (world 2,
 # 3 shards, under mpirun and xtrain_threads); caches are then reused without re-tokenizing, a
 # truncated one is rebuilt; xtrain_tokenize writes the cache training maps; bad shard inputs end
-# every rank quickly with one line.
+# every rank quickly with one line; no output may be a shard, a cache or another input.
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=30  # seconds for an error case; a hang in a collective would hit it
@@ -82,10 +82,32 @@ rm "$WORK/shards/part-03.txt"
 # it fails on local rank 1 while it tokenizes its share; rank 0 must learn it and end too.
 expect "a shard failing on rank 1 only" 1 "^rank 1 .*cannot read /proc/self/mem" "${s[0]},/proc/self/mem,${s[2]}"
 cp "${s[1]}" "$WORK/part-01.copy"
-expect "--metrics names a shard" 2 "usage error: --metrics names the data file .*part-01.txt" "$WORK/shards" \
+expect "--metrics names a shard" 2 "usage error: --data and --metrics name the same file .*part-01.txt" "$WORK/shards" \
   --metrics "${s[1]}"
 check "the shard named by --metrics is untouched" cmp -s "${s[1]}" "$WORK/part-01.copy"
 expect "--tokens-cache with shards" 2 "usage error: --tokens-cache names the cache of one file" "$WORK/shards" \
   --tokens-cache "$WORK/x.tokcache"
+# every output against every input, the expanded files and their caches included (check_distinct_paths)
+cp "${s[2]}" "$WORK/part-02.copy"
+expect "--timeline names a shard" 2 "usage error: --data and --timeline name the same file .*part-02.txt" "$WORK/shards" \
+  --timeline "${s[2]}"
+check "the shard named by --timeline is untouched" cmp -s "${s[2]}" "$WORK/part-02.copy"
+cp "${s[0]}.tokcache" "$WORK/cache.copy"
+expect "--metrics names a listed file's cache" 2 "usage error: the token cache and --metrics name the same file" \
+  "${s[0]},${s[1]}" --metrics "${s[0]}.tokcache"
+check "the cache named by --metrics is untouched" cmp -s "${s[0]}.tokcache" "$WORK/cache.copy"
+cd "$WORK"  # one file not yet created, spelled relative two ways
+expect "--ckpt x.ckpt, --timeline ./x.ckpt" 2 "usage error: --ckpt and --timeline name the same file" "${s[0]}" \
+  --ckpt x.ckpt --timeline ./x.ckpt
+mkdir "$WORK/init"  # --init-from: its files are inputs (only config.json is read before the check)
+printf '{"model_type": "gpt2", "n_embd": 32, "n_head": 4, "n_layer": 2, "n_positions": 32, "vocab_size": 50257}' \
+  > "$WORK/init/config.json"
+expect "--metrics names an --init-from file" 2 "usage error: --init-from and --metrics name the same file" "${s[0]}" \
+  --init-from "$WORK/init" --metrics "$WORK/init/config.json"
+# several files need <|endoftext|> between them: a vocabulary without it is refused
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); del e["<|endoftext|>"]; json.dump(e, open(sys.argv[2], "w"))' \
+  "${TOK[1]}" "$WORK/no-eot.json"
+expect "3 shards, no <|endoftext|>" 2 "usage error: --data names 3 files, but the tokenizer has no <.endoftext.>" \
+  "$WORK/shards" --encoder-json "$WORK/no-eot.json"
 ((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
 echo "all data shard checks passed"

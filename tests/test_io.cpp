@@ -163,6 +163,12 @@ TEST_CASE("same_file compares device and inode, and paths of files not yet creat
   CHECK(same_file(d.file("new.ckpt"), (d.dir / "." / "new.ckpt").string()));
   CHECK_FALSE(same_file(d.file("new.ckpt"), d.file("new.jsonl")));
   CHECK_FALSE(same_file("", ""));
+  // A relative name whose first component does not exist yet, spelled two ways (weakly_canonical
+  // alone keeps the first relative and makes the second absolute).
+  const std::string rel = "xt-same-file-not-created.ckpt";
+  CHECK(same_file(rel, "./" + rel));
+  CHECK(same_file(rel, (fs::current_path() / rel).string()));
+  CHECK_FALSE(same_file(rel, "./other-" + rel));
 }
 
 TEST_CASE("xxh3_64 is XXH3-64 with seed 0") {

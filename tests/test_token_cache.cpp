@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <filesystem>
@@ -22,7 +23,7 @@ namespace fs = std::filesystem;
 namespace {
 
 constexpr int kGpt2Vocab = 50257;
-constexpr size_t kHeaderBytes = 64;  // token_cache.h
+constexpr size_t kHeaderBytes = 88;  // token_cache.h
 
 void write_file(const std::string& path, const std::string& bytes) { std::ofstream(path, std::ios::binary) << bytes; }
 
@@ -79,7 +80,7 @@ TEST_CASE("token cache: truncated, corrupt and foreign files are refused on open
   write_token_cache(path, {5, 6, 7, 8}, kGpt2Vocab, 0x1234, SourceId{99, 1, 2});
   const std::string bytes = read_file(path);
   REQUIRE(bytes.substr(0, 8) == "XTTOKENS");
-  for (size_t keep : {bytes.size() - 1, bytes.size() - 2, kHeaderBytes, size_t(63), size_t(0)}) {
+  for (size_t keep : {bytes.size() - 1, bytes.size() - 2, kHeaderBytes, kHeaderBytes - 1, size_t(11), size_t(0)}) {
     CAPTURE(keep);
     write_file(path, bytes.substr(0, keep));
     CHECK_THROWS_WITH_AS(MappedTokenCache::open(path), doctest::Contains(path.c_str()), Error);
@@ -95,7 +96,7 @@ TEST_CASE("token cache: truncated, corrupt and foreign files are refused on open
   std::string v1 = bytes;
   v1[8] = 1;  // the version-1 format (int32 ids) of earlier builds
   write_file(path, v1);
-  CHECK_THROWS_WITH(MappedTokenCache::open(path), doctest::Contains("format version 1, expected 2"));
+  CHECK_THROWS_WITH(MappedTokenCache::open(path), doctest::Contains("format version 1, expected 3"));
   CHECK_THROWS_WITH(MappedTokenCache::open(d.file("missing")), doctest::Contains("missing"));
   CHECK_THROWS_WITH(MappedTokenCache::open(d.path.string()), doctest::Contains("not a regular file"));
 }
@@ -162,6 +163,78 @@ TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizin
   CHECK(read_file(cache) == "garbage");
   CHECK_THROWS_WITH_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true),
                        doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()), Error);
+}
+
+TEST_CASE("load_tokens: a cache identifies its text by device and inode too; old, empty and unreadable caches") {
+  ScratchDir d;
+  // Two texts of the same size and mtime (tar gives same-size files the same whole-second mtime).
+  const std::string a = d.file("a.txt"), b = d.file("b.txt"), shared = d.file("one.tokcache");
+  const std::string ta = "First Citizen: speak.", tb = "Second Citizen: hear.";
+  REQUIRE(ta.size() == tb.size());
+  write_file(a, ta), write_file(b, tb);
+  set_mtime(a, 1000000000), set_mtime(b, 1000000000);
+  bool tokenized = false;
+  CHECK(load_tokens(a, gpt2(), shared, true).to_vector() == gpt2().encode(ta));
+  // The same --tokens-cache for the other text: same size and mtime, another inode, so hashed and rebuilt.
+  CHECK(load_tokens(b, gpt2(), shared, true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  // Each text's own cache, then the texts swapped with mv (mtimes kept): each cache is stale.
+  CHECK(load_tokens(a, gpt2(), "", true).to_vector() == gpt2().encode(ta));
+  CHECK(load_tokens(b, gpt2(), "", true).to_vector() == gpt2().encode(tb));
+  REQUIRE(::rename(a.c_str(), d.file("t").c_str()) == 0);
+  REQUIRE(::rename(b.c_str(), a.c_str()) == 0);
+  REQUIRE(::rename(d.file("t").c_str(), b.c_str()) == 0);
+  CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  CHECK(MappedTokenCache::open(a + ".tokcache")->header().source.inode == stat_source(a).inode);
+  CHECK(load_tokens(b, gpt2(), "", true).to_vector() == gpt2().encode(ta));
+  // Only the inode changed (a copy over the same name): the hash matches, the cache records the new
+  // identity and is reused without tokenizing.
+  fs::copy_file(b, d.file("copy"));
+  REQUIRE(::rename(d.file("copy").c_str(), b.c_str()) == 0);
+  set_mtime(b, 1000000000);
+  CHECK(load_tokens(b, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(ta));
+  CHECK(!tokenized);
+  CHECK(MappedTokenCache::open(b + ".tokcache")->header().source.same_stat(stat_source(b)));
+
+  // A cache of format version 2 (64-byte header, no device/inode/ctime) is rebuilt.
+  const std::string cache = a + ".tokcache";
+  std::string v2 = read_file(cache).substr(0, 64);
+  v2[8] = 2;
+  write_file(cache, v2);
+  CHECK_THROWS_WITH(MappedTokenCache::open(cache), doctest::Contains("format version 2, expected 3"));
+  CHECK(load_tokens(a, gpt2(), "", true, "", -1, &tokenized).to_vector() == gpt2().encode(tb));
+  CHECK(tokenized);
+  CHECK(MappedTokenCache::open(cache)->header().count == gpt2().encode(tb).size());
+  // An empty cache (e.g. truncated by a crash) is rebuilt, not taken for a foreign file.
+  write_file(cache, "");
+  CHECK(load_tokens(a, gpt2(), "", true).to_vector() == gpt2().encode(tb));
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == gpt2().encode(tb));
+  // An unreadable cache is tokenized around, named as unreadable, and not overwritten. Root reads any
+  // file, so the case runs in a child process that redirects its stderr and, as root, takes the uid
+  // of nobody (65534).
+  const std::string kept = read_file(cache), err = d.file("err");
+  write_file(err, "");
+  fs::permissions(d.path, fs::perms::owner_all | fs::perms::group_read | fs::perms::group_exec |
+                              fs::perms::others_read | fs::perms::others_exec);
+  fs::permissions(a, fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_read | fs::perms::others_read);
+  fs::permissions(err, fs::perms::all);
+  REQUIRE(::chmod(cache.c_str(), 0) == 0);
+  const pid_t pid = ::fork();
+  REQUIRE(pid >= 0);
+  if (pid == 0) {
+    const int fd = ::open(err.c_str(), O_WRONLY);
+    bool ok = fd >= 0 && ::dup2(fd, 2) == 2 && (::geteuid() != 0 || ::setuid(65534) == 0);
+    bool tok_now = false;
+    ok = ok && load_tokens(a, gpt2(), "", true, "", -1, &tok_now).to_vector() == gpt2().encode(tb) && tok_now;
+    ::_exit(ok ? 0 : 1);
+  }
+  int status = 0;
+  REQUIRE(::waitpid(pid, &status, 0) == pid);
+  CHECK((WIFEXITED(status) && WEXITSTATUS(status) == 0));
+  CHECK(read_file(err).find("token cache " + cache + " is unreadable (Permission denied)") != std::string::npos);
+  REQUIRE(::chmod(cache.c_str(), 0600) == 0);
+  CHECK(read_file(cache) == kept);
 }
 
 TEST_CASE("TokenStream: copies across views of both widths; chunks cover the stream in order") {

@@ -40,7 +40,9 @@ struct CorpusOptions {
 // when a cache is still missing, e.g. an unwritable directory). Both phases run under
 // agree_while_working (agree.h), so a rank that fails names its file and every rank throws within
 // --comm-timeout. Rank 0 prints one line: files, tokens, caches reused and files tokenized.
-// Returns join_files of the files' streams.
+// Returns join_files of the files' streams. Throws UsageError, before any collective, for several
+// files with opt.tokens_cache, or several files with a tokenizer that has no <|endoftext|> (nothing
+// would separate them).
 TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, const std::vector<std::string>& files,
                         std::shared_ptr<const Tokenizer> tok, const CorpusOptions& opt);
 

@@ -51,6 +51,15 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mp
 // rank must be given the same options". Collective over all ranks.
 void check_options_agree(HostCollectives& group, const RunOptions& o);
 
+// check_distinct_paths: no output is the same file (same_file, io.h: device and inode, or the same
+// absolute path for files not yet created) as an input or another output, so no run truncates its
+// own corpus or cache. Inputs: every --data file (data_files: list_data_files(o.data)), the tokenizer
+// files, --resume and the files of the --init-from directory; outputs: --ckpt, --metrics and
+// --timeline; each token cache (--tokens-cache or <file>.tokcache; none with --no-cache) is both.
+// --resume and --ckpt may be the same file (a requeued job). Throws UsageError "<opt> and <opt> name
+// the same file (<path>)".
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files);
+
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
 void check_world(const RunOptions& o, int world);
 

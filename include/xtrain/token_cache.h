@@ -1,12 +1,14 @@
 // Token cache: the token stream of one text file in a binary file that training memory-maps
 // read-only, so later runs skip tokenizing and the ranks of a node share one page-cache copy.
-// Format version 2 (little-endian), the one reader and writer of it (xtrain_mpi, xtrain_tokenize):
-//   0  char[8] magic "XTTOKENS"        8  u32 version = 2         12 u32 id_bytes: 2 or 4
+// Format version 3 (little-endian), the one reader and writer of it (xtrain_mpi, xtrain_tokenize):
+//   0  char[8] magic "XTTOKENS"        8  u32 version = 3         12 u32 id_bytes: 2 or 4
 //   16 u64 tokenizer fingerprint      24 u64 source size (bytes)  32 u64 source mtime (ns since epoch)
 //   40 u64 source hash (xxh3_64 of the text)                      48 u64 token count
-//   56 u64 ids hash (xxh3_64 of the stored id bytes)
-//   64 count ids of id_bytes each (uint16 when the vocabulary has <= 65536 ids, as llm.c's shards;
-//      uint32 otherwise); the file ends there.
+//   56 u64 ids hash (xxh3_64 of the stored id bytes)              64 u64 source device (st_dev)
+//   72 u64 source inode (st_ino)      80 u64 source ctime (ns since epoch)
+//   88 count ids of id_bytes each (uint16 when the vocabulary has <= 65536 ids, as llm.c's shards;
+//      uint32 otherwise); the file ends there. (Version 2 had no device, inode and ctime: the ids
+//      started at 64. Such caches fail open() and are rebuilt with a warning.)
 // Written atomically (write_file_atomic, io.h).
 #pragma once
 
@@ -23,16 +25,26 @@
 namespace xtrain {
 
 // SourceId: what a cache records of the text it was made from. A cache belongs to a text when the
-// tokenizer fingerprint and the size match and either the mtime matches (no read of the text: the
-// quick check of make and rsync) or, when only the mtime differs (a copy, a touch), the text's
-// xxh3_64 matches the recorded one.
+// tokenizer fingerprint and the size match and either every stat field matches (size, mtime, device,
+// inode, ctime: no read of the text, make and rsync's quick check made strict) or, when a stat field
+// differs (a copy, a touch, tar or mv), the text's xxh3_64 matches the recorded one. Device and
+// inode tell apart two texts that agree in size and mtime (tar gives same-size files the same
+// whole-second mtime, mv keeps it); ctime changes on every write, rename or utimensat of the text.
 struct SourceId {
   uint64_t bytes = 0;
   uint64_t mtime_ns = 0;
   uint64_t hash = 0;
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t ctime_ns = 0;
+  // same_stat: every field stat_source fills agrees (hash not compared).
+  bool same_stat(const SourceId& o) const {
+    return bytes == o.bytes && mtime_ns == o.mtime_ns && device == o.device && inode == o.inode && ctime_ns == o.ctime_ns;
+  }
 };
 
-// stat_source: size and mtime of path (hash left 0). Throws Error "cannot read <path>: <strerror>".
+// stat_source: size, mtime, device, inode and ctime of path (hash left 0). Throws Error "cannot read
+// <path>: <strerror>".
 SourceId stat_source(const std::string& path);
 
 // token_id_bytes: bytes per stored id for a vocabulary of vocab_size ids: 2 when every id fits in
@@ -53,8 +65,8 @@ struct TokenCacheHeader {
 void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
                        uint64_t tok_fingerprint, const SourceId& source);
 
-// looks_like_token_cache: path starts with the cache magic: a token cache, maybe damaged or stale,
-// which a new cache may replace; any other file (or one that cannot be read) is never overwritten.
+// looks_like_token_cache: path starts with the cache magic (a token cache, maybe damaged or stale) or
+// is empty: a new cache may replace it; any other file (or one that cannot be read) is never overwritten.
 bool looks_like_token_cache(const std::string& path);
 
 // MappedTokenCache: a token cache mapped read-only (mmap, MAP_SHARED: every process mapping the file
@@ -79,14 +91,16 @@ class MappedTokenCache {
 
 // load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
 // tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
-// when the cache cannot be written). A cache that matched by hash only is, when write_cache,
-// rewritten with the text's current mtime (same ids). cache_path "" means text_path + ".tokcache" (none when text_path
-// is not a regular file); a cache_path that exists and is not a regular file, or is not a token cache,
-// is neither read nor overwritten. A damaged, stale or unwritable cache is a warning on stderr, each
-// line starting with log_prefix (e.g. "rank 0 (host): "), then "warning: ". Throws Error when the
-// text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints progress lines
-// (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether the text was
-// tokenized (false: a cache was reused).
+// when the cache cannot be written). A cache that matched by hash only is, when write_cache and its
+// directory is writable, rewritten with the text's current stat fields (same ids). cache_path ""
+// means text_path + ".tokcache" (none when text_path is not a regular file). A cache that is missing,
+// empty (0 bytes), stale, damaged or of an older format is rebuilt; one that exists and is not a
+// regular file, is not a token cache (no magic) or cannot be read is neither read nor overwritten.
+// Each such case is a warning on stderr starting with log_prefix (e.g. "rank 0 (host): "), then
+// "warning: " (an unreadable cache: "token cache <path> is unreadable (<strerror>); ..."). Throws
+// Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints
+// progress lines (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether
+// the text was tokenized (false: a cache was reused).
 TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
                         const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr);
 
