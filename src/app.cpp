@@ -117,10 +117,15 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
-  TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
-
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
+  // --init-from: every rank reads the directory (the final max_param_diff confirms they agree), before
+  // the corpus, so a shape mismatch is refused in seconds, not after tokenizing. With --resume the
+  // checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
+  std::vector<float> init_params;
+  if (!o.init_from.empty() && o.train.resume.empty())
+    agree(mpi, [&] { init_params = fit_to_config(load_model_dir(o.init_from), cfg.model); });
+  TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
   TrainData data;
   agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
@@ -135,12 +140,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   GPT model(cfg.model, *be, cfg.recompute);
   model.init_params(cfg.seed);
-  // --init-from: every rank reads the directory (the final max_param_diff confirms they agree). With
-  // --resume the checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
-  if (!o.init_from.empty() && o.train.resume.empty()) agree(mpi, [&] {
-      const std::vector<float> p = fit_to_config(load_model_dir(o.init_from), cfg.model);
-      be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
-    });
+  if (!init_params.empty())
+    be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
