@@ -133,10 +133,13 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   double tokenized = 0, ranks = 0;
   for (size_t r = 0; r + 1 < counts.size(); ++r) tokenized += counts[r], ranks += counts[r] > 0;
   const double nodes = counts.back();
-  if (!opt.no_cache)
-    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %.0f on %.0f rank%s | caches reused: %.0f (%.0f node%s)\n",
-           files.size(), files.size() == 1 ? "" : "s", joined.size(), tokenized, ranks, ranks == 1 ? "" : "s",
+  if (!opt.no_cache) {
+    char now[64] = "none";
+    if (tokenized > 0) std::snprintf(now, sizeof now, "%.0f on %.0f rank%s", tokenized, ranks, ranks == 1 ? "" : "s");
+    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n",
+           files.size(), files.size() == 1 ? "" : "s", joined.size(), now,
            static_cast<double>(files.size()) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
+  }
   return joined;
 }
 

@@ -25,7 +25,9 @@ check() {  # check CONDITION-TEXT COMMAND...: count a failure when the command f
   if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
 }
 same_losses() { diff -q "$WORK/$1.losses" "$WORK/$2.losses" > /dev/null && [[ $(wc -l < "$WORK/$1.losses") == 10 ]]; }
-tokenized() { grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; }
+tokenized() {  # tokenized LOG FILES RANKS: rank 0's cache line (FILES 0: "none")
+  if [[ $2 == 0 ]]; then grep -q "tokenized now: none |" "$WORK/$1.log"; else grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; fi
+}
 
 "$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/joined/all.txt" > /dev/null 2>&1
 run mpi 2 j2 "$WORK/joined/all.txt"

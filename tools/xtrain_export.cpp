@@ -51,7 +51,7 @@ Options parse(int argc, char** argv) {
   add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
                                             "the one the model was trained with, written as merges.txt", false});
   opts.add_options()
-    ("registry", po::value(&o.registry), "JSON registry file: an export records NAME -> md5, sha256, layout, model config, step, data hash")
+    ("registry", po::value(&o.registry), "JSON registry file (it and its directory created if absent): an export records NAME -> md5, sha256, layout, model config, step, data hash")
     ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
     ("replace", po::bool_switch(&o.replace), "let --registry's entry NAME be replaced when it exists (without: refused before anything is written)")
     ("verify", po::value(&o.verify), "check the input against registry entry NAME: a checkpoint is re-exported in memory, an export directory's model.safetensors is hashed; exit 1 naming expected and found digests")
@@ -210,6 +210,10 @@ int run(const Options& o) {
   std::unique_ptr<RegistryLock> lock;
   json reg;
   if (!o.registry.empty()) {
+    const fs::path dir = fs::path(o.registry).parent_path();  // created if absent, as --out is
+    std::error_code ec;
+    if (!dir.empty()) fs::create_directories(dir, ec);
+    if (ec) XT_FAIL("--registry " << o.registry << ": cannot create its directory " << dir.string() << ": " << ec.message());
     lock = std::make_unique<RegistryLock>(o.registry);
     reg = read_registry(o.registry, false);
     if (reg["models"].contains(o.name) && !o.replace)
