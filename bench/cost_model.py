@@ -60,10 +60,11 @@ def gpt_sizes(v, c, n_layer, max_t, ffn=None):
 
 
 def cluster_table():
-    """The GPT-2 124M table of docs/scaling.md: fp32 gradients, t_c = 82 ms (32 x 1024 tokens at ~400K
-    tok/s on one H200), t_b = 2/3 t_c, alpha = 5 us, 25 MiB buckets (k = 13 for the layers)."""
+    """The GPT-2 124M table of docs/scaling.md: fp32 gradients, t_c = 60.6 ms (32 x 1024 tokens at ~540K
+    tok/s on one H200, measured with --timeline at commit dcf67d4: backward 38 ms, ~2/3), t_b = 2/3 t_c,
+    alpha = 5 us, 25 MiB buckets (k = 13 for the layers)."""
     p, p_e = gpt_sizes(50257, 768, 12, 1024)
-    s, s_e, t_c, alpha, k = 4 * p, 4 * p_e, 0.082, 5e-6, 13
+    s, s_e, t_c, alpha, k = 4 * p, 4 * p_e, 0.0606, 5e-6, 13
     print(f"P = {p / 1e6:.2f}M, S = {s / 1e6:.0f} MB, S_e = {s_e / 1e6:.0f} MB")
     print("| link | GPUs | t_ar(S), ms | efficiency, one all-reduce | exposed with buckets, ms | efficiency, buckets |")
     print("|---|---:|---:|---:|---:|---:|")
