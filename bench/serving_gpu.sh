@@ -76,9 +76,9 @@ if [[ "$SKIP_HF" != 1 ]]; then
   hf generate --model "$OUT/model" --ids "$OUT/ids.txt" --max-new-tokens "$NEW" --ignore-eos >"$OUT/greedy.hf"
   cmp "$OUT/greedy.cuda" "$OUT/greedy.hf" || fail "transformers and xtrain greedy tokens differ"
 fi
-hf_greedy=", transformers"
-[[ "$SKIP_HF" == 1 ]] && hf_greedy="; transformers skipped (SKIP_HF=1)"
-say "greedy tokens identical (xtrain $DEVICE, xtrain cpu$hf_greedy): $(wc -w <"$OUT/greedy.cuda") tokens, $(tr ' ' '\n' <"$OUT/greedy.cuda" | sort -u | wc -l) distinct"
+hf_greedy=" and transformers"
+[[ "$SKIP_HF" == 1 ]] && hf_greedy=" (transformers check skipped: SKIP_HF=1)"
+say "greedy tokens identical across xtrain on $DEVICE, xtrain on cpu$hf_greedy: $(wc -w <"$OUT/greedy.cuda") tokens, $(tr ' ' '\n' <"$OUT/greedy.cuda" | sort -u | wc -l) distinct"
 
 # 4. a random transformers GPT-2 imported into xtrain
 if [[ "$SKIP_HF" != 1 ]]; then
