@@ -13,7 +13,7 @@ usage() {
 Usage: bench/scaling.sh [--help] OUTDIR
 Run from the repository root on the GPU machine (data/ set up by scripts/setup.sh).
 Environment:
-  BIN_DIR    directory with xtrain_threads and xtrain_mpi (default: build-gpu)
+  BIN_DIR    directory with xtrain_threads and xtrain_mpi (default: build-gpu; DEVICE=cpu: build)
   DEVICE     cuda (default) or cpu: a dry run of the script itself with a tiny model, worlds 1 2
   WORLDS     world sizes to measure (default: 1 2 4 8, those not above the visible GPUs)
   LAUNCHERS  default: "threads mpi"
@@ -29,8 +29,8 @@ die() { echo "scaling.sh: error: $*" >&2; exit 1; }
 [[ "${1:-}" == "--help" || "${1:-}" == "-h" ]] && { usage; exit 0; }
 [[ $# -eq 1 ]] || { usage >&2; exit 2; }
 OUT=$1
-BIN_DIR=${BIN_DIR:-build-gpu}
 DEVICE=${DEVICE:-cuda}
+BIN_DIR=${BIN_DIR:-$([[ $DEVICE == cpu ]] && echo build || echo build-gpu)}
 LAUNCHERS=${LAUNCHERS:-threads mpi}
 [[ $DEVICE == cuda || $DEVICE == cpu ]] || die "DEVICE must be cuda or cpu (got '$DEVICE')"
 source "$(dirname "$0")/common.sh"

@@ -6,7 +6,7 @@
 # Usage: scripts/setup.sh [--no-apt] [--no-build]
 #   --no-apt     skip package installation
 #   --no-build   install + fetch only, no cmake
-#   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: ON when nvcc is installed)
+#   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: ON with nvcc + NCCL + cuDNN 9)
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -166,14 +166,54 @@ if ((!do_build)); then
   say "--no-build: done"
   exit 0
 fi
-# CUDA backend: ON where nvcc is installed (a GPU is not needed to build it; CI compiles all CUDA code
-# this way), OFF elsewhere. XTRAIN_CUDA=ON/OFF overrides.
+# CUDA backend: ON where nvcc, NCCL and cuDNN 9 are all installed (a GPU is not needed to build it),
+# OFF elsewhere, naming what is missing. XTRAIN_CUDA=ON/OFF overrides; NCCL_ROOT and CUDNN_ROOT name
+# install prefixes, as for cmake.
 nvcc_path="$(command -v nvcc || true)"
 [[ -z "$nvcc_path" && -x /usr/local/cuda/bin/nvcc ]] && nvcc_path=/usr/local/cuda/bin/nvcc
-cuda="${XTRAIN_CUDA:-$([[ -n "$nvcc_path" ]] && echo ON || echo OFF)}"
+
+# find_first NAME DIR...: succeeds when some DIR holds the file NAME.
+find_first() {
+  local name=$1 d
+  shift
+  for d in "$@"; do [[ -n "$d" && -e "$d/$name" ]] && return 0; done
+  return 1
+}
+
+# cuda_missing: empty when cmake/cuda.cmake will find NCCL and cuDNN 9, else what it will not find.
+# The directories are cuda.cmake's: the *_ROOT prefix, the CUDA toolkit's, then the system ones.
+cuda_missing() {
+  local tk arch=x86_64-linux-gnu inc=() lib=() nccl_inc cudnn_inc
+  tk="$(cd "$(dirname "$nvcc_path")/.." && pwd)"
+  [[ "$(uname -m)" == aarch64 ]] && arch=aarch64-linux-gnu
+  inc=("$tk/include" "$tk"/targets/*/include /usr/local/include "/usr/include/$arch" /usr/include)
+  lib=("$tk/lib64" "$tk/lib" "$tk"/targets/*/lib /usr/local/lib "/usr/lib/$arch" /usr/lib /usr/lib64)
+  nccl_inc=("${NCCL_ROOT:+$NCCL_ROOT/include}" "${inc[@]}")
+  cudnn_inc=("${CUDNN_ROOT:+$CUDNN_ROOT/include}" "${inc[@]}" "${inc[@]/%//$arch}")
+  find_first nccl.h "${nccl_inc[@]}" || { echo "NCCL header nccl.h"; return; }
+  find_first libnccl.so "${NCCL_ROOT:+$NCCL_ROOT/lib}" "${NCCL_ROOT:+$NCCL_ROOT/lib64}" "${lib[@]}" ||
+    find_first libnccl.a "${NCCL_ROOT:+$NCCL_ROOT/lib}" "${NCCL_ROOT:+$NCCL_ROOT/lib64}" "${lib[@]}" ||
+    { echo "NCCL library libnccl.so"; return; }
+  find_first cudnn_graph.h "${cudnn_inc[@]}" || { echo "cuDNN 9 header cudnn_graph.h"; return; }
+  find_first libcudnn.so "${CUDNN_ROOT:+$CUDNN_ROOT/lib}" "${CUDNN_ROOT:+$CUDNN_ROOT/lib64}" "${lib[@]}" ||
+    { echo "cuDNN 9 library libcudnn.so"; return; }
+}
+
+if [[ -n "${XTRAIN_CUDA:-}" ]]; then
+  cuda="$XTRAIN_CUDA"
+elif [[ -z "$nvcc_path" ]]; then
+  cuda=OFF
+elif missing_cuda_dep="$(cuda_missing)" && [[ -n "$missing_cuda_dep" ]]; then
+  say "nvcc found but no $missing_cuda_dep (set NCCL_ROOT/CUDNN_ROOT): building the CPU backend only"
+  cuda=OFF
+else
+  cuda=ON
+fi
 [[ "$cuda" == ON || "$cuda" == OFF ]] || die "XTRAIN_CUDA must be ON or OFF, not '$cuda'"
 cuda_args=(-DXTRAIN_CUDA="$cuda")
 [[ "$cuda" == ON && -n "$nvcc_path" ]] && cuda_args+=(-DCMAKE_CUDA_COMPILER="$nvcc_path")
+[[ "$cuda" == ON && -n "${NCCL_ROOT:-}" ]] && cuda_args+=(-DNCCL_ROOT="$NCCL_ROOT")
+[[ "$cuda" == ON && -n "${CUDNN_ROOT:-}" ]] && cuda_args+=(-DCUDNN_ROOT="$CUDNN_ROOT")
 say "configuring build/ (Release, XTRAIN_CUDA=$cuda)"
 cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
 say "building with $(nproc) jobs"

@@ -89,7 +89,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
-    ("bucket-mb", po::value(&t.bucket_mb)->default_value(25.0, "25"), "gradient all-reduce bucket size in MiB: buckets start during the backward pass, last layers first (0 = one all-reduce after it; the same result bitwise at world 2, docs/scaling.md)")
+    ("bucket-mb", po::value(&t.bucket_mb)->default_value(25.0, "25"), "gradient all-reduce bucket size in MiB: buckets start during the backward pass, last layers first (0 = one all-reduce after it; bitwise the same result with xtrain_threads on CPUs, at world 2, and at world 3 under Open MPI; at world >= 4 under MPI or NCCL possibly not in the last bits, docs/scaling.md)")
     ("steps", po::value(&t.steps)->default_value(100), "optimizer steps")
     ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
     ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate")

@@ -24,14 +24,16 @@ namespace {
 constexpr double kGraceS = 5.0;
 
 // world_size: --ranks, or every visible GPU when the run is on cuda. UsageError on the CPU backend
-// without --ranks.
+// without --ranks; Error when the run is on cuda and no GPU is visible.
 int world_size(const xtrain::RunOptions& o) {
   using xtrain::Device;
   if (o.ranks > 0) return o.ranks;
   const int gpus = xtrain::visible_gpu_count();
   const bool cuda = o.device == Device::cuda || (o.device == Device::automatic && gpus > 0);
   if (!cuda) throw xtrain::UsageError("--ranks is required with the CPU backend");
-  if (gpus == 0) throw xtrain::Error("--device cuda: no GPU visible, so --ranks has no default; give --ranks");
+  if (gpus == 0)
+    throw xtrain::Error("--device cuda: no GPU visible (backends compiled in: " + xtrain::compiled_backends() +
+                        "); use --device cpu --ranks N");
   return gpus;
 }
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
-# repeats and another seed differs; --dump-logits writes (T, V) float32; --help lists every option;
+# repeats and another seed differs; --dump-logits writes (T, V) float32; --help (and -h) lists every option;
 # --model DIR takes the tokenizer file not given from DIR;
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
 # longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
@@ -28,6 +28,7 @@ for o in ckpt model prompt prompt-file prompt-ids max-new-tokens temperature top
          dump-logits device dtype; do
   grep -q -- "--$o" <<< "$help" || fail "--help does not document --$o"
 done
+[[ "$("$GEN" -h)" == "$help" ]] || fail "-h does not print what --help prints"
 
 # checkpoint and export: token-identical, sampled (every logit matters) and greedy
 prompts=("The jury said" "In the beginning" "Hello, world!" "He asked whether" "Numbers: 1, 2, 3,")

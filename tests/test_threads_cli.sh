@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xtrain_threads' command line (issue #11): --help documents every xtrain_mpi option plus --ranks;
 # usage errors (no --ranks on the CPU backend, a batch the rank count does not divide, bad --ranks)
-# exit 2 with one line; a bad input found by a rank exits 1 with one line naming rank 0.
+# exit 2 with one line; --device cuda without a visible GPU exits 1 with one line saying so; a bad
+# input found by a rank exits 1 with one line naming rank 0.
 source "$(dirname "$0")/common.sh"
 xt_data
 opts() { "$1" --help | grep -oE '^  (-[a-z] \[ )?--[a-z-]+' | grep -oE -- '--[a-z-]+' | sort; }
@@ -20,6 +21,7 @@ expect() {  # expect CODE PATTERN args...: exit code and the one line of output
   echo "$* -> exit $rc: $(cat "$WORK/out.log")"
 }
 expect 2 "usage error: --ranks is required with the CPU backend" --device cpu
+CUDA_VISIBLE_DEVICES= expect 1 "^error: --device cuda: no GPU visible" --device cuda  # GPUs hidden
 expect 2 "must be divisible by world size x --grad-accum = 3 x 1" --ranks 3
 expect 2 "usage error: --ranks must be between 0 and 4096" --ranks -2
 expect 1 "^rank 0 (.*): --resume $WORK/none.ckpt: no such file" --ranks 2 --resume "$WORK/none.ckpt"

@@ -35,7 +35,7 @@ constexpr const char* kUsage =
 po::options_description make_options(TokenizerFiles& files) {
   po::options_description o("Options", 110, 55);
   o.add_options()
-      ("help", "print this help and exit")
+      ("help,h", "print this help and exit")
       ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt)")
       ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out)")
       ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>)")
