@@ -39,13 +39,22 @@ bool is_shard_name(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> list_data_files(const std::string& spec) {
-  std::vector<std::string> files;
+std::vector<std::string> data_spec_entries(const std::string& spec) {
+  std::vector<std::string> entries;
   size_t at = 0;
   for (;;) {
     const size_t comma = spec.find(',', at);
     const std::string path = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
     if (path.empty()) XT_FAIL("--data \"" << spec << "\": an empty path in the list");
+    entries.push_back(path);
+    if (comma == std::string::npos) return entries;
+    at = comma + 1;
+  }
+}
+
+std::vector<std::string> list_data_files(const std::string& spec) {
+  std::vector<std::string> files;
+  for (const std::string& path : data_spec_entries(spec)) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       std::vector<std::string> names;
@@ -56,10 +65,11 @@ std::vector<std::string> list_data_files(const std::string& spec) {
       std::sort(names.begin(), names.end());
       for (const std::string& n : names) files.push_back((fs::path(path) / n).string());
     } else {
+      const std::string ext = ".tokcache";
+      if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+        XT_FAIL("--data " << path << ": a token cache, not a text");
       files.push_back(path);
     }
-    if (comma == std::string::npos) break;
-    at = comma + 1;
   }
   for (const std::string& f : files) check_data_file(f);
   return files;

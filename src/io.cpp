@@ -18,6 +18,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <vector>
 #include <iostream>
 #include <new>
 #include <stdexcept>
@@ -243,17 +244,39 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   }
 }
 
+namespace {
+// Anchor: the deepest existing directory of a path (by device and inode) and the names below it. Two
+// spellings of a file not yet created ("x", "./x", "d/../x", a symlinked or bind-mounted directory)
+// have the same anchor; weakly_canonical resolves symlinks and ".." in the existing prefix first.
+struct Anchor {
+  dev_t dev = 0;
+  ino_t ino = 0;
+  std::vector<std::string> below;  // from the file up
+  bool operator==(const Anchor& o) const { return dev == o.dev && ino == o.ino && below == o.below; }
+};
+bool anchor_of(const std::string& path, Anchor* a) {
+  std::error_code ec;
+  const std::filesystem::path abs = std::filesystem::absolute(path, ec);
+  if (ec) return false;
+  std::filesystem::path p = std::filesystem::weakly_canonical(abs, ec);
+  if (ec) return false;
+  struct stat st{};
+  while (::stat(p.c_str(), &st) != 0) {
+    if (!p.has_relative_path()) return false;  // nothing of it exists, not even the root
+    a->below.push_back(p.filename().string());
+    p = p.parent_path();
+  }
+  a->dev = st.st_dev, a->ino = st.st_ino;
+  return true;
+}
+}  // namespace
+
 bool same_file(const std::string& a, const std::string& b) {
   if (a.empty() || b.empty()) return false;
   struct stat sa{}, sb{};
   if (::stat(a.c_str(), &sa) == 0 && ::stat(b.c_str(), &sb) == 0) return sa.st_dev == sb.st_dev && sa.st_ino == sb.st_ino;
-  // Absolute first: weakly_canonical leaves "x.ckpt" relative when no prefix of it exists, while
-  // "./x.ckpt" becomes absolute, and the two would compare unequal.
-  std::error_code ea, eb;
-  const auto abs_a = std::filesystem::absolute(a, ea), abs_b = std::filesystem::absolute(b, eb);
-  if (ea || eb) return false;
-  const auto ca = std::filesystem::weakly_canonical(abs_a, ea), cb = std::filesystem::weakly_canonical(abs_b, eb);
-  return !ea && !eb && ca == cb;
+  Anchor x, y;
+  return anchor_of(a, &x) && anchor_of(b, &y) && x == y;
 }
 
 void flush_stdout() {

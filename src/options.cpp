@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "xtrain/backend.h"
+#include "xtrain/corpus.h"
 #include "xtrain/error.h"
 #include "xtrain/export.h"
 #include "xtrain/io.h"
@@ -230,8 +231,9 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (std::filesystem::directory_iterator it(o.init_from, ec), end; !ec && it != end; it.increment(ec))
       reads.push_back({"--init-from", it->path().string()});
   }
-  if (!o.no_cache && !o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
-  if (!o.no_cache && o.tokens_cache.empty())
+  // Caches are protected with --no-cache too: it only means this run neither reads nor writes them.
+  if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
+  if (o.tokens_cache.empty())
     for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
   const auto differ = [](const Path& a, const Path& b) {
@@ -246,6 +248,18 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
       if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
+  }
+  // Then no output inside a --data directory: the next run would read it as a shard.
+  for (const std::string& entry : data_spec_entries(o.data)) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(entry, ec)) continue;
+    for (const Path& out : outputs) {
+      if (out.path.empty()) continue;
+      const std::string parent = std::filesystem::path(out.path).parent_path().string();
+      if (same_file(parent.empty() ? "." : parent, entry))
+        throw UsageError(out.opt + " " + out.path + " is inside the --data directory " + entry +
+                         " (a later run would read it as a shard)");
+    }
   }
 }
 

@@ -169,6 +169,15 @@ TEST_CASE("same_file compares device and inode, and paths of files not yet creat
   CHECK(same_file(rel, "./" + rel));
   CHECK(same_file(rel, (fs::current_path() / rel).string()));
   CHECK_FALSE(same_file(rel, "./other-" + rel));
+  // Not yet created, through a symlinked directory and through "sub/.." (the anchor is the deepest
+  // existing directory by device and inode, as for a bind mount of the same directory).
+  fs::create_directory(d.dir / "sub");
+  fs::create_directory_symlink(d.dir / "sub", d.dir / "alias");
+  CHECK(same_file(d.file("sub/h.ckpt"), d.file("alias/h.ckpt")));
+  CHECK(same_file(d.file("sub/deeper/h.ckpt"), d.file("alias/deeper/h.ckpt")));
+  CHECK(same_file(d.file("h.ckpt"), d.file("sub/../h.ckpt")));
+  CHECK_FALSE(same_file(d.file("sub/h.ckpt"), d.file("alias/g.ckpt")));
+  CHECK_FALSE(same_file(d.file("sub/h.ckpt"), d.file("h.ckpt")));
 }
 
 TEST_CASE("xxh3_64 is XXH3-64 with seed 0") {

@@ -19,7 +19,12 @@ namespace xtrain {
 // must be a regular file (or a symlink to one). Throws Error "cannot read <path>: <strerror>" for a
 // missing or unreadable path, "--data <path>: cannot read: not a regular file ..." for a FIFO, device
 // or subdirectory, "--data <dir>: no data files in the directory" for an empty directory.
+// A file given by name that ends in ".tokcache" is refused ("--data <path>: a token cache, not a text").
 std::vector<std::string> list_data_files(const std::string& spec);
+
+// data_spec_entries: the comma-separated entries of a --data value as given (files or directories),
+// the one split list_data_files uses. Throws Error for an empty entry.
+std::vector<std::string> data_spec_entries(const std::string& spec);
 
 // join_files: the one rule joining files into the stream: their streams in order with the <|endoftext|>
 // id (eot_id) between consecutive files, none after the last, nothing between when eot_id < 0. So one

@@ -64,7 +64,9 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
 int remove_stale_temp_files(const std::string& path);
 
 // same_file: true when a and b name the same file: the same device and inode when both exist,
-// otherwise the same normalized absolute path (so two outputs not yet created still compare).
+// otherwise the same deepest existing directory (device and inode, after resolving symlinks and "..")
+// and the same names below it, so two spellings of an output not yet created compare equal, also
+// through a symlinked or bind-mounted directory.
 bool same_file(const std::string& a, const std::string& b);
 
 // flush_stdout: flushes standard output (C stdio and std::cout) and throws Error "cannot write the

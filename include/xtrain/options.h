@@ -55,9 +55,10 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // absolute path for files not yet created) as an input or another output, so no run truncates its
 // own corpus or cache. Inputs: every --data file (data_files: list_data_files(o.data)), the tokenizer
 // files, --resume and the files of the --init-from directory; outputs: --ckpt, --metrics and
-// --timeline; each token cache (--tokens-cache or <file>.tokcache; none with --no-cache) is both.
+// --timeline; each token cache (--tokens-cache or <file>.tokcache, also with --no-cache) is both.
 // --resume and --ckpt may be the same file (a requeued job). Throws UsageError "<opt> and <opt> name
-// the same file (<path>)".
+// the same file (<path>)"; then, for an output whose directory is a --data directory (a later run
+// would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files);
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
