@@ -144,6 +144,9 @@ expect_export 2 "usage error: input .*d/config.json is also an output" "$WORK/d/
 cmp "$WORK/a.ckpt" "$WORK/d/config.json" || fail "the input checkpoint was changed"
 expect_export 2 "usage error: input .*a.ckpt is also an output" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/a.ckpt"
 expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/d2/config.json"
+expect_export 2 "usage error: --registry .* is also the export's --out directory" "$WORK/a.ckpt" --out "$WORK/d9" "${TOK[@]}" \
+  --registry "$WORK/d9" --name d9
+[[ ! -e "$WORK/d9" ]] || fail "a refused export created its --out"
 
 # 8. registry: concurrent exports all recorded (flock); a bad registry refused before the model is
 # written; names from the normalised path, no control characters; an existing name needs --replace

@@ -123,7 +123,9 @@ json read_registry(const std::string& path, bool must_exist) {
 // Throws Error naming the lock file when it cannot be created (e.g. the directory is not writable).
 class RegistryLock {
  public:
-  explicit RegistryLock(const std::string& registry) : path_(registry + ".lock") {
+  // The lock sits next to the file the registry resolves to, so every spelling of it (a symlink
+  // included) takes the same lock.
+  explicit RegistryLock(const std::string& registry) : path_(resolved(registry) + ".lock") {
     fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) XT_FAIL("registry lock " << path_ << ": " << std::strerror(errno));
     int rc;
@@ -135,6 +137,11 @@ class RegistryLock {
     }
   }
   ~RegistryLock() { ::close(fd_); }  // closing releases the flock
+  static std::string resolved(const std::string& registry) {
+    std::error_code ec;
+    const fs::path p = fs::weakly_canonical(fs::absolute(registry, ec), ec);
+    return ec ? registry : p.string();
+  }
   RegistryLock(const RegistryLock&) = delete;
   RegistryLock& operator=(const RegistryLock&) = delete;
 
@@ -195,6 +202,7 @@ void check_outputs_apart(const Options& o) {
   if (!o.registry.empty()) {
     for (const std::string& out : outputs)
       if (same_file(o.registry, out)) throw UsageError("--registry " + o.registry + " is also the export's " + out);
+    if (same_file(o.registry, o.out)) throw UsageError("--registry " + o.registry + " is also the export's --out directory");
     outputs.push_back(o.registry);
   }
   for (const std::string& out : outputs)
@@ -214,6 +222,7 @@ int run(const Options& o) {
     std::error_code ec;
     if (!dir.empty()) fs::create_directories(dir, ec);
     if (ec) XT_FAIL("--registry " << o.registry << ": cannot create its directory " << dir.string() << ": " << ec.message());
+    check_writable(o.registry, "--registry");  // before the model is written: no unrecorded export
     lock = std::make_unique<RegistryLock>(o.registry);
     reg = read_registry(o.registry, false);
     if (reg["models"].contains(o.name) && !o.replace)
