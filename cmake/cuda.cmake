@@ -17,39 +17,35 @@ set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
 set(CMAKE_CUDA_RUNTIME_LIBRARY Static)
 
-# NCCL ships no CMake package. Look in the CUDA toolkit's directories first (NVIDIA's installers
-# put it there), then in the system ones (Debian/Ubuntu libnccl-dev). NCCL_ROOT overrides both.
-set(NCCL_ROOT "" CACHE PATH "NCCL install prefix (optional)")
-find_path(NCCL_INCLUDE_DIR nccl.h
-          HINTS ${NCCL_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include)
-find_library(NCCL_LIBRARY nccl
-             HINTS ${NCCL_ROOT}/lib ${NCCL_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
-                   ${CUDAToolkit_LIBRARY_ROOT}/lib64)
-if(NOT NCCL_INCLUDE_DIR OR NOT NCCL_LIBRARY)
-  message(FATAL_ERROR "XTRAIN_CUDA=ON needs NCCL (nccl.h, libnccl.so); set NCCL_ROOT to its prefix")
-endif()
-message(STATUS "NCCL: ${NCCL_LIBRARY} (headers ${NCCL_INCLUDE_DIR})")
-add_library(xtrain_nccl INTERFACE)
-target_include_directories(xtrain_nccl INTERFACE ${NCCL_INCLUDE_DIR})
-target_link_libraries(xtrain_nccl INTERFACE ${NCCL_LIBRARY})
+# xtrain_find_prefixed(NAME HEADER LIB WHAT): a library that ships no CMake package, found by its
+# header and library in NAME_ROOT (a cache path, optional), then the CUDA toolkit's directories
+# (NVIDIA's installers put NCCL and cuDNN there), then the system ones (Debian/Ubuntu -dev packages,
+# headers possibly under x86_64-linux-gnu). Defines the INTERFACE target xtrain_<name>; a missing
+# header or library stops the configure naming WHAT and NAME_ROOT. scripts/setup.sh looks in the
+# same places before it turns the CUDA build on.
+function(xtrain_find_prefixed NAME HEADER LIB WHAT)
+  set(${NAME}_ROOT "" CACHE PATH "${NAME} install prefix (optional)")
+  set(root "${${NAME}_ROOT}")
+  find_path(${NAME}_INCLUDE_DIR ${HEADER}
+            HINTS ${root}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include
+            PATH_SUFFIXES x86_64-linux-gnu)
+  find_library(${NAME}_LIBRARY ${LIB}
+               HINTS ${root}/lib ${root}/lib64 ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
+                     ${CUDAToolkit_LIBRARY_ROOT}/lib64)
+  if(NOT ${NAME}_INCLUDE_DIR OR NOT ${NAME}_LIBRARY)
+    message(FATAL_ERROR "XTRAIN_CUDA=ON needs ${WHAT}; set ${NAME}_ROOT to its prefix")
+  endif()
+  message(STATUS "${NAME}: ${${NAME}_LIBRARY} (headers ${${NAME}_INCLUDE_DIR})")
+  string(TOLOWER "${NAME}" lower)
+  add_library(xtrain_${lower} INTERFACE)
+  target_include_directories(xtrain_${lower} INTERFACE ${${NAME}_INCLUDE_DIR})
+  target_link_libraries(xtrain_${lower} INTERFACE ${${NAME}_LIBRARY})
+endfunction()
 
-# cuDNN 9 (the graph API of cudnn_graph.h; the --attention cudnn route). NVIDIA's installers put it in
-# the CUDA toolkit's directories, Debian/Ubuntu packages (libcudnn9-dev-cuda-*) in the system ones;
-# CUDNN_ROOT overrides both. Linked as the shared libcudnn.so.9, which loads its sub-libraries itself.
-set(CUDNN_ROOT "" CACHE PATH "cuDNN install prefix (optional)")
-find_path(CUDNN_INCLUDE_DIR cudnn_graph.h
-          HINTS ${CUDNN_ROOT}/include ${CUDAToolkit_INCLUDE_DIRS} ${CUDAToolkit_LIBRARY_ROOT}/include
-          PATH_SUFFIXES x86_64-linux-gnu)
-find_library(CUDNN_LIBRARY cudnn
-             HINTS ${CUDNN_ROOT}/lib ${CUDNN_ROOT}/lib64 ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/lib
-                   ${CUDAToolkit_LIBRARY_ROOT}/lib64)
-if(NOT CUDNN_INCLUDE_DIR OR NOT CUDNN_LIBRARY)
-  message(FATAL_ERROR "XTRAIN_CUDA=ON needs cuDNN 9 (cudnn_graph.h, libcudnn.so); set CUDNN_ROOT to its prefix")
-endif()
-message(STATUS "cuDNN: ${CUDNN_LIBRARY} (headers ${CUDNN_INCLUDE_DIR})")
-add_library(xtrain_cudnn INTERFACE)
-target_include_directories(xtrain_cudnn INTERFACE ${CUDNN_INCLUDE_DIR})
-target_link_libraries(xtrain_cudnn INTERFACE ${CUDNN_LIBRARY})
+xtrain_find_prefixed(NCCL nccl.h nccl "NCCL (nccl.h, libnccl.so)")
+# cuDNN 9: the graph API of cudnn_graph.h (the --attention cudnn route). Linked as the shared
+# libcudnn.so.9, which loads its sub-libraries itself.
+xtrain_find_prefixed(CUDNN cudnn_graph.h cudnn "cuDNN 9 (cudnn_graph.h, libcudnn.so)")
 
 target_sources(xtrain_core PRIVATE
   src/cuda/allocator.cpp

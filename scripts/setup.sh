@@ -188,7 +188,7 @@ cuda_missing() {
   [[ "$(uname -m)" == aarch64 ]] && arch=aarch64-linux-gnu
   inc=("$tk/include" "$tk"/targets/*/include /usr/local/include "/usr/include/$arch" /usr/include)
   lib=("$tk/lib64" "$tk/lib" "$tk"/targets/*/lib /usr/local/lib "/usr/lib/$arch" /usr/lib /usr/lib64)
-  nccl_inc=("${NCCL_ROOT:+$NCCL_ROOT/include}" "${inc[@]}")
+  nccl_inc=("${NCCL_ROOT:+$NCCL_ROOT/include}" "${inc[@]}" "${inc[@]/%//$arch}")
   cudnn_inc=("${CUDNN_ROOT:+$CUDNN_ROOT/include}" "${inc[@]}" "${inc[@]/%//$arch}")
   find_first nccl.h "${nccl_inc[@]}" || { echo "NCCL header nccl.h"; return; }
   find_first libnccl.so "${NCCL_ROOT:+$NCCL_ROOT/lib}" "${NCCL_ROOT:+$NCCL_ROOT/lib64}" "${lib[@]}" ||
