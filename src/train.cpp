@@ -97,8 +97,11 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
   // --bucket-mb > 0: the gradient all-reduce runs in buckets started during the last micro-step's
   // backward pass (grad_buckets.h); the result is the single all-reduce's, bitwise (comm.h).
+  // At world 1 the average over one rank is the gradient itself (x * 1/1 == x bitwise): no collective
+  // runs at all (NCCL would still copy and scale every gradient, ~1% of a GPT-2 124M step on one H200).
+  const bool reduce_grads = world > 1;
   std::optional<BucketedAllReduce> buckets;
-  if (cfg.bucket_mb > 0)
+  if (cfg.bucket_mb > 0 && reduce_grads)
     buckets.emplace(comm, plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024)));
   if (rank == 0 && world > 1 && buckets)
     std::printf("gradient all-reduce: %zu bucket%s of >= %g MiB, overlapped with the backward pass\n",
@@ -143,7 +146,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       }
       if (buckets) {
         buckets->finish();  // clipping and AdamW read every bucket's result
-      } else {
+      } else if (reduce_grads) {
         const size_t c0 = tl ? tl->mark() : 0;
         comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
         if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
