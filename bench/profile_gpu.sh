@@ -1,0 +1,37 @@
+#!/usr/bin/env bash
+# Where a training step's GPU time goes, per kernel: runs each workload for STEPS steps (bf16) under
+# Nsight Compute, recording only each kernel's duration (gpu__time_duration.sum, one pass, clocks left
+# as they are), and prints bench/ncu_summary.py's table of the last complete step (kernels grouped by
+# name, calls, total us, share of the step's kernel time, then op families).
+#   mpirun -np 1 ncu --clock-control none --metrics gpu__time_duration.sum --csv --log-file F \
+#     xtrain_mpi --device cuda --dtype bf16 <workload> --steps S --val-every 0
+# ncu runs the kernels one at a time with its own cache handling, so a small kernel's time is an upper
+# bound and the sum can exceed a real step's time a little; the step time to compare with is
+# bench/bench_gpu.sh's.
+# Usage: bench/profile_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=4 WORKLOADS="seed gpt2_124m"
+#                                 LOGDIR=<tmp> NCU=ncu, else /usr/local/cuda/bin/ncu)
+set -euo pipefail
+
+: "${BIN:=build-gpu}" "${STEPS:=4}"
+source "$(dirname "$0")/common.sh"
+WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
+if [[ -z ${NCU:-} ]]; then
+  NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)
+fi
+[[ -x $NCU ]] || { echo "profile_gpu.sh: Nsight Compute (ncu) not found; set NCU" >&2; exit 2; }
+(( STEPS >= 2 )) || { echo "profile_gpu.sh: STEPS must be >= 2 (the first step carries warm-up; got $STEPS)" >&2; exit 2; }
+xt_logdir
+
+for w in $WORKLOADS; do
+  read -r -a args <<<"$(xt_workload_args "$w")"
+  csv="$LOGDIR/$w.ncu.csv" log="$LOGDIR/$w.log"
+  if ! xt_train "$log" "$LOGDIR/$w.unused.jsonl" mpirun --allow-run-as-root -np 1 "$NCU" --clock-control none \
+      --metrics gpu__time_duration.sum --csv --log-file "$csv" \
+      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
+      --val-every 0 --steps "$STEPS" --log-every 1; then
+    echo "profile_gpu.sh: $w failed, see $log" >&2
+    continue
+  fi
+  echo "== $w (${args[*]}), bf16, step $STEPS of $STEPS"
+  "$PY" "$XT_BENCH_DIR/ncu_summary.py" "$csv"
+done
