@@ -41,30 +41,38 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   be_.encoder_forward(encoded, tokens_.get(), wte, wpe, B, T, C);
   if (drop) be_.dropout_apply(encoded, site_keys(*dropout, 0).data(), B, static_cast<size_t>(T) * C, dropout->p);
 
+  const float* lnfw = params_.get() + layout_[kLayerBase + L * kPerLayer].offset;
+  const float* lnfb = params_.get() + layout_[kLayerBase + L * kPerLayer + 1].offset;
+  // Each residual add runs with the layernorm that reads its sum (residual_layernorm_forward): res2 with
+  // ln2, res3 with the next layer's ln1 or with lnf; only ln1 of layer 0 (on the embeddings) stands alone.
+  if (L > 0)
+    be_.layernorm_forward(act(0, kLn1), stat(0, kLn1Mean), stat(0, kLn1Rstd), encoded, param(0, kLn1W),
+                          param(0, kLn1B), N, C);
+  else
+    be_.layernorm_forward(gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), encoded, lnfw, lnfb, N, C);
   const void* residual = encoded;
   for (int l = 0; l < L; ++l) {
-    // attention branch: res2 = residual + dropout(proj(attn(ln1(residual))))
-    be_.layernorm_forward(act(l, kLn1), stat(l, kLn1Mean), stat(l, kLn1Rstd), residual, param(l, kLn1W),
-                          param(l, kLn1B), N, C);
+    // attention branch: res2 = residual + dropout(proj(attn(ln1(residual)))), ln1 written above
     be_.matmul_forward(act(l, kQkv), act(l, kLn1), param(l, kQkvW), param(l, kQkvB), N, C, QKV);
     be_.attention_forward(act(l, kAtty), stat(l, kAtt), act(l, kQkv), B, T, NH, KVH, HS);
     be_.matmul_forward(act(l, kAttProj), act(l, kAtty), param(l, kAttProjW), param(l, kAttProjB), N, A, C);
     if (drop) be_.dropout_apply(act(l, kAttProj), site_keys(*dropout, 1 + 2 * l).data(), B,
                                 static_cast<size_t>(T) * C, dropout->p);
-    be_.residual_forward(act(l, kRes2), residual, act(l, kAttProj), static_cast<size_t>(N) * C);
     // MLP branch: res3 = res2 + dropout(proj(gelu(fc(ln2(res2)))))
-    be_.layernorm_forward(act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kRes2), param(l, kLn2W),
-                          param(l, kLn2B), N, C);
+    be_.residual_layernorm_forward(act(l, kRes2), act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), residual,
+                                   act(l, kAttProj), param(l, kLn2W), param(l, kLn2B), N, C);
     be_.matmul_gelu_forward(act(l, kFch), act(l, kFchGelu), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
     be_.matmul_forward(act(l, kFcProj), act(l, kFchGelu), param(l, kFcProjW), param(l, kFcProjB), N, F, C);
     if (drop) be_.dropout_apply(act(l, kFcProj), site_keys(*dropout, 2 + 2 * l).data(), B,
                                 static_cast<size_t>(T) * C, dropout->p);
-    be_.residual_forward(act(l, kRes3), act(l, kRes2), act(l, kFcProj), static_cast<size_t>(N) * C);
+    if (l + 1 < L)
+      be_.residual_layernorm_forward(act(l, kRes3), act(l + 1, kLn1), stat(l + 1, kLn1Mean), stat(l + 1, kLn1Rstd),
+                                     act(l, kRes2), act(l, kFcProj), param(l + 1, kLn1W), param(l + 1, kLn1B), N, C);
+    else
+      be_.residual_layernorm_forward(act(l, kRes3), gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), act(l, kRes2),
+                                     act(l, kFcProj), lnfw, lnfb, N, C);
     residual = act(l, kRes3);
   }
-  const float* lnfw = params_.get() + layout_[kLayerBase + L * kPerLayer].offset;
-  const float* lnfb = params_.get() + layout_[kLayerBase + L * kPerLayer + 1].offset;
-  be_.layernorm_forward(gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), residual, lnfw, lnfb, N, C);
   // tied head: logits (N,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
   be_.matmul_forward(gact(kLogits), gact(kLnf), wte, nullptr, N, C, Vp);
   // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only

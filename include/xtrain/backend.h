@@ -186,6 +186,15 @@ class Backend {
     gelu_backward(dpre, pre, scratch, static_cast<size_t>(N) * IC, Grad::assign);
   }
 
+  // residual_layernorm_forward: the residual add and the layernorm that reads its sum, as one op.
+  // a, b (N,C) -> res (N,C) = a + b (residual_forward; res may alias a or b), then out (N,C), mean, rstd
+  // (N) = layernorm_forward(res, w, bias). Default (the CPU oracle): the two ops. A fusing backend gives
+  // the same bits (CUDA: one kernel that rounds the sum to the activation type before its statistics).
+  virtual void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                          const void* b, const float* w, const float* bias, int N, int C) {
+    residual_forward(res, a, b, static_cast<size_t>(N) * C);
+    layernorm_forward(out, mean, rstd, res, w, bias, N, C);
+  }
   // residual_forward: out = a + b (count)
   virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;
   // add_inplace: dst += src (count). Residual backward and gradient routing.

@@ -185,6 +185,11 @@ void CudaBackend::layernorm_forward(void* out, float* mean, float* rstd, const v
                                     const float* b, int N, int C) {
   cuda::layernorm_forward(ctx_, out, mean, rstd, inp, w, b, N, C);
 }
+
+void CudaBackend::residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                             const void* b, const float* w, const float* bias, int N, int C) {
+  cuda::residual_layernorm_forward(ctx_, res, out, mean, rstd, a, b, w, bias, N, C);
+}
 void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                                      const float* w, const float* mean, const float* rstd, int N, int C) {
   cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);

@@ -49,6 +49,8 @@ class CudaBackend final : public Backend {
                         int C) override;
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w, const float* b,
                          int N, int C) override;
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const float* w, const float* bias, int N, int C) override;
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
                           const float* mean, const float* rstd, int N, int C) override;
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,

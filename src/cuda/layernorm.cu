@@ -14,16 +14,29 @@ constexpr int kRowsPerBlock = 4;  // warps per block, one row each
 
 // out (N,C) = (x - mean) * rstd * w + b; two-pass variance (no cancellation for large means).
 // out, inp: activations; statistics fp32. C % kN == 0.
-template <typename T, int kN>
+// kAdd (residual_layernorm_forward): x = res = inp + inp2 rounded to T as residual_forward rounds it,
+// written to res in the first pass and read back by the same lane in the later passes, so the
+// statistics and out see exactly the values that layernorm_forward(res) would read. res may alias inp
+// or inp2 (each element is read before the same thread overwrites it); out aliases none of them.
+template <typename T, int kN, bool kAdd>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const float* w,
-                                         const float* b, int N, int C) {
+                                         const float* b, int N, int C, const T* inp2, T* res) {
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (row >= N) return;
-  const T* x = inp + size_t(row) * C;
+  const T* x = (kAdd ? res : inp) + size_t(row) * C;
   const int nv = C / kN;
   float s = 0.0f;
   for (int p = lane; p < nv; p += kWarp) {
-    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+    Vec<T, kN> v;
+    if constexpr (kAdd) {
+      const size_t at = size_t(row) * C + size_t(p) * kN;
+      const Vec<T, kN> a = load_vec<T, kN>(inp + at), c = load_vec<T, kN>(inp2 + at);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(c.v[k]));
+      store_vec<T, kN>(res + at, v);
+    } else {
+      v = load_vec<T, kN>(x + p * kN);
+    }
 #pragma unroll
     for (int k = 0; k < kN; ++k) s += to_f(v.v[k]);
   }
@@ -115,21 +128,42 @@ bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
 }
 }  // namespace
 
-void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
-                       const float* w, const float* b, int N, int C) {
+namespace {
+// launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
+void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
+                              const float* w, const float* b, int N, int C, const void* inp2, void* res) {
   if (N <= 0 || C <= 0) return;
   const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  const bool add = res != nullptr;
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     T* o = static_cast<T*>(out);
     const T* x = static_cast<const T*>(inp);
-    if (vec_rows<T>(C, {out, inp, w, b}))
-      layernorm_forward_kernel<T, Pack<T>::kN><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w,
-                                                                                                 b, N, C);
+    const T* x2 = static_cast<const T*>(inp2);
+    T* r = static_cast<T*>(res);
+    const bool vec = vec_rows<T>(C, {out, inp, w, b}) && (!add || (aligned16(inp2) && aligned16(res)));
+    const unsigned threads = kRowsPerBlock * kWarp;
+    if (vec && add)
+      layernorm_forward_kernel<T, Pack<T>::kN, true><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
+    else if (vec)
+      layernorm_forward_kernel<T, Pack<T>::kN, false><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
+    else if (add)
+      layernorm_forward_kernel<T, 1, true><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
     else
-      layernorm_forward_kernel<T, 1><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C);
+      layernorm_forward_kernel<T, 1, false><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
   });
   XT_CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
+                       const float* w, const float* b, int N, int C) {
+  launch_layernorm_forward(ctx, out, mean, rstd, inp, w, b, N, C, nullptr, nullptr);
+}
+
+void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const float* w, const float* bias, int N, int C) {
+  launch_layernorm_forward(ctx, out, mean, rstd, a, w, bias, N, C, b, res);
 }
 
 void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,

@@ -60,6 +60,9 @@ void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void
 
 void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
                        const float* w, const float* b, int N, int C);
+// residual_layernorm_forward: res = a + b, then layernorm_forward(res) in one kernel, the same bits.
+void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const float* w, const float* bias, int N, int C);
 void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
                         const void* inp, const float* w, const float* mean, const float* rstd, int N,
                         int C);
