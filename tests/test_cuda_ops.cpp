@@ -223,10 +223,11 @@ TEST_CASE("layernorm backward dw, db: the deterministic column reduction's edges
         CAPTURE(g->activation_bytes());
         CAPTURE(C);
         CAPTURE(N);
-        Act inp(*g, rnd(size_t(N) * C, 261, 1.0, 3.0)), dout(*g, rnd(size_t(N) * C, 262)), dinp(*g, filled(size_t(N) * C));
+        Act inp(*g, rnd(size_t(N) * C, 261, 1.0, 3.0)), dout(*g, rnd(size_t(N) * C, 262));
+        Act out(*g, filled(size_t(N) * C)), dinp(*g, filled(size_t(N) * C));
         Twin<float> w(rnd(C, 263), g), mean(filled(N), g), rstd(filled(N), g), dw(rnd(C, 264), g), db(rnd(C, 265), g);
-        be().cpu->layernorm_forward(dinp.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
-        g->layernorm_forward(dinp.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
+        be().cpu->layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
+        g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
         be().cpu->layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
                                      rstd.c.get(), N, C);
         g->layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
