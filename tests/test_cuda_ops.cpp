@@ -212,6 +212,38 @@ TEST_CASE("layernorm forward and backward") {
   }
 }
 
+// The column reduction behind dw and db (column_reduce.cuh): rows split into at most 256 chunks, each
+// chunk's column sums in double, then 16 row-lanes per column combined in a fixed order. N = 5: fewer
+// chunks than lanes; 1000 and 4099: several rows per chunk, the last chunk short; C = 33: a partial
+// warp of columns. fp32 and bf16 activations; a rerun adds bitwise the same increments (deterministic).
+TEST_CASE("layernorm backward dw, db: the deterministic column reduction's edges") {
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    for (int C : {33, 768}) {
+      for (int N : {5, 1000, 4099}) {
+        CAPTURE(g->activation_bytes());
+        CAPTURE(C);
+        CAPTURE(N);
+        Act inp(*g, rnd(size_t(N) * C, 261, 1.0, 3.0)), dout(*g, rnd(size_t(N) * C, 262));
+        Act out(*g, filled(size_t(N) * C)), dinp(*g, filled(size_t(N) * C));
+        Twin<float> w(rnd(C, 263), g), mean(filled(N), g), rstd(filled(N), g), dw(rnd(C, 264), g), db(rnd(C, 265), g);
+        be().cpu->layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
+        g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
+        be().cpu->layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
+                                     rstd.c.get(), N, C);
+        g->layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                              rstd.g.get(), N, C);
+        expect_close("layernorm_backward dw", dw, kFp32Rel);
+        expect_close("layernorm_backward db", db, kFp32Rel);
+        Twin<float> dw2(rnd(C, 264), g), db2(rnd(C, 265), g);
+        g->layernorm_backward(dinp.gp(), dw2.g.get(), db2.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                              rstd.g.get(), N, C);
+        CHECK(down(*g, dw2.g) == down(*g, dw.g));
+        CHECK(down(*g, db2.g) == down(*g, db.g));
+      }
+    }
+  }
+}
+
 TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
   struct Shape { int N, IC, OC; bool bias; };
   for (Shape s : {Shape{64, 96, 160, true}, Shape{33, 768, 50, false}, Shape{130, 256, 1024, true},
@@ -662,6 +694,42 @@ TEST_CASE("fused softmax cross-entropy (separate, aliased and no dlogits; padded
   expect_close("cross_entropy logits untouched", lg2, kExact);
 }
 
+// GPT-2's vocabulary (V = 50257, Vp = 50304) and a larger one: with bf16 logits a GPT-2 row (100 KB)
+// is kept in shared memory between the two passes; fp32 rows (201 KB) and bf16 rows of V = 130000
+// (260 KB, more than any GPU's shared memory per block) take the two-pass path. Each: separate and
+// aliased dlogits (bitwise the same), and no dlogits.
+TEST_CASE("cross-entropy at large vocabularies: the row on chip, or read twice where it does not fit") {
+  struct Case { Backend* g; int V, Vp; };
+  for (Case k : {Case{&g16(), 50257, 50304}, Case{be().gpu.get(), 50257, 50304}, Case{&g16(), 130000, 130000}}) {
+    Backend& g = *k.g;
+    Backend& c = *be().cpu;
+    const bool b16 = g.activation_bytes() == 2;
+    CAPTURE(b16);
+    CAPTURE(k.V);
+    const int N = 6;
+    const size_t n = size_t(N) * k.Vp;
+    Twin<int32_t> tg(test::random_tokens(N, k.V, 271), &g);
+    const std::vector<float> logits = rnd(n, 272, -8.0, 8.0);
+    Act lg(g, logits), dl(g, filled(n, 7.0f));
+    Twin<float> losses(filled(N), &g), losses2(filled(N), &g), losses3(filled(N), &g);
+    const float dloss = 1.0f / N;
+    const double tol = b16 ? kBf16StoreRel : kFp32Rel;
+    c.cross_entropy_forward_backward(losses3.c.get(), nullptr, lg.cp(), tg.c.get(), dloss, N, k.V, k.Vp);
+    g.cross_entropy_forward_backward(losses3.g.get(), nullptr, lg.gp(), tg.g.get(), dloss, N, k.V, k.Vp);
+    expect_close("cross_entropy losses (no dlogits)", losses3, kFp32Rel);
+    c.cross_entropy_forward_backward(losses.c.get(), dl.cp(), lg.cp(), tg.c.get(), dloss, N, k.V, k.Vp);
+    g.cross_entropy_forward_backward(losses.g.get(), dl.gp(), lg.gp(), tg.g.get(), dloss, N, k.V, k.Vp);
+    expect_close("cross_entropy losses", losses, kFp32Rel);
+    expect_close("cross_entropy dlogits", dl, tol);
+    c.cross_entropy_forward_backward(losses2.c.get(), lg.cp(), lg.cp(), tg.c.get(), dloss, N, k.V, k.Vp);
+    g.cross_entropy_forward_backward(losses2.g.get(), lg.gp(), lg.gp(), tg.g.get(), dloss, N, k.V, k.Vp);
+    expect_close("cross_entropy losses (aliased)", losses2, kFp32Rel);
+    expect_close("cross_entropy dlogits (aliased)", lg, tol);
+    CHECK(lg.gpu_bytes() == dl.gpu_bytes());  // aliasing must not change a bit
+    CHECK(down(g, losses2.g) == down(g, losses.g));
+  }
+}
+
 TEST_CASE("bad targets and tokens are reported at the next synchronizing call") {
   Backend& g = *be().gpu;
   const int N = 4, V = 10;
@@ -670,6 +738,12 @@ TEST_CASE("bad targets and tokens are reported at the next synchronizing call") 
   g.cross_entropy_forward_backward(losses.g.get(), nullptr, lg.g.get(), bad.g.get(), 1.0f, N, V, V);
   CHECK_THROWS_WITH_AS(g.synchronize(), doctest::Contains("outside the vocabulary"), Error);
   CHECK_NOTHROW(g.synchronize());  // the flag was cleared
+  // with dlogits (the row on chip): the same error, the bad row's loss NaN, the others finite
+  g.cross_entropy_forward_backward(losses.g.get(), lg.g.get(), lg.g.get(), bad.g.get(), 1.0f, N, V, V);
+  CHECK_THROWS_WITH_AS(g.synchronize(), doctest::Contains("outside the vocabulary"), Error);
+  const std::vector<float> l = down(g, losses.g);
+  CHECK(std::isnan(l[2]));
+  CHECK((std::isfinite(l[0]) && std::isfinite(l[1]) && std::isfinite(l[3])));
   Twin<int32_t> neg(std::vector<int32_t>{0, -1});
   Twin<float> wte(rnd(4 * 8, 82)), wpe(rnd(2 * 8, 83)), out(filled(2 * 8));
   g.encoder_forward(out.g.get(), neg.g.get(), wte.g.get(), wpe.g.get(), 1, 2, 8);

@@ -1,10 +1,13 @@
 // Fused softmax cross-entropy: losses and dlogits in one kernel, one block per row of Vp (padded
 // vocabulary) columns, of which the first V take part; the padded dlogits columns are set to 0.
 // Two passes over a row: max and sum of exponentials together (online softmax, Milakov & Gimelshein
-// 2018), then the gradient. dlogits may
-// alias logits: every thread reads the row (max, sum) before the block synchronizes, and then
-// writes only the elements it alone reads again. A target outside [0, V) sets the device error
-// flag (thrown by the backend at its next synchronizing call) and that row's loss is NaN.
+// 2018), then the gradient. When dlogits is wanted and the row's V elements fit in shared memory twice
+// per SM, the first pass keeps them there and the second reads them back: each row is read from memory
+// once and its gradient written once (GPT-2 bf16: a 100 KB row), instead of the row being read twice.
+// Otherwise both passes read memory. dlogits may alias logits: every thread reads the row (max, sum) before the block
+// synchronizes, and then writes only the elements it alone reads again (or reads shared memory). A
+// target outside [0, V) sets the device error flag (thrown by the backend at its next synchronizing
+// call) and that row's loss is NaN.
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 
@@ -12,6 +15,7 @@ namespace xtrain::cuda {
 
 namespace {
 constexpr int kThreads = 512;
+constexpr int kUnroll = 4;  // packs a thread loads in the first pass before using them
 
 // online softmax state of this thread: running max and sum of exp(x - max)
 __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
@@ -26,11 +30,15 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
 // grid (N); no __restrict__: dlogits may alias logits. logits, dlogits: activations of type T (float
 // or bf16, ops.h), fp32 arithmetic. kVec: rows are 16-byte aligned (Vp a multiple of the pack size and
 // aligned bases), so the first V/kN*kN columns move as 16-byte packs (4 float or 8 bf16: fewer, wider
-// memory transactions), the rest element by element.
-template <typename T, bool kVec>
-__global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets,
-                                     float dloss, int V, int Vp, int* error_flag) {
+// memory transactions), the rest element by element. kOnChip: the dynamic shared memory holds
+// on_chip_bytes<T>(V), filled with the row by the first pass and read by the second (dlogits non-null).
+template <typename T, bool kVec, bool kOnChip>
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss, int V,
+                         int Vp, int* error_flag) {
   constexpr int kN = Pack<T>::kN;
+  extern __shared__ uint4 row_cache[];  // uint4: 16-byte aligned for the packs
+  T* cache = reinterpret_cast<T*>(row_cache);
   __shared__ float red[kWarp];
   const size_t row = blockIdx.x;
   const T* l = logits + row * Vp;
@@ -45,31 +53,83 @@ __global__ void cross_entropy_kernel(float* losses, T* dlogits, const T* logits,
   const float target_logit = to_f(l[target]);  // read before any thread may overwrite the row
   const int VP = kVec ? V / kN : 0;  // whole packs; then the element tail [kN*VP, V)
   float tmx = -INFINITY, ts = 0.0f;
-  for (int i = threadIdx.x; i < VP; i += blockDim.x) {
-    const Pack<T> x = load_pack(l + size_t(i) * kN);
+  // A thread takes packs threadIdx.x, + blockDim.x, ... in that order, kUnroll of them loaded before
+  // the first is used, so that several loads per thread are in flight.
+  for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
+    Pack<T> x[kUnroll];
 #pragma unroll
-    for (int k = 0; k < kN; ++k) online_add(tmx, ts, to_f(x.v[k]));
+    for (int u = 0; u < kUnroll; ++u)
+      if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = i0 + u * blockDim.x;
+      if (i >= VP) break;
+      if (kOnChip) store_pack(cache + size_t(i) * kN, x[u]);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) online_add(tmx, ts, to_f(x[u].v[k]));
+    }
   }
-  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) online_add(tmx, ts, to_f(l[i]));
+  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
+    const T x = l[i];
+    if (kOnChip) cache[i] = x;
+    online_add(tmx, ts, to_f(x));
+  }
   const float mx = block_max(tmx, red);
   float s = tmx == -INFINITY ? 0.0f : ts * expf(tmx - mx);  // a thread with no element adds 0
-  s = block_sum(s, red);  // its barriers order every read above before the writes below
+  s = block_sum(s, red);  // its barriers order every read (and cache write) above before the writes below
   const float log_s = logf(s);
   if (threadIdx.x == 0) losses[row] = log_s + mx - target_logit;
   if (dlogits) {
     T* d = dlogits + row * Vp;
+    const T* x_row = kOnChip ? cache : l;  // the same values, from shared memory or again from memory
     const float inv_s = 1.0f / s;
     auto grad = [&](float x, int i) { return (expf(x - mx) * inv_s - (i == target ? 1.0f : 0.0f)) * dloss; };
     for (int i = threadIdx.x; i < VP; i += blockDim.x) {
-      const Pack<T> x = load_pack(l + size_t(i) * kN);
+      const Pack<T> x = load_pack(x_row + size_t(i) * kN);
       Pack<T> g;
 #pragma unroll
       for (int k = 0; k < kN; ++k) g.v[k] = from_f<T>(grad(to_f(x.v[k]), i * kN + k));
       store_pack(d + size_t(i) * kN, g);
     }
-    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(l[i]), i));
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(x_row[i]), i));
     for (int i = V + threadIdx.x; i < Vp; i += blockDim.x) d[i] = from_f<T>(0.0f);
   }
+}
+
+// on_chip_bytes: shared memory for a row's first V activations, whole 16-byte packs.
+template <typename T>
+size_t on_chip_bytes(int V) {
+  return (size_t(V) * sizeof(T) + 15) / 16 * 16;
+}
+
+// fits_twice_per_sm: `kernel` may take `bytes` of dynamic shared memory (opting in above the default
+// 48 KiB on the current device) and two of its blocks fit on one SM: while one block waits at its
+// reductions, the other keeps loading. With room for only one block per SM the SM's memory traffic
+// would stop at every reduction, so such rows (fp32 GPT-2: 201 KB of an H200's 228 KB) take the
+// two-pass path.
+template <typename Kernel>
+bool fits_twice_per_sm(Kernel kernel, size_t bytes) {
+  int device = 0, optin = 0;
+  XT_CUDA_CHECK(cudaGetDevice(&device));
+  XT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > size_t(optin)) return false;
+  XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+  int blocks = 0;
+  XT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
+  return blocks >= 2;
+}
+
+template <typename T, bool kVec>
+void launch(const OpContext& ctx, float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss,
+            int N, int V, int Vp) {
+  const size_t bytes = on_chip_bytes<T>(V);
+  if (dlogits && fits_twice_per_sm(cross_entropy_kernel<T, kVec, true>, bytes))
+    cross_entropy_kernel<T, kVec, true><<<N, kThreads, bytes, ctx.stream>>>(losses, dlogits, logits, targets, dloss,
+                                                                             V, Vp, ctx.error_flag);
+  else
+    cross_entropy_kernel<T, kVec, false><<<N, kThreads, 0, ctx.stream>>>(losses, dlogits, logits, targets, dloss, V,
+                                                                          Vp, ctx.error_flag);
+  XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 
@@ -83,13 +143,10 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
     const T* lg = static_cast<const T*>(logits);
     const bool vec = Vp % Pack<T>::kN == 0 && aligned16(logits) && aligned16(dlogits);  // dlogits may be null
     if (vec)
-      cross_entropy_kernel<T, true><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
-                                                                    ctx.error_flag);
+      launch<T, true>(ctx, losses, dl, lg, targets, dloss, N, V, Vp);
     else
-      cross_entropy_kernel<T, false><<<N, kThreads, 0, ctx.stream>>>(losses, dl, lg, targets, dloss, V, Vp,
-                                                                     ctx.error_flag);
+      launch<T, false>(ctx, losses, dl, lg, targets, dloss, N, V, Vp);
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace xtrain::cuda

@@ -99,22 +99,17 @@ __global__ void layernorm_backward_kernel(T* dinp, const T* dout, const T* inp, 
   }
 }
 
+// the dw and db terms of one element, dout * xhat and dout: one pass over dout gives both sums
 template <typename T>
-struct DoutTimesXhat {  // dw term
+struct ParamGradTerms {
   const T *dout, *inp;
   const float *mean, *rstd;
   int C;
-  __device__ float operator()(int n, int c) const {
+  __device__ ColumnTerms<2> operator()(int n, int c) const {
     const size_t i = size_t(n) * C + c;
-    return to_f(dout[i]) * ((to_f(inp[i]) - mean[n]) * rstd[n]);
+    const float dy = to_f(dout[i]);
+    return {{dy * ((to_f(inp[i]) - mean[n]) * rstd[n]), dy}};
   }
-};
-
-template <typename T>
-struct Dout {  // db term
-  const T* dout;
-  int C;
-  __device__ float operator()(int n, int c) const { return to_f(dout[size_t(n) * C + c]); }
 };
 
 // vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
@@ -182,8 +177,7 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
       layernorm_backward_kernel<T, 1><<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(dx, dy, x, w, mean, rstd, N,
                                                                                         C);
     XT_CUDA_LAUNCH_CHECK();
-    column_reduce_accumulate(ctx, dw, DoutTimesXhat<T>{dy, x, mean, rstd, C}, N, C);
-    column_reduce_accumulate(ctx, db, Dout<T>{dy, C}, N, C);
+    column_reduce_accumulate<2>(ctx, {{dw, db}}, ParamGradTerms<T>{dy, x, mean, rstd, C}, N, C);
   });
 }
 

@@ -34,7 +34,7 @@ template <typename T>
 struct Identity {
   const T* src;
   int C;
-  __device__ float operator()(int n, int c) const { return to_f(src[size_t(n) * C + c]); }
+  __device__ ColumnTerms<1> operator()(int n, int c) const { return {{to_f(src[size_t(n) * C + c])}}; }
 };
 }  // namespace
 
@@ -55,11 +55,11 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares) {
 }
 
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C) {
-  column_reduce_accumulate(ctx, dst, Identity<float>{src, C}, N, C);
+  column_reduce_accumulate<1>(ctx, {{dst}}, Identity<float>{src, C}, N, C);
 }
 
 void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C) {
-  column_reduce_accumulate(ctx, dst, Identity<__nv_bfloat16>{src, C}, N, C);
+  column_reduce_accumulate<1>(ctx, {{dst}}, Identity<__nv_bfloat16>{src, C}, N, C);
 }
 
 }  // namespace xtrain::cuda
