@@ -600,6 +600,36 @@ TEST_CASE("bf16 activation storage: encoder, layernorm, gelu, residual, dropout,
   }
 }
 
+// residual_layernorm_forward (the model's residual adds) against its definition, residual_forward then
+// layernorm_forward on the same backend: the same bits for res, out, mean and rstd, with fp32 and bf16
+// activations, 16-byte rows (C = 768) and element-wise rows (C = 100), and with res overwriting a.
+TEST_CASE("residual_layernorm_forward gives the bits of residual_forward + layernorm_forward") {
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    for (int C : {768, 100}) {
+      CAPTURE(C);
+      CAPTURE(g->activation_bytes());
+      const int N = 37;
+      const size_t n = size_t(N) * C;
+      Act a(*g, rnd(n, 61, -3.0, 3.0)), b(*g, rnd(n, 62)), res(*g, filled(n)), out(*g, filled(n));
+      Act res2(*g, filled(n)), out2(*g, filled(n)), a3(*g, rnd(n, 61, -3.0, 3.0)), out3(*g, filled(n));
+      Twin<float> w(rnd(C, 63), g), bias(rnd(C, 64), g), mean(filled(N), g), rstd(filled(N), g);
+      Twin<float> mean2(filled(N), g), rstd2(filled(N), g);
+      g->residual_forward(res.gp(), a.gp(), b.gp(), n);
+      g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), res.gp(), w.g.get(), bias.g.get(), N, C);
+      g->residual_layernorm_forward(res2.gp(), out2.gp(), mean2.g.get(), rstd2.g.get(), a.gp(), b.gp(), w.g.get(),
+                                    bias.g.get(), N, C);
+      CHECK(res2.gpu_bytes() == res.gpu_bytes());
+      CHECK(out2.gpu_bytes() == out.gpu_bytes());
+      CHECK(down(*g, mean2.g) == down(*g, mean.g));
+      CHECK(down(*g, rstd2.g) == down(*g, rstd.g));
+      g->residual_layernorm_forward(a3.gp(), out3.gp(), mean2.g.get(), rstd2.g.get(), a3.gp(), b.gp(), w.g.get(),
+                                    bias.g.get(), N, C);  // res aliases a
+      CHECK(a3.gpu_bytes() == res.gpu_bytes());
+      CHECK(out3.gpu_bytes() == out.gpu_bytes());
+    }
+  }
+}
+
 TEST_CASE("gelu, residual, add_inplace") {
   const size_t n = 100003;
   Twin<float> x(rnd(n, 51, -6.0, 6.0)), y(rnd(n, 52)), out(filled(n)), dinp(rnd(n, 53));
