@@ -137,15 +137,10 @@ void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, floa
     const T* x2 = static_cast<const T*>(inp2);
     T* r = static_cast<T*>(res);
     const bool vec = vec_rows<T>(C, {out, inp, w, b}) && (!add || (aligned16(inp2) && aligned16(res)));
-    const unsigned threads = kRowsPerBlock * kWarp;
-    if (vec && add)
-      layernorm_forward_kernel<T, Pack<T>::kN, true><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
-    else if (vec)
-      layernorm_forward_kernel<T, Pack<T>::kN, false><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
-    else if (add)
-      layernorm_forward_kernel<T, 1, true><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
-    else
-      layernorm_forward_kernel<T, 1, false><<<blocks, threads, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
+    constexpr int kV = Pack<T>::kN;
+    const auto kernel = vec ? (add ? layernorm_forward_kernel<T, kV, true> : layernorm_forward_kernel<T, kV, false>)
+                            : (add ? layernorm_forward_kernel<T, 1, true> : layernorm_forward_kernel<T, 1, false>);
+    kernel<<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
   });
   XT_CUDA_LAUNCH_CHECK();
 }
