@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "xtrain/model.h"
 #include "xtrain/rng.h"
 
 using namespace xtrain;
@@ -119,9 +120,14 @@ int main(int argc, char** argv) {
   }
   report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V, Vp); }),
          0, 2.0 * N * double(V) * f);
-  const size_t P = 124475904;  // GPT-2 124M parameter count (tied embeddings)
+  // AdamW over GPT-2 124M's tensors (tied embeddings, wte padded to Vp rows): one launch for all 148
+  GPTConfig gpt2;
+  gpt2.V = V, gpt2.maxT = T, gpt2.C = C, gpt2.L = 12, gpt2.NH = NH, gpt2.KVH = NH, gpt2.HS = HS, gpt2.F = 4 * C;
+  std::vector<ParamSpan> spans;
+  for (const ParamTensor& t : param_layout(gpt2)) spans.push_back({t.offset, t.count, t.decay});
+  const size_t P = spans.back().offset + spans.back().count;  // 124475904
   DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);
-  report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), P, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
+  report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), spans, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
          0, 7.0 * P * 4);  // fp32 state whatever the activation type
   report("sum_squares", time_ms(*be, reps, [&] { be->sum_squares(g.get(), P); }), 0, double(P) * 4);
   return 0;

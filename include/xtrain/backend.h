@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "xtrain/timeline.h"
 
@@ -58,6 +59,16 @@ struct GpuId {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;  // cudaDeviceProp::multiProcessorCount (a MIG slice has fewer: no match)
 };
+
+// ParamSpan: one tensor of a flat parameter buffer as the optimizer sees it: elements
+// [offset, offset + count) of the buffer, with AdamW's weight decay on or off.
+struct ParamSpan {
+  size_t offset = 0, count = 0;
+  bool decay = false;
+};
+// check_param_spans: throws Error unless the spans are in increasing order and do not overlap (so one
+// launch over all of them updates each element once, as one call per span would).
+void check_param_spans(const std::vector<ParamSpan>& spans);
 
 class Backend {
  public:
@@ -208,12 +219,15 @@ class Backend {
   virtual double sum(const float* x, size_t count) = 0;
   virtual double sum_squares(const float* x, size_t count) = 0;
 
-  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based):
+  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based) over the
+  // tensors `spans` of the flat buffers param, grad, m, v (one layout), in one pass (CUDA: one launch):
   //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * param )
-  // param, grad, m, v (count). grad_scale carries gradient clipping.
-  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ),
+  // wd = weight_decay on spans with `decay`, 0 on the others; elements outside every span are untouched.
+  // grad_scale carries gradient clipping. Each element's result is that of a call with its span alone.
+  // Throws Error for t < 1 and for spans check_param_spans refuses.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                             int t) = 0;
 };
 

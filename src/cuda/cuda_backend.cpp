@@ -256,9 +256,11 @@ double CudaBackend::sum_squares(const float* x, size_t count) {
   check_device_errors();
   return s;
 }
-void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
-                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-  cuda::adamw_update(ctx_, param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v,
+                               const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                               float weight_decay, float grad_scale, int t) {
+  cuda::adamw_update(ctx_, adamw_table_, param, grad, m, v, spans, lr, beta1, beta2, eps, weight_decay, grad_scale,
+                     t);
 }
 
 }  // namespace cuda

@@ -80,8 +80,9 @@ class CudaBackend final : public Backend {
                                       float dloss, int N, int V, int Vp) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float grad_scale, int t) override;
+  void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                    float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                    int t) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -106,6 +107,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
   cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;
+  AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
 };
 
 }  // namespace xtrain::cuda

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/allocator.h"
 #include "xtrain/backend.h"
@@ -112,9 +113,31 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
 
-void adamw_update(const OpContext& ctx, float* param, const float* grad, float* m, float* v,
-                  size_t count, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  float grad_scale, int t);
+// AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
+// most 64Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
+// change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
+class AdamWTable {
+ public:
+  AdamWTable() = default;
+  ~AdamWTable();
+  AdamWTable(const AdamWTable&) = delete;
+  AdamWTable& operator=(const AdamWTable&) = delete;
+  // chunks_for: the number of chunks of `spans`, the table rebuilt (and uploaded on ctx.stream) first when
+  // they differ from the last call's. Throws Error for spans check_param_spans refuses.
+  int chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans);
+  const void* device() const { return table_; }
+
+ private:
+  CachingAllocator* alloc_ = nullptr;
+  void* table_ = nullptr;  // num_chunks_ chunks (adamw.cu's AdamWChunk)
+  int num_chunks_ = 0;
+  std::vector<ParamSpan> spans_;  // what the table was built from
+};
+
+// adamw_update: the Backend op over every span in one launch (a block per chunk of `table`).
+void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,
+                  const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int t);
 
 // gemm: ROW-MAJOR C = alpha op(A) op(B) + beta C for `batch` matrices at fixed element strides
 // sA, sB, sC. op(A) (M,K), op(B) (K,N), C (M,N); lda/ldb/ldc are row strides (elements) of the
