@@ -106,6 +106,24 @@ class Backend {
   // 0 = unknown (no check).
   virtual size_t available_memory_bytes() const { return 0; }
 
+  // ---- the weights' copy for the GEMMs ----
+  // prepare_weights: called at the start of every forward (GPT::forward, Decoder::append) with the whole flat
+  // parameter buffer, params (count floats). A backend whose GEMMs take another type than fp32 (CUDA
+  // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
+  // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
+  // per call (the same rounding: the same bits). The copy is valid until the next prepare_weights, or
+  // until this backend writes into the range (copy_to_device, zero, adamw_update) or frees the buffer
+  // holding it, which drop it: ops then convert per call again. A write the backend does not see (another
+  // library's kernel into params) must be followed by prepare_weights before the next matmul. No-op where
+  // the GEMMs take fp32 (the CPU backend, CUDA --dtype fp32).
+  virtual void prepare_weights(const float* params, size_t count) {
+    (void)params;
+    (void)count;
+  }
+  // weight_copy_bytes: bytes per parameter of the copy prepare_weights keeps (CUDA bf16: 2; 0: none),
+  // counted by the memory estimate (estimate_train_memory, model.h).
+  virtual size_t weight_copy_bytes() const { return 0; }
+
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
   virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
