@@ -9,6 +9,7 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <vector>
@@ -213,6 +214,7 @@ int main(int argc, char** argv) {
     std::printf("test_cuda_weights: no CUDA device visible, skipped\n");
     return 77;
   }
+  unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR");  // the mirror under test is on whatever the caller's environment says
   doctest::Context ctx(argc, argv);
   return ctx.run();
 }

@@ -117,6 +117,10 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
       route = Attention::flash;
     }
   }
+  // XTRAIN_CUDA_WEIGHT_MIRROR=off: bf16 weights copied per matmul call instead (side-by-side benchmarks, and
+  // the test that training gives the same bits either way)
+  const char* mirror_env = std::getenv("XTRAIN_CUDA_WEIGHT_MIRROR");
+  mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
                    route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}};
 }
@@ -166,7 +170,7 @@ void CudaBackend::free(void* ptr) noexcept {
 }
 
 void CudaBackend::prepare_weights(const float* params, size_t count) {
-  if (!ctx_.bf16 || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
+  if (!mirror_enabled_ || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
   ctx_.weights = WeightMirror{};         // none valid until the refresh below is queued
   if (mirror_capacity_ < count) {
     alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)

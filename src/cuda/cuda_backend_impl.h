@@ -47,7 +47,7 @@ class CudaBackend final : public Backend {
   // it (OpContext::weights, matmul.cu). The mirror's block is kept for the next call (grown when a larger
   // buffer comes) and freed with the buffer it copies or with the backend.
   void prepare_weights(const float* params, size_t count) override;
-  size_t weight_copy_bytes() const override { return ctx_.bf16 ? sizeof(__nv_bfloat16) : 0; }
+  size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
@@ -119,6 +119,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;
   AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
+  bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
   __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
   size_t mirror_capacity_ = 0;       // its size in elements
 };
