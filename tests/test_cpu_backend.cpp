@@ -215,8 +215,8 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
   SUBCASE("adamw refuses overlapping or unordered spans") {
     DeviceBuffer<float> x(*be, 16);
     be->zero(x.get(), x.bytes());
-    for (const std::vector<xtrain::ParamSpan>& bad :
-         {std::vector<xtrain::ParamSpan>{{0, 8, true}, {7, 4, false}}, std::vector<xtrain::ParamSpan>{{8, 4, true}, {0, 4, true}}})
+    using Spans = std::vector<xtrain::ParamSpan>;
+    for (const Spans& bad : {Spans{{0, 8, true}, {7, 4, false}}, Spans{{8, 4, true}, {0, 4, true}}})
       CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), bad, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
                                             1.0f, 1),
                            doctest::Contains("increasing order without overlap"), xtrain::Error);

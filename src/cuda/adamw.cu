@@ -71,9 +71,9 @@ int AdamWTable::chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& s
   table_ = nullptr;
   if (!chunks.empty()) {
     table_ = alloc_->alloc(chunks.size() * sizeof(AdamWChunk));
-    // From pageable memory: returns once `chunks` is staged, so the vector may go out of scope.
     XT_CUDA_CHECK(cudaMemcpyAsync(table_, chunks.data(), chunks.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice,
                                   ctx.stream));
+    XT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // once per layout; `chunks` goes out of scope
   }
   spans_ = spans;
   num_chunks_ = int(chunks.size());
@@ -88,9 +88,9 @@ void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const f
   if (num_chunks == 0) return;
   const float bc1 = float(1.0 - std::pow(double(beta1), t));
   const float bc2 = float(1.0 - std::pow(double(beta2), t));
-  adamw_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(param, grad, m, v, static_cast<const AdamWChunk*>(table.device()),
-                                                    num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1,
-                                                    bc2);
+  const auto* chunks = static_cast<const AdamWChunk*>(table.device());
+  adamw_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(
+      param, grad, m, v, chunks, num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
   XT_CUDA_LAUNCH_CHECK();
 }
 
