@@ -50,7 +50,7 @@ void check_param_spans(const std::vector<ParamSpan>& spans) {
   size_t end = 0;  // end of the previous span
   for (size_t i = 0; i < spans.size(); ++i) {
     XT_CHECK(spans[i].offset >= end, "AdamW span " << i << " starts at element " << spans[i].offset
-                                                   << ", inside the span before it (ending at " << end
+                                                   << ", before the end of the span before it (element " << end
                                                    << "): spans must be in increasing order without overlap");
     end = spans[i].offset + spans[i].count;
   }
