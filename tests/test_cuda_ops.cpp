@@ -687,10 +687,10 @@ TEST_CASE("sum and sum_squares in double") {
   }
 }
 
-// AdamW over a layout like a model's: tensors with and without weight decay, one over two chunks of the
-// kernel's table (64Ki elements), small ones at offsets that are not multiples of 4, and 3 elements that
-// belong to no span. One launch for all spans against the CPU oracle, and against one launch per span (the
-// path AdamW::step took before, one call per tensor) bitwise.
+// AdamW over a layout like a model's: tensors with and without weight decay, large ones over several chunks
+// of the kernel's table (16Ki elements) ending mid-chunk, small ones at offsets that are not multiples of 4,
+// and 3 elements that belong to no span. One launch for all spans against the CPU oracle, and against one
+// launch per span (what AdamW::step did with one call per tensor) bitwise.
 TEST_CASE("adamw over spans in one launch: the CPU oracle, and one launch per span bitwise") {
   const std::vector<ParamSpan> spans = {{0, 70001, true}, {70001, 13, false}, {70014, 1000, true},
                                         {71017, 4099, false}, {75116, 30000, true}};

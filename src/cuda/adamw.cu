@@ -14,9 +14,10 @@ namespace xtrain::cuda {
 
 namespace {
 constexpr int kThreads = 256;
-// Elements per chunk: 256 per thread of a block, so a 124M-parameter model is ~1.9K blocks (a few waves
-// on an H200's 132 SMs) and the table ~30 KiB; a tensor smaller than this is one chunk.
-constexpr size_t kChunkElems = size_t(kThreads) * 256;
+// Elements per chunk (one block each): 64 per thread, so a 124M-parameter model is ~7.6K blocks, ~7 waves of
+// resident blocks on an H200's 132 SMs (a part-filled last wave costs little), and the table ~120 KiB; a
+// tensor smaller than this is one chunk.
+constexpr size_t kChunkElems = size_t(kThreads) * 64;
 
 // One block's slice of the update: elements [begin, begin + count) of the flat buffers.
 struct AdamWChunk {

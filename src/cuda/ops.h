@@ -139,7 +139,7 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
 
 // AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
-// most 64Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
+// most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
 // change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
 class AdamWTable {
  public:
