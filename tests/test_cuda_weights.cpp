@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "xtrain/model.h"
 #include "xtrain/rng.h"
 
 using namespace xtrain;
@@ -207,6 +208,12 @@ TEST_CASE("the mirror costs 2 bytes per parameter, allocated once; fp32 keeps no
   const size_t in_use32 = cuda_alloc_stats(*f32).bytes_in_use;
   f32->prepare_weights(p32.get(), kCount);
   CHECK(cuda_alloc_stats(*f32).bytes_in_use == in_use32);
+
+  // the up-front memory estimate counts it: 4 fp32 buffers (params, grads, m, v) + 2 bytes with bf16
+  const GPTConfig cfg;
+  const TrainMemory m16 = estimate_train_memory(cfg, 1, 8, g), m32 = estimate_train_memory(cfg, 1, 8, *f32);
+  CHECK(m16.weights == 18.0 * m16.num_params);
+  CHECK(m32.weights == 16.0 * m32.num_params);
 }
 
 int main(int argc, char** argv) {
