@@ -58,10 +58,10 @@ Bytes bytes_of(Backend& be, const DeviceBuffer<T>& d) {
   return b;
 }
 
-// A parameter buffer as a model lays it out: tensor k at element offset off[k] of one buffer.
-// A (OC=160, IC=96) with its bias at offsets that are multiples of 128 elements (256 bytes in bf16): read
-// from the mirror. B (24, 36): rows not a multiple of 8 (padded in a copy): per-call copy. C (64, 64) at an
-// offset 8 elements past a 256-byte boundary: per-call copy. Offsets in floats.
+// Three layers in one parameter buffer, as a model lays its tensors out (offsets in floats).
+// kMirrored (OC=160, IC=96) and its bias at multiples of 128 elements (256 bytes in bf16): read from the
+// mirror. kPadded (24, 36): rows not a multiple of 8 (padded in a copy): copied per call. kUnaligned
+// (64, 64) and its bias 8 elements past a 256-byte boundary of the mirror: copied per call.
 struct Layer {
   int IC, OC;
   size_t w, b;  // offsets of the weight (OC,IC) and the bias (OC)
