@@ -2,7 +2,9 @@
 // slow ops can be found before a whole training step is timed. Prints one JSON object per op:
 // {"op", "ms", "tflops" (matmuls: 2*N*IC*OC per GEMM), "gbs" (elementwise/row ops: bytes read+written)}.
 // Wall time of `reps` calls between two synchronize() calls, after one warm-up call. Attention is timed on
-// each route of the dtype (".flash", ".cudnn" with bf16; ".gemm", ".flash" with fp32).
+// each route of the dtype (".flash", ".cudnn" with bf16; ".gemm", ".flash" with fp32). With bf16 the matmuls
+// read their weight from the bf16 mirror (Backend::prepare_weights) as in training; prepare_weights, once per
+// forward, is timed on its own over 124M parameters.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "cuda/cuda_backend.h"
+#include "xtrain/model.h"
 #include "xtrain/rng.h"
 
 using namespace xtrain;
@@ -60,6 +63,8 @@ int main(int argc, char** argv) {
   DeviceBuffer<int32_t> tok(*be, N);
   be->zero(tok.get(), tok.bytes());
   const double f = double(be->activation_bytes());  // bytes per activation element (4 fp32, 2 bf16)
+  // bf16: the matmuls read w as a training step does, from the mirror of one prepare_weights per forward
+  be->prepare_weights(w.get(), w.count());
   struct Mm { const char* name; int IC, OC; };
   for (Mm m : {Mm{"qkv", C, 3 * C}, Mm{"attproj", C, C}, Mm{"fc", C, 4 * C}, Mm{"fcproj", 4 * C, C},
                Mm{"lm_head", C, Vp}, Mm{"lm_head_unpadded", C, V}}) {
@@ -119,10 +124,17 @@ int main(int argc, char** argv) {
   }
   report("cross_entropy_fwd_bwd", time_ms(*be, reps, [&] { be->cross_entropy_forward_backward(losses.get(), logits.get(), logits.get(), tok.get(), 1.0f / N, N, V, Vp); }),
          0, 2.0 * N * double(V) * f);
-  const size_t P = 124475904;  // GPT-2 124M parameter count (tied embeddings)
+  // AdamW over GPT-2 124M's tensors (tied embeddings, wte padded to Vp rows): one launch for all 148
+  GPTConfig gpt2;
+  gpt2.V = V, gpt2.maxT = T, gpt2.C = C, gpt2.L = 12, gpt2.NH = NH, gpt2.KVH = NH, gpt2.HS = HS, gpt2.F = 4 * C;
+  std::vector<ParamSpan> spans;
+  for (const ParamTensor& t : param_layout(gpt2)) spans.push_back({t.offset, t.count, t.decay});
+  const size_t P = spans.back().offset + spans.back().count;  // 124475904
   DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);
-  report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), P, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
+  report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), spans, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
          0, 7.0 * P * 4);  // fp32 state whatever the activation type
+  report("prepare_weights", time_ms(*be, reps, [&] { be->prepare_weights(p.get(), P); }), 0,
+         be->weight_copy_bytes() > 0 ? double(P) * (4 + be->weight_copy_bytes()) : 0.0);  // a no-op with fp32
   report("sum_squares", time_ms(*be, reps, [&] { be->sum_squares(g.get(), P); }), 0, double(P) * 4);
   return 0;
 }

@@ -119,7 +119,7 @@ void GPT::init_params(uint64_t seed) {
 TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute) {
   TrainMemory m;
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
-  m.weights = 4.0 * m.num_params * sizeof(float);
+  m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
   // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
   const double att_bound = double(B) * cfg.NH * double(T) * T;

@@ -20,7 +20,8 @@ float bf16_to_float(uint16_t h) {
 }
 }  // namespace
 
-Decoder::Decoder(GPT& model, int B) : be_(model.backend()), cfg_(model.config()), B_(B) {
+Decoder::Decoder(GPT& model, int B)
+    : be_(model.backend()), cfg_(model.config()), B_(B), params_(model.params()), num_params_(model.num_params()) {
   XT_CHECK(B >= 1, "decoder batch must be >= 1 (got " << B << ")");
   std::map<std::string, const float*> p;
   for (const ParamTensor& t : model.layout()) p[t.name] = model.params() + t.offset;
@@ -61,6 +62,7 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
   for (int i = 0; i < N; ++i)
     XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
+  be_.prepare_weights(params_, num_params_);  // the weights in the GEMMs' type (backend.h), as GPT::forward
 
   // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn)
   be_.encoder_forward(x_.get(), tokens_.get(), wte_, wpe_ + size_t(pos_) * C, B_, Tn, C);

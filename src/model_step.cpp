@@ -31,6 +31,9 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
   be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
+  // the weights in the GEMMs' type, once for this forward and its backward (the parameters do not change
+  // in between; the optimizer's write after the backward drops the copy until the next forward)
+  be_.prepare_weights(params_.get(), num_params_);
   // act / gact (members): activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
   auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
   auto gstat = [&](int which) { return static_cast<float*>(gact(which)); };

@@ -2,6 +2,9 @@
 #include "xtrain/optim.h"
 
 #include <cmath>
+#include <vector>
+
+#include "xtrain/error.h"
 
 namespace xtrain {
 
@@ -28,12 +31,14 @@ AdamW::AdamW(Backend& be, size_t num_params) : be_(be), m_(be, num_params), v_(b
 }
 
 void AdamW::step(GPT& model, int t, float lr, float grad_scale, const OptimConfig& c) {
-  // One call per tensor so weight decay can differ; tensors are contiguous in every buffer.
-  for (const ParamTensor& p : model.layout()) {
-    be_.adamw_update(model.params() + p.offset, model.grads() + p.offset, m_.get() + p.offset,
-                     v_.get() + p.offset, p.count, lr, c.beta1, c.beta2, c.eps, p.decay ? c.weight_decay : 0.0f,
-                     grad_scale, t);
-  }
+  XT_CHECK(model.num_params() == count(), "AdamW state for " << count() << " parameters, model of "
+                                                             << model.num_params());
+  // One span per tensor (weight decay differs by tensor), all updated by one backend call.
+  std::vector<ParamSpan> spans;
+  spans.reserve(model.layout().size());
+  for (const ParamTensor& p : model.layout()) spans.push_back({p.offset, p.count, p.decay});
+  be_.adamw_update(model.params(), model.grads(), m_.get(), v_.get(), spans, lr, c.beta1, c.beta2, c.eps,
+                   c.weight_decay, grad_scale, t);
 }
 
 }  // namespace xtrain

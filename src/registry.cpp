@@ -2,6 +2,7 @@
 // XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "xtrain/backend.h"
@@ -43,6 +44,16 @@ Attention parse_attention(const std::string& s) {
   if (s == "gemm") return Attention::gemm;
   if (s == "cudnn") return Attention::cudnn;
   throw UsageError("--attention must be auto, flash, gemm or cudnn (got '" + s + "')");
+}
+
+void check_param_spans(const std::vector<ParamSpan>& spans) {
+  size_t end = 0;  // end of the previous span
+  for (size_t i = 0; i < spans.size(); ++i) {
+    XT_CHECK(spans[i].offset >= end, "AdamW span " << i << " starts at element " << spans[i].offset
+                                                   << ", before the end of the span before it (element " << end
+                                                   << "): spans must be in increasing order without overlap");
+    end = spans[i].offset + spans[i].count;
+  }
 }
 
 int visible_gpu_count() {

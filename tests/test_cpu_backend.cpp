@@ -190,19 +190,35 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
     check_close("cross entropy losses", dev.down(losses_d), losses);
     check_close("cross entropy dlogits", dev.down(logits_d), dlogits);
   }
-  SUBCASE("adamw") {
+  SUBCASE("adamw over spans") {
+    // Three tensors with decay on, off, on, and 3 elements between the last two that belong to none.
+    const std::vector<xtrain::ParamSpan> spans = {{0, 30, true}, {30, 20, false}, {53, N * C - 53, true}};
     Vec param = rounded(N * C, 17), m(N * C), v(N * C);
+    const Vec param0 = param;
     auto param_d = dev.up(param), m_d = dev.up(m), v_d = dev.up(v);
     // Hyperparameters as the float values the backend receives.
     const float lr = 1e-2f, b1 = 0.9f, b2 = 0.95f, eps = 1e-8f, wd = 0.1f, scale = 0.7f;
     for (int t = 1; t <= 3; ++t) {
       const Vec g = rounded(N * C, 100 + t);
       auto g_d = dev.up(g);
-      cpu::adamw_update(param.data(), g.data(), m.data(), v.data(), N * C, lr, b1, b2, eps, wd, scale, t);
-      be->adamw_update(param_d.get(), g_d.get(), m_d.get(), v_d.get(), N * C, lr, b1, b2, eps, wd, scale, t);
+      for (const auto& sp : spans)
+        cpu::adamw_update(param.data() + sp.offset, g.data() + sp.offset, m.data() + sp.offset, v.data() + sp.offset,
+                          sp.count, lr, b1, b2, eps, sp.decay ? wd : 0.0f, scale, t);
+      be->adamw_update(param_d.get(), g_d.get(), m_d.get(), v_d.get(), spans, lr, b1, b2, eps, wd, scale, t);
     }
-    check_close("adamw param", dev.down(param_d), param);
+    const Vec got = dev.down(param_d);
+    check_close("adamw param", got, param);
     check_close("adamw m", dev.down(m_d), m);
     check_close("adamw v", dev.down(v_d), v);
+    for (size_t i = 50; i < 53; ++i) CHECK(got[i] == param0[i]);  // outside every span: untouched
+  }
+  SUBCASE("adamw refuses overlapping or unordered spans") {
+    DeviceBuffer<float> x(*be, 16);
+    be->zero(x.get(), x.bytes());
+    using Spans = std::vector<xtrain::ParamSpan>;
+    for (const Spans& bad : {Spans{{0, 8, true}, {7, 4, false}}, Spans{{8, 4, true}, {0, 4, true}}})
+      CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), bad, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                                            1.0f, 1),
+                           doctest::Contains("increasing order without overlap"), xtrain::Error);
   }
 }

@@ -791,17 +791,42 @@ TEST_CASE("sum and sum_squares in double") {
   }
 }
 
-TEST_CASE("adamw over three steps") {
-  const size_t n = 50001;
-  Twin<float> p(rnd(n, 101)), m(filled(n)), v(filled(n));
+// AdamW over a layout like a model's: tensors with and without weight decay, large ones over several chunks
+// of the kernel's table (16Ki elements) ending mid-chunk, small ones at offsets that are not multiples of 4,
+// and 3 elements that belong to no span. One launch for all spans against the CPU oracle, and against one
+// launch per span (what AdamW::step did with one call per tensor) bitwise.
+TEST_CASE("adamw over spans in one launch: the CPU oracle, and one launch per span bitwise") {
+  const std::vector<ParamSpan> spans = {{0, 70001, true}, {70001, 13, false}, {70014, 1000, true},
+                                        {71017, 4099, false}, {75116, 30000, true}};
+  const size_t n = 75116 + 30000;
+  const std::vector<float> p0 = rnd(n, 101);
+  Twin<float> p(p0), m(filled(n)), v(filled(n));
+  Backend& g = *be().gpu;
+  DeviceBuffer<float> p1(g, n), m1(g, n), v1(g, n);  // the per-span launches
+  g.copy_to_device(p1.get(), p0.data(), p1.bytes());
+  g.zero(m1.get(), m1.bytes()), g.zero(v1.get(), v1.bytes());
   for (int t = 1; t <= 3; ++t) {
     Twin<float> grad(rnd(n, 102 + t, -0.1, 0.1));
-    be().cpu->adamw_update(p.c.get(), grad.c.get(), m.c.get(), v.c.get(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
-    be().gpu->adamw_update(p.g.get(), grad.g.get(), m.g.get(), v.g.get(), n, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
+    const float lr = 3e-4f * t;
+    be().cpu->adamw_update(p.c.get(), grad.c.get(), m.c.get(), v.c.get(), spans, lr, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
+    g.adamw_update(p.g.get(), grad.g.get(), m.g.get(), v.g.get(), spans, lr, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
+    for (const ParamSpan& s : spans) {
+      const size_t o = s.offset;
+      g.adamw_update(p1.get() + o, grad.g.get() + o, m1.get() + o, v1.get() + o, {{0, s.count, s.decay}}, lr, 0.9f,
+                     0.95f, 1e-8f, 0.1f, 0.7f, t);
+    }
   }
   expect_close("adamw param", p, kFp32Rel);
   expect_close("adamw m", m, kFp32Rel);
   expect_close("adamw v", v, kFp32Rel);
+  const std::vector<float> fused = down(g, p.g);
+  CHECK(fused == down(g, p1));
+  CHECK(down(g, m.g) == down(g, m1));
+  CHECK(down(g, v.g) == down(g, v1));
+  for (size_t i = 71014; i < 71017; ++i) CHECK(fused[i] == p0[i]);  // outside every span: untouched
+  CHECK_THROWS_WITH_AS(g.adamw_update(p1.get(), p1.get(), m1.get(), v1.get(), {{0, 8, true}, {4, 8, true}}, 1e-3f,
+                                      0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1),
+                       doctest::Contains("without overlap"), Error);
 }
 
 TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {

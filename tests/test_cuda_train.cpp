@@ -1,8 +1,8 @@
 // Whole training on one GPU against the CPU backend (the oracle): the same GPT, seed, token batches,
 // dropout keys, LR schedule, clipping and AdamW as src/train.cpp, 20 optimizer steps; the per-step
 // loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
-// (1, 2) against none in bf16, bitwise. Label gpu; exits 77
-// (skipped) when the CUDA runtime sees no device, before doctest runs.
+// (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise. Label gpu;
+// exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -190,6 +191,29 @@ TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0
     CHECK(r.params == r0.params);
     std::printf("bf16 --recompute %d: %d losses and the final parameters bitwise equal to --recompute 0: %s\n",
                 recompute, kSteps, r.loss == r0.loss && r.params == r0.params ? "yes" : "NO");
+  }
+}
+
+// The bf16 weight mirror (Backend::prepare_weights, once per forward) against per-call weight copies
+// (XTRAIN_CUDA_WEIGHT_MIRROR=off): the same rounding, and cuBLAS(Lt) given the same strides and alignment,
+// so the same bits, with dropout and --recompute 1 (whose backward repeats the fc GEMM). The test model's
+// layout puts some weights on 256-byte boundaries of the mirror (read from it) and some off (copied per call).
+TEST_CASE("bf16 training through the weight mirror gives the bits of per-call weight copies") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  setenv("XTRAIN_CUDA_WEIGHT_MIRROR", "off", 1);
+  auto per_call = gpu("bf16");
+  unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR");
+  auto mirrored = gpu("bf16");
+  REQUIRE(per_call->weight_copy_bytes() == 0);  // the switch took
+  REQUIRE(mirrored->weight_copy_bytes() == 2);
+  for (int recompute : {0, 1}) {
+    CAPTURE(recompute);
+    const Trajectory a = train(*per_call, data, 0.1f, recompute), b = train(*mirrored, data, 0.1f, recompute);
+    CHECK(b.loss == a.loss);
+    CHECK(b.grad_norm == a.grad_norm);
+    CHECK(b.params == a.params);
+    std::printf("bf16 --recompute %d: %d steps through the weight mirror bitwise equal to per-call copies: %s\n",
+                recompute, kSteps, b.loss == a.loss && b.params == a.params ? "yes" : "NO");
   }
 }
 

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "cpu/ops.h"
 #include "xtrain/error.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
@@ -239,6 +240,38 @@ TEST_CASE("clipping inside AdamW: a clipped step equals a step on the scaled gra
   oa.step(a, 1, 1e-3f, 0.25f, oc);
   ob.step(b, 1, 1e-3f, 1.0f, oc);
   for (size_t i = 0; i < a.num_params(); ++i) REQUIRE(a.params()[i] == b.params()[i]);
+}
+
+// AdamW::step updates every tensor with one backend call (Backend::adamw_update over the layout's spans);
+// the path it replaced called cpu::adamw_update once per tensor with that tensor's weight decay. Three steps
+// of each on the same parameters and gradients must give the same bits, elementwise.
+TEST_CASE("AdamW::step in one call equals one update per tensor, bitwise") {
+  auto be = make_cpu_backend();
+  GPT model(tiny_config(), *be);
+  model.init_params(5);
+  const size_t n = model.num_params();
+  AdamW opt(*be, n);
+  OptimConfig oc;
+  oc.weight_decay = 0.5f;  // large, so a tensor given the wrong decay differs by far more than an ulp
+  const std::vector<float> param0(model.params(), model.params() + n);
+  std::vector<float> param = param0, m(n, 0.0f), v(n, 0.0f);
+  for (int t = 1; t <= 3; ++t) {
+    for (size_t i = 0; i < n; ++i) model.grads()[i] = static_cast<float>(normal(10 + t, i));
+    const float lr = 1e-2f * t, scale = 0.5f;
+    opt.step(model, t, lr, scale, oc);
+    for (const ParamTensor& p : model.layout())
+      cpu::adamw_update(param.data() + p.offset, model.grads() + p.offset, m.data() + p.offset, v.data() + p.offset,
+                        p.count, lr, oc.beta1, oc.beta2, oc.eps, p.decay ? oc.weight_decay : 0.0f, scale, t);
+  }
+  size_t differ = 0, moved = 0;
+  for (size_t i = 0; i < n; ++i) {
+    differ += model.params()[i] != param[i] || opt.m()[i] != m[i] || opt.v()[i] != v[i];
+    moved += model.params()[i] != param0[i];
+  }
+  CHECK(differ == 0);
+  CHECK(moved == n);  // every gradient is nonzero: every element was updated
+  AdamW wrong_size(*be, n - 1);  // state of another model: refused before any update
+  CHECK_THROWS_WITH_AS(wrong_size.step(model, 1, 1e-3f, 1.0f, oc), doctest::Contains("AdamW state for"), Error);
 }
 
 TEST_CASE("initialization is deterministic in the seed") {

@@ -24,6 +24,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "xtrain/timeline.h"
 
@@ -58,6 +59,16 @@ struct GpuId {
   int cc_major = 0, cc_minor = 0;
   int sm_count = 0;  // cudaDeviceProp::multiProcessorCount (a MIG slice has fewer: no match)
 };
+
+// ParamSpan: one tensor of a flat parameter buffer as the optimizer sees it: elements
+// [offset, offset + count) of the buffer, with AdamW's weight decay on or off.
+struct ParamSpan {
+  size_t offset = 0, count = 0;
+  bool decay = false;
+};
+// check_param_spans: throws Error unless the spans are in increasing order and do not overlap (so one
+// launch over all of them updates each element once, as one call per span would).
+void check_param_spans(const std::vector<ParamSpan>& spans);
 
 class Backend {
  public:
@@ -94,6 +105,24 @@ class Backend {
   // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.
   // 0 = unknown (no check).
   virtual size_t available_memory_bytes() const { return 0; }
+
+  // ---- the weights' copy for the GEMMs ----
+  // prepare_weights: called at the start of every forward (GPT::forward, Decoder::append) with the whole flat
+  // parameter buffer, params (count floats). A backend whose GEMMs take another type than fp32 (CUDA
+  // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
+  // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
+  // per call (the same rounding: the same bits). The copy is valid until the next prepare_weights, or
+  // until this backend writes into the range (copy_to_device, zero, adamw_update) or frees the buffer
+  // holding it, which drop it: ops then convert per call again. A write the backend does not see (another
+  // library's kernel into params) must be followed by prepare_weights before the next matmul. No-op where
+  // the GEMMs take fp32 (the CPU backend, CUDA --dtype fp32).
+  virtual void prepare_weights(const float* params, size_t count) {
+    (void)params;
+    (void)count;
+  }
+  // weight_copy_bytes: bytes per parameter of the copy prepare_weights keeps (CUDA bf16: 2; 0: none),
+  // counted by the memory estimate (estimate_train_memory, model.h).
+  virtual size_t weight_copy_bytes() const { return 0; }
 
   // ---- ops ----
   // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
@@ -217,12 +246,15 @@ class Backend {
   virtual double sum(const float* x, size_t count) = 0;
   virtual double sum_squares(const float* x, size_t count) = 0;
 
-  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based):
+  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based) over the
+  // tensors `spans` of the flat buffers param, grad, m, v (one layout), in one pass (CUDA: one launch):
   //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
-  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * param )
-  // param, grad, m, v (count). grad_scale carries gradient clipping.
-  virtual void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
-                            float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ),
+  // wd = weight_decay on spans with `decay`, 0 on the others; elements outside every span are untouched.
+  // grad_scale carries gradient clipping. Each element's result is that of a call with its span alone.
+  // Throws Error for t < 1 and for spans check_param_spans refuses.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                             int t) = 0;
 };
 

@@ -51,6 +51,8 @@ class Decoder {
   Backend& be_;
   GPTConfig cfg_;
   int B_ = 0, pos_ = 0;
+  const float* params_ = nullptr;  // the model's whole parameter buffer (num_params_), for prepare_weights
+  size_t num_params_ = 0;
   const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
   std::vector<LayerParams> layers_;
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32

@@ -64,7 +64,8 @@ struct DropoutKeys {
 // whatever the sizes asked for).
 struct TrainMemory {
   double num_params = 0;   // parameters of the model
-  double weights = 0;      // params + grads + AdamW m and v: 4 x num_params x 4 bytes
+  double weights = 0;      // params + grads + AdamW m and v (4 x num_params x 4 bytes) + the backend's
+                           // copy of the weights for its GEMMs (num_params x Backend::weight_copy_bytes())
   double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
   double total() const { return weights + activations; }
 };

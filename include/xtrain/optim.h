@@ -34,7 +34,9 @@ class AdamW {
  public:
   AdamW(Backend& be, size_t num_params);
   // step: one update at optimizer step t (1-based) with learning rate lr, gradients scaled by
-  // grad_scale, weight decay only on tensors with ParamTensor::decay.
+  // grad_scale, weight decay only on tensors with ParamTensor::decay: one Backend::adamw_update over
+  // the model's layout (one kernel launch on CUDA). Throws Error when this state was made for another
+  // parameter count than model.num_params().
   void step(GPT& model, int t, float lr, float grad_scale, const OptimConfig& c);
   float* m() { return m_.get(); }
   float* v() { return v_.get(); }

@@ -146,9 +146,15 @@ class CpuBackend final : public Backend {
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
   double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float grad_scale, int t) override {
-    cpu::adamw_update(param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+  void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                    float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                    int t) override {
+    check_param_spans(spans);
+    for (const ParamSpan& s : spans) {
+      const size_t o = s.offset;
+      cpu::adamw_update(param + o, grad + o, m + o, v + o, s.count, lr, beta1, beta2, eps,
+                        s.decay ? weight_decay : 0.0f, grad_scale, t);
+    }
   }
 };
 

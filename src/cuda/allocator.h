@@ -13,6 +13,10 @@
 
 namespace xtrain::cuda {
 
+// kBlockAlignment: every block of CachingAllocator::alloc starts at a multiple of this many bytes (the
+// alignment cudaMalloc guarantees; blocks are whole cudaMalloc allocations).
+constexpr size_t kBlockAlignment = 256;
+
 class CachingAllocator {
  public:
   CachingAllocator() = default;
@@ -20,13 +24,19 @@ class CachingAllocator {
   CachingAllocator(const CachingAllocator&) = delete;
   CachingAllocator& operator=(const CachingAllocator&) = delete;
 
-  // alloc: a block of at least `bytes` bytes (256-byte aligned). Reuses the smallest cached block
+  // alloc: a block of at least `bytes` bytes (kBlockAlignment-aligned). Reuses the smallest cached block
   // that fits and wastes at most half of it; else cudaMalloc. On out-of-memory, releases the cache
   // and retries once, then throws Error naming the request and the free/total device memory.
   void* alloc(size_t bytes);
   // free: returns ptr (from alloc, or null) to the cache. Throws nothing; an unknown pointer is a
   // programming error and is reported on stderr.
   void free(void* ptr) noexcept;
+  // block_bytes: the size of the block `ptr` handed out by alloc and not yet freed (bytes); 0 for any
+  // other pointer.
+  size_t block_bytes(const void* ptr) const {
+    const auto it = in_use_.find(const_cast<void*>(ptr));
+    return it == in_use_.end() ? 0 : it->second;
+  }
   // release_cached: cudaFree every cached (unused) block.
   void release_cached() noexcept;
 

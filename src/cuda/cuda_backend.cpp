@@ -117,8 +117,12 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
       route = Attention::flash;
     }
   }
+  // XTRAIN_CUDA_WEIGHT_MIRROR=off: bf16 weights copied per matmul call instead (side-by-side benchmarks, and
+  // the test that training gives the same bits either way)
+  const char* mirror_env = std::getenv("XTRAIN_CUDA_WEIGHT_MIRROR");
+  mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
-                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes};
+                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}};
 }
 
 CudaBackend::~CudaBackend() {
@@ -128,6 +132,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   alloc_.free(cublas_workspace_);
   alloc_.free(error_flag_);
+  alloc_.free(mirror_);
   if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -154,10 +159,34 @@ void CudaBackend::check_device_errors() {
   XT_FAIL("CUDA kernel reported error code " << flag);
 }
 
+void CudaBackend::free(void* ptr) noexcept {
+  if (ptr != nullptr && ctx_.weights.overlaps(ptr, alloc_.block_bytes(ptr))) {
+    // the parameters go: so does their copy (its memory follows theirs)
+    ctx_.weights = WeightMirror{};
+    alloc_.free(mirror_);
+    mirror_ = nullptr, mirror_capacity_ = 0;
+  }
+  alloc_.free(ptr);
+}
+
+void CudaBackend::prepare_weights(const float* params, size_t count) {
+  if (!mirror_enabled_ || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
+  ctx_.weights = WeightMirror{};         // none valid until the refresh below is queued
+  if (mirror_capacity_ < count) {
+    alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
+    mirror_ = nullptr, mirror_capacity_ = 0;
+    mirror_ = static_cast<__nv_bfloat16*>(alloc_.alloc(count * sizeof(__nv_bfloat16)));
+    mirror_capacity_ = count;
+  }
+  cuda::to_bf16_flat(ctx_, mirror_, params, count);
+  ctx_.weights = WeightMirror{params, mirror_, count};
+}
+
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return
 // in both cases, so the caller may reuse host_src at once.
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
+  weights_written(dst, bytes);
   XT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
   XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
 }
@@ -168,7 +197,9 @@ void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
 }
 
 void CudaBackend::zero(void* ptr, size_t bytes) {
-  if (bytes > 0) XT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+  if (bytes == 0) return;
+  weights_written(ptr, bytes);
+  XT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
 }
 
 void CudaBackend::synchronize() { check_device_errors(); }
@@ -261,9 +292,12 @@ double CudaBackend::sum_squares(const float* x, size_t count) {
   check_device_errors();
   return s;
 }
-void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr,
-                               float beta1, float beta2, float eps, float weight_decay, float grad_scale, int t) {
-  cuda::adamw_update(ctx_, param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t);
+void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v,
+                               const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                               float weight_decay, float grad_scale, int t) {
+  for (const ParamSpan& s : spans) weights_written(param + s.offset, s.count * sizeof(float));
+  cuda::adamw_update(ctx_, adamw_table_, param, grad, m, v, spans, lr, beta1, beta2, eps, weight_decay, grad_scale,
+                     t);
 }
 
 }  // namespace cuda

@@ -28,7 +28,7 @@ class CudaBackend final : public Backend {
   DType dtype() const override { return ctx_.bf16 ? DType::bf16 : DType::fp32; }
 
   void* alloc(size_t bytes) override { return alloc_.alloc(bytes); }
-  void free(void* ptr) noexcept override { alloc_.free(ptr); }
+  void free(void* ptr) noexcept override;  // drops the weight mirror first when ptr's block holds its source
   void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
   void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
   void zero(void* ptr, size_t bytes) override;
@@ -42,6 +42,12 @@ class CudaBackend final : public Backend {
   // make_stream_clock: CUDA events on another stream of this device (the NCCL side stream), on the
   // same base as make_timeline_clock's clock.
   std::unique_ptr<TimelineClock> make_stream_clock(cudaStream_t stream);
+
+  // prepare_weights (bf16): params rounded into the weight mirror, one kernel; the matmuls read weights from
+  // it (OpContext::weights, matmul.cu). The mirror's block is kept for the next call (grown when a larger
+  // buffer comes) and freed with the buffer it copies or with the backend.
+  void prepare_weights(const float* params, size_t count) override;
+  size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
@@ -82,8 +88,9 @@ class CudaBackend final : public Backend {
                                       float dloss, int N, int V, int Vp) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, float lr, float beta1,
-                    float beta2, float eps, float weight_decay, float grad_scale, int t) override;
+  void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                    float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                    int t) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -95,6 +102,11 @@ class CudaBackend final : public Backend {
   // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input
   // (a target outside [0, V), a negative token id) since the last check, and clears the flag.
   void check_device_errors();
+  // weights_written: this backend is about to write bytes [p, p + bytes): drop the weight mirror if they
+  // touch its source (ops then convert weights per call until the next prepare_weights).
+  void weights_written(const void* p, size_t bytes) {
+    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{};
+  }
 
   CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
   int device_ = 0;
@@ -108,6 +120,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
   cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;
+  AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
+  bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
+  __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
+  size_t mirror_capacity_ = 0;       // its size in elements
 };
 
 }  // namespace xtrain::cuda

@@ -2,7 +2,8 @@
 // --dtype fp32: fp32 activations, plain fp32 GEMMs (the handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or
 // BF16x9 emulation, see cuda_backend.cpp); dbias a double column sum.
 // --dtype bf16: bf16 activations (inp, out, dout, dinp are bf16 in memory, ops.h). The fp32 master
-// weights are rounded into a scratch bf16 copy per call (to_bf16; Bf16Copy), every product is bf16 x
+// weights are read in bf16 from the copy prepare_weights made at the start of the forward (ctx.weights), or
+// rounded into a scratch bf16 copy per call where they are not in it (to_bf16; Bf16Copy), every product is bf16 x
 // bf16 on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); out and dinp are written in bf16,
 // dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16).
 // With a bias, the forward is one cuBLASLt GEMM with the bias in its epilogue (fp32 bias with fp32, a bf16
@@ -23,15 +24,23 @@ namespace {
 constexpr int kThreads = 256;
 using bf16 = __nv_bfloat16;
 
-// Bf16Copy: a scratch bf16 copy of a row-major fp32 matrix (rows, cols), row stride ld (to_bf16).
+// Bf16Copy: the bf16 operand of a row-major fp32 matrix (rows, cols) (a weight, or a bias as one row), row
+// stride ld = bf16_ld(cols). The weight mirror's copy (ctx.weights, prepare_weights) where the matrix lies in
+// it with that stride (cols % 8 == 0: unpadded rows) and starts on a 256-byte boundary, as the allocator's
+// blocks do: cuBLAS(Lt) then sees the stride and alignment a scratch copy would give it, so it picks the same
+// algorithm and the products are the same bits. Otherwise a scratch copy made here (to_bf16).
 struct Bf16Copy {
-  ScratchBuffer<bf16> buf;
+  std::optional<ScratchBuffer<bf16>> buf;
+  const bf16* ptr;
   int ld;
   Bf16Copy(const OpContext& ctx, const float* src, int rows, int cols)
-      : buf(*ctx.alloc, size_t(rows) * bf16_ld(cols)), ld(bf16_ld(cols)) {
-    to_bf16(ctx, buf.get(), src, rows, cols);
+      : ptr(ctx.weights.find(src, size_t(rows) * cols)), ld(bf16_ld(cols)) {
+    if (ptr && ld == cols && reinterpret_cast<uintptr_t>(ptr) % kBlockAlignment == 0) return;
+    buf.emplace(*ctx.alloc, size_t(rows) * ld);
+    to_bf16(ctx, buf->get(), src, rows, cols);
+    ptr = buf->get();
   }
-  const bf16* get() const { return buf.get(); }
+  const bf16* get() const { return ptr; }
 };
 
 // out (N,OC) += bias (OC) broadcast over rows; out of activation type T

@@ -12,6 +12,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include "cuda/allocator.h"
 #include "xtrain/backend.h"
@@ -19,6 +20,28 @@
 namespace xtrain::cuda {
 
 class CudnnAttention;
+
+// WeightMirror: the bf16 copy `bf16` of the fp32 buffer [src, src + count) that CudaBackend::prepare_weights
+// made (element i of the copy is to_bf16's rounding of src[i]); count 0 when no copy is valid. Invariant:
+// the backend drops it (count 0) before anything it runs writes into the range or frees the buffer, so a
+// copy in OpContext::weights always holds the current weights (backend.h, prepare_weights).
+struct WeightMirror {
+  const float* src = nullptr;
+  const __nv_bfloat16* bf16 = nullptr;
+  size_t count = 0;
+  // find: the copy of [p, p + n), or null unless that range lies inside the mirrored one.
+  const __nv_bfloat16* find(const float* p, size_t n) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), s = reinterpret_cast<uintptr_t>(src);
+    if (count == 0 || a < s || (a - s) % sizeof(float) != 0) return nullptr;
+    const size_t off = (a - s) / sizeof(float);
+    return off < count && n <= count - off ? bf16 + off : nullptr;
+  }
+  // overlaps: whether the bytes [p, p + bytes) touch the mirrored range.
+  bool overlaps(const void* p, size_t bytes) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), s = reinterpret_cast<uintptr_t>(src);
+    return count > 0 && bytes > 0 && a < s + count * sizeof(float) && s < a + bytes;
+  }
+};
 
 struct OpContext {
   cudaStream_t stream = nullptr;
@@ -30,7 +53,7 @@ struct OpContext {
   // tensor-core products, fp32 accumulation and fp32 output; cuBLAS docs, cublasComputeType_t).
   cublasComputeType_t gemm_compute = CUBLAS_COMPUTE_32F;
   // --dtype bf16: activations and their gradients are stored in bf16 (every `void*` argument), the
-  // matmuls multiply bf16 operands (weights through bf16 copies, to_bf16) with fp32 accumulation.
+  // matmuls multiply bf16 operands (weights through bf16 copies: `weights`, or to_bf16) with fp32 accumulation.
   bool bf16 = false;
   // Attention route (attention.cu), resolved from --attention (never automatic here): fused
   // FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core products when bf16), cuBLAS GEMMs
@@ -40,6 +63,9 @@ struct OpContext {
   cublasLtHandle_t cublaslt = nullptr;  // fused-epilogue GEMMs (gemm_lt)
   void* workspace = nullptr;            // cuBLAS(Lt) workspace, shared: both run in order on `stream`
   size_t workspace_bytes = 0;
+  // --dtype bf16: the bf16 copy of the parameters from the last prepare_weights; matmul.cu takes weights and
+  // biases from it where they lie inside it (else a scratch copy per call). Empty with fp32.
+  WeightMirror weights;
 };
 
 // with_act: calls f(T()) with T the activation storage type of ctx: __nv_bfloat16 when ctx.bf16, else
@@ -115,9 +141,31 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
 
-void adamw_update(const OpContext& ctx, float* param, const float* grad, float* m, float* v,
-                  size_t count, float lr, float beta1, float beta2, float eps, float weight_decay,
-                  float grad_scale, int t);
+// AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
+// most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
+// change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
+class AdamWTable {
+ public:
+  AdamWTable() = default;
+  ~AdamWTable();
+  AdamWTable(const AdamWTable&) = delete;
+  AdamWTable& operator=(const AdamWTable&) = delete;
+  // chunks_for: the number of chunks of `spans`, the table rebuilt (and uploaded on ctx.stream) first when
+  // they differ from the last call's. Throws Error for spans check_param_spans refuses.
+  int chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans);
+  const void* device() const { return table_; }
+
+ private:
+  CachingAllocator* alloc_ = nullptr;
+  void* table_ = nullptr;  // num_chunks_ chunks (adamw.cu's AdamWChunk)
+  int num_chunks_ = 0;
+  std::vector<ParamSpan> spans_;  // what the table was built from
+};
+
+// adamw_update: the Backend op over every span in one launch (a block per chunk of `table`).
+void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,
+                  const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int t);
 
 // gemm: ROW-MAJOR C = alpha op(A) op(B) + beta C for `batch` matrices at fixed element strides
 // sA, sB, sC. op(A) (M,K), op(B) (K,N), C (M,N); lda/ldb/ldc are row strides (elements) of the
@@ -164,6 +212,8 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 inline int bf16_ld(int cols) { return (cols + 7) / 8 * 8; }
 // to_bf16: dst (rows, bf16_ld(cols)) = src (rows, cols) rounded to nearest even; padding unwritten.
 void to_bf16(const OpContext& ctx, __nv_bfloat16* dst, const float* src, int rows, int cols);
+// to_bf16_flat: dst (count) = src (count) rounded as to_bf16, in one launch (prepare_weights' copy).
+void to_bf16_flat(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count);
 
 // column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
