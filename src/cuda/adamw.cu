@@ -26,23 +26,42 @@ struct AdamWChunk {
   uint32_t decay;  // 1: weight decay applies (the span's ParamSpan::decay)
 };
 
-// Block b takes chunks b, b + gridDim.x, ...; each element's arithmetic is the one of the single-tensor
-// kernel this replaces (same expression, weight decay a runtime value), so the results are the same bits.
+// One element's update (the expression of the single-tensor kernel this replaces: the same bits).
+struct AdamWStep {
+  float lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2;
+  __device__ __forceinline__ void operator()(float& p, float grad, float& m, float& v) const {
+    const float g = grad * grad_scale;
+    const float mi = beta1 * m + (1.0f - beta1) * g;
+    const float vi = beta2 * v + (1.0f - beta2) * g * g;
+    m = mi;
+    v = vi;
+    p = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
+  }
+};
+
+// Block b takes chunks b, b + gridDim.x, ...; weight decay is the chunk's. With vec (the four buffers
+// 16-byte aligned) a chunk whose begin and count are multiples of 4 moves in 16-byte vectors, any other
+// element by element; the arithmetic per element is the same either way.
 __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v, const AdamWChunk* chunks,
                              int num_chunks, float lr, float beta1, float beta2, float eps, float weight_decay,
-                             float grad_scale, float bc1, float bc2) {
+                             float grad_scale, float bc1, float bc2, bool vec) {
   for (int c = blockIdx.x; c < num_chunks; c += gridDim.x) {
     const AdamWChunk ch = chunks[c];
-    const float wd = ch.decay ? weight_decay : 0.0f;
-    const size_t end = ch.begin + ch.count;
-    for (size_t i = ch.begin + threadIdx.x; i < end; i += blockDim.x) {
-      const float g = grad[i] * grad_scale;
-      const float mi = beta1 * m[i] + (1.0f - beta1) * g;
-      const float vi = beta2 * v[i] + (1.0f - beta2) * g * g;
-      m[i] = mi;
-      v[i] = vi;
-      const float p = param[i];
-      param[i] = p - lr * ((mi / bc1) / (sqrtf(vi / bc2) + eps) + wd * p);
+    const AdamWStep step{lr, beta1, beta2, eps, ch.decay ? weight_decay : 0.0f, grad_scale, bc1, bc2};
+    if (vec && ch.begin % 4 == 0 && ch.count % 4 == 0) {
+      const size_t b4 = ch.begin / 4, end4 = b4 + ch.count / 4;
+      for (size_t i = b4 + threadIdx.x; i < end4; i += blockDim.x) {
+        float4 pv = reinterpret_cast<float4*>(param)[i], mv = reinterpret_cast<float4*>(m)[i];
+        float4 vv = reinterpret_cast<float4*>(v)[i];
+        const float4 gv = reinterpret_cast<const float4*>(grad)[i];
+        step(pv.x, gv.x, mv.x, vv.x), step(pv.y, gv.y, mv.y, vv.y);
+        step(pv.z, gv.z, mv.z, vv.z), step(pv.w, gv.w, mv.w, vv.w);
+        reinterpret_cast<float4*>(param)[i] = pv, reinterpret_cast<float4*>(m)[i] = mv;
+        reinterpret_cast<float4*>(v)[i] = vv;
+      }
+    } else {
+      for (size_t i = ch.begin + threadIdx.x; i < ch.begin + ch.count; i += blockDim.x)
+        step(param[i], grad[i], m[i], v[i]);
     }
   }
 }
@@ -91,7 +110,8 @@ void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const f
   const float bc2 = float(1.0 - std::pow(double(beta2), t));
   const auto* chunks = static_cast<const AdamWChunk*>(table.device());
   adamw_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(
-      param, grad, m, v, chunks, num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2);
+      param, grad, m, v, chunks, num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2,
+      aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v));
   XT_CUDA_LAUNCH_CHECK();
 }
 

@@ -14,7 +14,7 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr int kThreads = 512;
+constexpr int kThreads = 1024;
 constexpr int kUnroll = 4;  // packs a thread loads in the first pass before using them
 
 // The per-element exponentials use the hardware's exp2 (__expf = ex2.approx(x log2 e), CUDA C++
