@@ -1,7 +1,8 @@
 // Deterministic column reductions dst_k (C) += sum over n of f(n, c).v[k], k < K, for bias and layernorm
 // weight and bias gradients. Two stages with a fixed split of the rows into chunks, partial sums in
 // double, so the result does not depend on scheduling (no atomics) and stays close to the CPU oracle's
-// double sum. K sums of the same inputs (layernorm's dw and db both read dout) share one pass.
+// double sum. K sums of the same inputs share one pass. A kernel that already reads every row can write
+// the per-chunk sums itself and call only the finish stage (row_chunks, column_finish: layernorm's dw, db).
 #pragma once
 
 #include "cuda/common.cuh"
@@ -73,23 +74,40 @@ __global__ void column_finish_kernel(ColumnOut<K> out, const double* partial, in
 }
 }  // namespace detail
 
+// RowChunks: the fixed split of N rows into chunks of rows_per_chunk consecutive rows (the last one may
+// be shorter), at most kMaxRowChunks of them; it depends on N only, so the sums' order does too.
+struct RowChunks {
+  int rows_per_chunk, chunks;
+};
+inline RowChunks row_chunks(int N) {
+  const int target = N < detail::kMaxRowChunks ? N : detail::kMaxRowChunks;
+  const int rows_per_chunk = (N + target - 1) / target;
+  return {rows_per_chunk, (N + rows_per_chunk - 1) / rows_per_chunk};
+}
+
+// column_finish: out.dst[k] (C) += sum over chunks r of partial (K, chunks, C) [k][r][c], in the finish
+// kernel's fixed order. The second stage of column_reduce_accumulate, and of any kernel that writes
+// per-chunk column sums itself (layernorm_backward). N > 0, C > 0.
+template <int K>
+void column_finish(const OpContext& ctx, ColumnOut<K> out, const double* partial, int chunks, int C) {
+  const dim3 finish_grid(unsigned((C + kWarp - 1) / kWarp), unsigned(K));
+  detail::column_finish_kernel<K><<<finish_grid, dim3(kWarp, detail::kFinishLanes), 0, ctx.stream>>>(
+      out, partial, chunks, C);
+  XT_CUDA_LAUNCH_CHECK();
+}
+
 // column_reduce_accumulate: out.dst[k] (C) += sum_{n < N} f(n, c).v[k] for k < K; f a __device__ functor
 // (int n, int c) -> ColumnTerms<K>. Scratch: K * min(N, 256) * C doubles from ctx.alloc.
 template <int K, typename F>
 void column_reduce_accumulate(const OpContext& ctx, ColumnOut<K> out, F f, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  const int chunks = N < detail::kMaxRowChunks ? N : detail::kMaxRowChunks;
-  const int rows_per_chunk = (N + chunks - 1) / chunks;
-  const int used_chunks = (N + rows_per_chunk - 1) / rows_per_chunk;
-  ScratchBuffer<double> partial(*ctx.alloc, size_t(K) * used_chunks * C);
+  const RowChunks rc = row_chunks(N);
+  ScratchBuffer<double> partial(*ctx.alloc, size_t(K) * rc.chunks * C);
   const unsigned bx = unsigned((C + detail::kColumnThreads - 1) / detail::kColumnThreads);
-  detail::column_partial_kernel<K><<<dim3(bx, unsigned(used_chunks)), detail::kColumnThreads, 0, ctx.stream>>>(
-      partial.get(), f, N, C, rows_per_chunk);
+  detail::column_partial_kernel<K><<<dim3(bx, unsigned(rc.chunks)), detail::kColumnThreads, 0, ctx.stream>>>(
+      partial.get(), f, N, C, rc.rows_per_chunk);
   XT_CUDA_LAUNCH_CHECK();
-  const dim3 finish_grid(unsigned((C + kWarp - 1) / kWarp), unsigned(K));
-  detail::column_finish_kernel<K><<<finish_grid, dim3(kWarp, detail::kFinishLanes), 0, ctx.stream>>>(
-      out, partial.get(), used_chunks, C);
-  XT_CUDA_LAUNCH_CHECK();
+  column_finish<K>(ctx, out, partial.get(), rc.chunks, C);
 }
 
 }  // namespace xtrain::cuda
