@@ -212,34 +212,42 @@ TEST_CASE("layernorm forward and backward") {
   }
 }
 
-// The column reduction behind dw and db (column_reduce.cuh): rows split into at most 256 chunks, each
-// chunk's column sums in double, then 16 row-lanes per column combined in a fixed order. N = 5: fewer
-// chunks than lanes; 1000 and 4099: several rows per chunk, the last chunk short; C = 33: a partial
-// warp of columns. fp32 and bf16 activations; a rerun adds bitwise the same increments (deterministic).
+// The deterministic column sums behind dw and db: rows split into at most 256 chunks (column_reduce.cuh
+// row_chunks); for C <= 1024 the row kernel sums each chunk itself (per lane in fp32 over its warp's
+// rows, then the block's 8 warps in double), wider rows take the column reduction's partial kernel; then
+// 16 row-lanes per column add the chunks in a fixed order. N = 5: fewer chunks than lanes, most warps
+// without a row; 1000 and 4099: several rows per chunk, the last chunk short; 70001: 274 rows per chunk,
+// 35 fp32 terms per lane; C = 33: a partial warp of columns (element path); 1023 (element path) and
+// 1024: the widest fused rows, 32 columns per lane; 1025 (element path) and 4096: the column reduction
+// route. fp32 and bf16 activations; a rerun adds bitwise the same increments (deterministic).
 TEST_CASE("layernorm backward dw, db: the deterministic column reduction's edges") {
+  struct Shape { int C, N; };
+  const Shape shapes[] = {{33, 5},      {33, 1000},   {33, 4099},   {768, 5},     {768, 1000},  {768, 4099},
+                          {33, 70001},  {1023, 1000}, {1024, 4099}, {1025, 1000}, {4096, 1000}};
   for (Backend* g : {be().gpu.get(), &g16()}) {
-    for (int C : {33, 768}) {
-      for (int N : {5, 1000, 4099}) {
-        CAPTURE(g->activation_bytes());
-        CAPTURE(C);
-        CAPTURE(N);
-        Act inp(*g, rnd(size_t(N) * C, 261, 1.0, 3.0)), dout(*g, rnd(size_t(N) * C, 262));
-        Act out(*g, filled(size_t(N) * C)), dinp(*g, filled(size_t(N) * C));
-        Twin<float> w(rnd(C, 263), g), mean(filled(N), g), rstd(filled(N), g), dw(rnd(C, 264), g), db(rnd(C, 265), g);
-        be().cpu->layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
-        g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
-        be().cpu->layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
-                                     rstd.c.get(), N, C);
-        g->layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
-                              rstd.g.get(), N, C);
-        expect_close("layernorm_backward dw", dw, kFp32Rel);
-        expect_close("layernorm_backward db", db, kFp32Rel);
-        Twin<float> dw2(rnd(C, 264), g), db2(rnd(C, 265), g);
-        g->layernorm_backward(dinp.gp(), dw2.g.get(), db2.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
-                              rstd.g.get(), N, C);
-        CHECK(down(*g, dw2.g) == down(*g, dw.g));
-        CHECK(down(*g, db2.g) == down(*g, db.g));
-      }
+    for (const Shape s : shapes) {
+      const int C = s.C, N = s.N;
+      CAPTURE(g->activation_bytes());
+      CAPTURE(C);
+      CAPTURE(N);
+      Act inp(*g, rnd(size_t(N) * C, 261, 1.0, 3.0)), dout(*g, rnd(size_t(N) * C, 262));
+      Act out(*g, filled(size_t(N) * C)), dinp(*g, filled(size_t(N) * C));
+      Twin<float> w(rnd(C, 263), g), mean(filled(N), g), rstd(filled(N), g), dw(rnd(C, 264), g), db(rnd(C, 265), g);
+      be().cpu->layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
+      g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
+      be().cpu->layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
+                                   rstd.c.get(), N, C);
+      g->layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                            rstd.g.get(), N, C);
+      // every row reaches its warp: dinp as in the other layernorm tests
+      expect_close("layernorm_backward dinp", dinp, g->activation_bytes() == 2 ? kBf16StoreRel : kFp32Rel);
+      expect_close("layernorm_backward dw", dw, kFp32Rel);
+      expect_close("layernorm_backward db", db, kFp32Rel);
+      Twin<float> dw2(rnd(C, 264), g), db2(rnd(C, 265), g);
+      g->layernorm_backward(dinp.gp(), dw2.g.get(), db2.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                            rstd.g.get(), N, C);
+      CHECK(down(*g, dw2.g) == down(*g, dw.g));
+      CHECK(down(*g, db2.g) == down(*g, db.g));
     }
   }
 }
