@@ -19,7 +19,8 @@ FAMILIES = [
     ("matmul (cuBLAS / cuBLASLt, incl. split-K and bias-gradient epilogues)",
      r"nvjet|xmma|gemm|splitKreduce|Bgrad|cutlass"),
     ("cross-entropy", r"cross_entropy"),
-    ("layernorm (incl. weight/bias gradient column sums)", r"layernorm|column_"),
+    ("layernorm, and column sums (layernorm dw/db; dbias where no cuBLASLt epilogue gives it)",
+     r"layernorm|column_"),
     ("optimizer and weight conversion (AdamW, bf16 copies)", r"adamw|to_bf16|convert"),
     ("gradient all-reduce (NCCL)", r"nccl|Reduce<|oneRank"),
     ("embeddings (encoder)", r"encoder|RadixSort|iota"),
@@ -51,15 +52,24 @@ def main():
     ap.add_argument("--step-end", default="adamw", help="regex of the kernels that end a step (default: adamw)")
     a = ap.parse_args()
     try:
-        with open(a.csv, newline="") as f:
+        step_end = re.compile(a.step_end)
+    except re.error as e:
+        fail(f"--step-end '{a.step_end}' is not a regular expression ({e})")
+    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6,
+             "second": 1e6}
+    try:
+        with open(a.csv, newline="", encoding="utf-8") as f:
             rows = list(csv.DictReader(line for line in f if line.startswith('"')))
+        kernels = [(r["Kernel Name"], float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]])
+                   for r in rows if r.get("Metric Name") == "gpu__time_duration.sum"]
     except OSError as e:
         fail(f"cannot read {a.csv}: {e.strerror}")
-    scale = {"ns": 1e-3, "nsecond": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3}
-    kernels = [(r["Kernel Name"], float(r["Metric Value"].replace(",", "")) * scale[r["Metric Unit"]])
-               for r in rows if r.get("Metric Name") == "gpu__time_duration.sum"]
-    ends = [i for i, (n, _) in enumerate(kernels) if re.search(a.step_end, n)
-            and not (i + 1 < len(kernels) and re.search(a.step_end, kernels[i + 1][0]))]
+    except UnicodeDecodeError:
+        fail(f"{a.csv}: not a text (UTF-8) file")
+    except (KeyError, ValueError) as e:
+        fail(f"{a.csv}: not an ncu --csv file of gpu__time_duration.sum (bad or missing column or value: {e})")
+    ends = [i for i, (n, _) in enumerate(kernels) if step_end.search(n)
+            and not (i + 1 < len(kernels) and step_end.search(kernels[i + 1][0]))]
     if len(ends) < 2:
         fail(f"{a.csv}: fewer than two steps ending in a kernel matching '{a.step_end}'")
     step = kernels[ends[-2] + 1:ends[-1] + 1]
@@ -72,6 +82,8 @@ def main():
         by_name[n][1] += t
         fam = next((f for f, rx in FAMILIES if re.search(rx, raw)), "other")
         by_family[fam] += t
+    if total <= 0:
+        fail(f"{a.csv}: the last step's kernels sum to {total} us")
     print(f"{len(ends)} steps in the profile; the last: {len(step)} kernels, {total / 1e3:.2f} ms of kernel time\n")
     print("| kernel | calls | us | share |\n|---|---|---|---|")
     for n, (c, t) in sorted(by_name.items(), key=lambda x: -x[1][1]):

@@ -8,7 +8,8 @@
 # ncu runs the kernels one at a time with its own cache handling, so a small kernel's time is an upper
 # bound and the sum can exceed a real step's time a little; the step time to compare with is
 # bench/bench_gpu.sh's.
-# Usage: bench/profile_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=4 WORKLOADS="seed gpt2_124m"
+# Exits 2 on a bad setting before running anything, 1 when a workload's run or summary failed (the others
+# still run). Usage: bench/profile_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=4 WORKLOADS="seed gpt2_124m"
 #                                 LOGDIR=<tmp> NCU=ncu, else /usr/local/cuda/bin/ncu)
 set -euo pipefail
 
@@ -21,7 +22,11 @@ fi
 [[ -x $NCU ]] || { echo "profile_gpu.sh: Nsight Compute (ncu) not found; set NCU" >&2; exit 2; }
 (( STEPS >= 2 )) || { echo "profile_gpu.sh: STEPS must be >= 2 (the first step carries warm-up; got $STEPS)" >&2; exit 2; }
 xt_logdir
+for w in $WORKLOADS; do  # every name known before anything runs
+  xt_workload_args "$w" >/dev/null || exit 2
+done
 
+failed=0
 for w in $WORKLOADS; do
   read -r -a args <<<"$(xt_workload_args "$w")"
   csv="$LOGDIR/$w.ncu.csv" log="$LOGDIR/$w.log"
@@ -30,8 +35,10 @@ for w in $WORKLOADS; do
       "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
       --val-every 0 --steps "$STEPS" --log-every 1; then
     echo "profile_gpu.sh: $w failed, see $log" >&2
+    failed=1
     continue
   fi
   echo "== $w (${args[*]}), bf16, step $STEPS of $STEPS"
-  "$PY" "$XT_BENCH_DIR/ncu_summary.py" "$csv"
+  "$PY" "$XT_BENCH_DIR/ncu_summary.py" "$csv" || failed=1
 done
+exit "$failed"

@@ -2,7 +2,8 @@
 """Summary of an xtrain --timeline trace (Chrome trace JSON, src/timeline.cpp): per recorded step, the
 backward pass (first backward span's start to the last one's end), the gradient all-reduces (count,
 first start and last end relative to the backward's end) and how much of the all-reduce time lies
-inside the backward pass (overlapped), in ms.
+inside the backward pass (overlapped), in ms. A trace of world 1 has no gradient collective: its steps
+report all_reduces 0 and null for the all-reduce times.
 
 Usage: timeline_summary.py TRACE   -> one JSON line per step. Exits 1 with a one-line error naming the
 file when it is not such a trace.
@@ -23,9 +24,13 @@ def summary(path):
         mine = [e for e in spans if e["args"]["step"] == step]
         bwd = [e for e in mine if tracks[e["tid"]] == "compute" and e["name"].startswith("backward")]
         comm = [e for e in mine if tracks[e["tid"]] == "communication"]
-        if not bwd or not comm:
-            sys.exit(f"timeline_summary.py: {path}: step {step} has no backward or no all-reduce span")
+        if not bwd:
+            sys.exit(f"timeline_summary.py: {path}: step {step} has no backward span")
         b0, b1 = min(e["ts"] for e in bwd), max(e["ts"] + e["dur"] for e in bwd)
+        if not comm:  # world 1: no gradient collective runs
+            out.append({"step": step, "backward_ms": round((b1 - b0) / 1e3, 3), "all_reduces": 0,
+                        "first_start_ms": None, "last_end_ms": None, "all_reduce_ms": 0.0, "overlapped_ms": 0.0})
+            continue
         busy = sum(e["dur"] for e in comm)
         inside = sum(max(0.0, min(e["ts"] + e["dur"], b1) - max(e["ts"], b0)) for e in comm)
         out.append({"step": step, "backward_ms": round((b1 - b0) / 1e3, 3), "all_reduces": len(comm),

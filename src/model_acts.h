@@ -48,8 +48,10 @@ inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
 // 1 recomputes gelu(fch) in the backward (matmul_gelu_forward, the forward's op: it rewrites fch with the
 // same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded sum); 2 also the layernorm outputs ln1, ln2 (layernorm_forward
 // on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
-// llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward,
-// so results are bitwise those of --recompute 0.
+// llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward, or
+// (ln1 and ln2, which the forward writes with residual_layernorm_forward) by the op that this fused op
+// must equal bit for bit (Backend::residual_layernorm_forward), so results are bitwise those of
+// --recompute 0.
 constexpr int kMaxRecompute = 2;
 constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer keeps for itself
 

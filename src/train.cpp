@@ -151,7 +151,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
         comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
         if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
       }
-      if (tl) tl->phase("wait for the gradient all-reduce");
+      if (tl && reduce_grads) tl->phase("wait for the gradient all-reduce");
       // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and
       // ends after this same step (it becomes the last: logged, validated, checkpointed).
       double sums[2] = {loss_sum, stop_signal_received() ? 1.0 : 0.0};

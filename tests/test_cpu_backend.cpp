@@ -220,5 +220,13 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
       CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), bad, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
                                             1.0f, 1),
                            doctest::Contains("increasing order without overlap"), xtrain::Error);
+    // a span whose end wraps around the address range would pass the order check without this one
+    CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), Spans{{SIZE_MAX - 1, 2, true}, {0, 4, true}},
+                                          1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1),
+                         doctest::Contains("past the largest address"), xtrain::Error);
+    // the step is checked even when there is nothing to update
+    CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), Spans{}, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                                          1.0f, 0),
+                         doctest::Contains("must be >= 1"), xtrain::Error);
   }
 }

@@ -735,10 +735,12 @@ TEST_CASE("fused softmax cross-entropy (separate, aliased and no dlogits; padded
 // GPT-2's vocabulary (V = 50257, Vp = 50304) and a larger one: with bf16 logits a GPT-2 row (100 KB)
 // is kept in shared memory between the two passes; fp32 rows (201 KB) and bf16 rows of V = 130000
 // (260 KB, more than any GPU's shared memory per block) take the two-pass path. Each: separate and
-// aliased dlogits (bitwise the same), and no dlogits.
+// aliased dlogits (bitwise the same), and no dlogits. A small vocabulary on chip, then GPT-2's again: the
+// kernel's shared-memory limit, set once per size, must still allow the larger row.
 TEST_CASE("cross-entropy at large vocabularies: the row on chip, or read twice where it does not fit") {
   struct Case { Backend* g; int V, Vp; };
-  for (Case k : {Case{&g16(), 50257, 50304}, Case{be().gpu.get(), 50257, 50304}, Case{&g16(), 130000, 130000}}) {
+  for (Case k : {Case{&g16(), 50257, 50304}, Case{be().gpu.get(), 50257, 50304}, Case{&g16(), 130000, 130000},
+                 Case{&g16(), 1000, 1024}, Case{&g16(), 50257, 50304}}) {
     Backend& g = *k.g;
     Backend& c = *be().cpu;
     const bool b16 = g.activation_bytes() == 2;

@@ -196,8 +196,9 @@ TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0
 
 // The bf16 weight mirror (Backend::prepare_weights, once per forward) against per-call weight copies
 // (XTRAIN_CUDA_WEIGHT_MIRROR=off): the same rounding, and cuBLAS(Lt) given the same strides and alignment,
-// so the same bits, with dropout and --recompute 1 (whose backward repeats the fc GEMM). The test model's
-// layout puts some weights on 256-byte boundaries of the mirror (read from it) and some off (copied per call).
+// so the same bits, with dropout and --recompute 1, 2 (whose backward repeats the fc GEMM and the
+// layernorms). The test model's layout puts some weights on 256-byte boundaries of the mirror (read from
+// it) and some off (copied per call).
 TEST_CASE("bf16 training through the weight mirror gives the bits of per-call weight copies") {
   const std::vector<int32_t> data = corpus(20000, config().V);
   setenv("XTRAIN_CUDA_WEIGHT_MIRROR", "off", 1);
@@ -206,7 +207,7 @@ TEST_CASE("bf16 training through the weight mirror gives the bits of per-call we
   auto mirrored = gpu("bf16");
   REQUIRE(per_call->weight_copy_bytes() == 0);  // the switch took
   REQUIRE(mirrored->weight_copy_bytes() == 2);
-  for (int recompute : {0, 1}) {
+  for (int recompute : {0, 1, 2}) {
     CAPTURE(recompute);
     const Trajectory a = train(*per_call, data, 0.1f, recompute), b = train(*mirrored, data, 0.1f, recompute);
     CHECK(b.loss == a.loss);

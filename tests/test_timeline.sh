@@ -50,3 +50,21 @@ print(f"{name}: steps {steps}, first all-reduce starts {first_start - backward_e
 PY
   done
 done
+# World 1 runs no gradient collective: the trace has no all-reduce span and no wait for one, and
+# bench/timeline_summary.py reports each step with all_reduces 0.
+xt_run mpi 1 "${ARGS[@]}" --timeline "$WORK/w1.json" >"$WORK/w1.log" 2>&1 ||
+  { cat "$WORK/w1.log"; echo "FAIL: run w1"; exit 1; }
+python3 "$(dirname "$0")/../bench/timeline_summary.py" "$WORK/w1.json" >"$WORK/w1.summary" ||
+  { echo "FAIL: timeline_summary.py on the world-1 trace"; exit 1; }
+python3 - "$WORK/w1.json" "$WORK/w1.summary" <<'PY' || exit 1
+import json, sys
+events = json.load(open(sys.argv[1]))["traceEvents"]
+names = {e["name"] for e in events if e["ph"] == "X"}
+bad = [n for n in names if "all-reduce" in n and n != "loss all-reduce, gradient norm, AdamW"]
+if bad:
+    sys.exit(f"FAIL: w1: gradient all-reduce spans at world 1: {sorted(bad)}")
+recs = [json.loads(line) for line in open(sys.argv[2])]
+if [r["step"] for r in recs] != [2, 3, 4] or any(r["all_reduces"] != 0 for r in recs):
+    sys.exit(f"FAIL: w1: summary {recs}")
+print(f"w1: steps 2-4, no gradient collective, backward {recs[-1]['backward_ms']} ms (step 4)")
+PY

@@ -66,9 +66,10 @@ struct ParamSpan {
   size_t offset = 0, count = 0;
   bool decay = false;
 };
-// check_param_spans: throws Error unless the spans are in increasing order and do not overlap (so one
+// check_adamw_args: throws Error unless the step t >= 1 and the spans are in increasing order, do not
+// overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
-void check_param_spans(const std::vector<ParamSpan>& spans);
+void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
 
 class Backend {
  public:
@@ -252,7 +253,7 @@ class Backend {
   //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ),
   // wd = weight_decay on spans with `decay`, 0 on the others; elements outside every span are untouched.
   // grad_scale carries gradient clipping. Each element's result is that of a call with its span alone.
-  // Throws Error for t < 1 and for spans check_param_spans refuses.
+  // Throws Error for what check_adamw_args refuses.
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                             int t) = 0;

@@ -149,7 +149,7 @@ class CpuBackend final : public Backend {
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                     float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                     int t) override {
-    check_param_spans(spans);
+    check_adamw_args(spans, t);
     for (const ParamSpan& s : spans) {
       const size_t o = s.offset;
       cpu::adamw_update(param + o, grad + o, m + o, v + o, s.count, lr, beta1, beta2, eps,

@@ -77,7 +77,6 @@ int AdamWTable::chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& s
         return a.offset == b.offset && a.count == b.count && a.decay == b.decay;
       }))
     return num_chunks_;
-  check_param_spans(spans);
   std::vector<AdamWChunk> chunks;
   for (const ParamSpan& s : spans)
     for (size_t done = 0; done < s.count; done += kChunkElems)
@@ -103,7 +102,7 @@ int AdamWTable::chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& s
 void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,
                   const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float grad_scale, int t) {
-  XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
+  check_adamw_args(spans, t);
   const int num_chunks = table.chunks_for(ctx, spans);
   if (num_chunks == 0) return;
   const float bc1 = float(1.0 - std::pow(double(beta1), t));

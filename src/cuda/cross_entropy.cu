@@ -8,6 +8,10 @@
 // synchronizes, and then writes only the elements it alone reads again (or reads shared memory). A
 // target outside [0, V) sets the device error flag (thrown by the backend at its next synchronizing
 // call) and that row's loss is NaN.
+#include <map>
+#include <mutex>
+#include <tuple>
+
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
 
@@ -111,16 +115,33 @@ size_t on_chip_bytes(int V) {
 // reductions, the other keeps loading. With room for only one block per SM the SM's memory traffic
 // would stop at every reduction, so such rows (fp32 GPT-2: 201 KB of an H200's 228 KB) take the
 // two-pass path.
+// The answer is kept per (device, kernel, bytes), so the occupancy is asked once, not at every step. The
+// kernel's dynamic shared memory limit only ever grows (to the largest row that fits), so a launch
+// answered yes earlier stays allowed after a smaller row's query; all of it under a lock, so threads
+// sharing a device never race on the attribute.
 template <typename Kernel>
 bool fits_twice_per_sm(Kernel kernel, size_t bytes) {
-  int device = 0, optin = 0;
+  static std::mutex mutex;
+  static std::map<std::tuple<int, const void*, size_t>, bool> known;
+  static std::map<std::pair<int, const void*>, size_t> limit;  // the attribute as set per device, kernel
+  int device = 0;
   XT_CUDA_CHECK(cudaGetDevice(&device));
+  const std::lock_guard<std::mutex> lock(mutex);
+  const void* k = reinterpret_cast<const void*>(kernel);
+  const auto key = std::make_tuple(device, k, bytes);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  int optin = 0;
   XT_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
-  if (bytes > size_t(optin)) return false;
-  XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
   int blocks = 0;
-  XT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
-  return blocks >= 2;
+  if (bytes <= size_t(optin)) {
+    size_t& set = limit[{device, k}];
+    if (bytes > set) {
+      XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(bytes)));
+      set = bytes;
+    }
+    XT_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, kernel, kThreads, bytes));
+  }
+  return known[key] = blocks >= 2;
 }
 
 template <typename T, bool kVec>

@@ -160,9 +160,9 @@ void CudaBackend::check_device_errors() {
 }
 
 void CudaBackend::free(void* ptr) noexcept {
-  if (ptr != nullptr && ctx_.weights.overlaps(ptr, alloc_.block_bytes(ptr))) {
-    // the parameters go: so does their copy (its memory follows theirs)
-    ctx_.weights = WeightMirror{};
+  if (ptr != nullptr && mirror_source_.overlaps(ptr, alloc_.block_bytes(ptr))) {
+    // the parameters go: so does their copy (its memory follows theirs), valid or already dropped
+    ctx_.weights = mirror_source_ = WeightMirror{};
     alloc_.free(mirror_);
     mirror_ = nullptr, mirror_capacity_ = 0;
   }
@@ -179,7 +179,7 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
     mirror_capacity_ = count;
   }
   cuda::to_bf16_flat(ctx_, mirror_, params, count);
-  ctx_.weights = WeightMirror{params, mirror_, count};
+  ctx_.weights = mirror_source_ = WeightMirror{params, mirror_, count};
 }
 
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return

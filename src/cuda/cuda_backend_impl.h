@@ -124,6 +124,8 @@ class CudaBackend final : public Backend {
   bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
   __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
   size_t mirror_capacity_ = 0;       // its size in elements
+  WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
+                                     // of a block overlapping it releases the mirror
 };
 
 }  // namespace xtrain::cuda

@@ -151,7 +151,7 @@ class AdamWTable {
   AdamWTable(const AdamWTable&) = delete;
   AdamWTable& operator=(const AdamWTable&) = delete;
   // chunks_for: the number of chunks of `spans`, the table rebuilt (and uploaded on ctx.stream) first when
-  // they differ from the last call's. Throws Error for spans check_param_spans refuses.
+  // they differ from the last call's. The spans must pass check_adamw_args (adamw_update checks them).
   int chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans);
   const void* device() const { return table_; }
 
