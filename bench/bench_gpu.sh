@@ -11,6 +11,7 @@
 # workload arguments, dtype and steps (eager and torch.compile), and its record adds pytorch_eager and
 # pytorch_compile (tok/s) and the ratios xtrain_over_eager and xtrain_over_compile; PYTORCH=0 leaves
 # them out, PYTORCH=1 requires torch.
+# Exits 1 when a run failed (its record says so; the others still run), 2 on a bad setting.
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
 #                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>
 #                                        ATTENTION=auto, passed as --attention; PYTORCH=auto PY=python3)
@@ -18,6 +19,8 @@ set -euo pipefail
 
 : "${BIN:=build-gpu}" "${STEPS:=30}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"
+xt_require_bin "$BIN"
 DTYPES=${DTYPES:-"fp32 bf16"}
 WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
 ATTENTION=${ATTENTION:-auto}
@@ -31,6 +34,7 @@ case "$PYTORCH" in
   *) echo "bench_gpu.sh: PYTORCH must be auto, 0 or 1 (got '$PYTORCH')" >&2; exit 2 ;;
 esac
 
+failed=0
 for w in $WORKLOADS; do
   args=$(xt_workload_args "$w")
   for d in $DTYPES; do
@@ -42,6 +46,7 @@ for w in $WORKLOADS; do
     # shellcheck disable=SC2086  # the command is one line of words, as recorded
     if ! xt_train "$log" "$metrics" $cmd; then
       echo "{\"workload\": \"$w\", \"dtype\": \"$d\", \"error\": \"run failed, see $log\"}"
+      failed=1
       continue
     fi
     : >"$torch_log"
@@ -75,3 +80,4 @@ print(json.dumps(rec))
 EOF
   done
 done
+exit "$failed"

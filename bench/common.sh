@@ -9,6 +9,25 @@ XT_BENCH_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export XT_BENCH_DIR  # for the scripts' inline Python: sys.path.insert(0, os.environ["XT_BENCH_DIR"])
 : "${DATA:=data}" "${PY:=python3}"
 
+# xt_help "$@": with -h or --help among the arguments, prints the calling script's header comment (its
+# lines after the shebang up to the first line that is not a comment) and exits 0.
+xt_help() {
+  local a
+  for a in "$@"; do
+    if [[ $a == -h || $a == --help ]]; then
+      sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"
+      exit 0
+    fi
+  done
+}
+
+# xt_require_bin DIR: exits 2 with a one-line error unless DIR/xtrain_mpi is an executable (a CUDA
+# build: scripts/setup.sh builds into build/ where nvcc, NCCL and cuDNN are found, so BIN=build).
+xt_require_bin() {
+  [[ -x $1/xtrain_mpi ]] ||
+    { echo "$(basename "$0"): $1/xtrain_mpi not found; set BIN to the CUDA build's directory (BIN=build after scripts/setup.sh found CUDA, or cmake -S . -B build-gpu -DXTRAIN_CUDA=ON)" >&2; exit 2; }
+}
+
 # xt_logdir: LOGDIR (default: a new temporary directory), created.
 xt_logdir() {
   : "${LOGDIR:=$(mktemp -d)}"

@@ -79,5 +79,9 @@ def cluster_table():
 
 if __name__ == "__main__":
     if len(sys.argv) > 1:
-        sys.exit("usage: bench/cost_model.py   (prints the GPT-2 124M cluster table of docs/scaling.md)")
+        usage = "usage: bench/cost_model.py   (prints the GPT-2 124M cluster table of docs/scaling.md)"
+        if sys.argv[1] in ("-h", "--help"):
+            print(usage)
+            sys.exit(0)
+        sys.exit(usage)
     cluster_table()

@@ -15,6 +15,8 @@ set -euo pipefail
 
 : "${BIN:=build-gpu}" "${STEPS:=4}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"
+xt_require_bin "$BIN"
 WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
 if [[ -z ${NCU:-} ]]; then
   NCU=$(command -v ncu || echo /usr/local/cuda/bin/ncu)

@@ -6,13 +6,16 @@
 # first WARMUP), the peak device memory (the final record's peak_memory_bytes, the caching allocator's
 # peak reservation), the last loss (equal across R at one batch: recompute is bitwise) and the
 # commands. A run that does not fit (refused by the memory estimate, or out of memory) is a row saying
-# so, and the table goes on.
+# so, and the table goes on; a run that fails otherwise is a row with xtrain's error line, and the script
+# exits 1 at the end.
 # Usage: bench/recompute_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=20 WARMUP=5 BATCHES="16 32 64"
 #                                  RECOMPUTE="0 1 2" LOGDIR=<tmp>)
 set -euo pipefail
 
 : "${BIN:=build-gpu}" "${STEPS:=20}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"
+xt_require_bin "$BIN"
 BATCHES=${BATCHES:-"16 32 64"}
 RECOMPUTE=${RECOMPUTE:-"0 1 2"}
 xt_logdir
@@ -22,6 +25,7 @@ echo "GPT-2 124M, bf16, one GPU ($(nvidia-smi --query-gpu=name --format=csv,nohe
 echo
 echo "| batch (seqs) | --recompute | tok/s | peak memory (MiB) | last loss | note |"
 echo "|---|---|---|---|---|---|"
+failed=0
 for b in $BATCHES; do
   for r in $RECOMPUTE; do
     log="$LOGDIR/b$b.r$r.log" metrics="$LOGDIR/b$b.r$r.jsonl"
@@ -35,7 +39,8 @@ for b in $BATCHES; do
       elif grep -qi "out of memory" "$log"; then
         note="out of memory"
       else
-        note="failed: $(grep -m1 -i 'error' "$log" | cut -c1-120 || true)"
+        note="failed: $(xt_error_line "$log" | tail -1 | cut -c1-160)"
+        failed=1
       fi
       echo "| $b | $r | - | - | - | $note (see $log) |"
       continue
@@ -54,3 +59,4 @@ PY
 done
 echo
 echo "Commands: $LOGDIR/*.cmd"
+exit "$failed"

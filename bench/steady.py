@@ -44,6 +44,9 @@ def steady(path, warmup):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print("usage: steady.py METRICS WARMUP   (prints the steady-state figures of a metrics file as JSON)")
+        sys.exit(0)
     if len(sys.argv) != 3:
         sys.exit("usage: steady.py METRICS WARMUP")
     print(json.dumps(steady(sys.argv[1], int(sys.argv[2]))))

@@ -208,6 +208,9 @@ elif missing_cuda_dep="$(cuda_missing)" && [[ -n "$missing_cuda_dep" ]]; then
   cuda=OFF
 else
   cuda=ON
+  # a build machine without a GPU still builds the CUDA backend (it runs where the GPUs are), but the
+  # CPU-only build is faster to make and is all this machine can run
+  [[ -e /dev/nvidia0 ]] || say "no GPU visible here (/dev/nvidia0): building the CUDA backend anyway; XTRAIN_CUDA=OFF scripts/setup.sh builds only the CPU backend, faster"
 fi
 [[ "$cuda" == ON || "$cuda" == OFF ]] || die "XTRAIN_CUDA must be ON or OFF, not '$cuda'"
 cuda_args=(-DXTRAIN_CUDA="$cuda")

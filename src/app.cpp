@@ -147,7 +147,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
     std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
                 comm->name().c_str());
-    std::printf("model  | %s | %s parameters\n", cfg.model.describe().c_str(), human(model.num_params()).c_str());
+    // num_params counts wte's padding rows (GPTConfig::Vp), which stay zero; the model's own count does not
+    const size_t padding = static_cast<size_t>(cfg.model.Vp() - cfg.model.V) * cfg.model.C;
+    std::printf("model  | %s | %s parameters (+%zu in wte's %d zero padding rows)\n", cfg.model.describe().c_str(),
+                human(model.num_params() - padding).c_str(), padding, cfg.model.Vp() - cfg.model.V);
     if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());

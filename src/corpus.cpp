@@ -67,7 +67,7 @@ std::vector<std::string> list_data_files(const std::string& spec) {
     } else {
       const std::string ext = ".tokcache";
       if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
-        XT_FAIL("--data " << path << ": a token cache, not a text");
+        throw UsageError("--data " + path + ": a token cache, not a text (give the text it was made from)");
       files.push_back(path);
     }
   }

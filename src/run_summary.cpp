@@ -53,8 +53,8 @@ nlohmann::json final_record(const RunSummary& s) {
                       {"world_size", s.world_size},
                       {"tokens_seen", s.tokens_seen()},
                       {"wall_s", s.wall_s},
-                      {"tok_per_s", s.tok_per_s},
                       {"max_param_diff", s.max_param_diff}};
+  if (s.tok_per_s > 0) r["tok_per_s"] = s.tok_per_s;  // none when no step ran (a resume at --steps)
   if (s.mfu) r["mfu"] = *s.mfu;
   if (s.train_loss) r["loss"] = *s.train_loss;
   if (s.val_loss) {

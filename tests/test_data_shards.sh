@@ -109,7 +109,7 @@ expect "--metrics names an --init-from file" 2 "usage error: --init-from and --m
 expect "an output inside a --data directory" 2 "usage error: --ckpt .*run.ckpt is inside the --data directory" \
   "$WORK/shards/" --ckpt "$WORK/shards/run.ckpt"
 check "no checkpoint written into the data directory" test ! -e "$WORK/shards/run.ckpt"
-expect "a token cache listed as data" 1 "--data .*part-00.txt.tokcache: a token cache, not a text" "${s[0]},${s[0]}.tokcache"
+expect "a token cache listed as data" 2 "usage error: --data .*part-00.txt.tokcache: a token cache, not a text" "${s[0]},${s[0]}.tokcache"
 expect "--no-cache: --metrics names a file's cache" 2 "usage error: the token cache and --metrics name the same file" \
   "${s[0]}" --no-cache --metrics "${s[0]}.tokcache"
 check "the cache named by --metrics under --no-cache is untouched" cmp -s "${s[0]}.tokcache" "$WORK/cache.copy"

@@ -211,9 +211,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
   const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
-  std::fprintf(stderr, "prompt: %d tokens x %d at %.1f tok/s; generation: %d tokens at %.1f tok/s (%s, %s)\n",
-               st.prompt_tokens, batch, prompt_tps, st.new_tokens, gen_tps, be->device_name().c_str(),
-               to_string(be->dtype()));
+  std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s)\n",
+               st.prompt_tokens, st.prompt_tokens == 1 ? "" : "s", batch, prompt_tps, st.new_tokens,
+               st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()));
   return 0;
 }
 
