@@ -57,6 +57,9 @@ def rollup(pid):
 
 
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) < 4 or sys.argv[2] != "--":
         sys.exit(__doc__)
     label, cmd = sys.argv[1], sys.argv[3:]

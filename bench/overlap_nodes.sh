@@ -16,6 +16,7 @@
 # medians of the steps after warm-up over all rounds, measured exposed communication (step - t_c) and
 # bench/cost_model.py's prediction with B = the tbf rate (measured goodput for "none"), alpha measured,
 # t_b = 2/3 t_c. Uses the launcher tests' namespaces and lock (tests/launcher/nodes.sh).
+source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 source "$(dirname "$0")/../tests/launcher/common.sh"
 RATES=("$@")
 ((${#RATES[@]})) || RATES=(none 2000mbit 1000mbit 500mbit 200mbit 100mbit)

@@ -81,6 +81,9 @@ def main(d, bucket_mb, rates):
 
 
 if __name__ == "__main__":
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        print(__doc__.strip())
+        sys.exit(0)
     if len(sys.argv) < 4:
         sys.exit("usage: overlap_nodes_table.py DIR BUCKET_MB RATE...")
     main(sys.argv[1], sys.argv[2], sys.argv[3:])

@@ -10,6 +10,7 @@
 # Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 PY=python3
 #                                 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
 set -euo pipefail
+source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 
 DATA=${DATA:-data}
 OUT=${OUT:-$(mktemp -d)}
