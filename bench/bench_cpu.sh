@@ -11,10 +11,10 @@
 # Usage: bench/bench_cpu.sh     (env: BIN=build DATA=data STEPS=20 WARMUP=3 WORLDS="1 2" (positive
 #                                 integers) ARGS="..." LOGDIR=<tmp>)
 set -euo pipefail
-source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 
 : "${BIN:=build}" "${STEPS:=20}" "${WARMUP:=3}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"  # -h/--help: the header comment above
 WORLDS=${WORLDS:-"1 2"}
 ARGS=${ARGS:-""}
 read -ra worlds <<< "$WORLDS"

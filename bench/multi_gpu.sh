@@ -9,12 +9,12 @@
 # (after the other measurements) or a run fails (at once).
 # Env: BIN=build-gpu/xtrain_mpi DATA=data STEPS=40 WARMUP=5 (seed-config runs: steps, steps left out of tok/s).
 set -euo pipefail
-source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 OUT=${1:?usage: bench/multi_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
 BIN=${BIN:-build-gpu/xtrain_mpi}
 : "${STEPS:=40}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"  # -h/--help: the header comment above
 mkdir -p "$OUT"
 MPI=(mpirun --allow-run-as-root --bind-to none)
 D=("${XT_DATA_ARGS[@]}")

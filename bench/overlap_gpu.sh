@@ -11,12 +11,12 @@
 # the backward, the all-reduces and their overlap). With nsys on PATH, a timeline of a few overlapped
 # steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
 set -euo pipefail
-source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 OUT=${1:?usage: bench/overlap_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
 BIN=${BIN:-build-gpu/xtrain_mpi}
 : "${STEPS:=40}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
+xt_help "$@"  # -h/--help: the header comment above
 mkdir -p "$OUT"
 [[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
 MPI=(mpirun --allow-run-as-root --bind-to none)
