@@ -13,21 +13,15 @@ import subprocess
 import sys
 import tempfile
 
+from script_checks import check, failures, run_script
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "bench", "compare_pytorch.py")
 BOUND_S = 30  # a FIFO opened for reading would block: every run must end well within this
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
 
 def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=BOUND_S)
+    return run_script(TOOL, *args, timeout=BOUND_S)
 
 
 def expect_usage_error(args, cause):

@@ -8,9 +8,10 @@ import json
 import os
 import shutil
 import struct
-import subprocess
 import sys
 import tempfile
+
+from script_checks import check, failures, run_script
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOOL = os.path.join(ROOT, "tools", "plot_metrics.py")
@@ -19,17 +20,9 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # same size stays below this.
 MIN_PNG_BYTES = 15000
 
-failures = []
-
-
-def check(cond, what):
-    print(("ok   " if cond else "FAIL ") + what)
-    if not cond:
-        failures.append(what)
-
 
 def run(*args):
-    return subprocess.run([sys.executable, TOOL, *args], capture_output=True, text=True, timeout=120)
+    return run_script(TOOL, *args, timeout=120)
 
 
 def write(path, records):
