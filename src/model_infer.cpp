@@ -46,6 +46,12 @@ Decoder::Decoder(GPT& model, int B)
   tokens_ = DeviceBuffer<int32_t>(be_, N);
   const size_t cache = N * cfg_.KVH * cfg_.HS;
   for (int l = 0; l < cfg_.L; ++l) kcache_.push_back(act(cache)), vcache_.push_back(act(cache));
+  be_.prepare_weights(params_, num_params_);
+}
+
+void Decoder::reset() {
+  pos_ = 0;
+  be_.prepare_weights(params_, num_params_);
 }
 
 void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
@@ -62,7 +68,6 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
   for (int i = 0; i < N; ++i)
     XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
-  be_.prepare_weights(params_, num_params_);  // the weights in the GEMMs' type (backend.h), as GPT::forward
 
   // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn)
   be_.encoder_forward(x_.get(), tokens_.get(), wte_, wpe_ + size_t(pos_) * C, B_, Tn, C);

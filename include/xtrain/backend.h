@@ -108,8 +108,9 @@ class Backend {
   virtual size_t available_memory_bytes() const { return 0; }
 
   // ---- the weights' copy for the GEMMs ----
-  // prepare_weights: called at the start of every forward (GPT::forward, Decoder::append) with the whole flat
-  // parameter buffer, params (count floats). A backend whose GEMMs take another type than fp32 (CUDA
+  // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of
+  // every GPT::forward, and by a Decoder when made and at reset() (its cache assumes fixed weights between
+  // resets). A backend whose GEMMs take another type than fp32 (CUDA
   // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
   // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
   // per call (the same rounding: the same bits). The copy is valid until the next prepare_weights, or

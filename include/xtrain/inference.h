@@ -17,7 +17,10 @@ class Decoder {
  public:
   // Decoder: B sequences of up to maxT positions over `model`'s parameters (used in place, not copied;
   // the model must outlive the decoder). Holds the caches, 2 * L * B * maxT * KVH*HS activations, and
-  // scratch for B*maxT positions (backend memory). Throws Error when B < 1.
+  // scratch for B*maxT positions (backend memory). Throws Error when B < 1. The weights are prepared for
+  // the GEMMs (Backend::prepare_weights) here and at reset(), not per append: the cache already assumes
+  // the parameters do not change between resets (a write the backend sees only makes its GEMMs copy
+  // weights per call again).
   Decoder(GPT& model, int B);
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -26,7 +29,8 @@ class Decoder {
   int vocab_size() const { return cfg_.V; }
   int context() const { return cfg_.maxT; }  // positions the cache holds (the model's maxT)
   int position() const { return pos_; }  // positions already in the cache (tokens per sequence)
-  void reset() { pos_ = 0; }             // empty the cache (its contents are simply overwritten later)
+  // reset: empties the cache (its contents are simply overwritten later) and reads the weights again.
+  void reset();
 
   // append: tokens host (B,Tn) int32 in [0, V): the next Tn tokens of every sequence, at positions
   // [position(), position() + Tn) (all B sequences advance together). Runs the forward for them, keeps
