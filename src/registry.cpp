@@ -1,9 +1,7 @@
 // The one file that knows which backends and communicators were compiled in (ggml-backend style).
 // XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
-#include <cstdint>
 #include <memory>
 #include <string>
-#include <vector>
 
 #include "cpu/cpu_backend.h"
 #include "xtrain/backend.h"
@@ -45,20 +43,6 @@ Attention parse_attention(const std::string& s) {
   if (s == "gemm") return Attention::gemm;
   if (s == "cudnn") return Attention::cudnn;
   throw UsageError("--attention must be auto, flash, gemm or cudnn (got '" + s + "')");
-}
-
-void check_adamw_args(const std::vector<ParamSpan>& spans, int t) {
-  XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
-  size_t end = 0;  // end of the previous span
-  for (size_t i = 0; i < spans.size(); ++i) {
-    XT_CHECK(spans[i].offset >= end, "AdamW span " << i << " starts at element " << spans[i].offset
-                                                   << ", before the end of the span before it (element " << end
-                                                   << "): spans must be in increasing order without overlap");
-    XT_CHECK(spans[i].count <= SIZE_MAX - spans[i].offset,
-             "AdamW span " << i << " (" << spans[i].count << " elements at " << spans[i].offset
-                           << ") ends past the largest address");
-    end = spans[i].offset + spans[i].count;
-  }
 }
 
 int visible_gpu_count() {
