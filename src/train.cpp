@@ -103,10 +103,10 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   std::optional<BucketedAllReduce> buckets;
   if (cfg.bucket_mb > 0 && reduce_grads)
     buckets.emplace(comm, plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024)));
-  if (rank == 0 && world > 1 && buckets)
+  if (rank == 0 && buckets)
     std::printf("gradient all-reduce: %zu bucket%s of >= %g MiB, overlapped with the backward pass\n",
                 buckets->num_buckets(), buckets->num_buckets() == 1 ? "" : "s", cfg.bucket_mb);
-  else if (rank == 0 && world > 1)
+  else if (rank == 0 && reduce_grads)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   // --timeline: rank 0 records steps first+1 .. first+kTimelineSteps (the first alone in a 1-step run).
   std::unique_ptr<TimelineClock> compute_clock;  // marks on the backend's compute stream

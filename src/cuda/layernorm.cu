@@ -181,9 +181,7 @@ bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
     if (!aligned16(p)) return false;
   return true;
 }
-}  // namespace
 
-namespace {
 // launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
 void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
                               const float* w, const float* b, int N, int C, const void* inp2, void* res) {
