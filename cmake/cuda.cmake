@@ -79,3 +79,13 @@ set_source_files_properties(src/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRA
 add_executable(bench_cuda_ops bench/bench_cuda_ops.cpp)
 target_link_libraries(bench_cuda_ops PRIVATE xtrain_core)
 target_include_directories(bench_cuda_ops PRIVATE ${PROJECT_SOURCE_DIR}/src)
+# Every cuBLASLt algorithm the heuristic offers for GPT-2 124M's GEMMs, timed (bench/gemm_algos.cpp); not a test.
+add_executable(gemm_algos bench/gemm_algos.cpp)
+target_link_libraries(gemm_algos PRIVATE CUDA::cublasLt CUDA::cudart)
+# CUPTI kernel timeline of a real run (bench/kernel_trace.cpp, loaded via CUDA_INJECTION64_PATH); not a test.
+find_library(XTRAIN_CUPTI cupti HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64)
+if(XTRAIN_CUPTI)
+  add_library(xtrain_kernel_trace SHARED bench/kernel_trace.cpp)
+  target_include_directories(xtrain_kernel_trace PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  target_link_libraries(xtrain_kernel_trace PRIVATE ${XTRAIN_CUPTI})
+endif()
