@@ -4,7 +4,7 @@
 // host: every wait polls ncclCommGetAsyncError against a deadline, and a collective that does not
 // finish within comm_timeout_s aborts the communicator (ncclCommAbort) and throws Error naming the
 // rank and the operation, so main can end the whole job instead of leaving ranks waiting. The
-// host-side collectives other than the loss sum go through the HostCollectives the launcher gives
+// host-side collectives (the loss sums included) go through the HostCollectives the launcher gives
 // (the MPI communicator under xtrain_mpi, the in-process one under xtrain_threads), bounded by the
 // same deadline. The ncclUniqueId travels over the start-up collectives: the same code serves one
 // process per GPU and one thread per GPU (ncclCommInitRank on each thread).
@@ -96,17 +96,10 @@ class NcclCommunicator final : public Communicator {
     finish();
   }
 
-  // all_reduce_sum_host: through a small device buffer (ncclDouble), under the watchdog.
-  void all_reduce_sum_host(double* x, int count) override {
-    if (count <= 0) return;
-    if (host_sum_.count() < static_cast<size_t>(count)) host_sum_ = DeviceBuffer<double>(be_, count);
-    be_.copy_to_device(host_sum_.get(), x, sizeof(double) * count);
-    begin("all_reduce of host values", count);
-    XT_NCCL_CHECK(ncclAllReduce(host_sum_.get(), host_sum_.get(), count, ncclDouble, ncclSum, comm_, stream_));
-    finish();
-    be_.copy_to_host(x, host_sum_.get(), sizeof(double) * count);
-  }
-
+  // all_reduce_sum_host: host values (the loss sums, the stop flag, counts) go through the host
+  // collectives (MPI under mpirun/srun, under the same --comm-timeout deadline), not NCCL: a device round
+  // trip would cost three stream synchronizations per step and wait behind the queued GPU work.
+  void all_reduce_sum_host(double* x, int count) override { host_->all_reduce_sum_host(x, count); }
   void all_reduce_max_host(double* x, int count) override { host_->all_reduce_max_host(x, count); }
   uint64_t all_reduce_min_host(uint64_t x) override { return host_->all_reduce_min_host(x); }
   uint64_t all_reduce_max_host(uint64_t x) override { return host_->all_reduce_max_host(x); }
@@ -151,7 +144,6 @@ class NcclCommunicator final : public Communicator {
   size_t count_ = 0;
   Clock::time_point deadline_;
   bool aborted_ = false;
-  DeviceBuffer<double> host_sum_;  // for all_reduce_sum_host
   std::vector<cudaEvent_t> bucket_done_;  // per started bucket, recorded after its all-reduce (reused)
   std::vector<std::pair<std::string, size_t>> started_;  // this step's buckets: name, elements
   std::unique_ptr<TimelineClock> clock_;  // made on the first traced collective

@@ -152,6 +152,10 @@ void CudaBackend::check_device_errors() {
   // Device-to-pageable-host copies return only when complete, so `flag` is valid afterwards.
   XT_CUDA_CHECK(cudaMemcpyAsync(&flag, error_flag_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
   XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  fail_on_device_error(flag);
+}
+
+void CudaBackend::fail_on_device_error(int flag) {
   if (flag == kDeviceOk) return;
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   if (flag == kBadTarget) XT_FAIL("cross-entropy: a target id is outside the vocabulary [0, V)");
@@ -282,14 +286,17 @@ void CudaBackend::cross_entropy_forward_backward(float* losses, void* dlogits, c
                                                  const int32_t* targets, float dloss, int N, int V, int Vp) {
   cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
 }
+// The sums read the device error flag in the copy that brings the result (one round trip, not two).
 double CudaBackend::sum(const float* x, size_t count) {
-  const double s = cuda::sum(ctx_, x, count, false);
-  check_device_errors();
+  int flag = kDeviceOk;
+  const double s = cuda::sum(ctx_, x, count, false, &flag);
+  fail_on_device_error(flag);
   return s;
 }
 double CudaBackend::sum_squares(const float* x, size_t count) {
-  const double s = cuda::sum(ctx_, x, count, true);
-  check_device_errors();
+  int flag = kDeviceOk;
+  const double s = cuda::sum(ctx_, x, count, true, &flag);
+  fail_on_device_error(flag);
   return s;
 }
 void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v,

@@ -102,6 +102,9 @@ class CudaBackend final : public Backend {
   // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input
   // (a target outside [0, V), a negative token id) since the last check, and clears the flag.
   void check_device_errors();
+  // fail_on_device_error: the same check on a flag value already read (the stream synchronized with it);
+  // resets the device flag and throws unless it is kDeviceOk.
+  void fail_on_device_error(int flag);
   // weights_written: this backend is about to write bytes [p, p + bytes): drop the weight mirror if they
   // touch its source (ops then convert weights per call until the next prepare_weights).
   void weights_written(const void* p, size_t bytes) {

@@ -139,7 +139,9 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
                                     int V, int Vp);
 
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
-double sum(const OpContext& ctx, const float* x, size_t count, bool squares);
+// device_error (optional): receives the device error flag (ctx.error_flag, DeviceError codes) read by the
+// same copy as the result, so a caller checking for bad input needs no second round trip.
+double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error = nullptr);
 
 // AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
 // most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans

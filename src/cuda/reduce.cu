@@ -22,12 +22,17 @@ __global__ void sum_partial_kernel(double* partial, const float* x, size_t count
   if (threadIdx.x == 0) partial[blockIdx.x] = acc;
 }
 
-__global__ void sum_finish_kernel(double* result, const double* partial, int n) {
+// result[0] = the sum of partial (n); result[1] = the device error flag (an int, exact in a double) when
+// error_flag is given, so one copy brings both to the host.
+__global__ void sum_finish_kernel(double* result, const double* partial, int n, const int* error_flag) {
   __shared__ double shared[kWarp];
   double acc = 0.0;
   for (int i = threadIdx.x; i < n; i += blockDim.x) acc += partial[i];
   acc = block_sum(acc, shared);
-  if (threadIdx.x == 0) *result = acc;
+  if (threadIdx.x == 0) {
+    result[0] = acc;
+    result[1] = error_flag ? double(*error_flag) : 0.0;
+  }
 }
 
 template <typename T>
@@ -38,20 +43,25 @@ struct Identity {
 };
 }  // namespace
 
-double sum(const OpContext& ctx, const float* x, size_t count, bool squares) {
-  if (count == 0) return 0.0;
-  unsigned blocks = blocks_for(count, kThreads);
+double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error) {
+  const bool flag = device_error != nullptr && ctx.error_flag != nullptr;
+  if (count == 0 && !flag) return 0.0;
+  unsigned blocks = count == 0 ? 0 : blocks_for(count, kThreads);
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  ScratchBuffer<double> partial(*ctx.alloc, blocks + 1);  // last element: the result
-  sum_partial_kernel<<<blocks, kThreads, 0, ctx.stream>>>(partial.get(), x, count, squares);
+  ScratchBuffer<double> partial(*ctx.alloc, blocks + 2);  // then the result and the error flag
+  if (blocks > 0) {
+    sum_partial_kernel<<<blocks, kThreads, 0, ctx.stream>>>(partial.get(), x, count, squares);
+    XT_CUDA_LAUNCH_CHECK();
+  }
+  sum_finish_kernel<<<1, kThreads, 0, ctx.stream>>>(partial.get() + blocks, partial.get(), int(blocks),
+                                                    flag ? ctx.error_flag : nullptr);
   XT_CUDA_LAUNCH_CHECK();
-  sum_finish_kernel<<<1, kThreads, 0, ctx.stream>>>(partial.get() + blocks, partial.get(), int(blocks));
-  XT_CUDA_LAUNCH_CHECK();
-  double result = 0.0;
-  XT_CUDA_CHECK(cudaMemcpyAsync(&result, partial.get() + blocks, sizeof(double), cudaMemcpyDeviceToHost,
+  double result[2] = {0.0, 0.0};
+  XT_CUDA_CHECK(cudaMemcpyAsync(result, partial.get() + blocks, sizeof(result), cudaMemcpyDeviceToHost,
                                 ctx.stream));
   XT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));
-  return result;
+  if (flag) *device_error = static_cast<int>(result[1]);
+  return result[0];
 }
 
 void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C) {
