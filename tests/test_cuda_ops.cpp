@@ -277,7 +277,7 @@ TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
 }
 
 // --dtype bf16 matmul (bf16 activations; the fp32 weights rounded into bf16 copies; bias in a cuBLASLt
-// epilogue, dbias from the dw GEMM's BGRADB epilogue) vs the fp32 CPU oracle on the same bf16-rounded
+// epilogue, dbias a column sum of the bf16 dout) vs the fp32 CPU oracle on the same bf16-rounded
 // activations. The weights are rounded to bf16 (at most 2^-8 = 3.9e-3 relative, half an ulp of 8
 // significant bits; sums of K terms of random sign average that down), the products accumulate in fp32,
 // and out / dinp are rounded to bf16 once more (<= 2^-8 relative). 1e-2 (norm-wise) bounds that, while a bias over the wrong axis, a bias gradient

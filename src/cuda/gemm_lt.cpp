@@ -1,7 +1,6 @@
 // Row-major GEMM through cuBLASLt with a fused epilogue: the bias add of the matmul forward
-// (CUBLASLT_EPILOGUE_BIAS, with GELU: GELU_AUX_BIAS), the bias gradient of its backward
-// (CUBLASLT_EPILOGUE_BGRADB) or GELU's gradient (DGELU), so the output is not read and written again by a
-// separate pass. Same operand swap as gemm.cpp (a row-major
+// (CUBLASLT_EPILOGUE_BIAS, with GELU: GELU_AUX_BIAS) or GELU's gradient in its backward (DGELU), so the
+// output is not read and written again by a separate pass. Same operand swap as gemm.cpp (a row-major
 // (R, K) matrix is a column-major (K, R) one). cuBLASLt docs: cublasLtMatmul, cublasLtEpilogue_t.
 #include <cublasLt.h>
 
@@ -68,7 +67,7 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, opb);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
-  // the bias (BIAS) is of D's type: fp32, or bf16 for a bf16 D; the bias gradient (BGRADB) is fp32 (D fp32)
+  // the bias (BIAS) is of D's type: fp32, or bf16 for a bf16 D
   if (g.epilogue == CUBLASLT_EPILOGUE_BIAS || g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(g.c_type));
   if (g.aux != nullptr) {  // GELU's input: D's type and D's leading dimension (a multiple of 8, cuBLASLt docs)

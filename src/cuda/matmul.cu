@@ -7,9 +7,9 @@
 // bf16 on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); out and dinp are written in bf16,
 // dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16).
 // With a bias, the forward is one cuBLASLt GEMM with the bias in its epilogue (fp32 bias with fp32, a bf16
-// copy with bf16: cuBLASLt takes the bias in the output's type), and the bf16 backward takes dbias from
-// the dw GEMM's BGRADB epilogue; where cuBLASLt is off or has no algorithm for a case (e.g. rows not a
-// multiple of 8 elements) the unfused route runs instead (a bias kernel adding the fp32 bias, a column sum).
+// copy with bf16: cuBLASLt takes the bias in the output's type), and dbias is a column sum of dout; where
+// cuBLASLt is off or has no algorithm for a case (e.g. rows not a multiple of 8 elements) the forward takes
+// the unfused route instead (a bias kernel adding the fp32 bias).
 // The MLP's fc layer and GELU (bf16): GELU_AUX_BIAS writes pre and gelu(pre) in the forward GEMM, DGELU
 // multiplies the fc-proj dinp GEMM by gelu'(pre) (cuBLASLt's GELU is the tanh approximation, as xtrain's).
 #include <optional>
@@ -129,16 +129,13 @@ void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, co
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
 }
 
-// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0); with a bias, dbias' sum over dout's rows
-// comes from the same GEMM's epilogue (BGRADB) into scratch, then is added (the epilogue overwrites).
+// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0), then dbias += dout's column sums (the
+// fixed-order column reduction of column_reduce.cuh). Not cuBLASLt's BGRADB epilogue: with it the heuristic
+// picks split-K algorithms with a reduce kernel plus a separate bias-gradient kernel per call, and the plain
+// GEMM plus one column sum measured faster (seed config +1.4% tok/s, GPT-2 124M within noise; one H200,
+// docs/benchmarks.md "Small kernels").
 void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
                        int OC) {
-  ScratchBuffer<float> db(*ctx.alloc, dbias ? size_t(OC) : 0);
-  if (dbias && lt_aligned(IC, OC) && gemm_lt(ctx, LtGemm{true, false, OC, IC, N, dout, OC, inp, IC, CUDA_R_16BF, 1.0f, dw, IC,
-                                   CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BGRADB, db.get()})) {
-    add_inplace_f32(ctx, dbias, db.get(), size_t(OC));
-    return;
-  }
   gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
 }

@@ -127,8 +127,6 @@ void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void
 
 void residual_forward(const OpContext& ctx, void* out, const void* a, const void* b, size_t count);
 void add_inplace(const OpContext& ctx, void* dst, const void* src, size_t count);
-// add_inplace_f32: dst += src for fp32 buffers whatever the activation type (bias gradients).
-void add_inplace_f32(const OpContext& ctx, float* dst, const float* src, size_t count);
 
 // dropout_apply: seq_keys (B) is host memory; copied to the device inside.
 void dropout_apply(const OpContext& ctx, void* x, const uint64_t* seq_keys, int B, size_t per_seq,
@@ -184,8 +182,7 @@ void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, floa
 // LtGemm / gemm_lt: ROW-MAJOR C (M,N) = op(A) op(B) + beta C through cuBLASLt with a fused epilogue
 // (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
 // C of type c_type (fp32, or bf16 for bf16 activations), math `compute`; the bias vector of C's type. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
-// beta C is added; use beta 0). CUBLASLT_EPILOGUE_BGRADB: bias (M) = sum over k of op(A) (overwritten,
-// not accumulated; the sum of A's rows when ta). CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias):
+// beta C is added; use beta 0). CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias):
 // aux (M,N) (row stride ldc, C's type) = the sum with bias, then C = gelu(aux) (GELU's tanh approximation,
 // computed from the fp32 sum); CUBLASLT_EPILOGUE_DGELU: C = gelu'(aux) * op(A) op(B), aux read (beta 0).
 // Returns false, doing nothing, when cuBLASLt offers no algorithm for the case; throws Error on any other
@@ -203,7 +200,7 @@ struct LtGemm {
   int ldc;
   cublasComputeType_t compute;
   cublasLtEpilogue_t epilogue;
-  void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C); BGRADB: fp32 (C fp32)
+  void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C)
   cudaDataType_t c_type = CUDA_R_32F;
   void* aux = nullptr;  // GELU_AUX(_BIAS): written; DGELU: read. (M,N) of c_type, row stride ldc
 };

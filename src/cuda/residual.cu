@@ -29,8 +29,4 @@ void add_inplace(const OpContext& ctx, void* dst, const void* src, size_t count)
   });
 }
 
-void add_inplace_f32(const OpContext& ctx, float* dst, const float* src, size_t count) {
-  launch_map<float, true>(ctx.stream, dst, src, nullptr, count, AddTo{});
-}
-
 }  // namespace xtrain::cuda
