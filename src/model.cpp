@@ -171,6 +171,7 @@ void GPT::ensure_acts(int B, int T) {
   tokens_ = DeviceBuffer<int32_t>(be_, N);
   targets_ = DeviceBuffer<int32_t>(be_, N);
   B_ = B, T_ = T;
+  ++buffers_generation_;
 }
 
 void* GPT::act(int l, int which) const {

@@ -21,7 +21,28 @@ std::vector<uint64_t> site_keys(const DropoutKeys& d, int site) {
 
 double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
                     const DropoutKeys* dropout) {
+  set_batch(tokens, targets, B, T);
+  forward_pass(B, T, train, dloss, dropout);
+  return loss_sum();
+}
+
+void GPT::set_batch(const int32_t* tokens, const int32_t* targets, int B, int T) {
+  batch_B_ = 0, batch_T_ = 0;
   ensure_acts(B, T);
+  const size_t N = static_cast<size_t>(B) * T;
+  be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
+  be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
+  batch_B_ = B, batch_T_ = T;
+}
+
+double GPT::loss_sum() {
+  XT_CHECK(loss_N_ > 0, "loss_sum() needs a forward_pass first");
+  return be_.sum(static_cast<const float*>(gact(kLosses)), static_cast<size_t>(loss_N_));
+}
+
+void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout) {
+  XT_CHECK(B == batch_B_ && T == batch_T_ && B > 0,
+           "forward_pass(B=" << B << ", T=" << T << ") without set_batch of that shape");
   const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS;
   const int F = cfg_.F, N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
   const bool drop = train && dropout && dropout->p > 0.0f;
@@ -29,8 +50,7 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   dropout_ = drop ? dropout : nullptr;
   dloss_ = dloss;
   fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
-  be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
-  be_.copy_to_device(targets_.get(), targets, sizeof(int32_t) * N);
+  loss_N_ = 0;
   // the weights in the GEMMs' type, once for this forward and its backward (the parameters do not change
   // in between; the optimizer's write after the backward drops the copy until the next forward)
   be_.prepare_weights(params_.get(), num_params_);
@@ -81,9 +101,8 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
   // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
   be_.cross_entropy_forward_backward(gstat(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
                                      targets_.get(), dloss, N, V, Vp);
-  const double loss_sum = be_.sum(gstat(kLosses), static_cast<size_t>(N));
+  loss_N_ = N;
   if (train) fwd_B_ = B, fwd_T_ = T;
-  return loss_sum;
 }
 
 void GPT::backward() {

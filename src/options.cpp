@@ -64,7 +64,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto", attention = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto";
   po::options_description data("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
@@ -105,7 +105,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
-    ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)");
+    ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
+    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | off: on one GPU (world 1) without --grad-accum, --dropout or --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged); off = launch every kernel (docs/cuda.md)");
   po::options_description sys("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
@@ -206,6 +207,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
   need(t.recompute >= 0 && t.recompute <= 2, "--recompute must be 0, 1 or 2");
+  need(cuda_graph == "auto" || cuda_graph == "off", "--cuda-graph must be auto or off");
+  t.cuda_graph = cuda_graph == "auto";
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");

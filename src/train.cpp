@@ -122,27 +122,66 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   } trace_off{comm};
   comm.set_trace(tl);
   const int timeline_first = end > res.first_step ? res.first_step + 1 : res.first_step;
+  // --cuda-graph auto (TrainConfig::cuda_graph): from the second step on, zero_grads + forward + backward
+  // are recorded once as a graph (Backend::capture_graph; CUDA only) and launched as one; the batch is
+  // copied in before each launch and the loss read after it. Only where the step is that device work and
+  // nothing else: one rank (no gradient collectives inside the backward), one micro-step, no dropout (its
+  // keys are host data per step), no timeline (marks per phase). The same kernels on the same buffers:
+  // the same bits as launching them one by one (test_cuda_train). Recorded again if the model's buffers
+  // are reallocated; if recording fails the run goes on launching kernels, saying so once.
+  const bool graph_wanted = cfg.cuda_graph && world == 1 && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
+  std::unique_ptr<StepGraph> graph;
+  uint64_t graph_generation = 0;
+  bool graph_unavailable = false;
   int step = start;
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
       auto t0 = std::chrono::steady_clock::now();
       if (tl && step >= timeline_first && step < timeline_first + kTimelineSteps) tl->begin(step);
-      model.zero_grads();
       double loss_sum = 0;
-      for (int k = 0; k < K; ++k) {
-        fill_batch(data, cfg, step, k, rank, world, &batch);
-        drop.seq_keys.swap(batch.dropout_keys);
-        loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
-        if (tl) tl->phase("forward");
-        const bool reduce = buckets && k == K - 1;  // only the last micro-step's gradients are final
-        if (reduce) buckets->begin(model.grads(), n, ReduceOp::avg);
-        if (reduce || (tl && tl->recording()))
-          model.set_grad_ready_hook([&, reduce](size_t offset) {
-            if (tl) tl->grads_ready(offset);  // this block's backward has ended
-            if (reduce) buckets->ready(offset);
-          });
-        model.backward();
-        model.set_grad_ready_hook(nullptr);
+      if (graph_wanted && !graph_unavailable && step > res.first_step) {
+        fill_batch(data, cfg, step, 0, rank, world, &batch);
+        model.set_batch(batch.tokens.data(), batch.targets.data(), micro_local, T);
+        if (!graph || graph_generation != model.buffers_generation()) {
+          graph.reset();
+          try {
+            graph = be.capture_graph([&] {
+              model.zero_grads();
+              model.forward_pass(micro_local, T, true, dloss, nullptr);
+              model.backward();
+            });
+            graph_generation = model.buffers_generation();
+          } catch (const Error& e) {
+            if (rank == 0)
+              std::printf("cuda graph: recording the step failed (%s); every kernel is launched instead\n", e.what());
+          }
+          graph_unavailable = graph == nullptr;  // the CPU backend records nothing, silently
+          if (graph && rank == 0)
+            std::printf("cuda graph: step %d's forward and backward recorded; launched as one graph from now on\n",
+                        step);
+        }
+      }
+      if (graph && !graph_unavailable) {
+        graph->launch();
+        ++res.graph_launches;
+        loss_sum = model.loss_sum();
+      } else {
+        model.zero_grads();
+        for (int k = 0; k < K; ++k) {
+          fill_batch(data, cfg, step, k, rank, world, &batch);
+          drop.seq_keys.swap(batch.dropout_keys);
+          loss_sum += model.forward(batch.tokens.data(), batch.targets.data(), micro_local, T, true, dloss, &drop);
+          if (tl) tl->phase("forward");
+          const bool reduce = buckets && k == K - 1;  // only the last micro-step's gradients are final
+          if (reduce) buckets->begin(model.grads(), n, ReduceOp::avg);
+          if (reduce || (tl && tl->recording()))
+            model.set_grad_ready_hook([&, reduce](size_t offset) {
+              if (tl) tl->grads_ready(offset);  // this block's backward has ended
+              if (reduce) buckets->ready(offset);
+            });
+          model.backward();
+          model.set_grad_ready_hook(nullptr);
+        }
       }
       if (buckets) {
         buckets->finish();  // clipping and AdamW read every bucket's result

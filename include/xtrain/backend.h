@@ -21,6 +21,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -70,6 +71,15 @@ struct ParamSpan {
 // overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
 void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+
+// StepGraph: device work recorded once and launched again as a whole (a CUDA graph, from
+// Backend::capture_graph). launch() queues the recorded work on the backend's stream, with the buffer
+// addresses and kernel arguments of the capture: the same ops on whatever those buffers hold now.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void launch() = 0;
+};
 
 class Backend {
  public:
@@ -121,6 +131,16 @@ class Backend {
   virtual void prepare_weights(const float* params, size_t count) {
     (void)params;
     (void)count;
+  }
+  // capture_graph: runs `work` with the backend recording its device work instead of running it, and
+  // returns the recording (nullptr where the backend has none: the CPU). `work` must only queue device
+  // ops: no copy to or from the host and nothing that waits for the device (those throw Error while
+  // recording); the host-side effects of `work` happen once, now. Scratch memory taken and returned
+  // during the recording stays reserved for the graph until it is destroyed (it must go before the
+  // backend). Throws Error, leaving the backend as before, when recording fails.
+  virtual std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& work) {
+    (void)work;
+    return nullptr;
   }
   // weight_copy_bytes: bytes per parameter of the copy prepare_weights keeps (CUDA bf16: 2; 0: none),
   // counted by the memory estimate (estimate_train_memory, model.h).

@@ -109,8 +109,19 @@ class GPT {
   // forward: tokens, targets host (B,T) int32 with T <= maxT. Returns the SUM of the B*T per-position
   // cross-entropy losses (nats). When `train`, the fused loss kernel also leaves dlogits = dloss *
   // (softmax - onehot) for backward(); dropout (when keys given and p > 0) is applied.
+  // Equal to set_batch, then forward_pass, then loss_sum.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
                  const DropoutKeys* dropout);
+  // The three parts of forward, for a step recorded as a graph (Backend::capture_graph): set_batch
+  // copies the batch to the model's device buffers (the host-device copy a recording may not hold);
+  // forward_pass queues the forward of that batch (device work only; B, T as given to set_batch);
+  // loss_sum waits for it and returns the sum of its per-position losses.
+  void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
+  void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout);
+  double loss_sum();
+  // buffers_generation: changes whenever the activation or batch buffers are reallocated (a larger
+  // batch), so a graph recorded with their addresses knows it must be recorded again.
+  uint64_t buffers_generation() const { return buffers_generation_; }
   // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads(), for
   // that forward's batch. Throws Error without a preceding forward(train=true).
   void backward();
@@ -140,6 +151,9 @@ class GPT {
   // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: the activation
   // table (src/model_acts.h) gives each buffer's shape, element count and storage type.
   int B_ = 0, T_ = 0;
+  uint64_t buffers_generation_ = 0;
+  int batch_B_ = 0, batch_T_ = 0;  // the batch set_batch copied (forward_pass checks its B, T against it)
+  int loss_N_ = 0;                 // positions of the last forward_pass's losses (loss_sum); 0 before one
   // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
   // forward with train=true (backward needs its dlogits)
   int fwd_B_ = 0, fwd_T_ = 0;

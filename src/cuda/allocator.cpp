@@ -19,13 +19,15 @@ CachingAllocator::~CachingAllocator() {
 
 void* CachingAllocator::alloc(size_t bytes) {
   const size_t size = round_up(bytes == 0 ? 1 : bytes);
-  auto it = free_.lower_bound(size);
-  if (it != free_.end() && it->first <= 2 * size) {
-    void* ptr = it->second;
-    in_use_.emplace(ptr, it->first);
-    stats_.bytes_in_use += it->first;
-    free_.erase(it);
-    return ptr;
+  for (auto* list : {&pool_free_, &free_}) {  // the pool is empty unless pooling
+    auto it = list->lower_bound(size);
+    if (it != list->end() && it->first <= 2 * size) {
+      void* ptr = it->second;
+      in_use_.emplace(ptr, it->first);
+      stats_.bytes_in_use += it->first;
+      list->erase(it);
+      return ptr;
+    }
   }
   void* ptr = nullptr;
   cudaError_t rc = cudaMalloc(&ptr, size);
@@ -59,9 +61,26 @@ void CachingAllocator::free(void* ptr) noexcept {
     std::fprintf(stderr, "xtrain: CachingAllocator::free of unknown pointer %p ignored\n", ptr);
     return;
   }
-  free_.emplace(it->second, ptr);
+  (pooling_ ? pool_free_ : free_).emplace(it->second, ptr);
   stats_.bytes_in_use -= it->second;
   in_use_.erase(it);
+}
+
+void CachingAllocator::begin_pool() {
+  XT_CHECK(!pooling_, "CachingAllocator::begin_pool: already pooling");
+  pooling_ = true;
+}
+
+CachingAllocator::Pool CachingAllocator::end_pool() {
+  Pool blocks;
+  for (auto& [size, ptr] : pool_free_) blocks.emplace_back(ptr, size);
+  pool_free_.clear();
+  pooling_ = false;
+  return blocks;
+}
+
+void CachingAllocator::release_pool(const Pool& blocks) noexcept {
+  for (const auto& [ptr, size] : blocks) free_.emplace(size, ptr);
 }
 
 void CachingAllocator::release_cached() noexcept {

@@ -8,6 +8,8 @@
 #include <cstddef>
 #include <map>
 #include <unordered_map>
+#include <utility>
+#include <vector>
 
 #include "cuda/cuda_backend.h"
 
@@ -40,10 +42,22 @@ class CachingAllocator {
   // release_cached: cudaFree every cached (unused) block.
   void release_cached() noexcept;
 
+  // A graph's scratch (CudaBackend::capture_graph). Between begin_pool() and end_pool() every freed block
+  // goes to a pool that only allocations made before end_pool() reuse (so the recording reuses its own
+  // scratch as an eager step would). end_pool() hands the pool's blocks to the caller: they stay reserved,
+  // neither cached nor in use, since a launch of the graph writes them again; release_pool() puts them back
+  // in the cache. A pool's blocks must be released before the allocator goes.
+  using Pool = std::vector<std::pair<void*, size_t>>;
+  void begin_pool();
+  Pool end_pool();
+  void release_pool(const Pool& blocks) noexcept;
+
   const CudaAllocStats& stats() const { return stats_; }
 
  private:
   std::multimap<size_t, void*> free_;          // size -> cached block
+  bool pooling_ = false;                       // between begin_pool() and end_pool()
+  std::multimap<size_t, void*> pool_free_;     // size -> block freed while pooling
   std::unordered_map<void*, size_t> in_use_;   // block -> size
   CudaAllocStats stats_;
 };

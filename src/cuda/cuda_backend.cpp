@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <utility>
 
 #include "cuda/cuda_check.h"
 #include "cuda/cudnn_attention.h"
@@ -145,6 +146,62 @@ std::unique_ptr<TimelineClock> CudaBackend::make_timeline_clock() {
 std::unique_ptr<TimelineClock> CudaBackend::make_stream_clock(cudaStream_t stream) {
   if (!timeline_base_) XT_CUDA_CHECK(cudaEventCreate(&timeline_base_));
   return std::make_unique<EventClock>(stream, timeline_base_, false);
+}
+
+namespace {
+// CudaStepGraph: an instantiated CUDA graph and the scratch blocks its recording used (allocator.h,
+// Pool), which stay reserved for it until it goes.
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph(cudaStream_t stream, cudaGraphExec_t exec, CachingAllocator& alloc, CachingAllocator::Pool pool)
+      : stream_(stream), exec_(exec), alloc_(alloc), pool_(std::move(pool)) {}
+  ~CudaStepGraph() override {
+    cudaGraphExecDestroy(exec_);  // a launch still queued completes first (CUDA graph docs)
+    alloc_.release_pool(pool_);   // stream-ordered reuse, as any freed block (allocator.h)
+  }
+  CudaStepGraph(const CudaStepGraph&) = delete;
+  CudaStepGraph& operator=(const CudaStepGraph&) = delete;
+  void launch() override { XT_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+  CachingAllocator& alloc_;
+  CachingAllocator::Pool pool_;
+};
+}  // namespace
+
+// Stream capture in relaxed mode (cudaStreamCaptureModeRelaxed: a cudaMalloc of the allocator's first use
+// of a size is allowed); a synchronizing call inside `work` fails the capture with an error, rethrown here
+// after the capture is ended and its recording dropped.
+std::unique_ptr<StepGraph> CudaBackend::capture_graph(const std::function<void()>& work) {
+  XT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
+  alloc_.begin_pool();
+  cudaGraph_t graph = nullptr;
+  auto abandon = [&] {
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // capture errors are not sticky; clear the last one
+    alloc_.release_pool(alloc_.end_pool());  // the recorded work never ran
+  };
+  try {
+    work();
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  CachingAllocator::Pool pool = alloc_.end_pool();
+  cudaError_t rc = cudaStreamEndCapture(stream_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (rc == cudaSuccess) {
+    rc = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+  }
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    alloc_.release_pool(pool);
+    XT_FAIL("CUDA graph capture of the step failed: " << cudaGetErrorString(rc));
+  }
+  return std::make_unique<CudaStepGraph>(stream_, exec, alloc_, std::move(pool));
 }
 
 void CudaBackend::check_device_errors() {

@@ -39,6 +39,7 @@ class CudaBackend final : public Backend {
   size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
   // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.
   std::unique_ptr<TimelineClock> make_timeline_clock() override;
+  std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& work) override;
   // make_stream_clock: CUDA events on another stream of this device (the NCCL side stream), on the
   // same base as make_timeline_clock's clock.
   std::unique_ptr<TimelineClock> make_stream_clock(cudaStream_t stream);
