@@ -61,6 +61,15 @@ xt_workload_args() {
   echo "$model --batch $batch"
 }
 
+# xt_check_workloads NAME...: exits 2 (after xt_workload_model's one-line error) unless every name is a
+# known workload, so a script refuses a bad list before running anything.
+xt_check_workloads() {
+  local w
+  for w in "$@"; do
+    xt_workload_args "$w" >/dev/null || exit 2
+  done
+}
+
 # xt_quote WORD...: the words as one shell command line, each quoted only where it needs it
 # (printf %q), so a path with spaces reads back as one word.
 xt_quote() {

@@ -24,9 +24,8 @@ fi
 [[ -x $NCU ]] || { echo "profile_gpu.sh: Nsight Compute (ncu) not found; set NCU" >&2; exit 2; }
 (( STEPS >= 2 )) || { echo "profile_gpu.sh: STEPS must be >= 2 (the first step carries warm-up; got $STEPS)" >&2; exit 2; }
 xt_logdir
-for w in $WORKLOADS; do  # every name known before anything runs
-  xt_workload_args "$w" >/dev/null || exit 2
-done
+# shellcheck disable=SC2086  # a list of names
+xt_check_workloads $WORKLOADS
 
 failed=0
 for w in $WORKLOADS; do

@@ -21,9 +21,8 @@ TRACER=$(cd "$BIN" && pwd)/libxtrain_kernel_trace.so
 [[ -f $TRACER ]] || { echo "trace_gpu.sh: $TRACER not found (CMake builds it where it finds CUPTI's libcupti)" >&2; exit 2; }
 (( STEPS >= 3 )) || { echo "trace_gpu.sh: STEPS must be >= 3 (two complete steps after the first; got $STEPS)" >&2; exit 2; }
 xt_logdir
-for w in $WORKLOADS; do  # every name known before anything runs
-  xt_workload_args "$w" >/dev/null || exit 2
-done
+# shellcheck disable=SC2086  # a list of names
+xt_check_workloads $WORKLOADS
 
 failed=0
 for w in $WORKLOADS; do
