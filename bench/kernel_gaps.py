@@ -18,7 +18,7 @@ def load(path):
     try:
         with open(path, newline="") as f:
             rows = [(int(r["start_ns"]), int(r["end_ns"]), r["kind"], r["name"]) for r in csv.DictReader(f)]
-    except (OSError, KeyError, ValueError) as e:
+    except (OSError, KeyError, ValueError, TypeError, csv.Error) as e:
         fail(f"cannot read {path}: {e}")
     rows.sort()
     return rows
@@ -46,7 +46,10 @@ def main():
         fail(f"{sys.argv[1]}: {len(ends)} AdamW kernels; need two steps or more")
     for a, b in list(zip(ends, ends[1:]))[-steps:]:
         t0, t1 = rows[a][1], rows[b][1]  # previous AdamW end .. this AdamW end
-        recs = rows[a + 1 : b + 1]
+        if t1 <= t0:
+            fail(f"{sys.argv[1]}: AdamW kernels ending at {t0} and {t1} ns: no step between them")
+        # the records that start in the step, clipped to it (one on another stream may run past its end)
+        recs = [(s, min(e, t1), kind, name) for s, e, kind, name in rows[a + 1 : b + 1] if s < t1]
         busy, cur_s, cur_e, gaps, prev = 0, None, t0, [], rows[a]
         for s, e, kind, name in recs:
             if s > cur_e:

@@ -10,6 +10,8 @@
 // nothing writes nothing. Recording costs little (records are buffered on the device and copied out in 8 MiB buffers).
 #include <cupti.h>
 
+#include <unistd.h>
+
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
@@ -84,7 +86,7 @@ void write_trace() {
     std::lock_guard<std::mutex> lock(g_mu);
     if (g_lines.empty()) return;
   }
-  const std::string tmp = std::string(path) + ".tmp";
+  const std::string tmp = std::string(path) + ".tmp." + std::to_string(getpid());  // no two writers share one
   FILE* f = std::fopen(tmp.c_str(), "w");
   if (f == nullptr) {
     std::fprintf(stderr, "kernel_trace: cannot write %s\n", tmp.c_str());

@@ -19,7 +19,9 @@ xt_require_bin "$BIN"
 WORKLOADS=${WORKLOADS:-"seed gpt2_124m"}
 TRACER=$(cd "$BIN" && pwd)/libxtrain_kernel_trace.so
 [[ -f $TRACER ]] || { echo "trace_gpu.sh: $TRACER not found (CMake builds it where it finds CUPTI's libcupti)" >&2; exit 2; }
-(( STEPS >= 3 )) || { echo "trace_gpu.sh: STEPS must be >= 3 (two complete steps after the first; got $STEPS)" >&2; exit 2; }
+# steps 3 and up: the first carries the warm-up, the second records the CUDA graph (--cuda-graph)
+[[ $STEPS =~ ^[0-9]+$ ]] && (( STEPS >= 4 )) ||
+  { echo "trace_gpu.sh: STEPS must be an integer >= 4 (two steps after the warm-up and graph recording; got '$STEPS')" >&2; exit 2; }
 xt_logdir
 # shellcheck disable=SC2086  # a list of names
 xt_check_workloads $WORKLOADS

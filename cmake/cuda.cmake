@@ -83,8 +83,14 @@ target_include_directories(bench_cuda_ops PRIVATE ${PROJECT_SOURCE_DIR}/src)
 add_executable(gemm_algos bench/gemm_algos.cpp)
 target_link_libraries(gemm_algos PRIVATE CUDA::cublasLt CUDA::cudart)
 # CUPTI kernel timeline of a real run (bench/kernel_trace.cpp, loaded via CUDA_INJECTION64_PATH); not a test.
+# Built where CUPTI is found and has the activity record it reads (CUpti_ActivityKernel10, CUDA 12.8+).
 find_library(XTRAIN_CUPTI cupti HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64)
-if(XTRAIN_CUPTI)
+include(CheckCXXSourceCompiles)
+set(CMAKE_REQUIRED_INCLUDES ${CUDAToolkit_INCLUDE_DIRS})
+check_cxx_source_compiles("#include <cupti.h>
+int main() { CUpti_ActivityKernel10 k{}; return int(k.start); }" XTRAIN_CUPTI_KERNEL10)
+unset(CMAKE_REQUIRED_INCLUDES)
+if(XTRAIN_CUPTI AND XTRAIN_CUPTI_KERNEL10)
   add_library(xtrain_kernel_trace SHARED bench/kernel_trace.cpp)
   target_include_directories(xtrain_kernel_trace PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
   target_link_libraries(xtrain_kernel_trace PRIVATE ${XTRAIN_CUPTI})

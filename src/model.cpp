@@ -172,6 +172,7 @@ void GPT::ensure_acts(int B, int T) {
   targets_ = DeviceBuffer<int32_t>(be_, N);
   B_ = B, T_ = T;
   ++buffers_generation_;
+  fwd_B_ = 0, fwd_T_ = 0;  // the activations backward() would read are gone
 }
 
 void* GPT::act(int l, int which) const {

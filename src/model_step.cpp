@@ -23,11 +23,12 @@ double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T,
                     const DropoutKeys* dropout) {
   set_batch(tokens, targets, B, T);
   forward_pass(B, T, train, dloss, dropout);
-  return loss_sum();
+  return loss_sum(B, T);
 }
 
 void GPT::set_batch(const int32_t* tokens, const int32_t* targets, int B, int T) {
   batch_B_ = 0, batch_T_ = 0;
+  fwd_B_ = 0, fwd_T_ = 0;  // backward() differentiates a forward of the batch in the buffers
   ensure_acts(B, T);
   const size_t N = static_cast<size_t>(B) * T;
   be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
@@ -35,9 +36,10 @@ void GPT::set_batch(const int32_t* tokens, const int32_t* targets, int B, int T)
   batch_B_ = B, batch_T_ = T;
 }
 
-double GPT::loss_sum() {
-  XT_CHECK(loss_N_ > 0, "loss_sum() needs a forward_pass first");
-  return be_.sum(static_cast<const float*>(gact(kLosses)), static_cast<size_t>(loss_N_));
+double GPT::loss_sum(int B, int T) {
+  XT_CHECK(B > 0 && B <= B_ && T == T_, "loss_sum(B=" << B << ", T=" << T << ") outside the buffers (B <= " << B_
+                                                      << ", T = " << T_ << ")");
+  return be_.sum(static_cast<const float*>(gact(kLosses)), static_cast<size_t>(B) * T);
 }
 
 void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout) {
@@ -50,7 +52,6 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
   dropout_ = drop ? dropout : nullptr;
   dloss_ = dloss;
   fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
-  loss_N_ = 0;
   // the weights in the GEMMs' type, once for this forward and its backward (the parameters do not change
   // in between; the optimizer's write after the backward drops the copy until the next forward)
   be_.prepare_weights(params_.get(), num_params_);
@@ -101,7 +102,6 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
   // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
   be_.cross_entropy_forward_backward(gstat(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
                                      targets_.get(), dloss, N, V, Vp);
-  loss_N_ = N;
   if (train) fwd_B_ = B, fwd_T_ = T;
 }
 

@@ -127,7 +127,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   // copied in before each launch and the loss read after it. Only where the step is that device work and
   // nothing else: one rank (no gradient collectives inside the backward), one micro-step, no dropout (its
   // keys are host data per step), no timeline (marks per phase). The same kernels on the same buffers:
-  // the same bits as launching them one by one (test_cuda_train). Recorded again if the model's buffers
+  // the same bits as launching them one by one (tests/test_cuda_graph.sh). Recorded again if the model's buffers
   // are reallocated; if recording fails the run goes on launching kernels, saying so once.
   const bool graph_wanted = cfg.cuda_graph && world == 1 && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
   std::unique_ptr<StepGraph> graph;
@@ -164,7 +164,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       if (graph && !graph_unavailable) {
         graph->launch();
         ++res.graph_launches;
-        loss_sum = model.loss_sum();
+        loss_sum = model.loss_sum(micro_local, T);  // the launch ran the recorded forward's shape
       } else {
         model.zero_grads();
         for (int k = 0; k < K; ++k) {

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
 # --cuda-graph (issue #12): one GPU, the step's forward and backward recorded as a CUDA graph at step 2
 # and launched from then on give the losses of launching every kernel exactly (metrics text) and a
-# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2 and with a validation pass
-# between steps (it uses the batch buffers the graph reads). Where the step does not allow a graph
-# (--grad-accum 2, --dropout) the run says nothing about one and trains as before; --cuda-graph takes
+# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2 and with validation passes
+# between steps (they use the batch and loss buffers the graph reads). Where the step does not allow a graph
+# (--grad-accum 2, --dropout, --timeline) the run says nothing about one and trains as before; --cuda-graph takes
 # only auto or off. Exit 77 (skipped) without a GPU.
 source "$(dirname "$0")/common.sh"
 nvidia-smi -L > /dev/null 2>&1 || { echo "SKIP: no GPU visible"; exit 77; }
 xt_data
+# --val-seqs 20 with --batch 16: validation runs a forward of 16 sequences, then one of 4, between launches of
+# the recorded 16-sequence step (the loss read after a launch must cover its 16, not the last forward's 4)
 ARGS=("${DATA[@]}" --dim 128 --heads 4 --layers 2 --seq 128 --batch 16 --steps 12 --lr 3e-3 --warmup 3
-      --val-every 5 --val-seqs 16 --log-every 4 --device cuda)
+      --val-every 5 --val-seqs 20 --log-every 4 --device cuda)
 check_same() {  # check_same NAME ARGS...: graph (auto) vs off
   local name=$1
   shift
@@ -33,7 +35,7 @@ check_same() {  # check_same NAME ARGS...: graph (auto) vs off
 check_same bf16 --dtype bf16
 check_same fp32 --dtype fp32
 check_same recompute2 --dtype bf16 --recompute 2
-for extra in "--grad-accum 2" "--dropout 0.1"; do
+for extra in "--grad-accum 2" "--dropout 0.1" "--timeline $WORK/tl.json"; do
   read -r -a e <<<"$extra"
   xt_run mpi 1 "${ARGS[@]}" "${e[@]}" > "$WORK/noelig.log" 2>&1 || { tail -n 20 "$WORK/noelig.log"; echo "FAIL: $extra"; exit 1; }
   ! grep -q "cuda graph" "$WORK/noelig.log" || { echo "FAIL: $extra recorded a graph"; exit 1; }

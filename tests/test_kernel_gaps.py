@@ -45,6 +45,24 @@ with tempfile.TemporaryDirectory() as d:
           f"one AdamW kernel: a one-line error, exit 1 ({r.returncode}, {r.stderr.strip()!r})")
     r = run_script(SCRIPT, os.path.join(d, "missing.csv"), timeout=30)
     check(r.returncode == 1 and "cannot read" in r.stderr, f"a missing file: exit 1 ({r.stderr.strip()!r})")
+    # a record on another stream running past the step's end counts only up to it
+    over = os.path.join(d, "over.csv")
+    with open(over, "w") as f:
+        f.write("kind,start_ns,end_ns,stream,name\n" + 'kernel,0,1000,7,"adamw_kernel"\n'
+                + 'kernel,1500,9000,8,"nccl_allreduce"\n' + 'kernel,2000,3000,7,"adamw_kernel"\n')
+    r = run_script(SCRIPT, over, "1", timeout=30)
+    first = r.stdout.splitlines()[0] if r.stdout else ""
+    check(r.returncode == 0 and "busy 0.002 ms, idle 0.001 ms (25.0%)" in first,
+          f"a record past the step's end is clipped to it: {first!r} {r.stderr.strip()!r}")
+    bad = {"same end": 'kernel,0,1000,7,"adamw_kernel"\nkernel,500,1000,7,"adamw_kernel"\n',
+           "short row": 'kernel,5\n'}
+    for what, body in bad.items():
+        path = os.path.join(d, "bad.csv")
+        with open(path, "w") as f:
+            f.write("kind,start_ns,end_ns,stream,name\n" + body)
+        r = run_script(SCRIPT, path, timeout=30)
+        check(r.returncode == 1 and r.stderr.count("\n") == 1 and "Traceback" not in r.stderr,
+              f"{what}: a one-line error, exit 1 ({r.returncode}, {r.stderr.strip()!r})")
     r = run_script(SCRIPT, "--help", timeout=30)
     check(r.returncode == 0 and "Usage" in r.stdout, "--help prints the usage")
 

@@ -113,12 +113,14 @@ class GPT {
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
                  const DropoutKeys* dropout);
   // The three parts of forward, for a step recorded as a graph (Backend::capture_graph): set_batch
-  // copies the batch to the model's device buffers (the host-device copy a recording may not hold);
-  // forward_pass queues the forward of that batch (device work only; B, T as given to set_batch);
-  // loss_sum waits for it and returns the sum of its per-position losses.
+  // copies the batch to the model's device buffers (the host-device copy a recording may not hold) and
+  // refuses backward() until a forward of it; forward_pass queues the forward of that batch (device work
+  // only; B, T as given to set_batch); loss_sum waits for the queued work and returns the sum of the
+  // per-position losses of the last forward run on the device, of a (B,T) batch: the caller names the
+  // shape, since a launch of a recorded forward runs no host code (B, T must fit the buffers).
   void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
   void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout);
-  double loss_sum();
+  double loss_sum(int B, int T);
   // buffers_generation: changes whenever the activation or batch buffers are reallocated (a larger
   // batch), so a graph recorded with their addresses knows it must be recorded again.
   uint64_t buffers_generation() const { return buffers_generation_; }
@@ -153,7 +155,6 @@ class GPT {
   int B_ = 0, T_ = 0;
   uint64_t buffers_generation_ = 0;
   int batch_B_ = 0, batch_T_ = 0;  // the batch set_batch copied (forward_pass checks its B, T against it)
-  int loss_N_ = 0;                 // positions of the last forward_pass's losses (loss_sum); 0 before one
   // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
   // forward with train=true (backward needs its dlogits)
   int fwd_B_ = 0, fwd_T_ = 0;

@@ -32,7 +32,7 @@ void* CachingAllocator::alloc(size_t bytes) {
   void* ptr = nullptr;
   cudaError_t rc = cudaMalloc(&ptr, size);
   ++stats_.cuda_malloc_calls;
-  if (rc == cudaErrorMemoryAllocation) {
+  if (rc == cudaErrorMemoryAllocation && !pooling_) {  // not while a graph is recorded: cudaFree may synchronize
     cudaGetLastError();  // clear the sticky-free error state before retrying
     release_cached();
     rc = cudaMalloc(&ptr, size);
@@ -73,14 +73,20 @@ void CachingAllocator::begin_pool() {
 
 CachingAllocator::Pool CachingAllocator::end_pool() {
   Pool blocks;
-  for (auto& [size, ptr] : pool_free_) blocks.emplace_back(ptr, size);
+  for (auto& [size, ptr] : pool_free_) {
+    blocks.emplace_back(ptr, size);
+    stats_.bytes_in_use += size;  // held by the graph, written by each launch: in use until released
+  }
   pool_free_.clear();
   pooling_ = false;
   return blocks;
 }
 
 void CachingAllocator::release_pool(const Pool& blocks) noexcept {
-  for (const auto& [ptr, size] : blocks) free_.emplace(size, ptr);
+  for (const auto& [ptr, size] : blocks) {
+    free_.emplace(size, ptr);
+    stats_.bytes_in_use -= size;
+  }
 }
 
 void CachingAllocator::release_cached() noexcept {

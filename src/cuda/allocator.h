@@ -44,9 +44,11 @@ class CachingAllocator {
 
   // A graph's scratch (CudaBackend::capture_graph). Between begin_pool() and end_pool() every freed block
   // goes to a pool that only allocations made before end_pool() reuse (so the recording reuses its own
-  // scratch as an eager step would). end_pool() hands the pool's blocks to the caller: they stay reserved,
-  // neither cached nor in use, since a launch of the graph writes them again; release_pool() puts them back
-  // in the cache. A pool's blocks must be released before the allocator goes.
+  // scratch as an eager step would); an allocation that needs cudaMalloc and fails does not release the
+  // cache meanwhile (cudaFree may synchronize, which a recording forbids): it throws. end_pool() hands the
+  // pool's blocks to the caller: they stay reserved and count as in use (a launch of the graph writes them
+  // again), not cached; release_pool() puts them back in the cache. A pool's blocks must be released before
+  // the allocator goes.
   using Pool = std::vector<std::pair<void*, size_t>>;
   void begin_pool();
   Pool end_pool();

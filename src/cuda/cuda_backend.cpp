@@ -173,10 +173,14 @@ class CudaStepGraph final : public StepGraph {
 
 // Stream capture in relaxed mode (cudaStreamCaptureModeRelaxed: a cudaMalloc of the allocator's first use
 // of a size is allowed); a synchronizing call inside `work` fails the capture with an error, rethrown here
-// after the capture is ended and its recording dropped.
+// after the capture is ended and its recording dropped. The graph holds the weight mirror's address too:
+// prepare_weights moves the mirror only for a larger parameter count, which a training run never asks.
 std::unique_ptr<StepGraph> CudaBackend::capture_graph(const std::function<void()>& work) {
-  XT_CUDA_CHECK(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed));
   alloc_.begin_pool();
+  if (const cudaError_t rc = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed); rc != cudaSuccess) {
+    alloc_.release_pool(alloc_.end_pool());
+    XT_CUDA_CHECK(rc);
+  }
   cudaGraph_t graph = nullptr;
   auto abandon = [&] {
     if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
