@@ -312,6 +312,34 @@ TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBL
   }
 }
 
+// bf16 dbias: the column sum of dout takes column pairs summed in fp32 per row chunk where C is even and
+// dout 4-byte aligned, and single elements added in double otherwise. dout at an aligned address and the
+// same values one element further (2 bytes: the element path) must give dbias within fp32 rounding of
+// the chunk sums (1e-5 relative, norm-wise); a wrong column, a skipped row or chunk gives O(1). N = 4099:
+// chunks of 17 rows, the last one short; OC = 768, 2304: one and several blocks of pairs per chunk.
+TEST_CASE("bf16 dbias: the column-pair sum agrees with the element path") {
+  Backend& g = g16();
+  for (const int OC : {768, 2304}) {
+    const int N = 4099, IC = 64;
+    CAPTURE(OC);
+    const std::vector<float> v = round_bf16(rnd(size_t(N) * OC, 48));
+    std::vector<uint16_t> h(v.size() + 1, 0);
+    for (size_t i = 0; i < v.size(); ++i) h[i] = bf16_bits(v[i]);
+    DeviceBuffer<unsigned char> aligned(g, h.size() * 2), shifted(g, h.size() * 2);
+    uint16_t* shifted_dout = static_cast<uint16_t*>(static_cast<void*>(shifted.get())) + 1;
+    g.copy_to_device(aligned.get(), h.data(), v.size() * 2);
+    g.copy_to_device(shifted_dout, h.data(), v.size() * 2);
+    Act inp(g, rnd(size_t(N) * IC, 49)), dinp(g, filled(size_t(N) * IC));
+    Twin<float> w(rnd(size_t(OC) * IC, 50), &g), dw(filled(size_t(OC) * IC), &g), db1(filled(OC), &g),
+        db2(filled(OC), &g);
+    g.matmul_backward(dinp.gp(), dw.g.get(), db1.g.get(), aligned.get(), inp.gp(), w.g.get(), N, IC, OC);
+    g.matmul_backward(dinp.gp(), dw.g.get(), db2.g.get(), shifted_dout, inp.gp(), w.g.get(), N, IC, OC);
+    const std::vector<float> pair = down(g, db1.g), element = down(g, db2.g);
+    CHECK(rel_err(to_double(pair), to_double(element)) < 1e-5);
+    CHECK(pair != element);  // the two paths do differ in rounding: the pair path was taken
+  }
+}
+
 // The MLP's fc layer + GELU as one op (Backend::matmul_gelu_forward, gelu_matmul_backward) vs the CPU oracle
 // (matmul, then gelu): fused into cuBLASLt's GELU_AUX_BIAS / DGELU epilogues with bf16 where IC, OC are
 // multiples of 8, the default route otherwise (fp32, and the bf16 shapes 36 x 24). Norm-wise bounds of the
