@@ -40,8 +40,27 @@ void report(const char* op, double ms, double flops, double bytes) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int B = argc > 1 ? std::atoi(argv[1]) : 8, reps = argc > 2 ? std::atoi(argv[2]) : 5;
+  constexpr const char* kUsage = "usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (B in 1..64, reps 1..1000)";
+  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    std::printf("%s\nTimes each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.\n", kUsage);
+    return 0;
+  }
+  auto arg = [&](int i, int def, int lo, int hi) {
+    if (argc <= i) return def;
+    char* end = nullptr;
+    const long v = std::strtol(argv[i], &end, 10);
+    if (*argv[i] == '\0' || *end != '\0' || v < lo || v > hi) {
+      std::fprintf(stderr, "bench_cuda_ops: bad argument '%s'; %s\n", argv[i], kUsage);
+      std::exit(2);
+    }
+    return int(v);
+  };
+  const int B = arg(1, 8, 1, 64), reps = arg(2, 5, 1, 1000);
   const std::string dtype = argc > 3 ? argv[3] : "fp32";
+  if (dtype != "fp32" && dtype != "bf16") {
+    std::fprintf(stderr, "bench_cuda_ops: dtype must be fp32 or bf16, got '%s'; %s\n", dtype.c_str(), kUsage);
+    return 2;
+  }
   const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, Vp = 50304, N = B * T;  // Vp: GPTConfig::Vp()
   std::printf("# bench_cuda_ops %d %d %s (B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, dtype.c_str(), B, T, C, NH, V);
   if (!cuda_device_available()) {

@@ -34,6 +34,12 @@ xt_logdir() {
   mkdir -p "$LOGDIR"
 }
 
+# XT_EXTRA_ARGS: EXTRA_ARGS (words, e.g. "--cuda-graph off") appended to every xtrain run of the GPU scripts
+# (bench_gpu.sh, profile_gpu.sh, trace_gpu.sh, recompute_gpu.sh), so a setting can be compared with the same
+# script; empty by default.
+# shellcheck disable=SC2034  # used by the scripts that source this file
+read -r -a XT_EXTRA_ARGS <<<"${EXTRA_ARGS:-}"
+
 # XT_DATA_ARGS: the default corpus and GPT-2 BPE files under $DATA (scripts/setup.sh fetches them).
 # shellcheck disable=SC2034  # used by the scripts that source this file
 XT_DATA_ARGS=(--data "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe")

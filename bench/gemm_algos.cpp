@@ -49,8 +49,27 @@ V algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes
 }  // namespace
 
 int main(int argc, char** argv) {
-  const int B = argc > 1 ? std::atoi(argv[1]) : 16, reps = argc > 2 ? std::atoi(argv[2]) : 20,
-            max_algos = argc > 3 ? std::atoi(argv[3]) : 16;
+  constexpr const char* kUsage = "usage: gemm_algos [B=16] [reps=20] [max_algos=16]   (B in 1..64, reps 1..1000, max_algos 1..64)";
+  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
+    std::printf("%s\nTimes every cuBLASLt algorithm the heuristic offers for each GEMM of a GPT-2 124M step.\n", kUsage);
+    return 0;
+  }
+  auto arg = [&](int i, int def, int lo, int hi) {
+    if (argc <= i) return def;
+    char* end = nullptr;
+    const long v = std::strtol(argv[i], &end, 10);
+    if (*argv[i] == '\0' || *end != '\0' || v < lo || v > hi) {
+      std::fprintf(stderr, "gemm_algos: bad argument '%s'; %s\n", argv[i], kUsage);
+      std::exit(2);
+    }
+    return int(v);
+  };
+  const int B = arg(1, 16, 1, 64), reps = arg(2, 20, 1, 1000), max_algos = arg(3, 16, 1, 64);
+  int devices = 0;
+  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
+    std::printf("# no CUDA device visible\n");
+    return 77;
+  }
   const int T = 1024, C = 768, Vp = 50304, Nt = B * T;
   std::printf("# gemm_algos %d %d %d (tokens %d)\n", B, reps, max_algos, Nt);
   cublasLtHandle_t lt;

@@ -4,7 +4,7 @@ backward pass (first backward span's start to the last one's end), the gradient 
 first start and last end relative to the backward's end), the time some all-reduce is in flight (the
 union of their spans: all_reduce_ms) and how much of it lies inside the backward pass (overlapped_ms),
 in ms. A trace of world 1 has no gradient collective: its steps
-report all_reduces 0 and null for the all-reduce times.
+report all_reduces 0, null first/last all-reduce times and 0.0 all_reduce_ms and overlapped_ms.
 
 Usage: timeline_summary.py TRACE   -> one JSON line per step. Exits 1 with a one-line error naming the
 file when it is not such a trace.

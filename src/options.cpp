@@ -106,7 +106,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
-    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | off: on one GPU (world 1) without --grad-accum, --dropout or --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged); off = launch every kernel (docs/cuda.md)");
+    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | off: on one GPU (world 1) with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged); off = launch every kernel (docs/cuda.md)");
   po::options_description sys("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())

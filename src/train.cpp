@@ -1,6 +1,7 @@
 // train_rank: the data-parallel training loop (see include/xtrain/train.h).
 #include "xtrain/train.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -101,12 +102,20 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   // runs at all (NCCL would still copy and scale every gradient, ~1% of a GPT-2 124M step on one H200).
   const bool reduce_grads = world > 1;
   std::optional<BucketedAllReduce> buckets;
-  if (cfg.bucket_mb > 0 && reduce_grads)
-    buckets.emplace(comm, plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024)));
-  if (rank == 0 && buckets)
-    std::printf("gradient all-reduce: %zu bucket%s of >= %g MiB, overlapped with the backward pass\n",
-                buckets->num_buckets(), buckets->num_buckets() == 1 ? "" : "s", cfg.bucket_mb);
-  else if (rank == 0 && reduce_grads)
+  if (cfg.bucket_mb > 0 && reduce_grads) {
+    const std::vector<GradBucket> plan = plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024));
+    size_t largest = 0;
+    for (const GradBucket& b : plan) largest = std::max(largest, b.count);
+    const double largest_mib = static_cast<double>(largest) * sizeof(float) / (1024.0 * 1024.0);
+    buckets.emplace(comm, plan);
+    if (rank == 0 && buckets->num_buckets() == 1)
+      std::printf("gradient all-reduce: 1 bucket (all %.1f MiB of gradients; --bucket-mb %g): it starts when the "
+                  "backward pass ends, no overlap\n", largest_mib, cfg.bucket_mb);
+    else if (rank == 0)
+      std::printf("gradient all-reduce: %zu buckets of up to %.1f MiB (--bucket-mb %g), overlapped with the backward "
+                  "pass\n", buckets->num_buckets(), largest_mib, cfg.bucket_mb);
+  }
+  if (rank == 0 && reduce_grads && !buckets)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   // --timeline: rank 0 records steps first+1 .. first+kTimelineSteps (the first alone in a 1-step run).
   std::unique_ptr<TimelineClock> compute_clock;  // marks on the backend's compute stream
@@ -130,6 +139,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   // the same bits as launching them one by one (tests/test_cuda_graph.sh). Recorded again if the model's buffers
   // are reallocated; if recording fails the run goes on launching kernels, saying so once.
   const bool graph_wanted = cfg.cuda_graph && world == 1 && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
+  if (rank == 0 && cfg.cuda_graph && !graph_wanted && be.kind() == Device::cuda)  // say why there is none
+    std::printf("cuda graph: not used (%s); every kernel is launched\n",
+                world > 1 ? "several ranks: collectives inside the backward"
+                : K > 1   ? "--grad-accum > 1"
+                : cfg.dropout > 0 ? "--dropout > 0: its keys are host data per step"
+                                  : "--timeline marks each phase");
   std::unique_ptr<StepGraph> graph;
   uint64_t graph_generation = 0;
   bool graph_unavailable = false;
