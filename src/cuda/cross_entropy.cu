@@ -1,9 +1,10 @@
 // Fused softmax cross-entropy: losses and dlogits in one kernel, one block per row of Vp (padded
 // vocabulary) columns, of which the first V take part; the padded dlogits columns are set to 0.
-// bf16 with dlogits, where the row's V elements fit in shared memory twice per SM (GPT-2: a 100 KB row): the
-// row is read from memory once into shared memory with its max, its exponentials computed once and kept
-// there (fp16), and the gradient written once. Otherwise two passes over memory: max and sum of
-// exponentials together (online softmax, Milakov & Gimelshein 2018), then the gradient. dlogits may alias logits: every thread reads the row (max, sum) before the block
+// Two passes over a row: max and sum of exponentials together (online softmax, Milakov & Gimelshein
+// 2018), then the gradient. When dlogits is wanted and the row's V elements fit in shared memory twice
+// per SM, the first pass keeps them there and the second reads them back: each row is read from memory
+// once and its gradient written once (GPT-2 bf16: a 100 KB row), instead of the row being read twice.
+// Otherwise both passes read memory. dlogits may alias logits: every thread reads the row (max, sum) before the block
 // synchronizes, and then writes only the elements it alone reads again (or reads shared memory). A
 // target outside [0, V) sets the device error flag (thrown by the backend at its next synchronizing
 // call) and that row's loss is NaN.
@@ -37,8 +38,8 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
 // grid (N); no __restrict__: dlogits may alias logits. logits, dlogits: activations of type T (float
 // or bf16, ops.h), fp32 arithmetic. kVec: rows are 16-byte aligned (Vp a multiple of the pack size and
 // aligned bases), so the first V/kN*kN columns move as 16-byte packs (4 float or 8 bf16: fewer, wider
-// memory transactions), the rest element by element. kOnChip (2-byte T, dlogits non-null): the dynamic
-// shared memory holds on_chip_bytes<T>(V): the row, then its exponentials.
+// memory transactions), the rest element by element. kOnChip: the dynamic shared memory holds
+// on_chip_bytes<T>(V), filled with the row by the first pass and read by the second (dlogits non-null).
 template <typename T, bool kVec, bool kOnChip>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss, int V,
@@ -59,60 +60,6 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float target_logit = to_f(l[target]);  // read before any thread may overwrite the row
   const int VP = kVec ? V / kN : 0;  // whole packs; then the element tail [kN*VP, V)
-  if constexpr (kOnChip) {
-    // The row goes to shared memory with its max (no exponential yet); then exp(x - max) once per element,
-    // summed and kept in place of the logit as fp16 (relative error 2^-11, an eighth of the bf16 ulp the
-    // gradient is rounded to; values below 2^-24 become 0: probabilities that small give gradients far below
-    // the others' rounding); then the gradient from the kept exponentials. One exponential per element,
-    // not two (the hardware's exp2 unit bounded the two-exponential kernel, ~16 per clock per SM).
-    static_assert(sizeof(T) == sizeof(__half), "the on-chip path keeps fp16 exponentials in a 2-byte row");
-    __half* e_row = reinterpret_cast<__half*>(row_cache);
-    float tmx = -INFINITY;
-    for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
-      Pack<T> x[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * blockDim.x;
-        if (i >= VP) break;
-        store_pack(cache + size_t(i) * kN, x[u]);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) tmx = fmaxf(tmx, to_f(x[u].v[k]));
-      }
-    }
-    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
-      const T x = l[i];
-      cache[i] = x;
-      tmx = fmaxf(tmx, to_f(x));
-    }
-    const float mx = block_max(tmx, red);  // its barriers order the cache writes above before the reads below
-    float ts = 0.0f;
-    for (int i = threadIdx.x; i < V; i += blockDim.x) {  // each thread rewrites only the elements it reads
-      const float e = __expf(to_f(cache[i]) - mx);
-      ts += e;
-      e_row[i] = __float2half_rn(e);
-    }
-    const float s = block_sum(ts, red);  // and orders the fp16 writes before the gradient's reads
-    const float log_s = logf(s);
-    if (threadIdx.x == 0) losses[row] = log_s + mx - target_logit;
-    T* d = dlogits + row * Vp;
-    const float inv_s = 1.0f / s;
-    for (int i = threadIdx.x; i < VP; i += blockDim.x) {
-      Pack<T> g;
-#pragma unroll
-      for (int k = 0; k < kN; ++k) {
-        const int j = i * kN + k;
-        g.v[k] = from_f<T>((__half2float(e_row[j]) * inv_s - (j == target ? 1.0f : 0.0f)) * dloss);
-      }
-      store_pack(d + size_t(i) * kN, g);
-    }
-    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x)
-      d[i] = from_f<T>((__half2float(e_row[i]) * inv_s - (i == target ? 1.0f : 0.0f)) * dloss);
-    for (int i = V + threadIdx.x; i < Vp; i += blockDim.x) d[i] = from_f<T>(0.0f);
-    return;
-  }
   float tmx = -INFINITY, ts = 0.0f;
   // A thread takes packs threadIdx.x, + blockDim.x, ... in that order, kUnroll of them loaded before
   // the first is used, so that several loads per thread are in flight.
@@ -125,28 +72,34 @@ __global__ void __launch_bounds__(kThreads)
     for (int u = 0; u < kUnroll; ++u) {
       const int i = i0 + u * blockDim.x;
       if (i >= VP) break;
+      if (kOnChip) store_pack(cache + size_t(i) * kN, x[u]);
 #pragma unroll
       for (int k = 0; k < kN; ++k) online_add(tmx, ts, to_f(x[u].v[k]));
     }
   }
-  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) online_add(tmx, ts, to_f(l[i]));
+  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
+    const T x = l[i];
+    if (kOnChip) cache[i] = x;
+    online_add(tmx, ts, to_f(x));
+  }
   const float mx = block_max(tmx, red);
   float s = tmx == -INFINITY ? 0.0f : ts * expf(tmx - mx);  // a thread with no element adds 0
-  s = block_sum(s, red);  // its barriers order every read above before the writes below
+  s = block_sum(s, red);  // its barriers order every read (and cache write) above before the writes below
   const float log_s = logf(s);
   if (threadIdx.x == 0) losses[row] = log_s + mx - target_logit;
   if (dlogits) {
     T* d = dlogits + row * Vp;
+    const T* x_row = kOnChip ? cache : l;  // the same values, from shared memory or again from memory
     const float inv_s = 1.0f / s;
     auto grad = [&](float x, int i) { return (__expf(x - mx) * inv_s - (i == target ? 1.0f : 0.0f)) * dloss; };
     for (int i = threadIdx.x; i < VP; i += blockDim.x) {
-      const Pack<T> x = load_pack(l + size_t(i) * kN);
+      const Pack<T> x = load_pack(x_row + size_t(i) * kN);
       Pack<T> g;
 #pragma unroll
       for (int k = 0; k < kN; ++k) g.v[k] = from_f<T>(grad(to_f(x.v[k]), i * kN + k));
       store_pack(d + size_t(i) * kN, g);
     }
-    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(l[i]), i));
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) d[i] = from_f<T>(grad(to_f(x_row[i]), i));
     for (int i = V + threadIdx.x; i < Vp; i += blockDim.x) d[i] = from_f<T>(0.0f);
   }
 }
@@ -194,17 +147,13 @@ bool fits_twice_per_sm(Kernel kernel, size_t bytes) {
 template <typename T, bool kVec>
 void launch(const OpContext& ctx, float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss,
             int N, int V, int Vp) {
-  if constexpr (sizeof(T) == 2) {  // bf16 rows: the on-chip path (fp32 rows of a GPT-2 vocabulary would not fit twice)
-    const size_t bytes = on_chip_bytes<T>(V);
-    if (dlogits && fits_twice_per_sm(cross_entropy_kernel<T, kVec, true>, bytes)) {
-      cross_entropy_kernel<T, kVec, true><<<N, kThreads, bytes, ctx.stream>>>(losses, dlogits, logits, targets, dloss,
-                                                                               V, Vp, ctx.error_flag);
-      XT_CUDA_LAUNCH_CHECK();
-      return;
-    }
-  }
-  cross_entropy_kernel<T, kVec, false><<<N, kThreads, 0, ctx.stream>>>(losses, dlogits, logits, targets, dloss, V, Vp,
-                                                                        ctx.error_flag);
+  const size_t bytes = on_chip_bytes<T>(V);
+  if (dlogits && fits_twice_per_sm(cross_entropy_kernel<T, kVec, true>, bytes))
+    cross_entropy_kernel<T, kVec, true><<<N, kThreads, bytes, ctx.stream>>>(losses, dlogits, logits, targets, dloss,
+                                                                             V, Vp, ctx.error_flag);
+  else
+    cross_entropy_kernel<T, kVec, false><<<N, kThreads, 0, ctx.stream>>>(losses, dlogits, logits, targets, dloss, V,
+                                                                          Vp, ctx.error_flag);
   XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
