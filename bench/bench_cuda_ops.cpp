@@ -41,9 +41,14 @@ void report(const char* op, double ms, double flops, double bytes) {
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage = "usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (B in 1..64, reps 1..1000)";
-  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    std::printf("%s\nTimes each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.\n", kUsage);
-    return 0;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::printf("%s\nTimes each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.\n", kUsage);
+      return 0;
+    }
+  if (argc > 4) {
+    std::fprintf(stderr, "bench_cuda_ops: too many arguments; %s\n", kUsage);
+    return 2;
   }
   auto arg = [&](int i, int def, int lo, int hi) {
     if (argc <= i) return def;

@@ -14,9 +14,11 @@
 # Exits 1 when a run failed (its record says so; the others still run), 2 on a bad setting.
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
 #                                        DTYPES="fp32 bf16" WORKLOADS="seed gpt2_124m" LOGDIR=<tmp>
-#                                        ATTENTION=auto, passed as --attention; EXTRA_ARGS="" appended
-#                                        to each xtrain run, e.g. "--cuda-graph off"; PYTORCH=auto PY=python3)
+#                                        ATTENTION=auto, passed as --attention; EXTRA_ARGS="" at the end
+#                                        of each xtrain command, e.g. "--cuda-graph off" (common.sh);
+#                                        PYTORCH=auto PY=python3)
 set -euo pipefail
+set -f  # the commands are kept as one line of words and split unquoted: no pathname expansion of them
 
 : "${BIN:=build-gpu}" "${STEPS:=30}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
@@ -41,8 +43,8 @@ for w in $WORKLOADS; do
   for d in $DTYPES; do
     log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl" torch_log="$LOGDIR/$w.$d.pytorch.log"
     cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $args
-         ${XT_DATA_ARGS[*]} ${XT_EXTRA_ARGS[*]}
-         --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
+         ${XT_DATA_ARGS[*]}
+         --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics ${XT_EXTRA_ARGS[*]}"
     cmd=$(echo $cmd)  # one line
     # shellcheck disable=SC2086  # the command is one line of words, as recorded
     if ! xt_train "$log" "$metrics" $cmd; then

@@ -34,9 +34,14 @@ xt_logdir() {
   mkdir -p "$LOGDIR"
 }
 
-# XT_EXTRA_ARGS: EXTRA_ARGS (words, e.g. "--cuda-graph off") appended to every xtrain run of the GPU scripts
-# (bench_gpu.sh, profile_gpu.sh, trace_gpu.sh, recompute_gpu.sh), so a setting can be compared with the same
-# script; empty by default.
+# XT_EXTRA_ARGS: EXTRA_ARGS (words on one line, e.g. "--cuda-graph off"; no globbing) put at the END of every
+# xtrain command of the GPU scripts (bench_gpu.sh, profile_gpu.sh, trace_gpu.sh, recompute_gpu.sh), so a
+# setting can be compared with the same script. xtrain takes an option's last value: an option given here
+# overrides the script's own (e.g. --steps), and the records then describe the runs as made. Empty by default.
+if [[ ${EXTRA_ARGS:-} == *$'\n'* ]]; then
+  echo "$(basename "$0"): EXTRA_ARGS must be one line of words" >&2
+  exit 2
+fi
 # shellcheck disable=SC2034  # used by the scripts that source this file
 read -r -a XT_EXTRA_ARGS <<<"${EXTRA_ARGS:-}"
 

@@ -50,9 +50,14 @@ V algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage = "usage: gemm_algos [B=16] [reps=20] [max_algos=16]   (B in 1..64, reps 1..1000, max_algos 1..64)";
-  if (argc > 1 && (std::string(argv[1]) == "-h" || std::string(argv[1]) == "--help")) {
-    std::printf("%s\nTimes every cuBLASLt algorithm the heuristic offers for each GEMM of a GPT-2 124M step.\n", kUsage);
-    return 0;
+  for (int i = 1; i < argc; ++i)
+    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
+      std::printf("%s\nTimes every cuBLASLt algorithm the heuristic offers for each GEMM of a GPT-2 124M step.\n", kUsage);
+      return 0;
+    }
+  if (argc > 4) {
+    std::fprintf(stderr, "gemm_algos: too many arguments; %s\n", kUsage);
+    return 2;
   }
   auto arg = [&](int i, int def, int lo, int hi) {
     if (argc <= i) return def;

@@ -10,8 +10,8 @@
 # bench/bench_gpu.sh's.
 # Exits 2 on a bad setting before running anything, 1 when a workload's run or summary failed (the others
 # still run). Usage: bench/profile_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=4 WORKLOADS="seed gpt2_124m"
-#                                 LOGDIR=<tmp> NCU=ncu, else /usr/local/cuda/bin/ncu; EXTRA_ARGS="" appended
-#                                 to each xtrain run, e.g. "--cuda-graph off")
+#                                 LOGDIR=<tmp> NCU=ncu, else /usr/local/cuda/bin/ncu; EXTRA_ARGS="" at the end
+#                                 of each xtrain command, e.g. "--cuda-graph off" (common.sh))
 set -euo pipefail
 
 : "${BIN:=build-gpu}" "${STEPS:=4}"
@@ -34,13 +34,13 @@ for w in $WORKLOADS; do
   csv="$LOGDIR/$w.ncu.csv" log="$LOGDIR/$w.log"
   if ! xt_train "$log" "$LOGDIR/$w.unused.jsonl" mpirun --allow-run-as-root -np 1 "$NCU" --clock-control none \
       --metrics gpu__time_duration.sum --csv --log-file "$csv" \
-      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" "${XT_EXTRA_ARGS[@]}" \
-      --val-every 0 --steps "$STEPS" --log-every 1; then
+      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
+      --val-every 0 --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}"; then
     echo "profile_gpu.sh: $w failed, see $log" >&2
     failed=1
     continue
   fi
-  echo "== $w (${args[*]}), bf16, step $STEPS of $STEPS"
+  echo "== $w (${args[*]}), bf16, step $STEPS of $STEPS${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
   "$PY" "$XT_BENCH_DIR/ncu_summary.py" "$csv" || failed=1
 done
 exit "$failed"

@@ -9,8 +9,10 @@
 # so, and the table goes on; a run that fails otherwise is a row with xtrain's error line, and the script
 # exits 1 at the end.
 # Usage: bench/recompute_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=20 WARMUP=5 BATCHES="16 32 64"
-#                                  RECOMPUTE="0 1 2" LOGDIR=<tmp> EXTRA_ARGS="" appended to each run)
+#                                  RECOMPUTE="0 1 2" LOGDIR=<tmp> EXTRA_ARGS="" at the end of each
+#                                  xtrain command, common.sh)
 set -euo pipefail
+set -f  # the commands are kept as one line of words and split unquoted: no pathname expansion of them
 
 : "${BIN:=build-gpu}" "${STEPS:=20}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
@@ -30,7 +32,8 @@ for b in $BATCHES; do
   for r in $RECOMPUTE; do
     log="$LOGDIR/b$b.r$r.log" metrics="$LOGDIR/b$b.r$r.jsonl"
     cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype bf16 $MODEL --batch $b
-         --recompute $r ${XT_DATA_ARGS[*]} ${XT_EXTRA_ARGS[*]} --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics"
+         --recompute $r ${XT_DATA_ARGS[*]} --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics
+         ${XT_EXTRA_ARGS[*]}"
     cmd=$(echo $cmd)  # one line
     # shellcheck disable=SC2086  # the command is one line of words, as recorded
     if ! xt_train "$log" "$metrics" $cmd 2>/dev/null; then

@@ -10,7 +10,7 @@
 # finds CUPTI), 1 when a workload's run or summary failed (the others still run).
 # Usage: bench/trace_gpu.sh   (env: BIN=build-gpu DATA=data STEPS=10 WORKLOADS="seed gpt2_124m"
 #                              LOGDIR=<tmp>; the traces stay in LOGDIR as <workload>.trace.csv; EXTRA_ARGS=""
-#                              appended to each xtrain run, e.g. "--cuda-graph off" for the launches one by one)
+#                              at the end of each xtrain command, e.g. "--cuda-graph off" (common.sh))
 set -euo pipefail
 
 : "${BIN:=build-gpu}" "${STEPS:=10}"
@@ -34,13 +34,13 @@ for w in $WORKLOADS; do
   rm -f "$trace"
   if ! CUDA_INJECTION64_PATH=$TRACER XTRAIN_KERNEL_TRACE=$trace xt_train "$log" "$LOGDIR/$w.unused.jsonl" \
       mpirun --allow-run-as-root -np 1 -x CUDA_INJECTION64_PATH -x XTRAIN_KERNEL_TRACE \
-      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" "${XT_EXTRA_ARGS[@]}" \
-      --val-every 0 --steps "$STEPS" --log-every 1; then
+      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
+      --val-every 0 --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}"; then
     echo "trace_gpu.sh: $w failed, see $log" >&2
     failed=1
     continue
   fi
-  echo "== $w (${args[*]}), bf16, steps $((STEPS - 1))-$STEPS of $STEPS"
+  echo "== $w (${args[*]}), bf16, steps $((STEPS - 1))-$STEPS of $STEPS${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
   "$PY" "$XT_BENCH_DIR/kernel_gaps.py" "$trace" 2 12 || failed=1
 done
 exit "$failed"

@@ -103,7 +103,10 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   const bool reduce_grads = world > 1;
   std::optional<BucketedAllReduce> buckets;
   if (cfg.bucket_mb > 0 && reduce_grads) {
-    const std::vector<GradBucket> plan = plan_grad_buckets(model.layout(), static_cast<size_t>(cfg.bucket_mb * 1024 * 1024));
+    // at least 1 byte: a --bucket-mb below a byte asks for the smallest buckets (one tensor each), not for 0
+    // (plan_grad_buckets' one bucket)
+    const size_t bucket_bytes = std::max<size_t>(1, static_cast<size_t>(cfg.bucket_mb * 1024 * 1024));
+    const std::vector<GradBucket> plan = plan_grad_buckets(model.layout(), bucket_bytes);
     size_t largest = 0;
     for (const GradBucket& b : plan) largest = std::max(largest, b.count);
     const double largest_mib = static_cast<double>(largest) * sizeof(float) / (1024.0 * 1024.0);
@@ -141,7 +144,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   const bool graph_wanted = cfg.cuda_graph && world == 1 && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
   if (rank == 0 && cfg.cuda_graph && !graph_wanted && be.kind() == Device::cuda)  // say why there is none
     std::printf("cuda graph: not used (%s); every kernel is launched\n",
-                world > 1 ? "several ranks: collectives inside the backward"
+                world > 1 ? "several ranks: the step is recorded on one GPU only"
                 : K > 1   ? "--grad-accum > 1"
                 : cfg.dropout > 0 ? "--dropout > 0: its keys are host data per step"
                                   : "--timeline marks each phase");

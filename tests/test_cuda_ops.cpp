@@ -316,7 +316,7 @@ TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBL
 // dout 4-byte aligned, and single elements added in double otherwise. dout at an aligned address and the
 // same values one element further (2 bytes: the element path) must give dbias within fp32 rounding of
 // the chunk sums (1e-5 relative, norm-wise); a wrong column, a skipped row or chunk gives O(1). N = 4099:
-// chunks of 17 rows, the last one short; OC = 768, 2304: one and several blocks of pairs per chunk.
+// chunks of 17 rows, the last one short; OC = 768, 2304: 2 and 5 blocks of 256 column pairs per chunk.
 TEST_CASE("bf16 dbias: the column-pair sum agrees with the element path") {
   Backend& g = g16();
   for (const int OC : {768, 2304}) {
