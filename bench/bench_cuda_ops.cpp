@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
 #include "cuda/cuda_backend.h"
 #include "xtrain/model.h"
 #include "xtrain/rng.h"
@@ -41,31 +42,13 @@ void report(const char* op, double ms, double flops, double bytes) {
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage = "usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (B in 1..64, reps 1..1000)";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
-      std::printf("%s\nTimes each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.\n", kUsage);
-      return 0;
-    }
-  if (argc > 4) {
-    std::fprintf(stderr, "bench_cuda_ops: too many arguments; %s\n", kUsage);
-    return 2;
-  }
-  auto arg = [&](int i, int def, int lo, int hi) {
-    if (argc <= i) return def;
-    char* end = nullptr;
-    const long v = std::strtol(argv[i], &end, 10);
-    if (*argv[i] == '\0' || *end != '\0' || v < lo || v > hi) {
-      std::fprintf(stderr, "bench_cuda_ops: bad argument '%s'; %s\n", argv[i], kUsage);
-      std::exit(2);
-    }
-    return int(v);
-  };
+  const xtrain::bench::BenchArgs args{argc, argv, "bench_cuda_ops", kUsage};
+  if (args.help("Times each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.")) return 0;
+  args.check(3);
+  auto arg = [&](int i, int def, int lo, int hi) { return args.integer(i, def, lo, hi); };
   const int B = arg(1, 8, 1, 64), reps = arg(2, 5, 1, 1000);
   const std::string dtype = argc > 3 ? argv[3] : "fp32";
-  if (dtype != "fp32" && dtype != "bf16") {
-    std::fprintf(stderr, "bench_cuda_ops: dtype must be fp32 or bf16, got '%s'; %s\n", dtype.c_str(), kUsage);
-    return 2;
-  }
+  if (dtype != "fp32" && dtype != "bf16") args.fail("dtype must be fp32 or bf16, got '" + dtype + "'");
   const int T = 1024, C = 768, NH = 12, HS = 64, V = 50257, Vp = 50304, N = B * T;  // Vp: GPTConfig::Vp()
   std::printf("# bench_cuda_ops %d %d %s (B=%d T=%d C=%d NH=%d V=%d)\n", B, reps, dtype.c_str(), B, T, C, NH, V);
   if (!cuda_device_available()) {

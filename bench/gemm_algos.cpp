@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "bench_args.h"
+
 namespace {
 #define CK(x)                                                                        \
   do {                                                                               \
@@ -50,25 +52,10 @@ V algo_attr(const cublasLtMatmulAlgo_t& algo, cublasLtMatmulAlgoConfigAttributes
 
 int main(int argc, char** argv) {
   constexpr const char* kUsage = "usage: gemm_algos [B=16] [reps=20] [max_algos=16]   (B in 1..64, reps 1..1000, max_algos 1..64)";
-  for (int i = 1; i < argc; ++i)
-    if (std::string(argv[i]) == "-h" || std::string(argv[i]) == "--help") {
-      std::printf("%s\nTimes every cuBLASLt algorithm the heuristic offers for each GEMM of a GPT-2 124M step.\n", kUsage);
-      return 0;
-    }
-  if (argc > 4) {
-    std::fprintf(stderr, "gemm_algos: too many arguments; %s\n", kUsage);
-    return 2;
-  }
-  auto arg = [&](int i, int def, int lo, int hi) {
-    if (argc <= i) return def;
-    char* end = nullptr;
-    const long v = std::strtol(argv[i], &end, 10);
-    if (*argv[i] == '\0' || *end != '\0' || v < lo || v > hi) {
-      std::fprintf(stderr, "gemm_algos: bad argument '%s'; %s\n", argv[i], kUsage);
-      std::exit(2);
-    }
-    return int(v);
-  };
+  const xtrain::bench::BenchArgs args{argc, argv, "gemm_algos", kUsage};
+  if (args.help("Times every cuBLASLt algorithm the heuristic offers for each GEMM of a GPT-2 124M step.")) return 0;
+  args.check(3);
+  auto arg = [&](int i, int def, int lo, int hi) { return args.integer(i, def, lo, hi); };
   const int B = arg(1, 16, 1, 64), reps = arg(2, 20, 1, 1000), max_algos = arg(3, 16, 1, 64);
   int devices = 0;
   if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0) {
