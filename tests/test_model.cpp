@@ -1,5 +1,5 @@
 // Model-level tests on the CPU backend: the wiring of forward/backward (whole-model gradients
-// against finite differences, with and without dropout), activation recompute, overfitting one
+// against finite differences, with and without dropout), forward's parts for a recorded step, activation recompute, overfitting one
 // batch, the LR schedule, clipping and the parameter layout.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -92,6 +92,46 @@ TEST_CASE("backward after a smaller batch than an earlier one differentiates tha
   CHECK(max_diff == 0.0);  // the same float ops in the same order
   reused.forward(tok1.data(), tgt1.data(), 1, T, false, 1.0f, nullptr);
   CHECK_THROWS_AS(reused.backward(), Error);  // an evaluation forward leaves no dlogits
+}
+
+// The parts of forward that a recorded step calls separately (--cuda-graph): set_batch, forward_pass,
+// loss_sum(B, T) give forward's loss bit for bit and the same gradients; loss_sum sums the shape it is
+// told, not the last forward's (a launch of a recorded forward runs no host code), within the buffers;
+// a new batch, or buffers reallocated for a larger one, refuse backward() until a forward of it; the
+// reallocation changes buffers_generation (a recorded graph holds the old addresses), a smaller batch
+// in the same buffers does not.
+TEST_CASE("set_batch, forward_pass and loss_sum: forward's parts and their contracts") {
+  auto be = make_cpu_backend();
+  const GPTConfig c = tiny_config();
+  const int T = 8;
+  std::vector<int32_t> tok2(2 * T), tgt2(2 * T), tok4(4 * T), tgt4(4 * T);
+  random_tokens(tok2, c.V, 41), random_tokens(tgt2, c.V, 42), random_tokens(tok4, c.V, 43), random_tokens(tgt4, c.V, 44);
+  GPT whole(c, *be), parts(c, *be);
+  whole.init_params(13), parts.init_params(13);
+  whole.zero_grads(), parts.zero_grads();
+  const double loss = whole.forward(tok2.data(), tgt2.data(), 2, T, true, 0.5f, nullptr);
+  whole.backward();
+  parts.set_batch(tok2.data(), tgt2.data(), 2, T);
+  const uint64_t generation = parts.buffers_generation();
+  parts.forward_pass(2, T, true, 0.5f, nullptr);
+  parts.backward();
+  CHECK(parts.loss_sum(2, T) == loss);
+  for (size_t i = 0; i < whole.num_params(); ++i) REQUIRE(parts.grads()[i] == whole.grads()[i]);
+  // a 1-sequence evaluation forward in the same buffers: loss_sum(1, T) is its loss, and loss_sum(2, T)
+  // still covers two sequences' positions (what a launch of the recorded 2-sequence forward would read)
+  const double one = parts.forward(tok2.data(), tgt2.data(), 1, T, false, 0.5f, nullptr);
+  CHECK(parts.buffers_generation() == generation);
+  CHECK(parts.loss_sum(1, T) == one);
+  CHECK(parts.loss_sum(2, T) != one);
+  CHECK_THROWS_AS(parts.loss_sum(3, T), Error);      // beyond the buffers
+  CHECK_THROWS_AS(parts.loss_sum(2, T - 1), Error);  // another sequence length
+  CHECK_THROWS_AS(parts.forward_pass(2, T, true, 0.5f, nullptr), Error);  // set_batch (in forward) copied 1
+  parts.set_batch(tok2.data(), tgt2.data(), 2, T);
+  CHECK_THROWS_AS(parts.backward(), Error);  // no forward of this batch yet
+  parts.forward_pass(2, T, true, 0.5f, nullptr);
+  parts.set_batch(tok4.data(), tgt4.data(), 4, T);  // reallocates for 4 sequences
+  CHECK(parts.buffers_generation() != generation);
+  CHECK_THROWS_AS(parts.backward(), Error);
 }
 
 // Activation recompute runs the forward's ops on the forward's inputs again in the backward, so the
