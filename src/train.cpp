@@ -179,9 +179,8 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
                         step);
         }
       }
-      if (graph && !graph_unavailable) {
+      if (graph) {
         graph->launch();
-        ++res.graph_launches;
         loss_sum = model.loss_sum(micro_local, T);  // the launch ran the recorded forward's shape
       } else {
         model.zero_grads();

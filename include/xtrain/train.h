@@ -24,7 +24,6 @@ struct TrainResult {
   int val_step = 0;
   uint64_t ckpt_xxh3 = 0;      // rank 0: XXH3-64 of the last checkpoint written (0 = none, other ranks)
   bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
-  int graph_launches = 0;      // steps run as one launch of the recorded step graph (--cuda-graph)
 };
 
 // train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
