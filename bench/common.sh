@@ -81,6 +81,17 @@ xt_check_workloads() {
   done
 }
 
+# xt_step_cmd NAME: XT_CMD, the one-GPU xtrain command that profile_gpu.sh and trace_gpu.sh wrap (under Nsight
+# Compute, with the CUPTI tracer): workload NAME in bf16 for STEPS steps, a step line each, EXTRA_ARGS last;
+# and XT_STEP_LABEL, "NAME (its options)" plus ", with EXTRA_ARGS" where given, for the tools' headers.
+xt_step_cmd() {
+  local args
+  read -r -a args <<<"$(xt_workload_args "$1")"
+  XT_CMD=("$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" --val-every 0
+          --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}")
+  XT_STEP_LABEL="$1 (${args[*]})${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
+}
+
 # xt_quote WORD...: the words as one shell command line, each quoted only where it needs it
 # (printf %q), so a path with spaces reads back as one word.
 xt_quote() {

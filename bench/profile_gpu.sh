@@ -30,17 +30,15 @@ xt_check_workloads $WORKLOADS
 
 failed=0
 for w in $WORKLOADS; do
-  read -r -a args <<<"$(xt_workload_args "$w")"
+  xt_step_cmd "$w"
   csv="$LOGDIR/$w.ncu.csv" log="$LOGDIR/$w.log"
   if ! xt_train "$log" "$LOGDIR/$w.unused.jsonl" mpirun --allow-run-as-root -np 1 "$NCU" --clock-control none \
-      --metrics gpu__time_duration.sum --csv --log-file "$csv" \
-      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
-      --val-every 0 --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}"; then
+      --metrics gpu__time_duration.sum --csv --log-file "$csv" "${XT_CMD[@]}"; then
     echo "profile_gpu.sh: $w failed, see $log" >&2
     failed=1
     continue
   fi
-  echo "== $w (${args[*]}), bf16, step $STEPS of $STEPS${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
+  echo "== $XT_STEP_LABEL, bf16, step $STEPS of $STEPS"
   "$PY" "$XT_BENCH_DIR/ncu_summary.py" "$csv" || failed=1
 done
 exit "$failed"

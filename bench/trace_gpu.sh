@@ -29,18 +29,16 @@ xt_check_workloads $WORKLOADS
 
 failed=0
 for w in $WORKLOADS; do
-  read -r -a args <<<"$(xt_workload_args "$w")"
+  xt_step_cmd "$w"
   trace="$LOGDIR/$w.trace.csv" log="$LOGDIR/$w.log"
   rm -f "$trace"
   if ! CUDA_INJECTION64_PATH=$TRACER XTRAIN_KERNEL_TRACE=$trace xt_train "$log" "$LOGDIR/$w.unused.jsonl" \
-      mpirun --allow-run-as-root -np 1 -x CUDA_INJECTION64_PATH -x XTRAIN_KERNEL_TRACE \
-      "$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" \
-      --val-every 0 --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}"; then
+      mpirun --allow-run-as-root -np 1 -x CUDA_INJECTION64_PATH -x XTRAIN_KERNEL_TRACE "${XT_CMD[@]}"; then
     echo "trace_gpu.sh: $w failed, see $log" >&2
     failed=1
     continue
   fi
-  echo "== $w (${args[*]}), bf16, steps $((STEPS - 1))-$STEPS of $STEPS${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
+  echo "== $XT_STEP_LABEL, bf16, steps $((STEPS - 1))-$STEPS of $STEPS"
   "$PY" "$XT_BENCH_DIR/kernel_gaps.py" "$trace" 2 12 || failed=1
 done
 exit "$failed"
