@@ -3,10 +3,11 @@
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/overlap_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # For GPT-2 124M (T 1024, 32 sequences per GPU) and the design configuration (T 256, 64 sequences
-# per GPU), bf16: steady-state tok/s (median of the steps after WARMUP, default 5) at world 1, and at world NP with
-# --bucket-mb 0 (one all-reduce after backward) and 25 (overlapped); speed-up and efficiency against
-# world 1 as a markdown table (OUTDIR/table.md). Also checks that --bucket-mb 0 and 25 give the same
-# losses at world NP (bitwise equal at world 2; docs/scaling.md). Then xtrain's own --timeline of both
+# per GPU), bf16: steady-state tok/s (median of the steps after WARMUP, default 5) at world 1 (its step a
+# CUDA graph, --cuda-graph auto), and at world NP with --bucket-mb 0 (one all-reduce after backward), 25
+# (overlapped) and 25 with --cuda-graph on (the overlapped step, NCCL collectives included, launched as a
+# CUDA graph); speed-up and efficiency against world 1 as a markdown table (OUTDIR/table.md). Also checks
+# that the three world-NP runs give the same losses (bitwise equal at world 2; docs/scaling.md). Then xtrain's own --timeline of both
 # configurations (OUTDIR/timeline_<config>.json, Chrome trace; bench/timeline_summary.py prints per step
 # the backward, the all-reduces and their overlap). With nsys on PATH, a timeline of a few overlapped
 # steps of the design configuration goes to OUTDIR/overlap.nsys-rep.
@@ -28,18 +29,20 @@ declare -A PER_GPU=([gpt2-124m]=32 [design]=64)
 read -r -a design <<<"${CFG[design]}"
 "$BIN" "${D[@]}" "${design[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
   { tail -n 20 "$OUT/cache.log"; echo "FAIL: token cache run"; exit 1; }
-run() {  # run NAME NP BUCKET_MB: one training run, metrics in OUTDIR/NAME_wNP_bBUCKET.jsonl
-  local name=$1 np=$2 mb=$3 tag="$1_w$2_b$3"
+run() {  # run NAME NP BUCKET_MB [GRAPH]: one training run, metrics in OUTDIR/NAME_wNP_bBUCKET[_graph].jsonl
+  local name=$1 np=$2 mb=$3 graph=${4:-auto} tag="$1_w$2_b$3"
+  [[ $graph == on ]] && tag+="_graph"
   read -r -a model <<<"${CFG[$name]}"
-  echo "-- $name, world $np, --bucket-mb $mb"
+  echo "-- $name, world $np, --bucket-mb $mb, --cuda-graph $graph"
   "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --batch $((PER_GPU[$name] * np)) \
-    --bucket-mb "$mb" --metrics "$OUT/$tag.jsonl" > "$OUT/$tag.log" 2>&1 ||
+    --bucket-mb "$mb" --cuda-graph "$graph" --metrics "$OUT/$tag.jsonl" > "$OUT/$tag.log" 2>&1 ||
     { tail -n 20 "$OUT/$tag.log"; echo "FAIL: $tag"; exit 1; }
 }
 for name in design gpt2-124m; do
   run "$name" 1 0
   run "$name" "$NP" 0
   run "$name" "$NP" 25
+  run "$name" "$NP" 25 on
 done
 
 "$PY" - "$OUT" "$NP" "$WARMUP" <<'PY' | tee "$OUT/table.md"
@@ -51,13 +54,16 @@ def run(tag):
     return steady(f"{out}/{tag}.jsonl", warmup)
 def toks(tag):
     return run(tag)["median_tok_per_s"]
-print(f"| config | world 1 tok/s | world {n}, one all-reduce | world {n}, 25 MiB buckets | speed-up (one / buckets) | efficiency (one / buckets) | losses equal |")
-print("|---|---:|---:|---:|---:|---:|---|")
+print(f"| config | world 1 tok/s | world {n}, one all-reduce | world {n}, 25 MiB buckets | world {n}, buckets + graph "
+      f"| speed-up (one / buckets / + graph) | efficiency (one / buckets / + graph) | losses equal |")
+print("|---|---:|---:|---:|---:|---:|---:|---|")
 for name in ["gpt2-124m", "design"]:
-    t1, t0, tb = toks(f"{name}_w1_b0"), toks(f"{name}_w{n}_b0"), toks(f"{name}_w{n}_b25")
-    same = run(f"{name}_w{n}_b0")["losses"] == run(f"{name}_w{n}_b25")["losses"]
-    print(f"| {name} | {t1:,.0f} | {t0:,.0f} | {tb:,.0f} | {t0/t1:.3f}x / {tb/t1:.3f}x | "
-          f"{t0/t1/n:.1%} / {tb/t1/n:.1%} | {'bitwise' if same else 'NO'} |")
+    tags = [f"{name}_w{n}_b0", f"{name}_w{n}_b25", f"{name}_w{n}_b25_graph"]
+    t1, ts = toks(f"{name}_w1_b0"), [toks(t) for t in tags]
+    same = all(run(t)["losses"] == run(tags[0])["losses"] for t in tags)
+    print(f"| {name} | {t1:,.0f} | " + " | ".join(f"{t:,.0f}" for t in ts) + " | "
+          + " / ".join(f"{t/t1:.3f}x" for t in ts) + " | " + " / ".join(f"{t/t1/n:.1%}" for t in ts)
+          + f" | {'bitwise' if same else 'NO'} |")
 PY
 
 for name in design gpt2-124m; do

@@ -2,12 +2,13 @@
 # Runs on a 2-GPU machine from the repository root (build-gpu/xtrain_mpi, data/), output in $OUT.
 # SIGSTOP of rank 1 (alive but silent, so mpirun sees no dead process): rank 0 must leave the NCCL
 # collective through the --comm-timeout watchdog, name rank, step and operation, and end the job.
+# EXTRA_ARGS="" goes at the end of the command (e.g. "--cuda-graph on": the stall inside a launched graph).
 source "$(dirname "$0")/common.sh"
 xt_help "$@"
 : "${OUT:?stall_test.sh: set OUT to the output directory}"
 BIN=build-gpu/xtrain_mpi
 D="${XT_DATA_ARGS[*]} $(xt_workload_model design)"
-mpirun --allow-run-as-root --bind-to none -np 2 $BIN $D --device cuda --dtype bf16 --batch 64 --steps 100000 --val-every 0 --log-every 50 --comm-timeout 10 > $OUT/stall.log 2>&1 &
+mpirun --allow-run-as-root --bind-to none -np 2 $BIN $D --device cuda --dtype bf16 --batch 64 --steps 100000 --val-every 0 --log-every 50 --comm-timeout 10 ${XT_EXTRA_ARGS[*]} > $OUT/stall.log 2>&1 &
 job=$!
 victim=""
 for _ in $(seq 600); do

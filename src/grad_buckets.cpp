@@ -59,4 +59,17 @@ void BucketedAllReduce::finish() {
   comm_.bucketed_finish();
 }
 
+void BucketedAllReduce::join() {
+  XT_CHECK(comm_.records_collectives(), "BucketedAllReduce::join: the " << comm_.name()
+                                            << " communicator's collectives cannot be recorded; use finish()");
+  ready(0);
+  active_ = false;
+  comm_.bucketed_join();
+}
+
+void BucketedAllReduce::wait() {
+  XT_CHECK(!active_, "BucketedAllReduce::wait before join");
+  comm_.bucketed_wait();
+}
+
 }  // namespace xtrain

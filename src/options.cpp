@@ -106,7 +106,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
-    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | off: on one GPU (world 1) with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged); off = launch every kernel (docs/cuda.md)");
+    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (not yet the default: not measured on two GPUs); off = launch every kernel (docs/cuda.md)");
   po::options_description sys("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
@@ -207,8 +207,10 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
   need(t.recompute >= 0 && t.recompute <= 2, "--recompute must be 0, 1 or 2");
-  need(cuda_graph == "auto" || cuda_graph == "off", "--cuda-graph must be auto or off");
-  t.cuda_graph = cuda_graph == "auto";
+  need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");
+  t.cuda_graph = cuda_graph == "on"    ? TrainConfig::CudaGraph::on
+                 : cuda_graph == "off" ? TrainConfig::CudaGraph::off
+                                       : TrainConfig::CudaGraph::auto_one_rank;
   // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
   need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
   need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");

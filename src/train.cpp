@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <sstream>
@@ -134,20 +135,31 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   } trace_off{comm};
   comm.set_trace(tl);
   const int timeline_first = end > res.first_step ? res.first_step + 1 : res.first_step;
-  // --cuda-graph auto (TrainConfig::cuda_graph): from the second step on, zero_grads + forward + backward
+  // --cuda-graph (TrainConfig::cuda_graph): from the second step on, zero_grads + forward + backward
   // are recorded once as a graph (Backend::capture_graph; CUDA only) and launched as one; the batch is
   // copied in before each launch and the loss read after it. Only where the step is that device work and
-  // nothing else: one rank (no gradient collectives inside the backward), one micro-step, no dropout (its
-  // keys are host data per step), no timeline (marks per phase). The same kernels on the same buffers:
-  // the same bits as launching them one by one (tests/test_cuda_graph.sh). Recorded again if the model's buffers
-  // are reallocated; if recording fails the run goes on launching kernels, saying so once.
-  const bool graph_wanted = cfg.cuda_graph && world == 1 && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
-  if (rank == 0 && cfg.cuda_graph && !graph_wanted && be.kind() == Device::cuda)  // say why there is none
+  // nothing else: one micro-step, no dropout (its keys are host data per step), no timeline (marks per
+  // phase), and one rank unless --cuda-graph on and the communicator records its collectives (NCCL): then
+  // the bucketed gradient all-reduce is recorded too (its buckets started from the backward's hooks and
+  // joined at its end; with --bucket-mb 0 one bucket started when the backward ends, as the single
+  // all-reduce), every rank must have recorded (else all launch kernels), and after each launch the host
+  // waits for the buckets under --comm-timeout. The same kernels and collectives on the same buffers:
+  // the same bits as launching them one by one (tests/test_cuda_graph.sh). Recorded again if the model's
+  // buffers are reallocated; if recording fails the run goes on launching kernels, saying so once.
+  using CudaGraph = TrainConfig::CudaGraph;
+  const bool graph_ranks = world == 1 || (cfg.cuda_graph == CudaGraph::on && comm.records_collectives());
+  const bool graph_wanted =
+      cfg.cuda_graph != CudaGraph::off && graph_ranks && K == 1 && !(cfg.dropout > 0) && cfg.timeline.empty();
+  if (rank == 0 && cfg.cuda_graph != CudaGraph::off && !graph_wanted && be.kind() == Device::cuda)  // say why not
     std::printf("cuda graph: not used (%s); every kernel is launched\n",
-                world > 1 ? "several ranks: the step is recorded on one GPU only"
-                : K > 1   ? "--grad-accum > 1"
+                !graph_ranks ? (cfg.cuda_graph == CudaGraph::on
+                                    ? "several ranks on a communicator whose collectives cannot be recorded"
+                                    : "several ranks: --cuda-graph on records their step too")
+                : K > 1           ? "--grad-accum > 1"
                 : cfg.dropout > 0 ? "--dropout > 0: its keys are host data per step"
                                   : "--timeline marks each phase");
+  if (graph_wanted && reduce_grads && !buckets)  // --bucket-mb 0: one bucket, started when the backward ends
+    buckets.emplace(comm, plan_grad_buckets(model.layout(), 0));
   std::unique_ptr<StepGraph> graph;
   uint64_t graph_generation = 0;
   bool graph_unavailable = false;
@@ -166,21 +178,48 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
             graph = be.capture_graph([&] {
               model.zero_grads();
               model.forward_pass(micro_local, T, true, dloss, nullptr);
+              if (!buckets) {
+                model.backward();
+                return;
+              }
+              struct Undo {  // a recording that throws part-way leaves no hook and no bucketed step open
+                GPT& model;
+                BucketedAllReduce& buckets;
+                bool done = false;
+                ~Undo() {
+                  model.set_grad_ready_hook(nullptr);
+                  if (!done) buckets.cancel();
+                }
+              } undo{model, *buckets};
+              buckets->begin(model.grads(), n, ReduceOp::avg);
+              model.set_grad_ready_hook([&](size_t offset) { buckets->ready(offset); });
               model.backward();
+              buckets->join();
+              undo.done = true;
             });
             graph_generation = model.buffers_generation();
           } catch (const Error& e) {
             if (rank == 0)
               std::printf("cuda graph: recording the step failed (%s); every kernel is launched instead\n", e.what());
           }
+          if (world > 1) {  // all ranks launch graphs or none: the lowest rank whose recording failed, if any
+            const uint64_t failed = comm.all_reduce_min_host(graph ? UINT64_MAX : static_cast<uint64_t>(rank));
+            if (failed != UINT64_MAX && graph) {
+              graph.reset();
+              if (rank == 0)
+                std::printf("cuda graph: recording the step failed on rank %llu; every kernel is launched instead\n",
+                            static_cast<unsigned long long>(failed));
+            }
+          }
           graph_unavailable = graph == nullptr;  // the CPU backend records nothing, silently
           if (graph && rank == 0)
-            std::printf("cuda graph: step %d's forward and backward recorded; launched as one graph from now on\n",
-                        step);
+            std::printf("cuda graph: step %d's forward and backward%s recorded; launched as one graph from now on\n",
+                        step, buckets ? " with the gradient all-reduce" : "");
         }
       }
       if (graph) {
         graph->launch();
+        if (buckets) buckets->wait();  // this launch's gradient buckets, under --comm-timeout
         loss_sum = model.loss_sum(micro_local, T);  // the launch ran the recorded forward's shape
       } else {
         model.zero_grads();
@@ -199,13 +238,13 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
           model.backward();
           model.set_grad_ready_hook(nullptr);
         }
-      }
-      if (buckets) {
-        buckets->finish();  // clipping and AdamW read every bucket's result
-      } else if (reduce_grads) {
-        const size_t c0 = tl ? tl->mark() : 0;
-        comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
-        if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
+        if (buckets) {
+          buckets->finish();  // clipping and AdamW read every bucket's result
+        } else if (reduce_grads) {
+          const size_t c0 = tl ? tl->mark() : 0;
+          comm.all_reduce(model.grads(), n, ReduceOp::avg);  // the one gradient collective per step
+          if (tl) tl->collective("all-reduce of the gradients", tl->clock(), c0, tl->mark());
+        }
       }
       if (tl && reduce_grads) tl->phase("wait for the gradient all-reduce");
       // The stop flag rides on the loss all-reduce: every rank learns of a signal on any rank and

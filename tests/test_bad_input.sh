@@ -46,7 +46,7 @@ expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
 expect "kv-heads not dividing heads" 2 "--kv-heads \\(3\\) must divide --heads" 2 "${OK[@]}" --kv-heads 3
 expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
 expect "unknown attention route" 2 "usage error: --attention must be auto, flash, gemm or cudnn" 1 "${OK[@]}" --attention fast
-expect "unknown --cuda-graph" 2 "usage error: --cuda-graph must be auto or off" 1 "${OK[@]}" --cuda-graph on
+expect "unknown --cuda-graph" 2 "usage error: --cuda-graph must be auto, on or off" 1 "${OK[@]}" --cuda-graph yes
 expect "attention route on the CPU" 2 "usage error: --attention cudnn needs the CUDA backend" 2 "${OK[@]}" --device cpu --attention cudnn
 
 expect "stray positional argument" 2 "usage error" 2 "${OK[@]}" extra_word

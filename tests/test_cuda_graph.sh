@@ -1,10 +1,13 @@
 #!/usr/bin/env bash
-# --cuda-graph (issue #12): one GPU, the step's forward and backward recorded as a CUDA graph at step 2
-# and launched from then on give the losses of launching every kernel exactly (metrics text) and a
+# --cuda-graph (issues #12, #13): the step's forward and backward recorded as a CUDA graph at step 2 and
+# launched from then on give the losses of launching every kernel exactly (metrics text) and a
 # byte-identical final checkpoint, in bf16 and fp32, with --recompute 2 and with validation passes
-# between steps (they use the batch and loss buffers the graph reads). Where the step does not allow a graph
-# (--grad-accum 2, --dropout, --timeline) the run says why in one line and trains as before; --cuda-graph takes
-# only auto or off. Exit 77 (skipped) without a GPU.
+# between steps (they use the batch and loss buffers the graph reads): on one GPU with --cuda-graph auto
+# and on, and, where two GPUs are visible, at world 2 with --cuda-graph on (the bucketed NCCL gradient
+# all-reduce recorded inside the graph; several buckets, one bucket, --bucket-mb 0), under mpirun and
+# xtrain_threads. Where the step does not allow a graph (--grad-accum 2, --dropout, --timeline; several
+# ranks under auto) the run says why in one line and trains as before; --cuda-graph takes only auto, on
+# or off. Exit 77 (skipped) without a GPU.
 source "$(dirname "$0")/common.sh"
 nvidia-smi -L > /dev/null 2>&1 || { echo "SKIP: no GPU visible"; exit 77; }
 xt_data
@@ -12,29 +15,47 @@ xt_data
 # the recorded 16-sequence step (the loss read after a launch must cover its 16, not the last forward's 4)
 ARGS=("${DATA[@]}" --dim 128 --heads 4 --layers 2 --seq 128 --batch 16 --steps 12 --lr 3e-3 --warmup 3
       --val-every 5 --val-seqs 20 --log-every 4 --device cuda)
-check_same() {  # check_same NAME ARGS...: graph (auto) vs off
-  local name=$1
-  shift
-  for g in auto off; do
-    xt_run mpi 1 "${ARGS[@]}" "$@" --cuda-graph "$g" --ckpt "$WORK/$name.$g.ckpt" --metrics "$WORK/$name.$g.jsonl" \
-      > "$WORK/$name.$g.log" 2>&1 || { tail -n 20 "$WORK/$name.$g.log"; echo "FAIL: $name --cuda-graph $g"; exit 1; }
+check_same() {  # check_same NAME LAUNCHER NP MODE ARGS...: --cuda-graph MODE vs off
+  local name=$1 launcher=$2 np=$3 mode=$4
+  shift 4
+  for g in "$mode" off; do
+    xt_run "$launcher" "$np" "${ARGS[@]}" "$@" --cuda-graph "$g" --ckpt "$WORK/$name.$g.ckpt" \
+      --metrics "$WORK/$name.$g.jsonl" > "$WORK/$name.$g.log" 2>&1 \
+      || { tail -n 20 "$WORK/$name.$g.log"; echo "FAIL: $name --cuda-graph $g"; exit 1; }
   done
-  grep -q "cuda graph: step 2's forward and backward recorded" "$WORK/$name.auto.log" \
-    || { cat "$WORK/$name.auto.log"; echo "FAIL: $name: no graph recorded"; exit 1; }
-  ! grep -q "cuda graph" "$WORK/$name.off.log" || { echo "FAIL: $name: --cuda-graph off recorded a graph"; exit 1; }
-  xt_losses "$WORK/$name.auto.jsonl" > "$WORK/$name.auto.losses"
-  [[ $(wc -l < "$WORK/$name.auto.losses") == 12 ]] || { echo "FAIL: $name: want 12 train records"; exit 1; }
-  xt_losses "$WORK/$name.off.jsonl" | diff "$WORK/$name.auto.losses" - \
+  local want="cuda graph: step 2's forward and backward recorded"
+  ((np > 1)) && want="cuda graph: step 2's forward and backward with the gradient all-reduce recorded"
+  grep -q "$want" "$WORK/$name.$mode.log" \
+    || { cat "$WORK/$name.$mode.log"; echo "FAIL: $name: no graph recorded"; exit 1; }
+  ! grep "cuda graph" "$WORK/$name.off.log" || { echo "FAIL: $name: --cuda-graph off printed a graph line"; exit 1; }
+  xt_losses "$WORK/$name.$mode.jsonl" > "$WORK/$name.$mode.losses"
+  [[ $(wc -l < "$WORK/$name.$mode.losses") == 12 ]] || { echo "FAIL: $name: want 12 train records"; exit 1; }
+  xt_losses "$WORK/$name.off.jsonl" | diff "$WORK/$name.$mode.losses" - \
     || { echo "FAIL: $name: losses with the graph differ from launching every kernel"; exit 1; }
-  cmp "$WORK/$name.auto.ckpt" "$WORK/$name.off.ckpt" || { echo "FAIL: $name: checkpoints differ"; exit 1; }
-  grep -q '"type": *"val"' "$WORK/$name.auto.jsonl" || { echo "FAIL: $name: no validation record"; exit 1; }
-  cmp <(grep '"val"' "$WORK/$name.auto.jsonl") <(grep '"val"' "$WORK/$name.off.jsonl") \
+  cmp "$WORK/$name.$mode.ckpt" "$WORK/$name.off.ckpt" || { echo "FAIL: $name: checkpoints differ"; exit 1; }
+  grep -q '"type": *"val"' "$WORK/$name.$mode.jsonl" || { echo "FAIL: $name: no validation record"; exit 1; }
+  cmp <(grep '"val"' "$WORK/$name.$mode.jsonl") <(grep '"val"' "$WORK/$name.off.jsonl") \
     || { echo "FAIL: $name: validation losses differ"; exit 1; }
   echo "$name: 12 losses, validation and the final checkpoint identical with and without the CUDA graph"
 }
-check_same bf16 --dtype bf16
-check_same fp32 --dtype fp32
-check_same recompute2 --dtype bf16 --recompute 2
+check_same bf16 mpi 1 auto --dtype bf16
+check_same fp32 mpi 1 auto --dtype fp32
+check_same recompute2 mpi 1 auto --dtype bf16 --recompute 2
+check_same bf16-on mpi 1 on --dtype bf16
+ngpu=$(nvidia-smi -L | grep -c '^GPU ')
+if ((ngpu >= 2)); then
+  # 0.3 MiB buckets: several for this model (a layer is 0.75 MiB, the tied embedding 24.6 MiB)
+  check_same w2-buckets mpi 2 on --dtype bf16 --bucket-mb 0.3
+  check_same w2-fp32 mpi 2 on --dtype fp32
+  check_same w2-one mpi 2 on --dtype bf16 --bucket-mb 0
+  check_same w2-threads threads 2 on --dtype bf16 --bucket-mb 0.3
+  xt_run mpi 2 "${ARGS[@]}" > "$WORK/w2auto.log" 2>&1 || { tail -n 20 "$WORK/w2auto.log"; echo "FAIL: world 2 auto"; exit 1; }
+  grep -qF "cuda graph: not used (several ranks: --cuda-graph on records their step too)" "$WORK/w2auto.log" \
+    || { grep "cuda graph" "$WORK/w2auto.log"; echo "FAIL: world 2 auto: no line saying why there is no graph"; exit 1; }
+  echo "world 2, --cuda-graph auto: no graph (the run says why), trained"
+else
+  echo "world 2 cases skipped: $ngpu GPU visible"
+fi
 for case in "--grad-accum 2|--grad-accum > 1" "--dropout 0.1|--dropout > 0" "--timeline $WORK/tl.json|--timeline"; do
   extra=${case%%|*} reason=${case#*|}
   read -r -a e <<<"$extra"
@@ -45,9 +66,9 @@ for case in "--grad-accum 2|--grad-accum > 1" "--dropout 0.1|--dropout > 0" "--t
   echo "$extra: no graph (the run says why), trained"
 done
 set +e
-"$XT" "${ARGS[@]}" --cuda-graph on > "$WORK/bad.log" 2>&1
+"$XT" "${ARGS[@]}" --cuda-graph yes > "$WORK/bad.log" 2>&1
 rc=$?
 set -e
-grep -q "usage error: --cuda-graph must be auto or off" "$WORK/bad.log" && [[ $rc == 2 ]] \
-  || { cat "$WORK/bad.log"; echo "FAIL: --cuda-graph on not a usage error (rc $rc)"; exit 1; }
-echo "--cuda-graph on refused"
+grep -q "usage error: --cuda-graph must be auto, on or off" "$WORK/bad.log" && [[ $rc == 2 ]] \
+  || { cat "$WORK/bad.log"; echo "FAIL: --cuda-graph yes not a usage error (rc $rc)"; exit 1; }
+echo "--cuda-graph yes refused"

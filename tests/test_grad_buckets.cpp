@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu/cpu_backend.h"
+#include "xtrain/error.h"
 #include "xtrain/grad_buckets.h"
 #include "xtrain/model.h"
 
@@ -42,9 +43,13 @@ class RecordingComm final : public Communicator {
     names.push_back(what);
   }
   void bucketed_finish() override { ++finished; }
+  void bucketed_join() override { ++joined; }
+  void bucketed_wait() override { ++waited; }
+  bool records_collectives() const override { return records; }
   std::vector<GradBucket> started;
   std::vector<std::string> names;
-  int finished = 0;
+  int finished = 0, joined = 0, waited = 0;
+  bool records = false;
 };
 
 }  // namespace
@@ -104,4 +109,28 @@ TEST_CASE("backward reports final gradients from the end of the buffer, and buck
   CHECK(comm.finished == 1);
   CHECK(comm.started.size() == buckets.num_buckets());  // all started exactly once, in plan order
   CHECK(comm.names.front().find("gradient bucket 1 of ") != std::string::npos);
+}
+
+TEST_CASE("a recorded step: join starts the buckets left and joins; wait only after join; cancel reopens") {
+  const auto layout = param_layout(tiny_config());
+  const size_t total = layout.back().offset + layout.back().count;
+  std::vector<float> grads(total);
+  RecordingComm comm;
+  BucketedAllReduce buckets(comm, plan_grad_buckets(layout, 1000));
+  buckets.begin(grads.data(), total, ReduceOp::avg);
+  CHECK_THROWS_WITH_AS(buckets.join(), doctest::Contains("cannot be recorded; use finish()"), Error);
+  comm.records = true;
+  CHECK_THROWS_WITH_AS(buckets.wait(), doctest::Contains("wait before join"), Error);
+  buckets.join();
+  CHECK(comm.started.size() == buckets.num_buckets());  // every bucket started, none waited for on the host
+  CHECK((comm.joined == 1 && comm.waited == 0 && comm.finished == 0));
+  buckets.wait();
+  buckets.wait();  // after each launch of the recording
+  CHECK((comm.joined == 1 && comm.waited == 2));
+  buckets.begin(grads.data(), total, ReduceOp::avg);  // a recording abandoned part-way ...
+  CHECK_THROWS_WITH_AS(buckets.begin(grads.data(), total, ReduceOp::avg), doctest::Contains("not finished"), Error);
+  buckets.cancel();
+  buckets.begin(grads.data(), total, ReduceOp::avg);  // ... leaves the next step free to begin
+  buckets.finish();
+  CHECK(comm.finished == 1);
 }

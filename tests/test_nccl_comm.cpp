@@ -1,6 +1,6 @@
 // The NCCL communicator under mpirun, one process per rank, on the CUDA backend. Where every rank
-// has its own GPU: all_reduce (sum, avg) and broadcast give the expected values and the backend's
-// stream sees the result. Where two ranks share one GPU (mpirun -np 2 on a one-GPU machine): every
+// has its own GPU: all_reduce (sum, avg), broadcast and the bucketed all-reduce, launched and recorded
+// into a CUDA graph, give the expected values and the backend's stream sees the result. Where two ranks share one GPU (mpirun -np 2 on a one-GPU machine): every
 // rank must refuse with a message naming the shared GPU, before NCCL init. Exit 77 without a GPU.
 #include <cmath>
 #include <cstdio>
@@ -79,9 +79,49 @@ int main(int argc, char** argv) {
       ok = true;
       for (size_t i = 0; i < n; ++i) ok &= back[i] == pattern(i);
       expect(ok, rank, "broadcast from rank 0");
+      // The bucketed all-reduce recorded into a CUDA graph (what --cuda-graph on records at world >= 2): a
+      // kernel doubles the buffer, two buckets (upper half first, as the backward finishes them) reduce it,
+      // the compute stream joins them. Each launch, with new inputs copied in before it, must give the sum of
+      // the doubled inputs once bucketed_wait returns; a third launch with inputs that differ again shows the
+      // graph reads the buffer anew (not a result frozen at the recording).
+      expect(comm->records_collectives(), rank, "the NCCL communicator records collectives");
+      const size_t half = n / 2;
+      auto graph = be->capture_graph([&] {
+        be->add_inplace(buf, buf, n);
+        comm->bucketed_begin(buf, n, ReduceOp::sum);
+        comm->bucketed_start(half, n - half, "upper half");
+        comm->bucketed_start(0, half, "lower half");
+        comm->bucketed_join();
+      });
+      expect(graph != nullptr, rank, "the bucketed all-reduce recorded");
+      for (int launch = 0; graph && launch < 3; ++launch) {
+        const float scale = float(launch + 1);
+        for (size_t i = 0; i < n; ++i) host[i] = scale * float(rank + 1) * pattern(i);
+        be->copy_to_device(buf, host.data(), n * sizeof(float));
+        graph->launch();
+        comm->bucketed_wait();
+        be->copy_to_host(back.data(), buf, n * sizeof(float));
+        ok = true;
+        for (size_t i = 0; i < n; ++i) ok &= back[i] == 2.0f * scale * S * pattern(i);
+        expect(ok, rank, "recorded bucketed all_reduce, launch " + std::to_string(launch + 1));
+      }
+      // Not recorded, the same calls run at once: bucketed_finish = join + wait.
+      for (size_t i = 0; i < n; ++i) host[i] = float(rank + 1) * pattern(i);
+      be->copy_to_device(buf, host.data(), n * sizeof(float));
+      comm->bucketed_begin(buf, n, ReduceOp::sum);
+      comm->bucketed_start(half, n - half, "upper half");
+      comm->bucketed_start(0, half, "lower half");
+      comm->bucketed_finish();
+      be->copy_to_host(back.data(), buf, n * sizeof(float));
+      ok = true;
+      for (size_t i = 0; i < n; ++i) ok &= back[i] == S * pattern(i);
+      expect(ok, rank, "bucketed all_reduce launched");
+      graph.reset();
       comm->barrier();
       be->free(raw);
-      if (rank == 0) std::printf("nccl all_reduce sum/avg and broadcast of %zu floats over %d ranks checked\n", n, world);
+      if (rank == 0)
+        std::printf("nccl all_reduce sum/avg, broadcast and the bucketed all-reduce (recorded in a CUDA graph and "
+                    "launched) of %zu floats over %d ranks checked\n", n, world);
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "rank %d: %s\n", rank, e.what());

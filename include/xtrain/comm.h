@@ -50,7 +50,20 @@ class Communicator : public HostCollectives {
     if (tracing()) trace_->collective(what, trace_clock(), start, trace_clock().mark());
   }
   virtual void bucketed_progress() {}
+  // bucketed_finish: buf holds the result (every started bucket has completed) and the backend's
+  // stream is ordered after it. Where the communicator records collectives (records_collectives),
+  // it is bucketed_join() then bucketed_wait(), which a CUDA graph separates:
+  // - bucketed_join: orders the backend's stream after every started bucket's collective, device
+  //   side only (no host wait), so that it can be recorded by Backend::capture_graph;
+  // - bucketed_wait: waits on the host, under the deadline, for the buckets started since the last
+  //   bucketed_begin; after each launch of a recorded step again (its buckets are the recording's).
   virtual void bucketed_finish() {}
+  virtual void bucketed_join() {}
+  virtual void bucketed_wait() {}
+  // records_collectives: true where bucketed_begin / bucketed_start / bucketed_join may run inside
+  // Backend::capture_graph, their collectives recorded into the graph and run at each launch (NCCL:
+  // its collectives on CUDA graphs). False (the default): host-driven collectives (MPI, in-process).
+  virtual bool records_collectives() const { return false; }
   // set_trace: from now on, while trace->recording(), each bucketed collective is reported to `trace`
   // (nullptr: none) with marks of its start and completion on trace_clock() (--timeline; timeline.h).
   void set_trace(CollectiveTrace* trace) { trace_ = trace; }

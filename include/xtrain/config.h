@@ -21,8 +21,11 @@ struct TrainConfig {
   double bucket_mb = 25;   // gradient all-reduce bucket size in MiB, overlapped with backward (0 = one all-reduce)
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
   int recompute = 0;       // activation recompute in the backward: 0 none, 1 GELU, 2 GELU + layernorm (GPT ctor)
-  bool cuda_graph = true;  // record the step's forward and backward once and launch them as a CUDA graph where
-                           // the step allows it (train.h); false = --cuda-graph off
+  // --cuda-graph: record the step's forward and backward once and launch them as a CUDA graph where the step
+  // allows it (src/train.cpp): auto = on one rank; on = also on several ranks whose communicator records
+  // its collectives (NCCL: the bucketed gradient all-reduce inside the graph); off = launch every kernel.
+  enum class CudaGraph { off, auto_one_rank, on };
+  CudaGraph cuda_graph = CudaGraph::auto_one_rank;
   uint64_t seed = 1337;    // init, batch sampling and dropout streams
   double val_fraction = 0.1;  // tail of the token stream held out for validation
   int val_every = 25;      // validation every N steps (and at the last step); 0 = never

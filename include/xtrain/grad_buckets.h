@@ -38,6 +38,14 @@ class BucketedAllReduce {
   void ready(size_t offset);
   // finish: starts the buckets left, waits for all (throws Error naming the bucket that timed out).
   void finish();
+  // A step recorded as a CUDA graph (needs Communicator::records_collectives): begin and ready inside
+  // the recording as above, then join() in place of finish() (starts the buckets left and orders the
+  // backend's stream after them, device side only); after each launch of the graph, wait() waits on the
+  // host for that launch's buckets (Error naming the bucket that timed out). cancel(): a recording
+  // abandoned part-way; the next begin starts afresh.
+  void join();
+  void wait();
+  void cancel() { active_ = false; }
 
  private:
   std::string name(size_t i) const;  // "gradient bucket 2 of 5 (elements [a, b))"

@@ -50,12 +50,18 @@ class NcclCommunicator final : public Communicator {
 
   // Bucketed all-reduce: each bucket's ncclAllReduce is enqueued on the side stream after an event
   // recorded on the compute stream when the bucket starts (after the kernels that wrote it), so it
-  // runs while the rest of backward computes; an event per bucket lets bucketed_finish name the bucket
-  // that does not complete; then the compute stream waits for the side stream.
+  // runs while the rest of backward computes; an event per bucket lets bucketed_wait name the bucket
+  // that does not complete; bucketed_join makes the compute stream wait for the side stream.
+  // Recorded into a CUDA graph (the compute stream capturing: Backend::capture_graph), the side stream
+  // joins the capture through those events, the collectives become graph nodes (NCCL supports stream
+  // capture), and the per-bucket events are recorded as external event nodes (cudaEventRecordExternal),
+  // recorded again by each launch, which bucketed_wait then polls.
+  bool records_collectives() const override { return true; }
   void bucketed_begin(float* buf, size_t count, ReduceOp op) override {
     if (aborted_) XT_FAIL("NCCL bucketed all-reduce on rank " << rank() << ": the communicator was aborted earlier");
     Communicator::bucketed_begin(buf, count, op);
     started_.clear();
+    recorded_ = capturing();
   }
   void bucketed_start(size_t offset, size_t count, const std::string& what) override {
     XT_CHECK(offset + count <= bucket_count_, "bucket [" << offset << ", " << offset + count << ") outside "
@@ -74,19 +80,34 @@ class NcclCommunicator final : public Communicator {
       XT_CUDA_CHECK(cudaEventCreateWithFlags(&ev, cudaEventDisableTiming));
       bucket_done_.push_back(ev);
     }
-    XT_CUDA_CHECK(cudaEventRecord(bucket_done_[started_.size()], stream_));
+    XT_CUDA_CHECK(cudaEventRecordWithFlags(bucket_done_[started_.size()], stream_,
+                                           recorded_ ? cudaEventRecordExternal : cudaEventRecordDefault));
     started_.push_back({what, count});
   }
-  void bucketed_finish() override {
+  void bucketed_join() override {
+    XT_CUDA_CHECK(cudaEventRecord(done_, stream_));
+    XT_CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), done_, 0));
+  }
+  // bucketed_wait: polls each started bucket's event under one deadline, naming the bucket that does not
+  // complete. After a launch of a recorded step it also polls an event recorded on the compute stream
+  // now, behind the whole launch (which ends joined to every bucket): the host returns only once every
+  // bucket of this launch has completed, whatever an event node's state between launches.
+  void bucketed_wait() override {
+    XT_CHECK(!capturing(), "NCCL bucketed_wait inside a CUDA graph recording (wait after its launch)");
     deadline_ = Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(comm_timeout_s));
     for (size_t i = 0; i < started_.size(); ++i) {
       op_ = started_[i].first;
       count_ = started_[i].second;
       wait_event(bucket_done_[i]);
     }
-    XT_CUDA_CHECK(cudaEventRecord(done_, stream_));
-    XT_CUDA_CHECK(cudaStreamWaitEvent(be_.stream(), done_, 0));
-    started_.clear();
+    if (recorded_ && !started_.empty()) {
+      XT_CUDA_CHECK(cudaEventRecord(done_, be_.stream()));
+      wait_event(done_);  // op_ still names the last bucket
+    }
+  }
+  void bucketed_finish() override {
+    bucketed_join();
+    bucketed_wait();
   }
 
   void broadcast(float* buf, size_t count, int root) override {
@@ -129,6 +150,12 @@ class NcclCommunicator final : public Communicator {
   // wait_nccl: polls until the last NCCL call (init, enqueue) has completed on the host side.
   void wait_nccl();
   [[noreturn]] void abort_and_throw(const std::string& why);
+  // capturing: the compute stream is recording a CUDA graph (Backend::capture_graph).
+  bool capturing() const {
+    cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+    XT_CUDA_CHECK(cudaStreamIsCapturing(be_.stream(), &st));
+    return st == cudaStreamCaptureStatusActive;
+  }
   // trace_clock: CUDA events on the side stream, on the compute clock's base (--timeline).
   TimelineClock& trace_clock() override {
     if (!clock_) clock_ = be_.make_stream_clock(stream_);
@@ -146,6 +173,7 @@ class NcclCommunicator final : public Communicator {
   bool aborted_ = false;
   std::vector<cudaEvent_t> bucket_done_;  // per started bucket, recorded after its all-reduce (reused)
   std::vector<std::pair<std::string, size_t>> started_;  // this step's buckets: name, elements
+  bool recorded_ = false;  // the buckets since bucketed_begin were recorded into a CUDA graph
   std::unique_ptr<TimelineClock> clock_;  // made on the first traced collective
 };
 
