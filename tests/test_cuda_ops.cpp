@@ -798,6 +798,53 @@ TEST_CASE("cross-entropy at large vocabularies: the row on chip, or read twice w
   }
 }
 
+// The bf16 on-chip path keeps each exponential as fp16 scaled by 2^15 (src/cuda/cross_entropy.cu,
+// kExpScale): element by element, not norm-wise (where the target's -1 hides the rest). Every gradient of
+// probability p >= 2^-29 within 1.25 * 2^-8 relative (the bf16 store's unit roundoff 2^-8, fp16's 2^-11, and
+// __expf's few fp32 ulp, ~2^-18); every smaller one within 1.25 * 2^-37 * dloss absolute (the bf16 store's
+// 2^-8 of p < 2^-29, and fp16's subnormal rounding, unscaled, 2^-40). Logits spread over [-40, 0] put
+// probabilities on both sides of 2^-29 in every row. The fp16 exponentials unscaled would fail it: their
+// subnormals (exponentials below 2^-14) round with relative errors up to 2^-5 at 2^-20.
+TEST_CASE("bf16 cross-entropy on chip: every gradient element within the fp16 exponentials' bounds") {
+  Backend& g = g16();
+  Backend& c = *be().cpu;
+  const int N = 8, V = 50257, Vp = 50304;
+  const size_t n = size_t(N) * Vp;
+  Twin<int32_t> tg(test::random_tokens(N, V, 281), &g);
+  Act lg(g, rnd(n, 282, -40.0, 0.0)), dl(g, filled(n));
+  Twin<float> losses(filled(N), &g);
+  const float dloss = 1.0f / N;
+  c.cross_entropy_forward_backward(losses.c.get(), dl.cp(), lg.cp(), tg.c.get(), dloss, N, V, Vp);
+  g.cross_entropy_forward_backward(losses.g.get(), dl.gp(), lg.gp(), tg.g.get(), dloss, N, V, Vp);
+  expect_close("cross_entropy losses", losses, kFp32Rel);
+  const std::vector<float> got = dl.gpu_values(), want = down(c, dl.c);
+  const int32_t* targets = tg.c.get();
+  const double rel_bound = 1.25 * std::ldexp(1.0, -8), abs_bound = 1.25 * std::ldexp(1.0, -37) * dloss;
+  size_t above = 0, below = 0, bad = 0;
+  double worst_rel = 0, worst_abs = 0;
+  for (int r = 0; r < N; ++r)
+    for (int j = 0; j < Vp; ++j) {
+      const size_t i = size_t(r) * Vp + j;
+      const double ref = want[i], err = std::fabs(double(got[i]) - ref);
+      if (j >= V) {
+        bad += got[i] != 0.0f;  // padded columns: 0
+      } else if (j == targets[r] || ref >= std::ldexp(1.0, -29) * dloss) {
+        ++above;
+        worst_rel = std::max(worst_rel, err / std::fabs(ref));
+        bad += err > rel_bound * std::fabs(ref);
+      } else {
+        ++below;
+        worst_abs = std::max(worst_abs, err);
+        bad += err > abs_bound;
+      }
+    }
+  MESSAGE(above << " gradients of p >= 2^-29: worst relative error " << worst_rel << " (bound " << rel_bound << "); "
+                << below << " smaller: worst absolute error " << worst_abs << " (bound " << abs_bound << ")");
+  CHECK(above > size_t(N) * V / 10);  // both regimes well populated
+  CHECK(below > size_t(N) * V / 10);
+  CHECK(bad == 0);
+}
+
 TEST_CASE("bad targets and tokens are reported at the next synchronizing call") {
   Backend& g = *be().gpu;
   const int N = 4, V = 10;

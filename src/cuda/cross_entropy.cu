@@ -1,16 +1,20 @@
 // Fused softmax cross-entropy: losses and dlogits in one kernel, one block per row of Vp (padded
 // vocabulary) columns, of which the first V take part; the padded dlogits columns are set to 0.
-// Two passes over a row: max and sum of exponentials together (online softmax, Milakov & Gimelshein
-// 2018), then the gradient. When dlogits is wanted and the row's V elements fit in shared memory twice
-// per SM, the first pass keeps them there and the second reads them back: each row is read from memory
-// once and its gradient written once (GPT-2 bf16: a 100 KB row), instead of the row being read twice.
-// Otherwise both passes read memory. dlogits may alias logits: every thread reads the row (max, sum) before the block
+// When dlogits is wanted and the row's V elements fit in shared memory twice per SM, the row is read
+// from memory once and its gradient written once (GPT-2 bf16: a 100 KB row), instead of the row being
+// read twice: bf16 rows go to shared memory with their max, then each exponential is computed once, kept
+// there as fp16 (scaled, see kExpScale) and summed, then the gradient comes from the kept exponentials;
+// fp32 rows (small vocabularies only) are kept as they are and take the two passes below from shared
+// memory. Otherwise two passes over memory: max and sum of exponentials together (online softmax,
+// Milakov & Gimelshein 2018), then the gradient. dlogits may alias logits: every thread reads the row (max, sum) before the block
 // synchronizes, and then writes only the elements it alone reads again (or reads shared memory). A
 // target outside [0, V) sets the device error flag (thrown by the backend at its next synchronizing
 // call) and that row's loss is NaN.
 #include <map>
 #include <mutex>
 #include <tuple>
+
+#include <cuda_fp16.h>
 
 #include "cuda/common.cuh"
 #include "cuda/ops.h"
@@ -35,11 +39,21 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
   }
 }
 
+// kExpScale: the on-chip bf16 path keeps exp(x - max) in (0, 1] as fp16 of exp(x - max) * 2^15 (at most
+// 32768, below fp16's 65504; a power of two, so scaling and unscaling are exact). fp16 is normal from
+// 2^-14, so every exponential from 2^-29 up keeps fp16's unit roundoff of 2^-11, an eighth of the bf16
+// unit roundoff (2^-8) the gradient is stored with; below 2^-29 the absolute error is at most 2^-40 (half
+// of the subnormal spacing 2^-24, unscaled), and below about 2^-40 the exponential becomes 0. The row's sum
+// (the loss) is taken from the fp32 exponentials before rounding. tests/test_cuda_ops.cpp checks every
+// gradient element against the bounds that follow.
+constexpr float kExpScale = 32768.0f, kExpUnscale = 1.0f / 32768.0f;
+
 // grid (N); no __restrict__: dlogits may alias logits. logits, dlogits: activations of type T (float
 // or bf16, ops.h), fp32 arithmetic. kVec: rows are 16-byte aligned (Vp a multiple of the pack size and
 // aligned bases), so the first V/kN*kN columns move as 16-byte packs (4 float or 8 bf16: fewer, wider
 // memory transactions), the rest element by element. kOnChip: the dynamic shared memory holds
-// on_chip_bytes<T>(V), filled with the row by the first pass and read by the second (dlogits non-null).
+// on_chip_bytes<T>(V) (dlogits non-null): for bf16 the row, then its fp16 exponentials in its place (read
+// and written as 16-byte packs); for fp32 the row, filled by the first pass and read by the second.
 template <typename T, bool kVec, bool kOnChip>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(float* losses, T* dlogits, const T* logits, const int32_t* targets, float dloss, int V,
@@ -60,6 +74,66 @@ __global__ void __launch_bounds__(kThreads)
   }
   const float target_logit = to_f(l[target]);  // read before any thread may overwrite the row
   const int VP = kVec ? V / kN : 0;  // whole packs; then the element tail [kN*VP, V)
+  if constexpr (kOnChip && sizeof(T) == 2) {
+    static_assert(sizeof(__half) == sizeof(T) && Pack<T>::kN == 8, "fp16 exponentials replace a bf16 row in place");
+    __half* e_row = reinterpret_cast<__half*>(row_cache);
+    float tmx = -INFINITY;  // 1: the row to shared memory, and its max (no exponential yet)
+    for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
+      Pack<T> x[kUnroll];
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u)
+        if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
+#pragma unroll
+      for (int u = 0; u < kUnroll; ++u) {
+        const int i = i0 + u * blockDim.x;
+        if (i >= VP) break;
+        store_pack(cache + size_t(i) * kN, x[u]);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) tmx = fmaxf(tmx, to_f(x[u].v[k]));
+      }
+    }
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
+      const T x = l[i];
+      cache[i] = x;
+      tmx = fmaxf(tmx, to_f(x));
+    }
+    const float mx = block_max(tmx, red);  // its barriers order the row's shared-memory writes before the reads
+    float ts = 0.0f;  // 2: each exponential once, summed, and kept scaled as fp16 in place of its logit
+    for (int i = threadIdx.x; i < VP; i += blockDim.x) {  // a thread rewrites only the packs it reads
+      const Pack<T> x = load_pack(cache + size_t(i) * kN);
+      Vec<__half, kN> e;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        const float ek = __expf(to_f(x.v[k]) - mx);
+        ts += ek;
+        e.v[k] = __float2half_rn(ek * kExpScale);
+      }
+      store_vec<__half, kN>(e_row + size_t(i) * kN, e);
+    }
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
+      const float ei = __expf(to_f(cache[i]) - mx);
+      ts += ei;
+      e_row[i] = __float2half_rn(ei * kExpScale);
+    }
+    const float s = block_sum(ts, red);  // at least 1 (the max's own term); orders the writes before step 3
+    if (threadIdx.x == 0) losses[row] = logf(s) + mx - target_logit;
+    T* d = dlogits + row * Vp;  // 3: the gradient from the kept exponentials
+    const float p_scale = kExpUnscale / s;
+    for (int i = threadIdx.x; i < VP; i += blockDim.x) {
+      const Vec<__half, kN> e = load_vec<__half, kN>(e_row + size_t(i) * kN);
+      Pack<T> g;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) {
+        const int j = i * kN + k;
+        g.v[k] = from_f<T>((__half2float(e.v[k]) * p_scale - (j == target ? 1.0f : 0.0f)) * dloss);
+      }
+      store_pack(d + size_t(i) * kN, g);
+    }
+    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x)
+      d[i] = from_f<T>((__half2float(e_row[i]) * p_scale - (i == target ? 1.0f : 0.0f)) * dloss);
+    for (int i = V + threadIdx.x; i < Vp; i += blockDim.x) d[i] = from_f<T>(0.0f);
+    return;
+  }
   float tmx = -INFINITY, ts = 0.0f;
   // A thread takes packs threadIdx.x, + blockDim.x, ... in that order, kUnroll of them loaded before
   // the first is used, so that several loads per thread are in flight.
