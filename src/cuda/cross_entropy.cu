@@ -48,6 +48,34 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
 // gradient element against the bounds that follow.
 constexpr float kExpScale = 32768.0f, kExpUnscale = 1.0f / 32768.0f;
 
+// read_row: every element of the row l (V columns, the first VP of them as whole packs) once, passed to
+// f as a float; kStore: also copied to `cache` (shared memory). A thread takes packs threadIdx.x,
+// + blockDim.x, ... in that order, kUnroll of them loaded before the first is used, so that several loads
+// per thread are in flight; then the element tail [kN*VP, V).
+template <bool kStore, typename T, typename F>
+__device__ __forceinline__ void read_row(const T* l, T* cache, int V, int VP, F&& f) {
+  constexpr int kN = Pack<T>::kN;
+  for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
+    Pack<T> x[kUnroll];
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u)
+      if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
+#pragma unroll
+    for (int u = 0; u < kUnroll; ++u) {
+      const int i = i0 + u * blockDim.x;
+      if (i >= VP) break;
+      if constexpr (kStore) store_pack(cache + size_t(i) * kN, x[u]);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) f(to_f(x[u].v[k]));
+    }
+  }
+  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
+    const T x = l[i];
+    if constexpr (kStore) cache[i] = x;
+    f(to_f(x));
+  }
+}
+
 // grid (N); no __restrict__: dlogits may alias logits. logits, dlogits: activations of type T (float
 // or bf16, ops.h), fp32 arithmetic. kVec: rows are 16-byte aligned (Vp a multiple of the pack size and
 // aligned bases), so the first V/kN*kN columns move as 16-byte packs (4 float or 8 bf16: fewer, wider
@@ -78,25 +106,7 @@ __global__ void __launch_bounds__(kThreads)
     static_assert(sizeof(__half) == sizeof(T) && Pack<T>::kN == 8, "fp16 exponentials replace a bf16 row in place");
     __half* e_row = reinterpret_cast<__half*>(row_cache);
     float tmx = -INFINITY;  // 1: the row to shared memory, and its max (no exponential yet)
-    for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
-      Pack<T> x[kUnroll];
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u)
-        if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
-#pragma unroll
-      for (int u = 0; u < kUnroll; ++u) {
-        const int i = i0 + u * blockDim.x;
-        if (i >= VP) break;
-        store_pack(cache + size_t(i) * kN, x[u]);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) tmx = fmaxf(tmx, to_f(x[u].v[k]));
-      }
-    }
-    for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
-      const T x = l[i];
-      cache[i] = x;
-      tmx = fmaxf(tmx, to_f(x));
-    }
+    read_row<true>(l, cache, V, VP, [&](float x) { tmx = fmaxf(tmx, x); });
     const float mx = block_max(tmx, red);  // its barriers order the row's shared-memory writes before the reads
     float ts = 0.0f;  // 2: each exponential once, summed, and kept scaled as fp16 in place of its logit
     for (int i = threadIdx.x; i < VP; i += blockDim.x) {  // a thread rewrites only the packs it reads
@@ -135,27 +145,7 @@ __global__ void __launch_bounds__(kThreads)
     return;
   }
   float tmx = -INFINITY, ts = 0.0f;
-  // A thread takes packs threadIdx.x, + blockDim.x, ... in that order, kUnroll of them loaded before
-  // the first is used, so that several loads per thread are in flight.
-  for (int i0 = threadIdx.x; i0 < VP; i0 += kUnroll * blockDim.x) {
-    Pack<T> x[kUnroll];
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u)
-      if (i0 + u * int(blockDim.x) < VP) x[u] = load_pack(l + size_t(i0 + u * blockDim.x) * kN);
-#pragma unroll
-    for (int u = 0; u < kUnroll; ++u) {
-      const int i = i0 + u * blockDim.x;
-      if (i >= VP) break;
-      if (kOnChip) store_pack(cache + size_t(i) * kN, x[u]);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) online_add(tmx, ts, to_f(x[u].v[k]));
-    }
-  }
-  for (int i = kN * VP + threadIdx.x; i < V; i += blockDim.x) {
-    const T x = l[i];
-    if (kOnChip) cache[i] = x;
-    online_add(tmx, ts, to_f(x));
-  }
+  read_row<kOnChip>(l, cache, V, VP, [&](float x) { online_add(tmx, ts, x); });
   const float mx = block_max(tmx, red);
   float s = tmx == -INFINITY ? 0.0f : ts * expf(tmx - mx);  // a thread with no element adds 0
   s = block_sum(s, red);  // its barriers order every read (and cache write) above before the writes below
