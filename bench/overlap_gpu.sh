@@ -37,6 +37,9 @@ run() {  # run NAME NP BUCKET_MB [GRAPH]: one training run, metrics in OUTDIR/NA
   "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --batch $((PER_GPU[$name] * np)) \
     --bucket-mb "$mb" --cuda-graph "$graph" --metrics "$OUT/$tag.jsonl" > "$OUT/$tag.log" 2>&1 ||
     { tail -n 20 "$OUT/$tag.log"; echo "FAIL: $tag"; exit 1; }
+  if [[ $graph == on ]] && ! grep -q "with the gradient all-reduce recorded" "$OUT/$tag.log"; then
+    grep "cuda graph" "$OUT/$tag.log"; echo "FAIL: $tag: the step was not recorded (the column would show launches)"; exit 1
+  fi
 }
 for name in design gpt2-124m; do
   run "$name" 1 0

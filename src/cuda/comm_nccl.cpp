@@ -287,14 +287,22 @@ void NcclCommunicator::wait_nccl() {
   }
 }
 
+// Since NCCL 2.26 ncclCommAbort waits, in the calling thread, until every CUDA graph holding one of the
+// communicator's captured collectives is destroyed; a recorded step (--cuda-graph on) still holds them
+// here, so aborting would hang this rank instead of ending the job. Then the communicator is left as it
+// is (never used again: aborted_) and the error goes up to main, which ends every rank (MPI_Abort; the
+// process exit releases NCCL's resources).
 void NcclCommunicator::abort_and_throw(const std::string& why) {
   aborted_ = true;
-  ncclCommAbort(comm_);
+  const bool graph_may_hold = recorded_;
+  if (!graph_may_hold) ncclCommAbort(comm_);
   comm_ = nullptr;
   std::ostringstream os;
   os << "NCCL " << op_;
   if (op_ != "init") os << " of " << count_ << " elements";
-  os << " on rank " << rank() << ": " << why << "; communicator aborted";
+  os << " on rank " << rank() << ": " << why
+     << (graph_may_hold ? "; communicator left for the job's end (a recorded CUDA graph holds it)"
+                        : "; communicator aborted");
   throw Error(os.str());
 }
 
