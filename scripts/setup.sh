@@ -6,7 +6,8 @@
 # Usage: scripts/setup.sh [--no-apt] [--no-build]
 #   --no-apt     skip package installation
 #   --no-build   install + fetch only, no cmake
-#   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: ON with nvcc + NCCL + cuDNN 9)
+#   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: what build/ was configured with,
+#                                        else ON with nvcc + NCCL + cuDNN 9)
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -199,8 +200,14 @@ cuda_missing() {
     { echo "cuDNN 9 library libcudnn.so"; return; }
 }
 
+# an existing build/ keeps the choice it was configured with (XTRAIN_CUDA=OFF once, then the tests' command
+# without it must not rebuild with CUDA)
+cached_cuda="$(sed -n 's/^XTRAIN_CUDA:BOOL=\(ON\|OFF\)$/\1/p' "$root/build/CMakeCache.txt" 2>/dev/null || true)"
 if [[ -n "${XTRAIN_CUDA:-}" ]]; then
   cuda="$XTRAIN_CUDA"
+elif [[ -n "$cached_cuda" ]]; then
+  cuda="$cached_cuda"
+  say "build/ is configured with XTRAIN_CUDA=$cuda: kept (XTRAIN_CUDA=ON|OFF scripts/setup.sh chooses again)"
 elif [[ -z "$nvcc_path" ]]; then
   cuda=OFF
 elif missing_cuda_dep="$(cuda_missing)" && [[ -n "$missing_cuda_dep" ]]; then
