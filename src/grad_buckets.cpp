@@ -67,6 +67,16 @@ void BucketedAllReduce::join() {
   comm_.bucketed_join();
 }
 
+void BucketedAllReduce::cancel() noexcept {
+  if (!active_) return;
+  active_ = false;
+  if (!comm_.records_collectives()) return;
+  try {
+    comm_.bucketed_join();
+  } catch (...) {  // the recording is dropped anyway; its error is the one that propagates
+  }
+}
+
 void BucketedAllReduce::wait() {
   XT_CHECK(!active_, "BucketedAllReduce::wait before join");
   comm_.bucketed_wait();

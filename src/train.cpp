@@ -199,6 +199,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
             });
             graph_generation = model.buffers_generation();
           } catch (const Error& e) {
+            if (comm.failed()) throw;  // a collective failed while recording: the job ends, as when launched
             if (rank == 0)
               std::printf("cuda graph: recording the step failed (%s); every kernel is launched instead\n", e.what());
           }

@@ -1,7 +1,9 @@
 // The NCCL communicator under mpirun, one process per rank, on the CUDA backend. Where every rank
 // has its own GPU: all_reduce (sum, avg), broadcast and the bucketed all-reduce, launched and recorded
-// into a CUDA graph, give the expected values and the backend's stream sees the result. Where two ranks share one GPU (mpirun -np 2 on a one-GPU machine): every
-// rank must refuse with a message naming the shared GPU, before NCCL init. Exit 77 without a GPU.
+// into a CUDA graph, give the expected values and the backend's stream sees the result; a recording
+// abandoned after a bucket started leaves the communicator and its streams usable. Where two ranks
+// share one GPU (mpirun -np 2 on a one-GPU machine): every rank must refuse with a message naming the
+// shared GPU, before NCCL init. Exit 77 without a GPU.
 #include <cmath>
 #include <cstdio>
 #include <set>
@@ -10,6 +12,7 @@
 
 #include "cuda/cuda_backend.h"
 #include "xtrain/error.h"
+#include "xtrain/grad_buckets.h"
 #include "xtrain/mpi_context.h"
 
 using namespace xtrain;
@@ -86,6 +89,28 @@ int main(int argc, char** argv) {
       // graph reads the buffer anew (not a result frozen at the recording).
       expect(comm->records_collectives(), rank, "the NCCL communicator records collectives");
       const size_t half = n / 2;
+      // A recording abandoned after a bucket has started (an error inside the recorded step): the error
+      // that reaches the caller is that one, not the capture's, the communicator is not failed, and the
+      // recording and launches below still work on the same streams. (BucketedAllReduce::cancel joins
+      // the started bucket so the abandoned capture ends as a complete recording; measured on one H200,
+      // these checks also pass without that join: CUDA ends a capture with unjoined work all the same.)
+      {
+        BucketedAllReduce buckets(*comm, {GradBucket{half, n - half}, GradBucket{0, half}});
+        std::string what;
+        try {
+          be->capture_graph([&] {
+            be->add_inplace(buf, buf, n);
+            buckets.begin(buf, n, ReduceOp::avg);
+            buckets.ready(half);  // the upper half starts
+            buckets.cancel();
+            throw Error("abandoned on purpose");
+          });
+        } catch (const Error& e) {
+          what = e.what();
+        }
+        expect(what == "abandoned on purpose", rank, "the abandoned recording's own error, got '" + what + "'");
+        expect(!comm->failed(), rank, "the communicator survives an abandoned recording");
+      }
       auto graph = be->capture_graph([&] {
         be->add_inplace(buf, buf, n);
         comm->bucketed_begin(buf, n, ReduceOp::avg);  // avg: at one rank NCCL still runs a kernel (sum in place: none)

@@ -64,6 +64,10 @@ class Communicator : public HostCollectives {
   // Backend::capture_graph, their collectives recorded into the graph and run at each launch (NCCL:
   // its collectives on CUDA graphs). False (the default): host-driven collectives (MPI, in-process).
   virtual bool records_collectives() const { return false; }
+  // failed: a collective of this communicator failed (timeout, library error) and it was given up;
+  // every later call throws. Lets a caller that catches errors to fall back (a CUDA graph recording
+  // that failed) tell a failed communicator, which must end the job, from a failed recording.
+  virtual bool failed() const { return false; }
   // set_trace: from now on, while trace->recording(), each bucketed collective is reported to `trace`
   // (nullptr: none) with marks of its start and completion on trace_clock() (--timeline; timeline.h).
   void set_trace(CollectiveTrace* trace) { trace_ = trace; }

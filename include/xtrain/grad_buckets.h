@@ -42,10 +42,12 @@ class BucketedAllReduce {
   // the recording as above, then join() in place of finish() (starts the buckets left and orders the
   // backend's stream after them, device side only); after each launch of the graph, wait() waits on the
   // host for that launch's buckets (Error naming the bucket that timed out). cancel(): a recording
-  // abandoned part-way; the next begin starts afresh.
+  // abandoned part-way (called while unwinding, so it never throws): joins the buckets started so far
+  // into the backend's stream, as join() would, so that the abandoned recording ends without unjoined
+  // work on the communicator's stream; the next begin starts afresh.
   void join();
   void wait();
-  void cancel() { active_ = false; }
+  void cancel() noexcept;
 
  private:
   std::string name(size_t i) const;  // "gradient bucket 2 of 5 (elements [a, b))"

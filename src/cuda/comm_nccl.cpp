@@ -57,6 +57,7 @@ class NcclCommunicator final : public Communicator {
   // capture), and the per-bucket events are recorded as external event nodes (cudaEventRecordExternal),
   // recorded again by each launch, which bucketed_wait then polls.
   bool records_collectives() const override { return true; }
+  bool failed() const override { return aborted_; }
   void bucketed_begin(float* buf, size_t count, ReduceOp op) override {
     if (aborted_) XT_FAIL("NCCL bucketed all-reduce on rank " << rank() << ": the communicator was aborted earlier");
     Communicator::bucketed_begin(buf, count, op);
