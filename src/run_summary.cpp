@@ -67,6 +67,7 @@ nlohmann::json final_record(const RunSummary& s) {
     r["ckpt"] = s.ckpt;
     r["ckpt_xxh3"] = hex16(s.ckpt_xxh3);
   }
+  if (!s.timeline.empty()) r["timeline"] = s.timeline;
   return r;
 }
 
@@ -97,6 +98,13 @@ std::vector<std::string> summary_lines(const RunSummary& s) {
   out.push_back(format("max parameter difference across %d rank%s: %.3e", s.world_size, s.world_size == 1 ? "" : "s",
                        s.max_param_diff));
   if (!s.ckpt.empty()) out.push_back("ckpt   | " + s.ckpt + " | xxh3 " + hex16(s.ckpt_xxh3));
+  if (!s.timeline.empty()) {
+    const std::string steps = s.timeline_first > s.timeline_last ? "no step"
+                              : s.timeline_first == s.timeline_last
+                                  ? format("step %d", s.timeline_first)
+                                  : format("steps %d-%d", s.timeline_first, s.timeline_last);
+    out.push_back("trace  | " + s.timeline + " | " + steps + " (rank 0's --timeline, Chrome trace format)");
+  }
   return out;
 }
 

@@ -328,6 +328,11 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     s.peak_memory_bytes = be.peak_memory_bytes();
     s.max_param_diff = res.max_param_diff;
     s.ckpt = ckpt_written, s.ckpt_xxh3 = ckpt_written.empty() ? 0 : res.ckpt_xxh3;
+    if (tl) {
+      s.timeline = cfg.timeline;
+      s.timeline_first = timeline_first;
+      s.timeline_last = std::min(timeline_first + kTimelineSteps - 1, res.last_step);
+    }
     metrics.write(final_record(s));
     for (const std::string& line : summary_lines(s)) std::printf("%s\n", line.c_str());
     std::fflush(stdout);

@@ -25,6 +25,7 @@ RunSummary gpu_run() {
   s.max_param_diff = 0;
   s.ckpt = "runs/a.ckpt";
   s.ckpt_xxh3 = 0x00ab12cd34ef5678ull;
+  s.timeline = "runs/a.trace.json", s.timeline_first = 52, s.timeline_last = 54;
   return s;
 }
 
@@ -48,7 +49,8 @@ TEST_CASE("final_record: every field of a GPU run") {
   CHECK(r["max_param_diff"] == 0.0);
   CHECK(r["ckpt"] == "runs/a.ckpt");
   CHECK(r["ckpt_xxh3"] == "00ab12cd34ef5678");  // 16 hex digits, leading zeros kept
-  CHECK(r.size() == 16);
+  CHECK(r["timeline"] == "runs/a.trace.json");
+  CHECK(r.size() == 17);
 }
 
 TEST_CASE("final_record: unknown figures are absent, not zero") {
@@ -56,7 +58,7 @@ TEST_CASE("final_record: unknown figures are absent, not zero") {
   s.first_step = 1, s.last_step = 10, s.tokens_per_step = 2048, s.wall_s = 12, s.tok_per_s = 1700;
   s.train_loss = 9.5;
   const nlohmann::json r = final_record(s);
-  for (const char* k : {"mfu", "val_loss", "val_step", "params", "peak_memory_bytes", "ckpt", "ckpt_xxh3"}) {
+  for (const char* k : {"mfu", "val_loss", "val_step", "params", "peak_memory_bytes", "ckpt", "ckpt_xxh3", "timeline"}) {
     INFO(k);
     CHECK_FALSE(r.contains(k));
   }
@@ -66,7 +68,7 @@ TEST_CASE("final_record: unknown figures are absent, not zero") {
 
 TEST_CASE("summary_lines: a GPU run") {
   const auto lines = summary_lines(gpu_run());
-  REQUIRE(lines.size() == 6);
+  REQUIRE(lines.size() == 7);
   CHECK(lines[0] == "done   | steps 51-100 | world 2 | 1,638,400 tokens seen | wall 1m23s");
   CHECK(lines[1] == "loss   | train 5.0857 (step 100) | val 5.3538 (step 100)");
   CHECK(lines[2] == "speed  | 395,912 tok/s (mean after the first step) | MFU 34.4%");
@@ -74,6 +76,10 @@ TEST_CASE("summary_lines: a GPU run") {
   CHECK(lines[3] == "memory | peak device memory: 9768 MiB (rank 0, xtrain's allocator)");
   CHECK(lines[4] == "max parameter difference across 2 ranks: 0.000e+00");
   CHECK(lines[5] == "ckpt   | runs/a.ckpt | xxh3 00ab12cd34ef5678");
+  CHECK(lines[6] == "trace  | runs/a.trace.json | steps 52-54 (rank 0's --timeline, Chrome trace format)");
+  RunSummary one = gpu_run();
+  one.timeline_first = one.timeline_last = 100;  // a 1-step run records its only step
+  CHECK(summary_lines(one)[6] == "trace  | runs/a.trace.json | step 100 (rank 0's --timeline, Chrome trace format)");
 }
 
 TEST_CASE("summary_lines: a CPU run without validation, checkpoint or MFU") {

@@ -29,6 +29,8 @@ struct RunSummary {
   double max_param_diff = 0;       // max |p_rank - p_rank0| at the end (train.h)
   std::string ckpt;                // the last checkpoint written, "" = none
   uint64_t ckpt_xxh3 = 0;           // its checksum: the XXH3-64 stored at its end (checkpoint.h)
+  std::string timeline;            // the --timeline file written, "" = none
+  int timeline_first = 0, timeline_last = 0;  // the steps it holds (first > last: none)
 
   // tokens_seen: tokens trained on from step 1 to last_step, earlier run segments included.
   uint64_t tokens_seen() const { return static_cast<uint64_t>(last_step) * tokens_per_step; }
@@ -37,8 +39,8 @@ struct RunSummary {
 // final_record: the metrics file's `final` record: type "final", step (= last_step), first_step,
 // world_size, tokens_seen, wall_s, tok_per_s, max_param_diff; and where known mfu, loss, val_loss with
 // val_step, params, peak_memory_bytes, ckpt with ckpt_xxh3 (16 lowercase hex digits, a string: JSON numbers
-// lose 64-bit integers in most readers). Throws Error for inconsistent fields (negative times or
-// rates, first_step < 1, a checksum without a checkpoint path).
+// lose 64-bit integers in most readers), timeline. Throws Error for inconsistent fields (negative times
+// or rates, first_step < 1, a checksum without a checkpoint path).
 nlohmann::json final_record(const RunSummary& s);
 
 // summary_lines: the end-of-run lines, without newlines, e.g.
@@ -48,6 +50,7 @@ nlohmann::json final_record(const RunSummary& s);
 //   memory | peak device memory: 9768 MiB (rank 0, xtrain's allocator)
 //   max parameter difference across 2 ranks: 0.000e+00
 //   ckpt   | run.ckpt | xxh3 0123456789abcdef
+//   trace  | run.trace.json | steps 2-4 (rank 0's --timeline, Chrome trace format)
 // Parts and lines whose figure is unknown are left out. Same checks as final_record.
 std::vector<std::string> summary_lines(const RunSummary& s);
 
