@@ -4,7 +4,8 @@
 # transformers' GPT2LMHeadModel, compare fp32 logits (4 prompts), compare greedy generation token by
 # token between transformers, xtrain CUDA and xtrain CPU (5 prompts x 64 tokens), import a randomly
 # initialised transformers GPT-2 into xtrain and compare logits, then time greedy generation against
-# transformers' generate at batch 1 and 16 on a GPT-2 124M-shaped model. Exits non-zero at the first
+# transformers' generate at batch 1 and 16 on a GPT-2 124M-shaped model (xtrain with and without the
+# decoding step's CUDA graph, which must give the same tokens). Exits non-zero at the first
 # failed check. docs/serving.md records a run.
 #
 # Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 PY=python3
@@ -94,8 +95,13 @@ if [[ "$SKIP_HF" != 1 ]]; then
   head -1 "$OUT/ids.txt" >"$OUT/ids1.txt"
   for b in 1 16; do
     for d in fp32 bf16; do
-      gen --model "$OUT/hf_124m" --device "$DEVICE" --dtype "$d" --prompt-ids "$(cat "$OUT/ids1.txt")" --temperature 0 \
-        --ignore-eos --max-new-tokens "$SPEED_NEW" --batch "$b" --print-ids 2>&1 >/dev/null | sed "s/^/xtrain $d batch $b: /"
+      for g in auto off; do  # the one-token step as a CUDA graph, and every kernel launched
+        gen --model "$OUT/hf_124m" --device "$DEVICE" --dtype "$d" --cuda-graph "$g" --prompt-ids "$(cat "$OUT/ids1.txt")" \
+          --temperature 0 --ignore-eos --max-new-tokens "$SPEED_NEW" --batch "$b" --print-ids >"$OUT/speed.$d.$b.$g" \
+          2>"$OUT/speed.$d.$b.$g.err" || { cat "$OUT/speed.$d.$b.$g.err"; fail "generation, $d batch $b --cuda-graph $g"; }
+        sed "s/^/xtrain $d batch $b --cuda-graph $g: /" "$OUT/speed.$d.$b.$g.err"
+      done
+      cmp -s "$OUT/speed.$d.$b.auto" "$OUT/speed.$d.$b.off" || fail "$d batch $b: tokens differ with and without the CUDA graph"
     done
     hf generate --model "$OUT/hf_124m" --ids "$OUT/ids1.txt" --max-new-tokens "$SPEED_NEW" --ignore-eos \
       --batch "$b" 2>&1 >/dev/null

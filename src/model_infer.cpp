@@ -20,8 +20,13 @@ float bf16_to_float(uint16_t h) {
 }
 }  // namespace
 
-Decoder::Decoder(GPT& model, int B)
-    : be_(model.backend()), cfg_(model.config()), B_(B), params_(model.params()), num_params_(model.num_params()) {
+Decoder::Decoder(GPT& model, int B, bool cuda_graph)
+    : be_(model.backend()),
+      cfg_(model.config()),
+      B_(B),
+      params_(model.params()),
+      num_params_(model.num_params()),
+      use_graph_(cuda_graph) {
   XT_CHECK(B >= 1, "decoder batch must be >= 1 (got " << B << ")");
   std::map<std::string, const float*> p;
   for (const ParamTensor& t : model.layout()) p[t.name] = model.params() + t.offset;
@@ -43,7 +48,8 @@ Decoder::Decoder(GPT& model, int B)
   qkv_ = act(N * cfg_.qkv_width()), atty_ = act(N * cfg_.NH * cfg_.HS);
   fch_ = act(N * cfg_.F), fgelu_ = act(N * cfg_.F);
   mean_ = DeviceBuffer<float>(be_, N), rstd_ = DeviceBuffer<float>(be_, N);
-  tokens_ = DeviceBuffer<int32_t>(be_, N);
+  tokens_ = DeviceBuffer<int32_t>(be_, 1 + N);
+  pos_dev_ = tokens_.get(), tok_dev_ = tokens_.get() + 1;
   const size_t cache = N * cfg_.KVH * cfg_.HS;
   for (int l = 0; l < cfg_.L; ++l) kcache_.push_back(act(cache)), vcache_.push_back(act(cache));
   be_.prepare_weights(params_, num_params_);
@@ -51,6 +57,8 @@ Decoder::Decoder(GPT& model, int B)
 
 void Decoder::reset() {
   pos_ = 0;
+  graph_.reset();  // recorded again at the next one-token step, after the weights are read again
+  graph_failed_ = false;
   be_.prepare_weights(params_, num_params_);
 }
 
@@ -58,26 +66,17 @@ void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
   return buf.get() + elems * be_.activation_bytes();
 }
 
-const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {
-  XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
-  XT_CHECK(pos_ + Tn <= cfg_.maxT, "positions [" << pos_ << ", " << pos_ + Tn << ") exceed the model's context of "
-                                                 << cfg_.maxT << " tokens");
-  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
+void Decoder::blocks_and_head(int Tn, bool all_positions) {
+  const int C = cfg_.C, Vp = cfg_.Vp(), NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
   const int N = B_ * Tn, QKV = cfg_.qkv_width(), A = NH * HS;
   const size_t NC = size_t(N) * C;
-  for (int i = 0; i < N; ++i)
-    XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
-  be_.copy_to_device(tokens_.get(), tokens, sizeof(int32_t) * N);
-
-  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn)
-  be_.encoder_forward(x_.get(), tokens_.get(), wte_, wpe_ + size_t(pos_) * C, B_, Tn, C);
   for (int l = 0; l < cfg_.L; ++l) {
     const LayerParams& w = layers_[l];
     // attention branch: x2 = x + proj(attn(ln1(x))), keys and values appended to the cache
     be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), w.ln1w, w.ln1b, N, C);
     be_.matmul_forward(qkv_.get(), ln_.get(), w.qkvw, w.qkvb, N, C, QKV);
-    be_.attention_decode(atty_.get(), kcache_[l].get(), vcache_[l].get(), qkv_.get(), B_, Tn, pos_, cfg_.maxT, NH,
-                         KVH, HS);
+    be_.attention_decode(atty_.get(), kcache_[l].get(), vcache_[l].get(), qkv_.get(), B_, Tn, pos_dev_, cfg_.maxT,
+                         NH, KVH, HS);
     be_.matmul_forward(branch_.get(), atty_.get(), w.projw, w.projb, N, A, C);
     be_.residual_forward(x2_.get(), x_.get(), branch_.get(), NC);
     // MLP branch: x = x2 + proj(gelu(fc(ln2(x2))))
@@ -96,9 +95,40 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
       be_.layernorm_forward(row(ln_, size_t(b) * C), mean_.get() + b, rstd_.get() + b,
                             row(x_, (size_t(b) * Tn + Tn - 1) * C), lnfw_, lnfb_, 1, C);
   }
-  const size_t ab = be_.activation_bytes(), logits_bytes = size_t(rows) * Vp * ab;
-  if (logits_.bytes() < logits_bytes) logits_ = DeviceBuffer<unsigned char>(be_, logits_bytes);
   be_.matmul_forward(logits_.get(), ln_.get(), wte_, nullptr, rows, C, Vp);  // (rows,Vp)
+}
+
+const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {
+  XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
+  XT_CHECK(pos_ + Tn <= cfg_.maxT, "positions [" << pos_ << ", " << pos_ + Tn << ") exceed the model's context of "
+                                                 << cfg_.maxT << " tokens");
+  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), N = B_ * Tn;
+  for (int i = 0; i < N; ++i)
+    XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
+  staging_.assign(1, pos_);  // [first new position, token ids]: one transfer
+  staging_.insert(staging_.end(), tokens, tokens + N);
+  be_.copy_to_device(tokens_.get(), staging_.data(), sizeof(int32_t) * staging_.size());
+
+  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn)
+  be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ + size_t(pos_) * C, B_, Tn, C);
+  const int rows = all_positions ? N : B_;
+  const size_t ab = be_.activation_bytes(), logits_bytes = size_t(rows) * Vp * ab;
+  if (logits_.bytes() < logits_bytes) {
+    graph_.reset();  // it writes the old buffer: recorded again
+    logits_ = DeviceBuffer<unsigned char>(be_, logits_bytes);
+  }
+  const bool one_token = Tn == 1 && !all_positions;
+  if (one_token && use_graph_ && !graph_ && !graph_failed_) {
+    try {
+      graph_ = be_.capture_graph([&] { blocks_and_head(1, false); });
+    } catch (const Error&) {  // e.g. an op that cannot be recorded: launched one by one instead
+    }
+    graph_failed_ = graph_ == nullptr;  // also the CPU backend, which records nothing
+  }
+  if (one_token && graph_)
+    graph_->launch();
+  else
+    blocks_and_head(Tn, all_positions);
   pos_ += Tn;
 
   host_raw_.resize(logits_bytes);

@@ -1,6 +1,7 @@
 // Inference on one GPU against the CPU backend (the oracle): the Decoder's logits (fp32 and bf16), greedy
-// KV-cache decoding token-identical to the CPU's, and cached decoding against recomputing the prefix on
-// the GPU. Label gpu; exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
+// KV-cache decoding token-identical to the CPU's, cached decoding against recomputing the prefix on the
+// GPU, and one-token steps recorded as a CUDA graph against launching each kernel. Label gpu; exits 77
+// (skipped) when the CUDA runtime sees no device, before doctest runs.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -94,6 +95,38 @@ TEST_CASE("GPU greedy KV-cache decoding: CPU tokens, and the logits of recomputi
   }
   MESSAGE("GPU cached vs full-prefix logits over " << steps << " steps: " << worst << " (tolerance " << kCacheRel << ")");
   CHECK(worst <= kCacheRel);
+}
+
+TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching every kernel, bit for bit") {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    Models m(dtype);
+    const GPTConfig c = small_config();
+    const int B = 2, P = 5, steps = 40;
+    Decoder graphed(*m.gpu, B, true), launched(*m.gpu, B, false);
+    for (int round = 0; round < 2; ++round) {  // reset() records the graph again
+      CAPTURE(round);
+      const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 20 + round);
+      graphed.reset(), launched.reset();
+      std::vector<float> lg = graphed.append(prompt.data(), P, false);
+      std::vector<float> ll = launched.append(prompt.data(), P, false);
+      CHECK(lg == ll);  // the prefill launches its kernels on both
+      int differing = 0;
+      for (int n = 0; n < steps; ++n) {
+        std::vector<int32_t> next(B);  // greedy from the launched logits, fed to both
+        for (int b = 0; b < B; ++b)
+          next[b] = int32_t(std::max_element(ll.begin() + size_t(b) * c.V, ll.begin() + size_t(b + 1) * c.V) -
+                            (ll.begin() + size_t(b) * c.V));
+        lg = graphed.append(next.data(), 1, false);
+        ll = launched.append(next.data(), 1, false);
+        differing += lg != ll;
+      }
+      CHECK(graphed.graph_recorded());
+      CHECK_FALSE(launched.graph_recorded());
+      CHECK(differing == 0);
+      CHECK(graphed.position() == P + steps);
+    }
+  }
 }
 
 int main(int argc, char** argv) {

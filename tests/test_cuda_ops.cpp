@@ -957,14 +957,16 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
     CAPTURE(b16);
     Act kc(*gpu, filled(size_t(B) * maxT * KVH * HS)), vc(*gpu, filled(size_t(B) * maxT * KVH * HS));
     std::vector<double> got, want;  // every output, in call order
-    for (int pos = 0; pos < T;) {
+    int32_t* pos_dev = static_cast<int32_t*>(gpu->alloc(sizeof(int32_t)));  // the position, read when the op runs
+    for (int32_t pos = 0; pos < T;) {
       const int Tn = pos == 0 ? prefill : 1;
       std::vector<float> chunk(size_t(B) * Tn * QKV);
       for (int b = 0; b < B; ++b)
         std::copy_n(qkv.begin() + (size_t(b) * T + pos) * QKV, size_t(Tn) * QKV, chunk.begin() + size_t(b) * Tn * QKV);
       Act q(*gpu, chunk), out(*gpu, filled(size_t(B) * Tn * A, 7.0f));  // 7: every output must be written
-      be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, pos, maxT, NH, KVH, HS);
-      gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos, maxT, NH, KVH, HS);
+      be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, &pos, maxT, NH, KVH, HS);
+      gpu->copy_to_device(pos_dev, &pos, sizeof pos);
+      gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos_dev, maxT, NH, KVH, HS);
       const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
       got.insert(got.end(), g.begin(), g.end());
       want.insert(want.end(), c.begin(), c.end());
@@ -973,6 +975,21 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
     // the caches are copies of k and v: bitwise equal in either storage type
     expect_close("attention_decode kcache", kc, kExact);
     expect_close("attention_decode vcache", vc, kExact);
+    // a position past the cache (maxT - 1 + 2 new rows): nothing written, an Error at the next copy to the host
+    {
+      const int32_t bad = maxT - 1;
+      const std::vector<unsigned char> k0 = kc.gpu_bytes(), v0 = vc.gpu_bytes();
+      Act q(*gpu, rnd(size_t(B) * 2 * QKV, 5, -1.0, 1.0)), out(*gpu, filled(size_t(B) * 2 * A, 7.0f));
+      gpu->copy_to_device(pos_dev, &bad, sizeof bad);
+      gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, 2, pos_dev, maxT, NH, KVH, HS);
+      std::vector<float> probe(1);
+      CHECK_THROWS_WITH_AS(gpu->copy_to_host(probe.data(), pos_dev, sizeof(int32_t)),
+                           doctest::Contains("positions outside the key/value cache"), Error);
+      CHECK(kc.gpu_bytes() == k0);  // the caches and the output are untouched
+      CHECK(vc.gpu_bytes() == v0);
+      CHECK(out.gpu_values() == std::vector<float>(size_t(B) * 2 * A, 7.0f));
+    }
+    gpu->free(pos_dev);
     // fp32: fp32 accumulation against the double oracle (kFp32Rel); bf16: the same bf16 inputs on both
     // sides and fp32 arithmetic inside, so only the final rounding of out to bf16 differs (kBf16StoreRel)
     const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);

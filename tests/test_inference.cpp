@@ -48,12 +48,12 @@ TEST_CASE("attention_decode over a cache filled in chunks equals causal attentio
 
   std::vector<float> kc(size_t(B) * maxT * KVH * HS, NAN), vc(kc.size(), NAN), out(ref.size(), NAN);
   // chunks [0,4), [4,5), ..., [10,11): a prefill then one position at a time
-  for (int pos = 0; pos < T;) {
+  for (int32_t pos = 0; pos < T;) {
     const int Tn = pos == 0 ? 4 : 1;
     std::vector<float> chunk(size_t(B) * Tn * QKV), o(size_t(B) * Tn * A);
     for (int b = 0; b < B; ++b)
       std::copy_n(qkv.begin() + (size_t(b) * T + pos) * QKV, size_t(Tn) * QKV, chunk.begin() + size_t(b) * Tn * QKV);
-    be->attention_decode(o.data(), kc.data(), vc.data(), chunk.data(), B, Tn, pos, maxT, NH, KVH, HS);
+    be->attention_decode(o.data(), kc.data(), vc.data(), chunk.data(), B, Tn, &pos, maxT, NH, KVH, HS);
     for (int b = 0; b < B; ++b)
       std::copy_n(o.begin() + size_t(b) * Tn * A, size_t(Tn) * A, out.begin() + (size_t(b) * T + pos) * A);
     pos += Tn;
@@ -68,9 +68,12 @@ TEST_CASE("attention_decode over a cache filled in chunks equals causal attentio
         REQUIRE(vc[dst] == qkv[src + size_t(KVH) * HS]);
       }
   std::vector<float> o(size_t(B) * A);
-  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, maxT, maxT, NH, KVH, HS),
+  const int32_t full = maxT, neg = -1, zero = 0;
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &full, maxT, NH, KVH, HS),
                   Error);
-  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, 0, maxT, NH, 4, HS), Error);
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &neg, maxT, NH, KVH, HS),
+                  Error);
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &zero, maxT, NH, 4, HS), Error);
 }
 
 TEST_CASE("inference logits equal the training forward's logits") {

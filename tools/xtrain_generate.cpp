@@ -58,7 +58,10 @@ po::options_description make_options(TokenizerFiles& files) {
        "write the prompt's logits to FILE: float32 little-endian, row-major (T, V), no header; row t = "
        "logits of the token after prompt tokens 0..t (docs/serving.md)")
       ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
-      ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16");
+      ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
+      ("cuda-graph", po::value<std::string>()->default_value("auto"),
+       "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
+       "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu");
   add_tokenizer_options(o, files, {"with --model: DIR/vocab.json unless given", "with --model: DIR/merges.txt unless given"});
   return o;
 }
@@ -139,6 +142,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const int batch = vm["batch"].as<int>();
   if (batch < 1 || batch > 4096) throw UsageError("--batch must be in [1, 4096]");  // KV cache: batch x context rows
   const bool print_ids = vm.count("print-ids") > 0;
+  const std::string graph_opt = vm["cuda-graph"].as<std::string>();
+  if (graph_opt != "auto" && graph_opt != "off") throw UsageError("--cuda-graph must be auto or off, got '" + graph_opt + "'");
+  const bool use_graph = graph_opt == "auto";
   read_tokenizer_options(vm, files);
   check_dump_logits_target(vm);
 
@@ -189,7 +195,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   }
   if (opts.max_new_tokens == 0) return 0;
 
-  Decoder dec(model, batch);
+  Decoder dec(model, batch, use_graph);
   Utf8Stream stream;
   const bool stream_text = !print_ids && batch == 1;
   if (stream_text) std::cout << text << std::flush;
@@ -211,9 +217,10 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
   const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
-  std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s)\n",
+  std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s%s)\n",
                st.prompt_tokens, st.prompt_tokens == 1 ? "" : "s", batch, prompt_tps, st.new_tokens,
-               st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()));
+               st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()),
+               dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
   return 0;
 }
 

@@ -204,9 +204,12 @@ class Backend {
   // keys and values into kcache, vcache (B,maxT,KVH*HS) at rows [pos, pos+Tn); then out (B,Tn,NH*HS):
   // new position pos+i attends to cache rows [0, pos+i] with the attention_forward formula. Caches are
   // activations (activation_bytes() per element); rows past pos+Tn are neither read nor written.
-  // Throws Error unless 0 <= pos, Tn >= 1, pos + Tn <= maxT and NH % KVH == 0.
-  virtual void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos,
-                                int maxT, int NH, int KVH, int HS) = 0;
+  // `pos` is one int32 in backend memory, read when the op runs (not when it is queued), so that one
+  // recorded decoding step (capture_graph) serves every position. Throws Error unless Tn >= 1 and
+  // NH % KVH == 0; a position outside [0, maxT - Tn] writes nothing and is an Error: at once on the CPU,
+  // at the next copy to the host on CUDA (the device error flag).
+  virtual void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                                const int32_t* pos, int maxT, int NH, int KVH, int HS) = 0;
 
   // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
   virtual void gelu_forward(void* out, const void* inp, size_t count) = 0;

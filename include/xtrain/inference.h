@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "xtrain/backend.h"
@@ -20,8 +21,12 @@ class Decoder {
   // scratch for B*maxT positions (backend memory). Throws Error when B < 1. The weights are prepared for
   // the GEMMs (Backend::prepare_weights) here and at reset(), not per append: the cache already assumes
   // the parameters do not change between resets (a write the backend sees only makes its GEMMs copy
-  // weights per call again).
-  Decoder(GPT& model, int B);
+  // weights per call again). cuda_graph: where the backend records graphs (CUDA), the one-token steps of
+  // append (Tn = 1, last positions only) are recorded once as a graph (Backend::capture_graph) and
+  // launched from then on: the same kernels on the same buffers, so the same logits bit for bit, without
+  // a launch per kernel; recorded again after reset(). Where recording fails the decoder launches each
+  // kernel, as with cuda_graph false.
+  Decoder(GPT& model, int B, bool cuda_graph = true);
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
 
@@ -29,6 +34,7 @@ class Decoder {
   int vocab_size() const { return cfg_.V; }
   int context() const { return cfg_.maxT; }  // positions the cache holds (the model's maxT)
   int position() const { return pos_; }  // positions already in the cache (tokens per sequence)
+  bool graph_recorded() const { return graph_ != nullptr; }  // one-token steps launch a recorded graph
   // reset: empties the cache (its contents are simply overwritten later) and reads the weights again.
   void reset();
 
@@ -51,6 +57,9 @@ class Decoder {
     const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
   };
   void* row(const DeviceBuffer<unsigned char>& buf, size_t elems) const;  // activation at element offset
+  // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
+  // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
+  void blocks_and_head(int Tn, bool all_positions);
 
   Backend& be_;
   GPTConfig cfg_;
@@ -62,7 +71,11 @@ class Decoder {
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
   DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;
   DeviceBuffer<float> mean_, rstd_;
-  DeviceBuffer<int32_t> tokens_;
+  DeviceBuffer<int32_t> tokens_;  // the first new position (pos_dev_), then up to B*maxT token ids (tok_dev_)
+  int32_t *pos_dev_ = nullptr, *tok_dev_ = nullptr;
+  std::vector<int32_t> staging_;  // host: the tokens and the position, copied in one transfer
+  bool use_graph_ = true, graph_failed_ = false;
+  std::unique_ptr<StepGraph> graph_;  // the one-token step, recorded
   std::vector<DeviceBuffer<unsigned char>> kcache_, vcache_;  // per layer (B,maxT,KVH*HS)
   std::vector<unsigned char> host_raw_;                       // logits as copied from the device
   std::vector<float> host_logits_;

@@ -122,9 +122,9 @@ class CpuBackend final : public Backend {
     clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
     cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }
-  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos, int maxT,
-                        int NH, int KVH, int HS) override {
-    cpu::attention_decode(F(out), F(kcache), F(vcache), F(qkv), B, Tn, pos, maxT, NH, KVH, HS);
+  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos,
+                        int maxT, int NH, int KVH, int HS) override {
+    cpu::attention_decode(F(out), F(kcache), F(vcache), F(qkv), B, Tn, *pos, maxT, NH, KVH, HS);  // host memory
   }
   void gelu_forward(void* out, const void* inp, size_t count) override {
     cpu::gelu_forward(F(out), F(inp), count);

@@ -2,6 +2,8 @@
 // new positions' keys and values to the caches, a second one computes each new query's attention over
 // the cache. A simple, correct kernel (one block per (sequence, query head, new position), fp32
 // accumulation, storage in the activation type T); decoding is bound by reading the cache, not by math.
+// The first new position comes from device memory (Backend::attention_decode), so a recorded decoding
+// step (Decoder's CUDA graph) runs at whatever position the cache has reached.
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/ops.h"
@@ -13,10 +15,20 @@ namespace {
 
 constexpr int kThreads = 128;
 
-// kv_append_kernel: kcache, vcache (B,maxT,KVH*HS) rows [pos, pos+Tn) = the k, v heads of qkv (B,Tn,QKV).
+// position_ok: the first new position, read from device memory, leaves room for Tn rows in the cache;
+// otherwise the first thread of the grid raises kBadPosition and no thread writes.
+__device__ bool position_ok(int pos, int Tn, int maxT, int* error_flag) {
+  if (pos >= 0 && pos <= maxT - Tn) return true;
+  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) atomicCAS(error_flag, kDeviceOk, kBadPosition);
+  return false;
+}
+
+// kv_append_kernel: kcache, vcache (B,maxT,KVH*HS) rows [*pos_p, *pos_p+Tn) = the k, v heads of qkv (B,Tn,QKV).
 template <typename T>
-__global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int Tn, int pos, int maxT, int NH,
-                                 int KVH, int HS) {
+__global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int Tn, const int32_t* pos_p, int maxT,
+                                 int NH, int KVH, int HS, int* error_flag) {
+  const int pos = *pos_p;
+  if (!position_ok(pos, Tn, maxT, error_flag)) return;
   const size_t kv_row = size_t(KVH) * HS, row = size_t(NH + 2 * KVH) * HS;
   const size_t count = size_t(B) * Tn * kv_row;
   for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < count; idx += size_t(gridDim.x) * blockDim.x) {
@@ -29,11 +41,13 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
   }
 }
 
-// decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = pos + i over
-// cache rows [0, t]. Dynamic shared memory: q (HS) then the scores (t + 1), fp32.
+// decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = *pos_p + i over
+// cache rows [0, t]. Dynamic shared memory: q (HS) then the scores (up to maxT), fp32.
 template <typename T>
-__global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, int pos, int maxT,
-                              int NH, int KVH, int HS, float scale) {
+__global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, const int32_t* pos_p,
+                              int maxT, int NH, int KVH, int HS, float scale) {
+  const int pos = *pos_p;
+  if (pos < 0 || pos > maxT - Tn) return;  // raised by kv_append_kernel, queued before
   extern __shared__ float smem[];
   __shared__ float red[32];
   float* q = smem;
@@ -70,22 +84,29 @@ __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T*
 }  // namespace
 
 void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
-                      int pos, int maxT, int NH, int KVH, int HS) {
+                      const int32_t* pos, int maxT, int NH, int KVH, int HS) {
   XT_CHECK(B >= 0 && HS > 0 && NH > 0 && KVH > 0 && NH % KVH == 0,
            "bad attention_decode shape B=" << B << " NH=" << NH << " KVH=" << KVH << " HS=" << HS);
-  XT_CHECK(pos >= 0 && Tn >= 1 && pos + Tn <= maxT,
-           "attention_decode: positions [" << pos << ", " << pos + Tn << ") do not fit the cache of " << maxT);
+  XT_CHECK(Tn >= 1 && Tn <= maxT, "attention_decode: " << Tn << " new positions do not fit the cache of " << maxT);
   if (B == 0) return;
-  const size_t smem = (size_t(HS) + pos + Tn) * sizeof(float);
-  XT_CHECK(smem <= 48 * 1024, "attention_decode: " << pos + Tn << " positions with head size " << HS
-                                                   << " exceed the kernel's 48 KiB of shared memory");
+  // sized for a full cache: the position is known only when the kernel runs
+  const size_t smem = (size_t(HS) + maxT) * sizeof(float);
+  int dev = 0, smem_max = 0;
+  XT_CUDA_CHECK(cudaGetDevice(&dev));
+  XT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  XT_CHECK(smem + 32 * sizeof(float) <= size_t(smem_max),
+           "attention_decode: a context of " << maxT << " positions with head size " << HS << " needs " << smem
+                                             << " bytes of shared memory per block; this GPU has " << smem_max);
   const float scale = 1.0f / sqrtf(float(HS));  // Vaswani et al. 2017, eq. 1
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     const size_t count = size_t(B) * Tn * KVH * HS;
     kv_append_kernel<T><<<blocks_for(count, 256), 256, 0, ctx.stream>>>(
-        static_cast<T*>(kcache), static_cast<T*>(vcache), static_cast<const T*>(qkv), B, Tn, pos, maxT, NH, KVH, HS);
+        static_cast<T*>(kcache), static_cast<T*>(vcache), static_cast<const T*>(qkv), B, Tn, pos, maxT, NH, KVH, HS,
+        ctx.error_flag);
     XT_CUDA_LAUNCH_CHECK();
+    if (smem > 48 * 1024)  // above the default dynamic shared memory of a block: opt in
+      XT_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
     decode_kernel<T><<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
         static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
         static_cast<const T*>(qkv), Tn, pos, maxT, NH, KVH, HS, scale);

@@ -221,6 +221,7 @@ void CudaBackend::fail_on_device_error(int flag) {
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   if (flag == kBadTarget) XT_FAIL("cross-entropy: a target id is outside the vocabulary [0, V)");
   if (flag == kBadToken) XT_FAIL("encoder: a token id is negative");
+  if (flag == kBadPosition) XT_FAIL("attention_decode: positions outside the key/value cache");
   XT_FAIL("CUDA kernel reported error code " << flag);
 }
 
@@ -316,8 +317,8 @@ void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* q
                                      int T, int NH, int KVH, int HS, Grad dqkv_mode) {
   cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
 }
-void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos,
-                                   int maxT, int NH, int KVH, int HS) {
+void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                                   const int32_t* pos, int maxT, int NH, int KVH, int HS) {
   cuda::attention_decode(ctx_, out, kcache, vcache, qkv, B, Tn, pos, maxT, NH, KVH, HS);
 }
 void CudaBackend::matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,

@@ -78,7 +78,7 @@ class CudaBackend final : public Backend {
   size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
                           int NH, int KVH, int HS, Grad dqkv_mode) override;
-  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, int pos, int maxT,
+  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos, int maxT,
                         int NH, int KVH, int HS) override;
   void gelu_forward(void* out, const void* inp, size_t count) override;
   void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override;

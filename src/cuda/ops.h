@@ -77,7 +77,7 @@ void with_act(const OpContext& ctx, F&& f) {
 }
 
 // Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
-enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2 };
+enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2, kBadPosition = 3 };
 
 void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte,
                      const float* wpe, int B, int T, int C);
@@ -119,7 +119,7 @@ void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, cons
 
 // attention_decode: append to the KV cache and attend over it (attention_decode.cu; Backend contract).
 void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
-                      int pos, int maxT, int NH, int KVH, int HS);
+                      const int32_t* pos, int maxT, int NH, int KVH, int HS);
 
 void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count);
 void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout,
