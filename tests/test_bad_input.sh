@@ -46,6 +46,12 @@ expect "bad option value" 2 "usage error: .*steps" 2 "${OK[@]}" --steps many
 expect "kv-heads not dividing heads" 2 "--kv-heads \\(3\\) must divide --heads" 2 "${OK[@]}" --kv-heads 3
 expect "unknown device" 2 "usage error: --device" 1 "${OK[@]}" --device nope
 expect "unknown attention route" 2 "usage error: --attention must be auto, flash, gemm or cudnn" 1 "${OK[@]}" --attention fast
+# an option given an empty value (a job script's unset variable) is refused, not read as "not given":
+# `--resume ""` would otherwise start afresh over the checkpoint it should continue
+expect "empty --resume" 2 "usage error: --resume was given an empty value" 2 "${OK[@]}" --ckpt "$WORK/e.ckpt" --resume ""
+[[ ! -e "$WORK/e.ckpt" ]] || { echo "FAIL empty --resume: a checkpoint was written"; fails=$((fails + 1)); }
+expect "empty --timeline" 2 "usage error: --timeline was given an empty value" 1 "${OK[@]}" --timeline ""
+expect "empty --vocab-bpe" 2 "usage error: --vocab-bpe was given an empty value" 1 "${OK[@]}" --vocab-bpe ""
 expect "unknown --cuda-graph" 2 "usage error: --cuda-graph must be auto, on or off" 1 "${OK[@]}" --cuda-graph yes
 expect "attention route on the CPU" 2 "usage error: --attention cudnn needs the CUDA backend" 2 "${OK[@]}" --device cpu --attention cudnn
 

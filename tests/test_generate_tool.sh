@@ -110,6 +110,8 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --seed -1
 grep -q -- "--seed must be an integer" "$tmp/err" || fail "--seed -1: $(cat "$tmp/err")"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --batch 1000000000
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --cuda-graph yes
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits ""
+grep -q -- "--dump-logits was given an empty value" "$tmp/err" || fail "--dump-logits \"\": $(cat "$tmp/err")"
 # a prompt longer than the context (96) is refused up front, before any text is streamed
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "$(yes 464 | head -n 97 | tr '\n' ' ')"
 grep -q "the prompt has 97 tokens; the model's context is 96" "$tmp/err" || fail "long prompt: $(cat "$tmp/err")"

@@ -33,6 +33,9 @@ rc=0; "$TOOL" --encoder-json /nonexistent --vocab-bpe "$dd/gpt2/vocab.bpe" --pri
 # outputs: never the input (same device and inode), never a file that is not a regular file
 work=$(mktemp -d); trap 'rm -rf "$work"' EXIT
 printf 'Hello world\n' > "$work/in.txt"; ln "$work/in.txt" "$work/link.txt"; mkfifo "$work/fifo"
+rc=0; "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "" > /dev/null 2> "$work/err" || rc=$?
+[[ $rc -eq 2 ]] && grep -q -- "--output was given an empty value" "$work/err" && echo "ok   --output \"\": usage error" \
+  || { echo "FAIL --output \"\": exit $rc: $(cat "$work/err")"; fails=$((fails+1)); }
 # a corpus: one machine-readable line on stdout, the tokenize progress (here only its total) on stderr
 "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/in.tokcache" > "$work/out" 2> "$work/err"
 [[ $(wc -l < "$work/out") -eq 1 ]] && grep -q "^tokens=3 bytes=12 " "$work/out" \

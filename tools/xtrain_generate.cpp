@@ -146,6 +146,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (graph_opt != "auto" && graph_opt != "off") throw UsageError("--cuda-graph must be auto or off, got '" + graph_opt + "'");
   const bool use_graph = graph_opt == "auto";
   read_tokenizer_options(vm, files);
+  reject_empty_values(vm, {"ckpt", "model", "prompt-file", "dump-logits"});
   check_dump_logits_target(vm);
 
   LoadedModel lm = load_model(vm);

@@ -67,6 +67,7 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   xtrain::read_tokenizer_options(vm, files);
+  xtrain::reject_empty_values(vm, {"input", "output"});
   const std::string input = vm.count("input") ? vm["input"].as<std::string>() : "";
   const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() ? "" : input + ".tokcache";
   check_output(output, input, files);  // before the tokenizer loads and the text is tokenized
