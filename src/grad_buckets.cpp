@@ -70,7 +70,8 @@ void BucketedAllReduce::join() {
 void BucketedAllReduce::cancel() noexcept {
   if (!active_) return;
   active_ = false;
-  if (!comm_.records_collectives()) return;
+  // nothing started: the communicator's stream never joined the recording, so there is nothing to join
+  if (!comm_.records_collectives() || next_ == 0) return;
   try {
     comm_.bucketed_join();
   } catch (...) {  // the recording is dropped anyway; its error is the one that propagates
