@@ -1,7 +1,9 @@
 // Attention against a key/value cache for inference (Backend::attention_decode): one kernel appends the
 // new positions' keys and values to the caches, a second one computes each new query's attention over
-// the cache. A simple, correct kernel (one block per (sequence, query head, new position), fp32
-// accumulation, storage in the activation type T); decoding is bound by reading the cache, not by math.
+// the cache: one block per (sequence, query head, new position), a thread per key row for the scores and
+// a warp per value row for the weighted sum (decode_kernel), fp32 accumulation, storage in the
+// activation type T; decoding is bound by the latency of reading the cache, not by math. No split over the cache rows across blocks
+// (flash-decoding): at batch 1, NH blocks run.
 // The first new position comes from device memory (Backend::attention_decode), so a recorded decoding
 // step (Decoder's CUDA graph) runs at whatever position the cache has reached.
 #include "cuda/common.cuh"
@@ -13,7 +15,7 @@ namespace xtrain::cuda {
 
 namespace {
 
-constexpr int kThreads = 128;
+constexpr int kThreads = 256;  // 8 warps per (sequence, head, new position)
 
 // position_ok: the first new position, read from device memory, leaves room for Tn rows in the cache;
 // otherwise the first thread of the grid raises kBadPosition and no thread writes.
@@ -42,16 +44,22 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
 }
 
 // decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = *pos_p + i over
-// cache rows [0, t]. Dynamic shared memory: q (HS) then the scores (up to maxT), fp32.
-template <typename T>
+// cache rows [0, t]. Scores: a thread per key row, read in 16-byte packs where kVec (HS a whole number
+// of packs, cache 16-byte aligned), so a thread has all its row's loads in flight at once. Weighted
+// sum: warp w takes rows w, w + nwarps, ... and each lane keeps columns j = lane, lane + 32, ... (a
+// row read coalesced by the warp); the warps' partial sums are added in a fixed order at the end.
+// Dynamic shared memory, fp32: q (HS), the scores (up to maxT), the warps' partial sums (nwarps x HS).
+template <typename T, bool kVec>
 __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, const int32_t* pos_p,
                               int maxT, int NH, int KVH, int HS, float scale) {
   const int pos = *pos_p;
   if (pos < 0 || pos > maxT - Tn) return;  // raised by kv_append_kernel, queued before
   extern __shared__ float smem[];
   __shared__ float red[32];
+  const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nwarps = blockDim.x / kWarp;
   float* q = smem;
   float* s = smem + HS;
+  float* part = s + maxT;
   const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn;
   const int kh = h / (NH / KVH);  // grouped-query attention (Ainslie et al. 2023)
   const size_t kv_row = size_t(KVH) * HS;
@@ -64,19 +72,35 @@ __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T*
   for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
     const T* k = kb + size_t(t2) * kv_row;
     float dot = 0.0f;
-    for (int j = 0; j < HS; ++j) dot += q[j] * to_f(k[j]);
+    if constexpr (kVec) {
+      constexpr int kN = Pack<T>::kN;
+      for (int j = 0; j < HS; j += kN) {
+        const Pack<T> p = load_pack(k + j);
+#pragma unroll
+        for (int e = 0; e < kN; ++e) dot += q[j + e] * to_f(p.v[e]);
+      }
+    } else {
+      for (int j = 0; j < HS; ++j) dot += q[j] * to_f(k[j]);
+    }
     s[t2] = dot;
     mx = fmaxf(mx, dot);
   }
-  mx = block_max(mx, red);
-  float z = 0.0f;  // softmax shifted by the row max: no overflow
+  mx = block_max(mx, red);  // synchronizes the block: every s[t2] is written
+  float z = 0.0f;           // softmax shifted by the row max: no overflow
   for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) z += (s[t2] = __expf(s[t2] - mx));
-  z = block_sum(z, red);  // synchronizes the block: every s[t2] is written
+  z = block_sum(z, red);  // synchronizes the block: every s[t2] is the exponential
+  for (int j = lane; j < HS; j += kWarp) {
+    float acc = 0.0f;
+#pragma unroll 8
+    for (int t2 = warp; t2 <= t; t2 += nwarps) acc += s[t2] * to_f(vb[size_t(t2) * kv_row + j]);
+    part[warp * HS + j] = acc;
+  }
+  __syncthreads();
   const float inv_z = 1.0f / z;
   T* o = out + size_t(bi) * NH * HS + size_t(h) * HS;
   for (int j = threadIdx.x; j < HS; j += blockDim.x) {
     float acc = 0.0f;
-    for (int t2 = 0; t2 <= t; ++t2) acc += s[t2] * to_f(vb[size_t(t2) * kv_row + j]);
+    for (int w = 0; w < nwarps; ++w) acc += part[w * HS + j];
     o[j] = from_f<T>(acc * inv_z);
   }
 }
@@ -90,7 +114,7 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
   XT_CHECK(Tn >= 1 && Tn <= maxT, "attention_decode: " << Tn << " new positions do not fit the cache of " << maxT);
   if (B == 0) return;
   // sized for a full cache: the position is known only when the kernel runs
-  const size_t smem = (size_t(HS) + maxT) * sizeof(float);
+  const size_t smem = (size_t(HS) * (1 + kThreads / kWarp) + maxT) * sizeof(float);
   int dev = 0, smem_max = 0;
   XT_CUDA_CHECK(cudaGetDevice(&dev));
   XT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
@@ -105,12 +129,18 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
         static_cast<T*>(kcache), static_cast<T*>(vcache), static_cast<const T*>(qkv), B, Tn, pos, maxT, NH, KVH, HS,
         ctx.error_flag);
     XT_CUDA_LAUNCH_CHECK();
-    if (smem > 48 * 1024)  // above the default dynamic shared memory of a block: opt in
-      XT_CUDA_CHECK(cudaFuncSetAttribute(decode_kernel<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-    decode_kernel<T><<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
-        static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
-        static_cast<const T*>(qkv), Tn, pos, maxT, NH, KVH, HS, scale);
-    XT_CUDA_LAUNCH_CHECK();
+    auto launch = [&](auto kernel) {
+      if (smem > 48 * 1024)  // above the default dynamic shared memory of a block: opt in
+        XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
+      kernel<<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
+          static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
+          static_cast<const T*>(qkv), Tn, pos, maxT, NH, KVH, HS, scale);
+      XT_CUDA_LAUNCH_CHECK();
+    };
+    if (HS % Pack<T>::kN == 0 && aligned16(kcache))
+      launch(decode_kernel<T, true>);
+    else
+      launch(decode_kernel<T, false>);
   });
 }
 
