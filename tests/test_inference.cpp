@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "cpu/cpu_backend.h"
@@ -68,8 +69,10 @@ TEST_CASE("attention_decode over a cache filled in chunks equals causal attentio
         REQUIRE(vc[dst] == qkv[src + size_t(KVH) * HS]);
       }
   std::vector<float> o(size_t(B) * A);
-  const int32_t full = maxT, neg = -1, zero = 0;
+  const int32_t full = maxT, neg = -1, zero = 0, huge = INT32_MAX;  // huge + 1 would wrap to negative
   CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &full, maxT, NH, KVH, HS),
+                  Error);
+  CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &huge, maxT, NH, KVH, HS),
                   Error);
   CHECK_THROWS_AS(be->attention_decode(o.data(), kc.data(), vc.data(), qkv.data(), B, 1, &neg, maxT, NH, KVH, HS),
                   Error);
