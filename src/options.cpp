@@ -148,7 +148,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     throw UsageError(e.what());
   }
   if (o.help) return o;
-  reject_empty_values(vm, {"tokens-cache", "init-from", "ckpt", "resume", "metrics", "timeline"});
+  reject_empty_values(vm, {"data", "tokens-cache", "init-from", "ckpt", "resume", "metrics", "timeline"});
   if (!o.init_from.empty()) {
     GPTConfig f;
     try {

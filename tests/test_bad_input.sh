@@ -52,6 +52,7 @@ expect "empty --resume" 2 "usage error: --resume was given an empty value" 2 "${
 [[ ! -e "$WORK/e.ckpt" ]] || { echo "FAIL empty --resume: a checkpoint was written"; fails=$((fails + 1)); }
 expect "empty --timeline" 2 "usage error: --timeline was given an empty value" 1 "${OK[@]}" --timeline ""
 expect "empty --vocab-bpe" 2 "usage error: --vocab-bpe was given an empty value" 1 "${OK[@]}" --vocab-bpe ""
+expect "empty --data" 2 "usage error: --data was given an empty value" 1 "${OK[@]}" --data ""
 expect "unknown --cuda-graph" 2 "usage error: --cuda-graph must be auto, on or off" 1 "${OK[@]}" --cuda-graph yes
 expect "attention route on the CPU" 2 "usage error: --attention cudnn needs the CUDA backend" 2 "${OK[@]}" --device cpu --attention cudnn
 

@@ -147,6 +147,8 @@ expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt"
 expect_export 2 "usage error: --registry .* is also the export's --out directory" "$WORK/a.ckpt" --out "$WORK/d9" "${TOK[@]}" \
   --registry "$WORK/d9" --name d9
 [[ ! -e "$WORK/d9" ]] || fail "a refused export created its --out"
+expect_export 2 "usage error: --vocab-bpe was given an empty value" "$WORK/a.ckpt" --out "$WORK/d9" --vocab-bpe ""
+[[ ! -e "$WORK/d9" ]] || fail "a refused export created its --out"
 
 # 8. registry: concurrent exports all recorded (flock); a bad registry refused before the model is
 # written; names from the normalised path, no control characters; an existing name needs --replace

@@ -74,7 +74,7 @@ Options parse(int argc, char** argv) {
     std::cout << opts << "\n";
     std::exit(0);
   }
-  reject_empty_values(vm, {"out", "registry", "name", "verify"});
+  reject_empty_values(vm, {"out", "registry", "name", "verify", "encoder-json", "vocab-bpe"});
   if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
   if (o.verify.empty() && fs::is_directory(o.input)) throw UsageError(o.input + " is a directory: export takes a checkpoint file");
   if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
