@@ -52,14 +52,19 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
   pos_dev_ = tokens_.get(), tok_dev_ = tokens_.get() + 1;
   const size_t cache = N * cfg_.KVH * cfg_.HS;
   for (int l = 0; l < cfg_.L; ++l) kcache_.push_back(act(cache)), vcache_.push_back(act(cache));
+  prepare_weights();
+}
+
+void Decoder::prepare_weights() {
   be_.prepare_weights(params_, num_params_);
+  weights_generation_ = be_.weights_generation();
 }
 
 void Decoder::reset() {
   pos_ = 0;
   graph_.reset();  // recorded again at the next one-token step, after the weights are read again
   graph_failed_ = false;
-  be_.prepare_weights(params_, num_params_);
+  prepare_weights();
 }
 
 void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
@@ -100,11 +105,16 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
 
 const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {
   XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
-  XT_CHECK(pos_ + Tn <= cfg_.maxT, "positions [" << pos_ << ", " << pos_ + Tn << ") exceed the model's context of "
-                                                 << cfg_.maxT << " tokens");
+  XT_CHECK(Tn <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + Tn
+                                                 << ") exceed the model's context of " << cfg_.maxT << " tokens");
   const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), N = B_ * Tn;
   for (int i = 0; i < N; ++i)
     XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
+  if (be_.weights_generation() != weights_generation_) {  // the backend's copy no longer holds our weights
+    prepare_weights();
+    graph_.reset();  // it may hold the address of a copy that moved: recorded again
+    graph_failed_ = false;
+  }
   staging_.assign(1, pos_);  // [first new position, token ids]: one transfer
   staging_.insert(staging_.end(), tokens, tokens + N);
   be_.copy_to_device(tokens_.get(), staging_.data(), sizeof(int32_t) * staging_.size());

@@ -1,6 +1,7 @@
 // Inference on one GPU against the CPU backend (the oracle): the Decoder's logits (fp32 and bf16), greedy
 // KV-cache decoding token-identical to the CPU's, cached decoding against recomputing the prefix on the
-// GPU, and one-token steps recorded as a CUDA graph against launching each kernel. Label gpu; exits 77
+// GPU, one-token steps recorded as a CUDA graph against launching each kernel, and recorded steps while
+// another model's decoder shares the backend. Label gpu; exits 77
 // (skipped) when the CUDA runtime sees no device, before doctest runs.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
@@ -111,6 +112,9 @@ TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching
       std::vector<float> lg = graphed.append(prompt.data(), P, false);
       std::vector<float> ll = launched.append(prompt.data(), P, false);
       CHECK(lg == ll);  // the prefill launches its kernels on both
+      // two decoders of one model share the backend's weight copy: neither makes the other prepare
+      // its weights again (or record its graph again) at every step
+      const uint64_t generation = m.gpu_be->weights_generation();
       int differing = 0;
       for (int n = 0; n < steps; ++n) {
         std::vector<int32_t> next(B);  // greedy from the launched logits, fed to both
@@ -123,9 +127,54 @@ TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching
       }
       CHECK(graphed.graph_recorded());
       CHECK_FALSE(launched.graph_recorded());
+      CHECK(m.gpu_be->weights_generation() == generation);
       CHECK(differing == 0);
       CHECK(graphed.position() == P + steps);
     }
+  }
+}
+
+TEST_CASE("GPU recorded steps stay right when another model's weights take the backend's bf16 copy") {
+  // Decoders of two models on one bf16 backend: the backend keeps one prepared bf16 copy of weights, and
+  // the other model's prepare_weights makes it hold that model's weights: rewritten in place (same
+  // parameter count) or moved to a larger block (more layers; a recorded graph would still read the old
+  // block, and a buffer of its size filled with NaNs then, which the caching allocator may place there,
+  // makes that visible). The decoder sees the copy changed (weights_generation) and
+  // prepares its own weights again and records again before its next step: its logits stay those of a
+  // decoder alone on its own backend, bit for bit.
+  for (const int other_layers : {2, 5}) {
+    CAPTURE(other_layers);
+    Models m("bf16"), alone("bf16");
+    const GPTConfig c = small_config();
+    GPTConfig oc = c;
+    oc.L = other_layers;
+    GPT other(oc, *m.gpu_be);
+    random_params(other, 32, 0.3);
+    const int B = 2, P = 5, steps = 12;
+    const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 9);
+    Decoder mine(*m.gpu, B, true), ref(*alone.gpu, B, true);
+    std::vector<float> lm = mine.append(prompt.data(), P, false), lr = ref.append(prompt.data(), P, false);
+    CHECK(lm == lr);
+    int differing = 0;
+    for (int n = 0; n < steps; ++n) {
+      std::vector<int32_t> next(B);
+      for (int b = 0; b < B; ++b)
+        next[b] = int32_t(std::max_element(lr.begin() + size_t(b) * c.V, lr.begin() + size_t(b + 1) * c.V) -
+                          (lr.begin() + size_t(b) * c.V));
+      std::unique_ptr<DeviceBuffer<unsigned char>> junk;  // where the copy was, if it moved
+      if (n == 3 || n == 7) {  // the other model decodes in between (its own prepare_weights), twice
+        Decoder theirs(other, 1, true);
+        theirs.append(next.data(), 1, false);
+        theirs.append(next.data(), 1, false);  // a recorded step of its own
+        junk = std::make_unique<DeviceBuffer<unsigned char>>(*m.gpu_be, m.gpu->num_params() * 2);
+        m.gpu_be->copy_to_device(junk->get(), std::vector<unsigned char>(junk->bytes(), 0xff).data(), junk->bytes());
+      }
+      lm = mine.append(next.data(), 1, false);
+      lr = ref.append(next.data(), 1, false);
+      differing += lm != lr;
+    }
+    CHECK(mine.graph_recorded());
+    CHECK(differing == 0);
   }
 }
 

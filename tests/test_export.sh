@@ -148,6 +148,7 @@ expect_export 2 "usage error: --registry .* is also the export's --out directory
   --registry "$WORK/d9" --name d9
 [[ ! -e "$WORK/d9" ]] || fail "a refused export created its --out"
 expect_export 2 "usage error: --vocab-bpe was given an empty value" "$WORK/a.ckpt" --out "$WORK/d9" --vocab-bpe ""
+expect_export 2 "usage error: --encoder-json was given an empty value" "$WORK/a.ckpt" --out "$WORK/d9" --encoder-json ""
 [[ ! -e "$WORK/d9" ]] || fail "a refused export created its --out"
 
 # 8. registry: concurrent exports all recorded (flock); a bad registry refused before the model is

@@ -119,8 +119,8 @@ class Backend {
 
   // ---- the weights' copy for the GEMMs ----
   // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of
-  // every GPT::forward, and by a Decoder when made and at reset() (its cache assumes fixed weights between
-  // resets). A backend whose GEMMs take another type than fp32 (CUDA
+  // every GPT::forward, and by a Decoder when made, at reset() (its cache assumes fixed weights between
+  // resets) and when weights_generation() says its copy is gone. A backend whose GEMMs take another type than fp32 (CUDA
   // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
   // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
   // per call (the same rounding: the same bits). The copy is valid until the next prepare_weights, or
@@ -132,6 +132,16 @@ class Backend {
     (void)params;
     (void)count;
   }
+  // weights_generation: changes whenever the copy prepare_weights keeps is dropped (a write into its
+  // source, its source freed), moved, or made from another buffer; not when prepare_weights refreshes a
+  // valid copy of the same buffer in place. Constant where there is no copy (0). A user that prepared
+  // weights and holds on to them (a Decoder, whose recorded graph reads the copy's address) compares it
+  // with the value it saw after its own prepare_weights: different means the copy no longer holds its
+  // weights (e.g. another model's forward or decoder on this backend), and it must prepare them again.
+  // A recorded graph that contains a prepare_weights (the training step's, train.cpp) rewrites the copy
+  // when launched without moving this number: do not launch one while a Decoder of another model on the
+  // same backend is in use (nothing in xtrain does).
+  virtual uint64_t weights_generation() const { return 0; }
   // capture_graph: runs `work` with the backend recording its device work instead of running it, and
   // returns the recording (nullptr where the backend has none: the CPU). `work` must only queue device
   // ops: no copy to or from the host and nothing that waits for the device (those throw Error while

@@ -20,12 +20,14 @@ class Decoder {
   // the model must outlive the decoder). Holds the caches, 2 * L * B * maxT * KVH*HS activations, and
   // scratch for B*maxT positions (backend memory). Throws Error when B < 1. The weights are prepared for
   // the GEMMs (Backend::prepare_weights) here and at reset(), not per append: the cache already assumes
-  // the parameters do not change between resets (a write the backend sees only makes its GEMMs copy
-  // weights per call again). cuda_graph: where the backend records graphs (CUDA), the one-token steps of
+  // the parameters do not change between resets. cuda_graph: where the backend records graphs (CUDA), the one-token steps of
   // append (Tn = 1, last positions only) are recorded once as a graph (Backend::capture_graph) and
   // launched from then on: the same kernels on the same buffers, so the same logits bit for bit, without
   // a launch per kernel; recorded again after reset(). Where recording fails the decoder launches each
-  // kernel, as with cuda_graph false.
+  // kernel, as with cuda_graph false. Several decoders (several models) may share a backend: the backend
+  // keeps one prepared copy of weights, so an append that finds it no longer holds this model's
+  // (Backend::weights_generation moved: another model's forward or decoder, a write into the parameters)
+  // prepares them again, and records its graph again, first. Decoders of one model do not disturb each other.
   Decoder(GPT& model, int B, bool cuda_graph = true);
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -60,12 +62,15 @@ class Decoder {
   // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
   // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
   void blocks_and_head(int Tn, bool all_positions);
+  // prepare_weights: the backend's weight copy made from this model's parameters (weights_generation_)
+  void prepare_weights();
 
   Backend& be_;
   GPTConfig cfg_;
   int B_ = 0, pos_ = 0;
   const float* params_ = nullptr;  // the model's whole parameter buffer (num_params_), for prepare_weights
   size_t num_params_ = 0;
+  uint64_t weights_generation_ = 0;  // be_.weights_generation() after our last prepare_weights
   const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
   std::vector<LayerParams> layers_;
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32

@@ -21,7 +21,7 @@ inline void check_decode_shape(int B, int Tn, int pos, int maxT, int NH, int KVH
   XT_CHECK(B >= 0 && HS > 0, "bad attention_decode shape B=" << B << " HS=" << HS);
   XT_CHECK(NH > 0 && KVH > 0 && NH % KVH == 0,
            "query heads NH=" << NH << " must be a positive multiple of kv heads KVH=" << KVH);
-  XT_CHECK(pos >= 0 && Tn >= 1 && pos <= maxT - Tn,  // not pos + Tn <= maxT: no int overflow
+  XT_CHECK(pos >= 0 && Tn >= 1 && Tn <= maxT && pos <= maxT - Tn,  // not pos + Tn <= maxT: no int overflow
            "attention_decode: positions [" << pos << ", " << int64_t(pos) + Tn << ") do not fit the cache of " << maxT);
 }
 

@@ -118,9 +118,10 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
   int dev = 0, smem_max = 0;
   XT_CUDA_CHECK(cudaGetDevice(&dev));
   XT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  XT_CHECK(smem + 32 * sizeof(float) <= size_t(smem_max),
-           "attention_decode: a context of " << maxT << " positions with head size " << HS << " needs " << smem
-                                             << " bytes of shared memory per block; this GPU has " << smem_max);
+  const size_t smem_static = 32 * sizeof(float);  // decode_kernel's red[32]
+  XT_CHECK(smem + smem_static <= size_t(smem_max),
+           "attention_decode: a context of " << maxT << " positions with head size " << HS << " needs "
+                                             << smem + smem_static << " bytes of shared memory per block; this GPU has " << smem_max);
   const float scale = 1.0f / sqrtf(float(HS));  // Vaswani et al. 2017, eq. 1
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
@@ -130,7 +131,7 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
         ctx.error_flag);
     XT_CUDA_LAUNCH_CHECK();
     auto launch = [&](auto kernel) {
-      if (smem > 48 * 1024)  // above the default dynamic shared memory of a block: opt in
+      if (smem + smem_static > 48 * 1024)  // above the default shared memory of a block: opt in
         XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
       kernel<<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
           static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),

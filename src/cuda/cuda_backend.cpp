@@ -174,7 +174,8 @@ class CudaStepGraph final : public StepGraph {
 // Stream capture in relaxed mode (cudaStreamCaptureModeRelaxed: a cudaMalloc of the allocator's first use
 // of a size is allowed); a synchronizing call inside `work` fails the capture with an error, rethrown here
 // after the capture is ended and its recording dropped. The graph holds the weight mirror's address too:
-// prepare_weights moves the mirror only for a larger parameter count, which a training run never asks.
+// prepare_weights moves the mirror only for a larger parameter count, which a training run never asks; a
+// Decoder records again when weights_generation() moved (another model prepared its weights).
 std::unique_ptr<StepGraph> CudaBackend::capture_graph(const std::function<void()>& work) {
   alloc_.begin_pool();
   if (const cudaError_t rc = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed); rc != cudaSuccess) {
@@ -229,6 +230,7 @@ void CudaBackend::free(void* ptr) noexcept {
   if (ptr != nullptr && mirror_source_.overlaps(ptr, alloc_.block_bytes(ptr))) {
     // the parameters go: so does their copy (its memory follows theirs), valid or already dropped
     ctx_.weights = mirror_source_ = WeightMirror{};
+    ++weights_generation_;
     alloc_.free(mirror_);
     mirror_ = nullptr, mirror_capacity_ = 0;
   }
@@ -237,6 +239,7 @@ void CudaBackend::free(void* ptr) noexcept {
 
 void CudaBackend::prepare_weights(const float* params, size_t count) {
   if (!mirror_enabled_ || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
+  const WeightMirror before = ctx_.weights;
   ctx_.weights = WeightMirror{};         // none valid until the refresh below is queued
   if (mirror_capacity_ < count) {
     alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
@@ -246,6 +249,9 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
   }
   cuda::to_bf16_flat(ctx_, mirror_, params, count);
   ctx_.weights = mirror_source_ = WeightMirror{params, mirror_, count};
+  // the same valid copy refreshed in place (the weights of one source read again) is not a new one
+  if (before.count == 0 || before.src != params || before.bf16 != mirror_ || before.count != count)
+    ++weights_generation_;
 }
 
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return

@@ -49,6 +49,7 @@ class CudaBackend final : public Backend {
   // buffer comes) and freed with the buffer it copies or with the backend.
   void prepare_weights(const float* params, size_t count) override;
   size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
+  uint64_t weights_generation() const override { return weights_generation_; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override;
@@ -109,7 +110,7 @@ class CudaBackend final : public Backend {
   // weights_written: this backend is about to write bytes [p, p + bytes): drop the weight mirror if they
   // touch its source (ops then convert weights per call until the next prepare_weights).
   void weights_written(const void* p, size_t bytes) {
-    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{};
+    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ++weights_generation_;
   }
 
   CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
@@ -130,6 +131,7 @@ class CudaBackend final : public Backend {
   size_t mirror_capacity_ = 0;       // its size in elements
   WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
                                      // of a block overlapping it releases the mirror
+  uint64_t weights_generation_ = 0;  // +1 when the mirror is dropped, moved or made for another source
 };
 
 }  // namespace xtrain::cuda
