@@ -999,6 +999,47 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
   }
 }
 
+TEST_CASE("attention_decode: a context longer than one tile of scores (online softmax across tiles)") {
+  // 60000 cached positions: 15 tiles of the kernel's 4096 scores; sized by the whole context, its shared
+  // memory (60000 scores) would exceed what a block may take on an H200 (227 KiB). Queries at the tile
+  // boundaries (t = 4094..4096: the last row of tile 0, a second tile of one row; 8190..8192) and at the
+  // end. Keys of tile 0 are small and later ones large, so the running max jumps by ~15 between tiles
+  // (the rescaling exp(old max - new max) ~1e-7 matters); values zero-mean, scores peaked (sd ~4), so
+  // the output is a few rows' values, not a mean near a constant. B = 2: 24 (sequence, head, position)
+  // blocks, fewer than the GPU's SMs, so the rows are split across blocks and merged (flash-decoding);
+  // B = 40 (480 blocks, maxT 9000): one block walks all its tiles.
+  for (const std::pair<int, int>& shape : {std::pair{2, 60000}, std::pair{40, 9000}}) {
+    const int B = shape.first, maxT = shape.second;
+    CAPTURE(B);
+    const int NH = 4, KVH = 2, HS = 32, Tn = 3;
+    const int QKV = (NH + 2 * KVH) * HS, A = NH * HS, kv_row = KVH * HS;
+    std::vector<float> keys = rnd(size_t(B) * maxT * kv_row, 81, -1.0, 1.0);
+    for (int b = 0; b < B; ++b)
+      for (size_t i = 0; i < size_t(4096) * kv_row; ++i) keys[size_t(b) * maxT * kv_row + i] *= 0.1f;
+    for (Backend* gpu : {be().gpu.get(), &g16()}) {
+      const bool b16 = gpu->activation_bytes() == 2;
+      CAPTURE(b16);
+      Act kc(*gpu, keys), vc(*gpu, rnd(size_t(B) * maxT * kv_row, 82, -1.0, 1.0));
+      int32_t* pos_dev = static_cast<int32_t*>(gpu->alloc(sizeof(int32_t)));
+      std::vector<double> got, want;
+      for (const int32_t pos : {4094, 8190, maxT - Tn}) {
+        Act q(*gpu, rnd(size_t(B) * Tn * QKV, 83 + pos, -12.0, 12.0)), out(*gpu, filled(size_t(B) * Tn * A, 7.0f));
+        be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, &pos, maxT, NH, KVH, HS);
+        gpu->copy_to_device(pos_dev, &pos, sizeof pos);
+        gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos_dev, maxT, NH, KVH, HS);
+        const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
+        got.insert(got.end(), g.begin(), g.end());
+        want.insert(want.end(), c.begin(), c.end());
+      }
+      gpu->free(pos_dev);
+      const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);
+      MESSAGE("attention_decode over " << maxT << " positions, batch " << B << (b16 ? " (bf16 storage)" : "")
+                                       << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
+      CHECK(err <= tol);
+    }
+  }
+}
+
 int main(int argc, char** argv) {
   // cuda_device_available() is cudaGetDeviceCount() > 0, with the no-driver error cleared.
   if (!cuda_device_available()) {

@@ -2,10 +2,13 @@
 // new positions' keys and values to the caches, a second one computes each new query's attention over
 // the cache: one block per (sequence, query head, new position), a thread per key row for the scores and
 // a warp per value row for the weighted sum (decode_kernel), fp32 accumulation, storage in the
-// activation type T; decoding is bound by the latency of reading the cache, not by math. No split over the cache rows across blocks
-// (flash-decoding): at batch 1, NH blocks run.
+// activation type T; decoding is bound by the latency of reading the cache, not by math. The cache rows
+// are taken in tiles with an online softmax, so shared memory does not grow with the context. No split of
+// the cache rows across blocks (flash-decoding): at batch 1, NH blocks run.
 // The first new position comes from device memory (Backend::attention_decode), so a recorded decoding
 // step (Decoder's CUDA graph) runs at whatever position the cache has reached.
+#include <algorithm>
+
 #include "cuda/common.cuh"
 #include "cuda/cuda_check.h"
 #include "cuda/ops.h"
@@ -16,6 +19,7 @@ namespace xtrain::cuda {
 namespace {
 
 constexpr int kThreads = 256;  // 8 warps per (sequence, head, new position)
+constexpr int kTile = 4096;    // cache rows whose scores a block holds at once (16 KiB of shared memory)
 
 // position_ok: the first new position, read from device memory, leaves room for Tn rows in the cache;
 // otherwise the first thread of the grid raises kBadPosition and no thread writes.
@@ -44,11 +48,15 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
 }
 
 // decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = *pos_p + i over
-// cache rows [0, t]. Scores: a thread per key row, read in 16-byte packs where kVec (HS a whole number
-// of packs, cache 16-byte aligned), so a thread has all its row's loads in flight at once. Weighted
-// sum: warp w takes rows w, w + nwarps, ... and each lane keeps columns j = lane, lane + 32, ... (a
-// row read coalesced by the warp); the warps' partial sums are added in a fixed order at the end.
-// Dynamic shared memory, fp32: q (HS), the scores (up to maxT), the warps' partial sums (nwarps x HS).
+// cache rows [0, t], taken in tiles of kTile rows with the running max and sum of the online softmax
+// (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): a tile's scores are shifted by the max so
+// far, the sums kept so far rescaled by exp(old max - new max). One tile (t < kTile) is the plain softmax.
+// Scores: a thread per key row, read in 16-byte packs where kVec (HS a whole number of packs, cache
+// 16-byte aligned), so a thread has all its row's loads in flight at once. Weighted sum: warp w takes
+// rows w, w + nwarps, ... of the tile and each lane keeps columns j = lane, lane + 32, ... (a row read
+// coalesced by the warp); the warps' partial sums are added in a fixed order at the end.
+// Dynamic shared memory, fp32: q (HS), the warps' partial sums (nwarps x HS), a tile's scores
+// (min(maxT, kTile)), as attention_decode sizes it.
 template <typename T, bool kVec>
 __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, const int32_t* pos_p,
                               int maxT, int NH, int KVH, int HS, float scale) {
@@ -58,8 +66,8 @@ __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T*
   __shared__ float red[32];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nwarps = blockDim.x / kWarp;
   float* q = smem;
-  float* s = smem + HS;
-  float* part = s + maxT;
+  float* part = q + HS;
+  float* s = part + nwarps * HS;
   const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn;
   const int kh = h / (NH / KVH);  // grouped-query attention (Ainslie et al. 2023)
   const size_t kv_row = size_t(KVH) * HS;
@@ -68,34 +76,43 @@ __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T*
   __syncthreads();
   const T* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
   const T* vb = vcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
-  float mx = -INFINITY;
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) {
-    const T* k = kb + size_t(t2) * kv_row;
-    float dot = 0.0f;
-    if constexpr (kVec) {
-      constexpr int kN = Pack<T>::kN;
-      for (int j = 0; j < HS; j += kN) {
-        const Pack<T> p = load_pack(k + j);
+  float m = -INFINITY, z = 0.0f;  // the running max and sum of exponentials (the same in every thread)
+  for (int t0 = 0; t0 <= t; t0 += kTile) {
+    const int n = min(kTile, t + 1 - t0);  // rows t0 .. t0 + n - 1 of this tile
+    float mx = -INFINITY;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) {
+      const T* k = kb + size_t(t0 + r) * kv_row;
+      float dot = 0.0f;
+      if constexpr (kVec) {
+        constexpr int kN = Pack<T>::kN;
+        for (int j = 0; j < HS; j += kN) {
+          const Pack<T> p = load_pack(k + j);
 #pragma unroll
-        for (int e = 0; e < kN; ++e) dot += q[j + e] * to_f(p.v[e]);
+          for (int e = 0; e < kN; ++e) dot += q[j + e] * to_f(p.v[e]);
+        }
+      } else {
+        for (int j = 0; j < HS; ++j) dot += q[j] * to_f(k[j]);
       }
-    } else {
-      for (int j = 0; j < HS; ++j) dot += q[j] * to_f(k[j]);
+      s[r] = dot;
+      mx = fmaxf(mx, dot);
     }
-    s[t2] = dot;
-    mx = fmaxf(mx, dot);
-  }
-  mx = block_max(mx, red);  // synchronizes the block: every s[t2] is written
-  float z = 0.0f;           // softmax shifted by the row max: no overflow
-  for (int t2 = threadIdx.x; t2 <= t; t2 += blockDim.x) z += (s[t2] = __expf(s[t2] - mx));
-  z = block_sum(z, red);  // synchronizes the block: every s[t2] is the exponential
-  for (int j = lane; j < HS; j += kWarp) {
-    float acc = 0.0f;
+    const float m_new = fmaxf(m, block_max(mx, red));  // block_max synchronizes: every s[r] is written
+    const float alpha = m == -INFINITY ? 0.0f : __expf(m - m_new);  // 0 on the first tile
+    // the shift: the max so far, or 0 while every score so far is -inf (inf inputs; no -inf - -inf)
+    const float shift = m_new == -INFINITY ? 0.0f : m_new;
+    float zt = 0.0f;
+    for (int r = threadIdx.x; r < n; r += blockDim.x) zt += (s[r] = __expf(s[r] - shift));
+    z = z * alpha + block_sum(zt, red);  // block_sum synchronizes: every s[r] is the exponential
+    m = m_new;
+    const T* vt = vb + size_t(t0) * kv_row;
+    for (int j = lane; j < HS; j += kWarp) {
+      float acc = t0 == 0 ? 0.0f : part[warp * HS + j] * alpha;
 #pragma unroll 8
-    for (int t2 = warp; t2 <= t; t2 += nwarps) acc += s[t2] * to_f(vb[size_t(t2) * kv_row + j]);
-    part[warp * HS + j] = acc;
+      for (int r = warp; r < n; r += nwarps) acc += s[r] * to_f(vt[size_t(r) * kv_row + j]);
+      part[warp * HS + j] = acc;
+    }
+    __syncthreads();  // the tile's s is read by every warp before the next tile overwrites it
   }
-  __syncthreads();
   const float inv_z = 1.0f / z;
   T* o = out + size_t(bi) * NH * HS + size_t(h) * HS;
   for (int j = threadIdx.x; j < HS; j += blockDim.x) {
@@ -113,15 +130,15 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
            "bad attention_decode shape B=" << B << " NH=" << NH << " KVH=" << KVH << " HS=" << HS);
   XT_CHECK(Tn >= 1 && Tn <= maxT, "attention_decode: " << Tn << " new positions do not fit the cache of " << maxT);
   if (B == 0) return;
-  // sized for a full cache: the position is known only when the kernel runs
-  const size_t smem = (size_t(HS) * (1 + kThreads / kWarp) + maxT) * sizeof(float);
+  // q, the warps' partial sums and one tile of scores (decode_kernel); the static red[32] comes on top
+  const size_t smem = (size_t(HS) * (1 + kThreads / kWarp) + std::min(maxT, kTile)) * sizeof(float);
+  const size_t smem_static = 32 * sizeof(float);
   int dev = 0, smem_max = 0;
   XT_CUDA_CHECK(cudaGetDevice(&dev));
   XT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  const size_t smem_static = 32 * sizeof(float);  // decode_kernel's red[32]
   XT_CHECK(smem + smem_static <= size_t(smem_max),
-           "attention_decode: a context of " << maxT << " positions with head size " << HS << " needs "
-                                             << smem + smem_static << " bytes of shared memory per block; this GPU has " << smem_max);
+           "attention_decode: head size " << HS << " needs " << smem + smem_static
+                                          << " bytes of shared memory per block; this GPU has " << smem_max);
   const float scale = 1.0f / sqrtf(float(HS));  // Vaswani et al. 2017, eq. 1
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
