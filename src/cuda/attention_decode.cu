@@ -1,11 +1,10 @@
 // Attention against a key/value cache for inference (Backend::attention_decode): one kernel appends the
 // new positions' keys and values to the caches, a second one computes each new query's attention over
-// the cache: blocks per (sequence, query head, new position), a thread per key row for the scores and
+// the cache: one block per (sequence, query head, new position), a thread per key row for the scores and
 // a warp per value row for the weighted sum (decode_kernel), fp32 accumulation, storage in the
 // activation type T; decoding is bound by the latency of reading the cache, not by math. The cache rows
-// are taken in tiles with an online softmax, so shared memory does not grow with the context. Where one
-// block per (sequence, head, new position) would leave most SMs idle (batch 1: NH blocks), the rows are
-// split across several blocks whose partial results a third kernel merges (flash-decoding).
+// are taken in tiles with an online softmax, so shared memory does not grow with the context. No split of
+// the cache rows across blocks (flash-decoding): at batch 1, NH blocks run.
 // The first new position comes from device memory (Backend::attention_decode), so a recorded decoding
 // step (Decoder's CUDA graph) runs at whatever position the cache has reached.
 #include <algorithm>
@@ -21,7 +20,6 @@ namespace {
 
 constexpr int kThreads = 256;  // 8 warps per (sequence, head, new position)
 constexpr int kTile = 4096;    // cache rows whose scores a block holds at once (16 KiB of shared memory)
-constexpr int kMinChunk = 32;  // fewest cache rows a split takes (decode_kernel with gridDim.z > 1)
 
 // position_ok: the first new position, read from device memory, leaves room for Tn rows in the cache;
 // otherwise the first thread of the grid raises kBadPosition and no thread writes.
@@ -49,12 +47,8 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
   }
 }
 
-// decode_kernel: block (b*Tn + i, h, z): query head h of new position t = *pos_p + i over cache rows
-// [0, t]. With one split (gridDim.z == 1) the block takes every row and writes out (B,Tn,NH*HS). With S =
-// gridDim.z splits (flash-decoding: Dao, Haziza, Massa, Sizov 2023), block z takes rows [z*c, (z+1)*c)
-// of [0, t], c = max(kMinChunk, ceil((t+1)/S)), and writes its record of `partial` (B*Tn, NH, S, HS + 2):
-// its max m of the scaled scores, its sum of exp(score - m), then its sum of exp(score - m) * v (HS);
-// an empty split writes m = -inf; decode_combine_kernel merges the S records. A block's rows are taken in tiles of kTile rows with the running max and sum of the online softmax
+// decode_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position t = *pos_p + i over
+// cache rows [0, t], taken in tiles of kTile rows with the running max and sum of the online softmax
 // (Milakov & Gimelshein 2018; FlashAttention, Dao et al. 2022): a tile's scores are shifted by the max so
 // far, the sums kept so far rescaled by exp(old max - new max). One tile (t < kTile) is the plain softmax.
 // Scores: a thread per key row, read in 16-byte packs where kVec (HS a whole number of packs, cache
@@ -64,24 +58,17 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
 // Dynamic shared memory, fp32: q (HS), the warps' partial sums (nwarps x HS), a tile's scores
 // (min(maxT, kTile)), as attention_decode sizes it.
 template <typename T, bool kVec>
-__global__ void decode_kernel(T* out, float* partial, const T* kcache, const T* vcache, const T* qkv, int Tn,
-                              const int32_t* pos_p, int maxT, int NH, int KVH, int HS, float scale) {
+__global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T* qkv, int Tn, const int32_t* pos_p,
+                              int maxT, int NH, int KVH, int HS, float scale) {
   const int pos = *pos_p;
   if (pos < 0 || pos > maxT - Tn) return;  // raised by kv_append_kernel, queued before
-  const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn, S = gridDim.z;
-  const int chunk = S == 1 ? t + 1 : max(kMinChunk, (t + S) / S);  // rows per split: ceil((t+1)/S)
-  const int r0 = int(blockIdx.z) * chunk, r1 = min(t + 1, r0 + chunk);  // this block's rows [r0, r1)
-  float* rec = partial + ((size_t(bi) * NH + h) * S + blockIdx.z) * (HS + 2);  // S > 1: its record
-  if (r0 >= r1) {  // a split past row t: an empty record
-    if (threadIdx.x == 0) rec[0] = -INFINITY, rec[1] = 0.0f;
-    return;
-  }
   extern __shared__ float smem[];
   __shared__ float red[32];
   const int lane = threadIdx.x % kWarp, warp = threadIdx.x / kWarp, nwarps = blockDim.x / kWarp;
   float* q = smem;
   float* part = q + HS;
   float* s = part + nwarps * HS;
+  const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn;
   const int kh = h / (NH / KVH);  // grouped-query attention (Ainslie et al. 2023)
   const size_t kv_row = size_t(KVH) * HS;
   const T* qp = qkv + size_t(bi) * (NH + 2 * KVH) * HS + size_t(h) * HS;
@@ -90,8 +77,8 @@ __global__ void decode_kernel(T* out, float* partial, const T* kcache, const T* 
   const T* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
   const T* vb = vcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
   float m = -INFINITY, z = 0.0f;  // the running max and sum of exponentials (the same in every thread)
-  for (int t0 = r0; t0 < r1; t0 += kTile) {
-    const int n = min(kTile, r1 - t0);  // rows t0 .. t0 + n - 1 of this tile
+  for (int t0 = 0; t0 <= t; t0 += kTile) {
+    const int n = min(kTile, t + 1 - t0);  // rows t0 .. t0 + n - 1 of this tile
     float mx = -INFINITY;
     for (int r = threadIdx.x; r < n; r += blockDim.x) {
       const T* k = kb + size_t(t0 + r) * kv_row;
@@ -119,21 +106,12 @@ __global__ void decode_kernel(T* out, float* partial, const T* kcache, const T* 
     m = m_new;
     const T* vt = vb + size_t(t0) * kv_row;
     for (int j = lane; j < HS; j += kWarp) {
-      float acc = t0 == r0 ? 0.0f : part[warp * HS + j] * alpha;
+      float acc = t0 == 0 ? 0.0f : part[warp * HS + j] * alpha;
 #pragma unroll 8
       for (int r = warp; r < n; r += nwarps) acc += s[r] * to_f(vt[size_t(r) * kv_row + j]);
       part[warp * HS + j] = acc;
     }
     __syncthreads();  // the tile's s is read by every warp before the next tile overwrites it
-  }
-  if (S > 1) {  // the split's record: m, z, the unnormalized weighted sum
-    if (threadIdx.x == 0) rec[0] = m, rec[1] = z;
-    for (int j = threadIdx.x; j < HS; j += blockDim.x) {
-      float acc = 0.0f;
-      for (int w = 0; w < nwarps; ++w) acc += part[w * HS + j];
-      rec[2 + j] = acc;
-    }
-    return;
   }
   const float inv_z = 1.0f / z;
   T* o = out + size_t(bi) * NH * HS + size_t(h) * HS;
@@ -142,42 +120,6 @@ __global__ void decode_kernel(T* out, float* partial, const T* kcache, const T* 
     for (int w = 0; w < nwarps; ++w) acc += part[w * HS + j];
     o[j] = from_f<T>(acc * inv_z);
   }
-}
-
-// decode_combine_kernel: block (b*Tn + i, h): out (B,Tn,NH*HS) for query head h of new position i from the S
-// records of `partial` (decode_kernel): with M the largest record max, out = sum_z exp(m_z - M) * acc_z /
-// sum_z exp(m_z - M) * z_z, the records taken in split order; records with m = -inf (empty) are skipped.
-template <typename T>
-__global__ void decode_combine_kernel(T* out, const float* partial, int Tn, const int32_t* pos_p, int maxT, int NH,
-                                      int HS, int S) {
-  const int pos = *pos_p;
-  if (pos < 0 || pos > maxT - Tn) return;  // raised by kv_append_kernel; decode_kernel wrote no records
-  const int bi = blockIdx.x, h = blockIdx.y;
-  const float* p = partial + (size_t(bi) * NH + h) * S * (HS + 2);
-  float mx = -INFINITY;
-  for (int z = 0; z < S; ++z) mx = fmaxf(mx, p[size_t(z) * (HS + 2)]);
-  T* o = out + size_t(bi) * NH * HS + size_t(h) * HS;
-  for (int j = threadIdx.x; j < HS; j += blockDim.x) {
-    float acc = 0.0f, zsum = 0.0f;
-    for (int z = 0; z < S; ++z) {
-      const float* rec = p + size_t(z) * (HS + 2);
-      if (rec[0] == -INFINITY) continue;
-      const float w = __expf(rec[0] - mx);
-      zsum += w * rec[1];
-      acc += w * rec[2 + j];
-    }
-    o[j] = from_f<T>(acc / zsum);
-  }
-}
-
-// decode_splits: how many blocks share a (sequence, head, new position)'s cache rows: 1 where the B*Tn*NH
-// blocks already fill the GPU's SMs, else enough for about two blocks per SM, each of at least kMinChunk
-// of the cache's maxT rows. Depends on the shapes only, not on the position, so one recorded step (a CUDA
-// graph) serves every position.
-int decode_splits(int B, int Tn, int NH, int maxT, int sms) {
-  const long blocks = long(B) * Tn * NH;
-  if (blocks >= sms) return 1;
-  return int(std::max(1L, std::min((2L * sms + blocks - 1) / blocks, (long(maxT) + kMinChunk - 1) / kMinChunk)));
 }
 
 }  // namespace
@@ -191,16 +133,13 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
   // q, the warps' partial sums and one tile of scores (decode_kernel); the static red[32] comes on top
   const size_t smem = (size_t(HS) * (1 + kThreads / kWarp) + std::min(maxT, kTile)) * sizeof(float);
   const size_t smem_static = 32 * sizeof(float);
-  int dev = 0, smem_max = 0, sms = 0;
+  int dev = 0, smem_max = 0;
   XT_CUDA_CHECK(cudaGetDevice(&dev));
   XT_CUDA_CHECK(cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
-  XT_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
   XT_CHECK(smem + smem_static <= size_t(smem_max),
            "attention_decode: head size " << HS << " needs " << smem + smem_static
                                           << " bytes of shared memory per block; this GPU has " << smem_max);
   const float scale = 1.0f / sqrtf(float(HS));  // Vaswani et al. 2017, eq. 1
-  const int S = decode_splits(B, Tn, NH, maxT, sms);
-  ScratchBuffer<float> partial(*ctx.alloc, S > 1 ? size_t(B) * Tn * NH * S * (HS + 2) : 0);
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     const size_t count = size_t(B) * Tn * KVH * HS;
@@ -211,8 +150,8 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
     auto launch = [&](auto kernel) {
       if (smem + smem_static > 48 * 1024)  // above the default shared memory of a block: opt in
         XT_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, int(smem)));
-      kernel<<<dim3(unsigned(B) * Tn, unsigned(NH), unsigned(S)), kThreads, smem, ctx.stream>>>(
-          static_cast<T*>(out), partial.get(), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
+      kernel<<<dim3(unsigned(B) * Tn, unsigned(NH)), kThreads, smem, ctx.stream>>>(
+          static_cast<T*>(out), static_cast<const T*>(kcache), static_cast<const T*>(vcache),
           static_cast<const T*>(qkv), Tn, pos, maxT, NH, KVH, HS, scale);
       XT_CUDA_LAUNCH_CHECK();
     };
@@ -220,11 +159,6 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
       launch(decode_kernel<T, true>);
     else
       launch(decode_kernel<T, false>);
-    if (S > 1) {
-      decode_combine_kernel<T><<<dim3(unsigned(B) * Tn, unsigned(NH)), std::min(1024, (HS + kWarp - 1) / kWarp * kWarp),
-                                 0, ctx.stream>>>(static_cast<T*>(out), partial.get(), Tn, pos, maxT, NH, HS, S);
-      XT_CUDA_LAUNCH_CHECK();
-    }
   });
 }
 
