@@ -1005,9 +1005,8 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
   // boundaries (t = 4094..4096: the last row of tile 0, a second tile of one row; 8190..8192) and at the
   // end. Keys of tile 0 are small and later ones large, so the running max jumps by ~15 between tiles
   // (the rescaling exp(old max - new max) ~1e-7 matters); values zero-mean, scores peaked (sd ~4), so
-  // the output is a few rows' values, not a mean near a constant. B = 2: 24 (sequence, head, position)
-  // blocks, fewer than the GPU's SMs, so the rows are split across blocks and merged (flash-decoding);
-  // B = 40 (480 blocks, maxT 9000): one block walks all its tiles.
+  // the output is a few rows' values, not a mean near a constant. Two shapes: batch 2 over 60000
+  // positions, batch 40 over 9000 (480 blocks: more than the GPU's SMs).
   for (const std::pair<int, int>& shape : {std::pair{2, 60000}, std::pair{40, 9000}}) {
     const int B = shape.first, maxT = shape.second;
     CAPTURE(B);
