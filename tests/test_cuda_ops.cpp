@@ -947,6 +947,25 @@ TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {
   CHECK(after.bytes_in_use == warm.bytes_in_use);
 }
 
+namespace {
+
+// decode_on_both: attention_decode of qkv (B,Tn,QKV) at cache position pos on the CPU oracle and on `gpu` (the
+// position read from device memory), extending the caches kc, vc (B,maxT,KVH*HS) on both; the outputs
+// (B,Tn,NH*HS), which start as 7 (every one must be written), are appended to got (GPU) and want (CPU).
+void decode_on_both(Backend& gpu, Act& kc, Act& vc, const std::vector<float>& qkv, int B, int Tn, int32_t pos,
+                    int maxT, int NH, int KVH, int HS, std::vector<double>& got, std::vector<double>& want) {
+  Act q(gpu, qkv), out(gpu, filled(size_t(B) * Tn * NH * HS, 7.0f));
+  be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, &pos, maxT, NH, KVH, HS);
+  DeviceBuffer<int32_t> pos_dev(gpu, 1);
+  gpu.copy_to_device(pos_dev.get(), &pos, sizeof pos);
+  gpu.attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos_dev.get(), maxT, NH, KVH, HS);
+  const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
+  got.insert(got.end(), g.begin(), g.end());
+  want.insert(want.end(), c.begin(), c.end());
+}
+
+}  // namespace
+
 TEST_CASE("attention_decode: KV-cache append and attention against the CPU (prefill, then one position at a time)") {
   // GQA shape; T = 37 positions in a cache of 48: a prefill of 20, then 17 one-position steps
   const int B = 2, T = 37, maxT = 48, NH = 6, KVH = 2, HS = 64, prefill = 20;
@@ -957,19 +976,12 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
     CAPTURE(b16);
     Act kc(*gpu, filled(size_t(B) * maxT * KVH * HS)), vc(*gpu, filled(size_t(B) * maxT * KVH * HS));
     std::vector<double> got, want;  // every output, in call order
-    int32_t* pos_dev = static_cast<int32_t*>(gpu->alloc(sizeof(int32_t)));  // the position, read when the op runs
     for (int32_t pos = 0; pos < T;) {
       const int Tn = pos == 0 ? prefill : 1;
       std::vector<float> chunk(size_t(B) * Tn * QKV);
       for (int b = 0; b < B; ++b)
         std::copy_n(qkv.begin() + (size_t(b) * T + pos) * QKV, size_t(Tn) * QKV, chunk.begin() + size_t(b) * Tn * QKV);
-      Act q(*gpu, chunk), out(*gpu, filled(size_t(B) * Tn * A, 7.0f));  // 7: every output must be written
-      be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, &pos, maxT, NH, KVH, HS);
-      gpu->copy_to_device(pos_dev, &pos, sizeof pos);
-      gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos_dev, maxT, NH, KVH, HS);
-      const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
-      got.insert(got.end(), g.begin(), g.end());
-      want.insert(want.end(), c.begin(), c.end());
+      decode_on_both(*gpu, kc, vc, chunk, B, Tn, pos, maxT, NH, KVH, HS, got, want);
       pos += Tn;
     }
     // the caches are copies of k and v: bitwise equal in either storage type
@@ -977,6 +989,7 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
     expect_close("attention_decode vcache", vc, kExact);
     // a position past the cache (maxT - 1 + 2 new rows): nothing written, an Error at the next copy to the host
     {
+      int32_t* pos_dev = static_cast<int32_t*>(gpu->alloc(sizeof(int32_t)));  // the position, read when the op runs
       const int32_t bad = maxT - 1;
       const std::vector<unsigned char> k0 = kc.gpu_bytes(), v0 = vc.gpu_bytes();
       Act q(*gpu, rnd(size_t(B) * 2 * QKV, 5, -1.0, 1.0)), out(*gpu, filled(size_t(B) * 2 * A, 7.0f));
@@ -988,8 +1001,8 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
       CHECK(kc.gpu_bytes() == k0);  // the caches and the output are untouched
       CHECK(vc.gpu_bytes() == v0);
       CHECK(out.gpu_values() == std::vector<float>(size_t(B) * 2 * A, 7.0f));
+      gpu->free(pos_dev);
     }
-    gpu->free(pos_dev);
     // fp32: fp32 accumulation against the double oracle (kFp32Rel); bf16: the same bf16 inputs on both
     // sides and fp32 arithmetic inside, so only the final rounding of out to bf16 differs (kBf16StoreRel)
     const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);
@@ -1011,7 +1024,7 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
     const int B = shape.first, maxT = shape.second;
     CAPTURE(B);
     const int NH = 4, KVH = 2, HS = 32, Tn = 3;
-    const int QKV = (NH + 2 * KVH) * HS, A = NH * HS, kv_row = KVH * HS;
+    const int QKV = (NH + 2 * KVH) * HS, kv_row = KVH * HS;
     std::vector<float> keys = rnd(size_t(B) * maxT * kv_row, 81, -1.0, 1.0);
     for (int b = 0; b < B; ++b)
       for (size_t i = 0; i < size_t(4096) * kv_row; ++i) keys[size_t(b) * maxT * kv_row + i] *= 0.1f;
@@ -1019,18 +1032,10 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
       const bool b16 = gpu->activation_bytes() == 2;
       CAPTURE(b16);
       Act kc(*gpu, keys), vc(*gpu, rnd(size_t(B) * maxT * kv_row, 82, -1.0, 1.0));
-      int32_t* pos_dev = static_cast<int32_t*>(gpu->alloc(sizeof(int32_t)));
       std::vector<double> got, want;
-      for (const int32_t pos : {4094, 8190, maxT - Tn}) {
-        Act q(*gpu, rnd(size_t(B) * Tn * QKV, 83 + pos, -12.0, 12.0)), out(*gpu, filled(size_t(B) * Tn * A, 7.0f));
-        be().cpu->attention_decode(out.cp(), kc.cp(), vc.cp(), q.cp(), B, Tn, &pos, maxT, NH, KVH, HS);
-        gpu->copy_to_device(pos_dev, &pos, sizeof pos);
-        gpu->attention_decode(out.gp(), kc.gp(), vc.gp(), q.gp(), B, Tn, pos_dev, maxT, NH, KVH, HS);
-        const std::vector<float> g = out.gpu_values(), c = down(*be().cpu, out.c);
-        got.insert(got.end(), g.begin(), g.end());
-        want.insert(want.end(), c.begin(), c.end());
-      }
-      gpu->free(pos_dev);
+      for (const int32_t pos : {4094, 8190, maxT - Tn})
+        decode_on_both(*gpu, kc, vc, rnd(size_t(B) * Tn * QKV, 83 + pos, -12.0, 12.0), B, Tn, pos, maxT, NH, KVH, HS,
+                       got, want);
       const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);
       MESSAGE("attention_decode over " << maxT << " positions, batch " << B << (b16 ? " (bf16 storage)" : "")
                                        << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
