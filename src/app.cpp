@@ -11,6 +11,7 @@
 
 #include "xtrain/agree.h"
 #include "xtrain/backend.h"
+#include "xtrain/checkpoint.h"
 #include "xtrain/comm.h"
 #include "xtrain/corpus.h"
 #include "xtrain/export.h"
@@ -82,7 +83,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_writable(o.train.timeline, "--timeline");
     }
     check_input(o.train.resume, "--resume");
-    if (!o.train.resume.empty()) check_readable_file(o.train.resume, "--resume");
+    if (!o.train.resume.empty()) {
+      check_readable_file(o.train.resume, "--resume");
+      check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
+    }
     data_files = list_data_files(o.data);
     check_distinct_paths(o, data_files);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
@@ -124,7 +128,16 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
   std::vector<float> init_params;
   if (!o.init_from.empty() && o.train.resume.empty())
-    agree(mpi, [&] { init_params = fit_to_config(load_model_dir(o.init_from), cfg.model); });
+    agree(mpi, [&] {
+      const ModelDir dir = load_model_dir(o.init_from);
+      // its tokenizer files (an export's vocab.json and merges.txt) must be the run's tokenizer: the
+      // same fingerprint (the ids and merges), however the files are written
+      if (!dir.vocab_json.empty() &&
+          load_tokenizer("", dir.vocab_json, dir.merges_txt).fingerprint() != tok->fingerprint())
+        throw UsageError("--init-from " + o.init_from + " was trained with another tokenizer: its vocab.json and "
+                         "merges.txt are not the run's tokenizer (give the files it was trained with)");
+      init_params = fit_to_config(dir, cfg.model);
+    });
   TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
   TrainData data;
   agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });

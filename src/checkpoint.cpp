@@ -18,7 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <utility>
 
+#include "xtrain/agree.h"
 #include "xtrain/error.h"
 #include "xtrain/io.h"
 #include "xtrain/log.h"
@@ -29,7 +31,7 @@ namespace xtrain {
 namespace {
 constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
-constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB, a progress report after each
+constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB (a progress report after each); copies
 
 struct Writer {
   std::string buf;
@@ -118,9 +120,10 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
   if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) bad("dropout", m.dropout);
   if (m.num_params == 0) bad("num_params", m.num_params);
 }
-}  // namespace
-
-CheckpointState parse_checkpoint(const std::string& buf, const std::string& path) {
+// parse_header: the header of a checkpoint file of file_size bytes whose first bytes (all of them, or its
+// head) are buf: magic, version, header size, and the file size against the header's parameter count.
+// Returns the header; *body_at = where the parameters start.
+CheckpointMeta parse_header(const std::string& buf, size_t file_size, const std::string& path, size_t* body_at) {
   if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
     XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
   if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
@@ -129,23 +132,34 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
   Reader r{buf, sizeof(kMagic), path};
   const uint32_t header_bytes = r.get<uint32_t>();
   const size_t meta_start = r.pos;
-  CheckpointState st;
-  st.meta = get_meta(r);
+  const CheckpointMeta meta = get_meta(r);
   if (r.pos - meta_start != header_bytes)
     XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
                           << " (written by another xtrain version)");
   // The size check comes before anything else reads num_params, and cannot overflow: n is compared
   // against what the file holds, not multiplied first.
-  const uint64_t n = st.meta.num_params;
-  const size_t body = buf.size() - r.pos;  // >= 0: get_meta read r.pos bytes
+  const uint64_t n = meta.num_params;
+  const size_t body = file_size - r.pos;  // >= 0: get_meta read r.pos bytes of the file
   if (body < sizeof(uint64_t) || n > (body - sizeof(uint64_t)) / (3 * sizeof(float)) ||
       body != 3 * n * sizeof(float) + sizeof(uint64_t)) {
     const bool fits = n <= (SIZE_MAX - r.pos - sizeof(uint64_t)) / (3 * sizeof(float));
     if (!fits) XT_FAIL("checkpoint " << path << ": header claims " << n << " parameters, more than any file can hold");
     const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
-    XT_FAIL("checkpoint " << path << ": " << buf.size() << " bytes, expected " << expect << " for " << n
-                          << " parameters" << (buf.size() < expect ? " (truncated)" : " (trailing bytes)"));
+    XT_FAIL("checkpoint " << path << ": " << file_size << " bytes, expected " << expect << " for " << n
+                          << " parameters" << (file_size < expect ? " (truncated)" : " (trailing bytes)"));
   }
+  *body_at = r.pos;
+  return meta;
+}
+
+}  // namespace
+
+CheckpointState parse_checkpoint(const std::string& buf, const std::string& path) {
+  size_t at = 0;
+  CheckpointState st;
+  st.meta = parse_header(buf, buf.size(), path, &at);
+  const uint64_t n = st.meta.num_params;
+  Reader r{buf, at, path};
   uint64_t stored;
   std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
   if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
@@ -195,6 +209,32 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
   return parse_checkpoint(buf, path);
 }
 
+void check_checkpoint_file(const std::string& path) {
+  struct stat sb{};
+  if (::stat(path.c_str(), &sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  std::string head(4096, '\0');  // the header is ~150 bytes
+  size_t got = 0;
+  ssize_t k = 0;
+  while (got < head.size() && (k = ::read(fd, &head[got], head.size() - got)) != 0) {
+    if (k < 0 && errno == EINTR) continue;
+    if (k < 0) {
+      const int saved = errno;
+      ::close(fd);
+      XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(saved));
+    }
+    got += size_t(k);
+  }
+  const bool size_ok = ::fstat(fd, &sb) == 0;
+  ::close(fd);
+  if (!size_ok || !S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  head.resize(got);
+  size_t at = 0;
+  check_meta(parse_header(head, static_cast<size_t>(sb.st_size), path, &at), path);
+}
+
 namespace {
 CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
   CheckpointMeta m;
@@ -218,25 +258,45 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
 }
 }  // namespace
 
-uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
-                          int step) {
-  if (rank != 0) return 0;  // only rank 0 writes; every rank holds identical state
-  CheckpointState st;
-  st.meta = make_meta(cfg, data, model, step);
-  const size_t n = model.num_params(), bytes = n * sizeof(float);
-  st.params.resize(n), st.m.resize(n), st.v.resize(n);
-  be.copy_to_host(st.params.data(), model.params(), bytes);
-  be.copy_to_host(st.m.data(), opt.m(), bytes);
-  be.copy_to_host(st.v.data(), opt.v(), bytes);
-  // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
-  // checkpoint with a blown-up one.
-  for (float p : st.params)
-    if (!std::isfinite(p))
-      XT_FAIL("parameters are not finite after step " << step << "; not writing " << cfg.ckpt
-                                                       << " (the previous checkpoint is kept)");
-  const uint64_t checksum = save_checkpoint(cfg.ckpt, st);
-  std::printf("step %5d/%d | checkpoint written to %s\n", step, cfg.steps, cfg.ckpt.c_str());
-  return checksum;
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                          HostCollectives& group, int step) {
+  // Only rank 0 writes (every rank holds identical state). Its copies from the backend run on this, the
+  // backend's, thread, in pieces of kChunkBytes between meetings of every rank (agree_in_steps).
+  auto st = std::make_shared<CheckpointState>();
+  const size_t n = model.num_params();
+  if (group.rank() == 0) {
+    st->meta = make_meta(cfg, data, model, step);
+    for (std::vector<float>* v : {&st->params, &st->m, &st->v}) v->reserve(n);  // no page touched yet
+  }
+  const float* const from[3] = {model.params(), opt.m(), opt.v()};
+  std::vector<float>* const to[3] = {&st->params, &st->m, &st->v};
+  int part = 0;
+  size_t done = 0;
+  agree_in_steps(group, [&] {
+    if (group.rank() != 0) return true;
+    const size_t k = std::min(kChunkBytes / sizeof(float), n - done);
+    to[part]->resize(done + k);  // within the reserved capacity: no reallocation
+    be.copy_to_host(to[part]->data() + done, from[part] + done, k * sizeof(float));
+    done += k;
+    if (done == n) ++part, done = 0;
+    return part == 3;
+  });
+  return agree_while_working(group, [st, path = cfg.ckpt, step, steps = cfg.steps]() -> uint64_t {
+    if (st->params.empty()) return 0;  // not rank 0
+    try {
+      // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
+      // checkpoint with a blown-up one.
+      for (float p : st->params)
+        if (!std::isfinite(p))
+          XT_FAIL("parameters are not finite after step " << step << "; not writing " << path
+                                                           << " (the previous checkpoint is kept)");
+      const uint64_t checksum = save_checkpoint(path, *st);
+      std::printf("step %5d/%d | checkpoint written to %s\n", step, steps, path.c_str());
+      return checksum;
+    } catch (const Error& e) {
+      XT_FAIL("step " << step << ": " << e.what());
+    }
+  });
 }
 
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
@@ -270,6 +330,16 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << cfg.resume << ": internal size mismatch");
   if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
   // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
+  // The checksum proves the bytes are those written, not that the writer's values were sane: xtrain
+  // never writes non-finite parameters (write_checkpoint), and AdamW's second moment is never negative.
+  const std::pair<const char*, const std::vector<float>*> parts[] = {{"parameter", &st.params},
+                                                                      {"first moment", &st.m},
+                                                                      {"second moment", &st.v}};
+  for (const auto& [what, v] : parts)
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f))
+        XT_FAIL("checkpoint " << cfg.resume << " holds an impossible value: " << what << " " << i << " is " << (*v)[i]
+                              << " (not written by a healthy run)");
   const size_t bytes = model.num_params() * sizeof(float);
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);

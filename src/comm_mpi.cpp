@@ -14,6 +14,7 @@
 #include <chrono>
 #include <climits>
 #include <sstream>
+#include <thread>
 #include <vector>
 
 #include "comm_mpi_host.h"
@@ -67,6 +68,7 @@ void MpiHostCollectives::wait(MPI_Request& req, const char* what) const {
   for (;;) {
     XT_MPI_CHECK(MPI_Test(&req, &done, MPI_STATUS_IGNORE));
     if (done) return;
+    std::this_thread::yield();  // with more ranks than cores, let the rank we wait for run
     if (Clock::now() > deadline) {
       std::ostringstream os;
       os << "MPI " << what << " on rank " << rank_ << " (" << host_ << ") did not finish within " << timeout_s_
@@ -86,6 +88,7 @@ class MpiCommunicator final : public Communicator {
   int world_size() const override { return host_.world_size(); }
   std::string host() const override { return host_.host(); }
   int node_id() const override { return host_.node_id(); }
+  double deadline_s() const override { return host_.timeout_s(); }
 
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     // From a copy, not MPI_IN_PLACE: Open MPI's non-blocking all-reduce (libnbc) takes its binomial

@@ -21,6 +21,7 @@ class MpiHostCollectives {
   int world_size() const { return world_; }
   const std::string& host() const { return host_; }
   int node_id() const { return node_id_; }
+  double timeout_s() const { return timeout_s_; }
 
   // all_reduce: MPI_Iallreduce(send, recv, count, type, op); send may be MPI_IN_PLACE. `what` names
   // the operation in the timeout message.

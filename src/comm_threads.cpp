@@ -157,6 +157,7 @@ class ThreadCommunicator final : public Communicator {
   int world_size() const override { return world_.world_size(); }
   std::string host() const override { return world_.host(); }
   int node_id() const override { return 0; }  // one process: one node
+  double deadline_s() const override { return std::isfinite(timeout_s_) ? timeout_s_ : 0.0; }
 
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     const float scale = op == ReduceOp::avg && world_size() > 1 ? 1.0f / static_cast<float>(world_size()) : 1.0f;

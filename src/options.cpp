@@ -112,7 +112,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
-    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; it must exceed the longest pause of one rank, e.g. rank 0 writing a checkpoint)")
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)")
     ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
   if (launcher == Launcher::threads)
     sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");

@@ -48,12 +48,18 @@ void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::
 }
 
 double max_param_diff(GPT& model, Backend& be, HostCollectives& group) {
-  std::vector<float> mine(model.num_params()), root(model.num_params());
-  be.copy_to_host(mine.data(), model.params(), mine.size() * sizeof(float));
-  root = mine;
-  group.broadcast_host(root.data(), root.size() * sizeof(float), 0);
+  // In pieces of 16M parameters (64 MB): each broadcast is short and every rank's work between two is
+  // the same, so the deadline never covers a whole large model's copy; two pieces of host memory.
+  const size_t n = model.num_params(), piece = size_t{16} << 20;
+  std::vector<float> mine(std::min(n, piece)), root(mine.size());
   double m = 0;
-  for (size_t i = 0; i < mine.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(mine[i]) - root[i]));
+  for (size_t off = 0; off < n; off += piece) {
+    const size_t k = std::min(piece, n - off);
+    be.copy_to_host(mine.data(), model.params() + off, k * sizeof(float));
+    std::copy_n(mine.begin(), k, root.begin());
+    group.broadcast_host(root.data(), k * sizeof(float), 0);
+    for (size_t i = 0; i < k; ++i) m = std::max(m, std::fabs(static_cast<double>(mine[i]) - root[i]));
+  }
   group.all_reduce_max_host(&m, 1);
   return m;
 }
@@ -260,7 +266,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
           std::ostringstream os;
           os << "non-finite " << (std::isfinite(loss) ? "gradient norm" : "loss") << " ("
              << (std::isfinite(loss) ? grad_norm : loss) << ") at step " << step << "; stopping"
-             << (cfg.ckpt.empty() ? "" : "; the last good checkpoint " + cfg.ckpt + " is kept");
+             << (cfg.ckpt.empty()                                   ? ""
+                 : !ckpt_written.empty() || cfg.resume == cfg.ckpt ? "; the last good checkpoint " + cfg.ckpt + " is kept"
+                                                                    : "; no checkpoint was written");
           print_rank_line(0, comm.host(), os.str());
         }
         throw AgreedFailure(1);
@@ -304,7 +312,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       }
       const bool last = step == end;
       if (!cfg.ckpt.empty() && (last || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0))) {
-        res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, rank, step);
+        res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, comm, step);
         if (rank == 0) ckpt_written = cfg.ckpt;
       }
     }

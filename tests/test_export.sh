@@ -103,6 +103,17 @@ set -e
 [[ $rc -eq 2 ]] || { cat "$WORK/nd.log"; fail "missing --init-from directory: exit $rc, expected 2"; }
 one_line "$WORK/nd.log" "usage error: --init-from: cannot read .*nowhere/config.json: No such file"
 
+# an export made with another tokenizer (two merges swapped: another fingerprint) is refused up front
+cp -r "$WORK/e1" "$WORK/e_tok"
+{ head -n -2 "$WORK/e1/merges.txt"; tail -n 1 "$WORK/e1/merges.txt"; tail -n 2 "$WORK/e1/merges.txt" | head -n 1; } \
+  > "$WORK/e_tok/merges.txt"
+set +e
+"$XT" "${DATA[@]}" --init-from "$WORK/e_tok" --steps 1 --batch 4 --val-every 0 > "$WORK/tk.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 ]] || { cat "$WORK/tk.log"; fail "--init-from with another tokenizer: exit $rc, expected 2"; }
+one_line "$WORK/tk.log" "usage error: --init-from .*e_tok was trained with another tokenizer"
+
 # 5. grouped-query attention: xtrain layout by default, --format hf refused with the reason
 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fail "GQA training"; }
 set +e

@@ -2,6 +2,7 @@
 // rank promptly with one line and no rank is left waiting in a later collective.
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <condition_variable>
 #include <exception>
@@ -47,14 +48,41 @@ void agree(HostCollectives& group, Fn&& fn) {
   }
 }
 
-// agree_while_working: agree for local work that may take long (reading and tokenizing a corpus)
-// and returns fn's result. fn runs on a worker thread while this thread meets the other ranks once a
-// second (a max all-reduce of "still working", bounded by the group's deadline) until every rank is
-// done; then, as agree, every rank learns whether any fn threw. So a rank stopped or stuck in
-// collectives is noticed within --comm-timeout however long the others' work takes, and no deadline
-// has to cover the work itself. fn must not call collectives, and it must own what it uses (capture
-// by value): if a collective times out, this throws while the worker may still run (detached; the
-// job is ending).
+// agree_in_steps: agree for local work that must run on this thread (copies from a device: the
+// backend's thread) and may take long, in steps: every rank calls step() until it returns true
+// (done), meeting the other ranks after each call (a max all-reduce of "still working", bounded by the
+// group's deadline), so a step must take well under the deadline (a rank with nothing to do returns
+// true at once). Then, as agree, every rank learns whether any step threw.
+template <typename Step>
+void agree_in_steps(HostCollectives& group, Step step) {
+  bool done = false;
+  std::exception_ptr error;
+  for (;;) {
+    if (!done && !error) {
+      try {
+        done = step();
+      } catch (...) {
+        error = std::current_exception();
+      }
+    }
+    double busy = done || error ? 0 : 1;
+    group.all_reduce_max_host(&busy, 1);
+    if (busy == 0) break;
+  }
+  agree(group, [&] {
+    if (error) std::rethrow_exception(error);
+  });
+}
+
+// agree_while_working: agree for local work that may take long (reading and tokenizing a corpus) and
+// returns fn's result. fn runs on a worker thread while this thread meets the other ranks once a second,
+// or every quarter of the group's deadline where that is shorter (a max all-reduce of "still working",
+// bounded by the deadline: a rank done early waits at most one period for the others) until every rank is
+// done, or one rank's fn has failed (the others then stop waiting for theirs); then, as agree, every rank
+// learns whether any fn threw. So a rank stopped or stuck in collectives is noticed within --comm-timeout
+// however long the others' work takes, and no deadline has to cover the work itself. fn must not call
+// collectives, and it must own what it uses (capture by value): if a collective times out, this throws
+// while the worker may still run (detached; the job is ending).
 template <typename Fn>
 auto agree_while_working(HostCollectives& group, Fn fn) -> decltype(fn()) {
   using T = decltype(fn());
@@ -78,17 +106,22 @@ auto agree_while_working(HostCollectives& group, Fn fn) -> decltype(fn()) {
     st->value = std::move(v), st->error = e, st->done = true;
     st->cv.notify_all();
   }).detach();
-  for (;;) {
-    double busy = 1;
+  const double deadline = group.deadline_s();
+  const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+      std::chrono::duration<double>(deadline > 0 ? std::min(1.0, deadline / 4) : 1.0));
+  for (;;) {  // meet at once (a rank that arrives late was busy before the call), then once a period
+    double flags[2];  // {still working, failed}: a failure ends the wait of every rank at this meeting
     {
-      std::unique_lock<std::mutex> lock(st->m);
-      st->cv.wait_for(lock, std::chrono::seconds(1), [&] { return st->done; });
-      busy = st->done ? 0 : 1;
+      const std::lock_guard<std::mutex> lock(st->m);
+      flags[0] = st->done ? 0 : 1, flags[1] = st->error ? 1 : 0;
     }
-    group.all_reduce_max_host(&busy, 1);
-    if (busy == 0) break;
+    group.all_reduce_max_host(flags, 2);
+    if (flags[0] == 0 || flags[1] > 0) break;
+    std::unique_lock<std::mutex> lock(st->m);
+    st->cv.wait_for(lock, period, [&] { return st->done; });
   }
-  agree(group, [&] {
+  agree(group, [&] {  // throws on every rank when any rank's fn failed, even where fn still runs
+    const std::lock_guard<std::mutex> lock(st->m);
     if (st->error) std::rethrow_exception(st->error);
   });
   return std::move(*st->value);

@@ -11,6 +11,7 @@
 #include "xtrain/backend.h"
 #include "xtrain/config.h"
 #include "xtrain/data.h"
+#include "xtrain/host_collectives.h"
 #include "xtrain/model.h"
 #include "xtrain/optim.h"
 #include "xtrain/progress.h"
@@ -51,6 +52,12 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 // [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
 CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
 
+// check_checkpoint_file: the checks of parse_checkpoint that need only the file's head and size (magic,
+// version, header, header fields, the size the parameter count implies), in milliseconds however large
+// the file: a damaged or truncated --resume is refused before the corpus is read. The checksum is
+// checked when the file is read (load_checkpoint). Throws Error as parse_checkpoint and load_checkpoint.
+void check_checkpoint_file(const std::string& path);
+
 // load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file and
 // "checkpoint <path>: cannot read: not a regular file" for a FIFO, device or directory (never blocks).
 // `rank`: the caller's rank; on rank 0 a file of kLongWorkBytes or more gets progress lines
@@ -60,10 +67,14 @@ CheckpointState load_checkpoint(const std::string& path, int rank = 0,
 
 // ---- the training run's side: what goes into a checkpoint and what a resume must match ----
 
-// write_checkpoint: rank 0 saves params, AdamW state and metadata after `step` and returns the
-// file's XXH3-64 checksum (save_checkpoint); other ranks return 0.
-uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be, int rank,
-                          int step);
+// write_checkpoint: called by every rank of `group` after `step`: rank 0 copies params, AdamW state and
+// metadata to the host, then saves them (save_checkpoint) on a worker thread while every rank keeps
+// meeting under the group's deadline (agree_while_working, agree.h), so a write that outlasts
+// --comm-timeout does not end the job. Returns the file's XXH3-64 checksum on rank 0, 0 elsewhere. A
+// failure (non-finite parameters, which never replace a good checkpoint; an I/O error) ends every
+// rank with AgreedFailure, rank 0 printing "step N: <cause>".
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                          HostCollectives& group, int step);
 
 // restore_checkpoint: every rank reads cfg.resume, checks that it matches the model (description and
 // parameter count), data, batch and schedule configuration (--steps, --lr, --warmup, --min-lr-frac,

@@ -25,6 +25,9 @@ class HostCollectives {
   // lowest world rank of MPI's shared-memory split under mpirun/srun (never the hostname, which
   // containers may repeat), 0 for every rank of one process (xtrain_threads).
   virtual int node_id() const = 0;
+  // deadline_s: how long one of these calls may wait for the other ranks before it throws (seconds,
+  // --comm-timeout); 0 where none is known.
+  virtual double deadline_s() const { return 0.0; }
 
   // all_reduce_sum_host / all_reduce_max_host: x (count) in place, the sum (in double) / the
   // element-wise max over all ranks; every rank ends with identical values.

@@ -18,7 +18,7 @@ namespace xtrain {
 // comm_timeout_s (set_comm_timeout; run_training sets --comm-timeout before the first one) and then
 // throws Error naming the rank, host and "start-up" operation. Long local work between them (rank 0
 // tokenizing a corpus) runs under agree_while_working (agree.h), which keeps meeting the other ranks
-// once a second, so the deadline never has to cover it. Only MPI_Init and the shared-memory split in
+// at least once a second, so the deadline never has to cover it. Only MPI_Init and the shared-memory split in
 // the constructor block without a deadline (MPI offers no bounded form of them).
 class MpiContext final : public HostCollectives {
  public:
@@ -37,6 +37,7 @@ class MpiContext final : public HostCollectives {
   // some clusters give several nodes one hostname): the world rank of the node's first rank. Equal
   // on ranks that share memory, different across nodes.
   int node_id() const override { return node_id_; }
+  double deadline_s() const override { return timeout_s_; }
   std::string host() const override { return host_; }  // for messages only, not identity
 
   // check_launcher: throws Error when the environment says the launcher started several tasks

@@ -40,7 +40,8 @@ struct TrainResult {
 // agreement checks included, is bounded by its --comm-timeout deadline.
 TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm);
 
-// max_param_diff: max over all parameters and ranks of |p_rank - p_rank0| (broadcast + one max).
+// max_param_diff: max over all parameters and ranks of |p_rank - p_rank0| (rank 0's parameters broadcast in
+// pieces of 64 MB, then one max).
 double max_param_diff(GPT& model, Backend& be, HostCollectives& group);
 
 // check_same_on_all_ranks: throws Error naming `what` when the 64-bit value differs across ranks.

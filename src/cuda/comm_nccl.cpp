@@ -38,6 +38,7 @@ class NcclCommunicator final : public Communicator {
   int world_size() const override { return host_->world_size(); }
   std::string host() const override { return host_->host(); }
   int node_id() const override { return host_->node_id(); }
+  double deadline_s() const override { return comm_timeout_s; }
 
   // all_reduce: NCCL counts are elements (ncclFloat), never bytes; avg is ncclAvg (NCCL >= 2.10).
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
