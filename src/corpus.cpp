@@ -2,6 +2,7 @@
 // include/xtrain/corpus.h).
 #include "xtrain/corpus.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <map>
+#include <utility>
 
 #include "xtrain/agree.h"
 #include "xtrain/error.h"
@@ -31,6 +33,8 @@ void check_data_file(const std::string& path) {
   if (!fs::is_regular_file(st))
     XT_FAIL("--data " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
   if (::access(path.c_str(), R_OK) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  if (starts_with_token_cache_magic(path))
+    throw UsageError("--data " + path + ": a token cache (it starts with the cache's magic), not a text");
 }
 
 bool is_shard_name(const std::string& name) {
@@ -45,7 +49,7 @@ std::vector<std::string> data_spec_entries(const std::string& spec) {
   for (;;) {
     const size_t comma = spec.find(',', at);
     const std::string path = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (path.empty()) XT_FAIL("--data \"" << spec << "\": an empty path in the list");
+    if (path.empty()) throw UsageError("--data \"" + spec + "\": an empty path in the list");
     entries.push_back(path);
     if (comma == std::string::npos) return entries;
     at = comma + 1;
@@ -71,7 +75,16 @@ std::vector<std::string> list_data_files(const std::string& spec) {
       files.push_back(path);
     }
   }
-  for (const std::string& f : files) check_data_file(f);
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file listed twice would be trained on twice
+  for (const std::string& f : files) {
+    check_data_file(f);
+    struct stat st{};
+    if (::stat(f.c_str(), &st) != 0) XT_FAIL("cannot read " << f << ": " << std::strerror(errno));
+    const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), f);
+    if (!fresh)
+      throw UsageError("--data lists one file twice: " + it->second + " and " + f +
+                       (it->second == f ? "" : " (the same file)"));
+  }
   return files;
 }
 

@@ -69,6 +69,12 @@ std::string read_file(const std::string& path) {
   std::string out;
   char buf[1 << 16];
   size_t n = 0;
+  try {  // the whole size at once: no regrowth copies, and a file larger than memory fails here at once
+    out.reserve(static_cast<size_t>(st.st_size));
+  } catch (const std::exception&) {  // bad_alloc or length_error
+    std::fclose(f);
+    XT_FAIL("cannot read " << path << ": its " << st.st_size << " bytes do not fit in memory");
+  }
   try {
     // A file larger than memory (or an endless device such as /dev/zero) is one line naming it,
     // not std::bad_alloc.
@@ -311,11 +317,11 @@ void check_writable(const std::string& path, const char* option) {
   if (exists && S_ISDIR(st.st_mode)) XT_FAIL(what << " " << path << " is a directory");
   // A device node or FIFO would be replaced by (or block on) our file: never an output.
   if (exists && !S_ISREG(st.st_mode)) XT_FAIL(what << " " << path << " exists and is not a regular file; not replacing it");
-  const std::string probe = (dir / (".xtrain-probe." + std::to_string(::getpid()))).string();
-  const int fd = ::open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
-  if (fd < 0) XT_FAIL(what << " " << path << ": cannot create files in " << dir.string() << ": " << std::strerror(errno));
-  ::close(fd);
-  ::unlink(probe.c_str());
+  {  // the temporary file write_file_atomic will create, under its full name (a long name fails now)
+    TempFile probe(dir.string(), fs::path(target).filename().string());
+    if (probe.fd() < 0)
+      XT_FAIL(what << " " << path << ": cannot create files in " << dir.string() << ": " << probe.error());
+  }  // removed
   // Creating a file is not enough to replace one: in a sticky directory (/tmp) rename(2) refuses
   // to replace another user's file, and write_file_atomic would fail only after the run.
   if (exists && ::stat(dir.c_str(), &dst) == 0 &&

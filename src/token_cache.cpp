@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iostream>
+#include <mutex>
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
@@ -52,7 +53,8 @@ CacheFile classify_cache(const std::string& path, std::string* why) {
     return CacheFile::unreadable;
   }
   if (got == 0) return CacheFile::empty;
-  return got == sizeof magic && std::memcmp(magic, kMagic, sizeof magic) == 0 ? CacheFile::token_cache : CacheFile::foreign;
+  // the whole magic, or a cache cut short inside it (damaged: rebuilt, not left as a foreign file)
+  return std::memcmp(magic, kMagic, got) == 0 ? CacheFile::token_cache : CacheFile::foreign;
 }
 
 // dir_writable: this process may create files in the directory of path.
@@ -67,6 +69,15 @@ bool looks_like_token_cache(const std::string& path) {
   std::string why;
   const CacheFile f = classify_cache(path, &why);
   return f == CacheFile::token_cache || f == CacheFile::empty;
+}
+
+bool starts_with_token_cache_magic(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  char magic[sizeof(kMagic)] = {};
+  const ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  ::close(fd);
+  return n == ssize_t(sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
 }
 
 SourceId stat_source(const std::string& path) {
@@ -127,13 +138,35 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
     ::close(fd);
     XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
   }
+  std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   const int map_errno = errno;
-  ::close(fd);  // the mapping keeps the file
-  if (map == MAP_FAILED) XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
-  std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
-  c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
-  const auto* p = static_cast<const unsigned char*>(map);
+  if (map != MAP_FAILED) {
+    c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
+    c->bytes_ = static_cast<const unsigned char*>(map);
+  } else if (map_errno == ENOMEM) {  // no mapping left for this process: a private copy instead
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::cerr << "warning: token cache " << path << ": mmap failed (" << std::strerror(map_errno)
+                << ": too many mappings, see vm.max_map_count); this and further caches are read into memory, "
+                   "not shared between the ranks of a node\n";
+    });
+    c->copy_.reset(new unsigned char[size]);
+    for (size_t got = 0; got < size;) {
+      const ssize_t n = ::pread(fd, c->copy_.get() + got, size - got, off_t(got));
+      if (n < 0 && errno == EINTR) continue;
+      if (n <= 0) {
+        const int read_errno = n < 0 ? errno : 0;
+        ::close(fd);
+        XT_FAIL("token cache " << path << ": read failed: " << (n < 0 ? std::strerror(read_errno) : "file shrank"));
+      }
+      got += size_t(n);
+    }
+    c->bytes_ = c->copy_.get();
+  }
+  ::close(fd);  // a mapping keeps the file
+  if (!c->bytes_) XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
+  const unsigned char* p = c->bytes_;
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
   const uint64_t version = get_le(p + 8, 4);
   if (version != kVersion) XT_FAIL("token cache " << path << " has format version " << version << ", expected " << kVersion);
@@ -166,7 +199,7 @@ MappedTokenCache::~MappedTokenCache() {
 }
 
 TokenView MappedTokenCache::ids() const {
-  return TokenView{static_cast<const unsigned char*>(map_) + kHeaderBytes, header_.count, header_.id_bytes};
+  return TokenView{bytes_ + kHeaderBytes, header_.count, header_.id_bytes};
 }
 
 std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,

@@ -68,6 +68,8 @@ expect "--tokens-cache is the corpus" 2 "name the same file" 2 "${OK[@]}" --toke
 expect "--tokens-cache with --no-cache" 2 "usage error: --tokens-cache and --no-cache exclude each other" 2 "${OK[@]}" \
   --tokens-cache "$WORK/x.tokcache" --no-cache
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
+# a name that fits NAME_MAX (255) but not with the temporary suffix the write adds: refused at start
+expect "--ckpt name too long to write" 1 "--ckpt .*: cannot create files in .*: File name too long" 2 "${OK[@]}" --ckpt "$WORK/$(printf "c%.0s" {1..240})"
 ln "$WORK/corpus.txt" "$WORK/corpus-link.txt"
 expect "--metrics is a hard link to the corpus" 2 "--data and --metrics name the same file" 2 "${OK[@]}" --metrics "$WORK/corpus-link.txt"
 mkfifo "$WORK/fifo"

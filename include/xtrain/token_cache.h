@@ -69,10 +69,16 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
 // is empty: a new cache may replace it; any other file (or one that cannot be read) is never overwritten.
 bool looks_like_token_cache(const std::string& path);
 
+// starts_with_token_cache_magic: path's first bytes are the whole cache magic (a token cache, however
+// named); false for anything else, including a file that cannot be read.
+bool starts_with_token_cache_magic(const std::string& path);
+
 // MappedTokenCache: a token cache mapped read-only (mmap, MAP_SHARED: every process mapping the file
 // shares its page-cache pages). open() checks magic, version, id width, that the file size is exactly
 // header + count x id_bytes, and the ids hash (one pass over the mapping, tens of GB/s); it throws
-// Error "token cache <path> ..." naming what is wrong (missing, truncated, foreign, corrupt).
+// Error "token cache <path> ..." naming what is wrong (missing, truncated, foreign, corrupt). Where the
+// process may map no more files (ENOMEM: the kernel's vm.max_map_count, ~65,530 mappings, tens of
+// thousands of shards) the file is read into this process's memory instead, with one warning per process.
 class MappedTokenCache {
  public:
   static std::shared_ptr<const MappedTokenCache> open(const std::string& path);
@@ -87,6 +93,8 @@ class MappedTokenCache {
   TokenCacheHeader header_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
+  std::unique_ptr<unsigned char[]> copy_;  // the file's bytes when it could not be mapped
+  const unsigned char* bytes_ = nullptr;   // map_ or copy_
 };
 
 // load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
