@@ -18,6 +18,9 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
+#include <sstream>
+#include <filesystem>
 #include <utility>
 
 #include "xtrain/agree.h"
@@ -236,6 +239,22 @@ void check_checkpoint_file(const std::string& path) {
 }
 
 namespace {
+// impossible_value: "" when every parameter and first moment is finite and every second moment finite
+// and >= 0 (what AdamW keeps), else which value is not. The checksum proves a file's bytes are those
+// written, not that the writer's values were sane: the writer checks before writing, a resume on reading.
+std::string impossible_value(const CheckpointState& st) {
+  const std::pair<const char*, const std::vector<float>*> parts[] = {
+      {"parameter", &st.params}, {"first moment", &st.m}, {"second moment", &st.v}};
+  for (const auto& [what, v] : parts)
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f)) {
+        std::ostringstream os;
+        os << what << " " << i << " is " << (*v)[i];
+        return os.str();
+      }
+  return "";
+}
+
 CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
   CheckpointMeta m;
   m.model = model.config();
@@ -264,16 +283,16 @@ uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& mo
   // backend's, thread, in pieces of kChunkBytes between meetings of every rank (agree_in_steps).
   auto st = std::make_shared<CheckpointState>();
   const size_t n = model.num_params();
-  if (group.rank() == 0) {
-    st->meta = make_meta(cfg, data, model, step);
-    for (std::vector<float>* v : {&st->params, &st->m, &st->v}) v->reserve(n);  // no page touched yet
-  }
   const float* const from[3] = {model.params(), opt.m(), opt.v()};
   std::vector<float>* const to[3] = {&st->params, &st->m, &st->v};
   int part = 0;
   size_t done = 0;
   agree_in_steps(group, [&] {
     if (group.rank() != 0) return true;
+    if (part == 0 && done == 0) {  // in the first step, so a failure is agreed too
+      st->meta = make_meta(cfg, data, model, step);
+      for (std::vector<float>* v : to) v->reserve(n);  // no page touched yet
+    }
     const size_t k = std::min(kChunkBytes / sizeof(float), n - done);
     to[part]->resize(done + k);  // within the reserved capacity: no reallocation
     be.copy_to_host(to[part]->data() + done, from[part] + done, k * sizeof(float));
@@ -284,12 +303,14 @@ uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& mo
   return agree_while_working(group, [st, path = cfg.ckpt, step, steps = cfg.steps]() -> uint64_t {
     if (st->params.empty()) return 0;  // not rank 0
     try {
-      // A finite loss at this step does not make the UPDATED parameters finite: never replace a good
-      // checkpoint with a blown-up one.
-      for (float p : st->params)
-        if (!std::isfinite(p))
-          XT_FAIL("parameters are not finite after step " << step << "; not writing " << path
-                                                           << " (the previous checkpoint is kept)");
+      // A finite loss at this step does not make the UPDATED state finite: never replace a good
+      // checkpoint with a blown-up one (a resume would refuse it).
+      if (const std::string bad = impossible_value(*st); !bad.empty()) {
+        std::error_code ec;
+        XT_FAIL("the state after this step is not finite (" << bad << "); not writing " << path
+                                                            << (std::filesystem::exists(path, ec) ? " (the previous checkpoint is kept)"
+                                                                                                  : " (no checkpoint was written before)"));
+      }
       const uint64_t checksum = save_checkpoint(path, *st);
       std::printf("step %5d/%d | checkpoint written to %s\n", step, steps, path.c_str());
       return checksum;
@@ -299,13 +320,13 @@ uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& mo
   });
 }
 
-int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       int rank) {
-  CheckpointState st = load_checkpoint(cfg.resume, rank);
-  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+namespace {
+// check_resume: a loaded checkpoint matches this run (want: make_meta of the run at step 0) and holds
+// possible values; Error naming the option or value otherwise.
+void check_resume(const CheckpointState& st, const CheckpointMeta& want, const std::string& resume, int steps) {
   const CheckpointMeta& got = st.meta;
   auto mismatch = [&](const char* what, auto have, auto need) {
-    XT_FAIL("checkpoint " << cfg.resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
+    XT_FAIL("checkpoint " << resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
                           << need << " now");
   };
   if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
@@ -327,24 +348,31 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   // of vectors of another length (the same model description implies the same count, but the header
   // field is checked on its own, as a damaged file can carry any value there).
   if (got.num_params != want.num_params) mismatch("the parameter count", got.num_params, want.num_params);
-  if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << cfg.resume << ": internal size mismatch");
-  if (got.step > cfg.steps) XT_FAIL("checkpoint " << cfg.resume << " is at step " << got.step << ", past --steps " << cfg.steps);
-  // got.step == cfg.steps: nothing left to train (a requeued job after the last step); not an error.
-  // The checksum proves the bytes are those written, not that the writer's values were sane: xtrain
-  // never writes non-finite parameters (write_checkpoint), and AdamW's second moment is never negative.
-  const std::pair<const char*, const std::vector<float>*> parts[] = {{"parameter", &st.params},
-                                                                      {"first moment", &st.m},
-                                                                      {"second moment", &st.v}};
-  for (const auto& [what, v] : parts)
-    for (size_t i = 0; i < v->size(); ++i)
-      if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f))
-        XT_FAIL("checkpoint " << cfg.resume << " holds an impossible value: " << what << " " << i << " is " << (*v)[i]
-                              << " (not written by a healthy run)");
+  if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << resume << ": internal size mismatch");
+  if (got.step > steps) XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps);
+  // got.step == steps: nothing left to train (a requeued job after the last step); not an error.
+  if (const std::string bad = impossible_value(st); !bad.empty())
+    XT_FAIL("checkpoint " << resume << " holds an impossible value: " << bad << " (not written by a healthy run)");
+}
+}  // namespace
+
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       HostCollectives& group) {
+  // Reading, parsing and checking the file is host work that may take long: on a worker thread while
+  // the ranks keep meeting (agree_while_working); only the copies to the device below run here.
+  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  auto loaded = agree_while_working(group, [resume = cfg.resume, steps = cfg.steps, want, rank = group.rank()] {
+    auto st = std::make_shared<CheckpointState>(load_checkpoint(resume, rank));
+    check_resume(*st, want, resume, steps);
+    return st;
+  });
+  const CheckpointState& st = *loaded;
+  const CheckpointMeta& got = st.meta;
   const size_t bytes = model.num_params() * sizeof(float);
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);
   be.copy_to_device(opt.v(), st.v.data(), bytes);
-  print0(rank, "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+  print0(group.rank(), "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
          got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
   return got.step;
 }

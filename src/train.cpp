@@ -77,7 +77,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
 
   int start = 0;
   // Input checks agreed across ranks before the first training collective (agree.h).
-  if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, rank); });
+  if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, comm); });
   const uint64_t h = params_hash(model, be);
   agree(comm, [&] { check_same_on_all_ranks(comm, h, "initial parameters"); });
 

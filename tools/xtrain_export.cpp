@@ -110,7 +110,7 @@ json read_registry(const std::string& path, bool must_exist) {
   try {
     r = json::parse(read_file(path));
   } catch (const Error& e) {
-    XT_FAIL("registry " << e.what());
+    XT_FAIL("--registry: " << e.what());
   } catch (const json::exception& e) {
     XT_FAIL("registry " << path << ": not valid JSON (" << e.what() << ")");
   }

@@ -76,11 +76,13 @@ CheckpointState load_checkpoint(const std::string& path, int rank = 0,
 uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
                           HostCollectives& group, int step);
 
-// restore_checkpoint: every rank reads cfg.resume, checks that it matches the model (description and
-// parameter count), data, batch and schedule configuration (--steps, --lr, --warmup, --min-lr-frac,
-// --weight-decay, --grad-clip; Error naming the option otherwise), loads params and AdamW state, and returns
-// the step it was written after. Rank 0 prints the line "resumed from ...".
+// restore_checkpoint: called by every rank of `group`: each reads cfg.resume on a worker thread while the
+// ranks keep meeting under the deadline (agree_while_working), checks that it matches the model
+// (description and parameter count), data, batch and schedule configuration (--steps, --lr, --warmup,
+// --min-lr-frac, --weight-decay, --grad-clip; Error naming the option otherwise) and holds possible
+// values (finite, second moments >= 0), loads params and AdamW state, and returns the step it was
+// written after. Rank 0 prints the line "resumed from ...". A failure ends every rank (AgreedFailure).
 int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       int rank);
+                       HostCollectives& group);
 
 }  // namespace xtrain
