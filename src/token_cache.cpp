@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <new>
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
@@ -148,10 +149,16 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
     static std::once_flag warned;
     std::call_once(warned, [&] {
       std::cerr << "warning: token cache " << path << ": mmap failed (" << std::strerror(map_errno)
-                << ": too many mappings, see vm.max_map_count); this and further caches are read into memory, "
-                   "not shared between the ranks of a node\n";
+                << ": too many mappings, see vm.max_map_count, or an address-space limit, ulimit -v); this and "
+                   "further caches are read into memory, not shared between the ranks of a node\n";
     });
-    c->copy_.reset(new unsigned char[size]);
+    try {
+      c->copy_.reset(new unsigned char[size]);
+    } catch (const std::bad_alloc&) {
+      ::close(fd);
+      XT_FAIL("token cache " << path << ": can be neither mapped (" << std::strerror(map_errno)
+                             << ") nor read into memory (" << size << " bytes)");
+    }
     for (size_t got = 0; got < size;) {
       const ssize_t n = ::pread(fd, c->copy_.get() + got, size - got, off_t(got));
       if (n < 0 && errno == EINTR) continue;
