@@ -114,7 +114,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
 
   // Tokenizer, then the token stream: the node's ranks share tokenizing the files that lack a valid
   // cache, then every rank maps every cache (load_corpus). Long work runs under agree_while_working:
-  // the waiting ranks keep meeting once a second under --comm-timeout.
+  // the waiting ranks keep meeting (at least once a second) under --comm-timeout.
   const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
     Tokenizer t = load_tokenizer(o.tokenizer);
     return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
