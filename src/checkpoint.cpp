@@ -17,10 +17,10 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
-#include <memory>
-#include <string>
-#include <sstream>
 #include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
 #include <utility>
 
 #include "xtrain/agree.h"
@@ -176,12 +176,13 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
   return st;
 }
 
-CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
-  // Only a regular file (as read_file, io.h): checked by path, then by descriptor opened O_NONBLOCK so a
-  // FIFO never blocks.
-  struct stat sb{};
-  if (::stat(path.c_str(), &sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+namespace {
+// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (as read_file, io.h):
+// checked by path, then by the descriptor, opened O_NONBLOCK so a FIFO never blocks. Error
+// "checkpoint <path>: ..." otherwise.
+std::unique_ptr<std::FILE, int (*)(std::FILE*)> open_checkpoint(const std::string& path, struct stat* sb) {
+  if (::stat(path.c_str(), sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
   std::FILE* f = ::fdopen(fd, "rb");
@@ -190,11 +191,19 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
     ::close(fd);
     XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(saved));
   }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(f, std::fclose);
+  if (::fstat(fd, sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
+  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  return file;
+}
+}  // namespace
+
+CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
   std::string buf;
   {
-    std::unique_ptr<std::FILE, int (*)(std::FILE*)> closer(f, std::fclose);
-    if (::fstat(fileno(f), &sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
-    if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+    struct stat sb{};
+    const auto closer = open_checkpoint(path, &sb);
+    std::FILE* f = closer.get();
     buf.resize(static_cast<size_t>(sb.st_size));
     Progress progress("read " + path, buf.size(), rank, progress_options);
     for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each
@@ -214,28 +223,13 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
 
 void check_checkpoint_file(const std::string& path) {
   struct stat sb{};
-  if (::stat(path.c_str(), &sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  if (!S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  const auto f = open_checkpoint(path, &sb);
   std::string head(4096, '\0');  // the header is ~150 bytes
-  size_t got = 0;
-  ssize_t k = 0;
-  while (got < head.size() && (k = ::read(fd, &head[got], head.size() - got)) != 0) {
-    if (k < 0 && errno == EINTR) continue;
-    if (k < 0) {
-      const int saved = errno;
-      ::close(fd);
-      XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(saved));
-    }
-    got += size_t(k);
-  }
-  const bool size_ok = ::fstat(fd, &sb) == 0;
-  ::close(fd);
-  if (!size_ok || !S_ISREG(sb.st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  head.resize(got);
-  size_t at = 0;
-  check_meta(parse_header(head, static_cast<size_t>(sb.st_size), path, &at), path);
+  head.resize(std::fread(&head[0], 1, head.size(), f.get()));
+  if (std::ferror(f.get())) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
+  size_t at = 0;  // the size as read if the file changed since fstat (never less than its head)
+  const size_t file_size = std::max(static_cast<size_t>(sb.st_size), head.size());
+  check_meta(parse_header(head, file_size, path, &at), path);
 }
 
 namespace {

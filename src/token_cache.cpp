@@ -11,7 +11,6 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
-#include <new>
 
 #include "xtrain/error.h"
 #include "xtrain/io.h"
@@ -142,6 +141,7 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
   std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
   void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
   const int map_errno = errno;
+  ::close(fd);  // a mapping keeps the file
   if (map != MAP_FAILED) {
     c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
     c->bytes_ = static_cast<const unsigned char*>(map);
@@ -152,27 +152,12 @@ std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string
                 << ": too many mappings, see vm.max_map_count, or an address-space limit, ulimit -v); this and "
                    "further caches are read into memory, not shared between the ranks of a node\n";
     });
-    try {
-      c->copy_.reset(new unsigned char[size]);
-    } catch (const std::bad_alloc&) {
-      ::close(fd);
-      XT_FAIL("token cache " << path << ": can be neither mapped (" << std::strerror(map_errno)
-                             << ") nor read into memory (" << size << " bytes)");
-    }
-    for (size_t got = 0; got < size;) {
-      const ssize_t n = ::pread(fd, c->copy_.get() + got, size - got, off_t(got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n <= 0) {
-        const int read_errno = n < 0 ? errno : 0;
-        ::close(fd);
-        XT_FAIL("token cache " << path << ": read failed: " << (n < 0 ? std::strerror(read_errno) : "file shrank"));
-      }
-      got += size_t(n);
-    }
-    c->bytes_ = c->copy_.get();
+    c->copy_ = read_file(path);  // one line naming the path when it does not fit in memory either
+    if (c->copy_.size() != size) XT_FAIL("token cache " << path << " changed while it was read");
+    c->bytes_ = reinterpret_cast<const unsigned char*>(c->copy_.data());
+  } else {
+    XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
   }
-  ::close(fd);  // a mapping keeps the file
-  if (!c->bytes_) XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
   const unsigned char* p = c->bytes_;
   if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
   const uint64_t version = get_le(p + 8, 4);

@@ -93,7 +93,7 @@ class MappedTokenCache {
   TokenCacheHeader header_;
   void* map_ = nullptr;
   size_t map_bytes_ = 0;
-  std::unique_ptr<unsigned char[]> copy_;  // the file's bytes when it could not be mapped
+  std::string copy_;                       // the file's bytes when it could not be mapped (read_file)
   const unsigned char* bytes_ = nullptr;   // map_ or copy_
 };
 
