@@ -2,7 +2,8 @@
 """forge_checkpoint.py IN OUT FIELD=VALUE... (or IN --get FIELD to print one): a damaged checkpoint WITH A VALID CHECKSUM, for tests of
 the loader's header validation (issue #14 kind 4). Sets header fields (step, batch, grad_accum,
 total_steps, num_params, the model's V..F), then cuts or extends the params/m/v arrays to
-num_params floats each (unless body=keep is given), and rewrites the XXH3-64 checksum (through Debian's libxxhash).
+num_params floats each (unless body=keep is given), sets the first float of the params, m or v array
+(params0=, m0=, v0=: a float, e.g. nan or -1), and rewrites the XXH3-64 checksum (through Debian's libxxhash).
 The layout mirrors src/checkpoint.cpp (format 03); the script refuses any other magic."""
 import ctypes
 import struct
@@ -33,13 +34,18 @@ def main():
     n_old = meta["num_params"]
     arrays = [body[k * 4 * n_old:(k + 1) * 4 * n_old] for k in range(3)]
     keep_body = "body=keep" in edits
+    first = {}  # array index -> its new first float
     for e in edits:
         name, value = e.split("=")
-        if name != "body":
+        if name in ("params0", "m0", "v0"):
+            first[("params0", "m0", "v0").index(name)] = float(value)
+        elif name != "body":
             meta[name] = int(value)
     n = meta["num_params"]
     if not keep_body:
         arrays = [(a + b"\0" * 4 * n)[:4 * n] for a in arrays]
+    for k, value in first.items():
+        arrays[k] = struct.pack("<f", value) + arrays[k][4:]
     out = buf[:start] + struct.pack(fmt, *[meta[name] for name, _ in FIELDS]) + b"".join(arrays)
     xxh = ctypes.CDLL("libxxhash.so.0")
     xxh.XXH3_64bits.restype = ctypes.c_uint64

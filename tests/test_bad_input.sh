@@ -53,6 +53,8 @@ expect "empty --resume" 2 "usage error: --resume was given an empty value" 2 "${
 expect "empty --timeline" 2 "usage error: --timeline was given an empty value" 1 "${OK[@]}" --timeline ""
 expect "empty --vocab-bpe" 2 "usage error: --vocab-bpe was given an empty value" 1 "${OK[@]}" --vocab-bpe ""
 expect "empty --data" 2 "usage error: --data was given an empty value" 1 "${OK[@]}" --data ""
+expect "--data with an empty entry" 2 "usage error: --data .*: an empty path in the list" 1 "${OK[@]}" --data "$WORK/corpus.txt,"
+expect "--data listing a file twice" 2 "usage error: --data lists one file twice" 1 "${OK[@]}" --data "$WORK/corpus.txt,$WORK/corpus.txt"
 expect "unknown --cuda-graph" 2 "usage error: --cuda-graph must be auto, on or off" 1 "${OK[@]}" --cuda-graph yes
 expect "attention route on the CPU" 2 "usage error: --attention cudnn needs the CUDA backend" 2 "${OK[@]}" --device cpu --attention cudnn
 
@@ -179,6 +181,8 @@ expect "model larger than memory" 1 "the model needs about [0-9.]+ GiB per rank 
 # checkpoints: make a good one, then damage copies of it
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/good.ckpt" > "$WORK/mk.log" 2>&1 \
   || { cat "$WORK/mk.log"; exit 1; }
+cp "$WORK/corpus.txt.tokcache" "$WORK/ids.bin"  # a token cache under another name is not a text
+expect "--data naming a token cache" 2 "usage error: --data .*ids.bin: a token cache" 1 "${OK[@]}" --data "$WORK/ids.bin"
 cp "$WORK/good.ckpt" "$WORK/flip.ckpt"
 printf '\x55' | dd of="$WORK/flip.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --steps 4 --resume "$WORK/flip.ckpt"
@@ -208,6 +212,11 @@ forge negstep.ckpt step=-3
 expect "checkpoint at a negative step" 1 "header field step = -3 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/negstep.ckpt"
 forge zerodim.ckpt C=0
 expect "checkpoint with a zero dimension" 1 "header field C = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zerodim.ckpt"
+# values a healthy run never writes, behind a valid checksum: refused naming the value
+forge nanparam.ckpt params0=nan
+expect "checkpoint holding a NaN parameter" 1 "impossible value: parameter 0 is nan" 2 "${OK[@]}" --steps 4 --resume "$WORK/nanparam.ckpt"
+forge negv.ckpt v0=-1
+expect "checkpoint with a negative second moment" 1 "impossible value: second moment 0 is -1" 2 "${OK[@]}" --steps 4 --resume "$WORK/negv.ckpt"
 expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
