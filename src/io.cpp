@@ -13,10 +13,13 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <deque>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
+#include <climits>
 #include <cstring>
+#include <utility>
 #include <filesystem>
 #include <vector>
 #include <iostream>
@@ -115,18 +118,19 @@ bool parse_temp_name(const std::string& rest, std::string* host, long* pid) {
   return true;
 }
 
-// TempFile: an exclusively created temporary file, named "<base>.tmp.<host>.<pid>.<random>" and
-// locked (flock) by this writer until it is renamed or removed; removed unless keep()'d.
+// TempFile: an exclusively created temporary file in the directory `dir_fd`, named
+// "<base>.tmp.<host>.<pid>.<random>" and locked (flock) by this writer until it is renamed or
+// removed; removed unless keep()'d.
 class TempFile {
  public:
-  explicit TempFile(const std::string& dir, const std::string& base) {
+  TempFile(int dir_fd, const std::string& base) : dir_fd_(dir_fd) {
     std::random_device rd;  // unpredictable names: another user cannot plant the next one
-    const std::string stem = dir + "/" + base + ".tmp." + this_host() + "." + std::to_string(::getpid()) + ".";
+    const std::string stem = base + ".tmp." + this_host() + "." + std::to_string(::getpid()) + ".";
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       char suffix[17];
       std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
-      path_ = stem + suffix;
-      fd_ = ::open(path_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      name_ = stem + suffix;
+      fd_ = ::openat(dir_fd_, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0) error_ = std::strerror(errno);
@@ -137,12 +141,12 @@ class TempFile {
   }
   ~TempFile() {
     if (fd_ >= 0) ::close(fd_);
-    if (created_ && !kept_) ::unlink(path_.c_str());
+    if (created_ && !kept_) ::unlinkat(dir_fd_, name_.c_str(), 0);
   }
   TempFile(const TempFile&) = delete;
   TempFile& operator=(const TempFile&) = delete;
   int fd() const { return fd_; }
-  const std::string& path() const { return path_; }
+  const std::string& name() const { return name_; }
   const std::string& error() const { return error_; }
   int close() {
     const int rc = ::close(fd_);
@@ -152,20 +156,61 @@ class TempFile {
   void keep() { kept_ = true; }
 
  private:
+  int dir_fd_;
   int fd_ = -1;
-  std::string path_, error_;
+  std::string name_, error_;
   bool created_ = false, kept_ = false;
 };
 
-// output_target: the file write_file_atomic(path) replaces: path, or what a symlink at path names.
-std::string output_target(const std::string& path, const std::string& what) {
-  struct stat st{};
-  if (::lstat(path.c_str(), &st) != 0 || !S_ISLNK(st.st_mode)) return path;
-  char* real = ::realpath(path.c_str(), nullptr);
-  if (!real) XT_FAIL(what << " " << path << ": cannot resolve the symlink: " << std::strerror(errno));
-  std::string target = real;
-  std::free(real);
-  return target;
+// split_path: the components of a path, without empty ones and ".".
+std::deque<std::string> split_path(const std::string& path) {
+  std::deque<std::string> parts;
+  for (size_t i = 0; i <= path.size();) {
+    const size_t j = std::min(path.find('/', i), path.size());
+    std::string c = path.substr(i, j - i);
+    if (!c.empty() && c != ".") parts.push_back(std::move(c));
+    i = j + 1;
+  }
+  return parts;
+}
+
+// join_shown: "dir/name" for messages ("" is the working directory).
+std::string join_shown(const std::string& dir, const std::string& name) {
+  if (dir.empty()) return name;
+  return dir.back() == '/' ? dir + name : dir + "/" + name;
+}
+
+// remove_stale_in: remove_stale_temp_files for the file `name` of the directory `dir_fd`.
+int remove_stale_in(int dir_fd, const std::string& name) {
+  const int rfd = ::openat(dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (rfd < 0) return 0;  // a directory we may search but not list: nothing to clear
+  DIR* d = ::fdopendir(rfd);
+  if (!d) {
+    ::close(rfd);
+    return 0;
+  }
+  const std::string prefix = name + ".tmp.";
+  const std::string host = this_host();
+  int removed = 0;
+  while (const dirent* e = ::readdir(d)) {
+    const std::string entry = e->d_name;
+    std::string writer_host;
+    long pid = 0;
+    if (entry.compare(0, prefix.size(), prefix) != 0 || !parse_temp_name(entry.substr(prefix.size()), &writer_host, &pid))
+      continue;
+    // 1. written on this host, by another process that no longer exists
+    if (writer_host != host || pid <= 0 || pid == ::getpid()) continue;
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    // 2. a regular file of ours whose writer's lock is free (a live writer holds it until its rename)
+    const int fd = ::openat(::dirfd(d), entry.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) continue;
+    struct stat st{};
+    const bool ours = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
+    if (ours && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlinkat(::dirfd(d), entry.c_str(), 0) == 0) ++removed;
+    ::close(fd);
+  }
+  ::closedir(d);
+  return removed;
 }
 
 // has_cap_fowner: the calling thread's effective capabilities include CAP_FOWNER (capget(2); the
@@ -179,54 +224,102 @@ bool has_cap_fowner() {
 
 }  // namespace
 
-int remove_stale_temp_files(const std::string& path) {
-  namespace fs = std::filesystem;
-  const fs::path tp(path);
-  const std::string dir = tp.has_parent_path() ? tp.parent_path().string() : ".";
-  const std::string prefix = tp.filename().string() + ".tmp.";
-  const std::string host = this_host();
-  DIR* d = ::opendir(dir.c_str());
-  if (!d) return 0;
-  int removed = 0;
-  while (const dirent* e = ::readdir(d)) {
-    const std::string name = e->d_name;
-    std::string writer_host;
-    long pid = 0;
-    if (name.compare(0, prefix.size(), prefix) != 0 || !parse_temp_name(name.substr(prefix.size()), &writer_host, &pid))
-      continue;
-    // 1. written on this host, by another process that no longer exists
-    if (writer_host != host || pid <= 0 || pid == ::getpid()) continue;
-    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
-    // 2. a regular file of ours whose writer's lock is free (a live writer holds it until its rename)
-    const int fd = ::openat(::dirfd(d), name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) continue;
+bool may_follow_output_symlink(uid_t link_uid, uid_t euid) { return link_uid == euid || link_uid == 0; }
+
+OutputLocation::OutputLocation(OutputLocation&& o) noexcept
+    : dir_fd(std::exchange(o.dir_fd, -1)), dir(std::move(o.dir)), name(std::move(o.name)) {}
+OutputLocation::~OutputLocation() {
+  if (dir_fd >= 0) ::close(dir_fd);
+}
+std::string OutputLocation::path() const { return join_shown(dir, name); }
+
+OutputLocation locate_output(const std::string& path, const std::string& what) {
+  constexpr int kMaxSymlinks = 40;  // Linux's MAXSYMLINKS (path_resolution(7))
+  auto fail = [&](const std::string& why) { XT_FAIL(what << " " << path << ": " << why); };
+  OutputLocation loc;
+  auto open_root = [&](bool absolute) {
+    if (loc.dir_fd >= 0) ::close(loc.dir_fd);
+    loc.dir_fd = ::open(absolute ? "/" : ".", O_PATH | O_DIRECTORY | O_CLOEXEC);
+    if (loc.dir_fd < 0) fail(std::string("cannot open ") + (absolute ? "/" : "the working directory") + ": " + std::strerror(errno));
+    loc.dir = absolute ? "/" : "";
+  };
+  open_root(!path.empty() && path[0] == '/');
+  std::deque<std::string> rest = split_path(path);
+  if (rest.empty()) fail("is a directory");
+  const uid_t euid = ::geteuid();
+  int links = 0;
+  while (!rest.empty()) {
+    const std::string c = rest.front();
+    rest.pop_front();
+    const bool last = rest.empty();
+    const std::string shown = join_shown(loc.dir, c);
     struct stat st{};
-    const bool ours = ::fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_uid == ::geteuid();
-    if (ours && ::flock(fd, LOCK_EX | LOCK_NB) == 0 && ::unlinkat(::dirfd(d), name.c_str(), 0) == 0) ++removed;
-    ::close(fd);
+    if (::fstatat(loc.dir_fd, c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT && last && c != "..") {
+        loc.name = c;
+        return loc;
+      }
+      if (errno == ENOENT) fail("directory " + shown + " does not exist");
+      fail(shown + ": " + std::strerror(errno));
+    }
+    if (S_ISLNK(st.st_mode)) {
+      if (++links > kMaxSymlinks) fail("too many levels of symbolic links");
+      if (!may_follow_output_symlink(st.st_uid, euid))
+        fail((shown == path ? std::string("is") : shown + " is") + " a symlink owned by uid " + std::to_string(st.st_uid) + ", neither this user (uid " +
+             std::to_string(euid) + ") nor root; not writing through it (give the path it names)");
+      std::string target(PATH_MAX, '\0');
+      const ssize_t n = ::readlinkat(loc.dir_fd, c.c_str(), target.data(), target.size());
+      if (n < 0 || static_cast<size_t>(n) >= target.size()) fail("cannot resolve the symlink " + shown);
+      target.resize(static_cast<size_t>(n));
+      std::deque<std::string> parts = split_path(target);
+      rest.insert(rest.begin(), parts.begin(), parts.end());
+      if (!target.empty() && target[0] == '/') open_root(true);
+      if (rest.empty()) fail("the symlink " + shown + " names a directory");
+      continue;
+    }
+    if (last && c != "..") {
+      loc.name = c;
+      return loc;
+    }
+    if (!S_ISDIR(st.st_mode)) fail(shown + " is not a directory");
+    // O_NOFOLLOW: a directory swapped for a symlink since the fstatat fails here instead of being followed.
+    const int next = ::openat(loc.dir_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+    if (next < 0) fail(shown + ": " + std::strerror(errno));
+    ::close(loc.dir_fd);
+    loc.dir_fd = next;
+    loc.dir = shown;
+    if (last) fail("is a directory");
   }
-  ::closedir(d);
-  return removed;
+  fail("is a directory");
+  return loc;  // not reached
+}
+
+int remove_stale_temp_files(const std::string& path) {
+  try {
+    const OutputLocation loc = locate_output(path, "");
+    return remove_stale_in(loc.dir_fd, loc.name);
+  } catch (const Error&) {
+    return 0;  // no directory to clear
+  }
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what,
                        const std::function<void(size_t)>& written) {
   constexpr size_t kChunkBytes = size_t{64} << 20;  // one write() call at most; a progress report each
-  namespace fs = std::filesystem;
-  const std::string target = output_target(path, what);
+  const OutputLocation loc = locate_output(path, what);
+  const char* name = loc.name.c_str();
   struct stat st{};
   bool exists = false;
-  if (::stat(target.c_str(), &st) == 0) {
+  if (::fstatat(loc.dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) == 0) {
     if (!S_ISREG(st.st_mode)) XT_FAIL(what << " " << path << ": exists and is not a regular file; not replacing it");
     exists = true;
   } else if (errno != ENOENT) {
     XT_FAIL(what << " " << path << ": " << std::strerror(errno));
   }
-  const fs::path tp(target);
-  const std::string dir = tp.has_parent_path() ? tp.parent_path().string() : ".";
-  remove_stale_temp_files(target);  // debris of writers killed before their rename
-  TempFile tmp(dir, tp.filename().string());
-  if (tmp.fd() < 0) XT_FAIL(what << " " << path << ": cannot create a temporary file in " << dir << ": " << tmp.error());
+  remove_stale_in(loc.dir_fd, loc.name);  // debris of writers killed before their rename
+  TempFile tmp(loc.dir_fd, loc.name);
+  if (tmp.fd() < 0)
+    XT_FAIL(what << " " << path << ": cannot create a temporary file in " << (loc.dir.empty() ? "." : loc.dir) << ": " << tmp.error());
   auto fail = [&](const char* step) { XT_FAIL(what << " " << path << ": " << step << ": " << std::strerror(errno)); };
   // Keep the mode of the file we replace; through the descriptor, never through a path.
   if (exists && ::fchmod(tmp.fd(), st.st_mode & 07777) != 0) fail("cannot set the mode");
@@ -239,11 +332,11 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
   }
   if (::fsync(tmp.fd()) != 0) fail("fsync failed");
   // Renamed while still open and locked, so no other writer takes it for a dead writer's debris.
-  if (::rename(tmp.path().c_str(), target.c_str()) != 0) fail("rename failed");
+  if (::renameat(loc.dir_fd, tmp.name().c_str(), loc.dir_fd, name) != 0) fail("rename failed");
   tmp.keep();
   if (tmp.close() != 0) fail("close failed");
   // fsync the directory so the rename itself is durable (best effort: some file systems refuse it).
-  const int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  const int dfd = ::openat(loc.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd >= 0) {
     ::fsync(dfd);
     ::close(dfd);
@@ -305,28 +398,23 @@ bool replace_forbidden_by_sticky(mode_t dir_mode, uid_t dir_uid, uid_t file_uid,
 
 void check_writable(const std::string& path, const char* option) {
   if (path.empty()) return;
-  namespace fs = std::filesystem;
   const std::string what = option;
-  const std::string target = output_target(path, what);
-  fs::path dir = fs::path(target).parent_path();
-  if (dir.empty()) dir = ".";
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec)) XT_FAIL(what << " " << path << ": directory " << dir.string() << " does not exist");
+  const OutputLocation loc = locate_output(path, what);
+  const std::string dir = loc.dir.empty() ? "." : loc.dir;
   struct stat st{}, dst{};
-  const bool exists = ::stat(target.c_str(), &st) == 0;
+  const bool exists = ::fstatat(loc.dir_fd, loc.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0;
   if (exists && S_ISDIR(st.st_mode)) XT_FAIL(what << " " << path << " is a directory");
   // A device node or FIFO would be replaced by (or block on) our file: never an output.
   if (exists && !S_ISREG(st.st_mode)) XT_FAIL(what << " " << path << " exists and is not a regular file; not replacing it");
   {  // the temporary file write_file_atomic will create, under its full name (a long name fails now)
-    TempFile probe(dir.string(), fs::path(target).filename().string());
-    if (probe.fd() < 0)
-      XT_FAIL(what << " " << path << ": cannot create files in " << dir.string() << ": " << probe.error());
+    TempFile probe(loc.dir_fd, loc.name);
+    if (probe.fd() < 0) XT_FAIL(what << " " << path << ": cannot create files in " << dir << ": " << probe.error());
   }  // removed
   // Creating a file is not enough to replace one: in a sticky directory (/tmp) rename(2) refuses
   // to replace another user's file, and write_file_atomic would fail only after the run.
-  if (exists && ::stat(dir.c_str(), &dst) == 0 &&
+  if (exists && ::fstat(loc.dir_fd, &dst) == 0 &&
       replace_forbidden_by_sticky(dst.st_mode, dst.st_uid, st.st_uid, ::geteuid(), has_cap_fowner()))
-    XT_FAIL(what << " " << path << ": cannot replace it: " << dir.string()
+    XT_FAIL(what << " " << path << ": cannot replace it: " << dir
                  << " is a sticky directory and neither it nor the file belongs to this user (uid " << ::geteuid() << ")");
 }
 

@@ -1,6 +1,10 @@
 // Metrics file and step line (see src/metrics.h).
 #include "metrics.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
@@ -19,11 +23,12 @@ namespace {
 // keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
 // and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
 // the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic and
-// mode-preserving (write_file_atomic; a symlink is followed).
+// mode-preserving (write_file_atomic: a symlink of this user or root is followed).
 void keep_metrics_upto(const std::string& path, int step) {
-  std::error_code ec;
-  if (!std::filesystem::exists(path, ec)) return;  // nothing written yet
-  std::ifstream in(path);
+  const OutputLocation loc = locate_output(path, "cannot replace metrics file");
+  struct stat st{};
+  if (::fstatat(loc.dir_fd, loc.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // nothing written yet
+  std::ifstream in(loc.path());
   if (!in) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
   std::ostringstream kept;
   int dropped = 0;
@@ -47,8 +52,24 @@ void keep_metrics_upto(const std::string& path, int step) {
 MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(path) {
   if (path.empty()) return;
   if (resume_step > 0) keep_metrics_upto(path, resume_step);
-  f_ = std::fopen(path.c_str(), resume_step > 0 ? "a" : "w");
-  if (!f_) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
+  // Opened in the directory locate_output reached (symlinks only of this user or root), never
+  // through a symlink at the name itself; O_NONBLOCK so a FIFO swapped in since the start-up check
+  // does not block, then refused as not a regular file.
+  const OutputLocation loc = locate_output(path, "cannot open metrics file");
+  const int fd = ::openat(loc.dir_fd, loc.name.c_str(),
+                          O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (resume_step > 0 ? O_APPEND : O_TRUNC), 0666);
+  if (fd < 0) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    XT_FAIL("cannot open metrics file " << path << ": not a regular file");
+  }
+  f_ = ::fdopen(fd, resume_step > 0 ? "a" : "w");
+  if (!f_) {
+    const int saved = errno;
+    ::close(fd);
+    XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(saved));
+  }
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -91,6 +91,22 @@ if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
       runuser -u nobody -- "$XT" "${TOK[@]}" "${TINY[@]}" --data "$WORK/sticky/corpus.txt" --no-cache --steps 100 --"$o" "$WORK/sticky/$o.out"
     [[ $(cat "$WORK/sticky/$o.out") == old ]] || { echo "FAIL: --$o replaced root's file"; fails=$((fails+1)); }
   done
+  # The reverse: an unprivileged user (nobody) links a name in the sticky directory to a root-only file,
+  # and root's job is given that name. The link is not followed (neither this user's nor root's):
+  # refused at start on every rank, the file it names untouched.
+  mkdir -m 700 "$WORK/secret"
+  for o in ckpt metrics timeline; do
+    echo precious > "$WORK/secret/$o.victim" && chmod 600 "$WORK/secret/$o.victim"
+    runuser -u nobody -- ln -s "$WORK/secret/$o.victim" "$WORK/sticky/$o.lnk"
+    MAX_S=15 expect "--$o: nobody's symlink in a sticky dir" 1 "$o.lnk: is a symlink owned by uid [0-9]+, neither this user .* nor root; not writing through it" \
+      2 "${TOK[@]}" "${TINY[@]}" --data "$WORK/sticky/corpus.txt" --no-cache --steps 2 --"$o" "$WORK/sticky/$o.lnk"
+    [[ $(cat "$WORK/secret/$o.victim") == precious ]] || { echo "FAIL: --$o wrote through nobody's symlink"; fails=$((fails+1)); }
+  done
+  # the same through a directory: nobody's symlink to a root-only directory, a new file named below it
+  runuser -u nobody -- ln -s "$WORK/secret" "$WORK/sticky/dirlink"
+  MAX_S=15 expect "--ckpt below nobody's directory symlink" 1 "dirlink is a symlink owned by uid [0-9]+, neither this user" \
+    2 "${OK[@]}" --steps 2 --ckpt "$WORK/sticky/dirlink/new.ckpt"
+  [[ ! -e "$WORK/secret/new.ckpt" ]] || { echo "FAIL: --ckpt wrote below nobody's directory symlink"; fails=$((fails+1)); }
 else
   echo "skip sticky-directory cases: they need root (runuser -u nobody)"
 fi

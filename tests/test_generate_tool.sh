@@ -116,6 +116,19 @@ grep -q -- "--dump-logits was given an empty value" "$tmp/err" || fail "--dump-l
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "$(yes 464 | head -n 97 | tr '\n' ' ')"
 grep -q "the prompt has 97 tokens; the model's context is 96" "$tmp/err" || fail "long prompt: $(cat "$tmp/err")"
 expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits "$tmp/no/such/dir/l.bin" --max-new-tokens 0
+# --dump-logits never writes through another user's symlink (nobody's link in a sticky directory to a
+# root-only file); needs root, to make the link as nobody
+if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
+  chmod o+x "$tmp" && mkdir -m 1777 "$tmp/sticky" && mkdir -m 700 "$tmp/secret"
+  echo precious > "$tmp/secret/victim" && chmod 600 "$tmp/secret/victim"
+  runuser -u nobody -- ln -s "$tmp/secret/victim" "$tmp/sticky/l.bin"
+  expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --max-new-tokens 0 --dump-logits "$tmp/sticky/l.bin"
+  grep -q "l.bin: is a symlink owned by uid [0-9]*, neither this user" "$tmp/err" || fail "--dump-logits nobody's link: $(cat "$tmp/err")"
+  [[ $(cat "$tmp/secret/victim") == precious ]] && echo "ok   --dump-logits: nobody's symlink not followed" \
+    || fail "--dump-logits wrote through nobody's symlink"
+else
+  echo "skip --dump-logits through another user's symlink: needs root (runuser -u nobody)"
+fi
 # inputs that are not regular files: refused at once with one line (a FIFO would block, /dev/zero never ends)
 mkfifo "$tmp/fifo"
 mkdir "$tmp/fifo_cfg" "$tmp/fifo_model"

@@ -118,7 +118,7 @@ TEST_CASE("check_writable refuses at once what write_file_atomic would fail on, 
   CHECK_THROWS_WITH_AS(check_writable(d.dir.string(), "--metrics"), doctest::Contains(" is a directory"), Error);
   CHECK_THROWS_WITH_AS(check_writable(fifo, "--timeline"), doctest::Contains("pipe exists and is not a regular file"), Error);
   fs::create_symlink(d.file("missing/x"), d.file("dangling"));
-  CHECK_THROWS_WITH_AS(check_writable(d.file("dangling"), "--ckpt"), doctest::Contains("cannot resolve the symlink"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("dangling"), "--ckpt"), doctest::Contains("missing does not exist"), Error);
   // a symlink is judged by the file it names, in that file's directory (write_file_atomic replaces it)
   TempDir other;
   fs::create_symlink(fifo, other.file("link"));
@@ -150,6 +150,63 @@ TEST_CASE("write_file_atomic through a symlinked target replaces the file it nam
   CHECK(fs::is_symlink(link));
   CHECK(read_file(real) == "new");
   CHECK(mode_of(real) == 0600);
+}
+
+TEST_CASE("may_follow_output_symlink: only a symlink of this user or of root") {
+  const uid_t me = 1000, other = 65534;
+  CHECK(may_follow_output_symlink(me, me));
+  CHECK(may_follow_output_symlink(0, me));  // /var/run -> /run and the like
+  CHECK(may_follow_output_symlink(0, 0));
+  CHECK_FALSE(may_follow_output_symlink(other, me));
+  CHECK_FALSE(may_follow_output_symlink(other, 0));  // root never writes through a user's link
+}
+
+TEST_CASE("locate_output resolves this user's symlinks relative to the link, '..' and absolute targets") {
+  TempDir d;
+  fs::create_directories(d.dir / "a" / "b");
+  fs::create_symlink("../a/b/target.bin", d.file("a/rel.lnk"));   // relative to a/
+  fs::create_symlink(d.file("a/b"), d.file("abs.dir"));            // absolute, a directory
+  write_file_atomic(d.file("a/rel.lnk"), "one");
+  CHECK(read_file(d.file("a/b/target.bin")) == "one");
+  write_file_atomic(d.file("abs.dir/../b/x.bin"), "two");  // ".." after a followed link: the link's target's parent
+  CHECK(read_file(d.file("a/b/x.bin")) == "two");
+  CHECK(fs::is_symlink(d.file("a/rel.lnk")));
+  fs::create_symlink("loop2", d.file("loop1"));
+  fs::create_symlink("loop1", d.file("loop2"));
+  CHECK_THROWS_WITH_AS(write_file_atomic(d.file("loop1"), "x", "--ckpt"), doctest::Contains("too many levels of symbolic links"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("a/b/target.bin/x"), "--ckpt"), doctest::Contains("target.bin is not a directory"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("a/.."), "--ckpt"), doctest::Contains("is a directory"), Error);
+}
+
+TEST_CASE("another user's symlink at an output path, or on the way to it, is never followed") {
+  if (::geteuid() != 0) {
+    MESSAGE("skipped: needs root to give a symlink to another user (lchown)");
+    return;
+  }
+  TempDir d;
+  const uid_t nobody = 65534;
+  const std::string victim = d.file("secret/victim");
+  fs::create_directories(d.dir / "secret");
+  fs::create_directories(d.dir / "sticky");
+  fs::permissions(d.dir / "sticky", fs::perms::all | fs::perms::sticky_bit);
+  { std::ofstream(victim) << "precious"; }
+  const std::string link = d.file("sticky/run.ckpt"), dir_link = d.file("sticky/runs");
+  fs::create_symlink(victim, link);
+  fs::create_symlink(d.file("secret"), dir_link);
+  REQUIRE(::lchown(link.c_str(), nobody, nobody) == 0);
+  REQUIRE(::lchown(dir_link.c_str(), nobody, nobody) == 0);
+  for (const std::string& p : {link, dir_link + "/new.ckpt"}) {
+    CAPTURE(p);
+    CHECK_THROWS_WITH_AS(check_writable(p, "--ckpt"), doctest::Contains("is a symlink owned by uid 65534, neither this user (uid 0) nor root"), Error);
+    CHECK_THROWS_WITH_AS(write_file_atomic(p, "checkpoint", "checkpoint"), doctest::Contains("not writing through it"), Error);
+  }
+  CHECK(read_file(victim) == "precious");
+  CHECK_FALSE(fs::exists(d.file("secret/new.ckpt")));
+  CHECK(fs::is_symlink(link));
+  // the same links made by root are followed (this user's)
+  REQUIRE(::lchown(link.c_str(), 0, 0) == 0);
+  write_file_atomic(link, "ours");
+  CHECK(read_file(victim) == "ours");
 }
 
 TEST_CASE("same_file compares device and inode, and paths of files not yet created") {

@@ -124,10 +124,12 @@ json read_registry(const std::string& path, bool must_exist) {
 // Throws Error naming the lock file when it cannot be created (e.g. the directory is not writable).
 class RegistryLock {
  public:
-  // The lock sits next to the file the registry resolves to, so every spelling of it (a symlink
-  // included) takes the same lock.
-  explicit RegistryLock(const std::string& registry) : path_(resolved(registry) + ".lock") {
-    fd_ = ::open(path_.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
+  // The lock sits next to the file the registry resolves to (locate_output: symlinks only of this
+  // user or root), so every spelling of it (a symlink included) takes the same lock.
+  explicit RegistryLock(const std::string& registry) {
+    const OutputLocation loc = locate_output(registry, "--registry");
+    path_ = loc.path() + ".lock";
+    fd_ = ::openat(loc.dir_fd, (loc.name + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) XT_FAIL("registry lock " << path_ << ": " << std::strerror(errno));
     int rc;
     while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {}
@@ -138,11 +140,6 @@ class RegistryLock {
     }
   }
   ~RegistryLock() { ::close(fd_); }  // closing releases the flock
-  static std::string resolved(const std::string& registry) {
-    std::error_code ec;
-    const fs::path p = fs::weakly_canonical(fs::absolute(registry, ec), ec);
-    return ec ? registry : p.string();
-  }
   RegistryLock(const RegistryLock&) = delete;
   RegistryLock& operator=(const RegistryLock&) = delete;
 

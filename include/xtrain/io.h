@@ -41,14 +41,44 @@ class Xxh3Stream {
 // naming the path when its content does not fit in memory.
 std::string read_file(const std::string& path);
 
+// OutputLocation: where an output file lives once every symlink on the way to it has been checked:
+// the directory that holds it, opened (O_PATH) so that later steps work relative to it and cannot be
+// redirected by a symlink planted meanwhile, and the file's name there. Move-only; closes dir_fd.
+struct OutputLocation {
+  int dir_fd = -1;
+  std::string dir;   // the directory as reached, for messages ("" is the working directory)
+  std::string name;  // the file's name in it (the file may not exist yet)
+  OutputLocation() = default;
+  OutputLocation(OutputLocation&& o) noexcept;
+  OutputLocation& operator=(OutputLocation&&) = delete;
+  ~OutputLocation();
+  std::string path() const;
+};
+
+// may_follow_output_symlink: an output path is resolved through a symlink only when the caller
+// (effective uid euid) or root owns it. A symlink of another user is where that user, not the
+// caller, chose to write: followed by a privileged job it would overwrite a file the link's owner
+// may not write (the attack the kernel's fs.protected_symlinks blocks in sticky directories, when
+// that sysctl is on; xtrain applies it everywhere and does not depend on the sysctl).
+bool may_follow_output_symlink(uid_t link_uid, uid_t euid);
+
+// locate_output: walks `path` one component at a time (openat with O_NOFOLLOW), following each
+// symlink it meets (the final name included; at most 40 in all) only where may_follow_output_symlink
+// allows, and returns the directory that holds the output and its name there. Throws Error
+// "<what> <path>: <why>": a symlink of another user ("... is a symlink owned by uid U, neither this
+// user (uid E) nor root; not writing through it"), a directory on the way that does not exist or is
+// not a directory, a path that names a directory, a symlink loop.
+OutputLocation locate_output(const std::string& path, const std::string& what);
+
 // write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
-// new one, never a mix (POSIX rename). The temporary file is created exclusively
-// (O_CREAT|O_EXCL|O_NOFOLLOW, name "<name>.tmp.<host>.<pid>.<16 random hex>") in the target's
+// new one, never a mix (POSIX rename). The path is resolved by locate_output (symlinks only of this
+// user or root; every later step is relative to the directory found). The temporary file is created
+// exclusively (O_CREAT|O_EXCL|O_NOFOLLOW, name "<name>.tmp.<host>.<pid>.<16 random hex>") in that
 // directory, so a planted file or symlink is never written through; it is locked (flock), written,
 // fsync'd, renamed over the target while still locked, and the directory is fsync'd so the rename is
-// durable. Before that, remove_stale_temp_files(path) clears what killed writers left behind. A target that exists keeps its permission
-// bits (fchmod on the temporary file's descriptor); a new one gets 0666 minus the umask. A symlink as
-// target is resolved and the file it names is replaced. Throws Error "<what> <path>: <why>" when the
+// durable. Before that, remove_stale_temp_files(path) clears what killed writers left behind. A
+// target that exists keeps its permission bits (fchmod on the temporary file's descriptor); a new one
+// gets 0666 minus the umask. Throws Error "<what> <path>: <why>" as locate_output does, when the
 // target exists and is not a regular file (a device, FIFO, directory: refused, left untouched) or
 // when any step fails (the temporary file is removed then). `written`, when set, is called with the
 // bytes written so far after each write of at most 64 MB (a progress line for large files, progress.h).
@@ -81,7 +111,7 @@ bool is_non_regular(const std::string& path);
 // or replace path, so an output that cannot be written is refused before the work that makes it:
 // its directory exists and a file can be created there (a probe file, created and removed); path is
 // not a directory, FIFO or device; and an existing path may be replaced (replace_forbidden_by_sticky).
-// A symlink is resolved as write_file_atomic resolves it. "" (no output) passes.
+// The path is resolved as write_file_atomic resolves it (locate_output). "" (no output) passes.
 void check_writable(const std::string& path, const char* option);
 
 // replace_forbidden_by_sticky: rename(2)'s EPERM rule for replacing an existing file: its directory
