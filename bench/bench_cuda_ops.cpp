@@ -15,10 +15,10 @@
 #include <string>
 #include <vector>
 
+#include "backend/cuda/cuda_backend.h"
 #include "bench_args.h"
-#include "cuda/cuda_backend.h"
-#include "xtrain/model.h"
-#include "xtrain/rng.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 using namespace xtrain;
 

@@ -4,7 +4,7 @@
 # and prints one JSON object per run, every figure from the metrics file: steady-state tok/s and step
 # ms (steps after the first W; tok/s = tokens per step / mean step time), peak device memory (the
 # backend's allocator), MFU and the parameter count. MFU is xtrain's own (the `mfu` of the train
-# records; convention and peak table in src/mfu.cpp, against the peak of the run's dtype): the
+# records; convention and peak table in src/train/mfu.cpp, against the peak of the run's dtype): the
 # harmonic mean of the timed steps' figures, which is the MFU at the mean step time. null where xtrain
 # prints none (a GPU not in its table).
 # Where python3 has torch, each run is followed in the same call by bench/compare_pytorch.py on the same

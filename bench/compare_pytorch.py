@@ -2,12 +2,12 @@
 """xtrain's training step in PyTorch, eager and torch.compile: the reference bench/bench_gpu.sh runs in
 the same call (issue #12).
 
-The model is xtrain's (include/xtrain/model.h, docs/design.md): pre-LN GPT-2 with learned position
+The model is xtrain's (src/model/model.h, docs/design.md): pre-LN GPT-2 with learned position
 embeddings, layernorm eps 1e-5, GELU tanh, q/k/v from one matmul with bias (grouped-query when
 --kv-heads < --heads), scaled_dot_product_attention(is_causal=True), dropout 0, and the lm_head tied to
 the token embedding whose rows are padded to Vp = V rounded up to 64 (the padding rows zero; the loss
 is the softmax cross-entropy over the first V columns). Initialization as xtrain's: N(0, 0.02),
-residual projections N(0, 0.02/sqrt(2L)), biases 0. The optimizer is xtrain's AdamW (src/optim.cpp,
+residual projections N(0, 0.02/sqrt(2L)), biases 0. The optimizer is xtrain's AdamW (src/train/optim.cpp,
 options.cpp defaults): lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on the 2-D weights only
 (wte, wpe, the matmul weights), fused=True, after clipping the global gradient norm to 1.0. The learning
 rate stays at its peak: xtrain's warmup + cosine schedule changes values, not work.
@@ -33,7 +33,7 @@ import sys
 import time
 
 
-# xtrain's size limits (GPTConfig::kMax*, include/xtrain/model.h), checked as src/options.cpp checks them
+# xtrain's size limits (GPTConfig::kMax*, src/model/model.h), checked as src/app/options.cpp checks them
 LIMITS = {"dim": 1 << 16, "heads": 1 << 12, "kv_heads": 1 << 12, "head_dim": 1 << 12, "layers": 1 << 12,
           "ffn": 1 << 18, "seq": 1 << 20}
 
@@ -48,7 +48,7 @@ class Parser(argparse.ArgumentParser):
 
 def read_vocab_size(path, p):
     """V of a GPT-2 encoder.json: a JSON object of token -> id with the ids 0..V-1, as xtrain reads it
-    (src/tokenizer.cpp). A usage error naming the file otherwise; what is not a regular file (a FIFO
+    (src/data/tokenizer.cpp). A usage error naming the file otherwise; what is not a regular file (a FIFO
     would block) is refused before it is opened."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):
@@ -89,7 +89,7 @@ def parse_args(argv):
     p.add_argument("--bench-warmup", type=int, default=5, help="first steps left out of tok/s, in [0, --steps)")
     p.add_argument("--modes", default="eager,compile", help="comma-separated: eager, compile")
     a = p.parse_args(argv)
-    # the model's shape as src/options.cpp and GPTConfig::validate check it, in their order and words
+    # the model's shape as src/app/options.cpp and GPTConfig::validate check it, in their order and words
     if a.heads <= 0:
         p.error("--heads must be positive")
     for name, hi in LIMITS.items():

@@ -49,7 +49,7 @@ def exposed(s_bytes, s_e_bytes, n, b_bytes_per_s, alpha_s, t_b_s, k=1, overlap=T
 
 
 def gpt_sizes(v, c, n_layer, max_t, ffn=None):
-    """(P, P_e): parameters of xtrain's GPT (param_layout, include/xtrain/model.h: wte (Vp,C) with V
+    """(P, P_e): parameters of xtrain's GPT (param_layout, src/model/model.h: wte (Vp,C) with V
     padded to a multiple of 64, wpe (maxT,C), per layer 2 layernorms, qkv (3C,C)+b, proj (C,C)+b,
     fc (F,C)+b, proj (C,F)+b, then lnf) and of its embeddings wte + wpe. Multi-head, no GQA."""
     f = ffn or 4 * c

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Summary of an xtrain --timeline trace (Chrome trace JSON, src/timeline.cpp): per recorded step, the
+"""Summary of an xtrain --timeline trace (Chrome trace JSON, src/train/timeline.cpp): per recorded step, the
 backward pass (first backward span's start to the last one's end), the gradient all-reduces (count,
 first start and last end relative to the backward's end), the time some all-reduce is in flight (the
 union of their spans: all_reduce_ms) and how much of it lies inside the backward pass (overlapped_ms),

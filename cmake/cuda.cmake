@@ -48,32 +48,32 @@ xtrain_find_prefixed(NCCL nccl.h nccl "NCCL (nccl.h, libnccl.so)")
 xtrain_find_prefixed(CUDNN cudnn_graph.h cudnn "cuDNN 9 (cudnn_graph.h, libcudnn.so)")
 
 target_sources(xtrain_core PRIVATE
-  src/cuda/allocator.cpp
-  src/cuda/cuda_backend.cpp
-  src/cuda/comm_nccl.cpp
-  src/cuda/event_clock.cpp
-  src/cuda/adamw.cu
-  src/cuda/attention.cu
-  src/cuda/attention_decode.cu
-  src/cuda/convert.cu
-  src/cuda/cudnn_attention.cpp
-  src/cuda/cudnn_graph.cpp
-  src/cuda/cross_entropy.cu
-  src/cuda/dropout.cu
-  src/cuda/encoder.cu
-  src/cuda/flash_attention.cu
-  src/cuda/gemm.cpp
-  src/cuda/gemm_lt.cpp
-  src/cuda/gelu.cu
-  src/cuda/layernorm.cu
-  src/cuda/matmul.cu
-  src/cuda/reduce.cu
-  src/cuda/residual.cu
+  src/backend/cuda/allocator.cpp
+  src/backend/cuda/cuda_backend.cpp
+  src/backend/cuda/comm_nccl.cpp
+  src/backend/cuda/event_clock.cpp
+  src/backend/cuda/adamw.cu
+  src/backend/cuda/attention.cu
+  src/backend/cuda/attention_decode.cu
+  src/backend/cuda/convert.cu
+  src/backend/cuda/cudnn_attention.cpp
+  src/backend/cuda/cudnn_graph.cpp
+  src/backend/cuda/cross_entropy.cu
+  src/backend/cuda/dropout.cu
+  src/backend/cuda/encoder.cu
+  src/backend/cuda/flash_attention.cu
+  src/backend/cuda/gemm.cpp
+  src/backend/cuda/gemm_lt.cpp
+  src/backend/cuda/gelu.cu
+  src/backend/cuda/layernorm.cu
+  src/backend/cuda/matmul.cu
+  src/backend/cuda/reduce.cu
+  src/backend/cuda/residual.cu
 )
 target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
 target_compile_options(xtrain_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
-set_source_files_properties(src/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
+set_source_files_properties(src/backend/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
 
 # Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
 add_executable(bench_cuda_ops bench/bench_cuda_ops.cpp)

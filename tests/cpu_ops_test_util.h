@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "xtrain/rng.h"
+#include "core/rng.h"
 
 namespace xtrain::test {
 

@@ -4,7 +4,7 @@ the loader's header validation (issue #14 kind 4). Sets header fields (step, bat
 total_steps, num_params, the model's V..F), then cuts or extends the params/m/v arrays to
 num_params floats each (unless body=keep is given), sets the first float of the params, m or v array
 (params0=, m0=, v0=: a float, e.g. nan or -1), and rewrites the XXH3-64 checksum (through Debian's libxxhash).
-The layout mirrors src/checkpoint.cpp (format 03); the script refuses any other magic."""
+The layout mirrors src/train/checkpoint.cpp (format 03); the script refuses any other magic."""
 import ctypes
 import struct
 import sys

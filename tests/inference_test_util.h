@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "xtrain/model.h"
-#include "xtrain/rng.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 namespace xtrain::test {
 

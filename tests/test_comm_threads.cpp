@@ -15,9 +15,9 @@
 #include <thread>
 #include <vector>
 
-#include "xtrain/placement.h"
-#include "xtrain/thread_launch.h"
-#include "xtrain/thread_world.h"
+#include "app/thread_launch.h"
+#include "comm/placement.h"
+#include "comm/thread_world.h"
 
 using namespace xtrain;
 

@@ -53,7 +53,7 @@ def main():
     expect_usage_error(E + ["--bench-warmup", "-3"], "--bench-warmup (-3) must be in [0, --steps = 30)")
     expect_usage_error(E + ["--steps", "0", "--bench-warmup", "-1"], "--steps must be positive")
     expect_usage_error(E + ["--steps", "5", "--bench-warmup", "5"], "--bench-warmup (5) must be in [0, --steps = 5)")
-    # the model shape, as xtrain_mpi words it (src/options.cpp, GPTConfig::validate)
+    # the model shape, as xtrain_mpi words it (src/app/options.cpp, GPTConfig::validate)
     expect_usage_error(E + ["--dim", "130", "--heads", "4"], "--dim must be divisible by --heads (or give --head-dim)")
     expect_usage_error(E + ["--heads", "0"], "--heads must be positive")
     expect_usage_error(E + ["--kv-heads", "3"], "--kv-heads (3) must divide --heads (4)")

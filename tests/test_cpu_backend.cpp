@@ -1,14 +1,14 @@
 // The float CpuBackend, used through the virtual Backend interface and its own memory, against the
-// double templates of src/cpu/ops.h on the same (float-representable) inputs.
+// double templates of src/backend/cpu/ops.h on the same (float-representable) inputs.
 #include <doctest/doctest.h>
 
 #include <cstdint>
 
-#include "cpu/cpu_backend.h"
-#include "cpu/ops.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/ops.h"
+#include "backend/qkv_layout.h"
+#include "core/error.h"
 #include "cpu_ops_test_util.h"
-#include "xtrain/error.h"
-#include "xtrain/qkv_layout.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;

@@ -6,10 +6,10 @@
 
 #include <cmath>
 
-#include "cpu/ops.h"
+#include "backend/cpu/ops.h"
+#include "backend/qkv_layout.h"
+#include "core/error.h"
 #include "cpu_ops_test_util.h"
-#include "xtrain/qkv_layout.h"
-#include "xtrain/error.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;
@@ -21,7 +21,7 @@ constexpr double kExactTol = 1e-12;
 
 // naive_mha: textbook causal multi-head attention, qkv (B,T,3*NH*HS) -> out (B,T,NH*HS).
 // Written as matrices per (b, h): S = Q K^T / sqrt(HS), S[t][t2] = -inf for t2 > t, P = softmax rows,
-// O = P V; independent of the loop structure in src/cpu/attention.h.
+// O = P V; independent of the loop structure in src/backend/cpu/attention.h.
 Vec naive_mha(const Vec& qkv, int B, int T, int NH, int HS) {
   const int row = 3 * NH * HS;
   Vec out(size_t(B) * T * NH * HS);

@@ -1,12 +1,12 @@
 // Every CPU backward op against central finite differences, in double precision (the double
-// instantiations of src/cpu/ops.h). For a random projection loss L = sum(out * R), the backward op run
+// instantiations of src/backend/cpu/ops.h). For a random projection loss L = sum(out * R), the backward op run
 // with dout = R must give dL/d(input) for every input. Gradient buffers start from random values, so
 // the checks also confirm that backward ops accumulate (+=) rather than overwrite.
 #include <doctest/doctest.h>
 
-#include "cpu/ops.h"
+#include "backend/cpu/ops.h"
+#include "backend/qkv_layout.h"
 #include "cpu_ops_test_util.h"
-#include "xtrain/qkv_layout.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;

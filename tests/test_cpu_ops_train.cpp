@@ -5,10 +5,10 @@
 #include <cmath>
 #include <functional>
 
-#include "cpu/ops.h"
+#include "backend/cpu/ops.h"
+#include "backend/qkv_layout.h"
+#include "core/error.h"
 #include "cpu_ops_test_util.h"
-#include "xtrain/qkv_layout.h"
-#include "xtrain/error.h"
 
 namespace cpu = xtrain::cpu;
 using namespace xtrain::test;

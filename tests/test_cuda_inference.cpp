@@ -11,12 +11,12 @@
 #include <memory>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
 #include "cpu_ops_test_util.h"
-#include "cuda/cuda_backend.h"
 #include "inference_test_util.h"
-#include "xtrain/generate.h"
-#include "xtrain/inference.h"
+#include "model/inference.h"
+#include "serve/generate.h"
 
 using namespace xtrain;
 using test::random_params;

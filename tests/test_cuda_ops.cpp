@@ -15,11 +15,11 @@
 #include <utility>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/qkv_layout.h"
+#include "core/error.h"
 #include "cpu_ops_test_util.h"
-#include "cuda/cuda_backend.h"
-#include "xtrain/error.h"
-#include "xtrain/qkv_layout.h"
 
 using namespace xtrain;
 using xtrain::test::rel_err;
@@ -798,7 +798,7 @@ TEST_CASE("cross-entropy at large vocabularies: the row on chip, or read twice w
   }
 }
 
-// The bf16 on-chip path keeps each exponential as fp16 scaled by 2^15 (src/cuda/cross_entropy.cu,
+// The bf16 on-chip path keeps each exponential as fp16 scaled by 2^15 (src/backend/cuda/cross_entropy.cu,
 // kExpScale): element by element, not norm-wise (where the target's -1 hides the rest). Every gradient of
 // probability p >= 2^-29 within 1.25 * 2^-8 relative (the bf16 store's unit roundoff 2^-8, fp16's 2^-11, and
 // __expf's few fp32 ulp, ~2^-18); every smaller one within 1.25 * 2^-37 * dloss absolute (the bf16 store's

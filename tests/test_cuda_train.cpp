@@ -1,5 +1,5 @@
 // Whole training on one GPU against the CPU backend (the oracle): the same GPT, seed, token batches,
-// dropout keys, LR schedule, clipping and AdamW as src/train.cpp, 20 optimizer steps; the per-step
+// dropout keys, LR schedule, clipping and AdamW as src/train/train.cpp, 20 optimizer steps; the per-step
 // loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
 // (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise. Label gpu;
 // exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
@@ -16,14 +16,14 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
-#include "cuda/cuda_backend.h"
-#include "xtrain/data.h"
-#include "xtrain/error.h"
-#include "xtrain/mfu.h"
-#include "xtrain/model.h"
-#include "xtrain/optim.h"
-#include "xtrain/rng.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/model.h"
+#include "train/batches.h"
+#include "train/mfu.h"
+#include "train/optim.h"
 
 using namespace xtrain;
 

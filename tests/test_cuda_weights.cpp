@@ -14,9 +14,9 @@
 #include <memory>
 #include <vector>
 
-#include "cuda/cuda_backend.h"
-#include "xtrain/model.h"
-#include "xtrain/rng.h"
+#include "backend/cuda/cuda_backend.h"
+#include "core/rng.h"
+#include "model/model.h"
 
 using namespace xtrain;
 

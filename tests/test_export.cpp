@@ -1,4 +1,4 @@
-// Model directories (include/xtrain/export.h): export -> load is bitwise in both layouts, the hf
+// Model directories (src/serve/export.h): export -> load is bitwise in both layouts, the hf
 // layout has GPT-2's names and Conv1D orientation, files saved the way transformers does load, and
 // mismatches name the tensor with expected and found shapes.
 #include <doctest/doctest.h>
@@ -6,11 +6,11 @@
 #include <cstring>
 #include <functional>
 
+#include "core/error.h"
+#include "core/io.h"
+#include "core/rng.h"
+#include "serve/export.h"
 #include "test_tokenizer_util.h"
-#include "xtrain/io.h"
-#include "xtrain/error.h"
-#include "xtrain/export.h"
-#include "xtrain/rng.h"
 
 using namespace xtrain;
 

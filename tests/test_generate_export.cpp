@@ -14,13 +14,13 @@
 #include <string>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
-#include "xtrain/checkpoint.h"
-#include "xtrain/export.h"
-#include "xtrain/generate.h"
-#include "xtrain/inference.h"
-#include "xtrain/rng.h"
-#include "xtrain/tokenizer.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/rng.h"
+#include "data/tokenizer.h"
+#include "model/inference.h"
+#include "serve/export.h"
+#include "serve/generate.h"
+#include "train/checkpoint.h"
 
 using namespace xtrain;
 namespace fs = std::filesystem;

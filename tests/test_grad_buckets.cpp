@@ -7,10 +7,10 @@
 #include <set>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
-#include "xtrain/error.h"
-#include "xtrain/grad_buckets.h"
-#include "xtrain/model.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "model/model.h"
+#include "train/grad_buckets.h"
 
 using namespace xtrain;
 

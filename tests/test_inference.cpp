@@ -8,14 +8,14 @@
 #include <cstdint>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "core/error.h"
+#include "core/rng.h"
 #include "cpu_ops_test_util.h"
 #include "inference_test_util.h"
-#include "xtrain/error.h"
-#include "xtrain/generate.h"
-#include "xtrain/inference.h"
-#include "xtrain/model.h"
-#include "xtrain/rng.h"
+#include "model/inference.h"
+#include "model/model.h"
+#include "serve/generate.h"
 
 using namespace xtrain;
 using test::random_params;

@@ -18,8 +18,8 @@
 #include <fstream>
 #include <string>
 
-#include "xtrain/error.h"
-#include "xtrain/io.h"
+#include "core/error.h"
+#include "core/io.h"
 
 using namespace xtrain;
 namespace fs = std::filesystem;

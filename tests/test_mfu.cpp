@@ -5,8 +5,8 @@
 #include <set>
 #include <string>
 
-#include "xtrain/error.h"
-#include "xtrain/mfu.h"
+#include "core/error.h"
+#include "train/mfu.h"
 
 using namespace xtrain;
 

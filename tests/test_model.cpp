@@ -8,12 +8,12 @@
 #include <cmath>
 #include <vector>
 
-#include "cpu/cpu_backend.h"
-#include "cpu/ops.h"
-#include "xtrain/error.h"
-#include "xtrain/model.h"
-#include "xtrain/optim.h"
-#include "xtrain/rng.h"
+#include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/ops.h"
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/model.h"
+#include "train/optim.h"
 
 using namespace xtrain;
 

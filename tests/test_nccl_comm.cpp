@@ -10,10 +10,10 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_backend.h"
-#include "xtrain/error.h"
-#include "xtrain/grad_buckets.h"
-#include "xtrain/mpi_context.h"
+#include "backend/cuda/cuda_backend.h"
+#include "comm/mpi_context.h"
+#include "core/error.h"
+#include "train/grad_buckets.h"
 
 using namespace xtrain;
 

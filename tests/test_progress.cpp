@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <string>
 
-#include "xtrain/error.h"
-#include "xtrain/progress.h"
+#include "core/error.h"
+#include "core/progress.h"
 
 using namespace xtrain;
 

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "xtrain/error.h"
-#include "xtrain/run_summary.h"
+#include "core/error.h"
+#include "train/run_summary.h"
 
 using namespace xtrain;
 

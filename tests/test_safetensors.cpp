@@ -1,4 +1,4 @@
-// safetensors reader and writer (include/xtrain/safetensors.h): the writer's bytes are deterministic
+// safetensors reader and writer (src/serve/safetensors.h): the writer's bytes are deterministic
 // and read back exactly; every malformed file the reader must refuse is crafted into a scratch
 // directory and gives one line naming the file and the cause.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
@@ -6,10 +6,10 @@
 
 #include <cstring>
 
+#include "core/error.h"
+#include "core/io.h"
+#include "serve/safetensors.h"
 #include "test_tokenizer_util.h"
-#include "xtrain/io.h"
-#include "xtrain/error.h"
-#include "xtrain/safetensors.h"
 
 using namespace xtrain;
 

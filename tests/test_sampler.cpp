@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "xtrain/error.h"
-#include "xtrain/generate.h"
-#include "xtrain/sampler.h"
+#include "core/error.h"
+#include "serve/generate.h"
+#include "serve/sampler.h"
 
 using namespace xtrain;
 

@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "metrics.h"
+#include "train/metrics.h"
 
 using namespace xtrain;
 

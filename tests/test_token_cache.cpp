@@ -10,11 +10,11 @@
 #include <filesystem>
 #include <fstream>
 
+#include "core/error.h"
+#include "core/io.h"
+#include "data/corpus.h"
+#include "data/token_cache.h"
 #include "test_tokenizer_util.h"
-#include "xtrain/corpus.h"
-#include "xtrain/error.h"
-#include "xtrain/io.h"
-#include "xtrain/token_cache.h"
 
 using namespace xtrain;
 using namespace xtrain::test;

@@ -13,18 +13,18 @@
 
 #include <nlohmann/json.hpp>
 
-#include "bpe.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/bpe.h"
+#include "data/token_cache.h"
 #include "test_tokenizer_util.h"
-#include "xtrain/io.h"
-#include "xtrain/error.h"
-#include "xtrain/token_cache.h"
 
 using namespace xtrain;
 using namespace xtrain::test;
 
 namespace {
 
-// Reference BPE: openai/gpt-2 src/encoder.py bpe() on one pre-token, independent of src/bpe.cpp:
+// Reference BPE: openai/gpt-2 src/encoder.py bpe() on one pre-token, independent of src/data/bpe.cpp:
 // symbols are strings in the byte alphabet, ranks come from vocab.bpe, and each round merges every
 // occurrence of the best-ranked listed pair, left to right.
 class RefBpe {

@@ -7,11 +7,11 @@
 #include <fstream>
 #include <functional>
 
-#include "bpe.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/bpe.h"
+#include "data/tokenizer_options.h"
 #include "test_tokenizer_util.h"
-#include "xtrain/io.h"
-#include "xtrain/error.h"
-#include "xtrain/tokenizer_options.h"
 
 using namespace xtrain;
 using namespace xtrain::test;

@@ -9,9 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "xtrain/io.h"
-#include "xtrain/token_cache.h"
-#include "xtrain/tokenizer.h"
+#include "core/io.h"
+#include "data/token_cache.h"
+#include "data/tokenizer.h"
 
 namespace xtrain::test {
 

@@ -17,12 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "xtrain/io.h"
-#include "xtrain/checkpoint.h"
-#include "xtrain/digest.h"
-#include "xtrain/error.h"
-#include "xtrain/export.h"
-#include "xtrain/tokenizer_options.h"
+#include "core/digest.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/tokenizer_options.h"
+#include "serve/export.h"
+#include "train/checkpoint.h"
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

@@ -9,18 +9,18 @@
 #include <string>
 #include <vector>
 
-#include "xtrain/backend.h"
-#include "xtrain/checkpoint.h"
-#include "xtrain/error.h"
-#include "xtrain/export.h"
-#include "xtrain/generate.h"
-#include "xtrain/inference.h"
-#include "xtrain/io.h"
-#include "xtrain/model.h"
-#include "xtrain/options.h"
-#include "xtrain/progress.h"
-#include "xtrain/token_cache.h"
-#include "xtrain/tokenizer_options.h"
+#include "app/options.h"
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/progress.h"
+#include "data/token_cache.h"
+#include "data/tokenizer_options.h"
+#include "model/inference.h"
+#include "model/model.h"
+#include "serve/export.h"
+#include "serve/generate.h"
+#include "train/checkpoint.h"
 
 namespace po = boost::program_options;
 using namespace xtrain;

@@ -11,10 +11,10 @@
 #include <utility>
 #include <vector>
 
-#include "xtrain/error.h"
-#include "xtrain/io.h"
-#include "xtrain/token_cache.h"
-#include "xtrain/tokenizer_options.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/token_cache.h"
+#include "data/tokenizer_options.h"
 
 namespace po = boost::program_options;
 

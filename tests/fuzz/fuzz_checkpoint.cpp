@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "xtrain/checkpoint.h"
-#include "xtrain/error.h"
-#include "xtrain/io.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "train/checkpoint.h"
 
 namespace {
 void parse(const std::string& bytes) {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "xtrain/error.h"
-#include "xtrain/safetensors.h"
+#include "core/error.h"
+#include "serve/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

@@ -6,10 +6,10 @@
 #include <cstdio>
 #include <string>
 
-#include "xtrain/checkpoint.h"
-#include "xtrain/io.h"
+#include "core/io.h"
+#include "train/checkpoint.h"
 #if __has_include("xtrain/safetensors.h")
-#include "xtrain/safetensors.h"
+#include "serve/safetensors.h"
 #endif
 
 int main(int argc, char** argv) {

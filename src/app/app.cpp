@@ -1,0 +1,186 @@
+// run_training: from parsed options to a finished training run (see src/app/app.h).
+#include "app/app.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+
+#include "app/options.h"
+#include "backend/backend.h"
+#include "comm/agree.h"
+#include "comm/comm.h"
+#include "comm/placement.h"
+#include "core/io.h"
+#include "core/log.h"
+#include "core/stop_signal.h"
+#include "data/corpus.h"
+#include "data/tokenizer.h"
+#include "model/model.h"
+#include "serve/export.h"
+#include "train/checkpoint.h"
+#include "train/train.h"
+
+namespace xtrain {
+
+namespace {
+
+void print_placement(const std::vector<Placement>& rows) {
+  std::printf("%-6s %-24s %-11s %s\n", "rank", "host", "local_rank", "device");
+  for (const Placement& p : rows) std::printf("%-6d %-24s %-11d %s\n", p.rank, p.host.c_str(), p.local_rank, p.device.c_str());
+}
+
+std::string human(double x) {
+  char buf[32];
+  if (x >= 1e9) std::snprintf(buf, sizeof buf, "%.2fB", x / 1e9);
+  else if (x >= 1e6) std::snprintf(buf, sizeof buf, "%.2fM", x / 1e6);
+  else if (x >= 1e3) std::snprintf(buf, sizeof buf, "%.1fK", x / 1e3);
+  else std::snprintf(buf, sizeof buf, "%.0f", x);
+  return buf;
+}
+
+// check_input: an input that exists but is not a regular file (a FIFO or device would block the
+// open or never end; a directory cannot be read) is refused before anything opens it. A missing
+// file is left to the reader, whose message names it.
+void check_input(const std::string& path, const char* option) {
+  if (!path.empty() && is_non_regular(path))
+    XT_FAIL(option << " " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
+}
+
+void check_readable_file(const std::string& path, const char* option) {
+  std::error_code ec;
+  // the OS's reason when there is one (a symlink loop, a name too long), "no such file" otherwise
+  if (!std::filesystem::is_regular_file(path, ec))
+    XT_FAIL(option << " " << path << ": " << (ec && ec != std::errc::no_such_file_or_directory ? ec.message() : "no such file"));
+  if (::access(path.c_str(), R_OK) != 0) XT_FAIL(option << " " << path << ": " << std::strerror(errno));
+}
+
+}  // namespace
+
+int run_training(const RunOptions& o, MpiContext& mpi) {
+  mpi.check_launcher();  // before any collective: a mismatched launch has world 1 on every process
+  mpi.set_comm_timeout(o.comm_timeout_s);  // every collective from here on is bounded
+  check_options_agree(mpi, o);  // before anything else depends on an option
+  check_world(o, mpi.world_size());
+  return run_rank(o, RankLaunch{mpi, mpi.local_rank(), mpi.local_size(),
+                                [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); }});
+}
+
+int run_rank(const RunOptions& o, const RankLaunch& launch) {
+  HostCollectives& mpi = launch.group;  // the start-up collectives (the MPI world under xtrain_mpi)
+  const int rank = mpi.rank(), world = mpi.world_size();
+
+  // Output and resume paths are checked before the (possibly long) data loading and training, so
+  // an unwritable --ckpt or --metrics is found in seconds, not after the run.
+  std::vector<std::string> data_files;
+  agree(mpi, [&] {
+    if (rank == 0) {
+      check_writable(o.train.ckpt, "--ckpt");
+      check_writable(o.train.metrics, "--metrics");
+      check_writable(o.train.timeline, "--timeline");
+    }
+    check_input(o.train.resume, "--resume");
+    if (!o.train.resume.empty()) {
+      check_readable_file(o.train.resume, "--resume");
+      check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
+    }
+    data_files = list_data_files(o.data);
+    check_distinct_paths(o, data_files);
+    if (data_files.size() > 1 && !o.tokens_cache.empty())
+      throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
+                       " --data files each cache is <file>.tokcache");
+    if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
+    if (!o.no_cache && o.tokens_cache.empty())
+      for (const std::string& f : data_files) check_input(f + ".tokcache", "--tokens-cache");
+    check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
+    check_input(o.tokenizer.encoder_json, "--encoder-json");
+    check_input(o.tokenizer.vocab_bpe, "--vocab-bpe");
+  });
+
+  // Backend and device (may fail on one rank only, e.g. a missing GPU).
+  std::unique_ptr<Backend> be;
+  agree(mpi, [&] {
+    BackendOptions bo;
+    bo.device = o.device;
+    bo.local_rank = launch.local_rank;
+    bo.local_size = launch.local_size;
+    bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
+    bo.attention = o.attention;  // likewise any route but auto
+    be = make_backend(bo);
+  });
+
+  // Tokenizer, then the token stream: the node's ranks share tokenizing the files that lack a valid
+  // cache, then every rank maps every cache (load_corpus). Long work runs under agree_while_working:
+  // the waiting ranks keep meeting (at least once a second) under --comm-timeout.
+  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
+    Tokenizer t = load_tokenizer(o.tokenizer);
+    return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
+  });
+  CorpusOptions corpus;
+  corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
+  TrainConfig cfg = o.train;
+  cfg.model.V = tok->vocab_size();
+  // --init-from: every rank reads the directory (the final max_param_diff confirms they agree), before
+  // the corpus, so a shape mismatch is refused in seconds, not after tokenizing. With --resume the
+  // checkpoint's weights win, so a requeued fine-tuning job keeps its command line.
+  std::vector<float> init_params;
+  if (!o.init_from.empty() && o.train.resume.empty())  // host work that may take long: agree_while_working
+    init_params = agree_while_working(mpi, [from = o.init_from, model = cfg.model, tok] {
+      const ModelDir dir = load_model_dir(from);
+      // its tokenizer files (an export's vocab.json and merges.txt) must be the run's tokenizer: the
+      // same fingerprint (the ids and merges), however the files are written
+      if (!dir.vocab_json.empty() &&
+          load_tokenizer("", dir.vocab_json, dir.merges_txt).fingerprint() != tok->fingerprint())
+        throw UsageError("--init-from " + from + " was trained with another tokenizer: its vocab.json and "
+                         "merges.txt are not the run's tokenizer (give the files it was trained with)");
+      return fit_to_config(dir, model);
+    });
+  TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
+  TrainData data;
+  agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
+  agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
+
+  const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());
+  std::unique_ptr<Communicator> comm;
+  agree(mpi, [&] { comm = launch.make_comm(*be); });
+  // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
+  agree(mpi, [&] {
+    check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
+                       be->kind() == Device::cpu ? launch.local_size : 1, cfg.recompute);
+  });
+  GPT model(cfg.model, *be, cfg.recompute);
+  model.init_params(cfg.seed);
+  if (!init_params.empty())
+    be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));
+  if (rank == 0) {
+    print_placement(placement);
+    const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
+    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
+                comm->name().c_str());
+    // num_params counts wte's padding rows (GPTConfig::Vp), which stay zero; the model's own count does not
+    const size_t padding = static_cast<size_t>(cfg.model.Vp() - cfg.model.V) * cfg.model.C;
+    std::printf("model  | %s | %s parameters (+%zu in wte's %d zero padding rows)\n", cfg.model.describe().c_str(),
+                human(model.num_params() - padding).c_str(), padding, cfg.model.Vp() - cfg.model.V);
+    if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
+    std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
+                human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
+    std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
+                cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
+    std::fflush(stdout);
+  }
+  const TrainResult r = train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary
+  if (r.stopped) {  // a stop signal (stop_signal.h): every rank ended after the same step
+    const int sig = stop_signal_received();
+    const std::string saved = cfg.ckpt.empty() ? std::string("nothing saved (no --ckpt)")
+                                               : "checkpoint " + cfg.ckpt + " written; continue with --resume " + cfg.ckpt;
+    print0(rank, "stopped | by %s after step %d: %s (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
+           r.last_step, saved.c_str(), kExitStopped);
+    return kExitStopped;
+  }
+  return 0;
+}
+
+}  // namespace xtrain

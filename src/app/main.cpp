@@ -1,0 +1,45 @@
+// xtrain_mpi: data-parallel GPT training, one process per device, launched by mpirun or srun.
+// main stays thin: MPI first, options, hand over to run_training, and end the whole job on error.
+// Exit codes: 0 success, 1 runtime error, 2 usage error, 3 stopped by a signal (stop_signal.h).
+#include <cstdio>
+#include <exception>
+#include <string>
+
+#include "app/app.h"
+#include "app/options.h"
+#include "comm/agree.h"
+#include "comm/mpi_context.h"
+#include "core/error.h"
+#include "core/log.h"
+
+int main(int argc, char** argv) {
+  xtrain::MpiContext mpi(&argc, &argv);  // MPI_Init is the first MPI call
+  try {
+    // Parsed under agree: a rank whose own command line is bad (an MPMD launch) ends every rank with
+    // one line, instead of leaving the others waiting for it in their first collective.
+    xtrain::RunOptions opts;
+    xtrain::agree(mpi, [&] {
+      try {
+        opts = xtrain::parse_options(argc, argv);
+      } catch (const xtrain::UsageError& e) {
+        throw xtrain::UsageError(std::string(e.what()) + " (see --help)");
+      }
+    });
+    if (mpi.all_reduce_max_host(static_cast<uint64_t>(opts.help)) != 0) {  // --help on any rank
+      xtrain::print0(mpi.rank(), "%s", opts.help_text.c_str());
+      return 0;
+    }
+    return xtrain::run_training(opts, mpi);
+  } catch (const xtrain::AgreedFailure& e) {
+    return e.exit_code();  // every rank got here; the cause was printed once
+  } catch (const xtrain::UsageError& e) {
+    // Options are parsed identically on every rank, so every rank exits here: print once.
+    if (mpi.rank() == 0) xtrain::print_rank_line(0, mpi.host(), std::string("usage error: ") + e.what() + " (see --help)");
+    return 2;
+  } catch (const std::exception& e) {
+    // A failure on this rank only: report it and end the whole job so no rank waits in a collective.
+    xtrain::print_rank_line(mpi.rank(), mpi.host(), std::string("error: ") + e.what());
+    if (mpi.world_size() == 1) return 1;  // nobody to wake up: skip MPI_Abort and its banner
+    mpi.abort(1);
+  }
+}

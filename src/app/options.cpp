@@ -1,0 +1,283 @@
+// xtrain_mpi options (see src/app/options.h). Defaults train a small GPT on the Brown corpus
+// with the GPT-2 tokenizer, both fetched into data/ by scripts/setup.sh.
+#include "app/options.h"
+
+#include <boost/program_options.hpp>
+#include <charconv>
+#include <cerrno>
+#include <cmath>
+#include <filesystem>
+#include <cstdlib>
+#include <sstream>
+
+#include "backend/backend.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "data/corpus.h"
+#include "data/tokenizer_options.h"
+#include "serve/export.h"
+
+namespace po = boost::program_options;
+
+namespace xtrain {
+
+namespace {
+// canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
+// included, --help excluded): the configuration that check_options_agree compares across ranks.
+// Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
+std::vector<std::pair<std::string, std::string>> canonical_options(const po::options_description& all,
+                                                                   const po::variables_map& vm) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const auto& d : all.options()) {
+    const std::string name = d->long_name();
+    if (name == "help" || !vm.count(name)) continue;
+    const boost::any& v = vm[name].value();
+    std::ostringstream os;
+    char buf[64];  // floats: the shortest text that reads back as the same value (std::to_chars)
+    if (auto* i = boost::any_cast<int>(&v)) os << *i;
+    else if (auto* f = boost::any_cast<float>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *f).ptr);
+    else if (auto* x = boost::any_cast<double>(&v)) os << std::string(buf, std::to_chars(buf, buf + sizeof buf, *x).ptr);
+    else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
+    else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
+    else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
+    else XT_FAIL("option --" << name << " has a type canonical_options does not know");  // a new option type
+    out.emplace_back("--" + name, os.str());
+  }
+  return out;
+}
+
+}  // namespace
+
+uint64_t parse_seed(const std::string& text) {
+  errno = 0;  // strtoull alone would take "-1" as 2^64-1: digits only
+  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
+    throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + text + "'");
+  return v;
+}
+
+RunOptions parse_options(int argc, char** argv, Launcher launcher) {
+  RunOptions o;
+  TrainConfig& t = o.train;
+  GPTConfig& m = t.model;
+  OptimConfig& oc = t.optim;
+  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
+  int kv_heads = 0, head_dim = 0, ffn = 0;
+  std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto";
+  po::options_description data("Data and tokenizer");
+  data.add_options()
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
+  add_tokenizer_options(data, o.tokenizer);
+  data.add_options()
+    ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
+    ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
+  po::options_description model("Model (GPT-2 layout, pre-LN, tied head)");
+  model.add_options()
+    ("dim", po::value(&m.C)->default_value(128), "C: model width")
+    ("heads", po::value(&m.NH)->default_value(4), "NH: query heads")
+    ("kv-heads", po::value(&kv_heads)->default_value(0), "KVH: key/value heads for grouped-query attention (0 = --heads)")
+    ("head-dim", po::value(&head_dim)->default_value(0), "HS: head size (0 = dim / heads)")
+    ("layers", po::value(&m.L)->default_value(4), "L: transformer blocks")
+    ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
+    ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
+    ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
+    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json; with --resume, the checkpoint's weights win");
+  po::options_description train("Training");
+  train.add_options()
+    ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
+    ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
+    ("bucket-mb", po::value(&t.bucket_mb)->default_value(25.0, "25"), "gradient all-reduce bucket size in MiB: buckets start during the backward pass, last layers first (0 = one all-reduce after it; bitwise the same result with xtrain_threads on CPUs, at world 2, and at world 3 under Open MPI; at world >= 4 under MPI or NCCL possibly not in the last bits, docs/scaling.md)")
+    ("steps", po::value(&t.steps)->default_value(100), "optimizer steps")
+    ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
+    ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate")
+    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
+    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "cosine decay ends at lr x this")
+    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only)")
+    ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
+    ("seed", po::value(&seed)->default_value(seed), "seed of initialization, batch sampling and dropout")
+    ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
+    ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
+    ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
+    ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
+    ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
+    ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
+    ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
+    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (not yet the default: not yet run on two GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
+  po::options_description sys("System");
+  sys.add_options()
+    ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
+    ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
+    ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)")
+    ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
+  if (launcher == Launcher::threads)
+    sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");
+  po::options_description all(launcher == Launcher::mpi
+                                  ? "Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks"
+                                  : "Usage: xtrain_threads [--ranks N] [options]\nTrains a GPT data-parallel over ranks that are threads of this process (one GPU each on cuda)");
+  all.add(data).add(model).add(train).add(sys);
+  std::ostringstream help;
+  help << all;
+  o.help_text = help.str();
+  po::variables_map vm;
+  try {
+    // No positional arguments (a stray word is an error, not silently ignored) and no abbreviated
+    // option names (`--ste` is not `--steps`).
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::parsed_options parsed = po::command_line_parser(argc, argv)
+                                    .options(all)
+                                    .positional(po::positional_options_description())
+                                    .style(style)
+                                    .run();
+    // An option given twice takes its LAST value (as in argparse), so scripts can append overrides
+    // such as `$XTRAIN_ARGS` to a default command line.
+    std::vector<po::option> last;
+    for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
+      bool seen = false;
+      for (const po::option& o2 : last) seen = seen || o2.string_key == it->string_key;
+      if (!seen) last.insert(last.begin(), *it);
+    }
+    parsed.options = std::move(last);
+    po::store(parsed, vm);
+    po::notify(vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  if (o.help) return o;
+  reject_empty_values(vm, {"data", "tokens-cache", "init-from", "ckpt", "resume", "metrics", "timeline"});
+  if (!o.init_from.empty()) {
+    GPTConfig f;
+    try {
+      f = read_model_config(o.init_from);
+    } catch (const Error& e) {
+      throw UsageError(std::string("--init-from: ") + e.what());
+    }
+    // model options not given on the command line come from the model's config.json
+    auto take = [&](const char* opt, int& dst, int v) { if (vm[opt].defaulted()) dst = v; };
+    take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
+    take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
+  }
+  o.canonical = canonical_options(all, vm);
+  t.seed = parse_seed(seed);
+  read_tokenizer_options(vm, o.tokenizer);
+  o.device = parse_device(device);
+  o.dtype = parse_dtype(dtype);
+  o.attention = parse_attention(attention);
+  m.maxT = t.seq;
+  m.KVH = kv_heads > 0 ? kv_heads : m.NH;
+  if (m.NH <= 0) throw UsageError("--heads must be positive");
+  // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far
+  // from 2^31, and a model that cannot fit in memory is a usage error, not an allocation failure.
+  auto bounded = [](long long v, long long hi, const char* what) {
+    if (v > hi) throw UsageError(std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
+  };
+  bounded(m.C, GPTConfig::kMaxDim, "--dim"), bounded(m.NH, GPTConfig::kMaxHeads, "--heads");
+  bounded(kv_heads, GPTConfig::kMaxHeads, "--kv-heads"), bounded(head_dim, GPTConfig::kMaxHeadDim, "--head-dim");
+  bounded(m.L, GPTConfig::kMaxLayers, "--layers"), bounded(ffn, GPTConfig::kMaxFfn, "--ffn");
+  bounded(t.seq, GPTConfig::kMaxSeq, "--seq");
+  m.HS = head_dim > 0 ? head_dim : m.C / m.NH;
+  m.F = ffn > 0 ? ffn : 4 * m.C;
+  if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");
+  if (kv_heads < 0 || head_dim < 0 || ffn < 0) throw UsageError("--kv-heads, --head-dim and --ffn must be >= 0");
+  m.validate();
+  auto need = [](bool ok, const char* msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  need(t.batch > 0, "--batch must be positive");
+  need(t.seq > 0, "--seq must be positive");
+  need(t.steps > 0, "--steps must be positive");
+  need(t.grad_accum > 0, "--grad-accum must be positive");
+  need(std::isfinite(t.bucket_mb) && t.bucket_mb >= 0 && t.bucket_mb <= 1e6, "--bucket-mb must be between 0 and 1e6");
+  need(t.dropout >= 0.0f && t.dropout < 1.0f, "--dropout must be in [0, 1)");
+  need(std::isfinite(oc.lr) && oc.lr > 0, "--lr must be positive and finite");
+  need(std::isfinite(oc.weight_decay) && std::isfinite(oc.grad_clip) && std::isfinite(o.comm_timeout_s),
+       "--weight-decay, --grad-clip and --comm-timeout must be finite");
+  need(t.grad_accum <= t.batch, "--grad-accum must not exceed --batch");
+  need(oc.warmup_steps >= 0, "--warmup must be >= 0");
+  need(oc.min_lr_frac >= 0 && oc.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
+  need(oc.weight_decay >= 0, "--weight-decay must be >= 0");
+  need(oc.grad_clip >= 0, "--grad-clip must be >= 0");
+  need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
+  need(t.val_every >= 0, "--val-every must be >= 0");
+  need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.stop_after >= 0, "--stop-after must be >= 0");
+  need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
+  need(t.log_every > 0, "--log-every must be positive");
+  need(t.recompute >= 0 && t.recompute <= 2, "--recompute must be 0, 1 or 2");
+  need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");
+  t.cuda_graph = cuda_graph == "on"    ? TrainConfig::CudaGraph::on
+                 : cuda_graph == "off" ? TrainConfig::CudaGraph::off
+                                       : TrainConfig::CudaGraph::auto_one_rank;
+  // upper bound: deadlines are steady_clock time points (int64 ns); 1e6 s (11.6 days) is far from overflow
+  need(o.comm_timeout_s >= 1 && o.comm_timeout_s <= 1e6, "--comm-timeout must be between 1 and 1e6 seconds");
+  need(!(t.ckpt_every > 0 && t.ckpt.empty()), "--ckpt-every needs --ckpt");
+  need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
+  need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
+  need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
+  return o;
+}
+
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
+  struct Path {
+    std::string opt, path;
+  };
+  std::vector<Path> reads, caches, outputs;  // read only; read and written; written
+  for (const std::string& f : data_files) reads.push_back({"--data", f});
+  const size_t n_data = reads.size();
+  reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
+  reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
+  reads.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json});
+  reads.push_back({"--resume", o.train.resume});
+  if (!o.init_from.empty()) {  // every file of the model directory
+    std::error_code ec;
+    for (std::filesystem::directory_iterator it(o.init_from, ec), end; !ec && it != end; it.increment(ec))
+      reads.push_back({"--init-from", it->path().string()});
+  }
+  // Caches are protected with --no-cache too: it only means this run neither reads nor writes them.
+  if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
+  if (o.tokens_cache.empty())
+    for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
+  outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  const auto differ = [](const Path& a, const Path& b) {
+    if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
+  };
+  // Caches against the other inputs. Against the data files only for a single file: implicit caches
+  // are <file>.tokcache, which a directory listing leaves out, and files x caches grows as files^2.
+  for (const Path& c : caches)
+    for (size_t i = n_data == 1 ? 0 : n_data; i < reads.size(); ++i) differ(reads[i], c);
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    for (const Path& r : reads)
+      if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
+    for (const Path& c : caches) differ(c, outputs[k]);
+    for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
+  }
+  // Then no output inside a --data directory: the next run would read it as a shard.
+  for (const std::string& entry : data_spec_entries(o.data)) {
+    std::error_code ec;
+    if (!std::filesystem::is_directory(entry, ec)) continue;
+    for (const Path& out : outputs) {
+      if (out.path.empty()) continue;
+      const std::string parent = std::filesystem::path(out.path).parent_path().string();
+      if (same_file(parent.empty() ? "." : parent, entry))
+        throw UsageError(out.opt + " " + out.path + " is inside the --data directory " + entry +
+                         " (a later run would read it as a shard)");
+    }
+  }
+}
+
+void check_world(const RunOptions& o, int world) {
+  const TrainConfig& t = o.train;
+  const long long per_step = static_cast<long long>(world) * t.grad_accum;  // 64-bit: no overflow
+  if (t.batch % per_step != 0) {
+    std::ostringstream os;
+    os << "--batch " << t.batch << " must be divisible by world size x --grad-accum = " << world << " x "
+       << t.grad_accum << " = " << per_step;
+    throw UsageError(os.str());
+  }
+}
+
+}  // namespace xtrain

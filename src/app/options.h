@@ -1,0 +1,67 @@
+// Command-line options of xtrain_mpi and xtrain_threads (Boost.Program_options): every option with
+// its default in --help. Both launchers share every option; xtrain_threads adds --ranks.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "backend/backend.h"
+#include "comm/host_collectives.h"
+#include "data/tokenizer.h"
+#include "train/config.h"
+
+namespace xtrain {
+
+struct RunOptions {
+  TrainConfig train;
+  std::string data;            // text corpus: file, directory or comma-separated list (list_data_files, corpus.h)
+  std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
+  bool no_cache = false;       // do not read or write the token cache
+  TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
+  std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
+  Device device = Device::automatic;  // --device, parsed once here
+  DType dtype = DType::automatic;     // --dtype
+  Attention attention = Attention::automatic;  // --attention
+  double comm_timeout_s = 300;
+  int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
+  bool help = false;
+  std::string help_text;
+  // canonical: every option as ("--name", value text), defaults included, in --help order; what
+  // check_options_agree compares across ranks.
+  std::vector<std::pair<std::string, std::string>> canonical;
+};
+
+enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
+
+// parse_seed: a --seed value: decimal digits only, 0 .. 2^64-1; UsageError "--seed must be an integer in
+// [0, 2^64-1], got '<text>'" otherwise (e.g. "-1", which strtoull would take as 2^64-1).
+uint64_t parse_seed(const std::string& text);
+
+// parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
+// inconsistent combinations that do not depend on the world size. With --help, help=true.
+// launcher: the usage line, and --ranks for xtrain_threads only.
+RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mpi);
+
+// check_options_agree: every rank must have parsed the same options (canonical). One all-reduce
+// (min and max of a hash) when they agree. Otherwise the option list is searched for the first
+// option that differs (in --help order) and every rank throws AgreedFailure(2) after the lowest rank
+// that differs from rank 0 has printed one line: "rank 1 (host): usage error: the options differ
+// across ranks: --batch 16 on rank 1 but --batch 8 on rank 0 (ranks differing from rank 0: 1); every
+// rank must be given the same options". Collective over all ranks.
+void check_options_agree(HostCollectives& group, const RunOptions& o);
+
+// check_distinct_paths: no output is the same file (same_file, io.h: device and inode, or the same
+// absolute path for files not yet created) as an input or another output, so no run truncates its
+// own corpus or cache. Inputs: every --data file (data_files: list_data_files(o.data)), the tokenizer
+// files, --resume and the files of the --init-from directory; outputs: --ckpt, --metrics and
+// --timeline; each token cache (--tokens-cache or <file>.tokcache, also with --no-cache) is both.
+// --resume and --ckpt may be the same file (a requeued job). Throws UsageError "<opt> and <opt> name
+// the same file (<path>)"; then, for an output whose directory is a --data directory (a later run
+// would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files);
+
+// check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
+void check_world(const RunOptions& o, int world);
+
+}  // namespace xtrain

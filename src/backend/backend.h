@@ -1,0 +1,359 @@
+// Backend: the small compute interface the model and the training step are written against
+// (ggml-backend style). The CPU backend (src/backend/cpu/) is a full backend and the test oracle for every
+// other backend. Exactly one file, src/backend/registry.cpp, knows which backends were compiled in.
+//
+// Conventions for every op: raw pointers into the backend's memory plus explicit sizes; row-major;
+// shape letters B batch, T sequence, C channels, V vocab, NH query heads, KVH key/value heads,
+// HS head size, N = B*T rows, IC/OC matmul in/out features. `count` is elements, `bytes` is bytes.
+// Backward ops ACCUMULATE (+=) into every gradient they produce, so parameter gradients sum over
+// micro-steps and residual branches add up; callers zero gradient buffers when a step begins. Three
+// ops also take `Grad::assign` for their activation gradient (matmul's dinp, attention's dqkv, GELU's
+// dinp): the first op to write such a buffer then overwrites it, so the caller need not zero it first
+// (the model does this; a memset of the buffer and the read of it by the op are saved).
+//
+// Storage types. Parameters, parameter gradients, optimizer state, layernorm statistics, the
+// attention scratch `att` and per-row losses are always fp32 (`float*`). ACTIVATIONS and their
+// gradients (every `void*` argument below) are stored in the backend's activation type:
+// activation_bytes() == 4 for fp32 (the CPU backend, CUDA --dtype fp32), 2 for bf16 (CUDA --dtype
+// bf16: bf16 storage, fp32 arithmetic inside every op; docs/cuda.md, "Precision"). Buffers for them
+// are count * activation_bytes() bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "train/timeline.h"
+
+namespace xtrain {
+
+// Grad: how a backward op stores an activation gradient: add to the buffer, or overwrite it.
+enum class Grad { accumulate, assign };
+
+// Device and DType: --device and --dtype, parsed once (options.cpp) into these. automatic: decided
+// by make_backend (cuda when compiled in and a GPU is visible; bf16 on cuda, fp32 on cpu).
+enum class Device { automatic, cpu, cuda };
+enum class DType { automatic, fp32, bf16 };
+// Attention: --attention, the CUDA backend's attention route (docs/cuda.md, "Attention"): FlashAttention-2
+// kernels, cuBLAS GEMMs around a softmax kernel, or cuDNN's fused attention (bf16 only). automatic: flash
+// with bf16, gemm with fp32. The CPU backend has one route (the oracle) and takes automatic only.
+enum class Attention { automatic, flash, gemm, cudnn };
+
+// parse_device / parse_dtype / parse_attention: "auto" | "cpu" | "cuda", "auto" | "fp32" | "bf16",
+// "auto" | "flash" | "gemm" | "cudnn"; throw UsageError naming the option and the value otherwise.
+// to_string gives the same words back.
+Device parse_device(const std::string& s);
+DType parse_dtype(const std::string& s);
+Attention parse_attention(const std::string& s);
+const char* to_string(Device d);
+const char* to_string(DType t);
+const char* to_string(Attention a);
+
+// GpuId: a GPU as the CUDA runtime describes it (cudaDeviceProp): what the MFU peak table (mfu.h)
+// is keyed by.
+struct GpuId {
+  std::string name;  // cudaDeviceProp::name, e.g. "NVIDIA H200", "NVIDIA H100 80GB HBM3"
+  int cc_major = 0, cc_minor = 0;
+  int sm_count = 0;  // cudaDeviceProp::multiProcessorCount (a MIG slice has fewer: no match)
+};
+
+// ParamSpan: one tensor of a flat parameter buffer as the optimizer sees it: elements
+// [offset, offset + count) of the buffer, with AdamW's weight decay on or off.
+struct ParamSpan {
+  size_t offset = 0, count = 0;
+  bool decay = false;
+};
+// check_adamw_args: throws Error unless the step t >= 1 and the spans are in increasing order, do not
+// overlap and do not wrap around the address range (so one
+// launch over all of them updates each element once, as one call per span would).
+void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+
+// StepGraph: device work recorded once and launched again as a whole (a CUDA graph, from
+// Backend::capture_graph). launch() queues the recorded work on the backend's stream, with the buffer
+// addresses and kernel arguments of the capture: the same ops on whatever those buffers hold now.
+class StepGraph {
+ public:
+  virtual ~StepGraph() = default;
+  virtual void launch() = 0;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device kind() const = 0;              // Device::cpu or Device::cuda, never automatic
+  std::string name() const { return to_string(kind()); }  // "cpu", "cuda"
+  virtual std::string device_name() const = 0;  // e.g. "cpu (OpenBLAS)", "NVIDIA H200 (0000:1b:00.0)"
+  virtual DType dtype() const { return DType::fp32; }  // training precision: fp32 or bf16
+  // activation_bytes: bytes per element of activation storage (the `void*` op arguments): 4 for
+  // fp32, 2 for bf16.
+  size_t activation_bytes() const { return dtype() == DType::bf16 ? 2 : 4; }
+
+  // ---- memory (backend address space) ----
+  virtual void* alloc(size_t bytes) = 0;                         // throws Error when out of memory
+  virtual void free(void* ptr) noexcept = 0;                     // ptr may be null
+  virtual void copy_to_device(void* dst, const void* host_src, size_t bytes) = 0;
+  virtual void copy_to_host(void* host_dst, const void* src, size_t bytes) = 0;
+  virtual void zero(void* ptr, size_t bytes) = 0;
+  virtual void synchronize() = 0;  // all queued work finished (no-op on CPU)
+  // peak_memory_bytes: the most device memory this backend has held at once (bytes; for CUDA the
+  // caching allocator's peak reservation, without the CUDA context and library internals).
+  // 0 = not tracked (CPU).
+  virtual size_t peak_memory_bytes() const { return 0; }
+  // memory_in_use_bytes: device memory handed out by the backend's allocator now (bytes; CUDA: blocks
+  // in use, without the allocator's cache). 0 = not tracked (CPU).
+  virtual size_t memory_in_use_bytes() const { return 0; }
+  // gpu_id: the GPU this backend runs on; nullopt on the CPU.
+  virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
+  // make_timeline_clock: marks on the stream the ops run on (--timeline, timeline.h); the host clock
+  // where ops run when called.
+  virtual std::unique_ptr<TimelineClock> make_timeline_clock() { return std::make_unique<HostClock>(); }
+  // available_memory_bytes: bytes this backend could still allocate, for the up-front memory check
+  // (estimate_train_bytes, model.h): the CPU backend reads the host's MemAvailable (/proc/meminfo;
+  // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.
+  // 0 = unknown (no check).
+  virtual size_t available_memory_bytes() const { return 0; }
+
+  // ---- the weights' copy for the GEMMs ----
+  // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of
+  // every GPT::forward, and by a Decoder when made, at reset() (its cache assumes fixed weights between
+  // resets) and when weights_generation() says its copy is gone. A backend whose GEMMs take another type than fp32 (CUDA
+  // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
+  // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
+  // per call (the same rounding: the same bits). The copy is valid until the next prepare_weights, or
+  // until this backend writes into the range (copy_to_device, zero, adamw_update) or frees the buffer
+  // holding it, which drop it: ops then convert per call again. A write the backend does not see (another
+  // library's kernel into params) must be followed by prepare_weights before the next matmul. No-op where
+  // the GEMMs take fp32 (the CPU backend, CUDA --dtype fp32).
+  virtual void prepare_weights(const float* params, size_t count) {
+    (void)params;
+    (void)count;
+  }
+  // weights_generation: changes whenever the copy prepare_weights keeps is dropped (a write into its
+  // source, its source freed), moved, or made from another buffer; not when prepare_weights refreshes a
+  // valid copy of the same buffer in place. Constant where there is no copy (0). A user that prepared
+  // weights and holds on to them (a Decoder, whose recorded graph reads the copy's address) compares it
+  // with the value it saw after its own prepare_weights: different means the copy no longer holds its
+  // weights (e.g. another model's forward or decoder on this backend), and it must prepare them again.
+  // A recorded graph that contains a prepare_weights (the training step's, train.cpp) rewrites the copy
+  // when launched without moving this number: do not launch one while a Decoder of another model on the
+  // same backend is in use (nothing in xtrain does).
+  virtual uint64_t weights_generation() const { return 0; }
+  // capture_graph: runs `work` with the backend recording its device work instead of running it, and
+  // returns the recording (nullptr where the backend has none: the CPU). `work` must only queue device
+  // ops: no copy to or from the host and nothing that waits for the device (those throw Error while
+  // recording); the host-side effects of `work` happen once, now. Scratch memory taken and returned
+  // during the recording stays reserved for the graph until it is destroyed (it must go before the
+  // backend). Throws Error, leaving the backend as before, when recording fails.
+  virtual std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& work) {
+    (void)work;
+    return nullptr;
+  }
+  // weight_copy_bytes: bytes per parameter of the copy prepare_weights keeps (CUDA bf16: 2; 0: none),
+  // counted by the memory estimate (estimate_train_memory, model.h).
+  virtual size_t weight_copy_bytes() const { return 0; }
+
+  // ---- ops ----
+  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
+  virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
+                               int B, int T, int C) = 0;
+  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+  virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
+                                int B, int T, int C) = 0;
+
+  // layernorm_forward: inp (N,C), w,b (C) -> out (N,C), mean,rstd (N); eps 1e-5 (Ba et al. 2016;
+  // GPT-2 / PyTorch default).
+  virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
+                                 const float* w, const float* b, int N, int C) = 0;
+  // layernorm_backward: dout (N,C) -> dinp (N,C) +=, dw,db (C) +=
+  virtual void layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
+                                  const void* inp, const float* w, const float* mean,
+                                  const float* rstd, int N, int C) = 0;
+
+  // matmul_forward: inp (N,IC), w (OC,IC), bias (OC) or null -> out (N,OC) = inp w^T + bias
+  virtual void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N,
+                              int IC, int OC) = 0;
+  // matmul_backward: dout (N,OC) -> dinp (N,IC) += (= with Grad::assign), dw (OC,IC) +=, dbias (OC) +=
+  // (dbias may be null)
+  virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                               const float* w, int N, int IC, int OC, Grad dinp_mode) = 0;
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
+                       int N, int IC, int OC) {
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, Grad::accumulate);
+  }
+
+  // attention_forward: causal scaled-dot-product attention with grouped-query heads
+  // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
+  // qkv (B,T,(NH+2*KVH)*HS) laid out [q heads | k heads | v heads] per position
+  // -> out (B,T,NH*HS); att: attention_scratch_count(B,NH,T,HS) floats of scratch owned by the op
+  // between forward and backward; the CPU backend stores softmax probabilities (B,NH,T,T) (rows t,
+  // columns <= t; rest 0), other backends may store less (e.g. the log-sum-exp per row; CUDA:
+  // docs/cuda.md, "Attention").
+  virtual void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH,
+                                 int KVH, int HS) = 0;
+  // attention_scratch_count: floats of `att` that attention_forward needs for these sizes (elements,
+  // not bytes). Default B*NH*T*T (the softmax probabilities); a backend that keeps less says so.
+  virtual size_t attention_scratch_count(int B, int NH, int T, int HS) const {
+    (void)HS;
+    return static_cast<size_t>(B) * NH * T * T;
+  }
+  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) += (= with Grad::assign)
+  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
+                                  int NH, int KVH, int HS, Grad dqkv_mode) = 0;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T, int NH,
+                          int KVH, int HS) {
+    attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS, Grad::accumulate);
+  }
+
+  // attention_decode: causal grouped-query attention for Tn new positions [pos, pos+Tn) of each sequence
+  // against a key/value cache (inference: prefill is Tn = prompt length at pos 0, then Tn = 1 per token).
+  // qkv (B,Tn,(NH+2*KVH)*HS) of the new positions, laid out as for attention_forward. First writes their
+  // keys and values into kcache, vcache (B,maxT,KVH*HS) at rows [pos, pos+Tn); then out (B,Tn,NH*HS):
+  // new position pos+i attends to cache rows [0, pos+i] with the attention_forward formula. Caches are
+  // activations (activation_bytes() per element); rows past pos+Tn are neither read nor written.
+  // `pos` is one int32 in backend memory, read when the op runs (not when it is queued), so that one
+  // recorded decoding step (capture_graph) serves every position. Throws Error unless Tn >= 1 and
+  // NH % KVH == 0; a position outside [0, maxT - Tn] writes nothing and is an Error: at once on the CPU,
+  // at the next copy to the host on CUDA (the device error flag).
+  virtual void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                                const int32_t* pos, int maxT, int NH, int KVH, int HS) = 0;
+
+  // gelu_forward: tanh approximation (Hendrycks & Gimpel 2016, as in GPT-2). inp,out (count)
+  virtual void gelu_forward(void* out, const void* inp, size_t count) = 0;
+  // gelu_backward: dinp (count) += gelu'(inp) * dout (= with Grad::assign)
+  virtual void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) = 0;
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count) {
+    gelu_backward(dinp, inp, dout, count, Grad::accumulate);
+  }
+
+  // matmul_gelu_forward: the MLP's fc layer and its GELU as one op. inp (N,IC), w (OC,IC), bias (OC) or
+  // null -> pre (N,OC) = inp w^T + bias (GELU's input, kept for the backward), out (N,OC) = gelu(pre).
+  // Default (the CPU oracle): matmul_forward, then gelu_forward. A backend may fuse the two (CUDA bf16:
+  // cuBLASLt's GELU_AUX_BIAS epilogue, which applies GELU to the fp32 accumulator before the bf16 rounding
+  // of pre, so out need not equal gelu_forward(pre) bit for bit; a recompute of out calls this op again).
+  virtual void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,
+                                   int IC, int OC) {
+    matmul_forward(pre, inp, w, bias, N, IC, OC);
+    gelu_forward(out, pre, static_cast<size_t>(N) * OC);
+  }
+  // gelu_matmul_backward: the backward of out = matmul(gelu(pre)) through the matmul and the GELU.
+  // dout (N,OC), inp = gelu(pre) (N,IC), pre (N,IC), w (OC,IC) -> dpre (N,IC) = gelu'(pre) * (dout w)
+  // (assigned), dw (OC,IC) +=, dbias (OC) += (dbias may be null). scratch (N,IC) activations: the default
+  // route's dinp of the matmul (matmul_backward, then gelu_backward); a fusing backend (CUDA bf16: cuBLASLt's
+  // DGELU epilogue on the dinp GEMM) leaves it untouched.
+  virtual void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
+                                    const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
+    matmul_backward(scratch, dw, dbias, dout, inp, w, N, IC, OC, Grad::assign);
+    gelu_backward(dpre, pre, scratch, static_cast<size_t>(N) * IC, Grad::assign);
+  }
+
+  // residual_layernorm_forward: the residual add and the layernorm that reads its sum, as one op.
+  // a, b (N,C) -> res (N,C) = a + b (residual_forward; res may alias a or b), then out (N,C), mean, rstd
+  // (N) = layernorm_forward(res, w, bias). Default (the CPU oracle): the two ops. A fusing backend gives
+  // the same bits (CUDA: one kernel that rounds the sum to the activation type before its statistics).
+  virtual void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                          const void* b, const float* w, const float* bias, int N, int C) {
+    residual_forward(res, a, b, static_cast<size_t>(N) * C);
+    layernorm_forward(out, mean, rstd, res, w, bias, N, C);
+  }
+  // residual_forward: out = a + b (count)
+  virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;
+  // add_inplace: dst += src (count). Residual backward and gradient routing.
+  virtual void add_inplace(void* dst, const void* src, size_t count) = 0;
+
+  // dropout_apply: x (B, per_seq) *= keep / (1 - p), keep = uniform01(seq_keys[b], j) >= p.
+  // The same call is the forward (on activations) and the backward (on their gradients): the mask
+  // is recomputed from the keys, never stored. seq_keys (B) is HOST memory. p in [0, 1).
+  virtual void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) = 0;
+
+  // cross_entropy_forward_backward: logits (N,Vp) rows of which the first V columns are the vocabulary
+  // (Vp >= V: a padded row stride, GPTConfig::Vp()), targets (N) int32 -> losses (N) = -log
+  // softmax(logits[:, :V])[target]; if dlogits is non-null, dlogits (N,Vp) = (softmax - onehot(target))
+  // * dloss in the first V columns and 0 in the padded ones (dlogits may alias logits: fused loss +
+  // gradient in one pass). Targets outside [0,V) are an error.
+  virtual void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
+                                              const int32_t* targets, float dloss, int N, int V, int Vp) = 0;
+
+  // sum / sum_squares over x (count), accumulated in double, returned on the host.
+  virtual double sum(const float* x, size_t count) = 0;
+  virtual double sum_squares(const float* x, size_t count) = 0;
+
+  // adamw_update: AdamW (Loshchilov & Hutter 2019) with bias correction at step t (1-based) over the
+  // tensors `spans` of the flat buffers param, grad, m, v (one layout), in one pass (CUDA: one launch):
+  //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+  //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + wd * param ),
+  // wd = weight_decay on spans with `decay`, 0 on the others; elements outside every span are untouched.
+  // grad_scale carries gradient clipping. Each element's result is that of a call with its span alone.
+  // Throws Error for what check_adamw_args refuses.
+  virtual void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                            float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                            int t) = 0;
+};
+
+// DeviceBuffer: RAII owner of `count` elements of T in a backend's memory.
+template <typename T>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend& be, size_t count)
+      : be_(&be), count_(count), ptr_(static_cast<T*>(count ? be.alloc(count * sizeof(T)) : nullptr)) {}
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept : be_(o.be_), count_(o.count_), ptr_(o.ptr_) {
+    o.ptr_ = nullptr;
+    o.count_ = 0;
+  }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept {
+    if (this != &o) {
+      reset();
+      be_ = o.be_, count_ = o.count_, ptr_ = o.ptr_;
+      o.ptr_ = nullptr, o.count_ = 0;
+    }
+    return *this;
+  }
+  void reset() noexcept {
+    if (ptr_) be_->free(ptr_);
+    ptr_ = nullptr;
+    count_ = 0;
+  }
+  T* get() const { return ptr_; }
+  size_t count() const { return count_; }
+  size_t bytes() const { return count_ * sizeof(T); }
+
+ private:
+  Backend* be_ = nullptr;
+  size_t count_ = 0;
+  T* ptr_ = nullptr;
+};
+
+// ---- registry (src/backend/registry.cpp: the one file that knows which backends were compiled in) ----
+
+// BackendOptions: what a backend needs to bind its device.
+struct BackendOptions {
+  Device device = Device::automatic;
+  int local_rank = 0;           // node-local rank (MPI shared-memory split)
+  int local_size = 1;           // ranks on this node
+  // fp32 | bf16. bf16 = mixed precision (CUDA only): activations stored in bf16, bf16 tensor-core
+  // products with fp32 accumulation, fp32 arithmetic inside every other op; parameters, gradients
+  // and optimizer state stay fp32 (docs/cuda.md, "Precision").
+  DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
+  Attention attention = Attention::automatic;  // CUDA only (UsageError for another on the CPU backend)
+};
+
+// make_backend: creates the backend for opts.device. automatic picks cuda when compiled in and a GPU
+// is visible, else cpu. Throws UsageError for a device not compiled in and for bf16 on the CPU
+// backend; Error when the device cannot be used (e.g. more ranks on
+// the node than visible GPUs).
+std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
+
+// visible_gpu_count: GPUs the CUDA runtime sees (0 in a build without CUDA, or without GPU/driver).
+int visible_gpu_count();
+
+// compiled_backends: e.g. "cpu" or "cpu, cuda" (for --help and the start banner).
+std::string compiled_backends();
+
+}  // namespace xtrain

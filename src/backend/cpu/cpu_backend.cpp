@@ -1,0 +1,165 @@
+// CpuBackend: Backend over aligned host memory; every op forwards to the float instantiation of the
+// reference templates in ops.h / attention.h. Copies are memcpy; synchronize is a no-op.
+#include "backend/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+
+#include "backend/cpu/attention_decode.h"
+#include "backend/cpu/ops.h"
+#include "core/error.h"
+
+namespace xtrain {
+namespace {
+
+// 64 B: one cache line and the widest SIMD vector (AVX-512), so BLAS gets aligned operands.
+constexpr size_t kAlignment = 64;
+
+// "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21": the first two words of the build config.
+std::string openblas_version() {
+  std::istringstream config(openblas_get_config());
+  std::string name, version;
+  config >> name >> version;
+  return name + " " + version;
+}
+
+class CpuBackend final : public Backend {
+ public:
+  CpuBackend() {
+    // One BLAS thread: xtrain's parallelism is MPI ranks, one per core; BLAS threads on top of them
+    // would oversubscribe the cores (ranks x threads runnable threads) and slow every rank down.
+    openblas_set_num_threads(1);
+  }
+
+  Device kind() const override { return Device::cpu; }
+  std::string device_name() const override {
+    const int threads = openblas_get_num_threads();
+    std::ostringstream os;
+    os << "cpu (" << openblas_version() << ", " << threads << (threads == 1 ? " thread)" : " threads)");
+    return os.str();
+  }
+
+  // ---- memory ----
+  void* alloc(size_t bytes) override {
+    // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a unique block.
+    const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+    XT_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes");
+    return p;
+  }
+  void free(void* ptr) noexcept override { std::free(ptr); }
+  size_t available_memory_bytes() const override {
+    // MemAvailable: the kernel's estimate of memory available without swapping (proc(5)).
+    std::FILE* f = std::fopen("/proc/meminfo", "r");
+    unsigned long long kib = 0;
+    char line[256];
+    bool found = false;
+    while (f && !found && std::fgets(line, sizeof line, f)) found = std::sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    if (f) std::fclose(f);
+    if (found) return size_t(kib) * 1024;
+    const long pages = ::sysconf(_SC_AVPHYS_PAGES), page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? size_t(pages) * size_t(page) : 0;
+  }
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override {
+    if (bytes) std::memcpy(dst, host_src, bytes);
+  }
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override {
+    if (bytes) std::memcpy(host_dst, src, bytes);
+  }
+  void zero(void* ptr, size_t bytes) override {
+    if (bytes) std::memset(ptr, 0, bytes);
+  }
+  void synchronize() override {}
+
+  // ---- ops: float instantiations of the reference templates; activations are fp32 here
+  // (activation_bytes() == 4), so every `void*` activation argument is a float array ----
+  static float* F(void* p) { return static_cast<float*>(p); }
+  static const float* F(const void* p) { return static_cast<const float*>(p); }
+  // Grad::assign: the reference ops accumulate, so the buffer is zeroed first (count floats)
+  static void clear_for(Grad mode, void* p, size_t count) {
+    if (mode == Grad::assign && count) std::memset(p, 0, count * sizeof(float));
+  }
+  using Backend::attention_backward;  // the accumulating overloads of the base class
+  using Backend::gelu_backward;
+  using Backend::matmul_backward;
+
+  void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                       int C) override {
+    cpu::encoder_forward(F(out), tokens, wte, wpe, B, T, C);
+  }
+  void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                        int C) override {
+    cpu::encoder_backward(dwte, dwpe, F(dout), tokens, B, T, C);
+  }
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w,
+                         const float* b, int N, int C) override {
+    cpu::layernorm_forward(F(out), mean, rstd, F(inp), w, b, N, C);
+  }
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                          const float* w, const float* mean, const float* rstd, int N, int C) override {
+    cpu::layernorm_backward(F(dinp), dw, db, F(dout), F(inp), w, mean, rstd, N, C);
+  }
+  void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
+                      int OC) override {
+    cpu::matmul_forward(F(out), F(inp), w, bias, N, IC, OC);
+  }
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                       const float* w, int N, int IC, int OC, Grad dinp_mode) override {
+    clear_for(dinp_mode, dinp, size_t(N) * IC);
+    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC);
+  }
+  void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
+                         int HS) override {
+    cpu::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
+  }
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
+                          int NH, int KVH, int HS, Grad dqkv_mode) override {
+    clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
+    cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
+  }
+  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos,
+                        int maxT, int NH, int KVH, int HS) override {
+    cpu::attention_decode(F(out), F(kcache), F(vcache), F(qkv), B, Tn, *pos, maxT, NH, KVH, HS);  // host memory
+  }
+  void gelu_forward(void* out, const void* inp, size_t count) override {
+    cpu::gelu_forward(F(out), F(inp), count);
+  }
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override {
+    clear_for(dinp_mode, dinp, count);
+    cpu::gelu_backward(F(dinp), F(inp), F(dout), count);
+  }
+  void residual_forward(void* out, const void* a, const void* b, size_t count) override {
+    cpu::residual_forward(F(out), F(a), F(b), count);
+  }
+  void add_inplace(void* dst, const void* src, size_t count) override { cpu::add_inplace(F(dst), F(src), count); }
+  void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override {
+    cpu::dropout_apply(F(x), seq_keys, B, per_seq, p);
+  }
+  void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
+                                      const int32_t* targets, float dloss, int N, int V, int Vp) override {
+    cpu::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
+  }
+  double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
+  double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }
+  void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                    float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                    int t) override {
+    check_adamw_args(spans, t);
+    for (const ParamSpan& s : spans) {
+      const size_t o = s.offset;
+      cpu::adamw_update(param + o, grad + o, m + o, v + o, s.count, lr, beta1, beta2, eps,
+                        s.decay ? weight_decay : 0.0f, grad_scale, t);
+    }
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+
+}  // namespace xtrain

@@ -1,0 +1,379 @@
+// CudaBackend: device binding, stream, cuBLAS handle, memory and the dispatch of every op to its
+// launcher (one .cu file per op). See cuda_backend_impl.h.
+#include "backend/cuda/cuda_backend_impl.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/cudnn_attention.h"
+#include "backend/cuda/event_clock.h"
+
+namespace xtrain {
+
+namespace {
+std::string host_name() {
+  char buf[256] = {};
+  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
+  return buf;
+}
+
+// cuBLAS workspace: the cuBLAS documentation recommends 32 MiB on Hopper (cublasSetWorkspace);
+// providing it from our allocator keeps cuBLAS from allocating behind our counters.
+constexpr size_t kCublasWorkspaceBytes = 32u << 20;
+
+// gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
+// CUBLAS_COMPUTE_32F_FAST_16BF rounds the fp32 operands to bf16 for the tensor cores and accumulates in
+// fp32 (cuBLAS docs, cublasComputeType_t). The matmuls of --dtype bf16 take bf16 operands (matmul.cu).
+cublasComputeType_t gemm_compute(DType dtype) {
+  if (dtype == DType::fp32) return CUBLAS_COMPUTE_32F;
+  if (dtype == DType::bf16) return CUBLAS_COMPUTE_32F_FAST_16BF;
+  throw UsageError("--dtype must be fp32 or bf16 on the CUDA backend (got " + std::string(to_string(dtype)) + ")");
+}
+
+// resolve_attention: --attention resolved for this dtype (OpContext::attention). auto: cuDNN's fused
+// attention with bf16 (deterministic and about 2x faster than the flash kernels on an H200: docs/cuda.md,
+// docs/benchmarks.md), falling back to flash per shape (CudnnAttention::usable); with fp32 the GEMM route,
+// whose fp32 products are cuBLAS SGEMMs, faster than the flash kernels' fp32 CUDA-core products. cuDNN's
+// fused attention takes bf16 only.
+Attention resolve_attention(Attention requested, DType dtype) {
+  if (requested == Attention::cudnn && dtype != DType::bf16)
+    throw UsageError("--attention cudnn needs --dtype bf16 (cuDNN's fused attention takes bf16 operands)");
+  if (requested != Attention::automatic) return requested;
+  return dtype == DType::bf16 ? Attention::cudnn : Attention::gemm;
+}
+}  // namespace
+
+int cuda_device_count() {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  cudaGetLastError();  // no driver / no device leaves an error state; clear it
+  return rc == cudaSuccess ? n : 0;
+}
+
+bool cuda_device_available() { return cuda_device_count() > 0; }
+
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
+  return std::make_unique<cuda::CudaBackend>(opts);
+}
+
+CudaAllocStats cuda_alloc_stats(const Backend& backend) {
+  XT_CHECK(backend.kind() == Device::cuda, "cuda_alloc_stats: backend '" << backend.name() << "' is not the CUDA backend");
+  return static_cast<const cuda::CudaBackend&>(backend).alloc_stats();
+}
+
+namespace cuda {
+
+CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
+  int n = 0;
+  const cudaError_t rc = cudaGetDeviceCount(&n);
+  if (rc != cudaSuccess || n == 0) {
+    cudaGetLastError();
+    XT_FAIL("no GPU: the CUDA runtime sees no device on host " << host_ << " ("
+                                                               << (rc == cudaSuccess ? "0 devices" : cudaGetErrorString(rc))
+                                                               << "); use --device cpu");
+  }
+  // One visible device: the launcher (or CUDA_VISIBLE_DEVICES) gave this process its own GPU.
+  // Several: node-local rank i takes device i, and there must be one per local rank.
+  if (n > 1) {
+    if (opts.local_size > n) {
+      const char* cvd = std::getenv("CUDA_VISIBLE_DEVICES");
+      XT_FAIL("host " << host_ << ": " << opts.local_size << " ranks on this node but only " << n
+                      << " GPUs visible (CUDA_VISIBLE_DEVICES=" << (cvd ? cvd : "<unset>")
+                      << "); start at most one rank per GPU");
+    }
+    device_ = opts.local_rank;
+  }
+  XT_CUDA_CHECK(cudaSetDevice(device_));
+  cudaDeviceProp prop{};
+  XT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
+  char bus[64] = {};
+  XT_CUDA_CHECK(cudaDeviceGetPCIBusId(bus, sizeof(bus), device_));
+  pci_bus_id_ = bus;
+  device_name_ = std::string(prop.name) + " (" + pci_bus_id_ + ")";
+  gpu_id_ = GpuId{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
+
+  XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  XT_CUBLAS_CHECK(cublasCreate(&cublas_));
+  XT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));  // resets the workspace: set it afterwards
+  // fp32 mode: plain FP32 arithmetic. CUBLAS_DEFAULT_MATH never uses TF32 or BF16x9 emulation for
+  // SGEMM (both are opt-in math modes), so results match the CPU within fp32 rounding.
+  XT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  cublas_workspace_ = alloc_.alloc(kCublasWorkspaceBytes);
+  XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
+  error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
+  XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
+  Attention route = resolve_attention(opts.attention, opts.dtype);
+  if (route == Attention::cudnn) {
+    const bool strict = opts.attention == Attention::cudnn;
+    try {
+      cudnn_ = std::make_unique<CudnnAttention>(stream_, strict);
+    } catch (const Error& e) {
+      if (strict) throw;
+      std::fprintf(stderr, "xtrain: cuDNN unavailable, attention takes the flash kernels: %s\n", e.what());
+      route = Attention::flash;
+    }
+  }
+  // XTRAIN_CUDA_WEIGHT_MIRROR=off: bf16 weights copied per matmul call instead (side-by-side benchmarks, and
+  // the test that training gives the same bits either way)
+  const char* mirror_env = std::getenv("XTRAIN_CUDA_WEIGHT_MIRROR");
+  mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
+  ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
+                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}};
+}
+
+CudaBackend::~CudaBackend() {
+  if (stream_) cudaStreamSynchronize(stream_);
+  cudnn_.reset();  // its handle is bound to the stream
+  if (cublaslt_) cublasLtDestroy(cublaslt_);
+  if (cublas_) cublasDestroy(cublas_);
+  alloc_.free(cublas_workspace_);
+  alloc_.free(error_flag_);
+  alloc_.free(mirror_);
+  if (timeline_base_) cudaEventDestroy(timeline_base_);
+  if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::unique_ptr<TimelineClock> CudaBackend::make_timeline_clock() {
+  if (!timeline_base_) XT_CUDA_CHECK(cudaEventCreate(&timeline_base_));
+  return std::make_unique<EventClock>(stream_, timeline_base_, true);
+}
+
+std::unique_ptr<TimelineClock> CudaBackend::make_stream_clock(cudaStream_t stream) {
+  if (!timeline_base_) XT_CUDA_CHECK(cudaEventCreate(&timeline_base_));
+  return std::make_unique<EventClock>(stream, timeline_base_, false);
+}
+
+namespace {
+// CudaStepGraph: an instantiated CUDA graph and the scratch blocks its recording used (allocator.h,
+// Pool), which stay reserved for it until it goes.
+class CudaStepGraph final : public StepGraph {
+ public:
+  CudaStepGraph(cudaStream_t stream, cudaGraphExec_t exec, CachingAllocator& alloc, CachingAllocator::Pool pool)
+      : stream_(stream), exec_(exec), alloc_(alloc), pool_(std::move(pool)) {}
+  ~CudaStepGraph() override {
+    cudaGraphExecDestroy(exec_);  // a launch still queued completes first (CUDA graph docs)
+    alloc_.release_pool(pool_);   // stream-ordered reuse, as any freed block (allocator.h)
+  }
+  CudaStepGraph(const CudaStepGraph&) = delete;
+  CudaStepGraph& operator=(const CudaStepGraph&) = delete;
+  void launch() override { XT_CUDA_CHECK(cudaGraphLaunch(exec_, stream_)); }
+
+ private:
+  cudaStream_t stream_;
+  cudaGraphExec_t exec_;
+  CachingAllocator& alloc_;
+  CachingAllocator::Pool pool_;
+};
+}  // namespace
+
+// Stream capture in relaxed mode (cudaStreamCaptureModeRelaxed: a cudaMalloc of the allocator's first use
+// of a size is allowed); a synchronizing call inside `work` fails the capture with an error, rethrown here
+// after the capture is ended and its recording dropped. The graph holds the weight mirror's address too:
+// prepare_weights moves the mirror only for a larger parameter count, which a training run never asks; a
+// Decoder records again when weights_generation() moved (another model prepared its weights).
+std::unique_ptr<StepGraph> CudaBackend::capture_graph(const std::function<void()>& work) {
+  alloc_.begin_pool();
+  if (const cudaError_t rc = cudaStreamBeginCapture(stream_, cudaStreamCaptureModeRelaxed); rc != cudaSuccess) {
+    alloc_.release_pool(alloc_.end_pool());
+    XT_CUDA_CHECK(rc);
+  }
+  cudaGraph_t graph = nullptr;
+  auto abandon = [&] {
+    if (cudaStreamEndCapture(stream_, &graph) == cudaSuccess && graph != nullptr) cudaGraphDestroy(graph);
+    cudaGetLastError();  // capture errors are not sticky; clear the last one
+    alloc_.release_pool(alloc_.end_pool());  // the recorded work never ran
+  };
+  try {
+    work();
+  } catch (...) {
+    abandon();
+    throw;
+  }
+  CachingAllocator::Pool pool = alloc_.end_pool();
+  cudaError_t rc = cudaStreamEndCapture(stream_, &graph);
+  cudaGraphExec_t exec = nullptr;
+  if (rc == cudaSuccess) {
+    rc = cudaGraphInstantiate(&exec, graph, 0);
+    cudaGraphDestroy(graph);
+  }
+  if (rc != cudaSuccess) {
+    cudaGetLastError();
+    alloc_.release_pool(pool);
+    XT_FAIL("CUDA graph capture of the step failed: " << cudaGetErrorString(rc));
+  }
+  return std::make_unique<CudaStepGraph>(stream_, exec, alloc_, std::move(pool));
+}
+
+void CudaBackend::check_device_errors() {
+  int flag = 0;
+  // Device-to-pageable-host copies return only when complete, so `flag` is valid afterwards.
+  XT_CUDA_CHECK(cudaMemcpyAsync(&flag, error_flag_, sizeof(int), cudaMemcpyDeviceToHost, stream_));
+  XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+  fail_on_device_error(flag);
+}
+
+void CudaBackend::fail_on_device_error(int flag) {
+  if (flag == kDeviceOk) return;
+  XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  if (flag == kBadTarget) XT_FAIL("cross-entropy: a target id is outside the vocabulary [0, V)");
+  if (flag == kBadToken) XT_FAIL("encoder: a token id is negative");
+  if (flag == kBadPosition) XT_FAIL("attention_decode: positions outside the key/value cache");
+  XT_FAIL("CUDA kernel reported error code " << flag);
+}
+
+void CudaBackend::free(void* ptr) noexcept {
+  if (ptr != nullptr && mirror_source_.overlaps(ptr, alloc_.block_bytes(ptr))) {
+    // the parameters go: so does their copy (its memory follows theirs), valid or already dropped
+    ctx_.weights = mirror_source_ = WeightMirror{};
+    ++weights_generation_;
+    alloc_.free(mirror_);
+    mirror_ = nullptr, mirror_capacity_ = 0;
+  }
+  alloc_.free(ptr);
+}
+
+void CudaBackend::prepare_weights(const float* params, size_t count) {
+  if (!mirror_enabled_ || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
+  const WeightMirror before = ctx_.weights;
+  ctx_.weights = WeightMirror{};         // none valid until the refresh below is queued
+  if (mirror_capacity_ < count) {
+    alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
+    mirror_ = nullptr, mirror_capacity_ = 0;
+    mirror_ = static_cast<__nv_bfloat16*>(alloc_.alloc(count * sizeof(__nv_bfloat16)));
+    mirror_capacity_ = count;
+  }
+  cuda::to_bf16_flat(ctx_, mirror_, params, count);
+  ctx_.weights = mirror_source_ = WeightMirror{params, mirror_, count};
+  // the same valid copy refreshed in place (the weights of one source read again) is not a new one
+  if (before.count == 0 || before.src != params || before.bf16 != mirror_ || before.count != count)
+    ++weights_generation_;
+}
+
+// The host buffer may be pageable or pinned; the stream sync makes the copy complete before return
+// in both cases, so the caller may reuse host_src at once.
+void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
+  if (bytes == 0) return;
+  weights_written(dst, bytes);
+  XT_CUDA_CHECK(cudaMemcpyAsync(dst, host_src, bytes, cudaMemcpyHostToDevice, stream_));
+  XT_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+void CudaBackend::copy_to_host(void* host_dst, const void* src, size_t bytes) {
+  if (bytes > 0) XT_CUDA_CHECK(cudaMemcpyAsync(host_dst, src, bytes, cudaMemcpyDeviceToHost, stream_));
+  check_device_errors();  // synchronizes the stream
+}
+
+void CudaBackend::zero(void* ptr, size_t bytes) {
+  if (bytes == 0) return;
+  weights_written(ptr, bytes);
+  XT_CUDA_CHECK(cudaMemsetAsync(ptr, 0, bytes, stream_));
+}
+
+void CudaBackend::synchronize() { check_device_errors(); }
+
+void CudaBackend::encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
+                                  int T, int C) {
+  cuda::encoder_forward(ctx_, out, tokens, wte, wpe, B, T, C);
+}
+void CudaBackend::encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
+                                   int T, int C) {
+  cuda::encoder_backward(ctx_, dwte, dwpe, dout, tokens, B, T, C);
+}
+void CudaBackend::layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w,
+                                    const float* b, int N, int C) {
+  cuda::layernorm_forward(ctx_, out, mean, rstd, inp, w, b, N, C);
+}
+
+void CudaBackend::residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a,
+                                             const void* b, const float* w, const float* bias, int N, int C) {
+  cuda::residual_layernorm_forward(ctx_, res, out, mean, rstd, a, b, w, bias, N, C);
+}
+void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
+                                     const float* w, const float* mean, const float* rstd, int N, int C) {
+  cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+}
+void CudaBackend::matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
+                                 int OC) {
+  cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
+}
+void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                                  const float* w, int N, int IC, int OC, Grad dinp_mode) {
+  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_mode == Grad::accumulate);
+}
+void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
+                                    int HS) {
+  cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
+}
+size_t CudaBackend::available_memory_bytes() const {
+  size_t free_bytes = 0, total_bytes = 0;
+  XT_CUDA_CHECK(cudaSetDevice(device_));  // the current device may be another after a library call
+  XT_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+  return free_bytes;
+}
+
+size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const {
+  return cuda::attention_scratch_count(ctx_, B, NH, T, HS);
+}
+void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
+                                     int T, int NH, int KVH, int HS, Grad dqkv_mode) {
+  cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
+}
+void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                                   const int32_t* pos, int maxT, int NH, int KVH, int HS) {
+  cuda::attention_decode(ctx_, out, kcache, vcache, qkv, B, Tn, pos, maxT, NH, KVH, HS);
+}
+void CudaBackend::matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,
+                                      int IC, int OC) {
+  if (!cuda::matmul_gelu_forward(ctx_, pre, out, inp, w, bias, N, IC, OC))
+    Backend::matmul_gelu_forward(pre, out, inp, w, bias, N, IC, OC);
+}
+void CudaBackend::gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
+                                       const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
+  if (!cuda::gelu_matmul_backward(ctx_, dpre, dw, dbias, dout, inp, pre, w, N, IC, OC))
+    Backend::gelu_matmul_backward(dpre, dw, dbias, dout, inp, pre, w, scratch, N, IC, OC);
+}
+void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
+  cuda::gelu_forward(ctx_, out, inp, count);
+}
+void CudaBackend::gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) {
+  cuda::gelu_backward(ctx_, dinp, inp, dout, count, dinp_mode == Grad::accumulate);
+}
+void CudaBackend::residual_forward(void* out, const void* a, const void* b, size_t count) {
+  cuda::residual_forward(ctx_, out, a, b, count);
+}
+void CudaBackend::add_inplace(void* dst, const void* src, size_t count) { cuda::add_inplace(ctx_, dst, src, count); }
+void CudaBackend::dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) {
+  cuda::dropout_apply(ctx_, x, seq_keys, B, per_seq, p);
+}
+void CudaBackend::cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
+                                                 const int32_t* targets, float dloss, int N, int V, int Vp) {
+  cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
+}
+// The sums read the device error flag in the copy that brings the result (one round trip, not two).
+double CudaBackend::sum(const float* x, size_t count) {
+  int flag = kDeviceOk;
+  const double s = cuda::sum(ctx_, x, count, false, &flag);
+  fail_on_device_error(flag);
+  return s;
+}
+double CudaBackend::sum_squares(const float* x, size_t count) {
+  int flag = kDeviceOk;
+  const double s = cuda::sum(ctx_, x, count, true, &flag);
+  fail_on_device_error(flag);
+  return s;
+}
+void CudaBackend::adamw_update(float* param, const float* grad, float* m, float* v,
+                               const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                               float weight_decay, float grad_scale, int t) {
+  for (const ParamSpan& s : spans) weights_written(param + s.offset, s.count * sizeof(float));
+  cuda::adamw_update(ctx_, adamw_table_, param, grad, m, v, spans, lr, beta1, beta2, eps, weight_decay, grad_scale,
+                     t);
+}
+
+}  // namespace cuda
+}  // namespace xtrain

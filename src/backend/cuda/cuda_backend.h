@@ -1,0 +1,54 @@
+// Entry points of the CUDA backend for src/backend/registry.cpp and the tests. This header includes no
+// CUDA header, so code that only creates backends compiles without the CUDA toolkit's includes.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "backend/backend.h"
+#include "comm/comm.h"
+
+namespace xtrain {
+
+class MpiContext;
+
+// cuda_device_available: true when the CUDA runtime sees at least one device. False (never an
+// exception) on a machine without GPU or driver, so a CUDA build starts everywhere.
+bool cuda_device_available();
+
+// make_cuda_backend: binds one GPU and returns the CUDA backend. Device choice: one visible device
+// -> device 0 (the launcher or CUDA_VISIBLE_DEVICES gave each process its own); several visible ->
+// device opts.local_rank. Throws Error when no GPU is visible, or when more ranks share the node
+// (opts.local_size) than GPUs are visible (the message names the host and both counts).
+// opts.dtype picks the GEMM math: fp32, or bf16 tensor cores with fp32 accumulation (UsageError else).
+std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts);
+
+// cuda_device_count: the devices the CUDA runtime sees (0 without GPU or driver; never throws).
+int cuda_device_count();
+
+// make_nccl_communicator: NCCL collectives on the CUDA backend's device memory. Collective over all
+// ranks of `startup` (which carries the ncclUniqueId from rank 0 and the one-rank-per-GPU check);
+// `host` (this rank's, same world) serves the host-side collectives during training and must bound
+// them by comm_timeout_s. Throws Error (on every rank alike) when two ranks are bound to one GPU
+// (same host and PCI bus id), or when `backend` is not the CUDA backend. Collectives that do not
+// finish within comm_timeout_s seconds abort the communicator and throw Error naming rank and
+// operation. Works for ranks that are processes or threads of one process (one GPU each).
+std::unique_ptr<Communicator> make_nccl_communicator(HostCollectives& startup, std::unique_ptr<HostCollectives> host,
+                                                     Backend& backend, double comm_timeout_s);
+// The mpirun form: start-up over MPI_COMM_WORLD, host side the MPI communicator.
+std::unique_ptr<Communicator> make_nccl_communicator(MpiContext& mpi, Backend& backend,
+                                                     double comm_timeout_s = 300.0);
+
+// CudaAllocStats: the caching allocator's counters (tests assert no cudaMalloc after warm-up).
+struct CudaAllocStats {
+  size_t cuda_malloc_calls = 0;  // cudaMalloc calls since the backend was created
+  size_t cuda_free_calls = 0;    // cudaFree calls since the backend was created
+  size_t bytes_in_use = 0;       // handed out and not yet freed
+  size_t bytes_reserved = 0;     // held from the device (in use + cached)
+  size_t peak_bytes_reserved = 0; // the most bytes_reserved has been
+};
+
+// cuda_alloc_stats: counters of a backend made by make_cuda_backend; throws Error for another one.
+CudaAllocStats cuda_alloc_stats(const Backend& backend);
+
+}  // namespace xtrain

@@ -1,0 +1,137 @@
+// CudaBackend: the Backend on one GPU. Owns the device binding, one compute stream (every op and
+// copy is ordered on it), the cuBLAS handle and the caching allocator. Ops forward to the launchers
+// in ops.h. Declared here (not in cuda_backend.h) for the NCCL communicator, which needs the
+// stream and the device.
+#pragma once
+
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <memory>
+#include <string>
+
+#include "backend/cuda/allocator.h"
+#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/ops.h"
+
+namespace xtrain::cuda {
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const BackendOptions& opts);  // throws Error, see make_cuda_backend
+  ~CudaBackend() override;                           // never throws
+  CudaBackend(const CudaBackend&) = delete;
+  CudaBackend& operator=(const CudaBackend&) = delete;
+
+  Device kind() const override { return Device::cuda; }
+  std::string device_name() const override { return device_name_; }
+  DType dtype() const override { return ctx_.bf16 ? DType::bf16 : DType::fp32; }
+
+  void* alloc(size_t bytes) override { return alloc_.alloc(bytes); }
+  void free(void* ptr) noexcept override;  // drops the weight mirror first when ptr's block holds its source
+  void copy_to_device(void* dst, const void* host_src, size_t bytes) override;
+  void copy_to_host(void* host_dst, const void* src, size_t bytes) override;
+  void zero(void* ptr, size_t bytes) override;
+  void synchronize() override;
+  size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
+  size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
+  std::optional<GpuId> gpu_id() const override { return gpu_id_; }
+  size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
+  // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.
+  std::unique_ptr<TimelineClock> make_timeline_clock() override;
+  std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& work) override;
+  // make_stream_clock: CUDA events on another stream of this device (the NCCL side stream), on the
+  // same base as make_timeline_clock's clock.
+  std::unique_ptr<TimelineClock> make_stream_clock(cudaStream_t stream);
+
+  // prepare_weights (bf16): params rounded into the weight mirror, one kernel; the matmuls read weights from
+  // it (OpContext::weights, matmul.cu). The mirror's block is kept for the next call (grown when a larger
+  // buffer comes) and freed with the buffer it copies or with the backend.
+  void prepare_weights(const float* params, size_t count) override;
+  size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
+  uint64_t weights_generation() const override { return weights_generation_; }
+
+  void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
+                       int C) override;
+  void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
+                        int C) override;
+  void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w, const float* b,
+                         int N, int C) override;
+  void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
+                                  const float* w, const float* bias, int N, int C) override;
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
+                          const float* mean, const float* rstd, int N, int C) override;
+  void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
+                      int OC) override;
+  void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N, int IC,
+                           int OC) override;
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const float* w, void* scratch, int N, int IC, int OC) override;
+  using Backend::attention_backward;  // the accumulating overloads of the base class
+  using Backend::gelu_backward;
+  using Backend::matmul_backward;
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
+                       int N, int IC, int OC, Grad dinp_mode) override;
+  void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
+                         int HS) override;
+  // Per route (ops.h, attention_scratch_count): flash B*NH*T*(HS+1) (log-sum-exp and the output copy,
+  // flash_attention.h); cudnn about B*NH*T*(1+HS/2) (cudnn_attention.h); GEMM route B*NH*T*T.
+  size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
+                          int NH, int KVH, int HS, Grad dqkv_mode) override;
+  void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos, int maxT,
+                        int NH, int KVH, int HS) override;
+  void gelu_forward(void* out, const void* inp, size_t count) override;
+  void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override;
+  void residual_forward(void* out, const void* a, const void* b, size_t count) override;
+  void add_inplace(void* dst, const void* src, size_t count) override;
+  void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
+  void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits, const int32_t* targets,
+                                      float dloss, int N, int V, int Vp) override;
+  double sum(const float* x, size_t count) override;
+  double sum_squares(const float* x, size_t count) override;
+  void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
+                    float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
+                    int t) override;
+
+  int device() const { return device_; }
+  cudaStream_t stream() const { return stream_; }
+  const std::string& pci_bus_id() const { return pci_bus_id_; }
+  const std::string& host() const { return host_; }
+  const CudaAllocStats& alloc_stats() const { return alloc_.stats(); }
+
+ private:
+  // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input
+  // (a target outside [0, V), a negative token id) since the last check, and clears the flag.
+  void check_device_errors();
+  // fail_on_device_error: the same check on a flag value already read (the stream synchronized with it);
+  // resets the device flag and throws unless it is kDeviceOk.
+  void fail_on_device_error(int flag);
+  // weights_written: this backend is about to write bytes [p, p + bytes): drop the weight mirror if they
+  // touch its source (ops then convert weights per call until the next prepare_weights).
+  void weights_written(const void* p, size_t bytes) {
+    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ++weights_generation_;
+  }
+
+  CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
+  int device_ = 0;
+  std::string host_, pci_bus_id_, device_name_;
+  GpuId gpu_id_;  // from cudaDeviceProp (the MFU peak lookup, mfu.h)
+  cudaStream_t stream_ = nullptr;
+  cublasHandle_t cublas_ = nullptr;
+  cublasLtHandle_t cublaslt_ = nullptr;  // fused-epilogue matmuls (gemm_lt.cpp)
+  void* cublas_workspace_ = nullptr;
+  int* error_flag_ = nullptr;  // device int, DeviceError codes
+  std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
+  cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
+  OpContext ctx_;
+  AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
+  bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
+  __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
+  size_t mirror_capacity_ = 0;       // its size in elements
+  WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
+                                     // of a block overlapping it releases the mirror
+  uint64_t weights_generation_ = 0;  // +1 when the mirror is dropped, moved or made for another source
+};
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,113 @@
+// Row-major GEMM through cuBLASLt with a fused epilogue: the bias add of the matmul forward
+// (CUBLASLT_EPILOGUE_BIAS, with GELU: GELU_AUX_BIAS) or GELU's gradient in its backward (DGELU), so the
+// output is not read and written again by a separate pass. Same operand swap as gemm.cpp (a row-major
+// (R, K) matrix is a column-major (K, R) one). cuBLASLt docs: cublasLtMatmul, cublasLtEpilogue_t.
+#include <cublasLt.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <type_traits>
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/ops.h"
+
+namespace xtrain::cuda {
+
+namespace {
+// RAII owners of the cuBLASLt descriptors (destroy results ignored: destructors never throw).
+struct DescDel { void operator()(cublasLtMatmulDescOpaque_t* d) const { cublasLtMatmulDescDestroy(d); } };
+struct LayoutDel { void operator()(cublasLtMatrixLayoutOpaque_t* l) const { cublasLtMatrixLayoutDestroy(l); } };
+struct PrefDel { void operator()(cublasLtMatmulPreferenceOpaque_t* p) const { cublasLtMatmulPreferenceDestroy(p); } };
+using Desc = std::unique_ptr<cublasLtMatmulDescOpaque_t, DescDel>;
+using Layout = std::unique_ptr<cublasLtMatrixLayoutOpaque_t, LayoutDel>;
+using Pref = std::unique_ptr<cublasLtMatmulPreferenceOpaque_t, PrefDel>;
+
+// layout: a column-major (rows, cols) matrix with leading dimension ld.
+Layout layout(cudaDataType_t type, int rows, int cols, int ld) {
+  cublasLtMatrixLayout_t l = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&l, type, uint64_t(rows), uint64_t(cols), int64_t(ld)));
+  return Layout(l);
+}
+
+template <typename V>
+void set_desc(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const V& value) {
+  XT_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(d, attr, &value, sizeof(value)));
+}
+// alignment_bytes: the largest power of two (<= 256) dividing the address.
+uint32_t alignment_bytes(const void* p) {
+  const auto a = reinterpret_cast<uintptr_t>(p);
+  uint32_t align = 256;
+  while (align > 1 && a % align != 0) align /= 2;
+  return align;
+}
+
+// lt_enabled: XTRAIN_CUDA_LT=off turns the fused route off (every caller then takes its unfused one), so
+// a benchmark can measure both with the same binary.
+bool lt_enabled() {
+  static const bool on = [] {
+    const char* env = std::getenv("XTRAIN_CUDA_LT");
+    return env == nullptr || std::strcmp(env, "off") != 0;
+  }();
+  return on;
+}
+}  // namespace
+
+bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
+  XT_CHECK(g.M > 0 && g.N > 0 && g.K > 0, "bad gemm_lt shape M=" << g.M << " N=" << g.N << " K=" << g.K);
+  XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt: no cuBLASLt handle");
+  if (!lt_enabled()) return false;
+  // Column-major view: D (N, M) = op(B)^T-stored (N, K) x op(A)^T-stored (K, M): cuBLASLt's A is our B.
+  cublasLtMatmulDesc_t raw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, g.compute, CUDA_R_32F));
+  Desc desc(raw);
+  const cublasOperation_t opa = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, opa);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, opb);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE, g.epilogue);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_POINTER, g.bias);
+  // the bias (BIAS) is of D's type: fp32, or bf16 for a bf16 D
+  if (g.epilogue == CUBLASLT_EPILOGUE_BIAS || g.epilogue == CUBLASLT_EPILOGUE_GELU_AUX_BIAS)
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, int32_t(g.c_type));
+  if (g.aux != nullptr) {  // GELU's input: D's type and D's leading dimension (a multiple of 8, cuBLASLt docs)
+    if (g.ldc % 8 != 0 || alignment_bytes(g.aux) < 16) return false;
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(g.ldc));
+  }
+  const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
+  const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
+  const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);
+
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  // The heuristic assumes 256-byte aligned operands unless told otherwise (cuBLASLt docs,
+  // cublasLtMatmulPreferenceAttributes_t): state the real alignment of each pointer, so a caller passing
+  // a pointer into a buffer gets a suitable algorithm (or none: the unfused route) instead of a fault.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.B},  // cuBLASLt's A is our B (column-major view)
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.A},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.C},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.C}};
+  for (const auto& [attr, ptr] : aligns) {
+    const uint32_t align = alignment_bytes(ptr);
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
+  }
+  if (g.bias != nullptr && alignment_bytes(g.bias) < 16) return false;  // epilogue vectors: keep them 16-byte aligned
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
+                                                           lc.get(), pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  XT_CUBLAS_CHECK(st);
+  const float alpha = 1.0f;
+  XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &alpha, g.B, la.get(), g.A, lb.get(), &g.beta, g.C, lc.get(),
+                                 g.C, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+  return true;
+}
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,247 @@
+// LayerNorm (Ba et al. 2016), eps 1e-5 (GPT-2 / PyTorch default). One warp per row for the row
+// statistics and dinp; dw and db as deterministic column sums, per block of rows by the backward's row
+// kernel up to C = 1024, by the separate column reduction beyond. fp32 arithmetic on
+// activations of type T (float or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN
+// elements) when C and the pointers allow, else element by element (kN = 1), same code.
+#include "backend/cuda/column_reduce.cuh"
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/ops.h"
+
+namespace xtrain::cuda {
+
+namespace {
+constexpr float kLayerNormEps = 1e-5f;
+constexpr int kRowsPerBlock = 4;  // warps per block, one row each
+
+// out (N,C) = (x - mean) * rstd * w + b; two-pass variance (no cancellation for large means).
+// out, inp: activations; statistics fp32. C % kN == 0.
+// kAdd (residual_layernorm_forward): x = res = inp + inp2 rounded to T as residual_forward rounds it,
+// written to res in the first pass and read back by the same lane in the later passes, so the
+// statistics and out see exactly the values that layernorm_forward(res) would read. res may alias inp
+// or inp2 (each element is read before the same thread overwrites it); out aliases none of them.
+template <typename T, int kN, bool kAdd>
+__global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const float* w,
+                                         const float* b, int N, int C, const T* inp2, T* res) {
+  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (row >= N) return;
+  const T* x = (kAdd ? res : inp) + size_t(row) * C;
+  const int nv = C / kN;
+  float s = 0.0f;
+  for (int p = lane; p < nv; p += kWarp) {
+    Vec<T, kN> v;
+    if constexpr (kAdd) {
+      const size_t at = size_t(row) * C + size_t(p) * kN;
+      const Vec<T, kN> a = load_vec<T, kN>(inp + at), c = load_vec<T, kN>(inp2 + at);
+#pragma unroll
+      for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(c.v[k]));
+      store_vec<T, kN>(res + at, v);
+    } else {
+      v = load_vec<T, kN>(x + p * kN);
+    }
+#pragma unroll
+    for (int k = 0; k < kN; ++k) s += to_f(v.v[k]);
+  }
+  const float mu = warp_sum(s) / C;
+  float var = 0.0f;
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+#pragma unroll
+    for (int k = 0; k < kN; ++k) var += (to_f(v.v[k]) - mu) * (to_f(v.v[k]) - mu);
+  }
+  const float rs = rsqrtf(warp_sum(var) / C + kLayerNormEps);
+  T* o = out + size_t(row) * C;
+  for (int p = lane; p < nv; p += kWarp) {
+    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN), bv = load_vec<float, kN>(b + p * kN);
+    Vec<T, kN> r;
+#pragma unroll
+    for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>((to_f(v.v[k]) - mu) * rs * wv.v[k] + bv.v[k]);
+    store_vec<T, kN>(o + p * kN, r);
+  }
+  if (lane == 0) {
+    if (mean) mean[row] = mu;
+    if (rstd) rstd[row] = rs;
+  }
+}
+
+constexpr int kBackwardWarps = 8;  // warps per block of layernorm_backward_kernel
+// Widest row whose dw and db sums stay in registers: kLaneCols columns of each per lane (64 fp32
+// registers), so C <= kFusedMaxC = 1024 (GPT-2 124M and 350M) computes them in the row kernel; wider
+// rows take the separate column reduction (column_reduce.cuh), which reads dout and inp again.
+constexpr int kLaneCols = 32;
+constexpr int kFusedMaxC = kLaneCols * kWarp;
+
+// block_column_partial: partial (C) = the sum over the block's warps, in warp order and in double, of
+// the warps' per-lane fp32 sums acc (lane l holds the columns of the vectors p = l + 32 i, i < kSlots,
+// of kN elements each). stage: kBackwardWarps * C floats of shared memory. Synchronizes the block.
+template <int kN, int kSlots>
+__device__ void block_column_partial(double* partial, const Vec<float, kN> (&acc)[kSlots], float* stage, int C) {
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nv = C / kN;
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int p = lane + i * kWarp;
+    if (p < nv) store_vec<float, kN>(stage + warp * C + p * kN, acc[i]);
+  }
+  __syncthreads();
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    double s = 0.0;
+#pragma unroll
+    for (int j = 0; j < kBackwardWarps; ++j) s += double(stage[j * C + c]);
+    partial[c] = s;
+  }
+  __syncthreads();  // the next call reuses stage
+}
+
+// Block b takes the rows [b * rows_per_block, (b + 1) * rows_per_block) of N, warp j of them the rows
+// begin + j, begin + j + kBackwardWarps, ...; lane l the vectors p = l, l + 32, ... (kN elements each)
+// of a row, kSlots of them per trip of the loop. Per row:
+//   dinp (N,C) += rstd * (g - mean_c(g) - xhat * mean_c(g * xhat)), g = dout * w, xhat = (x - mean) rstd
+// kParams (needs C / kN <= 32 * kSlots, one trip, so a lane's columns stay the same registers) also
+// writes the block's column sums partial (2, gridDim.x, C): [0] of dout * xhat (dw), [1] of dout (db).
+// Order: each lane adds its columns' terms in fp32 over its warp's rows in row order, then
+// block_column_partial adds the warps' sums in double in warp order; column_finish adds the blocks'.
+// dynamic shared memory: kBackwardWarps * C floats with kParams, else none.
+template <typename T, int kN, int kSlots, bool kParams>
+__global__ void __launch_bounds__(kBackwardWarps * kWarp)
+    layernorm_backward_kernel(T* dinp, double* partial, const T* dout, const T* inp, const float* w,
+                              const float* mean, const float* rstd, int N, int C, int rows_per_block) {
+  extern __shared__ __align__(16) float stage[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int begin = blockIdx.x * rows_per_block, end = min(N, begin + rows_per_block);
+  const int nv = C / kN;
+  Vec<float, kN> dw_sum[kSlots] = {}, db_sum[kSlots] = {};
+  for (int row = begin + warp; row < end; row += kBackwardWarps) {
+    const T* x = inp + size_t(row) * C;
+    const T* dy = dout + size_t(row) * C;
+    const float mu = mean[row], rs = rstd[row];
+    float g_sum = 0.0f, gx_sum = 0.0f;
+    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+        const int p = p0 + i * kWarp;
+        if (p >= nv) continue;
+        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          const float g = to_f(dv.v[k]) * wv.v[k];
+          g_sum += g;
+          gx_sum += g * (to_f(xv.v[k]) - mu) * rs;
+        }
+      }
+    }
+    const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
+    T* dx = dinp + size_t(row) * C;
+    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+        const int p = p0 + i * kWarp;
+        if (p >= nv) continue;
+        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+        Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          const float d = to_f(dv.v[k]), xhat = (to_f(xv.v[k]) - mu) * rs;
+          dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (d * wv.v[k] - g_mean - xhat * gx_mean));
+          if constexpr (kParams) {
+            dw_sum[i].v[k] += d * xhat;
+            db_sum[i].v[k] += d;
+          }
+        }
+        store_vec<T, kN>(dx + p * kN, dxv);
+      }
+    }
+  }
+  if constexpr (kParams) {
+    block_column_partial(partial + size_t(blockIdx.x) * C, dw_sum, stage, C);
+    block_column_partial(partial + (size_t(gridDim.x) + blockIdx.x) * C, db_sum, stage, C);
+  }
+}
+
+// the dw and db terms of one element, dout * xhat and dout: one pass over dout gives both sums
+template <typename T>
+struct ParamGradTerms {
+  const T *dout, *inp;
+  const float *mean, *rstd;
+  int C;
+  __device__ ColumnTerms<2> operator()(int n, int c) const {
+    const size_t i = size_t(n) * C + c;
+    const float dy = to_f(dout[i]);
+    return {{dy * ((to_f(inp[i]) - mean[n]) * rstd[n]), dy}};
+  }
+};
+
+// vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
+// applies (activation rows and the fp32 weight and bias vectors move in 16-byte pieces).
+template <typename T>
+bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
+  if (C % Pack<T>::kN != 0) return false;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
+
+// launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
+void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
+                              const float* w, const float* b, int N, int C, const void* inp2, void* res) {
+  if (N <= 0 || C <= 0) return;
+  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  const bool add = res != nullptr;
+  with_act(ctx, [&](auto tag) {
+    using T = decltype(tag);
+    T* o = static_cast<T*>(out);
+    const T* x = static_cast<const T*>(inp);
+    const T* x2 = static_cast<const T*>(inp2);
+    T* r = static_cast<T*>(res);
+    const bool vec = vec_rows<T>(C, {out, inp, w, b}) && (!add || (aligned16(inp2) && aligned16(res)));
+    constexpr int kV = Pack<T>::kN;
+    const auto kernel = vec ? (add ? layernorm_forward_kernel<T, kV, true> : layernorm_forward_kernel<T, kV, false>)
+                            : (add ? layernorm_forward_kernel<T, 1, true> : layernorm_forward_kernel<T, 1, false>);
+    kernel<<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
+  });
+  XT_CUDA_LAUNCH_CHECK();
+}
+}  // namespace
+
+void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
+                       const float* w, const float* b, int N, int C) {
+  launch_layernorm_forward(ctx, out, mean, rstd, inp, w, b, N, C, nullptr, nullptr);
+}
+
+void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const float* w, const float* bias, int N, int C) {
+  launch_layernorm_forward(ctx, out, mean, rstd, a, w, bias, N, C, b, res);
+}
+
+void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
+                        const void* inp, const float* w, const float* mean, const float* rstd, int N, int C) {
+  if (N <= 0 || C <= 0) return;
+  constexpr unsigned kThreads = kBackwardWarps * kWarp;
+  with_act(ctx, [&](auto tag) {
+    using T = decltype(tag);
+    T* dx = static_cast<T*>(dinp);
+    const T* dy = static_cast<const T*>(dout);
+    const T* x = static_cast<const T*>(inp);
+    const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
+    constexpr int kV = Pack<T>::kN;
+    if (C <= kFusedMaxC) {  // dw, db from the row kernel's per-block sums, then the finish stage
+      const RowChunks rc = row_chunks(N);
+      ScratchBuffer<double> partial(*ctx.alloc, 2 * size_t(rc.chunks) * C);
+      const auto kernel = vec ? layernorm_backward_kernel<T, kV, kLaneCols / kV, true>
+                              : layernorm_backward_kernel<T, 1, kLaneCols, true>;
+      kernel<<<unsigned(rc.chunks), kThreads, sizeof(float) * kBackwardWarps * C, ctx.stream>>>(
+          dx, partial.get(), dy, x, w, mean, rstd, N, C, rc.rows_per_chunk);
+      XT_CUDA_LAUNCH_CHECK();
+      column_finish<2>(ctx, {{dw, db}}, partial.get(), rc.chunks, C);
+    } else {  // one row per warp, then the column reduction reads dout and inp again
+      const unsigned blocks = unsigned((N + kBackwardWarps - 1) / kBackwardWarps);
+      const auto kernel = vec ? layernorm_backward_kernel<T, kV, 1, false> : layernorm_backward_kernel<T, 1, 1, false>;
+      kernel<<<blocks, kThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, mean, rstd, N, C, kBackwardWarps);
+      XT_CUDA_LAUNCH_CHECK();
+      column_reduce_accumulate<2>(ctx, {{dw, db}}, ParamGradTerms<T>{dy, x, mean, rstd, C}, N, C);
+    }
+  });
+}
+
+}  // namespace xtrain::cuda

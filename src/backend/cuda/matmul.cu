@@ -1,0 +1,207 @@
+// Fully connected layers through cuBLAS (gemm.cpp) and cuBLASLt (gemm_lt.cpp).
+// --dtype fp32: fp32 activations, plain fp32 GEMMs (the handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or
+// BF16x9 emulation, see cuda_backend.cpp); dbias a double column sum.
+// --dtype bf16: bf16 activations (inp, out, dout, dinp are bf16 in memory, ops.h). The fp32 master
+// weights are read in bf16 from the copy prepare_weights made at the start of the forward (ctx.weights), or
+// rounded into a scratch bf16 copy per call where they are not in it (to_bf16; Bf16Copy), every product is bf16 x
+// bf16 on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); out and dinp are written in bf16,
+// dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16).
+// With a bias, the forward is one cuBLASLt GEMM with the bias in its epilogue (fp32 bias with fp32, a bf16
+// copy with bf16: cuBLASLt takes the bias in the output's type), and dbias is a column sum of dout; where
+// cuBLASLt is off or has no algorithm for a case (e.g. rows not a multiple of 8 elements) the forward takes
+// the unfused route instead (a bias kernel adding the fp32 bias).
+// The MLP's fc layer and GELU (bf16): GELU_AUX_BIAS writes pre and gelu(pre) in the forward GEMM, DGELU
+// multiplies the fc-proj dinp GEMM by gelu'(pre) (cuBLASLt's GELU is the tanh approximation, as xtrain's).
+#include <optional>
+#include <type_traits>
+
+#include "backend/cuda/common.cuh"
+#include "backend/cuda/ops.h"
+
+namespace xtrain::cuda {
+
+namespace {
+constexpr int kThreads = 256;
+using bf16 = __nv_bfloat16;
+
+// Bf16Copy: the bf16 operand of a row-major fp32 matrix (rows, cols) (a weight, or a bias as one row), row
+// stride ld = bf16_ld(cols). The weight mirror's copy (ctx.weights, prepare_weights) where the matrix lies in
+// it with that stride (cols % 8 == 0: unpadded rows) and starts on a 256-byte boundary, as the allocator's
+// blocks do: cuBLAS(Lt) then sees the stride and alignment a scratch copy would give it, so it picks the same
+// algorithm and the products are the same bits. Otherwise a scratch copy made here (to_bf16).
+struct Bf16Copy {
+  std::optional<ScratchBuffer<bf16>> buf;
+  const bf16* ptr;
+  int ld;
+  Bf16Copy(const OpContext& ctx, const float* src, int rows, int cols)
+      : ptr(ctx.weights.find(src, size_t(rows) * cols)), ld(bf16_ld(cols)) {
+    if (ptr && ld == cols && reinterpret_cast<uintptr_t>(ptr) % kBlockAlignment == 0) return;
+    buf.emplace(*ctx.alloc, size_t(rows) * ld);
+    to_bf16(ctx, buf->get(), src, rows, cols);
+    ptr = buf->get();
+  }
+  const bf16* get() const { return ptr; }
+};
+
+// out (N,OC) += bias (OC) broadcast over rows; out of activation type T
+template <typename T>
+__global__ void add_bias_kernel(T* out, const float* bias, size_t count, int OC) {
+  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x)
+    out[i] = from_f<T>(to_f(out[i]) + bias[i % OC]);
+}
+
+// The same for fp32 with float4 columns (OC4 = OC/4): thread (x) owns 4 columns and keeps their bias
+// in registers, blocks in y stride over rows; no per-element 64-bit modulo (the kernel above was
+// issue-bound at ~1/3 of a bf16 qkv forward).
+__global__ void add_bias4_kernel(float4* out, const float4* bias, int N, int OC4) {
+  const int c = blockIdx.x * blockDim.x + threadIdx.x;
+  if (c >= OC4) return;
+  const float4 b = bias[c];
+  for (int r = blockIdx.y; r < N; r += gridDim.y) {
+    float4 v = out[size_t(r) * OC4 + c];
+    v.x += b.x, v.y += b.y, v.z += b.z, v.w += b.w;
+    out[size_t(r) * OC4 + c] = v;
+  }
+}
+constexpr int kBiasRowBlocks = 1024;  // y blocks: enough to fill the GPU with a few rows each
+
+template <typename T>
+void add_bias(const OpContext& ctx, T* out, const float* bias, int N, int OC) {
+  if constexpr (std::is_same<T, float>::value) {
+    if (OC % 4 == 0 && reinterpret_cast<uintptr_t>(out) % 16 == 0 && reinterpret_cast<uintptr_t>(bias) % 16 == 0) {
+      const int OC4 = OC / 4;
+      const dim3 grid((OC4 + kThreads - 1) / kThreads, N < kBiasRowBlocks ? N : kBiasRowBlocks);
+      add_bias4_kernel<<<grid, kThreads, 0, ctx.stream>>>(reinterpret_cast<float4*>(out),
+                                                          reinterpret_cast<const float4*>(bias), N, OC4);
+      XT_CUDA_LAUNCH_CHECK();
+      return;
+    }
+  }
+  const size_t count = size_t(N) * OC;
+  add_bias_kernel<T><<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(out, bias, count, OC);
+  XT_CUDA_LAUNCH_CHECK();
+}
+
+// lt_aligned: bf16 activation rows (IC, OC elements) start 16-byte aligned, as cuBLASLt's bf16 tensor-core
+// kernels expect; other shapes take the unfused route (cuBLAS GEMM + bias kernel / column sum).
+bool lt_aligned(int IC, int OC) { return IC % 8 == 0 && OC % 8 == 0; }
+
+void forward_f32(const OpContext& ctx, float* out, const float* inp, const float* w, const float* bias, int N,
+                 int IC, int OC) {
+  if (IC > 0 && bias &&
+      gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w, IC, CUDA_R_32F, 0.0f, out, OC, ctx.gemm_compute,
+                          CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(bias)})) {
+    return;  // out (N,OC) = inp w^T + bias in one cuBLASLt call (bias in the GEMM's epilogue)
+  }
+  if (IC == 0)  // empty sum; do not rely on cuBLAS's handling of k == 0
+    XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), ctx.stream));
+  else
+    gemm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, w, IC, 0, 0.0f, out, OC, 0);  // out (N,OC) = inp w^T
+  if (bias) add_bias(ctx, out, bias, N, OC);
+}
+
+void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float* w, const float* bias, int N, int IC,
+                  int OC) {
+  if (IC == 0) {
+    XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(bf16), ctx.stream));
+    if (bias) add_bias(ctx, out, bias, N, OC);
+    return;
+  }
+  const Bf16Copy w16(ctx, w, OC, IC);
+  if (bias && lt_aligned(IC, OC)) {
+    // cuBLASLt wants the bias in D's type for a bf16 D (an fp32 bias is refused with INVALID_VALUE on the
+    // H200, cuBLAS 13.1): a bf16 copy, as PyTorch's autocast also rounds the bias of a bf16 linear.
+    const Bf16Copy b16(ctx, bias, 1, OC);
+    if (gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
+                            CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BIAS, const_cast<bf16*>(b16.get()), CUDA_R_16BF}))
+      return;
+  }
+  gemm_bf16(ctx, false, true, N, OC, IC, 1.0f, inp, IC, w16.get(), w16.ld, 0.0f, out, CUDA_R_16BF, OC);
+  if (bias) add_bias(ctx, out, bias, N, OC);
+}
+
+void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
+                  const float* w, int N, int IC, int OC, float beta) {
+  if (IC > 0) {
+    gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, beta, dinp, IC, 0);  // dinp (N,IC) (+)= dout w
+    gemm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);   // dw (OC,IC) += dout^T inp
+  }
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
+}
+
+// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0), then dbias += dout's column sums (the
+// fixed-order column reduction of column_reduce.cuh). Not cuBLASLt's BGRADB epilogue: with it the heuristic
+// picks split-K algorithms with a reduce kernel plus a separate bias-gradient kernel per call, and the plain
+// GEMM plus one column sum measured faster (seed config +1.4% tok/s, GPT-2 124M within noise; one H200,
+// docs/benchmarks.md "Small kernels").
+void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
+                       int OC) {
+  gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+}
+
+void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp,
+                   const float* w, int N, int IC, int OC, float beta) {
+  if (IC == 0) {
+    if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+    return;
+  }
+  const Bf16Copy w16(ctx, w, OC, IC);
+  // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
+  gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
+  weight_grads_bf16(ctx, dw, dbias, dout, inp, N, IC, OC);
+}
+}  // namespace
+
+void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w, const float* bias, int N,
+                    int IC, int OC) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (N == 0 || OC == 0) return;
+  if (ctx.bf16)
+    forward_bf16(ctx, static_cast<bf16*>(out), static_cast<const bf16*>(inp), w, bias, N, IC, OC);
+  else
+    forward_f32(ctx, static_cast<float*>(out), static_cast<const float*>(inp), w, bias, N, IC, OC);
+}
+
+bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
+                         const float* bias, int N, int IC, int OC) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  const Bf16Copy w16(ctx, w, OC, IC);
+  std::optional<Bf16Copy> b16;  // a bf16 bias, as in forward_bf16
+  if (bias) b16.emplace(ctx, bias, 1, OC);
+  // pre (N,OC) = inp w^T + bias (the aux output), out = gelu(pre) from the fp32 sum, in one cuBLASLt call
+  return gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
+                             CUBLAS_COMPUTE_32F, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
+                             bias ? const_cast<bf16*>(b16->get()) : nullptr, CUDA_R_16BF, pre});
+}
+
+bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  const Bf16Copy w16(ctx, w, OC, IC);
+  // dpre (N,IC) = gelu'(pre) * (dout w): the dinp GEMM with GELU's gradient in its epilogue (pre as aux)
+  if (!gemm_lt(ctx, LtGemm{false, false, N, IC, OC, dout, OC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, dpre, IC,
+                           CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_16BF, const_cast<void*>(pre)}))
+    return false;
+  weight_grads_bf16(ctx, dw, dbias, static_cast<const bf16*>(dout), static_cast<const bf16*>(inp), N, IC, OC);
+  return true;
+}
+
+void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
+                     const float* w, int N, int IC, int OC, bool accumulate) {
+  XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
+  if (N > 0 && IC > 0 && (OC == 0 && !accumulate))  // an empty sum assigned: dinp = 0
+    XT_CUDA_CHECK(cudaMemsetAsync(dinp, 0, size_t(N) * IC * (ctx.bf16 ? 2 : 4), ctx.stream));
+  if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
+  const float beta = accumulate ? 1.0f : 0.0f;  // GEMM beta on dinp: += or =
+  if (ctx.bf16)
+    backward_bf16(ctx, static_cast<bf16*>(dinp), dw, dbias, static_cast<const bf16*>(dout),
+                  static_cast<const bf16*>(inp), w, N, IC, OC, beta);
+  else
+    backward_f32(ctx, static_cast<float*>(dinp), dw, dbias, static_cast<const float*>(dout),
+                 static_cast<const float*>(inp), w, N, IC, OC, beta);
+}
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,226 @@
+// Host launchers of the CUDA ops, one .cu file each. Contracts (shapes, formulas, += for backward)
+// are those of src/backend/backend.h; every launcher enqueues work on ctx.stream and checks the
+// launch. Scratch memory comes from ctx.alloc (stream-ordered reuse, see allocator.h).
+// Activation arguments (`void*`) point to float with --dtype fp32 and to __nv_bfloat16 with bf16
+// (OpContext::bf16); kernels are templates on that type, instantiated through with_act.
+#pragma once
+
+#include <cublasLt.h>
+#include <cublas_v2.h>
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/allocator.h"
+
+namespace xtrain::cuda {
+
+class CudnnAttention;
+
+// WeightMirror: the bf16 copy `bf16` of the fp32 buffer [src, src + count) that CudaBackend::prepare_weights
+// made (element i of the copy is to_bf16's rounding of src[i]); count 0 when no copy is valid. Invariant:
+// the backend drops it (count 0) before anything it runs writes into the range or frees the buffer, so a
+// copy in OpContext::weights always holds the current weights (backend.h, prepare_weights).
+struct WeightMirror {
+  const float* src = nullptr;
+  const __nv_bfloat16* bf16 = nullptr;
+  size_t count = 0;
+  // find: the copy of [p, p + n), or null unless that range lies inside the mirrored one.
+  const __nv_bfloat16* find(const float* p, size_t n) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), s = reinterpret_cast<uintptr_t>(src);
+    if (count == 0 || a < s || (a - s) % sizeof(float) != 0) return nullptr;
+    const size_t off = (a - s) / sizeof(float);
+    return off < count && n <= count - off ? bf16 + off : nullptr;
+  }
+  // overlaps: whether the bytes [p, p + bytes) touch the mirrored range.
+  bool overlaps(const void* p, size_t bytes) const {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(p), s = reinterpret_cast<uintptr_t>(src);
+    return count > 0 && bytes > 0 && a < s + count * sizeof(float) && s < a + bytes;
+  }
+};
+
+struct OpContext {
+  cudaStream_t stream = nullptr;
+  cublasHandle_t cublas = nullptr;
+  CachingAllocator* alloc = nullptr;
+  int* error_flag = nullptr;  // device int; kernels set it on bad input (checked at the next sync)
+  // Math of gemm() (attention's products, the matmul forward): CUBLAS_COMPUTE_32F (plain fp32, --dtype fp32) or
+  // CUBLAS_COMPUTE_32F_FAST_16BF (--dtype bf16: fp32 operands rounded to bf16 inside cuBLAS,
+  // tensor-core products, fp32 accumulation and fp32 output; cuBLAS docs, cublasComputeType_t).
+  cublasComputeType_t gemm_compute = CUBLAS_COMPUTE_32F;
+  // --dtype bf16: activations and their gradients are stored in bf16 (every `void*` argument), the
+  // matmuls multiply bf16 operands (weights through bf16 copies: `weights`, or to_bf16) with fp32 accumulation.
+  bool bf16 = false;
+  // Attention route (attention.cu), resolved from --attention (never automatic here): fused
+  // FlashAttention-2 kernels (flash_attention.cu; bf16 tensor-core products when bf16), cuBLAS GEMMs
+  // around a softmax kernel, or cuDNN's fused attention (cudnn_attention.h; bf16 only, through `cudnn`).
+  Attention attention = Attention::gemm;
+  CudnnAttention* cudnn = nullptr;  // the cuDNN handle and plan cache; set only on the cudnn route
+  cublasLtHandle_t cublaslt = nullptr;  // fused-epilogue GEMMs (gemm_lt)
+  void* workspace = nullptr;            // cuBLAS(Lt) workspace, shared: both run in order on `stream`
+  size_t workspace_bytes = 0;
+  // --dtype bf16: the bf16 copy of the parameters from the last prepare_weights; matmul.cu takes weights and
+  // biases from it where they lie inside it (else a scratch copy per call). Empty with fp32.
+  WeightMirror weights;
+};
+
+// with_act: calls f(T()) with T the activation storage type of ctx: __nv_bfloat16 when ctx.bf16, else
+// float. Launchers use it as `with_act(ctx, [&](auto tag) { using T = decltype(tag); ... })`.
+template <typename F>
+void with_act(const OpContext& ctx, F&& f) {
+  if (ctx.bf16) f(__nv_bfloat16());
+  else f(float());
+}
+
+// Bad-input codes a kernel writes into OpContext::error_flag (first error wins).
+enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2, kBadPosition = 3 };
+
+void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte,
+                     const float* wpe, int B, int T, int C);
+void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void* dout,
+                      const int32_t* tokens, int B, int T, int C);
+
+void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
+                       const float* w, const float* b, int N, int C);
+// residual_layernorm_forward: res = a + b, then layernorm_forward(res) in one kernel, the same bits.
+void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, float* mean, float* rstd, const void* a,
+                                const void* b, const float* w, const float* bias, int N, int C);
+void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
+                        const void* inp, const float* w, const float* mean, const float* rstd, int N,
+                        int C);
+
+void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w,
+                    const float* bias, int N, int IC, int OC);
+// accumulate: dinp += (Backend's Grad::accumulate) or dinp = (Grad::assign); likewise dqkv, GELU's dinp.
+void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
+                     const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
+
+// matmul_gelu_forward / gelu_matmul_backward: the Backend ops of that name fused into cuBLASLt epilogues
+// (bf16, IC and OC multiples of 8). Return false, doing nothing, where they do not fuse: the caller then
+// takes the Backend's default route (matmul and gelu ops).
+bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
+                         const float* bias, int N, int IC, int OC);
+bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC);
+
+// attention_route: the route attention_forward/backward take for these sizes: ctx.attention where that
+// route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash
+// where it can, else gemm. attention_scratch_count: the floats of `att` that route keeps.
+Attention attention_route(const OpContext& ctx, int T, int HS);
+size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS);
+void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T,
+                       int NH, int KVH, int HS);
+void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
+                        const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
+
+// attention_decode: append to the KV cache and attend over it (attention_decode.cu; Backend contract).
+void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
+                      const int32_t* pos, int maxT, int NH, int KVH, int HS);
+
+void gelu_forward(const OpContext& ctx, void* out, const void* inp, size_t count);
+void gelu_backward(const OpContext& ctx, void* dinp, const void* inp, const void* dout,
+                   size_t count, bool accumulate);
+
+void residual_forward(const OpContext& ctx, void* out, const void* a, const void* b, size_t count);
+void add_inplace(const OpContext& ctx, void* dst, const void* src, size_t count);
+
+// dropout_apply: seq_keys (B) is host memory; copied to the device inside.
+void dropout_apply(const OpContext& ctx, void* x, const uint64_t* seq_keys, int B, size_t per_seq,
+                   float p);
+
+void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* dlogits,
+                                    const void* logits, const int32_t* targets, float dloss, int N,
+                                    int V, int Vp);
+
+// sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
+// device_error (optional): receives the device error flag (ctx.error_flag, DeviceError codes) read by the
+// same copy as the result, so a caller checking for bad input needs no second round trip.
+double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error = nullptr);
+
+// AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
+// most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
+// change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
+class AdamWTable {
+ public:
+  AdamWTable() = default;
+  ~AdamWTable();
+  AdamWTable(const AdamWTable&) = delete;
+  AdamWTable& operator=(const AdamWTable&) = delete;
+  // chunks_for: the number of chunks of `spans`, the table rebuilt (and uploaded on ctx.stream) first when
+  // they differ from the last call's. The spans must pass check_adamw_args (adamw_update checks them).
+  int chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans);
+  const void* device() const { return table_; }
+
+ private:
+  CachingAllocator* alloc_ = nullptr;
+  void* table_ = nullptr;  // num_chunks_ chunks (adamw.cu's AdamWChunk)
+  int num_chunks_ = 0;
+  std::vector<ParamSpan> spans_;  // what the table was built from
+};
+
+// adamw_update: the Backend op over every span in one launch (a block per chunk of `table`).
+void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,
+                  const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
+                  float weight_decay, float grad_scale, int t);
+
+// gemm: ROW-MAJOR C = alpha op(A) op(B) + beta C for `batch` matrices at fixed element strides
+// sA, sB, sC. op(A) (M,K), op(B) (K,N), C (M,N); lda/ldb/ldc are row strides (elements) of the
+// matrices as stored (A stored (M,K) or, when ta, (K,M)). fp32 storage, math ctx.gemm_compute.
+void gemm(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const float* A, int lda,
+          long long sA, const float* B, int ldb, long long sB, float beta, float* C, int ldc, long long sC,
+          int batch = 1);
+
+// gemm_bf16: as gemm, with A and B in bf16 (tensor cores, CUBLAS_COMPUTE_32F accumulation); C of type
+// c_type (CUDA_R_32F or CUDA_R_16BF: then beta C is read and the result written back in bf16).
+void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, float alpha, const __nv_bfloat16* A,
+               int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t c_type, int ldc);
+
+// LtGemm / gemm_lt: ROW-MAJOR C (M,N) = op(A) op(B) + beta C through cuBLASLt with a fused epilogue
+// (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
+// C of type c_type (fp32, or bf16 for bf16 activations), math `compute`; the bias vector of C's type. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
+// beta C is added; use beta 0). CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias):
+// aux (M,N) (row stride ldc, C's type) = the sum with bias, then C = gelu(aux) (GELU's tanh approximation,
+// computed from the fp32 sum); CUBLASLT_EPILOGUE_DGELU: C = gelu'(aux) * op(A) op(B), aux read (beta 0).
+// Returns false, doing nothing, when cuBLASLt offers no algorithm for the case; throws Error on any other
+// cuBLASLt failure.
+struct LtGemm {
+  bool ta, tb;
+  int M, N, K;
+  const void* A;
+  int lda;
+  const void* B;
+  int ldb;
+  cudaDataType_t ab_type;
+  float beta;
+  void* C;
+  int ldc;
+  cublasComputeType_t compute;
+  cublasLtEpilogue_t epilogue;
+  void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C)
+  cudaDataType_t c_type = CUDA_R_32F;
+  void* aux = nullptr;  // GELU_AUX(_BIAS): written; DGELU: read. (M,N) of c_type, row stride ldc
+};
+bool gemm_lt(const OpContext& ctx, const LtGemm& g);
+
+// bf16_ld: the row stride of a bf16 copy of a matrix with `cols` columns: rounded up to 8 elements,
+// so every row starts 16-byte aligned (cuBLAS's tensor-core kernels want aligned rows; V = 50257).
+inline int bf16_ld(int cols) { return (cols + 7) / 8 * 8; }
+// to_bf16: dst (rows, bf16_ld(cols)) = src (rows, cols) rounded to nearest even; padding unwritten.
+void to_bf16(const OpContext& ctx, __nv_bfloat16* dst, const float* src, int rows, int cols);
+// to_bf16_flat: dst (count) = src (count) rounded as to_bf16, in one launch (prepare_weights' copy).
+void to_bf16_flat(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count);
+
+// column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
+void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
+void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C);
+
+// Conversions between bf16 activations and fp32 scratch (count elements, contiguous; convert.cu).
+// to_f32: dst = src. from_f32: dst = src rounded to nearest even, or dst += src when accumulate.
+void to_f32(const OpContext& ctx, float* dst, const __nv_bfloat16* src, size_t count);
+void from_f32(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count, bool accumulate);
+
+}  // namespace xtrain::cuda

@@ -1,0 +1,113 @@
+// The one file that knows which backends and communicators were compiled in (ggml-backend style).
+// XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
+#include <memory>
+#include <string>
+
+#include "backend/backend.h"
+#include "backend/cpu/cpu_backend.h"
+#include "comm/comm.h"
+#include "comm/mpi_context.h"
+#include "comm/thread_world.h"
+#include "core/error.h"
+#ifdef XTRAIN_HAVE_CUDA
+#include "backend/cuda/cuda_backend.h"
+#endif
+
+namespace xtrain {
+
+std::string compiled_backends() {
+#ifdef XTRAIN_HAVE_CUDA
+  return "cpu, cuda";
+#else
+  return "cpu";
+#endif
+}
+
+Device parse_device(const std::string& s) {
+  if (s == "auto") return Device::automatic;
+  if (s == "cpu") return Device::cpu;
+  if (s == "cuda") return Device::cuda;
+  throw UsageError("--device must be auto, cpu or cuda (got '" + s + "')");
+}
+
+DType parse_dtype(const std::string& s) {
+  if (s == "auto") return DType::automatic;
+  if (s == "fp32") return DType::fp32;
+  if (s == "bf16") return DType::bf16;
+  throw UsageError("--dtype must be auto, fp32 or bf16 (got '" + s + "')");
+}
+
+Attention parse_attention(const std::string& s) {
+  if (s == "auto") return Attention::automatic;
+  if (s == "flash") return Attention::flash;
+  if (s == "gemm") return Attention::gemm;
+  if (s == "cudnn") return Attention::cudnn;
+  throw UsageError("--attention must be auto, flash, gemm or cudnn (got '" + s + "')");
+}
+
+int visible_gpu_count() {
+#ifdef XTRAIN_HAVE_CUDA
+  return cuda_device_count();
+#else
+  return 0;
+#endif
+}
+
+const char* to_string(Device d) { return d == Device::cpu ? "cpu" : d == Device::cuda ? "cuda" : "auto"; }
+const char* to_string(DType t) { return t == DType::fp32 ? "fp32" : t == DType::bf16 ? "bf16" : "auto"; }
+const char* to_string(Attention a) {
+  return a == Attention::flash ? "flash" : a == Attention::gemm ? "gemm" : a == Attention::cudnn ? "cudnn" : "auto";
+}
+
+std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
+  BackendOptions opts = in;
+#ifdef XTRAIN_HAVE_CUDA
+  if (opts.device == Device::automatic) opts.device = cuda_device_available() ? Device::cuda : Device::cpu;
+#else
+  if (opts.device == Device::automatic) opts.device = Device::cpu;
+  if (opts.device == Device::cuda)
+    throw UsageError("--device cuda: this xtrain was built without CUDA (configure with -DXTRAIN_CUDA=ON)");
+#endif
+  // bf16 mixed precision is the fast default on GPUs; the CPU backend trains in fp32.
+  if (opts.dtype == DType::automatic) opts.dtype = opts.device == Device::cuda ? DType::bf16 : DType::fp32;
+  if (opts.device == Device::cpu) {
+    if (opts.dtype != DType::fp32)
+      throw UsageError(std::string("--dtype ") + to_string(opts.dtype) +
+                       " needs the CUDA backend (--device cuda); the CPU backend trains in fp32");
+    if (opts.attention != Attention::automatic)
+      throw UsageError(std::string("--attention ") + to_string(opts.attention) +
+                       " needs the CUDA backend (--device cuda); the CPU backend has one attention route");
+    return make_cpu_backend();
+  }
+#ifdef XTRAIN_HAVE_CUDA
+  return make_cuda_backend(opts);
+#else
+  throw Error(std::string("no backend for device ") + to_string(opts.device));  // unreachable: cuda refused above
+#endif
+}
+
+std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
+  // Picked by the backend's typed kind: NCCL on device memory, MPI on host memory.
+#ifdef XTRAIN_HAVE_CUDA
+  if (backend.kind() == Device::cuda) return make_nccl_communicator(mpi, backend, comm_timeout_s);
+#endif
+  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
+  return make_mpi_communicator(mpi, comm_timeout_s);
+}
+
+
+std::unique_ptr<Communicator> make_thread_rank_communicator(ThreadWorld& world, int rank, HostCollectives& startup,
+                                                            Backend& backend, double comm_timeout_s) {
+  // The same choice as make_communicator: NCCL on device memory (its host side in-process), the
+  // in-process communicator on host memory.
+#ifdef XTRAIN_HAVE_CUDA
+  if (backend.kind() == Device::cuda)
+    return make_nccl_communicator(startup, make_thread_communicator(world, rank, comm_timeout_s), backend,
+                                  comm_timeout_s);
+#endif
+  (void)startup;
+  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
+  return make_thread_communicator(world, rank, comm_timeout_s);
+}
+
+}  // namespace xtrain

@@ -1,0 +1,28 @@
+// Per-rank messages and rank-0 printing (see src/core/log.h).
+#include "core/log.h"
+
+#include <cstdarg>
+#include <cstdio>
+
+namespace xtrain {
+
+std::string rank_prefix(int rank, const std::string& host) {
+  return "rank " + std::to_string(rank) + " (" + host + "): ";
+}
+
+void print_rank_line(int rank, const std::string& host, const std::string& message) {
+  const std::string line = rank_prefix(rank, host) + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
+void print0(int rank, const char* fmt, ...) {
+  if (rank != 0) return;
+  va_list args;
+  va_start(args, fmt);
+  std::vfprintf(stdout, fmt, args);
+  va_end(args);
+  std::fflush(stdout);
+}
+
+}  // namespace xtrain

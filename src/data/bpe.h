@@ -1,0 +1,78 @@
+// Internal pieces of the GPT-2 tokenizer: the byte <-> unicode alphabet of GPT-2's encoder.py, the
+// byte-pair merge of one pre-token (tiktoken semantics), and the PCRE2 pre-tokenizer. The public
+// interface is src/data/tokenizer.h; these are split out so each file stays small and testable.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+namespace xtrain::bpe {
+
+// byte_to_unicode: GPT-2's bytes_to_unicode() (openai/gpt-2 src/encoder.py): printable bytes
+// '!'..'~', '\xa1'..'\xac', '\xae'..'\xff' map to the same code point; the other 68 bytes map, in
+// increasing byte order, to U+0100, U+0101, ... (so ' ' -> U+0120 'Ġ', '\n' -> U+010A 'Ċ').
+const std::array<char32_t, 256>& byte_to_unicode();
+
+// token_text_to_bytes: a vocabulary string written in that alphabet (UTF-8) -> the raw bytes.
+// Returns false when the string is not valid UTF-8 or holds a code point outside the alphabet.
+bool token_text_to_bytes(std::string_view text, std::string* bytes);
+
+// Merger: byte-pair merging with tiktoken's rule: repeatedly merge the adjacent pair whose
+// concatenated bytes is the mergeable token of lowest rank (leftmost on ties). A token's rank is the
+// index of the merge that produced it (vocab.bpe line order); for GPT-2 rank + 256 == id, so this is
+// exactly tiktoken's byte_pair_merge on its mergeable_ranks.
+class Merger {
+ public:
+  // byte_ids[b]: id of the single-byte token b. produced: (left id, right id, result id) per merge,
+  // in rank order. token_bytes[id]: bytes of every id (used to find all splits of a merged token).
+  Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::array<int32_t, 3>>& merges,
+         const std::vector<std::string>& token_bytes);
+
+  // merge: one pre-token (bytes, non-empty) -> ids appended to *out. O(n log n) in piece bytes.
+  void merge(std::string_view piece, std::vector<int32_t>* out) const;
+
+ private:
+  struct RankId {
+    int32_t rank;
+    int32_t id;
+  };
+  static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
+  std::array<int32_t, 256> byte_ids_;
+  std::unordered_map<uint64_t, RankId> pairs_;  // (left id, right id) -> rank and id of the concatenation
+};
+
+// PreTokenizer: GPT-2's split regex
+//   's|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+
+// compiled by PCRE2 with PCRE2_UTF | PCRE2_UCP (Unicode classes) and PCRE2_MATCH_INVALID_UTF, JIT when
+// available. Invalid UTF-8 bytes match no alternative; each run of them becomes its own piece, so
+// every input byte lands in exactly one piece and decode(encode(x)) == x for any bytes.
+class PreTokenizer {
+ public:
+  // use_jit=false forces the interpreter; window_bytes is the interpreter's search window (see
+  // first_match; tests shrink it to exercise the window edges). Throws Error when the pattern does
+  // not compile.
+  static constexpr size_t kWindowMarginBytes = 16;
+  explicit PreTokenizer(bool use_jit = true, size_t window_bytes = 256);
+  ~PreTokenizer();
+  PreTokenizer(const PreTokenizer&) = delete;
+  PreTokenizer& operator=(const PreTokenizer&) = delete;
+
+  // split: calls fn(piece) for consecutive non-empty pieces covering all of text. Thread-safe.
+  void split(std::string_view text, const std::function<void(std::string_view)>& fn) const;
+  bool jit() const { return jit_; }
+
+ private:
+  bool first_match(std::string_view rest, void* match_data, size_t* start, size_t* end) const;
+  struct Code;
+  std::unique_ptr<Code> code_;
+  size_t window_bytes_;
+  bool jit_ = false;
+};
+
+}  // namespace xtrain::bpe

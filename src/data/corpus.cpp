@@ -1,0 +1,169 @@
+// The training corpus: --data files, their shared tokenizing and the joined stream (see
+// src/data/corpus.h).
+#include "data/corpus.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <map>
+#include <utility>
+
+#include "comm/agree.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/log.h"
+#include "data/token_cache.h"
+
+namespace xtrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+// check_data_file: path is a regular file (after symlinks) that this process may read.
+void check_data_file(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (ec || !fs::exists(st))
+    XT_FAIL("cannot read " << path << ": " << (ec ? ec.message() : std::string("No such file or directory")));
+  if (!fs::is_regular_file(st))
+    XT_FAIL("--data " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
+  if (::access(path.c_str(), R_OK) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  if (starts_with_token_cache_magic(path))
+    throw UsageError("--data " + path + ": a token cache (it starts with the cache's magic), not a text");
+}
+
+bool is_shard_name(const std::string& name) {
+  return !name.empty() && name[0] != '.' && name.find(".tokcache") == std::string::npos;
+}
+
+}  // namespace
+
+std::vector<std::string> data_spec_entries(const std::string& spec) {
+  std::vector<std::string> entries;
+  size_t at = 0;
+  for (;;) {
+    const size_t comma = spec.find(',', at);
+    const std::string path = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (path.empty()) throw UsageError("--data \"" + spec + "\": an empty path in the list");
+    entries.push_back(path);
+    if (comma == std::string::npos) return entries;
+    at = comma + 1;
+  }
+}
+
+std::vector<std::string> list_data_files(const std::string& spec) {
+  std::vector<std::string> files;
+  for (const std::string& path : data_spec_entries(spec)) {
+    std::error_code ec;
+    if (fs::is_directory(path, ec)) {
+      std::vector<std::string> names;
+      for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
+        if (is_shard_name(it->path().filename().string())) names.push_back(it->path().filename().string());
+      if (ec) XT_FAIL("--data " << path << ": cannot read the directory: " << ec.message());
+      if (names.empty()) XT_FAIL("--data " << path << ": no data files in the directory");
+      std::sort(names.begin(), names.end());
+      for (const std::string& n : names) files.push_back((fs::path(path) / n).string());
+    } else {
+      const std::string ext = ".tokcache";
+      if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+        throw UsageError("--data " + path + ": a token cache, not a text (give the text it was made from)");
+      files.push_back(path);
+    }
+  }
+  std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file listed twice would be trained on twice
+  for (const std::string& f : files) {
+    check_data_file(f);
+    struct stat st{};
+    if (::stat(f.c_str(), &st) != 0) XT_FAIL("cannot read " << f << ": " << std::strerror(errno));
+    const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), f);
+    if (!fresh)
+      throw UsageError("--data lists one file twice: " + it->second + " and " + f +
+                       (it->second == f ? "" : " (the same file)"));
+  }
+  return files;
+}
+
+TokenStream join_files(const std::vector<TokenStream>& files, int eot_id) {
+  // one shared one-id vector serves every separator
+  auto eot = std::make_shared<const std::vector<int32_t>>(1, eot_id);
+  TokenStream joined;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i > 0 && eot_id >= 0) joined.append(TokenView{eot->data(), 1, 4}, eot);
+    joined.append(files[i]);
+  }
+  return joined;
+}
+
+TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, const std::vector<std::string>& files,
+                        std::shared_ptr<const Tokenizer> tok, const CorpusOptions& opt) {
+  const int rank = group.rank();
+  const std::string log_prefix = rank_prefix(rank, group.host());
+  if (files.size() > 1 && !opt.tokens_cache.empty())
+    throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(files.size()) +
+                     " --data files each cache is <file>.tokcache");
+  // Without a separator the last token of one file would be followed by the first of the next as if
+  // one text went on: refused rather than joined silently (join_files).
+  if (files.size() > 1 && tok->eot_id() < 0)
+    throw UsageError("--data names " + std::to_string(files.size()) +
+                     " files, but the tokenizer has no <|endoftext|> token to separate them; join them into one file "
+                     "or use a tokenizer with <|endoftext|>");
+  using Loaded = std::map<size_t, TokenStream>;
+  struct Result {
+    Loaded streams;
+    double tokenized = 0;  // files this rank tokenized
+  };
+  Result mine;
+  // Phase 1 (not with --no-cache, where every rank tokenizes every file in phase 2).
+  if (!opt.no_cache) {
+    mine = agree_while_working(group, [=] {
+      Result r;
+      for (size_t i = static_cast<size_t>(local_rank); i < files.size(); i += static_cast<size_t>(local_size)) {
+        bool tokenized = false;
+        r.streams[i] = load_tokens(files[i], *tok, opt.tokens_cache, true, log_prefix, rank, &tokenized);
+        r.tokenized += tokenized;
+      }
+      return r;
+    });
+  }
+  std::vector<bool> done(files.size(), false);
+  for (const auto& kv : mine.streams) done[kv.first] = true;
+  Loaded rest = agree_while_working(group, [=] {
+    Loaded r;
+    for (size_t i = 0; i < files.size(); ++i) {
+      if (done[i]) continue;
+      if (opt.no_cache) {
+        r[i] = TokenStream(encode_with_progress(*tok, read_file(files[i]), files[i], rank));
+      } else {  // a peer of this node made the cache: map it (tokenize in memory when it could not)
+        r[i] = load_tokens(files[i], *tok, opt.tokens_cache, false, log_prefix, rank);
+      }
+    }
+    return r;
+  });
+  std::vector<TokenStream> parts(files.size());
+  for (auto& [i, s] : mine.streams) parts[i] = std::move(s);
+  for (auto& [i, s] : rest) parts[i] = std::move(s);
+  TokenStream joined = join_files(parts, tok->eot_id());
+  // files tokenized per rank (one slot each), and the node count (the ranks of local rank 0)
+  std::vector<double> counts(static_cast<size_t>(group.world_size()) + 1, 0.0);
+  counts[static_cast<size_t>(rank)] = mine.tokenized;
+  counts.back() = local_rank == 0 ? 1 : 0;
+  group.all_reduce_sum_host(counts.data(), static_cast<int>(counts.size()));
+  double tokenized = 0, ranks = 0;
+  for (size_t r = 0; r + 1 < counts.size(); ++r) tokenized += counts[r], ranks += counts[r] > 0;
+  const double nodes = counts.back();
+  if (!opt.no_cache) {
+    char now[64] = "none";
+    if (tokenized > 0) std::snprintf(now, sizeof now, "%.0f on %.0f rank%s", tokenized, ranks, ranks == 1 ? "" : "s");
+    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n",
+           files.size(), files.size() == 1 ? "" : "s", joined.size(), now,
+           static_cast<double>(files.size()) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
+  }
+  return joined;
+}
+
+}  // namespace xtrain

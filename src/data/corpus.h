@@ -1,0 +1,54 @@
+// The training corpus of --data: one text file, several, or a directory of shards, joined into one
+// token stream. Tokenizing is shared by the ranks of a node (each a share of the files that lack a
+// valid token cache), then every rank maps every cache, so a node holds one page-cache copy.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "comm/host_collectives.h"
+#include "data/token_stream.h"
+#include "data/tokenizer.h"
+
+namespace xtrain {
+
+// list_data_files: the text files named by a --data value: comma-separated paths, each a file or a
+// directory. A directory gives its entries sorted by name (byte order), leaving out hidden names
+// (".*") and token caches (names containing ".tokcache", including their temporary files); each
+// must be a regular file (or a symlink to one). Throws Error "cannot read <path>: <strerror>" for a
+// missing or unreadable path, "--data <path>: cannot read: not a regular file ..." for a FIFO, device
+// or subdirectory, "--data <dir>: no data files in the directory" for an empty directory.
+// A file given by name that ends in ".tokcache" is refused ("--data <path>: a token cache, not a text").
+std::vector<std::string> list_data_files(const std::string& spec);
+
+// data_spec_entries: the comma-separated entries of a --data value as given (files or directories),
+// the one split list_data_files uses. Throws Error for an empty entry.
+std::vector<std::string> data_spec_entries(const std::string& spec);
+
+// join_files: the one rule joining files into the stream: their streams in order with the <|endoftext|>
+// id (eot_id) between consecutive files, none after the last, nothing between when eot_id < 0. So one
+// file gives exactly its own stream, and files a, b give the stream of the single text
+// a + "<|endoftext|>" + b (the tokenizer encodes special tokens in text to their ids).
+TokenStream join_files(const std::vector<TokenStream>& files, int eot_id);
+
+// CorpusOptions: tokens_cache: the cache of a single file ("" = <file>.tokcache; a UsageError with
+// several files); no_cache: tokenize every file in memory on every rank, no cache read or written.
+struct CorpusOptions {
+  std::string tokens_cache;
+  bool no_cache = false;
+};
+
+// load_corpus: collective over group (every rank calls it with the same files). Phase 1: local rank
+// r of each node makes sure the caches of files i with i % local_size == r are valid (tokenizing
+// and writing those that are not). Phase 2: every rank maps the caches of the other files (in memory
+// when a cache is still missing, e.g. an unwritable directory). Both phases run under
+// agree_while_working (agree.h), so a rank that fails names its file and every rank throws within
+// --comm-timeout. Rank 0 prints one line: files, tokens, caches reused and files tokenized.
+// Returns join_files of the files' streams. Throws UsageError, before any collective, for several
+// files with opt.tokens_cache, or several files with a tokenizer that has no <|endoftext|> (nothing
+// would separate them).
+TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, const std::vector<std::string>& files,
+                        std::shared_ptr<const Tokenizer> tok, const CorpusOptions& opt);
+
+}  // namespace xtrain

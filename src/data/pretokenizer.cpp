@@ -1,0 +1,101 @@
+// GPT-2's pre-tokenizer regex through PCRE2 (see bpe.h for the pattern and the invalid-UTF-8 rule).
+#define PCRE2_CODE_UNIT_WIDTH 8
+#include <pcre2.h>
+
+#include <algorithm>
+
+#include "bpe.h"
+#include "core/error.h"
+
+namespace xtrain::bpe {
+
+namespace {
+
+// openai/gpt-2 src/encoder.py; tiktoken's "gpt2" pattern is the same language written with
+// possessive quantifiers and `'(?:[sdmt]|ll|ve|re)`.
+constexpr const char* kPattern =
+    R"('s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+)";
+
+std::string pcre2_message(int code) {
+  PCRE2_UCHAR buf[256];
+  const int n = pcre2_get_error_message(code, buf, sizeof(buf));
+  return n < 0 ? "PCRE2 error " + std::to_string(code) : std::string(reinterpret_cast<char*>(buf), size_t(n));
+}
+
+struct MatchData {
+  pcre2_match_data* md;
+  explicit MatchData(const pcre2_code* re) : md(pcre2_match_data_create_from_pattern(re, nullptr)) {
+    XT_CHECK(md != nullptr, "pcre2_match_data_create_from_pattern: out of memory");
+  }
+  ~MatchData() { pcre2_match_data_free(md); }
+  MatchData(const MatchData&) = delete;
+  MatchData& operator=(const MatchData&) = delete;
+};
+
+}  // namespace
+
+struct PreTokenizer::Code {
+  pcre2_code* re = nullptr;
+  ~Code() { pcre2_code_free(re); }
+};
+
+PreTokenizer::PreTokenizer(bool use_jit, size_t window_bytes)
+    : code_(std::make_unique<Code>()), window_bytes_(window_bytes) {
+  XT_CHECK(window_bytes_ > kWindowMarginBytes, "window " << window_bytes_ << " must exceed the margin");
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  code_->re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
+                            PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
+  XT_CHECK(code_->re != nullptr, "pcre2_compile at offset " << err_offset << ": " << pcre2_message(err));
+  uint32_t have_jit = 0;
+  pcre2_config(PCRE2_CONFIG_JIT, &have_jit);
+  // JIT is an optimisation only: when it is unavailable or fails, pcre2_match interprets.
+  if (use_jit && have_jit) jit_ = pcre2_jit_compile(code_->re, PCRE2_JIT_COMPLETE) == 0;
+}
+
+PreTokenizer::~PreTokenizer() = default;
+
+// first_match: the first match in `rest` as [*start, *end); false when there is none (only invalid
+// UTF-8 is left). The interpreter scans the whole subject for invalid UTF-8 on every call (JIT does
+// not), which makes one call per piece quadratic in the text length; so the interpreter sees a
+// window of the text. A match is accepted only when it ends kWindowMarginBytes before the window's
+// end: every alternative decides within 3 characters of where it starts or of where its match ends
+// (contractions, the optional space plus one class character, the one-character lookahead), so such
+// a match is the one the whole text gives. Otherwise the window doubles.
+bool PreTokenizer::first_match(std::string_view rest, void* match_data, size_t* start, size_t* end) const {
+  auto* md = static_cast<pcre2_match_data*>(match_data);
+  for (size_t window = jit_ ? rest.size() : window_bytes_;; window *= 2) {
+    const size_t len = std::min(window, rest.size());
+    const int rc = pcre2_match(code_->re, reinterpret_cast<PCRE2_SPTR>(rest.data()), len, 0, 0, md, nullptr);
+    XT_CHECK(rc > 0 || rc == PCRE2_ERROR_NOMATCH, "pcre2_match: " << pcre2_message(rc));
+    const bool whole = len == rest.size();
+    if (rc > 0) {
+      const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(md);
+      if (whole || ov[1] + kWindowMarginBytes <= len) {
+        *start = ov[0];
+        *end = ov[1];
+        XT_CHECK(*end > *start && *end <= len, "empty or out-of-range pre-token match");
+        return true;
+      }
+    } else if (whole) {
+      return false;
+    }
+  }
+}
+
+void PreTokenizer::split(std::string_view text, const std::function<void(std::string_view)>& fn) const {
+  if (text.empty()) return;
+  MatchData data(code_->re);
+  while (!text.empty()) {
+    size_t start = 0, end = 0;
+    if (!first_match(text, data.md, &start, &end)) {  // only invalid UTF-8 is left
+      fn(text);
+      return;
+    }
+    if (start > 0) fn(text.substr(0, start));  // bytes skipped as invalid UTF-8
+    fn(text.substr(start, end - start));
+    text.remove_prefix(end);
+  }
+}
+
+}  // namespace xtrain::bpe

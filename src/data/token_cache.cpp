@@ -1,0 +1,290 @@
+// Token cache files (format in src/data/token_cache.h).
+#include "data/token_cache.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+#include <mutex>
+
+#include "core/error.h"
+#include "core/io.h"
+
+namespace xtrain {
+
+namespace {
+
+constexpr char kMagic[8] = {'X', 'T', 'T', 'O', 'K', 'E', 'N', 'S'};
+constexpr uint32_t kVersion = 3;
+constexpr size_t kHeaderBytes = 88;
+
+void put_le(std::string* buf, uint64_t v, int bytes) {
+  for (int k = 0; k < bytes; ++k) buf->push_back(char((v >> (8 * k)) & 0xFF));
+}
+uint64_t get_le(const unsigned char* p, int bytes) {
+  uint64_t v = 0;
+  for (int k = 0; k < bytes; ++k) v |= uint64_t(p[k]) << (8 * k);
+  return v;
+}
+
+// CacheFile: what an existing cache path holds, to decide whether it may be replaced: a token cache
+// (damaged or not) or an empty file (e.g. left by a crash) may be; a foreign file or one this
+// process cannot read (it cannot tell which) is never.
+enum class CacheFile { missing, token_cache, empty, foreign, unreadable };
+CacheFile classify_cache(const std::string& path, std::string* why) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    *why = std::strerror(errno);
+    return CacheFile::unreadable;
+  }
+  char magic[sizeof(kMagic)] = {};
+  size_t got = 0;
+  ssize_t n = 0;
+  while (got < sizeof magic && (n = ::read(fd, magic + got, sizeof magic - got)) > 0) got += size_t(n);
+  const int read_errno = errno;
+  ::close(fd);
+  if (n < 0) {
+    *why = std::strerror(read_errno);
+    return CacheFile::unreadable;
+  }
+  if (got == 0) return CacheFile::empty;
+  // the whole magic, or a cache cut short inside it (damaged: rebuilt, not left as a foreign file)
+  return std::memcmp(magic, kMagic, got) == 0 ? CacheFile::token_cache : CacheFile::foreign;
+}
+
+// dir_writable: this process may create files in the directory of path.
+bool dir_writable(const std::string& path) {
+  std::string dir = std::filesystem::path(path).parent_path().string();
+  return ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
+}
+
+}  // namespace
+
+bool looks_like_token_cache(const std::string& path) {
+  std::string why;
+  const CacheFile f = classify_cache(path, &why);
+  return f == CacheFile::token_cache || f == CacheFile::empty;
+}
+
+bool starts_with_token_cache_magic(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  char magic[sizeof(kMagic)] = {};
+  const ssize_t n = ::pread(fd, magic, sizeof magic, 0);
+  ::close(fd);
+  return n == ssize_t(sizeof magic) && std::memcmp(magic, kMagic, sizeof magic) == 0;
+}
+
+SourceId stat_source(const std::string& path) {
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  SourceId s;
+  s.bytes = static_cast<uint64_t>(st.st_size);
+  const auto ns = [](const struct timespec& t) { return uint64_t(t.tv_sec) * 1000000000ull + uint64_t(t.tv_nsec); };
+  s.mtime_ns = ns(st.st_mtim);
+  s.device = static_cast<uint64_t>(st.st_dev);
+  s.inode = static_cast<uint64_t>(st.st_ino);
+  s.ctime_ns = ns(st.st_ctim);
+  return s;
+}
+
+int token_id_bytes(int vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
+
+void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
+                       uint64_t tok_fingerprint, const SourceId& source) {
+  const int id_bytes = token_id_bytes(vocab_size);
+  std::string buf(kMagic, sizeof(kMagic));
+  buf.reserve(kHeaderBytes + size_t(id_bytes) * ids.size());
+  put_le(&buf, kVersion, 4);
+  put_le(&buf, uint64_t(id_bytes), 4);
+  put_le(&buf, tok_fingerprint, 8);
+  put_le(&buf, source.bytes, 8);
+  put_le(&buf, source.mtime_ns, 8);
+  put_le(&buf, source.hash, 8);
+  put_le(&buf, ids.size(), 8);
+  put_le(&buf, 0, 8);  // ids hash, filled in below
+  put_le(&buf, source.device, 8);
+  put_le(&buf, source.inode, 8);
+  put_le(&buf, source.ctime_ns, 8);
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size) XT_FAIL("cannot write token cache " << path << ": token id " << id
+                                                                         << " outside the vocabulary [0, " << vocab_size << ")");
+    put_le(&buf, uint32_t(id), id_bytes);
+  }
+  const uint64_t ids_hash = xxh3_64(buf.data() + kHeaderBytes, buf.size() - kHeaderBytes);
+  std::string hash_le;
+  put_le(&hash_le, ids_hash, 8);
+  buf.replace(56, 8, hash_le);
+  // Atomic replace (several ranks may write the same cache at once): readers, and mappings made
+  // before, see the old file or the complete new one.
+  write_file_atomic(path, buf, "cannot write token cache");
+}
+
+std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path) {
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO never blocks
+  if (fd < 0) XT_FAIL("token cache " << path << ": cannot open: " << std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    XT_FAIL("token cache " << path << " is not a regular file");
+  }
+  const size_t size = static_cast<size_t>(st.st_size);
+  if (size < 12) {  // magic and version: enough to name an older format before its header size
+    ::close(fd);
+    XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
+  }
+  std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  const int map_errno = errno;
+  ::close(fd);  // a mapping keeps the file
+  if (map != MAP_FAILED) {
+    c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
+    c->bytes_ = static_cast<const unsigned char*>(map);
+  } else if (map_errno == ENOMEM) {  // no mapping left for this process: a private copy instead
+    static std::once_flag warned;
+    std::call_once(warned, [&] {
+      std::cerr << "warning: token cache " << path << ": mmap failed (" << std::strerror(map_errno)
+                << ": too many mappings, see vm.max_map_count, or an address-space limit, ulimit -v); this and "
+                   "further caches are read into memory, not shared between the ranks of a node\n";
+    });
+    c->copy_ = read_file(path);  // one line naming the path when it does not fit in memory either
+    if (c->copy_.size() != size) XT_FAIL("token cache " << path << " changed while it was read");
+    c->bytes_ = reinterpret_cast<const unsigned char*>(c->copy_.data());
+  } else {
+    XT_FAIL("token cache " << path << ": mmap failed: " << std::strerror(map_errno));
+  }
+  const unsigned char* p = c->bytes_;
+  if (std::memcmp(p, kMagic, sizeof(kMagic)) != 0) XT_FAIL("token cache " << path << " is not a token cache (bad magic)");
+  const uint64_t version = get_le(p + 8, 4);
+  if (version != kVersion) XT_FAIL("token cache " << path << " has format version " << version << ", expected " << kVersion);
+  if (size < kHeaderBytes)
+    XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
+  TokenCacheHeader& h = c->header_;
+  const uint64_t id_bytes = get_le(p + 12, 4);
+  if (id_bytes != 2 && id_bytes != 4) XT_FAIL("token cache " << path << " is corrupt (id width " << id_bytes << " bytes)");
+  h.id_bytes = int(id_bytes);
+  h.tokenizer_fingerprint = get_le(p + 16, 8);
+  h.source.bytes = get_le(p + 24, 8);
+  h.source.mtime_ns = get_le(p + 32, 8);
+  h.source.hash = get_le(p + 40, 8);
+  h.count = get_le(p + 48, 8);
+  h.ids_hash = get_le(p + 56, 8);
+  h.source.device = get_le(p + 64, 8);
+  h.source.inode = get_le(p + 72, 8);
+  h.source.ctime_ns = get_le(p + 80, 8);
+  // Compare in a form that cannot overflow for a corrupt count.
+  if ((size - kHeaderBytes) % id_bytes != 0 || (size - kHeaderBytes) / id_bytes != h.count)
+    XT_FAIL("token cache " << path << " is truncated or corrupt: header says " << h.count << " tokens of " << id_bytes
+                           << " bytes, file has " << size << " bytes");
+  if (xxh3_64(p + kHeaderBytes, size - kHeaderBytes) != h.ids_hash)
+    XT_FAIL("token cache " << path << " is corrupt (ids hash mismatch)");
+  return c;
+}
+
+MappedTokenCache::~MappedTokenCache() {
+  if (map_) ::munmap(map_, map_bytes_);
+}
+
+TokenView MappedTokenCache::ids() const {
+  return TokenView{bytes_ + kHeaderBytes, header_.count, header_.id_bytes};
+}
+
+std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,
+                                          int rank, const ProgressOptions& opt) {
+  Progress progress("tokenize " + name, text.size(), rank, opt);
+  std::vector<int32_t> ids = tok.encode(text, [&](size_t done) { progress.update(done); });
+  progress.finish();
+  return ids;
+}
+
+TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
+                        const std::string& log_prefix, int rank, bool* tokenized) {
+  if (tokenized) *tokenized = true;
+  std::string text;
+  bool have_text = false;
+  const auto read_text = [&] {
+    if (!have_text) text = read_file(text_path), have_text = true;
+  };
+  const auto encode = [&] {
+    read_text();
+    return encode_with_progress(tok, text, text_path, rank);
+  };
+  // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
+  // next to a device node.
+  if (cache_path.empty() && is_non_regular(text_path)) return TokenStream(encode());
+  if (cache_path.empty()) cache_path = text_path + ".tokcache";
+  if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
+    std::cerr << log_prefix << "warning: token cache " << cache_path
+              << " exists and is not a regular file; neither reading nor writing it\n";
+    return TokenStream(encode());
+  }
+  // Identity before reading: a text changed while we read it then fails the next run's quick check.
+  SourceId source = stat_source(text_path);
+  const auto as_stream = [](std::shared_ptr<const MappedTokenCache> c) {
+    TokenStream s;
+    s.append(c->ids(), c);
+    return s;
+  };
+  std::string why;
+  const CacheFile kind = ::access(cache_path.c_str(), F_OK) == 0 ? classify_cache(cache_path, &why) : CacheFile::missing;
+  if (kind == CacheFile::empty)  // e.g. left by a crash: a lost shortcut like a damaged cache
+    std::cerr << log_prefix << "warning: token cache " << cache_path << " is empty (0 bytes); re-tokenizing " << text_path << "\n";
+  if (kind == CacheFile::unreadable) {
+    std::cerr << log_prefix << "warning: token cache " << cache_path << " is unreadable (" << why
+              << "); tokenizing " << text_path << " in memory, not overwriting it\n";
+    return TokenStream(encode());
+  }
+  if (kind == CacheFile::foreign) {  // never replace it (e.g. --tokens-cache pointing at a corpus)
+    std::cerr << log_prefix << "warning: " << cache_path << " exists and is not a token cache; not overwriting it\n";
+    return TokenStream(encode());
+  }
+  if (kind == CacheFile::token_cache) {
+    try {
+      auto c = MappedTokenCache::open(cache_path);
+      const TokenCacheHeader& h = c->header();
+      const bool quick = h.source.same_stat(source);
+      bool same = h.tokenizer_fingerprint == tok.fingerprint() && h.source.bytes == source.bytes;
+      if (same && !quick) {
+        read_text();  // another file, or this one copied, touched or moved: the content decides
+        same = xxh3_64(text.data(), text.size()) == h.source.hash;
+      }
+      // Record the text's new identity (same ids), so later start-ups pass the quick check unread.
+      // Not in a directory this process cannot write: the copy of the ids would only be thrown away.
+      if (same && !quick && write_cache && dir_writable(cache_path)) {
+        SourceId now = source;
+        now.hash = h.source.hash;
+        try {
+          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now);
+        } catch (const Error& e) {  // e.g. a full disk: the cache is still valid
+          std::cerr << log_prefix << "warning: " << e.what() << "\n";
+        }
+      }
+      if (same) {
+        if (tokenized) *tokenized = false;
+        return as_stream(std::move(c));
+      }
+    } catch (const Error& e) {
+      // A damaged cache (or one of an older format) is only a lost shortcut: say so and rebuild it.
+      std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
+    }
+  }
+  std::vector<int32_t> ids = encode();
+  source.hash = xxh3_64(text.data(), text.size());
+  std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
+  if (write_cache) {  // missing, empty, stale, damaged or of an older format: (re)written
+    try {
+      write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source);
+      return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
+    } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
+      std::cerr << log_prefix << "warning: " << e.what() << "\n";
+    }
+  }
+  return TokenStream(std::move(ids));
+}
+
+}  // namespace xtrain

@@ -1,0 +1,120 @@
+// Token cache: the token stream of one text file in a binary file that training memory-maps
+// read-only, so later runs skip tokenizing and the ranks of a node share one page-cache copy.
+// Format version 3 (little-endian), the one reader and writer of it (xtrain_mpi, xtrain_tokenize):
+//   0  char[8] magic "XTTOKENS"        8  u32 version = 3         12 u32 id_bytes: 2 or 4
+//   16 u64 tokenizer fingerprint      24 u64 source size (bytes)  32 u64 source mtime (ns since epoch)
+//   40 u64 source hash (xxh3_64 of the text)                      48 u64 token count
+//   56 u64 ids hash (xxh3_64 of the stored id bytes)              64 u64 source device (st_dev)
+//   72 u64 source inode (st_ino)      80 u64 source ctime (ns since epoch)
+//   88 count ids of id_bytes each (uint16 when the vocabulary has <= 65536 ids, as llm.c's shards;
+//      uint32 otherwise); the file ends there. (Version 2 had no device, inode and ctime: the ids
+//      started at 64. Such caches fail open() and are rebuilt with a warning.)
+// Written atomically (write_file_atomic, io.h).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/progress.h"
+#include "data/token_stream.h"
+#include "data/tokenizer.h"
+
+namespace xtrain {
+
+// SourceId: what a cache records of the text it was made from. A cache belongs to a text when the
+// tokenizer fingerprint and the size match and either every stat field matches (size, mtime, device,
+// inode, ctime: no read of the text, make and rsync's quick check made strict) or, when a stat field
+// differs (a copy, a touch, tar or mv), the text's xxh3_64 matches the recorded one. Device and
+// inode tell apart two texts that agree in size and mtime (tar gives same-size files the same
+// whole-second mtime, mv keeps it); ctime changes on every write, rename or utimensat of the text.
+struct SourceId {
+  uint64_t bytes = 0;
+  uint64_t mtime_ns = 0;
+  uint64_t hash = 0;
+  uint64_t device = 0;
+  uint64_t inode = 0;
+  uint64_t ctime_ns = 0;
+  // same_stat: every field stat_source fills agrees (hash not compared).
+  bool same_stat(const SourceId& o) const {
+    return bytes == o.bytes && mtime_ns == o.mtime_ns && device == o.device && inode == o.inode && ctime_ns == o.ctime_ns;
+  }
+};
+
+// stat_source: size, mtime, device, inode and ctime of path (hash left 0). Throws Error "cannot read
+// <path>: <strerror>".
+SourceId stat_source(const std::string& path);
+
+// token_id_bytes: bytes per stored id for a vocabulary of vocab_size ids: 2 when every id fits in
+// uint16 (vocab_size <= 65536), else 4.
+int token_id_bytes(int vocab_size);
+
+struct TokenCacheHeader {
+  int id_bytes = 4;
+  uint64_t tokenizer_fingerprint = 0;
+  SourceId source;
+  uint64_t count = 0;
+  uint64_t ids_hash = 0;
+};
+
+// write_token_cache: writes ids (each in [0, vocab_size)) in the format above, ids of
+// token_id_bytes(vocab_size) bytes. Throws Error naming path when an id does not fit or the write
+// fails.
+void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
+                       uint64_t tok_fingerprint, const SourceId& source);
+
+// looks_like_token_cache: path starts with the cache magic (a token cache, maybe damaged or stale) or
+// is empty: a new cache may replace it; any other file (or one that cannot be read) is never overwritten.
+bool looks_like_token_cache(const std::string& path);
+
+// starts_with_token_cache_magic: path's first bytes are the whole cache magic (a token cache, however
+// named); false for anything else, including a file that cannot be read.
+bool starts_with_token_cache_magic(const std::string& path);
+
+// MappedTokenCache: a token cache mapped read-only (mmap, MAP_SHARED: every process mapping the file
+// shares its page-cache pages). open() checks magic, version, id width, that the file size is exactly
+// header + count x id_bytes, and the ids hash (one pass over the mapping, tens of GB/s); it throws
+// Error "token cache <path> ..." naming what is wrong (missing, truncated, foreign, corrupt). Where the
+// process may map no more files (ENOMEM: the kernel's vm.max_map_count, ~65,530 mappings, tens of
+// thousands of shards) the file is read into this process's memory instead, with one warning per process.
+class MappedTokenCache {
+ public:
+  static std::shared_ptr<const MappedTokenCache> open(const std::string& path);
+  ~MappedTokenCache();
+  MappedTokenCache(const MappedTokenCache&) = delete;
+  MappedTokenCache& operator=(const MappedTokenCache&) = delete;
+  const TokenCacheHeader& header() const { return header_; }
+  TokenView ids() const;
+
+ private:
+  MappedTokenCache() = default;
+  TokenCacheHeader header_;
+  void* map_ = nullptr;
+  size_t map_bytes_ = 0;
+  std::string copy_;                       // the file's bytes when it could not be mapped (read_file)
+  const unsigned char* bytes_ = nullptr;   // map_ or copy_
+};
+
+// load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
+// tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
+// when the cache cannot be written). A cache that matched by hash only is, when write_cache and its
+// directory is writable, rewritten with the text's current stat fields (same ids). cache_path ""
+// means text_path + ".tokcache" (none when text_path is not a regular file). A cache that is missing,
+// empty (0 bytes), stale, damaged or of an older format is rebuilt; one that exists and is not a
+// regular file, is not a token cache (no magic) or cannot be read is neither read nor overwritten.
+// Each such case is a warning on stderr starting with log_prefix (e.g. "rank 0 (host): "), then
+// "warning: " (an unreadable cache: "token cache <path> is unreadable (<strerror>); ..."). Throws
+// Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints
+// progress lines (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether
+// the text was tokenized (false: a cache was reused).
+TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
+                        const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr);
+
+// encode_with_progress: tok.encode(text), and on rank 0 the progress lines of progress.h named
+// "tokenize <name>": bytes done, MB/s and ETA at most every opt.interval_s, then the total.
+std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view text, const std::string& name,
+                                          int rank, const ProgressOptions& opt = {});
+
+}  // namespace xtrain

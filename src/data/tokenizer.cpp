@@ -1,0 +1,427 @@
+// Tokenizer: loads GPT-2's vocabulary from OpenAI's or Hugging Face's files, then encodes text as
+// special-token split -> PCRE2 pre-tokenizer -> cached byte-pair merge of each piece (as tiktoken).
+#include "data/tokenizer.h"
+
+#include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <mutex>
+#include <sstream>
+#include <unordered_map>
+
+#include <nlohmann/json.hpp>
+
+#include "bpe.h"
+#include "core/error.h"
+#include "core/io.h"
+
+namespace xtrain {
+
+namespace {
+
+// What both loaders produce: vocabulary strings in GPT-2's byte alphabet, merges as string pairs in
+// rank order, and literal special tokens.
+struct RawVocab {
+  std::string file;                                           // for error messages
+  std::vector<std::pair<std::string, int32_t>> vocab;         // token text -> id
+  std::vector<std::pair<std::string, std::string>> merges;    // rank order
+  std::vector<std::string> merge_where;                       // "vocab.bpe:7", "f: model.merges[5]"
+  std::vector<std::pair<std::string, int32_t>> specials;      // literal content -> id
+};
+
+nlohmann::json parse_json_file(const std::string& path) {
+  const std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number overflow
+    XT_FAIL(path << ": bad JSON: " << e.what());
+  }
+}
+
+// id_value: a token id from a JSON file, range-checked before narrowing (a JSON integer can be any
+// 64-bit value; get<int32_t>() would wrap it).
+int32_t id_value(const nlohmann::json& v, const std::string& where) {
+  if (!v.is_number_integer()) XT_FAIL(where << " has a non-integer id");
+  const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT32_MAX)
+                                           : v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
+  if (!fits) XT_FAIL(where << " has id " << v.dump() << ", outside the 32-bit range of token ids");
+  return v.get<int32_t>();
+}
+
+// check_hf_fields: every tokenizer.json field that changes ids either has the value GPT-2's file has
+// (what encode() implements: ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, no
+// normalizer, plain BPE, no truncation or padding, added tokens matched literally) or is refused with
+// one line naming it. Hence the fingerprint (vocabulary, merges, added tokens) identifies the ids.
+// Fields that only shape offsets or decoding (decoder, trim_offsets, "special") are accepted.
+void check_hf_fields(const nlohmann::json& root, const std::string& f) {
+  auto refuse = [&](const std::string& field, const nlohmann::json& v, const char* why) {
+    XT_FAIL(f << ": " << field << " = " << v.dump() << " is not supported (" << why << ")");
+  };
+  auto only_keys = [&](const nlohmann::json& obj, const std::string& where, std::initializer_list<const char*> keys) {
+    for (auto it = obj.begin(); it != obj.end(); ++it)
+      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
+        refuse(where + "." + it.key(), it.value(), "unknown field: it may change the ids");
+  };
+  only_keys(root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                                "post_processor", "decoder", "model"});
+  for (const char* k : {"truncation", "padding", "normalizer"})
+    if (root.contains(k) && !root[k].is_null()) refuse(k, root[k], "it changes the ids; only null is implemented");
+  const nlohmann::json pre = root.value("pre_tokenizer", nlohmann::json());
+  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
+    refuse("pre_tokenizer", pre, "only GPT-2's ByteLevel pre-tokenizer is implemented");
+  only_keys(pre, "pre_tokenizer", {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+  if (pre.value("add_prefix_space", false) != false)
+    refuse("pre_tokenizer.add_prefix_space", pre["add_prefix_space"], "only false is implemented");
+  if (pre.value("use_regex", true) != true) refuse("pre_tokenizer.use_regex", pre["use_regex"], "only true is implemented");
+  if (root.contains("post_processor") && !root["post_processor"].is_null() &&
+      (!root["post_processor"].is_object() || root["post_processor"].value("type", "") != "ByteLevel"))
+    refuse("post_processor", root["post_processor"], "it may add ids; only null or ByteLevel is implemented");
+  const nlohmann::json& model = root["model"];
+  only_keys(model, "model", {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
+                             "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges"});
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
+    refuse("model.dropout", model["dropout"], "BPE dropout makes the ids random");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && !model[k].is_null() && model[k] != "")
+      refuse(std::string("model.") + k, model[k], "only an empty affix is implemented");
+  for (const char* k : {"byte_fallback", "ignore_merges"})
+    if (model.value(k, false) != false) refuse(std::string("model.") + k, model[k], "only false is implemented");
+  if (root.contains("added_tokens") && root["added_tokens"].is_array())
+    for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
+      const nlohmann::json& t = root["added_tokens"][i];
+      if (!t.is_object()) continue;  // from_hf_json names the malformed entry
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
+      only_keys(t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
+      for (const char* k : {"single_word", "lstrip", "rstrip"})
+        if (t.value(k, false) != false) refuse(where + "." + k, t[k], "only false is implemented (literal match)");
+      // "normalized" selects matching before or after the normalizer; with no normalizer both are the same.
+    }
+}
+
+void read_vocab_object(const nlohmann::json& obj, const std::string& file, const char* what, RawVocab* raw) {
+  if (!obj.is_object()) XT_FAIL(file << ": " << what << " is not a JSON object of token -> id");
+  raw->vocab.reserve(obj.size());
+  for (auto it = obj.begin(); it != obj.end(); ++it) {
+    raw->vocab.emplace_back(it.key(), id_value(it.value(), file + ": " + what + " entry \"" + it.key() + "\""));
+  }
+}
+
+// Pre-tokens are short words; pieces longer than this are merged each time instead of
+// being cached, so a pathological input (1 MB without a space) cannot blow up the cache.
+constexpr size_t kMaxCachedPieceBytes = 256;
+// Bound on cache entries: ~100 MB worst case, far above the distinct words of any real corpus.
+constexpr size_t kMaxCacheEntries = 1u << 20;
+
+}  // namespace
+
+struct Tokenizer::Impl {
+  std::vector<std::string> token_bytes;                     // id -> bytes, (V)
+  std::vector<std::pair<std::string, int32_t>> specials;    // literal content -> id
+  std::vector<std::array<int32_t, 3>> merges;               // (left, right, result) in rank order
+  int32_t eot = -1;
+  uint64_t fingerprint = 0;
+  std::unique_ptr<bpe::Merger> merger;
+  bpe::PreTokenizer pre;
+  mutable std::mutex cache_mu;
+  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
+
+  static std::unique_ptr<Impl> build(const RawVocab& raw);
+  // PieceMark: where encode reports progress: at a piece starting at or past `next` (a pointer into
+  // the whole text), calls (*bytes_done)(p - base) and moves `next` on by kEncodeProgressBytes.
+  struct PieceMark {
+    const char* base = nullptr;
+    const char* next = nullptr;
+    const std::function<void(size_t)>* bytes_done = nullptr;
+    void reached(const char* p) {  // the bytes before p are encoded
+      if (!bytes_done || p < next) return;
+      (*bytes_done)(static_cast<size_t>(p - base));
+      next = p + kEncodeProgressBytes;
+    }
+  };
+  void encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const;
+};
+
+std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
+  const std::string& f = raw.file;
+  auto impl = std::make_unique<Impl>();
+  std::unordered_map<std::string, int32_t> special_of;
+  for (const auto& [s, id] : raw.specials) special_of.emplace(s, id);
+  // Ids are dense 0..n-1; bound them by the number of entries before allocating anything, so a
+  // huge or sparse id is one clear error instead of an overflow or gigabytes of tables.
+  const int64_t entries = static_cast<int64_t>(raw.vocab.size() + raw.specials.size());
+  int32_t vocab_size = 0;
+  for (const auto* list : {&raw.vocab, &raw.specials})
+    for (const auto& [s, id] : *list) {
+      if (id < 0 || id >= entries)
+        XT_FAIL(f << ": token \"" << s << "\" has id " << id << ", outside 0.." << entries - 1
+                  << " (ids must be dense)");
+      vocab_size = std::max(vocab_size, id + 1);
+    }
+  impl->token_bytes.resize(size_t(vocab_size));
+  std::vector<bool> seen(size_t(vocab_size), false);
+  std::unordered_map<std::string, int32_t> id_of;  // token text -> id (for merges)
+  id_of.reserve(raw.vocab.size());
+  auto define = [&](int32_t id, std::string bytes, const std::string& text) {
+    if (id < 0) XT_FAIL(f << ": token \"" << text << "\" has negative id " << id);
+    if (seen[size_t(id)] && impl->token_bytes[size_t(id)] != bytes)
+      XT_FAIL(f << ": id " << id << " is given to two different tokens");
+    seen[size_t(id)] = true;
+    impl->token_bytes[size_t(id)] = std::move(bytes);
+  };
+  for (const auto& [text, id] : raw.vocab) {
+    std::string bytes;
+    if (special_of.count(text)) {
+      bytes = text;  // special tokens are literal text, not written in the byte alphabet
+    } else if (!bpe::token_text_to_bytes(text, &bytes)) {
+      XT_FAIL(f << ": token \"" << text << "\" (id " << id << ") is not in GPT-2's byte alphabet");
+    }
+    define(id, std::move(bytes), text);
+    if (!id_of.emplace(text, id).second) XT_FAIL(f << ": token \"" << text << "\" appears twice");
+  }
+  for (const auto& [text, id] : raw.specials) {
+    define(id, text, text);
+    impl->specials.emplace_back(text, id);
+  }
+  for (int32_t id = 0; id < vocab_size; ++id)
+    if (!seen[size_t(id)]) XT_FAIL(f << ": id " << id << " has no token (ids must be 0.." << vocab_size - 1 << ")");
+
+  std::array<int32_t, 256> byte_ids{};
+  for (int b = 0; b < 256; ++b) {
+    std::string text;
+    const char32_t cp = bpe::byte_to_unicode()[b];  // <= U+0143: one or two UTF-8 bytes
+    if (cp < 0x80) text.push_back(char(cp));
+    else text += {char(0xC0 | (cp >> 6)), char(0x80 | (cp & 0x3F))};
+    auto it = id_of.find(text);
+    if (it == id_of.end()) XT_FAIL(f << ": the vocabulary has no token for byte " << b);
+    byte_ids[size_t(b)] = it->second;
+  }
+  impl->merges.reserve(raw.merges.size());
+  for (size_t i = 0; i < raw.merges.size(); ++i) {
+    const std::string& a = raw.merges[i].first, &b = raw.merges[i].second;  // not a structured binding: clang 14 (C++17) cannot capture one
+    auto lookup = [&](const std::string& t, const char* role) {
+      auto it = id_of.find(t);
+      if (it == id_of.end())
+        XT_FAIL(raw.merge_where[i] << ": merge \"" << a << " " << b << "\" references unknown "
+                  << role << " token \"" << t << "\"");
+      return it->second;
+    };
+    impl->merges.push_back({lookup(a, "left"), lookup(b, "right"), lookup(a + b, "merged")});
+  }
+  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes);
+  for (const auto& [s, id] : impl->specials)
+    if (s == "<|endoftext|>") impl->eot = id;
+
+  // Fingerprint over the canonical content (not the file bytes), so both file formats of the same
+  // vocabulary agree. Lengths are hashed too, so concatenations cannot collide.
+  uint64_t h = fnv1a64("xtrain-bpe-v1", 13);
+  auto put = [&h](uint64_t v) {  // little-endian, so the value does not depend on the host
+    unsigned char le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(v >> (8 * k));
+    h = fnv1a64(le, sizeof(le), h);
+  };
+  put(uint64_t(vocab_size));
+  for (const auto& s : impl->token_bytes) {
+    put(s.size());
+    h = fnv1a64(s.data(), s.size(), h);
+  }
+  put(impl->merges.size());
+  for (const auto& m : impl->merges) put((uint64_t(uint32_t(m[0])) << 32) | uint32_t(m[1]));
+  std::vector<std::pair<int32_t, std::string>> sorted;
+  for (const auto& [s, id] : impl->specials) sorted.emplace_back(id, s);
+  std::sort(sorted.begin(), sorted.end());
+  put(sorted.size());
+  for (const auto& [id, s] : sorted) {
+    put(uint64_t(id));
+    put(s.size());
+    h = fnv1a64(s.data(), s.size(), h);
+  }
+  impl->fingerprint = h;
+  // Longest first, so that a special token that is a prefix of another cannot shadow it.
+  std::sort(impl->specials.begin(), impl->specials.end(),
+            [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  return impl;
+}
+
+void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const {
+  pre.split(text, [&](std::string_view piece) {
+    mark->reached(piece.data());  // pieces come in text order
+    if (piece.size() == 1 || piece.size() > kMaxCachedPieceBytes) {
+      merger->merge(piece, out);
+      return;
+    }
+    const std::string key(piece);
+    {
+      std::lock_guard<std::mutex> lock(cache_mu);
+      auto it = cache.find(key);
+      if (it != cache.end()) {
+        out->insert(out->end(), it->second.begin(), it->second.end());
+        return;
+      }
+    }
+    const size_t first = out->size();
+    merger->merge(piece, out);
+    std::lock_guard<std::mutex> lock(cache_mu);
+    if (cache.size() >= kMaxCacheEntries) cache.clear();
+    cache.emplace(key, std::vector<int32_t>(out->begin() + long(first), out->end()));
+  });
+}
+
+Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Tokenizer::Tokenizer(Tokenizer&&) noexcept = default;
+Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
+Tokenizer::~Tokenizer() = default;
+
+Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
+  RawVocab raw;
+  raw.file = encoder_json;
+  read_vocab_object(parse_json_file(encoder_json), encoder_json, "the top level", &raw);
+  // tiktoken's "gpt2" encoding declares <|endoftext|> as its only special token.
+  for (const auto& [s, id] : raw.vocab)
+    if (s == "<|endoftext|>") raw.specials.emplace_back(s, id);
+  const std::string text = read_file(vocab_bpe);
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string::npos) eol = text.size();
+    std::string_view line(text.data() + pos, eol - pos);
+    pos = eol + 1;
+    ++line_no;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.empty() || (line_no == 1 && line.substr(0, 8) == "#version")) continue;
+    const size_t sp = line.find(' ');
+    if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != line.npos)
+      XT_FAIL(vocab_bpe << ":" << line_no << ": expected a merge \"left right\", got \"" << line << "\"");
+    raw.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
+    raw.merge_where.push_back(vocab_bpe + ":" + std::to_string(line_no));
+  }
+  raw.file = encoder_json + " + " + vocab_bpe;
+  Tokenizer t(Impl::build(raw));
+  // In GPT-2's files every token that is neither a single byte nor special is made by exactly one
+  // merge (50257 = 256 + 50000 + 1), so fewer merges than such tokens means a cut vocab.bpe, which
+  // would otherwise train silently with a weaker tokenizer.
+  const size_t made_by_merges = raw.vocab.size() - 256 - raw.specials.size();
+  if (raw.merges.size() < made_by_merges)
+    XT_FAIL(vocab_bpe << ": " << raw.merges.size() << " merges, but " << encoder_json << " has " << made_by_merges
+                      << " tokens that only merges make (empty or truncated vocab.bpe?)");
+  return t;
+}
+
+Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
+  const std::string& f = tokenizer_json;
+  const nlohmann::json root = parse_json_file(f);
+  RawVocab raw;
+  raw.file = f;
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object())
+    XT_FAIL(f << ": no \"model\" object (not a Hugging Face tokenizer.json?)");
+  const auto& model = root["model"];
+  if (model.contains("type") && model["type"] != "BPE")
+    XT_FAIL(f << ": model.type is " << model["type"].dump() << ", expected \"BPE\"");
+  if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
+    XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
+  check_hf_fields(root, f);
+  read_vocab_object(model["vocab"], f, "model.vocab", &raw);
+  const auto& merges = model["merges"];
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto& m = merges[i];
+    const std::string where = f + ": model.merges[" + std::to_string(i) + "]";
+    if (m.is_string()) {  // "left right" (tokenizers < 0.20)
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        XT_FAIL(where << " \"" << s << "\" is not \"left right\"");
+      raw.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
+      raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      XT_FAIL(where << " is neither \"left right\" nor [left, right]: " << m.dump());
+    }
+    raw.merge_where.push_back(where);
+  }
+  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    for (const auto& t : root["added_tokens"]) {
+      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
+          !t["content"].is_string())
+        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << t.dump());
+      raw.specials.emplace_back(t["content"].get<std::string>(), id_value(t["id"], f + ": added_tokens entry " + t["content"].dump()));
+    }
+  }
+  return Tokenizer(Impl::build(raw));
+}
+
+std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::function<void(size_t)>& bytes_done) const {
+  std::vector<int32_t> out;
+  out.reserve(text.size() / 3);
+  Impl::PieceMark mark{text.data(), text.data() + kEncodeProgressBytes, bytes_done ? &bytes_done : nullptr};
+  size_t pos = 0;
+  while (true) {
+    // Earliest special token at or after pos (longest first on ties, see build()).
+    size_t best = std::string_view::npos;
+    const std::pair<std::string, int32_t>* hit = nullptr;
+    for (const auto& sp : impl_->specials) {
+      const size_t p = text.find(sp.first, pos);
+      if (p < best) best = p, hit = &sp;
+    }
+    impl_->encode_ordinary(text.substr(pos, best == std::string_view::npos ? text.npos : best - pos), &out, &mark);
+    if (!hit) {
+      if (bytes_done) bytes_done(text.size());
+      return out;
+    }
+    out.push_back(hit->second);
+    pos = best + hit->first.size();
+  }
+}
+
+std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  std::string out;
+  for (int32_t id : ids) {
+    if (id < 0 || id >= vocab_size())
+      XT_FAIL("decode: token id " << id << " is outside the vocabulary [0, " << vocab_size() << ")");
+    out += impl_->token_bytes[size_t(id)];
+  }
+  return out;
+}
+
+int Tokenizer::vocab_size() const { return int(impl_->token_bytes.size()); }
+int Tokenizer::eot_id() const { return impl_->eot; }
+uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
+
+void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given) {
+  if (!tokenizer_json.empty() && (encoder_json_given || vocab_bpe_given))
+    throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
+}
+
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
+  std::string t = s;
+  for (char& c : t)
+    if (c == ',') c = ' ';
+  std::istringstream in(t);
+  std::vector<int32_t> ids;
+  std::string word;
+  while (in >> word) {
+    size_t used = 0;
+    long long v = 0;
+    try {
+      v = std::stoll(word, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+      throw UsageError(what + ": \"" + word + "\" is not an integer id");
+    ids.push_back(int32_t(v));
+  }
+  return ids;
+}
+
+Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
+                         const std::string& vocab_bpe) {
+  if (!tokenizer_json.empty()) return Tokenizer::from_hf_json(tokenizer_json);
+  if (encoder_json.empty() || vocab_bpe.empty())
+    throw UsageError("give a tokenizer: --tokenizer-json FILE, or both --encoder-json FILE and --vocab-bpe FILE");
+  return Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
+}
+
+Tokenizer load_tokenizer(const TokenizerFiles& files) {
+  return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+}
+
+}  // namespace xtrain

@@ -1,0 +1,80 @@
+// GPT-2 byte-level BPE tokenizer (Radford et al. 2019), giving exactly tiktoken's "gpt2" ids.
+// Loads either OpenAI's encoder.json + vocab.bpe or a Hugging Face tokenizer.json (BPE model with
+// ByteLevel pre-tokenizer). The pre-tokenizer regex's Unicode letter/number classes come from PCRE2
+// with PCRE2_UCP (docs/dependencies.md says why PCRE2); JSON parsing is nlohmann/json.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace xtrain {
+
+class Tokenizer {
+ public:
+  // from_gpt2_files: encoder.json (token string -> id, GPT-2 byte-to-unicode alphabet) and
+  // vocab.bpe ("#version" line then one merge "a b" per line, rank = line order).
+  // Throws Error naming the file for a missing/unreadable/malformed file.
+  static Tokenizer from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe);
+  // from_hf_json: a Hugging Face tokenizer.json with model.type "BPE" (model.vocab, model.merges as
+  // "a b" strings or [a, b] pairs) and added_tokens (special tokens such as <|endoftext|>).
+  static Tokenizer from_hf_json(const std::string& tokenizer_json);
+
+  Tokenizer(Tokenizer&&) noexcept;
+  Tokenizer& operator=(Tokenizer&&) noexcept;
+  ~Tokenizer();
+
+  // encode: UTF-8 text (any bytes are accepted) -> token ids. Special tokens (e.g. "<|endoftext|>")
+  // appearing literally in the text map to their ids (tiktoken's allowed_special="all").
+  // `bytes_done`, when set, is called from inside the loop with the bytes of `text` encoded so far,
+  // each time about kEncodeProgressBytes more are done, and with text.size() at the end (a progress
+  // line, token_cache.h; the text is never split outside the tokenizer, which would change the
+  // tokens at the split points).
+  std::vector<int32_t> encode(std::string_view text, const std::function<void(size_t)>& bytes_done = {}) const;
+  static constexpr size_t kEncodeProgressBytes = size_t{1} << 20;
+  // decode: ids -> bytes. Throws Error for an id outside [0, vocab_size()).
+  std::string decode(const std::vector<int32_t>& ids) const;
+
+  int vocab_size() const;  // number of ids, e.g. 50257 for GPT-2
+  int eot_id() const;      // id of <|endoftext|>, or -1 when the vocabulary has none
+  // fingerprint: 64-bit hash of vocabulary, merges and special tokens; token caches and checkpoints
+  // record it so that data tokenized with another vocabulary is refused.
+  uint64_t fingerprint() const;
+
+ private:
+  struct Impl;
+  explicit Tokenizer(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// check_tokenizer_choice: the one rule of the tokenizer options of xtrain_mpi, xtrain_tokenize and
+// xtrain_generate: a tokenizer_json replaces encoder.json + vocab.bpe, so giving either of those
+// explicitly as well is a UsageError (a file named on the command line is never silently ignored).
+void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given);
+
+// parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes).
+// Throws UsageError "<what>: "<word>" is not an integer id" for anything else.
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what);
+
+// load_tokenizer: picks the format from the arguments: tokenizer_json non-empty -> HF file,
+// otherwise encoder_json + vocab_bpe. Throws UsageError when neither is given.
+Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& encoder_json,
+                         const std::string& vocab_bpe);
+
+// TokenizerFiles: the parsed tokenizer options of every program (declared once by
+// add_tokenizer_options, src/data/tokenizer_options.h). Paths; tokenizer_json "" = none.
+struct TokenizerFiles {
+  std::string tokenizer_json;           // Hugging Face tokenizer.json; replaces the GPT-2 pair when set
+  std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
+  bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
+  bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
+};
+
+// load_tokenizer: the tokenizer the options name (the overload above on their three paths).
+Tokenizer load_tokenizer(const TokenizerFiles& files);
+
+}  // namespace xtrain

@@ -1,0 +1,186 @@
+// GPT parameter layout, configuration checks, initialization and activation buffers.
+// Forward and backward are in src/model/model_step.cpp.
+#include <cmath>
+#include <iomanip>
+#include <sstream>
+#include <string>
+
+#include "core/error.h"
+#include "core/rng.h"
+#include "model/model.h"
+#include "model_acts.h"
+
+namespace xtrain {
+
+void GPTConfig::validate() const {
+  auto need = [](bool ok, const std::string& msg) {
+    if (!ok) throw UsageError(msg);
+  };
+  need(V > 0, "vocabulary size must be positive");
+  need(maxT > 0, "--seq must be positive");
+  need(C > 0, "--dim must be positive");
+  need(L > 0, "--layers must be positive");
+  need(NH > 0, "--heads must be positive");
+  need(KVH > 0 && NH % KVH == 0,
+       "--kv-heads (" + std::to_string(KVH) + ") must divide --heads (" + std::to_string(NH) + ")");
+  need(HS > 0, "--head-dim must be positive");
+  need(F > 0, "--ffn must be positive");
+  auto bounded = [&](long long v, long long hi, const char* what) {
+    need(v <= hi, std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
+  };
+  bounded(C, kMaxDim, "--dim"), bounded(NH, kMaxHeads, "--heads"), bounded(KVH, kMaxHeads, "--kv-heads");
+  bounded(HS, kMaxHeadDim, "--head-dim"), bounded(L, kMaxLayers, "--layers"), bounded(F, kMaxFfn, "--ffn");
+  bounded(maxT, kMaxSeq, "--seq");
+}
+
+std::string GPTConfig::describe() const {
+  std::ostringstream os;
+  os << "V=" << V << " T=" << maxT << " C=" << C << " L=" << L << " NH=" << NH << " KVH=" << KVH
+     << " HS=" << HS << " F=" << F;
+  return os.str();
+}
+
+std::vector<ParamTensor> param_layout(const GPTConfig& c) {
+  std::vector<ParamTensor> out;
+  size_t off = 0;
+  auto add = [&](std::string name, std::vector<int> shape, bool decay) {
+    size_t n = 1;
+    for (int d : shape) n *= static_cast<size_t>(d);
+    out.push_back({std::move(name), std::move(shape), off, n, decay});
+    off += n;
+  };
+  const int QKV = c.qkv_width(), A = c.NH * c.HS;
+  add("wte", {c.Vp(), c.C}, true);  // rows [V, Vp): padding, zero (init_params)
+  add("wpe", {c.maxT, c.C}, true);
+  for (int l = 0; l < c.L; ++l) {
+    std::string h = "h" + std::to_string(l) + ".";
+    add(h + "ln1.w", {c.C}, false);
+    add(h + "ln1.b", {c.C}, false);
+    add(h + "attn.qkv.w", {QKV, c.C}, true);
+    add(h + "attn.qkv.b", {QKV}, false);
+    add(h + "attn.proj.w", {c.C, A}, true);
+    add(h + "attn.proj.b", {c.C}, false);
+    add(h + "ln2.w", {c.C}, false);
+    add(h + "ln2.b", {c.C}, false);
+    add(h + "mlp.fc.w", {c.F, c.C}, true);
+    add(h + "mlp.fc.b", {c.F}, false);
+    add(h + "mlp.proj.w", {c.C, c.F}, true);
+    add(h + "mlp.proj.b", {c.C}, false);
+  }
+  add("lnf.w", {c.C}, false);
+  add("lnf.b", {c.C}, false);
+  return out;
+}
+
+GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be), recompute_(recompute) {
+  cfg_.validate();
+  XT_CHECK(recompute >= 0 && recompute <= kMaxRecompute, "recompute must be 0, 1 or 2, got " << recompute);
+  layout_ = param_layout(cfg_);
+  num_params_ = layout_.back().offset + layout_.back().count;
+  params_ = DeviceBuffer<float>(be_, num_params_);
+  grads_ = DeviceBuffer<float>(be_, num_params_);
+  be_.zero(params_.get(), params_.bytes());
+  be_.zero(grads_.get(), grads_.bytes());
+}
+
+float* GPT::param(int layer, int which) {
+  return params_.get() + layout_[kLayerBase + layer * kPerLayer + which].offset;
+}
+
+void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
+
+void GPT::init_params(uint64_t seed) {
+  std::vector<float> host(num_params_);
+  const uint64_t base = hash_key(seed, kRngInit);
+  const double std_w = 0.02, std_proj = 0.02 / std::sqrt(2.0 * cfg_.L);
+  for (size_t i = 0; i < layout_.size(); ++i) {
+    const ParamTensor& t = layout_[i];
+    float* p = host.data() + t.offset;
+    const std::string& n = t.name;
+    auto ends_with = [&](const char* s) {
+      size_t k = std::char_traits<char>::length(s);
+      return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
+    };
+    if (ends_with("ln1.w") || ends_with("ln2.w") || n == "lnf.w") {
+      for (size_t j = 0; j < t.count; ++j) p[j] = 1.0f;
+    } else if (t.shape.size() == 1) {
+      for (size_t j = 0; j < t.count; ++j) p[j] = 0.0f;
+    } else {
+      const double sd = (ends_with("attn.proj.w") || ends_with("mlp.proj.w")) ? std_proj : std_w;
+      const uint64_t key = hash_key(base, i);
+      // wte's padded rows [V, Vp) stay zero: no token reads them and their logits are never a target
+      const size_t drawn = i == 0 ? static_cast<size_t>(cfg_.V) * cfg_.C : t.count;
+      for (size_t j = 0; j < t.count; ++j) p[j] = j < drawn ? static_cast<float>(sd * normal(key, j)) : 0.0f;
+    }
+  }
+  be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
+}
+
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute) {
+  TrainMemory m;
+  for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
+  m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
+  // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
+  // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
+  const double att_bound = double(B) * cfg.NH * double(T) * T;
+  const size_t att = att_bound < 1e18 ? be.attention_scratch_count(B, cfg.NH, T, cfg.HS) : 0;
+  const ActDims dims = act_dims(cfg, B, T, att);
+  const double act_bytes = double(be.activation_bytes());
+  auto bytes = [&](const ActSpec& a) {
+    const double count = a.cols == ActDim::att && att_bound >= 1e18 ? att_bound : double(dims[a.rows]) * double(dims[a.cols]);
+    return count * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes);
+  };
+  for (const ActSpec& a : kLayerActTable) m.activations += (a.shared(recompute) ? 1 : cfg.L) * bytes(a);
+  for (const ActSpec& a : kGlobalActTable) m.activations += bytes(a);
+  m.activations += 2.0 * double(B) * T * sizeof(int32_t);  // tokens, targets
+  return m;
+}
+
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute) {
+  const double avail = double(be.available_memory_bytes());
+  if (avail <= 0) return;
+  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute);
+  if (m.total() * ranks_sharing <= avail) return;
+  const double gib = 1024.0 * 1024.0 * 1024.0;
+  XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
+          << std::setprecision(0) << m.num_params << " parameters: " << std::setprecision(1) << m.weights / gib
+          << " GiB for parameters, gradients and AdamW state; " << m.activations / gib << " GiB of activations for "
+          << B << " x " << T << " tokens per micro-step) but " << avail / gib << " GiB are available on "
+          << be.device_name() << (ranks_sharing > 1 ? " for " + std::to_string(ranks_sharing) + " ranks" : std::string())
+          << "; reduce --dim, --layers, --ffn, --seq or the per-rank batch (--batch / --grad-accum / ranks)"
+          << (recompute < kMaxRecompute ? ", or raise --recompute" : ""));
+}
+
+void GPT::ensure_acts(int B, int T) {
+  XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
+  if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
+  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, cfg_.NH, T, cfg_.HS));
+  const size_t act_bytes = be_.activation_bytes();
+  auto alloc = [&](const ActSpec& a) {
+    acts_.emplace_back(be_, a.count(dims) * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes));
+  };
+  acts_.clear();
+  acts_.reserve(static_cast<size_t>(cfg_.L) * kPerLayerActs + kNumGlobalActs);
+  for (int l = 0; l < cfg_.L; ++l)
+    for (const ActSpec& a : kLayerActTable) {
+      if (l > 0 && a.shared(recompute_)) acts_.emplace_back();  // layer 0's buffer serves (act())
+      else alloc(a);
+    }
+  for (const ActSpec& a : kGlobalActTable) alloc(a);
+  const size_t N = dims[ActDim::N];
+  tokens_ = DeviceBuffer<int32_t>(be_, N);
+  targets_ = DeviceBuffer<int32_t>(be_, N);
+  B_ = B, T_ = T;
+  ++buffers_generation_;
+  fwd_B_ = 0, fwd_T_ = 0;  // the activations backward() would read are gone
+}
+
+void* GPT::act(int l, int which) const {
+  return acts_[static_cast<size_t>(layer_act_owner(l, which, recompute_)) * kPerLayerActs + which].get();
+}
+
+void* GPT::gact(int which) const { return acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + which].get(); }
+
+const void* GPT::logits() const { return acts_.empty() ? nullptr : gact(kLogits); }
+
+}  // namespace xtrain

@@ -1,0 +1,168 @@
+// GPT decoder (Radford et al. 2019, GPT-2 layout): token + learned position embeddings, L pre-LN
+// blocks of causal self-attention with grouped-query heads (Ainslie et al. 2023) and a GELU MLP,
+// final LayerNorm, output head tied to the token embedding. Written once against Backend&.
+// All parameters live in ONE contiguous buffer and the gradients in a buffer of the same layout,
+// so the data-parallel gradient all-reduce is one call (llm.c).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/qkv_layout.h"
+
+namespace xtrain {
+
+struct GPTConfig {
+  int V = 50257;  // vocabulary size (the tokenizer's; targets and token ids lie in [0, V))
+  int maxT = 128; // context length (rows of wpe)
+  int C = 128;    // model width (embedding channels)
+  int L = 4;      // layers
+  int NH = 4;     // query heads
+  int KVH = 4;    // key/value heads (GQA; NH % KVH == 0)
+  int HS = 32;    // head size
+  int F = 512;    // MLP hidden width
+  int qkv_width() const { return QkvLayout::row_width(NH, KVH, HS); }  // qkv row (qkv_layout.h)
+  // Vp: V rounded up to a multiple of 64 (GPT-2: 50304, as llm.c): the rows of wte and the row stride
+  // of the logits, so every logits/wte row starts 256-byte aligned for the lm_head GEMMs. Rows
+  // [V, Vp) of wte start at zero and are never a target, so they get no gradient and stay zero
+  // (weight decay of zero is zero). Derived, not stored: checkpoints keep V.
+  int Vp() const { return (V + 63) / 64 * 64; }
+  // Upper limits of the sizes (command line, config.json and checkpoints alike): every tensor
+  // dimension and product stays far from 2^31.
+  static constexpr int kMaxDim = 1 << 16, kMaxHeads = 1 << 12, kMaxHeadDim = 1 << 12, kMaxLayers = 1 << 12,
+                       kMaxFfn = 1 << 18, kMaxSeq = 1 << 20;
+  // validate: throws UsageError naming the option for inconsistent sizes or one above its limit
+  // ("--dim = 1048576 is too large (limit 65536)").
+  void validate() const;
+  std::string describe() const;  // one line for logs
+};
+
+// One tensor carved out of the flat parameter buffer.
+struct ParamTensor {
+  std::string name;          // e.g. "h3.attn.qkv.w"
+  std::vector<int> shape;    // e.g. {QKV, C}
+  size_t offset = 0, count = 0;  // elements into the flat buffer
+  bool decay = false;        // AdamW weight decay applies (2-D weights only)
+};
+
+// param_layout: every tensor in buffer order: wte (Vp,C), wpe (maxT,C), per layer ln1.w,b (C),
+// attn.qkv.w (QKV,C), attn.qkv.b (QKV), attn.proj.w (C,NH*HS), attn.proj.b (C), ln2.w,b (C),
+// mlp.fc.w (F,C), mlp.fc.b (F), mlp.proj.w (C,F), mlp.proj.b (C); then lnf.w,b (C).
+std::vector<ParamTensor> param_layout(const GPTConfig& cfg);
+
+// Dropout context for one forward/backward: p and one key per local sequence, derived from
+// (seed, step, global sequence index) so masks do not depend on world size or micro-batching.
+struct DropoutKeys {
+  float p = 0.0f;
+  std::vector<uint64_t> seq_keys;  // (B) base key per local sequence
+};
+
+// TrainMemory: what training one rank needs, in bytes (doubles: an estimate that never overflows,
+// whatever the sizes asked for).
+struct TrainMemory {
+  double num_params = 0;   // parameters of the model
+  double weights = 0;      // params + grads + AdamW m and v (4 x num_params x 4 bytes) + the backend's
+                           // copy of the weights for its GEMMs (num_params x Backend::weight_copy_bytes())
+  double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
+  double total() const { return weights + activations; }
+};
+// estimate_train_memory: the memory GPT(cfg, be, recompute) and a training step on B sequences of
+// T tokens take on `be` (its activation dtype and attention scratch; buffers shared under
+// `recompute` counted once).
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0);
+// check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
+// available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
+// (no check where that is unknown). Called before the model is allocated, so an oversized model
+// is one line naming the estimate instead of an allocation failure at step 1.
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0);
+
+class GPT {
+ public:
+  // recompute (--recompute, llm.c's): 0 keeps every layer's activations for the backward; 1 keeps
+  // one GELU output buffer for all layers and recomputes gelu(fch) in the backward; 2 also shares
+  // the layernorm outputs ln1, ln2 and recomputes them from the kept layer input (mean/rstd kept).
+  // Same ops on the same inputs: losses and gradients are bitwise those of 0; only memory and time
+  // change (model_acts.h says which buffers are shared). Throws Error outside [0, 2].
+  GPT(const GPTConfig& cfg, Backend& be, int recompute = 0);
+  GPT(const GPT&) = delete;
+  GPT& operator=(const GPT&) = delete;
+
+  const GPTConfig& config() const { return cfg_; }
+  int recompute() const { return recompute_; }
+  const std::vector<ParamTensor>& layout() const { return layout_; }
+  size_t num_params() const { return num_params_; }
+  float* params() { return params_.get(); }  // backend memory, (num_params)
+  float* grads() { return grads_.get(); }    // backend memory, same layout
+  Backend& backend() { return be_; }
+  // logits: the logits (B,T,Vp) of the last forward(train=false), backend memory in the activation type
+  // (forward(train=true) overwrites them with dlogits); null before the first forward.
+  const void* logits() const;
+
+  // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:
+  // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper, sec. 2.3), biases 0,
+  // LayerNorm weights 1. Drawn on the host from rng.h streams keyed by (seed, tensor index).
+  void init_params(uint64_t seed);
+
+  // forward: tokens, targets host (B,T) int32 with T <= maxT. Returns the SUM of the B*T per-position
+  // cross-entropy losses (nats). When `train`, the fused loss kernel also leaves dlogits = dloss *
+  // (softmax - onehot) for backward(); dropout (when keys given and p > 0) is applied.
+  // Equal to set_batch, then forward_pass, then loss_sum.
+  double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
+                 const DropoutKeys* dropout);
+  // The three parts of forward, for a step recorded as a graph (Backend::capture_graph): set_batch
+  // copies the batch to the model's device buffers (the host-device copy a recording may not hold) and
+  // refuses backward() until a forward of it; forward_pass queues the forward of that batch (device work
+  // only; B, T as given to set_batch); loss_sum waits for the queued work and returns the sum of the
+  // per-position losses of the last forward run on the device, of a (B,T) batch: the caller names the
+  // shape, since a launch of a recorded forward runs no host code (B, T must fit the buffers).
+  void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
+  void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout);
+  double loss_sum(int B, int T);
+  // buffers_generation: changes whenever the activation or batch buffers are reallocated (a larger
+  // batch), so a graph recorded with their addresses knows it must be recorded again.
+  uint64_t buffers_generation() const { return buffers_generation_; }
+  // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads(), for
+  // that forward's batch. Throws Error without a preceding forward(train=true).
+  void backward();
+  void zero_grads();
+  // GradReadyHook: called by backward() with an element offset into grads() each time every gradient
+  // at that offset and above is final for this backward: after lnf, after each layer l (its first
+  // tensor's offset), and 0 at the end (the embeddings, which the tied head also writes). Called when
+  // the work is queued on the backend, not when it has run. The bucketed all-reduce starts buckets
+  // from it (src/train/grad_buckets.cpp); an empty hook (the default) is never called.
+  using GradReadyHook = std::function<void(size_t offset)>;
+  void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+
+ private:
+  void ensure_acts(int B, int T);
+  // act: layer l's activation `which` (LayerAct, model_acts.h), the shared buffer where recompute
+  // shares it; gact: global activation `which` (GlobalAct)
+  void* act(int l, int which) const;
+  void* gact(int which) const;
+  float* param(int layer, int which);
+
+  GPTConfig cfg_;
+  Backend& be_;
+  int recompute_ = 0;
+  std::vector<ParamTensor> layout_;
+  size_t num_params_ = 0;
+  DeviceBuffer<float> params_, grads_;
+  // activations for the current (B,T); reallocated only when B*T grows. Raw bytes: the activation
+  // table (src/model/model_acts.h) gives each buffer's shape, element count and storage type.
+  int B_ = 0, T_ = 0;
+  uint64_t buffers_generation_ = 0;
+  int batch_B_ = 0, batch_T_ = 0;  // the batch set_batch copied (forward_pass checks its B, T against it)
+  // the batch of the last forward, which backward() differentiates (may be smaller than B_); 0 until a
+  // forward with train=true (backward needs its dlogits)
+  int fwd_B_ = 0, fwd_T_ = 0;
+  std::vector<DeviceBuffer<unsigned char>> acts_;
+  DeviceBuffer<int32_t> tokens_, targets_;
+  const DropoutKeys* dropout_ = nullptr;
+  float dloss_ = 0.0f;
+  GradReadyHook grad_ready_;
+};
+
+}  // namespace xtrain

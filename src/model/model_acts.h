@@ -1,0 +1,123 @@
+// Internal indices of GPT parameter tensors, and the activation table: every activation buffer of
+// one (B,T) with its shape, element count, storage type and, under activation recompute, whether
+// the layers share it, in one place (llm.c's ActivationTensors).
+// Shared by model.cpp (allocation) and model_step.cpp (forward, backward).
+#pragma once
+
+#include <cstddef>
+
+#include "model/model.h"
+
+namespace xtrain {
+
+// parameter tensors: 0 wte, 1 wpe, then kPerLayer per layer, then lnf.w, lnf.b
+constexpr int kLayerBase = 2;
+constexpr int kPerLayer = 12;
+enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
+
+// activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs); the
+// tables below give one row for each, in this order
+enum LayerAct {
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttProj, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu,
+  kFcProj, kRes3, kPerLayerActs
+};
+enum GlobalAct {
+  kEncoded, kLnf, kLnfMean, kLnfRstd, kLogits, kLosses,
+  kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
+};
+
+// Storage of an activation buffer: `act` in the backend's activation type
+// (Backend::activation_bytes() per element: 4 fp32, 2 bf16), `fp32` 4 bytes whatever it is
+// (layernorm statistics, the attention scratch, per-position losses; backend.h, "Storage types").
+enum class ActStore { act, fp32 };
+
+// The sizes the table is written in (elements). N = B*T positions; att = the attention scratch of
+// one layer, Backend::attention_scratch_count(B,NH,T,HS): (B,NH,T,T) probabilities on the CPU, less
+// on the CUDA flash route (B,NH,T,HS+1).
+enum class ActDim { one, N, C, QKV, A, F, Vp, att, count };
+struct ActDims {
+  size_t size[static_cast<int>(ActDim::count)];
+  size_t operator[](ActDim d) const { return size[static_cast<int>(d)]; }
+};
+inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
+  return ActDims{{1, size_t(B) * T, size_t(c.C), size_t(c.qkv_width()), size_t(c.NH) * c.HS, size_t(c.F),
+                  size_t(c.Vp()), att}};
+}
+
+// Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
+// 1 recomputes gelu(fch) in the backward (matmul_gelu_forward, the forward's op: it rewrites fch with the
+// same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded sum); 2 also the layernorm outputs ln1, ln2 (layernorm_forward
+// on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
+// llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward, or
+// (ln1 and ln2, which the forward writes with residual_layernorm_forward) by the op that this fused op
+// must equal bit for bit (Backend::residual_layernorm_forward), so results are bitwise those of
+// --recompute 0.
+constexpr int kMaxRecompute = 2;
+constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer keeps for itself
+
+// One table row: buffer `id` holds rows x cols elements of storage `store`. A per-layer row is one
+// buffer per layer while recompute < shared_from, and one buffer shared by all layers (layer 0's)
+// from recompute >= shared_from: the forward overwrites it layer by layer and the backward
+// recomputes it before its one use. Only rows the backward (model_step.cpp) recomputes may be
+// shared: ln1, ln2 (layernorm_forward) and fch_gelu (matmul_gelu_forward). Global rows are one buffer anyway.
+struct ActSpec {
+  int id;
+  ActDim rows, cols;
+  ActStore store;
+  int shared_from = kKept;
+  size_t count(const ActDims& d) const { return d[rows] * d[cols]; }
+  bool shared(int recompute) const { return recompute >= shared_from; }
+};
+
+constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from --recompute
+    {kLn1, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln1(residual)
+    {kLn1Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn1Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kQkv, ActDim::N, ActDim::QKV, ActStore::act, kKept},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
+    {kAtty, ActDim::N, ActDim::A, ActStore::act, kKept},       // (B,T,NH*HS) attention output
+    {kAtt, ActDim::one, ActDim::att, ActStore::fp32, kKept},   // (att)      attention scratch, see ActDims
+    {kAttProj, ActDim::N, ActDim::C, ActStore::act, kKept},    // (B,T,C)    attention projection
+    {kRes2, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    residual + attention branch
+    {kLn2, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
+    {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kFch, ActDim::N, ActDim::F, ActStore::act, kKept},        // (B,T,F)    fc output (GELU's input)
+    {kFchGelu, ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch)
+    {kFcProj, ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
+    {kRes3, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
+};
+constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
+    {kEncoded, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    wte[tok] + wpe[t]
+    {kLnf, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    final layernorm
+    {kLnfMean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLnfRstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLogits, ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
+    {kLosses, ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
+    {kDRes, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    gradient of the residual stream
+    {kDTmpC, ActDim::N, ActDim::C, ActStore::act},      // (B,T,C)    scratch gradient
+    {kDTmpC2, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient
+    {kDQkv, ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
+    {kDAtty, ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
+    {kDFch, ActDim::N, ActDim::F, ActStore::act},       // (B,T,F)
+    {kDFchGelu, ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
+};
+
+// The tables list every buffer once, in enum order (acts_ is indexed by the enums).
+constexpr bool in_enum_order(const ActSpec* t, int n) {
+  for (int i = 0; i < n; ++i)
+    if (t[i].id != i) return false;
+  return true;
+}
+static_assert(sizeof(kLayerActTable) / sizeof(ActSpec) == kPerLayerActs && in_enum_order(kLayerActTable, kPerLayerActs),
+              "kLayerActTable: one row per LayerAct, in order");
+static_assert(sizeof(kGlobalActTable) / sizeof(ActSpec) == kNumGlobalActs &&
+                  in_enum_order(kGlobalActTable, kNumGlobalActs),
+              "kGlobalActTable: one row per GlobalAct, in order");
+
+// layer_act_owner: the layer whose buffer holds activation `which` of layer l under `recompute`
+// (acts_ index owner * kPerLayerActs + which); 0 for a shared buffer.
+inline int layer_act_owner(int l, int which, int recompute) {
+  return kLayerActTable[which].shared(recompute) ? 0 : l;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,155 @@
+// Model directory layouts (src/serve/export.h): the one table that maps xtrain's parameter
+// tensors to the names and shapes of a layout, used by both the writer (export) and the reader
+// (load_model_dir in model_dir.cpp).
+#include "serve/export.h"
+
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/progress.h"
+#include "data/tokenizer.h"
+#include "export_layout.h"
+
+namespace xtrain {
+
+const char* layout_name(ModelLayout l) { return l == ModelLayout::Hf ? "hf" : "xtrain"; }
+
+std::string hf_unsupported(const GPTConfig& c) {
+  if (c.KVH != c.NH)
+    return "--kv-heads " + std::to_string(c.KVH) + " < --heads " + std::to_string(c.NH) +
+           ": GPT-2 has no grouped-query attention";
+  if (c.NH * c.HS != c.C)
+    return "--heads " + std::to_string(c.NH) + " x --head-dim " + std::to_string(c.HS) + " != --dim " + std::to_string(c.C) +
+           ": GPT-2's head size is n_embd / n_head";
+  return "";
+}
+
+std::vector<LayoutTensor> layout_tensors(const GPTConfig& c, ModelLayout layout) {
+  // xtrain suffix of a block tensor -> GPT-2 module path (transformers' modeling_gpt2.py GPT2Block)
+  static const std::map<std::string, std::string> hf_block = {
+      {"ln1.w", "ln_1.weight"},         {"ln1.b", "ln_1.bias"},         {"attn.qkv.w", "attn.c_attn.weight"},
+      {"attn.qkv.b", "attn.c_attn.bias"}, {"attn.proj.w", "attn.c_proj.weight"}, {"attn.proj.b", "attn.c_proj.bias"},
+      {"ln2.w", "ln_2.weight"},         {"ln2.b", "ln_2.bias"},         {"mlp.fc.w", "mlp.c_fc.weight"},
+      {"mlp.fc.b", "mlp.c_fc.bias"},    {"mlp.proj.w", "mlp.c_proj.weight"}, {"mlp.proj.b", "mlp.c_proj.bias"}};
+  std::vector<LayoutTensor> out;
+  const std::vector<ParamTensor> params = param_layout(c);
+  for (size_t i = 0; i < params.size(); ++i) {
+    const ParamTensor& p = params[i];
+    LayoutTensor t;
+    t.index = i;
+    t.shape.assign(p.shape.begin(), p.shape.end());
+    if (p.name == "wte") t.shape[0] = c.V;  // the padding rows [V, Vp) are not exported
+    if (layout == ModelLayout::Xtrain) {
+      t.name = p.name;
+    } else if (p.name == "wte" || p.name == "wpe") {
+      t.name = "transformer." + p.name + ".weight";
+    } else if (p.name == "lnf.w" || p.name == "lnf.b") {
+      t.name = std::string("transformer.ln_f.") + (p.name == "lnf.w" ? "weight" : "bias");
+    } else {
+      const size_t dot = p.name.find('.');  // "h<l>.<suffix>"
+      t.name = "transformer.h." + p.name.substr(1, dot - 1) + "." + hf_block.at(p.name.substr(dot + 1));
+      // Conv1D stores (in, out) (transformers' pytorch_utils.Conv1D: y = x W + b); xtrain (out, in)
+      t.transpose = p.shape.size() == 2;
+      if (t.transpose) std::swap(t.shape[0], t.shape[1]);
+    }
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+std::vector<StTensorF32> export_tensors(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
+                                        std::vector<std::vector<float>>& storage) {
+  if (layout == ModelLayout::Hf && !hf_unsupported(cfg).empty())
+    XT_FAIL("the Hugging Face GPT-2 layout cannot express this model: " << hf_unsupported(cfg) << " (use --format xtrain)");
+  const std::vector<ParamTensor> pl = param_layout(cfg);
+  XT_CHECK(params.size() == pl.back().offset + pl.back().count, "parameter count " << params.size());
+  std::vector<StTensorF32> out;
+  storage.clear();
+  for (const LayoutTensor& t : layout_tensors(cfg, layout)) {
+    const float* src = params.data() + pl[t.index].offset;
+    if (t.transpose) {  // (out, in) -> (in, out)
+      const size_t rows = pl[t.index].shape[0], cols = pl[t.index].shape[1];
+      std::vector<float>& dst = storage.emplace_back(rows * cols);
+      for (size_t r = 0; r < rows; ++r)
+        for (size_t k = 0; k < cols; ++k) dst[k * rows + r] = src[r * cols + k];
+      src = dst.data();
+    }
+    out.push_back({t.name, t.shape, src});  // wte: its first V rows are contiguous, no copy needed
+  }
+  return out;
+}
+
+std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id) {
+  nlohmann::json j = {{"vocab_size", c.V},          {"n_positions", c.maxT}, {"n_embd", c.C},
+                      {"n_layer", c.L},             {"n_head", c.NH},        {"n_inner", c.F},
+                      {"layer_norm_epsilon", 1e-5}, {"activation_function", "gelu_new"},
+                      {"tie_word_embeddings", true}, {"torch_dtype", "float32"}};
+  if (layout == ModelLayout::Hf) {
+    j["model_type"] = "gpt2";
+    j["architectures"] = {"GPT2LMHeadModel"};
+    for (const char* k : {"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_first_dropout"}) j[k] = 0.0;
+    if (eot_id >= 0) j["bos_token_id"] = j["eos_token_id"] = eot_id;
+  } else {
+    j["model_type"] = kXtrainModelType;
+    j["n_kv_head"] = c.KVH;
+    j["head_dim"] = c.HS;
+    if (eot_id >= 0) j["eos_token_id"] = eot_id;
+  }
+  return j.dump(2) + "\n";
+}
+
+ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
+                        const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  const Tokenizer tok = Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
+  if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
+    XT_FAIL("tokenizer " << encoder_json << " + " << vocab_bpe << " is not the one the model was trained with (fingerprints differ)");
+  if (tok.vocab_size() != cfg.V)
+    XT_FAIL("tokenizer " << encoder_json << " has " << tok.vocab_size() << " tokens, the model " << cfg.V
+                         << " (give the --encoder-json/--vocab-bpe the model was trained with)");
+  std::vector<std::vector<float>> storage;
+  const std::vector<StTensorF32> tensors = export_tensors(cfg, params, layout, storage);
+  // "format": "pt" is what transformers' from_pretrained requires of safetensors metadata
+  const std::map<std::string, std::string> meta = {{"format", "pt"}, {"xtrain_layout", layout_name(layout)}};
+  ExportFiles files;
+  files[kModelFile] = safetensors_bytes(tensors, meta);
+  files[kConfigFile] = model_config_json(cfg, layout, tok.eot_id());
+  files[kVocabFile] = read_file(encoder_json);
+  files[kMergesFile] = read_file(vocab_bpe);
+  return files;
+}
+
+void write_export(const std::string& dir, const ExportFiles& files) {
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  fs::create_directories(dir, ec);
+  if (!fs::is_directory(dir)) XT_FAIL(dir << ": cannot create the output directory" << (ec ? ": " + ec.message() : ""));
+  // Never through a symlink planted in dir: write_file_atomic would replace the file it names.
+  for (const auto& [name, bytes] : files) {
+    struct stat st{};
+    const std::string path = (fs::path(dir) / name).string();
+    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) XT_FAIL(path << ": is a symlink; not writing through it");
+  }
+  // The old model file goes first and the new one comes last: an interrupted re-export leaves a directory
+  // without model.safetensors (a clear load error), never new companions next to the old model.
+  const std::string model_path = (fs::path(dir) / kModelFile).string();
+  if (::unlink(model_path.c_str()) != 0 && errno != ENOENT) XT_FAIL(model_path << ": cannot remove the old model: " << std::strerror(errno));
+  for (const auto& [name, bytes] : files)
+    if (name != kModelFile) write_file_atomic((fs::path(dir) / name).string(), bytes);
+  auto it = files.find(kModelFile);
+  if (it != files.end()) {  // the one large file: progress lines from kLongWorkBytes (progress.h)
+    const std::string path = (fs::path(dir) / kModelFile).string();
+    Progress progress("write " + path, it->second.size(), 0, long_work_options());
+    write_file_atomic(path, it->second, "cannot write", [&](size_t done) { progress.update(done); });
+    progress.finish();
+  }
+}
+
+}  // namespace xtrain

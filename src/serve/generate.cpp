@@ -1,0 +1,94 @@
+// Generation loop over a Decoder and the UTF-8 streaming of its output (src/serve/generate.h).
+#include "serve/generate.h"
+
+#include <chrono>
+
+#include "core/error.h"
+
+namespace xtrain {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+}  // namespace
+
+std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::vector<int32_t>>& prompts,
+                                           const GenerateOptions& opts,
+                                           const std::function<void(int, int32_t)>& on_token,
+                                           GenerateStats* stats) {
+  const int B = dec.batch();
+  XT_CHECK(int(prompts.size()) == B, "generate: " << prompts.size() << " prompts for a decoder of batch " << B);
+  const size_t T = prompts[0].size();
+  XT_CHECK(T >= 1, "generate: the prompt is empty (at least one token is needed)");
+  std::vector<int32_t> batch;  // (B,T)
+  for (const auto& p : prompts) {
+    XT_CHECK(p.size() == T, "generate: prompts of a batch must have equal lengths (" << p.size() << " vs " << T << ")");
+    batch.insert(batch.end(), p.begin(), p.end());
+  }
+  const int V = dec.vocab_size(), maxT = dec.context();
+  XT_CHECK(int(T) <= maxT, "the prompt has " << T << " tokens; the model's context is " << maxT);
+  opts.sampler.validate();
+
+  GenerateStats st;
+  st.prompt_tokens = int(T);
+  std::vector<std::vector<int32_t>> out(B);
+  std::vector<uint64_t> keys(B);
+  for (int b = 0; b < B; ++b) keys[b] = sampling_key(opts.seed, uint64_t(b));
+  std::vector<char> done(B, 0);
+  int live = B;
+  auto t0 = std::chrono::steady_clock::now();
+  dec.reset();
+  const std::vector<float>* logits = &dec.append(batch.data(), int(T), false);
+  std::vector<int32_t> next(B);
+  for (int n = 0; n < opts.max_new_tokens && live > 0; ++n) {
+    if (n > 0) {
+      if (dec.position() >= maxT) {
+        st.hit_context = true;
+        break;
+      }
+      logits = &dec.append(next.data(), 1, false);
+    }
+    for (int b = 0; b < B; ++b) {
+      if (done[b]) continue;  // a finished sequence keeps feeding its last token; its output is ignored
+      next[b] = sample_token(logits->data() + size_t(b) * V, V, opts.sampler, keys[b], uint64_t(n));
+      if (next[b] == opts.eos_id) {
+        done[b] = 1, --live;
+        continue;
+      }
+      out[b].push_back(next[b]);
+      ++st.new_tokens;
+      if (n > 0) ++st.decode_tokens;
+      if (on_token) on_token(b, next[b]);
+    }
+    if (n == 0) st.prefill_s = seconds_since(t0), t0 = std::chrono::steady_clock::now();
+  }
+  st.decode_s = seconds_since(t0);
+  if (stats) *stats = st;
+  return out;
+}
+
+std::string Utf8Stream::push(const std::string& bytes) {
+  pending_ += bytes;
+  // find the start of the last character: at most 3 continuation bytes (10xxxxxx) back from the end
+  size_t i = pending_.size(), cont = 0;
+  while (i > 0 && cont < 3 && (static_cast<unsigned char>(pending_[i - 1]) & 0xC0) == 0x80) --i, ++cont;
+  size_t cut = pending_.size();
+  if (i > 0) {
+    const unsigned char lead = static_cast<unsigned char>(pending_[i - 1]);
+    // expected length from the lead byte (RFC 3629): 110xxxxx 2, 1110xxxx 3, 11110xxx 4
+    const size_t need = (lead & 0xE0) == 0xC0 ? 2 : (lead & 0xF0) == 0xE0 ? 3 : (lead & 0xF8) == 0xF0 ? 4 : 0;
+    if (need > cont + 1) cut = i - 1;  // an incomplete character: hold it back
+  }
+  std::string ready = pending_.substr(0, cut);
+  pending_.erase(0, cut);
+  return ready;
+}
+
+std::string Utf8Stream::flush() {
+  std::string rest;
+  rest.swap(pending_);
+  return rest;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,54 @@
+// Text generation with a KV-cache Decoder: prefill the prompts, then sample one token per step
+// (sampler.h) until <|endoftext|>, the token budget or the model's context is reached. Plus Utf8Stream,
+// which turns token bytes into printable text when a character is split across tokens.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "model/inference.h"
+#include "serve/sampler.h"
+
+namespace xtrain {
+
+struct GenerateOptions {
+  int max_new_tokens = 64;  // tokens to generate per sequence at most
+  SamplerOptions sampler;
+  uint64_t seed = 0;  // sampling stream: sampling_key(seed, sequence), counter = generated-token index
+  int eos_id = -1;    // stop a sequence when it samples this id (not emitted); -1 = never
+};
+
+struct GenerateStats {
+  int prompt_tokens = 0;     // per sequence
+  int new_tokens = 0;        // tokens emitted, all sequences together
+  int decode_tokens = 0;     // of which sampled after a one-token step (not from the prompt's logits)
+  double prefill_s = 0.0;    // seconds for the prompt forward (including its first sampling)
+  double decode_s = 0.0;     // seconds for the one-token steps
+  bool hit_context = false;  // stopped because the model's context (maxT) was full
+};
+
+// generate: continues B = dec.batch() prompts of equal length (tokens in [0, V), at least one each),
+// starting from an empty cache. Calls on_token(sequence, id) for every emitted token as soon as it is
+// sampled, and returns the emitted ids per sequence (the prompt and the stopping eos excluded).
+// Throws Error for a prompt count other than B, unequal or empty prompts, or a prompt longer than maxT.
+std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::vector<int32_t>>& prompts,
+                                           const GenerateOptions& opts,
+                                           const std::function<void(int, int32_t)>& on_token,
+                                           GenerateStats* stats = nullptr);
+
+// Utf8Stream: byte-level BPE tokens may end inside a multi-byte UTF-8 character (e.g. an emoji spread
+// over two tokens). push() returns the bytes up to the last complete character and holds back an
+// incomplete trailing sequence (at most 3 bytes) until the next push; flush() returns what is held.
+// Bytes that are not valid UTF-8 pass through unchanged (nothing waits forever).
+class Utf8Stream {
+ public:
+  std::string push(const std::string& bytes);
+  std::string flush();
+
+ private:
+  std::string pending_;
+};
+
+}  // namespace xtrain

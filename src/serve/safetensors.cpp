@@ -1,0 +1,232 @@
+// safetensors reader and writer (src/serve/safetensors.h). The checks follow the reference
+// implementation (huggingface/safetensors, safetensors/src/tensor.rs: header limit 100 MB, offsets
+// contiguous from 0 to the end of the buffer, byte size = elements x dtype size).
+#include "serve/safetensors.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "core/error.h"
+#include "core/io.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "safetensors data is little-endian; this reader copies it as host floats"
+#endif
+
+namespace xtrain {
+
+namespace {
+using json = nlohmann::json;
+constexpr uint64_t kMaxHeaderBytes = 100000000;  // reference implementation's MAX_HEADER_SIZE
+
+// dtype_bytes: bytes per element of a safetensors dtype, 0 when unknown.
+size_t dtype_bytes(const std::string& d) {
+  static const std::map<std::string, size_t> sizes = {
+      {"BOOL", 1}, {"U8", 1},  {"I8", 1},  {"F8_E5M2", 1}, {"F8_E4M3", 1}, {"I16", 2}, {"U16", 2}, {"F16", 2},
+      {"BF16", 2}, {"I32", 4}, {"U32", 4}, {"F32", 4},     {"F64", 8},     {"I64", 8}, {"U64", 8}};
+  auto it = sizes.find(d);
+  return it == sizes.end() ? 0 : it->second;
+}
+
+// IEEE 754 binary16 -> binary32, exact (subnormals, infinities and NaN included).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
+  uint32_t bits;
+  if (exp == 0x1f) {
+    bits = sign | 0x7f800000u | (man << 13);
+  } else if (exp != 0) {
+    bits = sign | ((exp + 112) << 23) | (man << 13);
+  } else if (man == 0) {
+    bits = sign;
+  } else {  // subnormal: normalise
+    int e = -1;
+    uint32_t m = man;
+    do {
+      ++e;
+      m <<= 1;
+    } while ((m & 0x400) == 0);
+    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+}  // namespace
+
+size_t StEntry::count() const {
+  size_t n = 1;
+  for (int64_t d : shape) n *= static_cast<size_t>(d);
+  return n;
+}
+
+SafeTensors SafeTensors::read(const std::string& path) {
+  std::string bytes;
+  try {
+    bytes = read_file(path);
+  } catch (const Error& e) {
+    XT_FAIL("safetensors " << e.what());
+  }
+  return parse(std::move(bytes), path);
+}
+
+SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
+  SafeTensors st;
+  st.label_ = label;
+  st.bytes_ = std::move(bytes);
+  const std::string& b = st.bytes_;
+  auto fail = [&](const std::string& why) { XT_FAIL("safetensors " << label << ": " << why); };
+  if (b.size() < 8) fail("file of " + std::to_string(b.size()) + " bytes has no 8-byte header length");
+  uint64_t n = 0;
+  std::memcpy(&n, b.data(), 8);
+  if (n > kMaxHeaderBytes) fail("header length " + std::to_string(n) + " exceeds the 100 MB limit");
+  if (n > b.size() - 8)
+    fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(b.size()) + " bytes)");
+  st.data_start_ = 8 + n;
+  const size_t data_bytes = b.size() - st.data_start_;
+  // The header is one JSON object padded with spaces only (the format's padding): nlohmann would stop
+  // at a NUL byte and accept what follows, and would take other whitespace as padding (checked below).
+  if (std::memchr(b.data() + 8, '\0', n) != nullptr) fail("header contains a NUL byte");
+
+  // Duplicate keys: nlohmann keeps the last silently, so the parser callback records them.
+  std::vector<std::set<std::string>> open;
+  std::string duplicate;
+  auto cb = [&](int, json::parse_event_t ev, json& parsed) {
+    if (ev == json::parse_event_t::object_start) open.emplace_back();
+    else if (ev == json::parse_event_t::object_end && !open.empty()) open.pop_back();
+    else if (ev == json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
+             duplicate.empty())
+      duplicate = parsed.get<std::string>();
+    return true;
+  };
+  json h;
+  try {
+    h = json::parse(b.begin() + 8, b.begin() + 8 + static_cast<std::ptrdiff_t>(n), cb);
+  } catch (const json::exception& e) {
+    fail(std::string("header is not valid JSON (") + e.what() + ")");
+  }
+  if (!duplicate.empty()) fail("duplicate name \"" + duplicate + "\" in the header");
+  if (!h.is_object()) fail("header is not a JSON object");
+  const size_t last = b.find_last_not_of(' ', 8 + n - 1);
+  if (last == std::string::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
+
+  for (auto it = h.begin(); it != h.end(); ++it) {
+    const std::string& name = it.key();
+    const json& v = it.value();
+    if (name == "__metadata__") {
+      if (!v.is_object()) fail("__metadata__ is not an object");
+      for (auto m = v.begin(); m != v.end(); ++m) {
+        if (!m.value().is_string()) fail("__metadata__ value of \"" + m.key() + "\" is not a string");
+        st.metadata_[m.key()] = m.value().get<std::string>();
+      }
+      continue;
+    }
+    const std::string where = "tensor \"" + name + "\": ";
+    if (!v.is_object()) fail(where + "entry is not an object");
+    for (auto f = v.begin(); f != v.end(); ++f)
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(where + "unknown field \"" + f.key() + "\"");
+    if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
+      fail(where + "needs dtype, shape and data_offsets");
+    StEntry e;
+    e.name = name;
+    if (!v["dtype"].is_string()) fail(where + "dtype is not a string");
+    e.dtype = v["dtype"].get<std::string>();
+    const size_t esize = dtype_bytes(e.dtype);
+    if (esize == 0) fail(where + "unknown dtype \"" + e.dtype + "\"");
+    if (!v["shape"].is_array()) fail(where + "shape is not an array");
+    size_t count = 1;
+    for (const json& d : v["shape"]) {
+      if (!d.is_number_unsigned()) fail(where + "shape has a dimension that is not a non-negative integer");
+      const uint64_t dim = d.get<uint64_t>();
+      if (dim != 0 && count > std::numeric_limits<size_t>::max() / esize / dim) fail(where + "shape overflows");
+      count *= dim;
+      e.shape.push_back(static_cast<int64_t>(dim));
+    }
+    const json& off = v["data_offsets"];
+    if (!off.is_array() || off.size() != 2 || !off[0].is_number_unsigned() || !off[1].is_number_unsigned())
+      fail(where + "data_offsets is not a pair of non-negative integers");
+    const uint64_t lo = off[0].get<uint64_t>(), hi = off[1].get<uint64_t>();
+    if (lo > hi || hi > data_bytes)
+      fail(where + "data_offsets [" + std::to_string(lo) + ", " + std::to_string(hi) + "] out of range (data section of " +
+           std::to_string(data_bytes) + " bytes)");
+    if (hi - lo != count * esize)
+      fail(where + "shape needs " + std::to_string(count * esize) + " bytes of " + e.dtype + ", data_offsets give " +
+           std::to_string(hi - lo));
+    e.begin = lo, e.end = hi;
+    st.entries_.push_back(std::move(e));
+  }
+  // The data section is covered exactly: sorted by offset, each tensor starts where the last ended.
+  std::vector<const StEntry*> by_off;
+  for (const StEntry& e : st.entries_) by_off.push_back(&e);
+  std::sort(by_off.begin(), by_off.end(), [](auto* a, auto* c) { return a->begin != c->begin ? a->begin < c->begin : a->end < c->end; });
+  size_t pos = 0;
+  const StEntry* prev = nullptr;
+  for (const StEntry* e : by_off) {
+    if (e->begin < pos) fail("tensors \"" + prev->name + "\" and \"" + e->name + "\" overlap");
+    if (e->begin > pos) fail("bytes [" + std::to_string(pos) + ", " + std::to_string(e->begin) + ") of the data section belong to no tensor");
+    pos = e->end, prev = e;
+  }
+  if (pos != data_bytes) fail(std::to_string(data_bytes - pos) + " trailing bytes after the last tensor");
+  return st;  // entries_ are in name order: json objects iterate sorted
+}
+
+const StEntry* SafeTensors::find(const std::string& name) const {
+  auto it = std::lower_bound(entries_.begin(), entries_.end(), name, [](const StEntry& e, const std::string& n) { return e.name < n; });
+  return it != entries_.end() && it->name == name ? &*it : nullptr;
+}
+
+std::vector<float> SafeTensors::to_f32(const StEntry& e) const {
+  const char* p = bytes_.data() + data_start_ + e.begin;
+  const size_t n = e.count();
+  std::vector<float> out(n);
+  if (e.dtype == "F32") {
+    std::memcpy(out.data(), p, n * 4);
+  } else if (e.dtype == "BF16" || e.dtype == "F16") {
+    for (size_t i = 0; i < n; ++i) {
+      uint16_t h;
+      std::memcpy(&h, p + 2 * i, 2);
+      if (e.dtype == "F16") {
+        out[i] = half_to_float(h);
+      } else {
+        const uint32_t bits = uint32_t(h) << 16;  // bfloat16 is the top half of a binary32
+        std::memcpy(&out[i], &bits, 4);
+      }
+    }
+  } else {
+    XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has dtype " << e.dtype << ", expected F32, BF16 or F16");
+  }
+  return out;
+}
+
+std::string safetensors_bytes(std::vector<StTensorF32> tensors, const std::map<std::string, std::string>& metadata) {
+  std::sort(tensors.begin(), tensors.end(), [](const StTensorF32& a, const StTensorF32& b) { return a.name < b.name; });
+  json h = json::object();
+  if (!metadata.empty()) h["__metadata__"] = metadata;
+  size_t off = 0;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const StTensorF32& t = tensors[i];
+    XT_CHECK(t.name != "__metadata__" && (i == 0 || tensors[i - 1].name != t.name), "bad or duplicate tensor name " << t.name);
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    XT_CHECK(t.data != nullptr || n == 0, "tensor " << t.name << " has no data");
+    h[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {off, off + 4 * n}}};
+    off += 4 * n;
+  }
+  std::string header = h.dump();  // compact; std::map keys: sorted
+  header.append((8 - header.size() % 8) % 8, ' ');
+  std::string out(8, '\0');
+  const uint64_t len = header.size();
+  std::memcpy(out.data(), &len, 8);
+  out.reserve(8 + header.size() + off);
+  out += header;
+  for (const StTensorF32& t : tensors) {
+    size_t n = 1;
+    for (int64_t d : t.shape) n *= static_cast<size_t>(d);
+    out.append(reinterpret_cast<const char*>(t.data), 4 * n);
+  }
+  return out;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,374 @@
+// Checkpoint file format, and the training run's checkpoint save/restore (see src/train/checkpoint.h).
+// Layout (little-endian, native struct packing of fixed-width fields):
+//   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
+//   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
+//   u64 XXH3-64 (seed 0) of all bytes before it.
+// Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata.
+// Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
+#include "train/checkpoint.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstdint>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <utility>
+
+#include "comm/agree.h"
+#include "core/error.h"
+#include "core/io.h"
+#include "core/log.h"
+#include "core/progress.h"
+
+namespace xtrain {
+
+namespace {
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
+constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
+constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB (a progress report after each); copies
+
+struct Writer {
+  std::string buf;
+  template <typename T>
+  void put(const T& x) { buf.append(reinterpret_cast<const char*>(&x), sizeof(T)); }
+  void put_floats(const std::vector<float>& v) {
+    buf.append(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+};
+
+struct Reader {
+  const std::string& buf;
+  size_t pos = 0;
+  const std::string& path;
+  template <typename T>
+  T get() {
+    if (pos + sizeof(T) > buf.size()) XT_FAIL("checkpoint " << path << ": truncated (header)");
+    T x;
+    std::memcpy(&x, buf.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return x;
+  }
+};
+
+void put_meta(Writer& w, const CheckpointMeta& m) {
+  const GPTConfig& c = m.model;
+  for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
+  for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
+  w.put(m.dropout);
+  for (float x : {m.lr, m.min_lr_frac, m.weight_decay, m.grad_clip}) w.put(x);
+  w.put(m.warmup);
+  for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params, m.n_train}) w.put(x);
+}
+
+CheckpointMeta get_meta(Reader& r) {
+  CheckpointMeta m;
+  GPTConfig& c = m.model;
+  for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
+  for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
+  m.dropout = r.get<float>();
+  for (float* x : {&m.lr, &m.min_lr_frac, &m.weight_decay, &m.grad_clip}) *x = r.get<float>();
+  m.warmup = r.get<int32_t>();
+  for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params, &m.n_train}) *x = r.get<uint64_t>();
+  return m;
+}
+
+}  // namespace
+
+uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
+  const size_t n = st.meta.num_params;
+  XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n, "checkpoint state sizes");
+  Writer w;
+  w.buf.append(kMagic, sizeof(kMagic));
+  Writer meta;
+  put_meta(meta, st.meta);
+  w.put(static_cast<uint32_t>(meta.buf.size()));
+  w.buf += meta.buf;
+  w.put_floats(st.params);
+  w.put_floats(st.m);
+  w.put_floats(st.v);
+  const uint64_t checksum = xxh3_64(w.buf.data(), w.buf.size());
+  w.put(checksum);
+  Progress progress("write " + path, w.buf.size(), 0, long_work_options());
+  write_file_atomic(path, w.buf, "checkpoint", [&](size_t done) { progress.update(done); });
+  progress.finish();
+  return checksum;
+}
+
+namespace {
+// check_meta: the header's own fields are plausible (the checksum only proves the bytes are the ones
+// written, not that a writer put sane values in them). Matching them against THIS run's model and
+// options is restore_checkpoint's job.
+void check_meta(const CheckpointMeta& m, const std::string& path) {
+  auto bad = [&](const char* what, auto value) {
+    XT_FAIL("checkpoint " << path << ": header field " << what << " = " << value << " is out of range (damaged file?)");
+  };
+  const GPTConfig& c = m.model;
+  const std::pair<const char*, int32_t> dims[] = {{"V", c.V},   {"maxT", c.maxT}, {"C", c.C},   {"L", c.L},
+                                                  {"NH", c.NH}, {"KVH", c.KVH},   {"HS", c.HS}, {"F", c.F}};
+  for (const auto& [name, v] : dims)
+    if (v <= 0) bad(name, v);
+  if (m.total_steps <= 0) bad("total_steps", m.total_steps);
+  if (m.step < 0 || m.step > m.total_steps) bad("step", m.step);
+  if (m.batch <= 0) bad("batch", m.batch);
+  if (m.grad_accum <= 0 || m.grad_accum > m.batch) bad("grad_accum", m.grad_accum);
+  if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) bad("dropout", m.dropout);
+  if (m.num_params == 0) bad("num_params", m.num_params);
+}
+// parse_header: the header of a checkpoint file of file_size bytes whose first bytes (all of them, or its
+// head) are buf: magic, version, header size, and the file size against the header's parameter count.
+// Returns the header; *body_at = where the parameters start.
+CheckpointMeta parse_header(const std::string& buf, size_t file_size, const std::string& path, size_t* body_at) {
+  if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
+    XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
+  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+    XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
+                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
+  Reader r{buf, sizeof(kMagic), path};
+  const uint32_t header_bytes = r.get<uint32_t>();
+  const size_t meta_start = r.pos;
+  const CheckpointMeta meta = get_meta(r);
+  if (r.pos - meta_start != header_bytes)
+    XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
+                          << " (written by another xtrain version)");
+  // The size check comes before anything else reads num_params, and cannot overflow: n is compared
+  // against what the file holds, not multiplied first.
+  const uint64_t n = meta.num_params;
+  const size_t body = file_size - r.pos;  // >= 0: get_meta read r.pos bytes of the file
+  if (body < sizeof(uint64_t) || n > (body - sizeof(uint64_t)) / (3 * sizeof(float)) ||
+      body != 3 * n * sizeof(float) + sizeof(uint64_t)) {
+    const bool fits = n <= (SIZE_MAX - r.pos - sizeof(uint64_t)) / (3 * sizeof(float));
+    if (!fits) XT_FAIL("checkpoint " << path << ": header claims " << n << " parameters, more than any file can hold");
+    const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
+    XT_FAIL("checkpoint " << path << ": " << file_size << " bytes, expected " << expect << " for " << n
+                          << " parameters" << (file_size < expect ? " (truncated)" : " (trailing bytes)"));
+  }
+  *body_at = r.pos;
+  return meta;
+}
+
+}  // namespace
+
+CheckpointState parse_checkpoint(const std::string& buf, const std::string& path) {
+  size_t at = 0;
+  CheckpointState st;
+  st.meta = parse_header(buf, buf.size(), path, &at);
+  const uint64_t n = st.meta.num_params;
+  Reader r{buf, at, path};
+  uint64_t stored;
+  std::memcpy(&stored, buf.data() + buf.size() - sizeof(uint64_t), sizeof(stored));
+  if (stored != xxh3_64(buf.data(), buf.size() - sizeof(uint64_t)))
+    XT_FAIL("checkpoint " << path << ": checksum mismatch (file is corrupt)");
+  check_meta(st.meta, path);
+  for (std::vector<float>* v : {&st.params, &st.m, &st.v}) {
+    v->resize(n);  // n > 0 (check_meta): data() is not null, as memcpy requires
+    std::memcpy(v->data(), buf.data() + r.pos, n * sizeof(float));
+    r.pos += n * sizeof(float);
+  }
+  return st;
+}
+
+namespace {
+// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (as read_file, io.h):
+// checked by path, then by the descriptor, opened O_NONBLOCK so a FIFO never blocks. Error
+// "checkpoint <path>: ..." otherwise.
+std::unique_ptr<std::FILE, int (*)(std::FILE*)> open_checkpoint(const std::string& path, struct stat* sb) {
+  if (::stat(path.c_str(), sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
+  std::FILE* f = ::fdopen(fd, "rb");
+  if (!f) {
+    const int saved = errno;
+    ::close(fd);
+    XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(saved));
+  }
+  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(f, std::fclose);
+  if (::fstat(fd, sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
+  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
+  return file;
+}
+}  // namespace
+
+CheckpointState load_checkpoint(const std::string& path, int rank, const ProgressOptions& progress_options) {
+  std::string buf;
+  {
+    struct stat sb{};
+    const auto closer = open_checkpoint(path, &sb);
+    std::FILE* f = closer.get();
+    buf.resize(static_cast<size_t>(sb.st_size));
+    Progress progress("read " + path, buf.size(), rank, progress_options);
+    for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each
+      const size_t k = std::fread(&buf[done], 1, std::min(kChunkBytes, buf.size() - done), f);
+      if (k == 0) {
+        if (std::ferror(f)) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
+        buf.resize(done);  // shorter than fstat said (changed while reading): the size check below names it
+        break;
+      }
+      done += k;
+      progress.update(done);
+    }
+    progress.finish();
+  }
+  return parse_checkpoint(buf, path);
+}
+
+void check_checkpoint_file(const std::string& path) {
+  struct stat sb{};
+  const auto f = open_checkpoint(path, &sb);
+  std::string head(4096, '\0');  // the header is ~150 bytes
+  head.resize(std::fread(&head[0], 1, head.size(), f.get()));
+  if (std::ferror(f.get())) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
+  size_t at = 0;  // the size as read if the file changed since fstat (never less than its head)
+  const size_t file_size = std::max(static_cast<size_t>(sb.st_size), head.size());
+  check_meta(parse_header(head, file_size, path, &at), path);
+}
+
+namespace {
+// impossible_value: "" when every parameter and first moment is finite and every second moment finite
+// and >= 0 (what AdamW keeps), else which value is not. The checksum proves a file's bytes are those
+// written, not that the writer's values were sane: the writer checks before writing, a resume on reading.
+std::string impossible_value(const CheckpointState& st) {
+  const std::pair<const char*, const std::vector<float>*> parts[] = {
+      {"parameter", &st.params}, {"first moment", &st.m}, {"second moment", &st.v}};
+  for (const auto& [what, v] : parts)
+    for (size_t i = 0; i < v->size(); ++i)
+      if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f)) {
+        std::ostringstream os;
+        os << what << " " << i << " is " << (*v)[i];
+        return os.str();
+      }
+  return "";
+}
+
+CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
+  CheckpointMeta m;
+  m.model = model.config();
+  m.step = step;
+  m.batch = cfg.batch;
+  m.grad_accum = cfg.grad_accum;
+  m.total_steps = cfg.steps;
+  m.dropout = cfg.dropout;
+  m.lr = cfg.optim.lr;
+  m.min_lr_frac = cfg.optim.min_lr_frac;
+  m.weight_decay = cfg.optim.weight_decay;
+  m.grad_clip = cfg.optim.grad_clip;
+  m.warmup = cfg.optim.warmup_steps;
+  m.seed = cfg.seed;
+  m.tokenizer_fingerprint = data.tokenizer_fingerprint;
+  m.data_hash = data.hash;
+  m.num_params = model.num_params();
+  m.n_train = data.n_train;
+  return m;
+}
+}  // namespace
+
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                          HostCollectives& group, int step) {
+  // Only rank 0 writes (every rank holds identical state). Its copies from the backend run on this, the
+  // backend's, thread, in pieces of kChunkBytes between meetings of every rank (agree_in_steps).
+  auto st = std::make_shared<CheckpointState>();
+  const size_t n = model.num_params();
+  const float* const from[3] = {model.params(), opt.m(), opt.v()};
+  std::vector<float>* const to[3] = {&st->params, &st->m, &st->v};
+  int part = 0;
+  size_t done = 0;
+  agree_in_steps(group, [&] {
+    if (group.rank() != 0) return true;
+    if (part == 0 && done == 0) {  // in the first step, so a failure is agreed too
+      st->meta = make_meta(cfg, data, model, step);
+      for (std::vector<float>* v : to) v->reserve(n);  // no page touched yet
+    }
+    const size_t k = std::min(kChunkBytes / sizeof(float), n - done);
+    to[part]->resize(done + k);  // within the reserved capacity: no reallocation
+    be.copy_to_host(to[part]->data() + done, from[part] + done, k * sizeof(float));
+    done += k;
+    if (done == n) ++part, done = 0;
+    return part == 3;
+  });
+  return agree_while_working(group, [st, path = cfg.ckpt, step, steps = cfg.steps]() -> uint64_t {
+    if (st->params.empty()) return 0;  // not rank 0
+    try {
+      // A finite loss at this step does not make the UPDATED state finite: never replace a good
+      // checkpoint with a blown-up one (a resume would refuse it).
+      if (const std::string bad = impossible_value(*st); !bad.empty()) {
+        std::error_code ec;
+        XT_FAIL("the state after this step is not finite (" << bad << "); not writing " << path
+                                                            << (std::filesystem::exists(path, ec) ? " (the previous checkpoint is kept)"
+                                                                                                  : " (no checkpoint was written before)"));
+      }
+      const uint64_t checksum = save_checkpoint(path, *st);
+      std::printf("step %5d/%d | checkpoint written to %s\n", step, steps, path.c_str());
+      return checksum;
+    } catch (const Error& e) {
+      XT_FAIL("step " << step << ": " << e.what());
+    }
+  });
+}
+
+namespace {
+// check_resume: a loaded checkpoint matches this run (want: make_meta of the run at step 0) and holds
+// possible values; Error naming the option or value otherwise.
+void check_resume(const CheckpointState& st, const CheckpointMeta& want, const std::string& resume, int steps) {
+  const CheckpointMeta& got = st.meta;
+  auto mismatch = [&](const char* what, auto have, auto need) {
+    XT_FAIL("checkpoint " << resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
+                          << need << " now");
+  };
+  if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
+  if (got.batch != want.batch) mismatch("--batch", got.batch, want.batch);
+  if (got.grad_accum != want.grad_accum) mismatch("--grad-accum", got.grad_accum, want.grad_accum);
+  if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
+  if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
+  if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
+  // The rest of the schedule: a resumed run continues the same run, so a change is an error too.
+  if (got.lr != want.lr) mismatch("--lr", got.lr, want.lr);
+  if (got.warmup != want.warmup) mismatch("--warmup", got.warmup, want.warmup);
+  if (got.min_lr_frac != want.min_lr_frac) mismatch("--min-lr-frac", got.min_lr_frac, want.min_lr_frac);
+  if (got.weight_decay != want.weight_decay) mismatch("--weight-decay", got.weight_decay, want.weight_decay);
+  if (got.grad_clip != want.grad_clip) mismatch("--grad-clip", got.grad_clip, want.grad_clip);
+  if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
+  if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
+  if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
+  // The parameter count is what the copies below rely on: never copy model.num_params() floats out
+  // of vectors of another length (the same model description implies the same count, but the header
+  // field is checked on its own, as a damaged file can carry any value there).
+  if (got.num_params != want.num_params) mismatch("the parameter count", got.num_params, want.num_params);
+  if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << resume << ": internal size mismatch");
+  if (got.step > steps) XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps);
+  // got.step == steps: nothing left to train (a requeued job after the last step); not an error.
+  if (const std::string bad = impossible_value(st); !bad.empty())
+    XT_FAIL("checkpoint " << resume << " holds an impossible value: " << bad << " (not written by a healthy run)");
+}
+}  // namespace
+
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+                       HostCollectives& group) {
+  // Reading, parsing and checking the file is host work that may take long: on a worker thread while
+  // the ranks keep meeting (agree_while_working); only the copies to the device below run here.
+  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  auto loaded = agree_while_working(group, [resume = cfg.resume, steps = cfg.steps, want, rank = group.rank()] {
+    auto st = std::make_shared<CheckpointState>(load_checkpoint(resume, rank));
+    check_resume(*st, want, resume, steps);
+    return st;
+  });
+  const CheckpointState& st = *loaded;
+  const CheckpointMeta& got = st.meta;
+  const size_t bytes = model.num_params() * sizeof(float);
+  be.copy_to_device(model.params(), st.params.data(), bytes);
+  be.copy_to_device(opt.m(), st.m.data(), bytes);
+  be.copy_to_device(opt.v(), st.v.data(), bytes);
+  print0(group.rank(), "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
+         got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
+  return got.step;
+}
+
+}  // namespace xtrain

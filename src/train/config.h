@@ -1,0 +1,41 @@
+// TrainConfig: what one training run is asked to do (model, optimizer, batch, schedule, files).
+// Plain data, no MPI or backend: options.h, the data seam and the training loop all read it.
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "model/model.h"
+#include "train/optim.h"
+
+namespace xtrain {
+
+struct TrainConfig {
+  GPTConfig model;
+  OptimConfig optim;
+  int batch = 16;          // GLOBAL sequences per optimizer step (all ranks, all micro-steps)
+  int seq = 128;           // T, tokens per sequence
+  int steps = 100;         // optimizer steps to reach (a resumed run continues up to this step)
+  int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
+  int grad_accum = 1;      // micro-steps per optimizer step
+  double bucket_mb = 25;   // gradient all-reduce bucket size in MiB, overlapped with backward (0 = one all-reduce)
+  float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
+  int recompute = 0;       // activation recompute in the backward: 0 none, 1 GELU, 2 GELU + layernorm (GPT ctor)
+  // --cuda-graph: record the step's forward and backward once and launch them as a CUDA graph where the step
+  // allows it (src/train/train.cpp): auto = on one rank; on = also on several ranks whose communicator records
+  // its collectives (NCCL: the bucketed gradient all-reduce inside the graph); off = launch every kernel.
+  enum class CudaGraph { off, auto_one_rank, on };
+  CudaGraph cuda_graph = CudaGraph::auto_one_rank;
+  uint64_t seed = 1337;    // init, batch sampling and dropout streams
+  double val_fraction = 0.1;  // tail of the token stream held out for validation
+  int val_every = 25;      // validation every N steps (and at the last step); 0 = never
+  int val_seqs = 64;       // validation sequences (global) per evaluation
+  int log_every = 1;       // print a step line every N steps (metrics file gets every step)
+  std::string ckpt;        // checkpoint path ("" = none)
+  int ckpt_every = 0;      // also write the checkpoint every N steps (0 = only at the end)
+  std::string resume;      // checkpoint to resume from ("" = fresh start)
+  std::string metrics;     // JSON-lines metrics file (rank 0 writes; "" = none)
+  std::string timeline;    // Chrome trace of a few steady-state steps (rank 0 writes; "" = none; timeline.h)
+};
+
+}  // namespace xtrain

@@ -1,0 +1,116 @@
+// Metrics file and step line (see src/train/metrics.h).
+#include "metrics.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "core/progress.h"
+
+namespace xtrain {
+
+namespace {
+// keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
+// and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
+// the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic and
+// mode-preserving (write_file_atomic: a symlink of this user or root is followed).
+void keep_metrics_upto(const std::string& path, int step) {
+  const OutputLocation loc = locate_output(path, "cannot replace metrics file");
+  struct stat st{};
+  if (::fstatat(loc.dir_fd, loc.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // nothing written yet
+  std::ifstream in(loc.path());
+  if (!in) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
+  std::ostringstream kept;
+  int dropped = 0;
+  for (std::string line; std::getline(in, line);) {
+    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    const bool later = r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() > step;
+    if (r.is_discarded() || later) {
+      ++dropped;
+    } else {
+      kept << line << '\n';
+    }
+  }
+  if (in.bad()) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
+  if (dropped == 0) return;
+  write_file_atomic(path, kept.str(), "cannot replace metrics file");
+  std::printf("metrics | %s: dropped %d records after step %d or broken lines (written before the run was resumed)\n",
+              path.c_str(), dropped, step);
+}
+}  // namespace
+
+MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(path) {
+  if (path.empty()) return;
+  if (resume_step > 0) keep_metrics_upto(path, resume_step);
+  // Opened in the directory locate_output reached (symlinks only of this user or root), never
+  // through a symlink at the name itself; O_NONBLOCK so a FIFO swapped in since the start-up check
+  // does not block, then refused as not a regular file.
+  const OutputLocation loc = locate_output(path, "cannot open metrics file");
+  const int fd = ::openat(loc.dir_fd, loc.name.c_str(),
+                          O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (resume_step > 0 ? O_APPEND : O_TRUNC), 0666);
+  if (fd < 0) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
+  struct stat st{};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    XT_FAIL("cannot open metrics file " << path << ": not a regular file");
+  }
+  f_ = ::fdopen(fd, resume_step > 0 ? "a" : "w");
+  if (!f_) {
+    const int saved = errno;
+    ::close(fd);
+    XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(saved));
+  }
+}
+
+MetricsWriter::~MetricsWriter() {
+  if (f_) std::fclose(f_);
+}
+
+void MetricsWriter::write(const nlohmann::json& record) {
+  if (!f_) return;
+  const std::string line = record.dump() + "\n";
+  if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
+    XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(errno));
+}
+
+nlohmann::json train_record(const StepStats& s) {
+  nlohmann::json r = {{"type", "train"}, {"step", s.step}, {"loss", s.loss}, {"lr", s.lr}, {"grad_norm", s.grad_norm},
+                      {"ms", s.ms}, {"tok_per_s", s.tok_per_s}};
+  if (s.mfu) r["mfu"] = *s.mfu;
+  if (s.mem_in_use_bytes > 0) r["mem_in_use_bytes"] = s.mem_in_use_bytes;
+  if (s.peak_memory_bytes > 0) r["peak_memory_bytes"] = s.peak_memory_bytes;
+  return r;
+}
+
+std::string step_line(const StepStats& s) {
+  char buf[256];
+  std::snprintf(buf, sizeof buf, "step %5d/%d | loss %7.4f | lr %.2e | grad norm %.3f | %8.1f ms | %9.0f tok/s", s.step,
+                s.steps, s.loss, s.lr, s.grad_norm, s.ms, s.tok_per_s);
+  std::string line = buf;
+  if (s.mfu) {
+    std::snprintf(buf, sizeof buf, " | MFU %.1f%%", 100 * *s.mfu);
+    line += buf;
+  }
+  if (s.peak_memory_bytes > 0) {
+    std::snprintf(buf, sizeof buf, " | mem %.0f/%.0f MiB", s.mem_in_use_bytes / 1048576.0, s.peak_memory_bytes / 1048576.0);
+    line += buf;
+  }
+  return line + " | eta " + minutes_seconds(s.eta_s);
+}
+
+void print_step(const StepStats& s) {
+  std::printf("%s\n", step_line(s).c_str());
+  std::fflush(stdout);
+}
+
+}  // namespace xtrain

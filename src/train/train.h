@@ -1,0 +1,50 @@
+// The data-parallel training step, identical on every rank (train_rank).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "backend/backend.h"
+#include "comm/comm.h"
+#include "model/model.h"
+#include "train/batches.h"
+#include "train/config.h"
+#include "train/optim.h"
+
+namespace xtrain {
+
+struct TrainResult {
+  int first_step = 0, last_step = 0;
+  std::vector<double> losses;  // global mean train loss per step run
+  double max_param_diff = 0;   // max |p_rank_i - p_rank_0| over all parameters at the end
+  double tok_per_s = 0;        // global tokens per second over the steps after the first
+  std::optional<double> val_loss;  // the last validation loss of this run, at val_step
+  int val_step = 0;
+  uint64_t ckpt_xxh3 = 0;      // rank 0: XXH3-64 of the last checkpoint written (0 = none, other ranks)
+  bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
+};
+
+// train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
+// (seed, step) draws the whole global batch of B sequence offsets; rank r computes sequences
+// i % world == r, in grad_accum micro-steps; loss is the mean over the global batch; gradients are
+// averaged over the flat buffer, in --bucket-mb buckets started during the last micro-step's backward
+// (grad_buckets.h) or, with --bucket-mb 0, ONE all-reduce after it; then clipping and AdamW. Rank 0 prints and
+// writes metrics and checkpoints: per step the step line (every --log-every steps) and a `train`
+// record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds and
+// twice the second is named as warm-up; at the end the run summary (run_summary.h) as lines and the
+// `final` record.
+// Throws AgreedFailure (after printing) on a non-finite loss.
+// Depends only on the Communicator (never on how the ranks were started): every collective, the
+// agreement checks included, is bounded by its --comm-timeout deadline.
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm);
+
+// max_param_diff: max over all parameters and ranks of |p_rank - p_rank0| (rank 0's parameters broadcast in
+// pieces of 64 MB, then one max).
+double max_param_diff(GPT& model, Backend& be, HostCollectives& group);
+
+// check_same_on_all_ranks: throws Error naming `what` when the 64-bit value differs across ranks.
+void check_same_on_all_ranks(HostCollectives& group, uint64_t value, const std::string& what);
+
+}  // namespace xtrain
