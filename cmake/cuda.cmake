@@ -10,8 +10,8 @@ if(NOT DEFINED CMAKE_CUDA_ARCHITECTURES)
   set(CMAKE_CUDA_ARCHITECTURES "80;90" CACHE STRING "CUDA architectures to build for")
 endif()
 enable_language(CUDA)
-# xtrain_core was created before this file was included, so it did not inherit the default above.
-set_target_properties(xtrain_core PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+# xtrain_backend was created before this file was included, so it did not inherit the default above.
+set_target_properties(xtrain_backend PROPERTIES CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 find_package(CUDAToolkit 12.0 REQUIRED)
 set(CMAKE_CUDA_STANDARD 17)
 set(CMAKE_CUDA_STANDARD_REQUIRED ON)
@@ -47,40 +47,41 @@ xtrain_find_prefixed(NCCL nccl.h nccl "NCCL (nccl.h, libnccl.so)")
 # libcudnn.so.9, which loads its sub-libraries itself.
 xtrain_find_prefixed(CUDNN cudnn_graph.h cudnn "cuDNN 9 (cudnn_graph.h, libcudnn.so)")
 
-target_sources(xtrain_core PRIVATE
-  src/backend/cuda/allocator.cpp
-  src/backend/cuda/cuda_backend.cpp
-  src/backend/cuda/comm_nccl.cpp
-  src/backend/cuda/event_clock.cpp
-  src/backend/cuda/adamw.cu
-  src/backend/cuda/attention.cu
-  src/backend/cuda/attention_decode.cu
-  src/backend/cuda/convert.cu
-  src/backend/cuda/cudnn_attention.cpp
-  src/backend/cuda/cudnn_graph.cpp
-  src/backend/cuda/cross_entropy.cu
-  src/backend/cuda/dropout.cu
-  src/backend/cuda/encoder.cu
-  src/backend/cuda/flash_attention.cu
-  src/backend/cuda/gemm.cpp
-  src/backend/cuda/gemm_lt.cpp
-  src/backend/cuda/gelu.cu
-  src/backend/cuda/layernorm.cu
-  src/backend/cuda/matmul.cu
-  src/backend/cuda/reduce.cu
-  src/backend/cuda/residual.cu
+target_sources(xtrain_backend PRIVATE
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/allocator.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/cuda_backend.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/comm_nccl.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/event_clock.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/adamw.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/attention.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/attention_decode.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/convert.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/cudnn_attention.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/cudnn_graph.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/cross_entropy.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/dropout.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/encoder.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/flash_attention.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm_lt.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/gelu.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/layernorm.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/matmul.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/reduce.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/residual.cu
 )
-target_link_libraries(xtrain_core PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
+target_link_libraries(xtrain_backend PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
-target_compile_options(xtrain_core PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
-set_source_files_properties(src/backend/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
+target_compile_options(xtrain_backend PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/backend/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
 
 # Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
-add_executable(bench_cuda_ops bench/bench_cuda_ops.cpp)
-target_link_libraries(bench_cuda_ops PRIVATE xtrain_core)
-target_include_directories(bench_cuda_ops PRIVATE ${PROJECT_SOURCE_DIR}/src)
+add_executable(bench_cuda_ops ${PROJECT_SOURCE_DIR}/bench/bench_cuda_ops.cpp)
+target_link_libraries(bench_cuda_ops PRIVATE xtrain_model)
+set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 # Every cuBLASLt algorithm the heuristic offers for GPT-2 124M's GEMMs, timed (bench/gemm_algos.cpp); not a test.
-add_executable(gemm_algos bench/gemm_algos.cpp)
+add_executable(gemm_algos ${PROJECT_SOURCE_DIR}/bench/gemm_algos.cpp)
+set_target_properties(gemm_algos PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 target_link_libraries(gemm_algos PRIVATE CUDA::cublasLt CUDA::cudart)
 # CUPTI kernel timeline of a real run (bench/kernel_trace.cpp, loaded via CUDA_INJECTION64_PATH); not a test.
 # Built where CUPTI is found and has the activity record it reads (CUpti_ActivityKernel10, CUDA 12.8+).
@@ -91,7 +92,8 @@ check_cxx_source_compiles("#include <cupti.h>
 int main() { CUpti_ActivityKernel10 k{}; return int(k.start); }" XTRAIN_CUPTI_KERNEL10)
 unset(CMAKE_REQUIRED_INCLUDES)
 if(XTRAIN_CUPTI AND XTRAIN_CUPTI_KERNEL10)
-  add_library(xtrain_kernel_trace SHARED bench/kernel_trace.cpp)
+  add_library(xtrain_kernel_trace SHARED ${PROJECT_SOURCE_DIR}/bench/kernel_trace.cpp)
   target_include_directories(xtrain_kernel_trace PRIVATE ${CUDAToolkit_INCLUDE_DIRS})
+  set_target_properties(xtrain_kernel_trace PROPERTIES LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
   target_link_libraries(xtrain_kernel_trace PRIVATE ${XTRAIN_CUPTI})
 endif()

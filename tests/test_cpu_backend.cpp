@@ -7,6 +7,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
 #include "backend/qkv_layout.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "cpu_ops_test_util.h"
 

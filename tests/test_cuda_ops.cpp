@@ -18,6 +18,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/qkv_layout.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "cpu_ops_test_util.h"
 

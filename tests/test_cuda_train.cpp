@@ -18,6 +18,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/registry.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/model.h"

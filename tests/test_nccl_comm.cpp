@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "comm/mpi_context.h"
+#include "comm/mpi/mpi_context.h"
 #include "core/error.h"
 #include "train/grad_buckets.h"
 

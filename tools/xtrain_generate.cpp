@@ -9,7 +9,8 @@
 #include <string>
 #include <vector>
 
-#include "app/options.h"
+#include "backend/registry.h"
+#include "core/cli.h"
 #include "backend/backend.h"
 #include "core/error.h"
 #include "core/io.h"

@@ -11,6 +11,7 @@
 
 #include "app/options.h"
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "comm/agree.h"
 #include "comm/comm.h"
 #include "comm/placement.h"

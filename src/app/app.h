@@ -11,7 +11,7 @@
 #include "app/options.h"
 #include "backend/backend.h"
 #include "comm/comm.h"
-#include "comm/mpi_context.h"
+#include "comm/mpi/mpi_context.h"
 
 namespace xtrain {
 

@@ -8,7 +8,7 @@
 #include "app/app.h"
 #include "app/options.h"
 #include "comm/agree.h"
-#include "comm/mpi_context.h"
+#include "comm/mpi/mpi_context.h"
 #include "core/error.h"
 #include "core/log.h"
 

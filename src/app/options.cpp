@@ -11,6 +11,8 @@
 #include <sstream>
 
 #include "backend/backend.h"
+#include "backend/registry.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "data/corpus.h"
@@ -47,14 +49,6 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
 }
 
 }  // namespace
-
-uint64_t parse_seed(const std::string& text) {
-  errno = 0;  // strtoull alone would take "-1" as 2^64-1: digits only
-  const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
-  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
-    throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + text + "'");
-  return v;
-}
 
 RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   RunOptions o;

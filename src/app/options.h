@@ -34,10 +34,6 @@ struct RunOptions {
 
 enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
 
-// parse_seed: a --seed value: decimal digits only, 0 .. 2^64-1; UsageError "--seed must be an integer in
-// [0, 2^64-1], got '<text>'" otherwise (e.g. "-1", which strtoull would take as 2^64-1).
-uint64_t parse_seed(const std::string& text);
-
 // parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
 // inconsistent combinations that do not depend on the world size. With --help, help=true.
 // launcher: the usage line, and --ranks for xtrain_threads only.

@@ -12,6 +12,7 @@
 #include "app/options.h"
 #include "app/thread_launch.h"
 #include "backend/backend.h"
+#include "backend/registry.h"
 #include "comm/comm.h"
 #include "comm/thread_world.h"
 #include "core/error.h"

@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "train/timeline.h"
+#include "core/clock.h"
 
 namespace xtrain {
 
@@ -108,7 +108,7 @@ class Backend {
   virtual size_t memory_in_use_bytes() const { return 0; }
   // gpu_id: the GPU this backend runs on; nullopt on the CPU.
   virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
-  // make_timeline_clock: marks on the stream the ops run on (--timeline, timeline.h); the host clock
+  // make_timeline_clock: marks on the stream the ops run on (--timeline, core/clock.h); the host clock
   // where ops run when called.
   virtual std::unique_ptr<TimelineClock> make_timeline_clock() { return std::make_unique<HostClock>(); }
   // available_memory_bytes: bytes this backend could still allocate, for the up-front memory check
@@ -330,8 +330,6 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
 };
 
-// ---- registry (src/backend/registry.cpp: the one file that knows which backends were compiled in) ----
-
 // BackendOptions: what a backend needs to bind its device.
 struct BackendOptions {
   Device device = Device::automatic;
@@ -343,17 +341,5 @@ struct BackendOptions {
   DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
   Attention attention = Attention::automatic;  // CUDA only (UsageError for another on the CPU backend)
 };
-
-// make_backend: creates the backend for opts.device. automatic picks cuda when compiled in and a GPU
-// is visible, else cpu. Throws UsageError for a device not compiled in and for bf16 on the CPU
-// backend; Error when the device cannot be used (e.g. more ranks on
-// the node than visible GPUs).
-std::unique_ptr<Backend> make_backend(const BackendOptions& opts);
-
-// visible_gpu_count: GPUs the CUDA runtime sees (0 in a build without CUDA, or without GPU/driver).
-int visible_gpu_count();
-
-// compiled_backends: e.g. "cpu" or "cpu, cuda" (for --help and the start banner).
-std::string compiled_backends();
 
 }  // namespace xtrain

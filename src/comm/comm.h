@@ -1,7 +1,7 @@
 // Communicator: everything the training run (train_rank and all under it) needs from the other
 // ranks: identity and host-side collectives (HostCollectives) plus the collectives over buffers in
 // the backend's memory (host memory for the CPU backend, device memory for CUDA). Counts are
-// elements, never bytes. Implementations: MPI (src/comm/comm_mpi.cpp, any backend whose memory is host
+// elements, never bytes. Implementations: MPI (src/comm/mpi/comm_mpi.cpp, any backend whose memory is host
 // memory), NCCL (src/backend/cuda/comm_nccl.cpp) and the in-process one of xtrain_threads (host memory,
 // src/comm/comm_threads.cpp). The training run sees only this interface, never how ranks started.
 //
@@ -15,7 +15,7 @@
 #include <string>
 
 #include "comm/host_collectives.h"
-#include "train/timeline.h"
+#include "core/clock.h"
 
 namespace xtrain {
 
@@ -69,7 +69,7 @@ class Communicator : public HostCollectives {
   // that failed) tell a failed communicator, which must end the job, from a failed recording.
   virtual bool failed() const { return false; }
   // set_trace: from now on, while trace->recording(), each bucketed collective is reported to `trace`
-  // (nullptr: none) with marks of its start and completion on trace_clock() (--timeline; timeline.h).
+  // (nullptr: none) with marks of its start and completion on trace_clock() (--timeline; core/clock.h).
   void set_trace(CollectiveTrace* trace) { trace_ = trace; }
 
  protected:
@@ -83,27 +83,5 @@ class Communicator : public HostCollectives {
   size_t bucket_count_ = 0;
   ReduceOp bucket_op_ = ReduceOp::sum;
 };
-
-class MpiContext;
-class Backend;
-
-// make_communicator: the communicator matching the backend ("mpi" for cpu, "nccl" for cuda).
-// comm_timeout_s: how long one collective may wait (seconds) before it throws Error naming the rank and
-// operation and the job ends (a rank that DIES is ended by mpirun/srun; this covers one that is alive
-// but stuck). Collective over all ranks. Defined in src/backend/registry.cpp.
-std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s);
-
-// make_mpi_communicator: MPI collectives on host memory over MPI_COMM_WORLD (non-blocking calls polled
-// against the comm_timeout_s deadline, src/comm/comm_mpi.cpp).
-std::unique_ptr<Communicator> make_mpi_communicator(MpiContext& mpi, double comm_timeout_s);
-
-class ThreadWorld;
-
-// make_thread_rank_communicator: xtrain_threads' counterpart of make_communicator for rank `rank` of
-// `world`: NCCL on the CUDA backend (ncclUniqueId over `startup`, host side in-process), the
-// in-process communicator (src/comm/thread_world.h) on the CPU backend. Defined in
-// src/backend/registry.cpp.
-std::unique_ptr<Communicator> make_thread_rank_communicator(ThreadWorld& world, int rank, HostCollectives& startup,
-                                                            Backend& backend, double comm_timeout_s);
 
 }  // namespace xtrain

@@ -75,7 +75,7 @@ namespace detail {
   } while (0)
 
 namespace xtrain::detail {
-// mpi_error_string: MPI_Error_string of an MPI return code (defined in src/comm/mpi_context.cpp, so this
+// mpi_error_string: MPI_Error_string of an MPI return code (defined in src/comm/mpi/mpi_context.cpp, so this
 // header needs no <mpi.h>).
 std::string mpi_error_string(int rc);
 }  // namespace xtrain::detail

@@ -1,28 +1,13 @@
-// Step timeline recorder, the host clock and the Chrome trace writer (see src/train/timeline.h).
+// Step timeline recorder and the Chrome trace writer (see src/train/timeline.h).
 #include "train/timeline.h"
 
 #include <algorithm>
-#include <chrono>
 #include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "model/model.h"
 
 namespace xtrain {
-
-double host_seconds() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
-
-size_t HostClock::mark() {
-  marks_.push_back(host_seconds());
-  return marks_.size() - 1;
-}
-
-double HostClock::seconds(size_t id) {
-  XT_CHECK(id < marks_.size(), "HostClock: mark " << id << " of " << marks_.size());
-  return marks_[id];
-}
 
 StepTimeline::StepTimeline(const std::vector<ParamTensor>& layout, TimelineClock& compute) : compute_(compute) {
   for (const ParamTensor& p : layout) {

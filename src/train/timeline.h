@@ -1,7 +1,7 @@
-// Step timeline (--timeline, issue #13): when each layer's backward ends and when each gradient
-// all-reduce starts and completes, for a few steady-state steps, written as a Chrome trace
-// (chrome://tracing, ui.perfetto.dev) so the overlap of communication with the backward pass can be
-// seen without nsys. Times come from marks on the stream that runs the work (TimelineClock): the host
+// Step timeline (--timeline): when each layer's backward ends and when each gradient all-reduce
+// starts and completes, for a few steady-state steps, written as a Chrome trace (chrome://tracing,
+// ui.perfetto.dev) so the overlap of communication with the backward pass can be seen without nsys.
+// Times come from marks on the stream that runs the work (TimelineClock, core/clock.h): the host
 // clock where work runs when called (the CPU backend, MPI), CUDA events on the compute and NCCL
 // streams (read after the step).
 #pragma once
@@ -11,37 +11,11 @@
 #include <utility>
 #include <vector>
 
+#include "core/clock.h"
+
 namespace xtrain {
 
 struct ParamTensor;
-
-// host_seconds: the monotonic host clock (std::chrono::steady_clock), seconds.
-double host_seconds();
-
-// TimelineClock: marks points in one ordered stream of work; their times are read once that work has
-// run. The clocks of one backend share one time base, so marks of its different streams compare.
-class TimelineClock {
- public:
-  virtual ~TimelineClock() = default;
-  // mark: a point after the work queued so far; returns its id (0, 1, ... since the last clear).
-  virtual size_t mark() = 0;
-  // seconds: the time of mark `id`, seconds on the shared base; waits for the work before the mark.
-  // Throws Error for an id not marked since the last clear.
-  virtual double seconds(size_t id) = 0;
-  // clear: forgets every mark; a backend's compute clock also restarts the shared base here.
-  virtual void clear() = 0;
-};
-
-// HostClock: marks are host_seconds() at the call (work that runs when called).
-class HostClock final : public TimelineClock {
- public:
-  size_t mark() override;
-  double seconds(size_t id) override;
-  void clear() override { marks_.clear(); }
-
- private:
-  std::vector<double> marks_;
-};
 
 // TraceEvent: one span on one track of one step; seconds on the clocks' base.
 struct TraceEvent {
@@ -49,16 +23,6 @@ struct TraceEvent {
   std::string track;  // "compute" or "communication"
   double start_s = 0, end_s = 0;
   int step = 0;
-};
-
-// CollectiveTrace: told by a Communicator that one of its gradient collectives started at mark `start`
-// and completed at mark `end` of `clock` (its stream's clock; Communicator::set_trace). The marks must
-// stay readable until the step's end (the communicator clears its clock at the next bucketed_begin).
-class CollectiveTrace {
- public:
-  virtual ~CollectiveTrace() = default;
-  virtual bool recording() const = 0;  // false: nothing is kept, the communicator need not mark
-  virtual void collective(const std::string& what, TimelineClock& clock, size_t start, size_t end) = 0;
 };
 
 // StepTimeline: the recorder train_rank drives on rank 0, with the backend's compute clock. Between

@@ -1,4 +1,4 @@
-// EventClock: the CUDA TimelineClock (--timeline, src/train/timeline.h): a timing event recorded
+// EventClock: the CUDA TimelineClock (--timeline, src/core/clock.h): a timing event recorded
 // on one stream per mark, read as the time elapsed since a base event that every clock of the backend
 // shares (cudaEventElapsedTime compares events of different streams of one device).
 #pragma once
@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "train/timeline.h"
+#include "core/clock.h"
 
 namespace xtrain::cuda {
 

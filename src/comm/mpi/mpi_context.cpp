@@ -1,6 +1,6 @@
 // MpiContext: MPI bootstrap, node-local rank from the shared-memory split, launcher cross-checks,
-// host-side small collectives and the placement table. See src/comm/mpi_context.h.
-#include "comm/mpi_context.h"
+// host-side small collectives and the placement table. See src/comm/mpi/mpi_context.h.
+#include "comm/mpi/mpi_context.h"
 
 #include <mpi.h>
 #include <unistd.h>
@@ -11,7 +11,7 @@
 #include <cstring>
 #include <sstream>
 
-#include "comm_mpi_host.h"
+#include "comm/mpi/comm_mpi_host.h"
 #include "core/error.h"
 
 namespace xtrain {

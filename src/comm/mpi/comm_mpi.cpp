@@ -5,7 +5,7 @@
 // a rank exits. On timeout the call throws Error naming the rank, host and operation; the training
 // loop adds the step and main() ends the job (MPI_Abort). A rank that dies is mpirun's to handle.
 // The host-side collectives (losses, agreement flags, checksums, the final parameter comparison)
-// run the same way (MpiHostCollectives, src/comm/comm_mpi_host.h).
+// run the same way (MpiHostCollectives, src/comm/mpi/comm_mpi_host.h).
 // Every rank gets bitwise identical results (sum is commutative and Open MPI's reductions apply one
 // order per element on all ranks); tests/test_gates.sh checks the parameters agree exactly.
 #include <mpi.h>
@@ -17,9 +17,9 @@
 #include <thread>
 #include <vector>
 
-#include "comm/comm.h"
-#include "comm/mpi_context.h"
-#include "comm_mpi_host.h"
+#include "comm/mpi/comm_mpi.h"
+#include "comm/mpi/mpi_context.h"
+#include "comm/mpi/comm_mpi_host.h"
 #include "core/error.h"
 
 namespace xtrain {

@@ -1,0 +1,26 @@
+// What every backend shares (see backend/backend.h): the checks of op arguments that do not depend on
+// the device.
+#include "backend/backend.h"
+
+#include <cstdint>
+#include <vector>
+
+#include "core/error.h"
+
+namespace xtrain {
+
+void check_adamw_args(const std::vector<ParamSpan>& spans, int t) {
+  XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
+  size_t end = 0;  // end of the previous span
+  for (size_t i = 0; i < spans.size(); ++i) {
+    XT_CHECK(spans[i].offset >= end, "AdamW span " << i << " starts at element " << spans[i].offset
+                                                   << ", before the end of the span before it (element " << end
+                                                   << "): spans must be in increasing order without overlap");
+    XT_CHECK(spans[i].count <= SIZE_MAX - spans[i].offset,
+             "AdamW span " << i << " (" << spans[i].count << " elements at " << spans[i].offset
+                           << ") ends past the largest address");
+    end = spans[i].offset + spans[i].count;
+  }
+}
+
+}  // namespace xtrain
