@@ -137,7 +137,7 @@ set +e
 rc=$?
 set -e
 [[ $rc -eq 1 ]] || fail "unwritable output: exit $rc, expected 1"
-one_line "$WORK/uw.log" "cannot create the output directory"
+one_line "$WORK/uw.log" "--out .*file/sub: .*file is not a directory"
 
 # expect_export RC PATTERN ARGS...: one line matching PATTERN, exit RC, never a hang (timeout)
 expect_export() {
@@ -202,6 +202,21 @@ echo precious > "$WORK/precious.txt"
 ln -s "$WORK/precious.txt" "$WORK/osl/model.safetensors"
 expect_export 1 "osl/model.safetensors: is a symlink; not writing through it" "$WORK/a.ckpt" --out "$WORK/osl" "${TOK[@]}"
 [[ $(cat "$WORK/precious.txt") == precious && ! -e "$WORK/osl/config.json" ]] || fail "export wrote through a symlink"
+# another user's symlink on the way to --out or --registry (nobody's link in a sticky directory to a
+# root-only directory): nothing in that directory is removed, created or written (root only)
+if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
+  chmod o+x "$WORK" && mkdir -m 1777 "$WORK/sticky" && mkdir -m 700 "$WORK/rootonly"
+  echo precious > "$WORK/rootonly/model.safetensors"
+  runuser -u nobody -- ln -s "$WORK/rootonly" "$WORK/sticky/out"
+  expect_export 1 "sticky/out: is a symlink owned by uid [0-9]*, neither this user" "$WORK/a.ckpt" --out "$WORK/sticky/out" "${TOK[@]}"
+  expect_export 1 "sticky/out is a symlink owned by uid [0-9]*, neither this user" "$WORK/a.ckpt" --out "$WORK/sticky/out/new/deeper" "${TOK[@]}"
+  expect_export 1 "sticky/out is a symlink owned by uid [0-9]*, neither this user" "$WORK/a.ckpt" --out "$WORK/ok_out" \
+    --registry "$WORK/sticky/out/regdir/r.json" "${TOK[@]}"
+  [[ $(cat "$WORK/rootonly/model.safetensors") == precious && $(ls "$WORK/rootonly") == model.safetensors ]] \
+    || fail "export touched a directory behind nobody's symlink: $(ls "$WORK/rootonly")"
+else
+  echo "skip exports through another user's symlink: needs root (runuser -u nobody)"
+fi
 
 # 10. inputs that are not regular files are refused at once; stdout write errors are exit 1
 mkfifo "$WORK/fifo"

@@ -175,7 +175,7 @@ TEST_CASE("locate_output resolves this user's symlinks relative to the link, '..
   fs::create_symlink("loop1", d.file("loop2"));
   CHECK_THROWS_WITH_AS(write_file_atomic(d.file("loop1"), "x", "--ckpt"), doctest::Contains("too many levels of symbolic links"), Error);
   CHECK_THROWS_WITH_AS(check_writable(d.file("a/b/target.bin/x"), "--ckpt"), doctest::Contains("target.bin is not a directory"), Error);
-  CHECK_THROWS_WITH_AS(check_writable(d.file("a/.."), "--ckpt"), doctest::Contains("is a directory"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("a/.."), "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
 }
 
 TEST_CASE("another user's symlink at an output path, or on the way to it, is never followed") {
@@ -207,6 +207,55 @@ TEST_CASE("another user's symlink at an output path, or on the way to it, is nev
   REQUIRE(::lchown(link.c_str(), 0, 0) == 0);
   write_file_atomic(link, "ours");
   CHECK(read_file(victim) == "ours");
+}
+
+TEST_CASE("an output path ending in '/' names a directory, not a file") {
+  TempDir d;
+  CHECK_THROWS_WITH_AS(write_file_atomic(d.file("newx") + "/", "x", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("newx") + "/", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
+  CHECK(d.entries() == 0);
+}
+
+TEST_CASE("write_file_atomic: a new file gets create_mode; a replaced file keeps only this user's permission bits") {
+  TempDir d;
+  ::umask(022);
+  const std::string p = d.file("cache");
+  write_file_atomic(p, "x", "cannot write", {}, 0600);
+  CHECK(mode_of(p) == 0600);
+  REQUIRE(::chmod(p.c_str(), 06755) == 0);  // ours, with set-user/group-ID bits: those are dropped
+  write_file_atomic(p, "y");
+  CHECK(mode_of(p) == 0755);
+  if (::geteuid() == 0) {  // another user's world-writable file replaced by root: not its mode
+    REQUIRE(::chown(p.c_str(), 65534, 65534) == 0);
+    REQUIRE(::chmod(p.c_str(), 06777) == 0);
+    write_file_atomic(p, "z");
+    CHECK(mode_of(p) == 0644);
+  }
+}
+
+TEST_CASE("open_output_directory creates what is missing, and nothing through another user's symlink") {
+  TempDir d;
+  const OutputLocation loc = open_output_directory(d.file("a/b/c"), "--out", true);
+  CHECK(fs::is_directory(d.file("a/b/c")));
+  write_file_atomic(loc.in("f.json"), "f.json", "{}");
+  CHECK(read_file(d.file("a/b/c/f.json")) == "{}");
+  CHECK_THROWS_WITH_AS(open_output_directory(d.file("x/y"), "--out", false), doctest::Contains("x does not exist"), Error);
+  { std::ofstream(d.file("plain")) << "p"; }
+  CHECK_THROWS_WITH_AS(open_output_directory(d.file("plain/y"), "--out", true), doctest::Contains("plain is not a directory"), Error);
+  if (::geteuid() != 0) return;
+  fs::create_directories(d.dir / "secret");
+  fs::create_symlink(d.file("secret"), d.file("link"));
+  REQUIRE(::lchown(d.file("link").c_str(), 65534, 65534) == 0);
+  CHECK_THROWS_WITH_AS(open_output_directory(d.file("link/new/deeper"), "--out", true), doctest::Contains("is a symlink owned by uid 65534"), Error);
+  CHECK(fs::is_empty(d.dir / "secret"));
+}
+
+TEST_CASE("read_output_file reads the file at a location, refusing a FIFO without blocking") {
+  TempDir d;
+  { std::ofstream(d.file("m.jsonl")) << "{}\n"; }
+  REQUIRE(::mkfifo(d.file("fifo").c_str(), 0644) == 0);
+  CHECK(read_output_file(locate_output(d.file("m.jsonl"), "--metrics"), "m.jsonl") == "{}\n");
+  CHECK_THROWS_WITH_AS(read_output_file(locate_output(d.file("fifo"), "--metrics"), "fifo"), doctest::Contains("not a regular file"), Error);
 }
 
 TEST_CASE("same_file compares device and inode, and paths of files not yet created") {

@@ -2,7 +2,14 @@
 // known (GPUs) and are absent, not zero, where not (CPU). Part of test_watch.
 #include <doctest/doctest.h>
 
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <string>
+
+#include "core/error.h"
 
 #include "train/metrics.h"
 
@@ -46,4 +53,19 @@ TEST_CASE("step line and train record on a GPU: MFU in percent, memory in MiB an
   CHECK(r["mem_in_use_bytes"] == 8123ull << 20);
   CHECK(r["peak_memory_bytes"] == (9768ull << 20) + 1000);
   CHECK(r.size() == 10);
+}
+
+TEST_CASE("MetricsWriter never truncates a file with other hard links (it would empty the file they name)") {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("xtrain_metrics_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string other = (dir / "precious.txt").string(), metrics = (dir / "m.jsonl").string();
+  { std::ofstream(other) << "precious"; }
+  fs::create_hard_link(other, metrics);
+  CHECK_THROWS_WITH_AS(MetricsWriter(metrics, 0), doctest::Contains("other hard links"), Error);
+  CHECK(fs::file_size(other) == 8);
+  fs::remove(metrics);
+  { MetricsWriter w(metrics, 0); w.write({{"step", 1}}); }  // a file of its own: written
+  CHECK(fs::file_size(metrics) > 0);
+  fs::remove_all(dir);
 }

@@ -165,6 +165,18 @@ TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizin
                        doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()), Error);
 }
 
+TEST_CASE("load_tokens: a new cache is readable by no one who cannot read its text") {
+  ScratchDir d;
+  const std::string text_path = d.file("private.txt"), cache = d.file("private.txt.tokcache");
+  write_file(text_path, "password=hunter2");
+  REQUIRE(::chmod(text_path.c_str(), 0600) == 0);
+  const mode_t old_umask = ::umask(022);
+  load_tokens(text_path, gpt2(), "", true, "", -1, nullptr);
+  ::umask(old_umask);
+  REQUIRE(fs::exists(cache));
+  CHECK((fs::status(cache).permissions() & fs::perms::all) == (fs::perms::owner_read | fs::perms::owner_write));
+}
+
 TEST_CASE("load_tokens: a cache identifies its text by device and inode too; old, empty and unreadable caches") {
   ScratchDir d;
   // Two texts of the same size and mtime (tar gives same-size files the same whole-second mtime).

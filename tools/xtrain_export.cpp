@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "core/clock.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
@@ -131,12 +132,28 @@ class RegistryLock {
     path_ = loc.path() + ".lock";
     fd_ = ::openat(loc.dir_fd, (loc.name + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
     if (fd_ < 0) XT_FAIL("registry lock " << path_ << ": " << std::strerror(errno));
-    int rc;
-    while ((rc = ::flock(fd_, LOCK_EX)) != 0 && errno == EINTR) {}
-    if (rc != 0) {
+    // Another export holding the lock (or anyone holding a lock file they planted) is waited for with
+    // a line saying so, and at most kWaitSeconds: never a silent hang.
+    constexpr double kWaitSeconds = 600;
+    const double start = host_seconds();
+    bool said = false;
+    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
       const int saved = errno;
-      ::close(fd_);
-      XT_FAIL("registry lock " << path_ << ": " << std::strerror(saved));
+      if (saved != EWOULDBLOCK && saved != EINTR) {
+        ::close(fd_);
+        XT_FAIL("registry lock " << path_ << ": " << std::strerror(saved));
+      }
+      const double waited = host_seconds() - start;
+      if (waited > kWaitSeconds) {
+        ::close(fd_);
+        XT_FAIL("registry lock " << path_ << ": held by another process for " << kWaitSeconds
+                                 << " s (another export of this registry; remove the lock file if none runs)");
+      }
+      if (!said && waited > 1) {
+        std::fprintf(stderr, "xtrain_export: waiting for the registry lock %s (another export holds it)\n", path_.c_str());
+        said = true;
+      }
+      ::usleep(100 * 1000);
     }
   }
   ~RegistryLock() { ::close(fd_); }  // closing releases the flock
@@ -216,10 +233,8 @@ int run(const Options& o) {
   std::unique_ptr<RegistryLock> lock;
   json reg;
   if (!o.registry.empty()) {
-    const fs::path dir = fs::path(o.registry).parent_path();  // created if absent, as --out is
-    std::error_code ec;
-    if (!dir.empty()) fs::create_directories(dir, ec);
-    if (ec) XT_FAIL("--registry " << o.registry << ": cannot create its directory " << dir.string() << ": " << ec.message());
+    const std::string dir = fs::path(o.registry).parent_path().string();  // created if absent, as --out is
+    if (!dir.empty()) open_output_directory(dir, "--registry", /*create=*/true);
     check_writable(o.registry, "--registry");  // before the model is written: no unrecorded export
     lock = std::make_unique<RegistryLock>(o.registry);
     reg = read_registry(o.registry, false);

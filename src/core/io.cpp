@@ -51,14 +51,10 @@ Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); 
 void Xxh3Stream::update(const void* data, size_t bytes) { XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, bytes); }
 uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
-std::string read_file(const std::string& path) {
-  // Only regular files: a FIFO would block and a device such as /dev/zero never ends. Checked by path
-  // before opening and by descriptor after (O_NONBLOCK: opening a FIFO swapped in meanwhile does not block).
+namespace {
+// read_open_file: the whole regular file open at fd (closed here) as bytes; errors as read_file.
+std::string read_open_file(int fd, const std::string& path) {
   struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) XT_FAIL("cannot read " << path << ": not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
   if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
     ::close(fd);
     XT_FAIL("cannot read " << path << ": not a regular file");
@@ -96,6 +92,18 @@ std::string read_file(const std::string& path) {
   if (failed) XT_FAIL("cannot read " << path << ": " << std::strerror(saved));
   return out;
 }
+}  // namespace
+
+std::string read_file(const std::string& path) {
+  // Only regular files: a FIFO would block and a device such as /dev/zero never ends. Checked by path
+  // before opening and by descriptor after (O_NONBLOCK: opening a FIFO swapped in meanwhile does not block).
+  struct stat st{};
+  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) XT_FAIL("cannot read " << path << ": not a regular file");
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  return read_open_file(fd, path);
+}
 
 namespace {
 
@@ -123,14 +131,14 @@ bool parse_temp_name(const std::string& rest, std::string* host, long* pid) {
 // removed; removed unless keep()'d.
 class TempFile {
  public:
-  TempFile(int dir_fd, const std::string& base) : dir_fd_(dir_fd) {
+  TempFile(int dir_fd, const std::string& base, mode_t mode = 0666) : dir_fd_(dir_fd) {
     std::random_device rd;  // unpredictable names: another user cannot plant the next one
     const std::string stem = base + ".tmp." + this_host() + "." + std::to_string(::getpid()) + ".";
     for (int attempt = 0; attempt < 100 && fd_ < 0; ++attempt) {
       char suffix[17];
       std::snprintf(suffix, sizeof suffix, "%08x%08x", rd(), rd());
       name_ = stem + suffix;
-      fd_ = ::openat(dir_fd_, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0666);
+      fd_ = ::openat(dir_fd_, name_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, mode);
       if (fd_ < 0 && errno != EEXIST) break;
     }
     if (fd_ < 0) error_ = std::strerror(errno);
@@ -233,7 +241,12 @@ OutputLocation::~OutputLocation() {
 }
 std::string OutputLocation::path() const { return join_shown(dir, name); }
 
-OutputLocation locate_output(const std::string& path, const std::string& what) {
+namespace {
+// walk_output: locate_output (want_dir false) and open_output_directory (want_dir true) in one walk.
+// Each component is opened with O_PATH|O_NOFOLLOW and judged by that descriptor (fstat, readlinkat of
+// the descriptor itself), so the object checked is the object used: a name swapped meanwhile is
+// never followed unchecked.
+OutputLocation walk_output(const std::string& path, const std::string& what, bool want_dir, bool create) {
   constexpr int kMaxSymlinks = 40;  // Linux's MAXSYMLINKS (path_resolution(7))
   auto fail = [&](const std::string& why) { XT_FAIL(what << " " << path << ": " << why); };
   OutputLocation loc;
@@ -245,7 +258,7 @@ OutputLocation locate_output(const std::string& path, const std::string& what) {
   };
   open_root(!path.empty() && path[0] == '/');
   std::deque<std::string> rest = split_path(path);
-  if (rest.empty()) fail("is a directory");
+  if (!want_dir && (rest.empty() || path.back() == '/')) fail("names a directory, not a file");
   const uid_t euid = ::geteuid();
   int links = 0;
   while (!rest.empty()) {
@@ -253,45 +266,70 @@ OutputLocation locate_output(const std::string& path, const std::string& what) {
     rest.pop_front();
     const bool last = rest.empty();
     const std::string shown = join_shown(loc.dir, c);
+    int fd = ::openat(loc.dir_fd, c.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    if (fd < 0 && errno == ENOENT && last && !want_dir && c != "..") {
+      loc.name = c;
+      return loc;
+    }
+    if (fd < 0 && errno == ENOENT && want_dir && create && c != "..") {
+      if (::mkdirat(loc.dir_fd, c.c_str(), 0777) != 0 && errno != EEXIST) fail("cannot create " + shown + ": " + std::strerror(errno));
+      fd = ::openat(loc.dir_fd, c.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
+    }
+    if (fd < 0 && errno == ENOENT) fail("directory " + shown + " does not exist");
+    if (fd < 0) fail(shown + ": " + std::strerror(errno));
     struct stat st{};
-    if (::fstatat(loc.dir_fd, c.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
-      if (errno == ENOENT && last && c != "..") {
-        loc.name = c;
-        return loc;
-      }
-      if (errno == ENOENT) fail("directory " + shown + " does not exist");
-      fail(shown + ": " + std::strerror(errno));
+    if (::fstat(fd, &st) != 0) {
+      const int saved = errno;
+      ::close(fd);
+      fail(shown + ": " + std::strerror(saved));
     }
     if (S_ISLNK(st.st_mode)) {
+      std::string target(PATH_MAX, '\0');
+      const ssize_t n = ::readlinkat(fd, "", target.data(), target.size());  // this link, not its name's
+      ::close(fd);
       if (++links > kMaxSymlinks) fail("too many levels of symbolic links");
       if (!may_follow_output_symlink(st.st_uid, euid))
-        fail((shown == path ? std::string("is") : shown + " is") + " a symlink owned by uid " + std::to_string(st.st_uid) + ", neither this user (uid " +
-             std::to_string(euid) + ") nor root; not writing through it (give the path it names)");
-      std::string target(PATH_MAX, '\0');
-      const ssize_t n = ::readlinkat(loc.dir_fd, c.c_str(), target.data(), target.size());
+        fail((shown == path ? std::string("is") : shown + " is") + " a symlink owned by uid " + std::to_string(st.st_uid) +
+             ", neither this user (uid " + std::to_string(euid) + ") nor root; not writing through it (give the path it names)");
       if (n < 0 || static_cast<size_t>(n) >= target.size()) fail("cannot resolve the symlink " + shown);
       target.resize(static_cast<size_t>(n));
       std::deque<std::string> parts = split_path(target);
       rest.insert(rest.begin(), parts.begin(), parts.end());
       if (!target.empty() && target[0] == '/') open_root(true);
-      if (rest.empty()) fail("the symlink " + shown + " names a directory");
+      if (rest.empty() && !want_dir) fail("the symlink " + shown + " names a directory");
       continue;
     }
-    if (last && c != "..") {
+    if (last && !want_dir && c != "..") {
+      ::close(fd);
       loc.name = c;
       return loc;
     }
-    if (!S_ISDIR(st.st_mode)) fail(shown + " is not a directory");
-    // O_NOFOLLOW: a directory swapped for a symlink since the fstatat fails here instead of being followed.
-    const int next = ::openat(loc.dir_fd, c.c_str(), O_PATH | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
-    if (next < 0) fail(shown + ": " + std::strerror(errno));
+    if (!S_ISDIR(st.st_mode)) {
+      ::close(fd);
+      fail(shown + " is not a directory");
+    }
     ::close(loc.dir_fd);
-    loc.dir_fd = next;
+    loc.dir_fd = fd;
     loc.dir = shown;
-    if (last) fail("is a directory");
   }
-  fail("is a directory");
-  return loc;  // not reached
+  if (!want_dir) fail("names a directory, not a file");
+  return loc;
+}
+}  // namespace
+
+OutputLocation locate_output(const std::string& path, const std::string& what) { return walk_output(path, what, false, false); }
+
+OutputLocation open_output_directory(const std::string& path, const std::string& what, bool create) {
+  return walk_output(path, what, true, create);
+}
+
+OutputLocation OutputLocation::in(const std::string& name) const {
+  OutputLocation loc;
+  loc.dir_fd = ::fcntl(dir_fd, F_DUPFD_CLOEXEC, 0);
+  XT_CHECK(loc.dir_fd >= 0, "dup of a directory descriptor: " << std::strerror(errno));
+  loc.dir = dir;
+  loc.name = name;
+  return loc;
 }
 
 int remove_stale_temp_files(const std::string& path) {
@@ -304,9 +342,13 @@ int remove_stale_temp_files(const std::string& path) {
 }
 
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what,
-                       const std::function<void(size_t)>& written) {
+                       const std::function<void(size_t)>& written, mode_t create_mode) {
+  write_file_atomic(locate_output(path, what), path, bytes, what, written, create_mode);
+}
+
+void write_file_atomic(const OutputLocation& loc, const std::string& path, const std::string& bytes,
+                       const std::string& what, const std::function<void(size_t)>& written, mode_t create_mode) {
   constexpr size_t kChunkBytes = size_t{64} << 20;  // one write() call at most; a progress report each
-  const OutputLocation loc = locate_output(path, what);
   const char* name = loc.name.c_str();
   struct stat st{};
   bool exists = false;
@@ -317,12 +359,14 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
     XT_FAIL(what << " " << path << ": " << std::strerror(errno));
   }
   remove_stale_in(loc.dir_fd, loc.name);  // debris of writers killed before their rename
-  TempFile tmp(loc.dir_fd, loc.name);
+  TempFile tmp(loc.dir_fd, loc.name, create_mode);
   if (tmp.fd() < 0)
     XT_FAIL(what << " " << path << ": cannot create a temporary file in " << (loc.dir.empty() ? "." : loc.dir) << ": " << tmp.error());
   auto fail = [&](const char* step) { XT_FAIL(what << " " << path << ": " << step << ": " << std::strerror(errno)); };
-  // Keep the mode of the file we replace; through the descriptor, never through a path.
-  if (exists && ::fchmod(tmp.fd(), st.st_mode & 07777) != 0) fail("cannot set the mode");
+  // Keep the permission bits of a file of ours that we replace (never set-user/group-ID or sticky
+  // bits, and never another user's bits: a world-writable mode planted by them would then be ours);
+  // through the descriptor, never through a path.
+  if (exists && st.st_uid == ::geteuid() && ::fchmod(tmp.fd(), st.st_mode & 0777) != 0) fail("cannot set the mode");
   for (size_t done = 0; done < bytes.size();) {
     const ssize_t k = ::write(tmp.fd(), bytes.data() + done, std::min(kChunkBytes, bytes.size() - done));
     if (k < 0 && errno == EINTR) continue;
@@ -341,6 +385,12 @@ void write_file_atomic(const std::string& path, const std::string& bytes, const 
     ::fsync(dfd);
     ::close(dfd);
   }
+}
+
+std::string read_output_file(const OutputLocation& loc, const std::string& path) {
+  const int fd = ::openat(loc.dir_fd, loc.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  return read_open_file(fd, path);
 }
 
 namespace {

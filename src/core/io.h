@@ -53,6 +53,8 @@ struct OutputLocation {
   OutputLocation& operator=(OutputLocation&&) = delete;
   ~OutputLocation();
   std::string path() const;
+  // in: the file `name` of this directory (for a location from open_output_directory).
+  OutputLocation in(const std::string& name) const;
 };
 
 // may_follow_output_symlink: an output path is resolved through a symlink only when the caller
@@ -70,6 +72,16 @@ bool may_follow_output_symlink(uid_t link_uid, uid_t euid);
 // not a directory, a path that names a directory, a symlink loop.
 OutputLocation locate_output(const std::string& path, const std::string& what);
 
+// open_output_directory: the directory `path` as locate_output walks (name ""), each missing
+// component created (mkdirat, 0777 minus the umask) when `create`. Throws Error as locate_output
+// does, and "<what> <path>: cannot create <dir>: <strerror>".
+OutputLocation open_output_directory(const std::string& path, const std::string& what, bool create);
+
+// read_output_file: the bytes of the output file at loc (opened in loc's directory, never through a
+// symlink at its name, without blocking on a FIFO); Error "cannot read <path>: <why>" otherwise,
+// also when it is not a regular file. For outputs read back before they are rewritten (metrics).
+std::string read_output_file(const OutputLocation& loc, const std::string& path);
+
 // write_file_atomic: replaces `path` with `bytes` so that a crash leaves either the old file or the
 // new one, never a mix (POSIX rename). The path is resolved by locate_output (symlinks only of this
 // user or root; every later step is relative to the directory found). The temporary file is created
@@ -77,13 +89,19 @@ OutputLocation locate_output(const std::string& path, const std::string& what);
 // directory, so a planted file or symlink is never written through; it is locked (flock), written,
 // fsync'd, renamed over the target while still locked, and the directory is fsync'd so the rename is
 // durable. Before that, remove_stale_temp_files(path) clears what killed writers left behind. A
-// target that exists keeps its permission bits (fchmod on the temporary file's descriptor); a new one
-// gets 0666 minus the umask. Throws Error "<what> <path>: <why>" as locate_output does, when the
+// target of this user's that exists keeps its permission bits (0777 of them: never set-user/group-ID;
+// fchmod on the temporary file's descriptor); a new one, or one of another user's, gets create_mode
+// minus the umask (a token cache: at most its text's bits, so it discloses no more than the text). Throws Error "<what> <path>: <why>" as locate_output does, when the
 // target exists and is not a regular file (a device, FIFO, directory: refused, left untouched) or
 // when any step fails (the temporary file is removed then). `written`, when set, is called with the
 // bytes written so far after each write of at most 64 MB (a progress line for large files, progress.h).
 void write_file_atomic(const std::string& path, const std::string& bytes, const std::string& what = "cannot write",
-                       const std::function<void(size_t)>& written = {});
+                       const std::function<void(size_t)>& written = {}, mode_t create_mode = 0666);
+// write_file_atomic at a location already found (locate_output, OutputLocation::in); `path` names it
+// in messages.
+void write_file_atomic(const OutputLocation& loc, const std::string& path, const std::string& bytes,
+                       const std::string& what = "cannot write", const std::function<void(size_t)>& written = {},
+                       mode_t create_mode = 0666);
 
 // remove_stale_temp_files: removes the temporary files of write_file_atomic(path) whose writer is
 // provably dead, and returns how many. A file "<name>.tmp.<host>.<pid>.<random>" next to path is

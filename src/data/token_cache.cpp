@@ -96,7 +96,7 @@ SourceId stat_source(const std::string& path) {
 int token_id_bytes(int vocab_size) { return vocab_size <= 65536 ? 2 : 4; }
 
 void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
-                       uint64_t tok_fingerprint, const SourceId& source) {
+                       uint64_t tok_fingerprint, const SourceId& source, mode_t mode) {
   const int id_bytes = token_id_bytes(vocab_size);
   std::string buf(kMagic, sizeof(kMagic));
   buf.reserve(kHeaderBytes + size_t(id_bytes) * ids.size());
@@ -122,7 +122,7 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
   buf.replace(56, 8, hash_le);
   // Atomic replace (several ranks may write the same cache at once): readers, and mappings made
   // before, see the old file or the complete new one.
-  write_file_atomic(path, buf, "cannot write token cache");
+  write_file_atomic(path, buf, "cannot write token cache", {}, mode);
 }
 
 std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path) {
@@ -225,6 +225,8 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
   }
   // Identity before reading: a text changed while we read it then fails the next run's quick check.
   SourceId source = stat_source(text_path);
+  struct stat text_st{};
+  const mode_t cache_mode = ::stat(text_path.c_str(), &text_st) == 0 ? (text_st.st_mode & 0666) : 0600;
   const auto as_stream = [](std::shared_ptr<const MappedTokenCache> c) {
     TokenStream s;
     s.append(c->ids(), c);
@@ -259,7 +261,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
         SourceId now = source;
         now.hash = h.source.hash;
         try {
-          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now);
+          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now, cache_mode);
         } catch (const Error& e) {  // e.g. a full disk: the cache is still valid
           std::cerr << log_prefix << "warning: " << e.what() << "\n";
         }
@@ -278,7 +280,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
   std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
   if (write_cache) {  // missing, empty, stale, damaged or of an older format: (re)written
     try {
-      write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source);
+      write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source, cache_mode);
       return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
       std::cerr << log_prefix << "warning: " << e.what() << "\n";

@@ -12,6 +12,8 @@
 // Written atomically (write_file_atomic, io.h).
 #pragma once
 
+#include <sys/types.h>
+
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -60,10 +62,11 @@ struct TokenCacheHeader {
 };
 
 // write_token_cache: writes ids (each in [0, vocab_size)) in the format above, ids of
-// token_id_bytes(vocab_size) bytes. Throws Error naming path when an id does not fit or the write
-// fails.
+// token_id_bytes(vocab_size) bytes. A new cache gets the permission bits `mode` minus the umask: pass
+// the text's, so that the cache (from which the text can be decoded) is readable by no one who cannot
+// read the text. Throws Error naming path when an id does not fit or the write fails.
 void write_token_cache(const std::string& path, const std::vector<int32_t>& ids, int vocab_size,
-                       uint64_t tok_fingerprint, const SourceId& source);
+                       uint64_t tok_fingerprint, const SourceId& source, mode_t mode = 0666);
 
 // looks_like_token_cache: path starts with the cache magic (a token cache, maybe damaged or stale) or
 // is empty: a new cache may replace it; any other file (or one that cannot be read) is never overwritten.

@@ -3,6 +3,7 @@
 // (load_model_dir in model_dir.cpp).
 #include "serve/export.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -16,7 +17,7 @@
 #include "core/io.h"
 #include "core/progress.h"
 #include "data/tokenizer.h"
-#include "export_layout.h"
+#include "serve/export_layout.h"
 
 namespace xtrain {
 
@@ -127,27 +128,27 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
 }
 
 void write_export(const std::string& dir, const ExportFiles& files) {
-  namespace fs = std::filesystem;
-  std::error_code ec;
-  fs::create_directories(dir, ec);
-  if (!fs::is_directory(dir)) XT_FAIL(dir << ": cannot create the output directory" << (ec ? ": " + ec.message() : ""));
+  // The directory is reached and created as any output (open_output_directory: never through another
+  // user's symlink), and every later step is relative to it.
+  const OutputLocation out = open_output_directory(dir, "--out", /*create=*/true);
+  auto path_of = [&](const std::string& name) { return (std::filesystem::path(dir) / name).string(); };
   // Never through a symlink planted in dir: write_file_atomic would replace the file it names.
   for (const auto& [name, bytes] : files) {
     struct stat st{};
-    const std::string path = (fs::path(dir) / name).string();
-    if (::lstat(path.c_str(), &st) == 0 && S_ISLNK(st.st_mode)) XT_FAIL(path << ": is a symlink; not writing through it");
+    if (::fstatat(out.dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
+      XT_FAIL(path_of(name) << ": is a symlink; not writing through it");
   }
   // The old model file goes first and the new one comes last: an interrupted re-export leaves a directory
   // without model.safetensors (a clear load error), never new companions next to the old model.
-  const std::string model_path = (fs::path(dir) / kModelFile).string();
-  if (::unlink(model_path.c_str()) != 0 && errno != ENOENT) XT_FAIL(model_path << ": cannot remove the old model: " << std::strerror(errno));
+  if (::unlinkat(out.dir_fd, kModelFile, 0) != 0 && errno != ENOENT)
+    XT_FAIL(path_of(kModelFile) << ": cannot remove the old model: " << std::strerror(errno));
   for (const auto& [name, bytes] : files)
-    if (name != kModelFile) write_file_atomic((fs::path(dir) / name).string(), bytes);
+    if (name != kModelFile) write_file_atomic(out.in(name), path_of(name), bytes);
   auto it = files.find(kModelFile);
   if (it != files.end()) {  // the one large file: progress lines from kLongWorkBytes (progress.h)
-    const std::string path = (fs::path(dir) / kModelFile).string();
+    const std::string path = path_of(kModelFile);
     Progress progress("write " + path, it->second.size(), 0, long_work_options());
-    write_file_atomic(path, it->second, "cannot write", [&](size_t done) { progress.update(done); });
+    write_file_atomic(out.in(kModelFile), path, it->second, "cannot write", [&](size_t done) { progress.update(done); });
     progress.finish();
   }
 }

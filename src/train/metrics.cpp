@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <sstream>
 
 #include "core/error.h"
@@ -28,8 +27,7 @@ void keep_metrics_upto(const std::string& path, int step) {
   const OutputLocation loc = locate_output(path, "cannot replace metrics file");
   struct stat st{};
   if (::fstatat(loc.dir_fd, loc.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) return;  // nothing written yet
-  std::ifstream in(loc.path());
-  if (!in) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
+  std::istringstream in(read_output_file(loc, "metrics file " + path));
   std::ostringstream kept;
   int dropped = 0;
   for (std::string line; std::getline(in, line);) {
@@ -41,9 +39,8 @@ void keep_metrics_upto(const std::string& path, int step) {
       kept << line << '\n';
     }
   }
-  if (in.bad()) XT_FAIL("cannot read metrics file " << path << ": " << std::strerror(errno));
   if (dropped == 0) return;
-  write_file_atomic(path, kept.str(), "cannot replace metrics file");
+  write_file_atomic(loc, path, kept.str(), "cannot replace metrics file");
   std::printf("metrics | %s: dropped %d records after step %d or broken lines (written before the run was resumed)\n",
               path.c_str(), dropped, step);
 }
@@ -54,15 +51,19 @@ MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(p
   if (resume_step > 0) keep_metrics_upto(path, resume_step);
   // Opened in the directory locate_output reached (symlinks only of this user or root), never
   // through a symlink at the name itself; O_NONBLOCK so a FIFO swapped in since the start-up check
-  // does not block, then refused as not a regular file.
+  // does not block, then refused as not a regular file; truncated only after the checks, and never
+  // a file with other hard links (truncating it would empty the file they name).
   const OutputLocation loc = locate_output(path, "cannot open metrics file");
   const int fd = ::openat(loc.dir_fd, loc.name.c_str(),
-                          O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (resume_step > 0 ? O_APPEND : O_TRUNC), 0666);
+                          O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC | (resume_step > 0 ? O_APPEND : 0), 0666);
   if (fd < 0) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
   struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+  const char* refused = ::fstat(fd, &st) != 0 ? "cannot stat it" : !S_ISREG(st.st_mode) ? "not a regular file"
+                        : st.st_nlink > 1 ? "it has other hard links; not truncating the file they name" : nullptr;
+  if (!refused && resume_step <= 0 && ::ftruncate(fd, 0) != 0) refused = "cannot truncate it";
+  if (refused) {
     ::close(fd);
-    XT_FAIL("cannot open metrics file " << path << ": not a regular file");
+    XT_FAIL("cannot open metrics file " << path << ": " << refused);
   }
   f_ = ::fdopen(fd, resume_step > 0 ? "a" : "w");
   if (!f_) {
