@@ -1,7 +1,8 @@
 // xtrain_export: checkpoint -> model directory (model.safetensors, config.json, vocab.json,
 // merges.txt) in the Hugging Face GPT-2 layout or xtrain's own (docs/serving.md); prints md5 and
 // sha256 of model.safetensors, records them in a JSON registry, and verifies a checkpoint or an
-// export against the registry. Exit codes: 0 success, 1 error or digest mismatch, 2 usage error.
+// export against the registry. Exit codes (core/cli.h): 0 success, 1 error or digest mismatch, 2 usage
+// error.
 #include <boost/program_options.hpp>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -17,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "core/cli.h"
 #include "core/clock.h"
 #include "core/digest.h"
 #include "core/error.h"
@@ -36,44 +38,35 @@ struct Options {
   std::string input, out, format = "auto", registry, name, verify;
   TokenizerFiles tokenizer;  // --encoder-json, --vocab-bpe (no --tokenizer-json: the export writes the GPT-2 pair)
   bool replace = false;
+  std::string exit_text;  // --help or --version: print this and exit 0, nothing else checked
 };
 
 Options parse(int argc, char** argv) {
   Options o;
-  po::options_description opts(
-      "Usage: xtrain_export CKPT --out DIR [options]\n"
-      "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
-      "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (each atomically) and prints the\n"
-      "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes",
-      110, 55);
+  CliSpec spec{"xtrain_export",
+               "Usage: xtrain_export CKPT --out DIR [options]\n"
+               "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
+               "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (each atomically) and prints the\n"
+               "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes",
+               cli_group("Options"), {}, {}};
+  po::options_description& opts = spec.options;
   opts.add_options()
-    ("out", po::value(&o.out), "output directory (created if absent)")
+    ("out", po::value(&o.out), "output directory (created if absent; default: none)")
     ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain");
   add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
                                             "the one the model was trained with, written as merges.txt", false});
   opts.add_options()
-    ("registry", po::value(&o.registry), "JSON registry file (it and its directory created if absent): an export records NAME -> md5, sha256, layout, model config, step, data hash")
+    ("registry", po::value(&o.registry), "JSON registry file (it and its directory created if absent): an export records NAME -> md5, sha256, layout, model config, step, data hash (default: none)")
     ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
     ("replace", po::bool_switch(&o.replace), "let --registry's entry NAME be replaced when it exists (without: refused before anything is written)")
-    ("verify", po::value(&o.verify), "check the input against registry entry NAME: a checkpoint is re-exported in memory, an export directory's model.safetensors is hashed; exit 1 naming expected and found digests")
-    ("help,h", "print this help");
-  po::options_description hidden;
-  hidden.add_options()("input", po::value(&o.input));
-  po::options_description all;
-  all.add(opts).add(hidden);
-  po::positional_options_description pos;
-  pos.add("input", 1);
-  po::variables_map vm;
-  try {
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(argc, argv).options(all).positional(pos).style(style).run(), vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (vm.count("help")) {
-    std::cout << opts << "\n";
-    std::exit(0);
+    ("verify", po::value(&o.verify), "check the input against registry entry NAME: a checkpoint is re-exported in memory, an export directory's model.safetensors is hashed; exit 1 naming expected and found digests (default: none)");
+  spec.hidden.add_options()("input", po::value(&o.input));
+  spec.positional.add("input", 1);
+  const CliArgs args = parse_cli(spec, argc, argv);
+  const po::variables_map& vm = args.vm;
+  if (args.help || args.version) {
+    o.exit_text = args.help ? args.help_text : args.version_text;
+    return o;
   }
   reject_empty_values(vm, {"out", "registry", "name", "verify", "encoder-json", "vocab-bpe"});
   if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
@@ -267,15 +260,12 @@ int run(const Options& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  try {
-    const int rc = run(parse(argc, argv));
-    flush_stdout();
-    return rc;
-  } catch (const UsageError& e) {
-    std::fprintf(stderr, "xtrain_export: usage error: %s (see --help)\n", e.what());
-    return 2;
-  } catch (const std::exception& e) {
-    std::fprintf(stderr, "xtrain_export: error: %s\n", e.what());
-    return 1;
-  }
+  return run_cli("xtrain_export", [&] {
+    const Options o = parse(argc, argv);
+    if (!o.exit_text.empty()) {
+      std::cout << o.exit_text;
+      return kExitOk;
+    }
+    return run(o);
+  });
 }

@@ -1,6 +1,6 @@
 // xtrain_generate: text from a trained model (an xtrain checkpoint or an export directory) with a KV
 // cache, streamed as it is made, then one line of prompt and generation speed on stderr. A plain process
-// (no launcher, no MPI). Exit codes: 0 success, 1 runtime error, 2 usage error.
+// (no launcher, no MPI). Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
 #include <cstdio>
@@ -29,20 +29,20 @@ using namespace xtrain;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
-    "                       [options]";
+    "Usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
+    "                       [options]\n"
+    "Samples text from a trained GPT with a KV cache.";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
 po::options_description make_options(TokenizerFiles& files) {
-  po::options_description o("Options", 110, 55);
+  po::options_description o = cli_group("Options");
   o.add_options()
-      ("help,h", "print this help and exit")
-      ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt)")
-      ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out)")
-      ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>)")
-      ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt")
+      ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt; default: none)")
+      ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out; default: none)")
+      ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>; default: none)")
+      ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt (default: none)")
       ("prompt-ids", po::value<std::string>(),
-       "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints)")
+       "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints; default: none)")
       ("max-new-tokens", po::value<int>()->default_value(64),
        "tokens to generate at most (generation also stops at the model's context length)")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
@@ -57,7 +57,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("print-ids", "print the generated token ids (one line per sequence) instead of the text")
       ("dump-logits", po::value<std::string>(),
        "write the prompt's logits to FILE: float32 little-endian, row-major (T, V), no header; row t = "
-       "logits of the token after prompt tokens 0..t (docs/serving.md)")
+       "logits of the token after prompt tokens 0..t (docs/serving.md; default: none)")
       ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
       ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
       ("cuda-graph", po::value<std::string>()->default_value("auto"),
@@ -229,27 +229,13 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  TokenizerFiles files;
-  const po::options_description options = make_options(files);
-  po::variables_map vm;
-  try {
-    po::store(po::parse_command_line(argc, argv, options), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << "xtrain_generate: sample text from a trained GPT with a KV cache.\n" << kUsage << "\n\n" << options;
-      return 0;
+  return run_cli("xtrain_generate", [&] {
+    TokenizerFiles files;
+    const CliArgs args = parse_cli({"xtrain_generate", kUsage, make_options(files), {}, {}}, argc, argv);
+    if (args.help || args.version) {
+      std::cout << (args.help ? args.help_text : args.version_text);
+      return kExitOk;
     }
-    const int rc = run(vm, files);
-    flush_stdout();
-    return rc;
-  } catch (const po::error& e) {
-    std::cerr << "xtrain_generate: usage error: " << e.what() << " (see --help)\n";
-    return 2;
-  } catch (const UsageError& e) {
-    std::cerr << "xtrain_generate: usage error: " << e.what() << " (see --help)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "xtrain_generate: error: " << e.what() << "\n";
-    return 1;
-  }
+    return run(args.vm, files);
+  });
 }

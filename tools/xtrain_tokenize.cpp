@@ -1,5 +1,5 @@
 // xtrain_tokenize: GPT-2 BPE from the command line: tokenize a text file into a token cache, print
-// the ids of a string, or decode ids. Exit codes: 0 success, 1 runtime error, 2 usage error.
+// the ids of a string, or decode ids. Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
 #include <chrono>
@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "data/token_cache.h"
@@ -21,13 +22,13 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kUsage =
-    "usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F]\n"
-    "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)";
+    "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F]\n"
+    "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)\n"
+    "GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
 po::options_description make_options(xtrain::TokenizerFiles& files) {
-  po::options_description o("Options", 110, 55);
-  o.add_options()("help,h", "print this help and exit");
+  po::options_description o = xtrain::cli_group("Options");
   xtrain::add_tokenizer_options(o, files);
   o.add_options()
       ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
@@ -103,29 +104,13 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  xtrain::TokenizerFiles files;
-  const po::options_description options = make_options(files);
-  po::variables_map vm;
-  try {
-    // no abbreviated option names (--print-id is not --print-ids), as in xtrain_mpi
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::store(po::command_line_parser(argc, argv).options(options).style(style).run(), vm);
-    po::notify(vm);
-    if (vm.count("help")) {
-      std::cout << "xtrain_tokenize: GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).\n" << kUsage << "\n\n" << options;
-      return 0;
+  return xtrain::run_cli("xtrain_tokenize", [&] {
+    xtrain::TokenizerFiles files;
+    const xtrain::CliArgs args = xtrain::parse_cli({"xtrain_tokenize", kUsage, make_options(files), {}, {}}, argc, argv);
+    if (args.help || args.version) {
+      std::cout << (args.help ? args.help_text : args.version_text);
+      return xtrain::kExitOk;
     }
-    const int rc = run(vm, files);
-    xtrain::flush_stdout();
-    return rc;
-  } catch (const po::error& e) {
-    std::cerr << "xtrain_tokenize: usage error: " << e.what() << " (see --help)\n";
-    return 2;
-  } catch (const xtrain::UsageError& e) {
-    std::cerr << "xtrain_tokenize: usage error: " << e.what() << " (see --help)\n";
-    return 2;
-  } catch (const std::exception& e) {
-    std::cerr << "xtrain_tokenize: error: " << e.what() << "\n";
-    return 1;
-  }
+    return run(args.vm, files);
+  });
 }

@@ -1,6 +1,6 @@
 // xtrain_mpi: data-parallel GPT training, one process per device, launched by mpirun or srun.
 // main stays thin: MPI first, options, hand over to run_training, and end the whole job on error.
-// Exit codes: 0 success, 1 runtime error, 2 usage error, 3 stopped by a signal (stop_signal.h).
+// Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error, 3 stopped by a signal.
 #include <cstdio>
 #include <exception>
 #include <string>
@@ -9,6 +9,7 @@
 #include "app/options.h"
 #include "comm/agree.h"
 #include "comm/mpi/mpi_context.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -27,19 +28,25 @@ int main(int argc, char** argv) {
     });
     if (mpi.all_reduce_max_host(static_cast<uint64_t>(opts.help)) != 0) {  // --help on any rank
       xtrain::print0(mpi.rank(), "%s", opts.help_text.c_str());
-      return 0;
+      return xtrain::kExitOk;
+    }
+    if (mpi.all_reduce_max_host(static_cast<uint64_t>(opts.version)) != 0) {  // --version on any rank
+      xtrain::print0(mpi.rank(), "%s", opts.version_text.c_str());
+      return xtrain::kExitOk;
     }
     return xtrain::run_training(opts, mpi);
   } catch (const xtrain::AgreedFailure& e) {
     return e.exit_code();  // every rank got here; the cause was printed once
   } catch (const xtrain::UsageError& e) {
     // Options are parsed identically on every rank, so every rank exits here: print once.
-    if (mpi.rank() == 0) xtrain::print_rank_line(0, mpi.host(), std::string("usage error: ") + e.what() + " (see --help)");
-    return 2;
+    const xtrain::CliFailure f = xtrain::cli_failure(e);
+    if (mpi.rank() == 0) xtrain::print_rank_line(0, mpi.host(), f.message);
+    return f.exit_code;
   } catch (const std::exception& e) {
     // A failure on this rank only: report it and end the whole job so no rank waits in a collective.
-    xtrain::print_rank_line(mpi.rank(), mpi.host(), std::string("error: ") + e.what());
-    if (mpi.world_size() == 1) return 1;  // nobody to wake up: skip MPI_Abort and its banner
-    mpi.abort(1);
+    const xtrain::CliFailure f = xtrain::cli_failure(e);
+    xtrain::print_rank_line(mpi.rank(), mpi.host(), f.message);
+    if (mpi.world_size() == 1) return f.exit_code;  // nobody to wake up: skip MPI_Abort and its banner
+    mpi.abort(f.exit_code);
   }
 }

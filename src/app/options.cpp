@@ -25,14 +25,15 @@ namespace xtrain {
 
 namespace {
 // canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
-// included, --help excluded): the configuration that check_options_agree compares across ranks.
+// included; not --help and --version, which parse_cli adds): the configuration that
+// check_options_agree compares across ranks.
 // Floats are printed in the shortest form that round-trips, so texts are equal exactly when values are.
 std::vector<std::pair<std::string, std::string>> canonical_options(const po::options_description& all,
                                                                    const po::variables_map& vm) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const auto& d : all.options()) {
     const std::string name = d->long_name();
-    if (name == "help" || !vm.count(name)) continue;
+    if (!vm.count(name)) continue;
     const boost::any& v = vm[name].value();
     std::ostringstream os;
     char buf[64];  // floats: the shortest text that reads back as the same value (std::to_chars)
@@ -59,7 +60,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto";
-  po::options_description data("Data and tokenizer");
+  po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
@@ -69,7 +70,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
-  po::options_description model("Model (GPT-2 layout, pre-LN, tied head)");
+  po::options_description model = cli_group("Model (GPT-2 layout, pre-LN, tied head)");
   model.add_options()
     ("dim", po::value(&m.C)->default_value(128), "C: model width")
     ("heads", po::value(&m.NH)->default_value(4), "NH: query heads")
@@ -80,7 +81,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
     ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
     ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json; with --resume, the checkpoint's weights win");
-  po::options_description train("Training");
+  po::options_description train = cli_group("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
@@ -101,47 +102,26 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
     ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (not yet the default: not yet run on two GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
-  po::options_description sys("System");
+  po::options_description sys = cli_group("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
-    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)")
-    ("help,h", po::bool_switch(&o.help), "print this help (an option given twice takes its last value)");
+    ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)");
   if (launcher == Launcher::threads)
     sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");
-  po::options_description all(launcher == Launcher::mpi
-                                  ? "Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks"
-                                  : "Usage: xtrain_threads [--ranks N] [options]\nTrains a GPT data-parallel over ranks that are threads of this process (one GPU each on cuda)");
-  all.add(data).add(model).add(train).add(sys);
-  std::ostringstream help;
-  help << all;
-  o.help_text = help.str();
-  po::variables_map vm;
-  try {
-    // No positional arguments (a stray word is an error, not silently ignored) and no abbreviated
-    // option names (`--ste` is not `--steps`).
-    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
-    po::parsed_options parsed = po::command_line_parser(argc, argv)
-                                    .options(all)
-                                    .positional(po::positional_options_description())
-                                    .style(style)
-                                    .run();
-    // An option given twice takes its LAST value (as in argparse), so scripts can append overrides
-    // such as `$XTRAIN_ARGS` to a default command line.
-    std::vector<po::option> last;
-    for (auto it = parsed.options.rbegin(); it != parsed.options.rend(); ++it) {
-      bool seen = false;
-      for (const po::option& o2 : last) seen = seen || o2.string_key == it->string_key;
-      if (!seen) last.insert(last.begin(), *it);
-    }
-    parsed.options = std::move(last);
-    po::store(parsed, vm);
-    po::notify(vm);
-  } catch (const po::error& e) {
-    throw UsageError(e.what());
-  }
-  if (o.help) return o;
+  CliSpec spec{launcher == Launcher::mpi ? "xtrain_mpi" : "xtrain_threads",
+               launcher == Launcher::mpi
+                   ? "Usage: mpirun -np N xtrain_mpi [options]\nTrains a GPT data-parallel over MPI ranks"
+                   : "Usage: xtrain_threads [--ranks N] [options]\nTrains a GPT data-parallel over ranks that are "
+                     "threads of this process (one GPU each on cuda)",
+               cli_group(""), {}, {}};
+  spec.options.add(data).add(model).add(train).add(sys);
+  CliArgs args = parse_cli(spec, argc, argv);
+  const po::variables_map& vm = args.vm;
+  o.help = args.help, o.version = args.version;
+  o.help_text = std::move(args.help_text), o.version_text = std::move(args.version_text);
+  if (o.help || o.version) return o;
   reject_empty_values(vm, {"data", "tokens-cache", "init-from", "ckpt", "resume", "metrics", "timeline"});
   if (!o.init_from.empty()) {
     GPTConfig f;
@@ -155,7 +135,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
   }
-  o.canonical = canonical_options(all, vm);
+  o.canonical = canonical_options(spec.options, vm);
   t.seed = parse_seed(seed);
   read_tokenizer_options(vm, o.tokenizer);
   o.device = parse_device(device);

@@ -25,8 +25,8 @@ struct RunOptions {
   Attention attention = Attention::automatic;  // --attention
   double comm_timeout_s = 300;
   int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
-  bool help = false;
-  std::string help_text;
+  bool help = false, version = false;  // --help, --version (parse_cli, core/cli.h)
+  std::string help_text, version_text;
   // canonical: every option as ("--name", value text), defaults included, in --help order; what
   // check_options_agree compares across ranks.
   std::vector<std::pair<std::string, std::string>> canonical;
@@ -34,8 +34,10 @@ struct RunOptions {
 
 enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
 
-// parse_options: fills RunOptions; throws UsageError (exit 2) for unknown options, bad values and
-// inconsistent combinations that do not depend on the world size. With --help, help=true.
+// parse_options: fills RunOptions through parse_cli (core/cli.h: no abbreviations, no positional
+// words, an option given twice takes its last value); throws UsageError (exit 2) for unknown options,
+// bad values and inconsistent combinations that do not depend on the world size. With --help (or
+// --version), help (or version) is true and nothing else is checked.
 // launcher: the usage line, and --ranks for xtrain_threads only.
 RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mpi);
 

@@ -11,6 +11,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/cli.h"
 #include "core/log.h"
 
 namespace xtrain {
@@ -57,10 +58,9 @@ ThreadRunResult run_rank_threads(ThreadWorld& world, const std::function<int(int
         code = e.exit_code();  // every rank throws it alike; the cause was printed once
       } catch (const PeerAborted&) {
         code = 1;  // woken because another rank failed: that rank reported
-      } catch (const UsageError& e) {
-        fail(r, code = 2, std::string("usage error: ") + e.what() + " (see --help)");
       } catch (const std::exception& e) {
-        fail(r, code = 1, std::string("error: ") + e.what());
+        const CliFailure f = cli_failure(e);  // as xtrain_mpi's main: usage error 2, other errors 1
+        fail(r, code = f.exit_code, f.message);
       }
       std::lock_guard<std::mutex> lk(st->mu);
       st->agreed_code = std::max(st->agreed_code, code);  // e.g. kExitStopped, returned by every rank

@@ -1,8 +1,8 @@
 // xtrain_threads: data-parallel GPT training with every rank a thread of this one process (one GPU
 // each on cuda, device = rank), no launcher and no MPI. Each thread runs the same run_rank as an
-// xtrain_mpi process, over the in-process collectives (CPU) or NCCL (CUDA). Exit codes: 0 success,
-// 1 runtime error, 2 usage error, 3 stopped by a signal (stop_signal.h); a failing rank prints one
-// line naming it (docs/launch.md).
+// xtrain_mpi process, over the in-process collectives (CPU) or NCCL (CUDA). Exit codes (core/cli.h):
+// 0 success, 1 runtime error, 2 usage error, 3 stopped by a signal; a failing rank prints one line
+// naming it (docs/launch.md).
 #include <cstdio>
 #include <exception>
 #include <memory>
@@ -15,6 +15,7 @@
 #include "backend/registry.h"
 #include "comm/comm.h"
 #include "comm/thread_world.h"
+#include "core/cli.h"
 #include "core/error.h"
 #include "core/log.h"
 
@@ -45,18 +46,17 @@ int main(int argc, char** argv) {
   int world = 0;
   try {
     opts = xtrain::parse_options(argc, argv, xtrain::Launcher::threads);
-    if (opts.help) {
-      std::fputs(opts.help_text.c_str(), stdout);
-      return 0;
+    if (opts.help || opts.version) {
+      std::fputs((opts.help ? opts.help_text : opts.version_text).c_str(), stdout);
+      return xtrain::kExitOk;
     }
     world = world_size(opts);
     xtrain::check_world(opts, world);
-  } catch (const xtrain::UsageError& e) {
-    std::fprintf(stderr, "usage error: %s (see --help)\n", e.what());
-    return 2;
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
+    // No rank runs yet: one line without a rank's name (a rank's failure names it, run_rank_threads)
+    const xtrain::CliFailure f = xtrain::cli_failure(e);
+    std::fprintf(stderr, "%s\n", f.message.c_str());
+    return f.exit_code;
   }
 
   xtrain::ThreadWorld threads(world);

@@ -1,12 +1,98 @@
-// Command-line pieces shared by every front end (see core/cli.h).
+// The command line of every front end (see core/cli.h): parse_cli's one policy, --help and --version,
+// and the exception -> message -> exit code mapping.
 #include "core/cli.h"
 
 #include <cerrno>
+#include <cstdio>
 #include <cstdlib>
+#include <sstream>
+#include <vector>
 
 #include "core/error.h"
+#include "core/io.h"
+
+namespace po = boost::program_options;
 
 namespace xtrain {
+
+const char* const kCliPolicy =
+    "Option names are never abbreviated; an option given twice takes its last value\n"
+    "(a job script may append overrides).\n";
+
+po::options_description cli_group(const std::string& title) { return po::options_description(title, 110, 55); }
+
+void reject_empty_values(const po::variables_map& vm, std::initializer_list<const char*> names) {
+  for (const char* name : names) {
+    if (!vm.count(name) || vm[name].defaulted()) continue;
+    const auto* value = boost::any_cast<std::string>(&vm[name].value());
+    if (value && value->empty())
+      throw UsageError(std::string("--") + name + " was given an empty value (leave the option out to give none)");
+  }
+}
+
+const char* xtrain_version() { return XTRAIN_VERSION; }
+
+namespace {
+// keep_last: of the options given more than once, only the last occurrence (in command-line order
+// otherwise). "-h" and "--help" share their key.
+void keep_last(std::vector<po::option>& options) {
+  std::vector<po::option> last;
+  for (auto it = options.rbegin(); it != options.rend(); ++it) {
+    bool seen = false;
+    for (const po::option& o : last) seen = seen || o.string_key == it->string_key;
+    if (!seen) last.insert(last.begin(), *it);
+  }
+  options = std::move(last);
+}
+}  // namespace
+
+CliArgs parse_cli(const CliSpec& spec, int argc, const char* const argv[]) {
+  CliArgs a;
+  po::options_description general = cli_group("General");
+  general.add_options()
+    ("help,h", po::bool_switch(&a.help), "print this help and exit")
+    ("version", po::bool_switch(&a.version), ("print \"" + spec.program + " <version>\" and exit").c_str());
+  po::options_description visible = cli_group("");
+  visible.add(spec.options).add(general);
+  std::ostringstream help;
+  help << spec.usage << "\n\n" << visible << "\n" << kCliPolicy;
+  a.help_text = help.str();
+  // Boost starts each group, also a caption-less one holding groups, with an empty line: keep one
+  for (size_t at; (at = a.help_text.find("\n\n\n")) != std::string::npos;) a.help_text.erase(at, 1);
+  a.version_text = spec.program + " " + xtrain_version() + "\n";
+  po::options_description all;
+  all.add(visible).add(spec.hidden);
+  try {
+    // allow_guessing off: no abbreviated names; an empty positional description refuses stray words.
+    const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+    po::parsed_options parsed =
+        po::command_line_parser(argc, argv).options(all).positional(spec.positional).style(style).run();
+    keep_last(parsed.options);
+    po::store(parsed, a.vm);
+    po::notify(a.vm);
+  } catch (const po::error& e) {
+    throw UsageError(e.what());
+  }
+  return a;
+}
+
+CliFailure cli_failure(const std::exception& e) {
+  if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const po::error*>(&e))
+    return {kExitUsage, std::string("usage error: ") + e.what() + " (see --help)"};
+  return {kExitError, std::string("error: ") + e.what()};
+}
+
+int run_cli(const std::string& program, const std::function<int()>& body) {
+  try {
+    const int rc = body();
+    flush_stdout();
+    return rc;
+  } catch (const std::exception& e) {
+    const CliFailure f = cli_failure(e);
+    std::fprintf(stderr, "%s: %s\n", program.c_str(), f.message.c_str());
+    return f.exit_code;
+  }
+}
 
 uint64_t parse_seed(const std::string& text) {
   errno = 0;  // strtoull alone would take "-1" as 2^64-1: digits only

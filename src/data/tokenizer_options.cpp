@@ -1,4 +1,4 @@
-// The shared tokenizer file options and the empty-value check (see src/data/tokenizer_options.h).
+// The shared tokenizer file options (see src/data/tokenizer_options.h).
 #include "data/tokenizer_options.h"
 
 #include "core/error.h"
@@ -30,15 +30,6 @@ void read_tokenizer_options(const po::variables_map& vm, TokenizerFiles& files) 
   files.encoder_json_given = vm.count("encoder-json") && !vm["encoder-json"].defaulted();
   files.vocab_bpe_given = vm.count("vocab-bpe") && !vm["vocab-bpe"].defaulted();
   check_tokenizer_choice(files.tokenizer_json, files.encoder_json_given, files.vocab_bpe_given);
-}
-
-void reject_empty_values(const po::variables_map& vm, std::initializer_list<const char*> names) {
-  for (const char* name : names) {
-    if (!vm.count(name) || vm[name].defaulted()) continue;
-    const auto* value = boost::any_cast<std::string>(&vm[name].value());
-    if (value && value->empty())
-      throw UsageError(std::string("--") + name + " was given an empty value (leave the option out to give none)");
-  }
 }
 
 }  // namespace xtrain

@@ -1,13 +1,12 @@
 // The command-line pieces that xtrain_mpi, xtrain_threads, xtrain_tokenize, xtrain_generate and
 // xtrain_export share: the tokenizer file options (--encoder-json, --vocab-bpe, --tokenizer-json),
-// declared, checked and loaded (load_tokenizer(const TokenizerFiles&), tokenizer.h) once, and the
-// check that an option was not given an empty value.
+// declared, checked and loaded (load_tokenizer(const TokenizerFiles&), tokenizer.h) once.
 #pragma once
 
 #include <boost/program_options.hpp>
-#include <initializer_list>
 #include <string>
 
+#include "core/cli.h"  // reject_empty_values
 #include "data/tokenizer.h"
 
 namespace xtrain {
@@ -28,13 +27,7 @@ void add_tokenizer_options(boost::program_options::options_description& desc, To
 // read_tokenizer_options: after po::store + po::notify of those options, records which of the GPT-2
 // files were given on the command line and applies check_tokenizer_choice (UsageError: both
 // --tokenizer-json and --encoder-json/--vocab-bpe given).
-// Also refuses an empty path for any of the three (reject_empty_values).
+// Also refuses an empty path for any of the three (reject_empty_values, core/cli.h).
 void read_tokenizer_options(const boost::program_options::variables_map& vm, TokenizerFiles& files);
-
-// reject_empty_values: throws UsageError "--NAME was given an empty value" for the first option of
-// `names` (std::string values) that the command line gave as "". Such a value is what a job script's
-// unset variable gives (`--resume "$CKPT"`), and an option whose default is "" would otherwise read it
-// as "not given": a fresh run over the checkpoint it should have continued.
-void reject_empty_values(const boost::program_options::variables_map& vm, std::initializer_list<const char*> names);
 
 }  // namespace xtrain
