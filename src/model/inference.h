@@ -55,9 +55,6 @@ class Decoder {
   }
 
  private:
-  struct LayerParams {
-    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-  };
   void* row(const DeviceBuffer<unsigned char>& buf, size_t elems) const;  // activation at element offset
   // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
   // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
@@ -72,7 +69,7 @@ class Decoder {
   size_t num_params_ = 0;
   uint64_t weights_generation_ = 0;  // be_.weights_generation() after our last prepare_weights
   const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
-  std::vector<LayerParams> layers_;
+  std::vector<BlockWeights> layers_;  // per block, views into the model's parameters
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
   DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;
   DeviceBuffer<float> mean_, rstd_;
