@@ -1,8 +1,9 @@
 // Inference over a GPT's parameters: logits for a batch of token sequences without targets, and
-// incremental decoding with a key/value cache (prefill the prompt, then one token at a time). Written once
-// against Backend& with the training forward's ops, plus Backend::attention_decode for the cache; the
-// arithmetic per position is the training forward's, so the logits are its logits (fp32: equal up to
-// summation order) and cached decoding gives the logits of recomputing the whole prefix.
+// incremental decoding with a key/value cache (prefill the prompt, then one token at a time). The blocks
+// are the training forward's (block_forward, src/model/block.h) with Backend::attention_decode for the
+// cache, so the logits are the training forward's bit for bit wherever the GEMMs and attention give a
+// row the same bits whatever the rows around it (the CPU with CpuGemm::per_row; otherwise they differ in
+// the last bits: BLAS and cuBLASLt pick kernels by row count, and CUDA's decode attention is its own kernel).
 #pragma once
 
 #include <cstdint>
