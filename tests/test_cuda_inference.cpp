@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -175,6 +176,50 @@ TEST_CASE("GPU recorded steps stay right when another model's weights take the b
     }
     CHECK(mine.graph_recorded());
     CHECK(differing == 0);
+  }
+}
+
+// The decoder runs the training forward's block (block_forward: the same ops in the same order, the
+// residual adds fused with their LayerNorms, fc with its GELU through cuBLASLt's epilogue in bf16), so
+// every op but two computes a row with the training's arithmetic. The two: the GEMMs (cuBLASLt's heuristic
+// picks an algorithm, hence a summation order, per row count: one row per step here, B*T rows in
+// training) and attention (attention_decode's kernel, not the training's flash/cuDNN attention). Where
+// both give the training's bits the logits are equal bit for bit; until then the exact comparison is a
+// WARN (reported with the number of equal rows), and the logits must stay within the GPU-vs-CPU bounds.
+TEST_CASE("GPU one-token decoding against the training forward's logits (fp32 and bf16)") {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    Models m(dtype);
+    const GPTConfig c = small_config();
+    const int B = 2, T = 40;
+    const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 7), targets = random_tokens(size_t(B) * T, c.V, 8);
+    m.gpu->forward(tokens.data(), targets.data(), B, T, /*train=*/false, 1.0f, nullptr);
+    const size_t ab = m.gpu_be->activation_bytes();
+    std::vector<unsigned char> raw(size_t(B) * T * c.Vp() * ab);
+    m.gpu_be->copy_to_host(raw.data(), m.gpu->logits(), raw.size());
+    std::vector<float> train(size_t(B) * T * c.Vp());
+    for (size_t i = 0; i < train.size(); ++i) {
+      uint32_t bits = 0;  // fp32 as is; bf16 is the upper half of an fp32, so widening is exact
+      if (ab == sizeof(float)) std::memcpy(&bits, raw.data() + i * 4, 4);
+      else bits = uint32_t(raw[i * 2] | (raw[i * 2 + 1] << 8)) << 16;
+      std::memcpy(&train[i], &bits, 4);
+    }
+    Decoder dec(*m.gpu, B, /*cuda_graph=*/false);
+    size_t equal = 0, rows = 0;
+    double worst = 0.0;
+    for (int t = 0; t < T; ++t) {
+      const int32_t next[B] = {tokens[t], tokens[size_t(T) + t]};
+      const std::vector<float>& got = dec.append(next, 1, false);  // (B,V): position t of each sequence
+      for (int b = 0; b < B; ++b, ++rows) {
+        const float* want = train.data() + (size_t(b) * T + t) * c.Vp();
+        equal += std::equal(want, want + c.V, got.data() + size_t(b) * c.V);
+        worst = std::max(worst, rel_diff(got.data() + size_t(b) * c.V, want, size_t(c.V)));
+      }
+    }
+    MESSAGE(dtype << " one-token decode vs training forward: " << equal << " of " << rows
+                  << " rows bitwise equal, max rel diff " << worst);
+    CHECK(worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
+    WARN(equal == rows);
   }
 }
 

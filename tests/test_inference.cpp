@@ -41,7 +41,7 @@ constexpr double kSameOpsRel = 0.0;
 
 TEST_CASE("attention_decode over a cache filled in chunks equals causal attention (GQA)") {
   auto be = make_cpu_backend();
-  const int B = 2, T = 11, NH = 6, KVH = 2, HS = 5, maxT = 16, QKV = (NH + 2 * KVH) * HS, A = NH * HS;
+  const int B = 2, T = 11, NH = 6, KVH = 2, HS = 5, maxT = 16, QKV = QkvLayout::row_width(NH, KVH, HS), A = NH * HS;
   std::vector<float> qkv(size_t(B) * T * QKV);
   for (size_t i = 0; i < qkv.size(); ++i) qkv[i] = float(normal(7, i));
   std::vector<float> ref(size_t(B) * T * A), att(size_t(B) * NH * T * T);
@@ -102,6 +102,56 @@ TEST_CASE("inference logits equal the training forward's logits") {
   CHECK(dec.position() == T);
   const std::vector<float>& again = dec.forward(tokens.data(), T);  // after reset: the same bits
   CHECK(rel_diff(again.data(), ref.data(), ref.size()) == 0.0);
+}
+
+// Why the bits agree: the decoder runs the training forward's block (block_forward: the same ops in the
+// same order, the residual adds fused with their LayerNorms, fc with its GELU), the same encoder, final
+// LayerNorm and head; every op but the GEMM and attention computes a row from that row alone; attention
+// through the cache repeats the training attention's double arithmetic row by row (attention_decode.h);
+// and with CpuGemm::per_row every GEMM row is one one-row GEMM on both sides. Under CpuGemm::blas only
+// the GEMMs differ (OpenBLAS's kernel depends on the row count): kCacheRel there, as below.
+TEST_CASE("decoding one token at a time gives the training forward's logits bit for bit (CPU, fp32)") {
+  auto be = make_cpu_backend(CpuGemm::per_row);
+  GPT model(small_config(), *be);
+  random_params(model, 13, 0.3);
+  const GPTConfig& c = model.config();
+  const int B = 2, T = 40;
+  const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 7), targets = random_tokens(size_t(B) * T, c.V, 8);
+  model.forward(tokens.data(), targets.data(), B, T, /*train=*/false, 1.0f, nullptr);
+  std::vector<float> train_logits(size_t(B) * T * c.Vp());
+  be->copy_to_host(train_logits.data(), model.logits(), train_logits.size() * sizeof(float));
+
+  Decoder dec(model, B);
+  size_t equal = 0, rows = 0;
+  for (int t = 0; t < T; ++t) {
+    const int32_t next[B] = {tokens[t], tokens[size_t(T) + t]};
+    const std::vector<float>& got = dec.append(next, 1, false);  // (B,V): position t of each sequence
+    for (int b = 0; b < B; ++b, ++rows) {
+      const float* want = train_logits.data() + (size_t(b) * T + t) * c.Vp();
+      equal += std::equal(want, want + c.V, got.data() + size_t(b) * c.V);  // exact: every bit of every logit
+    }
+  }
+  MESSAGE("one-token decode vs training forward: " << equal << " of " << rows << " rows bitwise equal");
+  CHECK(equal == rows);
+  // the test can fail: the same decode on the default BLAS GEMM differs from the training forward in the last
+  // bits of some rows (OpenBLAS's kernel for one row is not its kernel for B*T rows), yet within kCacheRel
+  auto blas = make_cpu_backend();
+  GPT blas_model(small_config(), *blas);
+  random_params(blas_model, 13, 0.3);
+  blas_model.forward(tokens.data(), targets.data(), B, T, false, 1.0f, nullptr);
+  std::vector<float> blas_logits(train_logits.size());
+  blas->copy_to_host(blas_logits.data(), blas_model.logits(), blas_logits.size() * sizeof(float));
+  Decoder blas_dec(blas_model, B);
+  double worst = 0.0;
+  for (int t = 0; t < T; ++t) {
+    const int32_t next[B] = {tokens[t], tokens[size_t(T) + t]};
+    const std::vector<float>& got = blas_dec.append(next, 1, false);
+    for (int b = 0; b < B; ++b)
+      worst = std::max(worst, rel_diff(got.data() + size_t(b) * c.V, blas_logits.data() + (size_t(b) * T + t) * c.Vp(),
+                                       size_t(c.V)));
+  }
+  MESSAGE("with BLAS GEMMs (row count dependent), max rel diff: " << worst);
+  CHECK(worst <= kCacheRel);
 }
 
 TEST_CASE("KV-cache decoding equals recomputing the whole prefix (64 greedy tokens, 2 sequences)") {

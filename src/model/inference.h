@@ -1,8 +1,9 @@
 // Inference over a GPT's parameters: logits for a batch of token sequences without targets, and
-// incremental decoding with a key/value cache (prefill the prompt, then one token at a time). Written once
-// against Backend& with the training forward's ops, plus Backend::attention_decode for the cache; the
-// arithmetic per position is the training forward's, so the logits are its logits (fp32: equal up to
-// summation order) and cached decoding gives the logits of recomputing the whole prefix.
+// incremental decoding with a key/value cache (prefill the prompt, then one token at a time). The blocks
+// are the training forward's (block_forward, src/model/block.h) with Backend::attention_decode for the
+// cache, so the logits are the training forward's bit for bit wherever the GEMMs and attention give a
+// row the same bits whatever the rows around it (the CPU with CpuGemm::per_row; otherwise they differ in
+// the last bits: BLAS and cuBLASLt pick kernels by row count, and CUDA's decode attention is its own kernel).
 #pragma once
 
 #include <cstdint>
@@ -55,9 +56,6 @@ class Decoder {
   }
 
  private:
-  struct LayerParams {
-    const float *ln1w, *ln1b, *qkvw, *qkvb, *projw, *projb, *ln2w, *ln2b, *fcw, *fcb, *fcprojw, *fcprojb;
-  };
   void* row(const DeviceBuffer<unsigned char>& buf, size_t elems) const;  // activation at element offset
   // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
   // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
@@ -72,7 +70,7 @@ class Decoder {
   size_t num_params_ = 0;
   uint64_t weights_generation_ = 0;  // be_.weights_generation() after our last prepare_weights
   const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
-  std::vector<LayerParams> layers_;
+  std::vector<BlockWeights> layers_;  // per block, views into the model's parameters
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
   DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;
   DeviceBuffer<float> mean_, rstd_;

@@ -1,5 +1,6 @@
 // GPT parameter layout, configuration checks, initialization and activation buffers.
 // Forward and backward are in src/model/model_step.cpp.
+#include <algorithm>
 #include <cmath>
 #include <iomanip>
 #include <sstream>
@@ -40,35 +41,40 @@ std::string GPTConfig::describe() const {
   return os.str();
 }
 
+int param_dim(const GPTConfig& c, ParamDim d) {
+  switch (d) {
+    case ParamDim::one: return 1;
+    case ParamDim::C: return c.C;
+    case ParamDim::Vp: return c.Vp();
+    case ParamDim::maxT: return c.maxT;
+    case ParamDim::QKV: return c.qkv_width();
+    case ParamDim::A: return c.NH * c.HS;
+    case ParamDim::F: return c.F;
+    case ParamDim::count: break;
+  }
+  XT_FAIL("param_dim: no such dimension");
+}
+
+int file_dim(const GPTConfig& c, ParamDim d) { return d == ParamDim::Vp ? c.V : param_dim(c, d); }
+
 std::vector<ParamTensor> param_layout(const GPTConfig& c) {
   std::vector<ParamTensor> out;
+  out.reserve(num_param_tensors(c.L));
   size_t off = 0;
-  auto add = [&](std::string name, std::vector<int> shape, bool decay) {
-    size_t n = 1;
-    for (int d : shape) n *= static_cast<size_t>(d);
-    out.push_back({std::move(name), std::move(shape), off, n, decay});
-    off += n;
+  auto add = [&](const ParamSpec& s, int layer) {
+    ParamTensor t;
+    t.name = (layer >= 0 ? "h" + std::to_string(layer) + "." : std::string()) + s.name;
+    t.shape = {param_dim(c, s.rows)};
+    if (s.matrix()) t.shape.push_back(param_dim(c, s.cols));
+    t.count = size_t(t.shape[0]) * (s.matrix() ? size_t(t.shape[1]) : 1);
+    t.offset = off, t.decay = s.decay, t.spec = &s, t.layer = layer;
+    off += t.count;
+    out.push_back(std::move(t));
   };
-  const int QKV = c.qkv_width(), A = c.NH * c.HS;
-  add("wte", {c.Vp(), c.C}, true);  // rows [V, Vp): padding, zero (init_params)
-  add("wpe", {c.maxT, c.C}, true);
-  for (int l = 0; l < c.L; ++l) {
-    std::string h = "h" + std::to_string(l) + ".";
-    add(h + "ln1.w", {c.C}, false);
-    add(h + "ln1.b", {c.C}, false);
-    add(h + "attn.qkv.w", {QKV, c.C}, true);
-    add(h + "attn.qkv.b", {QKV}, false);
-    add(h + "attn.proj.w", {c.C, A}, true);
-    add(h + "attn.proj.b", {c.C}, false);
-    add(h + "ln2.w", {c.C}, false);
-    add(h + "ln2.b", {c.C}, false);
-    add(h + "mlp.fc.w", {c.F, c.C}, true);
-    add(h + "mlp.fc.b", {c.F}, false);
-    add(h + "mlp.proj.w", {c.C, c.F}, true);
-    add(h + "mlp.proj.b", {c.C}, false);
-  }
-  add("lnf.w", {c.C}, false);
-  add("lnf.b", {c.C}, false);
+  for (const ParamSpec& s : kEmbedParamTable) add(s, -1);
+  for (int l = 0; l < c.L; ++l)
+    for (const ParamSpec& s : kLayerParamTable) add(s, l);
+  for (const ParamSpec& s : kFinalParamTable) add(s, -1);
   return out;
 }
 
@@ -83,8 +89,12 @@ GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be),
   be_.zero(grads_.get(), grads_.bytes());
 }
 
-float* GPT::param(int layer, int which) {
-  return params_.get() + layout_[kLayerBase + layer * kPerLayer + which].offset;
+float* GPT::param(int layer, int which) { return params_.get() + layout_[layer_param_index(layer, which)].offset; }
+
+BlockWeights GPT::block_weights(int layer) {
+  BlockWeights w;
+  for (int i = 0; i < kPerLayer; ++i) w.w[i] = param(layer, i);
+  return w;
 }
 
 void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
@@ -96,21 +106,18 @@ void GPT::init_params(uint64_t seed) {
   for (size_t i = 0; i < layout_.size(); ++i) {
     const ParamTensor& t = layout_[i];
     float* p = host.data() + t.offset;
-    const std::string& n = t.name;
-    auto ends_with = [&](const char* s) {
-      size_t k = std::char_traits<char>::length(s);
-      return n.size() >= k && n.compare(n.size() - k, k, s) == 0;
-    };
-    if (ends_with("ln1.w") || ends_with("ln2.w") || n == "lnf.w") {
-      for (size_t j = 0; j < t.count; ++j) p[j] = 1.0f;
-    } else if (t.shape.size() == 1) {
-      for (size_t j = 0; j < t.count; ++j) p[j] = 0.0f;
-    } else {
-      const double sd = (ends_with("attn.proj.w") || ends_with("mlp.proj.w")) ? std_proj : std_w;
-      const uint64_t key = hash_key(base, i);
-      // wte's padded rows [V, Vp) stay zero: no token reads them and their logits are never a target
-      const size_t drawn = i == 0 ? static_cast<size_t>(cfg_.V) * cfg_.C : t.count;
-      for (size_t j = 0; j < t.count; ++j) p[j] = j < drawn ? static_cast<float>(sd * normal(key, j)) : 0.0f;
+    switch (t.spec->init) {
+      case ParamInit::ones: std::fill(p, p + t.count, 1.0f); break;
+      case ParamInit::zeros: std::fill(p, p + t.count, 0.0f); break;
+      case ParamInit::normal:
+      case ParamInit::normal_residual: {
+        const double sd = t.spec->init == ParamInit::normal_residual ? std_proj : std_w;
+        const uint64_t key = hash_key(base, i);  // keyed by the tensor's index in the buffer
+        // padded rows [V, Vp) stay zero: no token reads them and their logits are never a target
+        const size_t drawn = t.spec->rows == ParamDim::Vp ? size_t(cfg_.V) * t.shape[1] : t.count;
+        for (size_t j = 0; j < t.count; ++j) p[j] = j < drawn ? static_cast<float>(sd * normal(key, j)) : 0.0f;
+        break;
+      }
     }
   }
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));

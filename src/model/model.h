@@ -12,6 +12,7 @@
 
 #include "backend/backend.h"
 #include "backend/qkv_layout.h"
+#include "model/model_params.h"
 
 namespace xtrain {
 
@@ -45,12 +46,14 @@ struct ParamTensor {
   std::string name;          // e.g. "h3.attn.qkv.w"
   std::vector<int> shape;    // e.g. {QKV, C}
   size_t offset = 0, count = 0;  // elements into the flat buffer
-  bool decay = false;        // AdamW weight decay applies (2-D weights only)
+  bool decay = false;        // AdamW weight decay applies (the spec's; 2-D weights only)
+  const ParamSpec* spec = nullptr;  // its row of the parameter table (model_params.h)
+  int layer = -1;            // its block, -1 for the embeddings and the final LayerNorm
 };
 
-// param_layout: every tensor in buffer order: wte (Vp,C), wpe (maxT,C), per layer ln1.w,b (C),
-// attn.qkv.w (QKV,C), attn.qkv.b (QKV), attn.proj.w (C,NH*HS), attn.proj.b (C), ln2.w,b (C),
-// mlp.fc.w (F,C), mlp.fc.b (F), mlp.proj.w (C,F), mlp.proj.b (C); then lnf.w,b (C).
+// param_layout: every tensor of the parameter table (model_params.h) in buffer order, the tensors
+// contiguous: kEmbedParamTable, kLayerParamTable for each of the L blocks, kFinalParamTable.
+// Tensor i of a block is at layer_param_index(l, i).
 std::vector<ParamTensor> param_layout(const GPTConfig& cfg);
 
 // Dropout context for one forward/backward: p and one key per local sequence, derived from
@@ -96,6 +99,10 @@ class GPT {
   size_t num_params() const { return num_params_; }
   float* params() { return params_.get(); }  // backend memory, (num_params)
   float* grads() { return grads_.get(); }    // backend memory, same layout
+  // block_weights: block `layer`'s parameters (views into params(), LayerParam order)
+  BlockWeights block_weights(int layer);
+  // tensor: the parameters of tensor `index` of layout() (layer_param_index, final_param_index, kWte, ...)
+  const float* tensor(size_t index) const { return params_.get() + layout_[index].offset; }
   Backend& backend() { return be_; }
   // logits: the logits (B,T,Vp) of the last forward(train=false), backend memory in the activation type
   // (forward(train=true) overwrites them with dlogits); null before the first forward.

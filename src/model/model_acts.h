@@ -1,5 +1,4 @@
-// Internal indices of GPT parameter tensors, and the activation table: every activation buffer of
-// one (B,T) with its shape, element count, storage type and, under activation recompute, whether
+// The activation table: every activation buffer of one (B,T) with its shape, element count, storage type and, under activation recompute, whether
 // the layers share it, in one place (llm.c's ActivationTensors).
 // Shared by model.cpp (allocation) and model_step.cpp (forward, backward).
 #pragma once
@@ -9,11 +8,6 @@
 #include "model/model.h"
 
 namespace xtrain {
-
-// parameter tensors: 0 wte, 1 wpe, then kPerLayer per layer, then lnf.w, lnf.b
-constexpr int kLayerBase = 2;
-constexpr int kPerLayer = 12;
-enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB };
 
 // activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs); the
 // tables below give one row for each, in this order

@@ -1,11 +1,10 @@
-// Decoder: the inference forward with a key/value cache (src/model/inference.h). Same op sequence
-// as GPT::forward (src/model/model_step.cpp) without dropout and loss; attention reads and extends the cache
-// through Backend::attention_decode.
+// Decoder: the inference forward with a key/value cache (src/model/inference.h). The blocks are the
+// training forward's (block_forward, src/model/block.h) without dropout and loss; attention reads and
+// extends the cache through Backend::attention_decode.
 #include <cstring>
-#include <map>
-#include <string>
 
 #include "core/error.h"
+#include "model/block.h"
 #include "model/inference.h"
 
 namespace xtrain {
@@ -28,20 +27,9 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
       num_params_(model.num_params()),
       use_graph_(cuda_graph) {
   XT_CHECK(B >= 1, "decoder batch must be >= 1 (got " << B << ")");
-  std::map<std::string, const float*> p;
-  for (const ParamTensor& t : model.layout()) p[t.name] = model.params() + t.offset;
-  auto get = [&](const std::string& name) {
-    auto it = p.find(name);
-    XT_CHECK(it != p.end(), "parameter " << name << " missing from the model layout");
-    return it->second;
-  };
-  wte_ = get("wte"), wpe_ = get("wpe"), lnfw_ = get("lnf.w"), lnfb_ = get("lnf.b");
-  for (int l = 0; l < cfg_.L; ++l) {
-    const std::string h = "h" + std::to_string(l) + ".";
-    layers_.push_back({get(h + "ln1.w"), get(h + "ln1.b"), get(h + "attn.qkv.w"), get(h + "attn.qkv.b"),
-                       get(h + "attn.proj.w"), get(h + "attn.proj.b"), get(h + "ln2.w"), get(h + "ln2.b"),
-                       get(h + "mlp.fc.w"), get(h + "mlp.fc.b"), get(h + "mlp.proj.w"), get(h + "mlp.proj.b")});
-  }
+  wte_ = model.tensor(kWte), wpe_ = model.tensor(kWpe);
+  lnfw_ = model.tensor(final_param_index(cfg_.L, kLnfW)), lnfb_ = model.tensor(final_param_index(cfg_.L, kLnfB));
+  for (int l = 0; l < cfg_.L; ++l) layers_.push_back(model.block_weights(l));
   const size_t N = size_t(B) * cfg_.maxT, C = cfg_.C, ab = be_.activation_bytes();
   auto act = [&](size_t count) { return DeviceBuffer<unsigned char>(be_, count * ab); };
   x_ = act(N * C), x2_ = act(N * C), ln_ = act(N * C), branch_ = act(N * C);
@@ -72,35 +60,33 @@ void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
 }
 
 void Decoder::blocks_and_head(int Tn, bool all_positions) {
-  const int C = cfg_.C, Vp = cfg_.Vp(), NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS, F = cfg_.F;
-  const int N = B_ * Tn, QKV = cfg_.qkv_width(), A = NH * HS;
-  const size_t NC = size_t(N) * C;
-  for (int l = 0; l < cfg_.L; ++l) {
-    const LayerParams& w = layers_[l];
-    // attention branch: x2 = x + proj(attn(ln1(x))), keys and values appended to the cache
-    be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), w.ln1w, w.ln1b, N, C);
-    be_.matmul_forward(qkv_.get(), ln_.get(), w.qkvw, w.qkvb, N, C, QKV);
-    be_.attention_decode(atty_.get(), kcache_[l].get(), vcache_[l].get(), qkv_.get(), B_, Tn, pos_dev_, cfg_.maxT,
-                         NH, KVH, HS);
-    be_.matmul_forward(branch_.get(), atty_.get(), w.projw, w.projb, N, A, C);
-    be_.residual_forward(x2_.get(), x_.get(), branch_.get(), NC);
-    // MLP branch: x = x2 + proj(gelu(fc(ln2(x2))))
-    be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x2_.get(), w.ln2w, w.ln2b, N, C);
-    be_.matmul_forward(fch_.get(), ln_.get(), w.fcw, w.fcb, N, C, F);
-    be_.gelu_forward(fgelu_.get(), fch_.get(), size_t(N) * F);
-    be_.matmul_forward(branch_.get(), fgelu_.get(), w.fcprojw, w.fcprojb, N, F, C);
-    be_.residual_forward(x_.get(), x2_.get(), branch_.get(), NC);
-  }
-  // final LayerNorm and tied head, for every new position or only the last one of each sequence
-  const int rows = all_positions ? N : B_;
-  if (all_positions) {
+  const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, N = B_ * Tn;
+  // The training forward's ops in its order (GPT::forward_pass): ln1 of block 0, then block_forward, whose
+  // last op writes the next block's ln1 (or lnf). Buffers are reused where block_forward allows: ln_ holds
+  // ln1, ln2 and the next LayerNorm; branch_ both projections; x_ the block's input and its output.
+  if (L > 0)
+    be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), layers_[0][kLn1W], layers_[0][kLn1B], N, C);
+  else
     be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N, C);
-  } else {
-    for (int b = 0; b < B_; ++b)  // row b of ln = the last new position of sequence b
-      be_.layernorm_forward(row(ln_, size_t(b) * C), mean_.get() + b, rstd_.get() + b,
-                            row(x_, (size_t(b) * Tn + Tn - 1) * C), lnfw_, lnfb_, 1, C);
+  const BlockActs a{ln_.get(),     qkv_.get(),    atty_.get(), branch_.get(), x2_.get(),    ln_.get(),
+                    mean_.get(),   rstd_.get(),   fch_.get(),  fgelu_.get(),  branch_.get(), x_.get()};
+  for (int l = 0; l < L; ++l) {
+    const NextNorm next{ln_.get(), mean_.get(), rstd_.get(), l + 1 < L ? layers_[l + 1][kLn1W] : lnfw_,
+                        l + 1 < L ? layers_[l + 1][kLn1B] : lnfb_};
+    // the one difference from training: attention against the cache, which it extends by these Tn positions
+    auto attention = [&](void* atty, const void* qkv) {
+      be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos_dev_, cfg_.maxT, cfg_.NH,
+                           cfg_.KVH, cfg_.HS);
+    };
+    block_forward(be_, cfg_, N, x_.get(), layers_[l], a, next, attention, BlockDropout());
   }
-  be_.matmul_forward(logits_.get(), ln_.get(), wte_, nullptr, rows, C, Vp);  // (rows,Vp)
+  // tied head over ln_ = lnf(x): every new position, or the last new position of each sequence
+  if (all_positions || Tn == 1) {
+    be_.matmul_forward(logits_.get(), ln_.get(), wte_, nullptr, N, C, Vp);  // (N,Vp); N = B_ when Tn == 1
+  } else {
+    for (int b = 0; b < B_; ++b)  // row b of the logits = the last new position of sequence b
+      be_.matmul_forward(row(logits_, size_t(b) * Vp), row(ln_, (size_t(b) * Tn + Tn - 1) * C), wte_, nullptr, 1, C, Vp);
+  }
 }
 
 const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {

@@ -5,6 +5,7 @@
 // ln1, ln2 (2) just before their use.
 #include "core/error.h"
 #include "core/rng.h"
+#include "model/block.h"
 #include "model/model.h"
 #include "model_acts.h"
 
@@ -46,7 +47,7 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
   XT_CHECK(B == batch_B_ && T == batch_T_ && B > 0,
            "forward_pass(B=" << B << ", T=" << T << ") without set_batch of that shape");
   const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS;
-  const int F = cfg_.F, N = B * T, QKV = cfg_.qkv_width(), A = NH * HS;
+  const int N = B * T;
   const bool drop = train && dropout && dropout->p > 0.0f;
   XT_CHECK(!drop || dropout->seq_keys.size() == static_cast<size_t>(B), "one dropout key per sequence");
   dropout_ = drop ? dropout : nullptr;
@@ -58,17 +59,17 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
   // act / gact (members): activation buffers (Backend::activation_bytes() per element); stat / gstat: the fp32 ones
   auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
   auto gstat = [&](int which) { return static_cast<float*>(gact(which)); };
-  const float* wte = params_.get() + layout_[0].offset;
-  const float* wpe = params_.get() + layout_[1].offset;
+  const float* wte = tensor(kWte);
+  const float* wpe = tensor(kWpe);
 
   void* encoded = gact(kEncoded);  // (B,T,C)
   be_.encoder_forward(encoded, tokens_.get(), wte, wpe, B, T, C);
   if (drop) be_.dropout_apply(encoded, site_keys(*dropout, 0).data(), B, static_cast<size_t>(T) * C, dropout->p);
 
-  const float* lnfw = params_.get() + layout_[kLayerBase + L * kPerLayer].offset;
-  const float* lnfb = params_.get() + layout_[kLayerBase + L * kPerLayer + 1].offset;
-  // Each residual add runs with the layernorm that reads its sum (residual_layernorm_forward): res2 with
-  // ln2, res3 with the next layer's ln1 or with lnf; only ln1 of layer 0 (on the embeddings) stands alone.
+  const float* lnfw = tensor(final_param_index(L, kLnfW));
+  const float* lnfb = tensor(final_param_index(L, kLnfB));
+  // Each residual add runs with the layernorm that reads its sum (block_forward): res2 with ln2, res3 with
+  // the next layer's ln1 or with lnf; only ln1 of layer 0 (on the embeddings) stands alone.
   if (L > 0)
     be_.layernorm_forward(act(0, kLn1), stat(0, kLn1Mean), stat(0, kLn1Rstd), encoded, param(0, kLn1W),
                           param(0, kLn1B), N, C);
@@ -76,25 +77,22 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
     be_.layernorm_forward(gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), encoded, lnfw, lnfb, N, C);
   const void* residual = encoded;
   for (int l = 0; l < L; ++l) {
-    // attention branch: res2 = residual + dropout(proj(attn(ln1(residual)))), ln1 written above
-    be_.matmul_forward(act(l, kQkv), act(l, kLn1), param(l, kQkvW), param(l, kQkvB), N, C, QKV);
-    be_.attention_forward(act(l, kAtty), stat(l, kAtt), act(l, kQkv), B, T, NH, KVH, HS);
-    be_.matmul_forward(act(l, kAttProj), act(l, kAtty), param(l, kAttProjW), param(l, kAttProjB), N, A, C);
-    if (drop) be_.dropout_apply(act(l, kAttProj), site_keys(*dropout, 1 + 2 * l).data(), B,
-                                static_cast<size_t>(T) * C, dropout->p);
-    // MLP branch: res3 = res2 + dropout(proj(gelu(fc(ln2(res2)))))
-    be_.residual_layernorm_forward(act(l, kRes2), act(l, kLn2), stat(l, kLn2Mean), stat(l, kLn2Rstd), residual,
-                                   act(l, kAttProj), param(l, kLn2W), param(l, kLn2B), N, C);
-    be_.matmul_gelu_forward(act(l, kFch), act(l, kFchGelu), act(l, kLn2), param(l, kFcW), param(l, kFcB), N, C, F);
-    be_.matmul_forward(act(l, kFcProj), act(l, kFchGelu), param(l, kFcProjW), param(l, kFcProjB), N, F, C);
-    if (drop) be_.dropout_apply(act(l, kFcProj), site_keys(*dropout, 2 + 2 * l).data(), B,
-                                static_cast<size_t>(T) * C, dropout->p);
-    if (l + 1 < L)
-      be_.residual_layernorm_forward(act(l, kRes3), act(l + 1, kLn1), stat(l + 1, kLn1Mean), stat(l + 1, kLn1Rstd),
-                                     act(l, kRes2), act(l, kFcProj), param(l + 1, kLn1W), param(l + 1, kLn1B), N, C);
-    else
-      be_.residual_layernorm_forward(act(l, kRes3), gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), act(l, kRes2),
-                                     act(l, kFcProj), lnfw, lnfb, N, C);
+    const BlockActs a{act(l, kLn1), act(l, kQkv), act(l, kAtty), act(l, kAttProj), act(l, kRes2), act(l, kLn2),
+                      stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kFch), act(l, kFchGelu), act(l, kFcProj),
+                      act(l, kRes3)};
+    const NextNorm next = l + 1 < L ? NextNorm{act(l + 1, kLn1), stat(l + 1, kLn1Mean), stat(l + 1, kLn1Rstd),
+                                               param(l + 1, kLn1W), param(l + 1, kLn1B)}
+                                    : NextNorm{gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), lnfw, lnfb};
+    auto attention = [&](void* atty, const void* qkv) {
+      be_.attention_forward(atty, stat(l, kAtt), qkv, B, T, NH, KVH, HS);
+    };
+    BlockDropout block_dropout;  // sites 1 + 2*l (attention branch) and 2 + 2*l (MLP branch)
+    if (drop)
+      block_dropout = [&](void* branch, int site) {
+        be_.dropout_apply(branch, site_keys(*dropout, 1 + 2 * l + site).data(), B, static_cast<size_t>(T) * C,
+                          dropout->p);
+      };
+    block_forward(be_, cfg_, N, residual, block_weights(l), a, next, attention, block_dropout);
     residual = act(l, kRes3);
   }
   // tied head: logits (N,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
@@ -114,15 +112,15 @@ void GPT::backward() {
   auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
   auto gstat = [&](int which) { return static_cast<const float*>(gact(which)); };
   auto grad = [&](int idx) { return grads_.get() + layout_[idx].offset; };
-  auto lgrad = [&](int l, int which) { return grad(kLayerBase + l * kPerLayer + which); };
+  auto lgrad = [&](int l, int which) { return grad(int(layer_param_index(l, which))); };
   // recomputed: the buffer is shared by the layers under --recompute (model_acts.h), so the backward
   // rewrites it with the forward's op on the forward's inputs before its use: the same bits
   auto recomputed = [&](int which) { return kLayerActTable[which].shared(recompute_); };
   const size_t act_bytes = be_.activation_bytes();
   auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
-  const float* wte = params_.get() + layout_[0].offset;
-  const int lnf_idx = kLayerBase + L * kPerLayer;
-  const float* lnfw = params_.get() + layout_[lnf_idx].offset;
+  const float* wte = tensor(kWte);
+  const int lnf_idx = int(final_param_index(L, kLnfW));
+  const float* lnfw = tensor(lnf_idx);
 
   void* dres = gact(kDRes);    // (N,C) gradient of the residual stream
   void* dtmp = gact(kDTmpC);   // (N,C) scratch
@@ -130,7 +128,7 @@ void GPT::backward() {
   // head: logits = lnf @ wte^T, dlogits (N,Vp) already in the logits buffer (padded columns 0)
   // Activation-gradient buffers are written first with Grad::assign (no zeroing); the residual stream's
   // gradient dres accumulates (layernorm backward adds both branches into it).
-  be_.matmul_backward(dtmp, grad(0), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp, Grad::assign);
+  be_.matmul_backward(dtmp, grad(kWte), nullptr, gact(kLogits), gact(kLnf), wte, N, C, Vp, Grad::assign);
   const void* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(dres, NC);
   be_.layernorm_backward(dres, grad(lnf_idx), grad(lnf_idx + 1), dtmp, last, lnfw, gstat(kLnfMean),
@@ -175,10 +173,10 @@ void GPT::backward() {
                         C, QKV, Grad::assign);
     be_.layernorm_backward(dres, lgrad(l, kLn1W), lgrad(l, kLn1B), dtmp, residual, param(l, kLn1W),
                            stat(l, kLn1Mean), stat(l, kLn1Rstd), N, C);
-    grads_ready_from(layout_[kLayerBase + l * kPerLayer].offset);
+    grads_ready_from(layout_[layer_param_index(l, 0)].offset);
   }
   if (dropout_) be_.dropout_apply(dres, site_keys(*dropout_, 0).data(), B, static_cast<size_t>(T) * C, dropout_->p);
-  be_.encoder_backward(grad(0), grad(1), dres, tokens_.get(), B, T, C);
+  be_.encoder_backward(grad(kWte), grad(kWpe), dres, tokens_.get(), B, T, C);
   grads_ready_from(0);
 }
 

@@ -1,5 +1,5 @@
-// Model directory layouts (src/serve/export.h): the one table that maps xtrain's parameter
-// tensors to the names and shapes of a layout, used by both the writer (export) and the reader
+// Model directory layouts (src/serve/export.h): the tensors of a layout, named and shaped from the
+// parameter table (src/model/model_params.h), used by both the writer (export) and the reader
 // (load_model_dir in model_dir.cpp).
 #include "serve/export.h"
 
@@ -34,31 +34,23 @@ std::string hf_unsupported(const GPTConfig& c) {
 }
 
 std::vector<LayoutTensor> layout_tensors(const GPTConfig& c, ModelLayout layout) {
-  // xtrain suffix of a block tensor -> GPT-2 module path (transformers' modeling_gpt2.py GPT2Block)
-  static const std::map<std::string, std::string> hf_block = {
-      {"ln1.w", "ln_1.weight"},         {"ln1.b", "ln_1.bias"},         {"attn.qkv.w", "attn.c_attn.weight"},
-      {"attn.qkv.b", "attn.c_attn.bias"}, {"attn.proj.w", "attn.c_proj.weight"}, {"attn.proj.b", "attn.c_proj.bias"},
-      {"ln2.w", "ln_2.weight"},         {"ln2.b", "ln_2.bias"},         {"mlp.fc.w", "mlp.c_fc.weight"},
-      {"mlp.fc.b", "mlp.c_fc.bias"},    {"mlp.proj.w", "mlp.c_proj.weight"}, {"mlp.proj.b", "mlp.c_proj.bias"}};
+  // names, file shapes and transposes from the parameter table (src/model/model_params.h)
   std::vector<LayoutTensor> out;
   const std::vector<ParamTensor> params = param_layout(c);
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamTensor& p = params[i];
+    const ParamSpec& s = *p.spec;
     LayoutTensor t;
     t.index = i;
-    t.shape.assign(p.shape.begin(), p.shape.end());
-    if (p.name == "wte") t.shape[0] = c.V;  // the padding rows [V, Vp) are not exported
+    t.shape = {file_dim(c, s.rows)};  // wte: V rows, the padding rows [V, Vp) are not exported
+    if (s.matrix()) t.shape.push_back(file_dim(c, s.cols));
     if (layout == ModelLayout::Xtrain) {
       t.name = p.name;
-    } else if (p.name == "wte" || p.name == "wpe") {
-      t.name = "transformer." + p.name + ".weight";
-    } else if (p.name == "lnf.w" || p.name == "lnf.b") {
-      t.name = std::string("transformer.ln_f.") + (p.name == "lnf.w" ? "weight" : "bias");
     } else {
-      const size_t dot = p.name.find('.');  // "h<l>.<suffix>"
-      t.name = "transformer.h." + p.name.substr(1, dot - 1) + "." + hf_block.at(p.name.substr(dot + 1));
-      // Conv1D stores (in, out) (transformers' pytorch_utils.Conv1D: y = x W + b); xtrain (out, in)
-      t.transpose = p.shape.size() == 2;
+      // GPT-2 module paths (transformers' modeling_gpt2.py); Conv1D stores (in, out)
+      // (pytorch_utils.Conv1D: y = x W + b) where xtrain stores (out, in)
+      t.name = "transformer." + (p.layer >= 0 ? "h." + std::to_string(p.layer) + "." : std::string()) + s.hf_name;
+      t.transpose = s.hf_transpose;
       if (t.transpose) std::swap(t.shape[0], t.shape[1]);
     }
     out.push_back(std::move(t));

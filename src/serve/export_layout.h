@@ -1,5 +1,6 @@
-// The tensor table of a model-directory layout (private to export.cpp and model_dir.cpp): for every
-// tensor of param_layout(cfg), its name and shape in the layout and whether it is stored transposed.
+// The tensors of a model-directory layout (private to export.cpp and model_dir.cpp): for every tensor
+// of param_layout(cfg), its name and shape in the layout and whether it is stored transposed, derived
+// from the parameter table (src/model/model_params.h: name, hf_name, hf_transpose, file_dim).
 #pragma once
 
 #include <cstdint>

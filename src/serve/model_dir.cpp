@@ -149,7 +149,7 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   if (have.L != want.L)
     XT_FAIL("--init-from: the model has " << have.L << " layers, expected " << want.L << " (--layers)");
   for (size_t i = 0; i < h.size(); ++i) {
-    const bool fewer_positions = hp[i].name == "wpe" && want.maxT < have.maxT && w[i].shape[1] == h[i].shape[1];
+    const bool fewer_positions = hp[i].spec->rows == ParamDim::maxT && want.maxT < have.maxT && w[i].shape[1] == h[i].shape[1];
     if ((h[i].name != w[i].name || h[i].shape != w[i].shape) && !fewer_positions)
       XT_FAIL("--init-from: tensor " << h[i].name << ": expected shape " << shape_str(w[i].shape) << ", found "
                                      << shape_str(h[i].shape));

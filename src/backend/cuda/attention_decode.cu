@@ -12,6 +12,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops.h"
+#include "backend/qkv_layout.h"
 #include "core/error.h"
 
 namespace xtrain::cuda {
@@ -35,7 +36,7 @@ __global__ void kv_append_kernel(T* kcache, T* vcache, const T* qkv, int B, int 
                                  int NH, int KVH, int HS, int* error_flag) {
   const int pos = *pos_p;
   if (!position_ok(pos, Tn, maxT, error_flag)) return;
-  const size_t kv_row = size_t(KVH) * HS, row = size_t(NH + 2 * KVH) * HS;
+  const size_t kv_row = size_t(KVH) * HS, row = size_t(QkvLayout::row_width(NH, KVH, HS));
   const size_t count = size_t(B) * Tn * kv_row;
   for (size_t idx = blockIdx.x * size_t(blockDim.x) + threadIdx.x; idx < count; idx += size_t(gridDim.x) * blockDim.x) {
     const size_t j = idx % kv_row, bi = idx / kv_row;  // bi = b * Tn + i
@@ -71,7 +72,7 @@ __global__ void decode_kernel(T* out, const T* kcache, const T* vcache, const T*
   const int bi = blockIdx.x, h = blockIdx.y, b = bi / Tn, t = pos + bi % Tn;
   const int kh = h / (NH / KVH);  // grouped-query attention (Ainslie et al. 2023)
   const size_t kv_row = size_t(KVH) * HS;
-  const T* qp = qkv + size_t(bi) * (NH + 2 * KVH) * HS + size_t(h) * HS;
+  const T* qp = qkv + size_t(bi) * QkvLayout::row_width(NH, KVH, HS) + size_t(h) * HS;
   for (int j = threadIdx.x; j < HS; j += blockDim.x) q[j] = to_f(qp[j]) * scale;
   __syncthreads();
   const T* kb = kcache + size_t(b) * maxT * kv_row + size_t(kh) * HS;
