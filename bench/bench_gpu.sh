@@ -7,7 +7,7 @@
 # records; convention and peak table in src/train/mfu.cpp, against the peak of the run's dtype): the
 # harmonic mean of the timed steps' figures, which is the MFU at the mean step time. null where xtrain
 # prints none (a GPU not in its table).
-# Where python3 has torch, each run is followed in the same call by bench/compare_pytorch.py on the same
+# Where python3 has torch, each run is followed in the same session by bench/compare_pytorch.py on the same
 # workload arguments, dtype and steps (eager and torch.compile), and its record adds pytorch_eager and
 # pytorch_compile (tok/s) and the ratios xtrain_over_eager and xtrain_over_compile; PYTORCH=0 leaves
 # them out, PYTORCH=1 requires torch.

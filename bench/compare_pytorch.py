@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """xtrain's training step in PyTorch, eager and torch.compile: the reference bench/bench_gpu.sh runs in
-the same call (issue #12).
+the same session.
 
 The model is xtrain's (src/model/model.h, docs/design.md): pre-LN GPT-2 with learned position
 embeddings, layernorm eps 1e-5, GELU tanh, q/k/v from one matmul with bias (grouped-query when

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Multi-GPU gates, placement, throughput and failure on one GPU host (issues #5 and #6).
+# Multi-GPU gates, placement, throughput and failure on one GPU host.
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/multi_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # Prints: the GPU gates (tests/test_gpu_gates.sh: fp32 and bf16, world 2/4/8 vs 1, mpirun and

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bucketed gradient all-reduce overlapped with the backward pass (issue #13) on one GPU host.
+# The bucketed gradient all-reduce overlapped with the backward pass on one GPU host.
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/overlap_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # For GPT-2 124M (T 1024, 32 sequences per GPU) and the design configuration (T 256, 64 sequences

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The overlapped gradient all-reduce (issue #13) across 2 namespace "nodes" of one machine, swept over
+# The overlapped gradient all-reduce across 2 namespace "nodes" of one machine, swept over
 # the link rate (tc tbf on both ends of each node's link; this kernel has no netem, so bandwidth only,
 # no added delay). As root, from the repository root, after a CPU build:
 #   XTRAIN_BIN_DIR=build XTRAIN_DATA_DIR=data bench/overlap_nodes.sh [RATE...]

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Gate 3 (issue #11): data-parallel scaling of the design configuration, threads against processes.
+# Gate 3: data-parallel scaling of the design configuration, threads against processes.
 # For each launcher (xtrain_threads: one thread per GPU; mpirun: one process per GPU) and each world
 # size (1, 2, 4, 8: as many as GPUs are visible) trains the design model (C=384, L=12, NH=12, HS=32,
 # FFN=1536, T=256, bf16, 32 sequences per GPU) and measures the steady-state tok/s (median over the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# bench/serving_gpu.sh — the serving loop of issue #10 on a machine with a GPU, torch and transformers:
+# bench/serving_gpu.sh — the serving loop on a machine with a GPU, torch and transformers:
 # train a small model, export it twice (byte-identical, md5 against the registry), load it with
 # transformers' GPT2LMHeadModel, compare fp32 logits (4 prompts), compare greedy generation token by
 # token between transformers, xtrain CUDA and xtrain CPU (5 prompts x 64 tokens), import a randomly

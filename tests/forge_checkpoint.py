@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """forge_checkpoint.py IN OUT FIELD=VALUE... (or IN --get FIELD to print one): a damaged checkpoint WITH A VALID CHECKSUM, for tests of
-the loader's header validation (issue #14 kind 4). Sets header fields (step, batch, grad_accum,
+the loader's header validation. Sets header fields (step, batch, grad_accum,
 total_steps, num_params, the model's V..F), then cuts or extends the params/m/v arrays to
 num_params floats each (unless body=keep is given), sets the first float of the params, m or v array
 (params0=, m0=, v0=: a float, e.g. nan or -1), and rewrites the XXH3-64 checksum (through Debian's libxxhash).

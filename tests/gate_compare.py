@@ -11,8 +11,8 @@ import argparse
 import json
 import sys
 
-LOSS_REL_TOL = 1e-3    # issue #2 gate 1: summation order differs across world sizes (float rounding)
-PARAM_ABS_TOL = 1e-6   # issue #2 gate 2: ranks apply the same averaged gradient
+LOSS_REL_TOL = 1e-3    # gate 1: summation order differs across world sizes (float rounding)
+PARAM_ABS_TOL = 1e-6   # gate 2: ranks apply the same averaged gradient
 
 
 def read(path):

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Bad input (issue #2): each case ends EVERY rank promptly with the expected exit code and one line
+# Bad input: each case ends EVERY rank promptly with the expected exit code and one line
 # naming the rank and the cause; no rank hangs (each run is bounded by `timeout`, the whole test by
 # the ctest TIMEOUT) and no damaged file is left behind.
 source "$(dirname "$0")/common.sh"
@@ -157,8 +157,8 @@ printf 'my notes\n' > "$WORK/notes.md"
 grep -qx "my notes" "$WORK/notes.md" && echo "ok   a --tokens-cache that is not a cache is left untouched" \
   || { echo "FAIL --tokens-cache overwrote a file that is not a token cache"; fails=$((fails+1)); }
 
-# errors that name the file or the cause (#14 kind 9) and tokenizer options (#14 kind 8); nothing in
-# $WORK but the test's own out/err may change
+# errors that name the file or the cause (bad JSON, symlink loops, long paths) and tokenizer options;
+# nothing in $WORK but the test's own out/err may change
 printf '{"a": 1e999}' > "$WORK/overflow.json"
 : > "$WORK/empty.bpe"
 ln -s "$WORK/loop1" "$WORK/loop2"; ln -s "$WORK/loop2" "$WORK/loop1"

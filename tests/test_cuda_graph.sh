@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --cuda-graph (issues #12, #13): the step's forward and backward recorded as a CUDA graph at step 2 and
+# --cuda-graph: the step's forward and backward recorded as a CUDA graph at step 2 and
 # launched from then on give the losses of launching every kernel exactly (metrics text) and a
 # byte-identical final checkpoint, in bf16 and fp32, with --recompute 2 and with validation passes
 # between steps (they use the batch and loss buffers the graph reads): on one GPU with --cuda-graph auto

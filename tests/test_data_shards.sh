@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --data with a directory of shards (issue #13 item 5): it trains bitwise what one file holding the
+# --data with a directory of shards: it trains bitwise what one file holding the
 # joined text trains (files joined with <|endoftext|>); a node's ranks share the tokenizing (world 2,
 # 3 shards, under mpirun and xtrain_threads); caches are then reused without re-tokenizing, a
 # truncated one is rebuilt; xtrain_tokenize writes the cache training maps; bad shard inputs end

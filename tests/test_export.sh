@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xtrain_export and --init-from end to end (issue #10): two exports of one checkpoint are
+# xtrain_export and --init-from end to end: two exports of one checkpoint are
 # byte-identical; the registry check passes, and fails naming both digests after one byte of the
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;

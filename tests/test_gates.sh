@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Gates 1 and 2 (issue #2): world 2 and 4 train what world 1 trains, over 20 steps of the same
+# Gates 1 and 2: world 2 and 4 train what world 1 trains, over 20 steps of the same
 # global batch stream; grad accumulation 2 at world 1 equals world 2; dropout masks do not depend
-# on the world size. The same for ranks that are threads of one xtrain_threads process (issue #11),
+# on the world size. The same for ranks that are threads of one xtrain_threads process,
 # which must also train what mpirun processes train at the same world size. Figures are printed by
 # gate_compare.py.
 source "$(dirname "$0")/common.sh"

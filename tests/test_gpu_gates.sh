@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU gates (issue #11): NCCL world 2 (4, 8 where that many GPUs are visible) trains what world 1
+# GPU gates: NCCL world 2 (4, 8 where that many GPUs are visible) trains what world 1
 # trains, under mpirun (one process per GPU) and under xtrain_threads (one thread per GPU), in fp32
 # and bf16, with grouped-query attention, dropout and grad accumulation: loss < 1e-3 relative at every
 # step and parameters equal across ranks (< 1e-6), by gate_compare.py. And placement: the table rank

@@ -1,4 +1,4 @@
-// Gradient buckets (issue #13): the plan covers the flat buffer exactly once in reverse layout order,
+// Gradient buckets: the plan covers the flat buffer exactly once in reverse layout order,
 // cut at tensor boundaries; BucketedAllReduce starts a bucket only once backward has made all of it
 // final; GPT::backward reports final offsets from the end of the buffer down to 0.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN

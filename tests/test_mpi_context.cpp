@@ -1,4 +1,4 @@
-// MpiContext's node identity (issue #14 kind 10): node_id comes from the shared-memory split, so the
+// MpiContext's node identity: node_id comes from the shared-memory split, so the
 // ranks of one machine agree on it and it is the world rank of the node's first rank, whatever the
 // hostname says. Run with 2 ranks on one machine (ctest test_mpi_context_np2). Exit 0 on success.
 #include <cstdio>

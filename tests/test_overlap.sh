@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The bucketed gradient all-reduce (issue #13) trains exactly what the single all-reduce trains:
+# The bucketed gradient all-reduce trains exactly what the single all-reduce trains:
 # --bucket-mb 0.05 (many buckets, started during the backward pass) against --bucket-mb 0 (one
 # all-reduce after it), with grad-accum 2, at world 2 and 3 under mpirun and under xtrain_threads.
 # Bitwise: every step's loss (as written to the metrics file, a round-trip double) and the final

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Preemption (issue #14 kind 3): SIGTERM to ONE rank of a 2-rank run mid-training makes every rank
+# Preemption: SIGTERM to ONE rank of a 2-rank run mid-training makes every rank
 # stop after the same step (the stop flag rides on the step's loss all-reduce); rank 0 writes --ckpt;
 # every rank exits 3 within a few seconds with one "stopped" line. Resuming from that checkpoint ends
 # bitwise where an uninterrupted run ends. The resumed run's checkpoint write removes a temporary file

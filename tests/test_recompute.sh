@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Activation recompute (issue #12): --recompute 1 (GELU) and 2 (also layernorm) run the forward's own
+# Activation recompute: --recompute 1 (GELU) and 2 (also layernorm) run the forward's own
 # ops on the forward's inputs in the backward, so 20 steps give the losses of --recompute 0 exactly
 # (metrics text) and byte-identical final checkpoints (parameters and AdamW state). With dropout and
 # grad accumulation, on 2 ranks. A checkpoint resumes under another setting; the option is compared

@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Resume (issue #2): N steps straight equals N/2 steps, checkpoint, resume, N/2 steps — bitwise on
+# Resume: N steps straight equals N/2 steps, checkpoint, resume, N/2 steps — bitwise on
 # CPU: the final checkpoints (parameters, AdamW state, metadata) are byte-identical and the losses of
 # the resumed steps are identical; the metrics file records every step once, even after records
 # written past the checkpoint by a run that died. World 2 with dropout and grad accumulation, so every piece of
 # state (step-keyed batch and dropout streams, AdamW moments, LR schedule) matters. Checkpoints also
-# resume across the two launchers (issue #11): half under mpirun, half under xtrain_threads, and back.
+# resume across the two launchers: half under mpirun, half under xtrain_threads, and back.
 source "$(dirname "$0")/common.sh"
 xt_data
 ARGS=("${DATA[@]}" "${TINY[@]}" --steps 12 --dropout 0.1 --grad-accum 2)
@@ -45,7 +45,7 @@ diff = [s for s in a if a[s] != b[s]]
 print("losses identical at all 12 steps" if not diff else f"FAIL: losses differ at steps {diff}")
 sys.exit(1 if diff else 0)
 PY
-# What a user watches (issue #16). Tokenizing prints its progress line (the first run writes the token
+# What a user watches. Tokenizing prints its progress line (the first run writes the token
 # cache; later runs read it and tokenize nothing).
 grep -q "^tokenize $WORK/corpus.txt | 0.4 MB in " "$WORK/straight.log" || { cat "$WORK/straight.log"; echo "FAIL: no tokenize line"; exit 1; }
 ! grep -q "^tokenize " "$WORK/half1.log" || { echo "FAIL: a tokenize line with a valid token cache"; exit 1; }

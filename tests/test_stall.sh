@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # A rank that is alive but stuck must not hang the job. Two CPU ranks train, with the gradient
-# all-reduce in several buckets started during the backward pass (--bucket-mb 0.05, issue #13); rank 1
+# all-reduce in several buckets started during the backward pass (--bucket-mb 0.05); rank 1
 # is stopped (SIGSTOP: mpirun sees no dead process). Rank 0's next collective, the wait for its buckets,
 # must give up after --comm-timeout (3 s) with one line naming its rank, host, the step and the
 # bucket, and the whole job must end

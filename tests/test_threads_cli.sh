@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xtrain_threads' command line (issue #11): --help documents every xtrain_mpi option plus --ranks;
+# xtrain_threads' command line: --help documents every xtrain_mpi option plus --ranks;
 # usage errors (no --ranks on the CPU backend, a batch the rank count does not divide, bad --ranks)
 # exit 2 with one line; --device cuda without a visible GPU exits 1 with one line saying so; a bad
 # input found by a rank exits 1 with one line naming rank 0.

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# --timeline (issue #13): rank 0's Chrome trace of steps 2-4 at world 2 parses, names forward and each
+# --timeline: rank 0's Chrome trace of steps 2-4 at world 2 parses, names forward and each
 # block's backward on the compute track, and shows the overlap: with --bucket-mb 0.05 (4 buckets) the
 # first gradient all-reduce starts before the backward pass ends; with --bucket-mb 0 the one
 # all-reduce starts after it. Under mpirun (MPI_Iallreduce) and xtrain_threads (blocking buckets).

@@ -177,7 +177,7 @@ TEST_CASE("loader errors name the file and the cause") {
   CHECK(e.find("model.merges[1] is neither") != std::string::npos);
 }
 
-TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name (#14 kind 8)") {
+TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name") {
   ScratchDir d;
   int n = 0;
   // refused(edit, field): tiny_hf() changed by `edit` is refused with one line naming `field`
@@ -223,7 +223,7 @@ TEST_CASE("tokenizer.json fields that change ids are implemented or refused by n
   CHECK(Tokenizer::from_hf_json(d.file("gpt2like.json")).encode("abc<|endoftext|>") == std::vector<int32_t>{258, 259});
 }
 
-TEST_CASE("numbers and truncation in tokenizer files are checked (#14 kind 8/9)") {
+TEST_CASE("numbers and truncation in tokenizer files are checked") {
   ScratchDir d;
   write_tiny_gpt2(d);
   const std::string enc = d.file("encoder.json");

@@ -30,7 +30,7 @@ class Communicator : public HostCollectives {
   // broadcast: buf (count) from root to every rank.
   virtual void broadcast(float* buf, size_t count, int root) = 0;
 
-  // Bucketed all-reduce (issue #13: overlap with the backward pass). bucketed_begin(buf, count, op),
+  // Bucketed all-reduce (overlap with the backward pass). bucketed_begin(buf, count, op),
   // then bucketed_start(offset, n, what) for disjoint ranges of buf whose values are final (in any
   // order, the same on every rank), then bucketed_finish(): buf ends as all_reduce(buf, count, op)
   // would leave it when each element's reduction does not depend on the range it is reduced in (the

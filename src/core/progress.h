@@ -16,7 +16,7 @@ namespace xtrain {
 std::string minutes_seconds(double seconds);
 
 // kLongWorkBytes: the size from which reading or writing a file (checkpoints, exports) is worth a
-// progress line (issue #16: ~100 MB, a second or more on a local disk).
+// progress line (~100 MB, a second or more on a local disk).
 constexpr uint64_t kLongWorkBytes = 100'000'000;
 
 // stream_is_terminal: `out` is a terminal a person watches: isatty(), except in processes started by

@@ -1,4 +1,4 @@
-// Gradient buckets for the all-reduce that overlaps the backward pass (issue #13; PyTorch DDP's
+// Gradient buckets for the all-reduce that overlaps the backward pass (PyTorch DDP's
 // 25 MiB buckets, Horovod's tensor fusion). The flat gradient buffer is in param_layout order
 // (embeddings, layers 0..L-1, lnf) and backward finishes it from the end, so buckets are contiguous
 // ranges of that buffer cut at tensor boundaries, planned and started from the end.

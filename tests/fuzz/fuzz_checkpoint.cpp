@@ -1,4 +1,4 @@
-// libFuzzer target for the checkpoint reader (issue #14 kind 4): parse_checkpoint must end every
+// libFuzzer target for the checkpoint reader: parse_checkpoint must end every
 // input with either a state or one xtrain::Error, never a crash or an out-of-bounds read (ASan).
 // Each input is tried twice: as given, and with its last 8 bytes replaced by the XXH3-64 of the rest,
 // so that the header fields behind a valid checksum get fuzzed too (random bytes almost never carry
