@@ -202,6 +202,9 @@ echo precious > "$WORK/precious.txt"
 ln -s "$WORK/precious.txt" "$WORK/osl/model.safetensors"
 expect_export 1 "osl/model.safetensors: is a symlink; not writing through it" "$WORK/a.ckpt" --out "$WORK/osl" "${TOK[@]}"
 [[ $(cat "$WORK/precious.txt") == precious && ! -e "$WORK/osl/config.json" ]] || fail "export wrote through a symlink"
+# a --name the registry (JSON, UTF-8) cannot hold is refused before anything is written
+expect_export 2 "usage error: --name must be valid UTF-8" "$WORK/a.ckpt" --out "$WORK/badname" --registry "$WORK/reg.json" --name $'bad\xff' "${TOK[@]}"
+[[ ! -e "$WORK/badname" ]] || fail "a refused --name left an export"
 # another user's symlink on the way to --out or --registry (nobody's link in a sticky directory to a
 # root-only directory): nothing in that directory is removed, created or written (root only)
 if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then

@@ -209,10 +209,12 @@ TEST_CASE("another user's symlink at an output path, or on the way to it, is nev
   CHECK(read_file(victim) == "ours");
 }
 
-TEST_CASE("an output path ending in '/' names a directory, not a file") {
+TEST_CASE("an output path ending in '/', '/.' or '/..' names a directory, not a file") {
   TempDir d;
   CHECK_THROWS_WITH_AS(write_file_atomic(d.file("newx") + "/", "x", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
   CHECK_THROWS_WITH_AS(check_writable(d.file("newx") + "/", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
+  CHECK_THROWS_WITH_AS(write_file_atomic(d.file("newx") + "/.", "x", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.file("newx") + "/..", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
   CHECK(d.entries() == 0);
 }
 

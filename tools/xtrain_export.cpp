@@ -87,6 +87,13 @@ Options parse(int argc, char** argv) {
     }
     for (unsigned char ch : o.name)
       if (ch < 0x20 || ch == 0x7f) throw UsageError("--name must not contain control characters");
+    // The registry is JSON (UTF-8): a name it cannot hold is refused now, before the model is written
+    // (an --out directory's name included), never after the export as an unrecorded model.
+    try {
+      (void)json(o.name).dump();
+    } catch (const json::exception&) {
+      throw UsageError("--name must be valid UTF-8 (the registry is JSON)");
+    }
   }
   return o;
 }

@@ -258,7 +258,10 @@ OutputLocation walk_output(const std::string& path, const std::string& what, boo
   };
   open_root(!path.empty() && path[0] == '/');
   std::deque<std::string> rest = split_path(path);
-  if (!want_dir && (rest.empty() || path.back() == '/')) fail("names a directory, not a file");
+  // "d/", "d/." and "d/..": the kernel takes these for the directory d (or its parent), never a file
+  const std::string last_raw = path.substr(path.rfind('/') == std::string::npos ? 0 : path.rfind('/') + 1);
+  if (!want_dir && (rest.empty() || last_raw.empty() || last_raw == "." || last_raw == ".."))
+    fail("names a directory, not a file");
   const uid_t euid = ::geteuid();
   int links = 0;
   while (!rest.empty()) {
