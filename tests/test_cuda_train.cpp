@@ -1,6 +1,6 @@
-// Whole training on one GPU against the CPU backend (the oracle): the same GPT, seed, token batches,
-// dropout keys, LR schedule, clipping and AdamW as src/train/train.cpp, 20 optimizer steps; the per-step
-// loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
+// Whole training on one GPU against the CPU backend (the oracle): 20 optimizer steps of the real training
+// step (StepRunner, src/train/step.h: the sampler's batches and dropout keys, LR schedule, clipping, AdamW)
+// on one rank; the per-step loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
 // (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise. Label gpu;
 // exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <limits>
 #include <memory>
 #include <optional>
 #include <string>
@@ -19,12 +20,14 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/registry.h"
+#include "comm/thread_world.h"
 #include "core/error.h"
 #include "core/rng.h"
 #include "model/model.h"
 #include "train/batches.h"
 #include "train/mfu.h"
 #include "train/optim.h"
+#include "train/step.h"
 
 using namespace xtrain;
 
@@ -73,36 +76,35 @@ struct Trajectory {
   std::vector<float> params;  // (num_params) after the last step
 };
 
-// train: kSteps optimizer steps as train_rank does them on one rank: the real sampler (fill_batch:
-// batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm clipping
-// through be.sum_squares, AdamW with the warmup + cosine schedule; recompute as --recompute.
+// train: kSteps optimizer steps of the training step (StepRunner) on one rank: the real sampler
+// (fill_batch: batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm
+// clipping through be.sum_squares, AdamW with the warmup + cosine schedule; recompute as --recompute.
+// Kernels launched one by one (--cuda-graph off; tests/test_cuda_graph.sh checks the graph's bits). The
+// rank's communicator is the in-process one of a world of 1: at world 1 the step runs no gradient
+// collective, only the host all-reduce of the loss, so the backend's memory never reaches it.
 Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0) {
   GPT model(config(), be, recompute);
   model.init_params(kSeed);
   const size_t n = model.num_params();
-  AdamW opt(be, n);
-  OptimConfig oc;
-  oc.lr = 5e-3f, oc.warmup_steps = 3, oc.total_steps = kSteps, oc.grad_clip = 1.0f;
   TrainConfig cfg;
-  cfg.model = config(), cfg.optim = oc, cfg.batch = kB, cfg.seq = kT, cfg.grad_accum = 1, cfg.seed = kSeed;
+  cfg.model = config(), cfg.batch = kB, cfg.seq = kT, cfg.grad_accum = 1, cfg.seed = kSeed, cfg.steps = kSteps;
+  cfg.optim.lr = 5e-3f, cfg.optim.warmup_steps = 3, cfg.optim.grad_clip = 1.0f;
+  cfg.dropout = dropout, cfg.recompute = recompute;
+  cfg.cuda_graph = TrainConfig::CudaGraph::off;
   TrainData data;
   data.tokens = tokens;
   data.n_train = tokens.size();  // no validation tail
-  Batch batch;
-  DropoutKeys drop;
-  drop.p = dropout;
+  ThreadWorld world(1);
+  const std::unique_ptr<Communicator> comm =
+      make_thread_communicator(world, 0, std::numeric_limits<double>::infinity());
+  AdamW opt(be, n);
+  StepRunner runner(cfg, data, model, be, *comm, opt, /*tl=*/nullptr);
   Trajectory tr;
   for (int step = 1; step <= kSteps; ++step) {
-    model.zero_grads();
-    fill_batch(data, cfg, step, /*micro=*/0, /*rank=*/0, /*world=*/1, &batch);
-    drop.seq_keys = batch.dropout_keys;
-    const double loss =
-        model.forward(batch.tokens.data(), batch.targets.data(), kB, kT, true, 1.0f / (kB * kT), &drop) / (kB * kT);
-    model.backward();
-    const double norm = std::sqrt(be.sum_squares(model.grads(), n));
-    opt.step(model, step, lr_at(oc, step), clip_scale(oc, norm), oc);
-    tr.loss.push_back(loss);
-    tr.grad_norm.push_back(norm);
+    const StepResult r = runner.step(step);
+    REQUIRE(r.finite);
+    tr.loss.push_back(r.loss);
+    tr.grad_norm.push_back(r.grad_norm);
   }
   tr.params.resize(n);
   be.copy_to_host(tr.params.data(), model.params(), n * sizeof(float));

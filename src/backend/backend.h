@@ -138,7 +138,7 @@ class Backend {
   // weights and holds on to them (a Decoder, whose recorded graph reads the copy's address) compares it
   // with the value it saw after its own prepare_weights: different means the copy no longer holds its
   // weights (e.g. another model's forward or decoder on this backend), and it must prepare them again.
-  // A recorded graph that contains a prepare_weights (the training step's, train.cpp) rewrites the copy
+  // A recorded graph that contains a prepare_weights (the training step's, train/graph_step.cpp) rewrites the copy
   // when launched without moving this number: do not launch one while a Decoder of another model on the
   // same backend is in use (nothing in xtrain does).
   virtual uint64_t weights_generation() const { return 0; }

@@ -22,7 +22,7 @@ struct TrainConfig {
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
   int recompute = 0;       // activation recompute in the backward: 0 none, 1 GELU, 2 GELU + layernorm (GPT ctor)
   // --cuda-graph: record the step's forward and backward once and launch them as a CUDA graph where the step
-  // allows it (src/train/train.cpp): auto = on one rank; on = also on several ranks whose communicator records
+  // allows it (src/train/graph_step.h): auto = on one rank; on = also on several ranks whose communicator records
   // its collectives (NCCL: the bucketed gradient all-reduce inside the graph); off = launch every kernel.
   enum class CudaGraph { off, auto_one_rank, on };
   CudaGraph cuda_graph = CudaGraph::auto_one_rank;

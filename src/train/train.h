@@ -1,4 +1,4 @@
-// The data-parallel training step, identical on every rank (train_rank).
+// The data-parallel training run, identical on every rank (train_rank); the step itself is in step.h.
 #pragma once
 
 #include <cstdint>
