@@ -7,9 +7,7 @@
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -205,24 +203,16 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
 }
 
 namespace {
-// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (as read_file, io.h):
-// checked by path, then by the descriptor, opened O_NONBLOCK so a FIFO never blocks. Error
-// "checkpoint <path>: ..." otherwise.
+// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (open_regular_file,
+// io.h), Error "checkpoint <path>: cannot read: ..." otherwise.
 std::unique_ptr<std::FILE, int (*)(std::FILE*)> open_checkpoint(const std::string& path, struct stat* sb) {
-  if (::stat(path.c_str(), sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  std::FILE* f = ::fdopen(fd, "rb");
-  if (!f) {
-    const int saved = errno;
-    ::close(fd);
-    XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(saved));
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(f, std::fclose);
-  if (::fstat(fd, sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
-  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  return file;
+  const std::string what = "checkpoint " + path + ": cannot read";
+  RegularFile file = open_regular_file(path, what);
+  std::FILE* f = ::fdopen(file.fd.get(), "rb");
+  if (!f) XT_FAIL(what << ": " << std::strerror(errno));
+  file.fd.release();  // f owns it now
+  *sb = file.st;
+  return std::unique_ptr<std::FILE, int (*)(std::FILE*)>(f, std::fclose);
 }
 }  // namespace
 
