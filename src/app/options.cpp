@@ -146,13 +146,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   if (m.NH <= 0) throw UsageError("--heads must be positive");
   // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far
   // from 2^31, and a model that cannot fit in memory is a usage error, not an allocation failure.
-  auto bounded = [](long long v, long long hi, const char* what) {
-    if (v > hi) throw UsageError(std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
-  };
-  bounded(m.C, GPTConfig::kMaxDim, "--dim"), bounded(m.NH, GPTConfig::kMaxHeads, "--heads");
-  bounded(kv_heads, GPTConfig::kMaxHeads, "--kv-heads"), bounded(head_dim, GPTConfig::kMaxHeadDim, "--head-dim");
-  bounded(m.L, GPTConfig::kMaxLayers, "--layers"), bounded(ffn, GPTConfig::kMaxFfn, "--ffn");
-  bounded(t.seq, GPTConfig::kMaxSeq, "--seq");
+  GPTConfig given = m;  // the sizes as given (0: derived below)
+  given.KVH = kv_heads, given.HS = head_dim, given.F = ffn;
+  given.check_size();
   m.HS = head_dim > 0 ? head_dim : m.C / m.NH;
   m.F = ffn > 0 ? ffn : 4 * m.C;
   if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");

@@ -51,28 +51,38 @@ Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); 
 void Xxh3Stream::update(const void* data, size_t bytes) { XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, bytes); }
 uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
+UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
+  if (this != &o) reset(o.release());
+  return *this;
+}
+void UniqueFd::reset(int fd) {
+  if (fd_ >= 0) ::close(fd_);
+  fd_ = fd;
+}
+
 namespace {
-// read_open_file: the whole regular file open at fd (closed here) as bytes; errors as read_file.
-std::string read_open_file(int fd, const std::string& path) {
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    XT_FAIL("cannot read " << path << ": not a regular file");
-  }
-  std::FILE* f = ::fdopen(fd, "rb");
-  if (!f) {
-    const int saved = errno;
-    ::close(fd);
-    XT_FAIL("cannot read " << path << ": " << std::strerror(saved));
-  }
+// regular_file: the descriptor fd (owned from here) when fstat says it is a regular file; Error
+// "<what>: not a regular file" otherwise (the descriptor closed).
+RegularFile regular_file(int fd, const std::string& what) {
+  RegularFile f;
+  f.fd.reset(fd);
+  if (::fstat(fd, &f.st) != 0 || !S_ISREG(f.st.st_mode)) XT_FAIL(what << ": not a regular file");
+  return f;
+}
+
+// read_open_file: the whole regular file `file` (closed here) as bytes; errors as read_file.
+std::string read_open_file(RegularFile file, const std::string& path) {
+  std::FILE* f = ::fdopen(file.fd.get(), "rb");
+  if (!f) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+  file.fd.release();  // f owns it now
   std::string out;
   char buf[1 << 16];
   size_t n = 0;
   try {  // the whole size at once: no regrowth copies, and a file larger than memory fails here at once
-    out.reserve(static_cast<size_t>(st.st_size));
+    out.reserve(static_cast<size_t>(file.st.st_size));
   } catch (const std::exception&) {  // bad_alloc or length_error
     std::fclose(f);
-    XT_FAIL("cannot read " << path << ": its " << st.st_size << " bytes do not fit in memory");
+    XT_FAIL("cannot read " << path << ": its " << file.st.st_size << " bytes do not fit in memory");
   }
   try {
     // A file larger than memory (or an endless device such as /dev/zero) is one line naming it,
@@ -94,16 +104,18 @@ std::string read_open_file(int fd, const std::string& path) {
 }
 }  // namespace
 
-std::string read_file(const std::string& path) {
-  // Only regular files: a FIFO would block and a device such as /dev/zero never ends. Checked by path
-  // before opening and by descriptor after (O_NONBLOCK: opening a FIFO swapped in meanwhile does not block).
+RegularFile open_regular_file(const std::string& path, const std::string& what) {
+  // A FIFO would block and a device such as /dev/zero never ends: refused by path before opening,
+  // and by the descriptor after (what was opened may have been swapped in since the stat).
   struct stat st{};
-  if (::stat(path.c_str(), &st) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
-  if (!S_ISREG(st.st_mode)) XT_FAIL("cannot read " << path << ": not a regular file");
+  if (::stat(path.c_str(), &st) != 0) XT_FAIL(what << ": " << std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) XT_FAIL(what << ": not a regular file");
   const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
-  return read_open_file(fd, path);
+  if (fd < 0) XT_FAIL(what << ": " << std::strerror(errno));
+  return regular_file(fd, what);
 }
+
+std::string read_file(const std::string& path) { return read_open_file(open_regular_file(path, "cannot read " + path), path); }
 
 namespace {
 
@@ -393,7 +405,7 @@ void write_file_atomic(const OutputLocation& loc, const std::string& path, const
 std::string read_output_file(const OutputLocation& loc, const std::string& path) {
   const int fd = ::openat(loc.dir_fd, loc.name.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
-  return read_open_file(fd, path);
+  return read_open_file(regular_file(fd, "cannot read " + path), path);
 }
 
 namespace {

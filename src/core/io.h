@@ -4,6 +4,7 @@
 // XXH3-64 for bulk data).
 #pragma once
 
+#include <sys/stat.h>
 #include <sys/types.h>
 
 #include <cstddef>
@@ -35,6 +36,41 @@ class Xxh3Stream {
  private:
   void* state_;  // XXH3_state_t
 };
+
+// UniqueFd: an owned file descriptor, closed when the owner goes (never throws). Move-only.
+class UniqueFd {
+ public:
+  UniqueFd() = default;
+  explicit UniqueFd(int fd) : fd_(fd) {}
+  UniqueFd(UniqueFd&& o) noexcept : fd_(o.release()) {}
+  UniqueFd& operator=(UniqueFd&& o) noexcept;
+  UniqueFd(const UniqueFd&) = delete;
+  UniqueFd& operator=(const UniqueFd&) = delete;
+  ~UniqueFd() { reset(); }
+  int get() const { return fd_; }
+  int release() {  // the descriptor, no longer owned
+    const int fd = fd_;
+    fd_ = -1;
+    return fd;
+  }
+  void reset(int fd = -1);  // closes the owned descriptor, then owns fd
+
+ private:
+  int fd_ = -1;
+};
+
+// RegularFile: a regular file opened for reading and its fstat.
+struct RegularFile {
+  UniqueFd fd;
+  struct stat st{};
+};
+
+// open_regular_file: `path` opened read-only only when it is a regular file, never blocking on a FIFO
+// or opening a device: checked by path before opening and by the descriptor after (opened O_NONBLOCK,
+// so a FIFO swapped in meanwhile does not block; the flag changes nothing for a regular file).
+// Throws Error "<what>: <strerror>" when it cannot be stat'ed or opened, "<what>: not a regular file"
+// for a FIFO, device or directory; e.g. what = "cannot read " + path.
+RegularFile open_regular_file(const std::string& path, const std::string& what);
 
 // read_file: the whole file as bytes (text or binary). Throws Error "cannot read <path>: <strerror>",
 // "cannot read <path>: not a regular file" (a FIFO, device or directory: refused without blocking), or

@@ -126,22 +126,15 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
 }
 
 std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path) {
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);  // O_NONBLOCK: a FIFO never blocks
-  if (fd < 0) XT_FAIL("token cache " << path << ": cannot open: " << std::strerror(errno));
-  struct stat st{};
-  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-    ::close(fd);
-    XT_FAIL("token cache " << path << " is not a regular file");
-  }
-  const size_t size = static_cast<size_t>(st.st_size);
+  RegularFile file = open_regular_file(path, "token cache " + path + ": cannot open");
+  const size_t size = static_cast<size_t>(file.st.st_size);
   if (size < 12) {  // magic and version: enough to name an older format before its header size
-    ::close(fd);
     XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
   }
   std::shared_ptr<MappedTokenCache> c(new MappedTokenCache);
-  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, fd, 0);
+  void* map = ::mmap(nullptr, size, PROT_READ, MAP_SHARED, file.fd.get(), 0);
   const int map_errno = errno;
-  ::close(fd);  // a mapping keeps the file
+  file.fd.reset();  // a mapping keeps the file
   if (map != MAP_FAILED) {
     c->map_ = map, c->map_bytes_ = size;  // unmapped by the destructor from here on
     c->bytes_ = static_cast<const unsigned char*>(map);

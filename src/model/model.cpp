@@ -26,12 +26,14 @@ void GPTConfig::validate() const {
        "--kv-heads (" + std::to_string(KVH) + ") must divide --heads (" + std::to_string(NH) + ")");
   need(HS > 0, "--head-dim must be positive");
   need(F > 0, "--ffn must be positive");
-  auto bounded = [&](long long v, long long hi, const char* what) {
-    need(v <= hi, std::string(what) + " = " + std::to_string(v) + " is too large (limit " + std::to_string(hi) + ")");
-  };
-  bounded(C, kMaxDim, "--dim"), bounded(NH, kMaxHeads, "--heads"), bounded(KVH, kMaxHeads, "--kv-heads");
-  bounded(HS, kMaxHeadDim, "--head-dim"), bounded(L, kMaxLayers, "--layers"), bounded(F, kMaxFfn, "--ffn");
-  bounded(maxT, kMaxSeq, "--seq");
+  check_size();
+}
+
+void GPTConfig::check_size() const {
+  for (const SizeLimit& s : kSizeLimits)
+    if (this->*s.size > s.limit)
+      throw UsageError(std::string(s.option) + " = " + std::to_string(this->*s.size) + " is too large (limit " +
+                       std::to_string(s.limit) + ")");
 }
 
 std::string GPTConfig::describe() const {

@@ -35,10 +35,29 @@ struct GPTConfig {
   // dimension and product stays far from 2^31.
   static constexpr int kMaxDim = 1 << 16, kMaxHeads = 1 << 12, kMaxHeadDim = 1 << 12, kMaxLayers = 1 << 12,
                        kMaxFfn = 1 << 18, kMaxSeq = 1 << 20;
+  // check_size: throws UsageError "<option> = <value> is too large (limit <limit>)" for the first size
+  // above its limit (kSizeLimits, in its order); sizes <= 0 pass (validate names them). The one check
+  // of the limits: validate() calls it, and the trainer's options call it on the sizes as given,
+  // before any arithmetic on them.
+  void check_size() const;
   // validate: throws UsageError naming the option for inconsistent sizes or one above its limit
-  // ("--dim = 1048576 is too large (limit 65536)").
+  // (check_size).
   void validate() const;
   std::string describe() const;  // one line for logs
+};
+
+// The size limits, each with the option that sets the size (messages name it; for a checkpoint or
+// config.json too, as the option is how a user changes it).
+struct SizeLimit {
+  int GPTConfig::*size;
+  int limit;
+  const char* option;
+};
+constexpr SizeLimit kSizeLimits[] = {
+    {&GPTConfig::C, GPTConfig::kMaxDim, "--dim"},         {&GPTConfig::NH, GPTConfig::kMaxHeads, "--heads"},
+    {&GPTConfig::KVH, GPTConfig::kMaxHeads, "--kv-heads"}, {&GPTConfig::HS, GPTConfig::kMaxHeadDim, "--head-dim"},
+    {&GPTConfig::L, GPTConfig::kMaxLayers, "--layers"},   {&GPTConfig::F, GPTConfig::kMaxFfn, "--ffn"},
+    {&GPTConfig::maxT, GPTConfig::kMaxSeq, "--seq"},
 };
 
 // One tensor carved out of the flat parameter buffer.

@@ -1,15 +1,13 @@
 // Checkpoint file format, and the training run's checkpoint save/restore (see src/train/checkpoint.h).
 // Layout (little-endian, native struct packing of fixed-width fields):
 //   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
-//   CheckpointMeta fields one by one; float params[n]; float m[n]; float v[n];
+//   CheckpointMeta fields one by one (kMetaFields, checkpoint.h); float params[n]; float m[n]; float v[n];
 //   u64 XXH3-64 (seed 0) of all bytes before it.
 // Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata.
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "train/checkpoint.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -21,6 +19,7 @@
 #include <memory>
 #include <sstream>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 #include "comm/agree.h"
@@ -49,35 +48,58 @@ struct Reader {
   const std::string& buf;
   size_t pos = 0;
   const std::string& path;
+  void get(void* to, size_t bytes) {
+    if (pos + bytes > buf.size()) XT_FAIL("checkpoint " << path << ": truncated (header)");
+    std::memcpy(to, buf.data() + pos, bytes);
+    pos += bytes;
+  }
   template <typename T>
   T get() {
-    if (pos + sizeof(T) > buf.size()) XT_FAIL("checkpoint " << path << ": truncated (header)");
     T x;
-    std::memcpy(&x, buf.data() + pos, sizeof(T));
-    pos += sizeof(T);
+    get(&x, sizeof(T));
     return x;
   }
 };
 
+// The bytes of field f in m (a row of kMetaFields: its offset and size are those of the member).
+const char* field_bytes(const CheckpointMeta& m, const MetaField& f) {
+  return reinterpret_cast<const char*>(&m) + f.offset;
+}
+template <typename T>
+T field_value(const CheckpointMeta& m, const MetaField& f) {
+  T x;
+  static_assert(std::is_trivially_copyable_v<T>);
+  XT_CHECK(sizeof(T) == f.bytes(), "checkpoint field " << f.name << ": read as another type");
+  std::memcpy(&x, field_bytes(m, f), sizeof(T));
+  return x;
+}
+// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901").
+std::string field_text(const CheckpointMeta& m, const MetaField& f) {
+  std::ostringstream os;
+  switch (f.type) {
+    case MetaType::i32: os << field_value<int32_t>(m, f); break;
+    case MetaType::f32: os << field_value<float>(m, f); break;
+    case MetaType::u64: os << field_value<uint64_t>(m, f); break;
+  }
+  return os.str();
+}
+// fields_differ: f differs between a and b (floats compared as floats: a NaN differs from itself).
+bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaField& f) {
+  switch (f.type) {
+    case MetaType::i32: return field_value<int32_t>(a, f) != field_value<int32_t>(b, f);
+    case MetaType::f32: return field_value<float>(a, f) != field_value<float>(b, f);
+    case MetaType::u64: return field_value<uint64_t>(a, f) != field_value<uint64_t>(b, f);
+  }
+  return true;
+}
+
 void put_meta(Writer& w, const CheckpointMeta& m) {
-  const GPTConfig& c = m.model;
-  for (int32_t x : {c.V, c.maxT, c.C, c.L, c.NH, c.KVH, c.HS, c.F}) w.put(x);
-  for (int32_t x : {m.step, m.batch, m.grad_accum, m.total_steps}) w.put(x);
-  w.put(m.dropout);
-  for (float x : {m.lr, m.min_lr_frac, m.weight_decay, m.grad_clip}) w.put(x);
-  w.put(m.warmup);
-  for (uint64_t x : {m.seed, m.tokenizer_fingerprint, m.data_hash, m.num_params, m.n_train}) w.put(x);
+  for (const MetaField& f : kMetaFields) w.buf.append(field_bytes(m, f), f.bytes());
 }
 
 CheckpointMeta get_meta(Reader& r) {
   CheckpointMeta m;
-  GPTConfig& c = m.model;
-  for (int* x : {&c.V, &c.maxT, &c.C, &c.L, &c.NH, &c.KVH, &c.HS, &c.F}) *x = r.get<int32_t>();
-  for (int32_t* x : {&m.step, &m.batch, &m.grad_accum, &m.total_steps}) *x = r.get<int32_t>();
-  m.dropout = r.get<float>();
-  for (float* x : {&m.lr, &m.min_lr_frac, &m.weight_decay, &m.grad_clip}) *x = r.get<float>();
-  m.warmup = r.get<int32_t>();
-  for (uint64_t* x : {&m.seed, &m.tokenizer_fingerprint, &m.data_hash, &m.num_params, &m.n_train}) *x = r.get<uint64_t>();
+  for (const MetaField& f : kMetaFields) r.get(reinterpret_cast<char*>(&m) + f.offset, f.bytes());
   return m;
 }
 
@@ -111,17 +133,21 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
   auto bad = [&](const char* what, auto value) {
     XT_FAIL("checkpoint " << path << ": header field " << what << " = " << value << " is out of range (damaged file?)");
   };
-  const GPTConfig& c = m.model;
-  const std::pair<const char*, int32_t> dims[] = {{"V", c.V},   {"maxT", c.maxT}, {"C", c.C},   {"L", c.L},
-                                                  {"NH", c.NH}, {"KVH", c.KVH},   {"HS", c.HS}, {"F", c.F}};
-  for (const auto& [name, v] : dims)
-    if (v <= 0) bad(name, v);
-  if (m.total_steps <= 0) bad("total_steps", m.total_steps);
-  if (m.step < 0 || m.step > m.total_steps) bad("step", m.step);
-  if (m.batch <= 0) bad("batch", m.batch);
-  if (m.grad_accum <= 0 || m.grad_accum > m.batch) bad("grad_accum", m.grad_accum);
-  if (!(m.dropout >= 0.0f && m.dropout < 1.0f)) bad("dropout", m.dropout);
-  if (m.num_params == 0) bad("num_params", m.num_params);
+  for (const MetaField& f : kMetaFields) {
+    bool ok = true;
+    switch (f.range) {
+      case MetaRange::any: break;
+      case MetaRange::positive:
+        ok = f.type == MetaType::u64   ? field_value<uint64_t>(m, f) > 0
+             : f.type == MetaType::f32 ? field_value<float>(m, f) > 0.0f
+                                       : field_value<int32_t>(m, f) > 0;
+        break;
+      case MetaRange::step: ok = field_value<int32_t>(m, f) >= 0 && field_value<int32_t>(m, f) <= m.total_steps; break;
+      case MetaRange::grad_accum: ok = field_value<int32_t>(m, f) > 0 && field_value<int32_t>(m, f) <= m.batch; break;
+      case MetaRange::fraction: ok = field_value<float>(m, f) >= 0.0f && field_value<float>(m, f) < 1.0f; break;
+    }
+    if (!ok) bad(f.name, field_text(m, f));
+  }
 }
 // parse_header: the header of a checkpoint file of file_size bytes whose first bytes (all of them, or its
 // head) are buf: magic, version, header size, and the file size against the header's parameter count.
@@ -177,24 +203,16 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
 }
 
 namespace {
-// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (as read_file, io.h):
-// checked by path, then by the descriptor, opened O_NONBLOCK so a FIFO never blocks. Error
-// "checkpoint <path>: ..." otherwise.
+// open_checkpoint: `path` opened for reading, *sb its fstat; only a regular file (open_regular_file,
+// io.h), Error "checkpoint <path>: cannot read: ..." otherwise.
 std::unique_ptr<std::FILE, int (*)(std::FILE*)> open_checkpoint(const std::string& path, struct stat* sb) {
-  if (::stat(path.c_str(), sb) != 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-  if (fd < 0) XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(errno));
-  std::FILE* f = ::fdopen(fd, "rb");
-  if (!f) {
-    const int saved = errno;
-    ::close(fd);
-    XT_FAIL("checkpoint " << path << ": cannot open: " << std::strerror(saved));
-  }
-  std::unique_ptr<std::FILE, int (*)(std::FILE*)> file(f, std::fclose);
-  if (::fstat(fd, sb) != 0) XT_FAIL("checkpoint " << path << ": " << std::strerror(errno));
-  if (!S_ISREG(sb->st_mode)) XT_FAIL("checkpoint " << path << ": cannot read: not a regular file");
-  return file;
+  const std::string what = "checkpoint " + path + ": cannot read";
+  RegularFile file = open_regular_file(path, what);
+  std::FILE* f = ::fdopen(file.fd.get(), "rb");
+  if (!f) XT_FAIL(what << ": " << std::strerror(errno));
+  file.fd.release();  // f owns it now
+  *sb = file.st;
+  return std::unique_ptr<std::FILE, int (*)(std::FILE*)>(f, std::fclose);
 }
 }  // namespace
 
@@ -323,25 +341,14 @@ void check_resume(const CheckpointState& st, const CheckpointMeta& want, const s
     XT_FAIL("checkpoint " << resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
                           << need << " now");
   };
-  if (got.model.describe() != want.model.describe()) mismatch("model", got.model.describe(), want.model.describe());
-  if (got.batch != want.batch) mismatch("--batch", got.batch, want.batch);
-  if (got.grad_accum != want.grad_accum) mismatch("--grad-accum", got.grad_accum, want.grad_accum);
-  if (got.seed != want.seed) mismatch("--seed", got.seed, want.seed);
-  if (got.dropout != want.dropout) mismatch("--dropout", got.dropout, want.dropout);
-  if (got.total_steps != want.total_steps) mismatch("--steps (LR schedule length)", got.total_steps, want.total_steps);
-  // The rest of the schedule: a resumed run continues the same run, so a change is an error too.
-  if (got.lr != want.lr) mismatch("--lr", got.lr, want.lr);
-  if (got.warmup != want.warmup) mismatch("--warmup", got.warmup, want.warmup);
-  if (got.min_lr_frac != want.min_lr_frac) mismatch("--min-lr-frac", got.min_lr_frac, want.min_lr_frac);
-  if (got.weight_decay != want.weight_decay) mismatch("--weight-decay", got.weight_decay, want.weight_decay);
-  if (got.grad_clip != want.grad_clip) mismatch("--grad-clip", got.grad_clip, want.grad_clip);
-  if (got.tokenizer_fingerprint != want.tokenizer_fingerprint) mismatch("tokenizer fingerprint", got.tokenizer_fingerprint, want.tokenizer_fingerprint);
-  if (got.data_hash != want.data_hash) mismatch("training data hash", got.data_hash, want.data_hash);
-  if (got.n_train != want.n_train) mismatch("training tokens (--val-fraction / --val-every split)", got.n_train, want.n_train);
-  // The parameter count is what the copies below rely on: never copy model.num_params() floats out
-  // of vectors of another length (the same model description implies the same count, but the header
-  // field is checked on its own, as a damaged file can carry any value there).
-  if (got.num_params != want.num_params) mismatch("the parameter count", got.num_params, want.num_params);
+  // Every field the table says must match, in file order; the model as its description (one line
+  // naming both models). The parameter count is among them: the copies below never take
+  // model.num_params() floats out of vectors of another length.
+  for (const MetaField& f : kMetaFields) {
+    if (f.on_resume == OnResume::may_differ || !fields_differ(got, want, f)) continue;
+    if (f.on_resume == OnResume::model) mismatch("model", got.model.describe(), want.model.describe());
+    mismatch(f.resume_name, field_text(got, f), field_text(want, f));
+  }
   if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << resume << ": internal size mismatch");
   if (got.step > steps) XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps);
   // got.step == steps: nothing left to train (a requeued job after the last step); not an error.

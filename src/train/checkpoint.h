@@ -4,8 +4,11 @@
 // the whole RNG and data-loader state. Written atomically (write_file_atomic, io.h).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "backend/backend.h"
@@ -18,6 +21,8 @@
 
 namespace xtrain {
 
+// The header of a checkpoint: its fields are written, read, checked and compared on resume through
+// kMetaFields below, the one list of them.
 struct CheckpointMeta {
   GPTConfig model;
   int32_t step = 0;           // optimizer steps completed
@@ -33,6 +38,103 @@ struct CheckpointMeta {
   uint64_t n_train = 0;       // tokens in the training part (the rest is held out for validation)
   uint64_t num_params = 0;
 };
+
+// ---- the header's field table: every CheckpointMeta field once, in file order (format 03) ----
+// It drives writing, reading and range-checking the header and the resume comparison
+// (checkpoint.cpp). The static checks below fail the build when a member of CheckpointMeta has no
+// row, a row's type is not its member's, or the header's size leaves format 03.
+
+enum class MetaType { i32, f32, u64 };  // stored as int32_t, float, uint64_t (native byte order)
+// The values a header field may hold, checked on every read (a damaged file can carry any value
+// behind a valid checksum): any; positive (> 0); step: [0, total_steps]; grad_accum: [1, batch];
+// fraction: [0, 1).
+enum class MetaRange { any, positive, step, grad_accum, fraction };
+// How a resume compares the field with this run's value. model: must match, reported as the model
+// description (GPTConfig::describe: both models in one message); must_match: must match, the message
+// names `resume_name` (the option that sets it, or what the value is); may_differ: not compared (the
+// step: the run continues from it; checked against --steps).
+enum class OnResume { model, must_match, may_differ };
+
+struct MetaField {
+  const char* name;         // as in "header field <name> = ... is out of range"
+  MetaType type;
+  size_t offset;            // of the member in CheckpointMeta
+  MetaRange range;
+  OnResume on_resume;
+  const char* resume_name;  // what a resume mismatch names
+  constexpr size_t bytes() const { return type == MetaType::u64 ? 8 : 4; }
+};
+
+template <typename T> struct MetaTypeOf;  // defined for the three stored types only
+template <> struct MetaTypeOf<int32_t> { static constexpr MetaType value = MetaType::i32; };
+template <> struct MetaTypeOf<float> { static constexpr MetaType value = MetaType::f32; };
+template <> struct MetaTypeOf<uint64_t> { static constexpr MetaType value = MetaType::u64; };
+template <MetaType want, typename Member>
+constexpr MetaType checked_meta_type() {
+  static_assert(MetaTypeOf<Member>::value == want, "XT_META_FIELD: the row's type is not its member's");
+  return want;
+}
+// XT_META_FIELD: the row of CheckpointMeta's `member` (compile error when `type` is not its type).
+#define XT_META_FIELD(member, name, type, range, on_resume, resume_name)                                 \
+  MetaField{name, checked_meta_type<MetaType::type, decltype(std::declval<CheckpointMeta&>().member)>(), \
+            offsetof(CheckpointMeta, member), MetaRange::range, OnResume::on_resume, resume_name}
+
+constexpr MetaField kMetaFields[] = {  // name, type, values it may hold, resume comparison
+    XT_META_FIELD(model.V, "V", i32, positive, model, "model"),
+    XT_META_FIELD(model.maxT, "maxT", i32, positive, model, "model"),
+    XT_META_FIELD(model.C, "C", i32, positive, model, "model"),
+    XT_META_FIELD(model.L, "L", i32, positive, model, "model"),
+    XT_META_FIELD(model.NH, "NH", i32, positive, model, "model"),
+    XT_META_FIELD(model.KVH, "KVH", i32, positive, model, "model"),
+    XT_META_FIELD(model.HS, "HS", i32, positive, model, "model"),
+    XT_META_FIELD(model.F, "F", i32, positive, model, "model"),
+    XT_META_FIELD(step, "step", i32, step, may_differ, "step"),
+    XT_META_FIELD(batch, "batch", i32, positive, must_match, "--batch"),
+    XT_META_FIELD(grad_accum, "grad_accum", i32, grad_accum, must_match, "--grad-accum"),
+    XT_META_FIELD(total_steps, "total_steps", i32, positive, must_match, "--steps (LR schedule length)"),
+    XT_META_FIELD(dropout, "dropout", f32, fraction, must_match, "--dropout"),
+    // the rest of the schedule: a resumed run continues the same run, so a change is an error too
+    XT_META_FIELD(lr, "lr", f32, any, must_match, "--lr"),
+    XT_META_FIELD(min_lr_frac, "min_lr_frac", f32, any, must_match, "--min-lr-frac"),
+    XT_META_FIELD(weight_decay, "weight_decay", f32, any, must_match, "--weight-decay"),
+    XT_META_FIELD(grad_clip, "grad_clip", f32, any, must_match, "--grad-clip"),
+    XT_META_FIELD(warmup, "warmup", i32, any, must_match, "--warmup"),
+    XT_META_FIELD(seed, "seed", u64, any, must_match, "--seed"),
+    XT_META_FIELD(tokenizer_fingerprint, "tokenizer_fingerprint", u64, any, must_match, "tokenizer fingerprint"),
+    XT_META_FIELD(data_hash, "data_hash", u64, any, must_match, "training data hash"),
+    // the copies of a resume rely on the count: compared on its own, as a damaged file can carry any
+    // value here whatever the model description says
+    XT_META_FIELD(num_params, "num_params", u64, positive, must_match, "the parameter count"),
+    XT_META_FIELD(n_train, "n_train", u64, any, must_match, "training tokens (--val-fraction / --val-every split)"),
+};
+#undef XT_META_FIELD
+constexpr int kNumMetaFields = sizeof(kMetaFields) / sizeof(MetaField);
+constexpr size_t kMetaBytes = 112;  // format 03's header: the u32 header_bytes of every such file
+
+// meta_fields_disjoint: no two rows share a byte, each range is on a type it applies to.
+// meta_fields_bytes: what the rows write.
+constexpr bool meta_fields_disjoint(const MetaField* t, int n) {
+  for (int i = 0; i < n; ++i) {
+    for (int j = 0; j < i; ++j)
+      if (t[i].offset < t[j].offset + t[j].bytes() && t[j].offset < t[i].offset + t[i].bytes()) return false;
+    const MetaRange r = t[i].range;
+    if ((r == MetaRange::step || r == MetaRange::grad_accum) && t[i].type != MetaType::i32) return false;
+    if (r == MetaRange::fraction && t[i].type != MetaType::f32) return false;
+  }
+  return true;
+}
+constexpr size_t meta_fields_bytes(const MetaField* t, int n) {
+  size_t sum = 0;
+  for (int i = 0; i < n; ++i) sum += t[i].bytes();
+  return sum;
+}
+static_assert(std::is_standard_layout_v<CheckpointMeta>, "offsetof needs a standard-layout CheckpointMeta");
+static_assert(meta_fields_disjoint(kMetaFields, kNumMetaFields), "kMetaFields: a byte in two rows, or a range on another type");
+// disjoint rows as large as the struct (which has no padding): every member has its row
+static_assert(meta_fields_bytes(kMetaFields, kNumMetaFields) == sizeof(CheckpointMeta),
+              "kMetaFields: a member of CheckpointMeta without a row");
+static_assert(meta_fields_bytes(kMetaFields, kNumMetaFields) == kMetaBytes,
+              "kMetaFields: format 03's header is 112 bytes (another field is another format version)");
 
 struct CheckpointState {
   CheckpointMeta meta;
