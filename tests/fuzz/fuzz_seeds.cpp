@@ -8,7 +8,7 @@
 
 #include "core/io.h"
 #include "train/checkpoint.h"
-#if __has_include("xtrain/safetensors.h")
+#if __has_include("serve/safetensors.h")
 #include "serve/safetensors.h"
 #endif
 
@@ -26,7 +26,7 @@ int main(int argc, char** argv) {
   st.meta.num_params = 5;
   st.params = {1, 2, 3, 4, 5}, st.m = {0, 0, 0, 0, 1}, st.v = {1, 1, 1, 1, 0};
   xtrain::save_checkpoint(dir + "/checkpoint/tiny.ckpt", st);
-#if __has_include("xtrain/safetensors.h")
+#if __has_include("serve/safetensors.h")
   ::mkdir((dir + "/safetensors").c_str(), 0755);
   const float w[6] = {1, 2, 3, 4, 5, 6};
   xtrain::write_file_atomic(dir + "/safetensors/tiny.safetensors",
