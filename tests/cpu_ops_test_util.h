@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <functional>
 #include <string>
 #include <vector>
@@ -102,4 +103,20 @@ inline void check_grad(const std::string& what, const Vec& analytic, const Vec& 
 inline std::vector<float> to_float(const Vec& v) { return std::vector<float>(v.begin(), v.end()); }
 inline Vec to_double(const std::vector<float>& v) { return Vec(v.begin(), v.end()); }
 
+// bf16 <-> fp32 on the host, for every GPU test, written out here as an oracle independent of the CUDA
+// headers: bf16 is the upper 16 bits of an IEEE fp32; rounding to nearest even adds 0x7fff plus the
+// lowest kept bit.
+inline uint16_t bf16_bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays NaN
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return uint16_t(u >> 16);
+}
+inline float bf16_value(uint16_t h) {
+  const uint32_t u = uint32_t(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
 }  // namespace xtrain::test

@@ -198,11 +198,9 @@ TEST_CASE("GPU one-token decoding against the training forward's logits (fp32 an
     std::vector<unsigned char> raw(size_t(B) * T * c.Vp() * ab);
     m.gpu_be->copy_to_host(raw.data(), m.gpu->logits(), raw.size());
     std::vector<float> train(size_t(B) * T * c.Vp());
-    for (size_t i = 0; i < train.size(); ++i) {
-      uint32_t bits = 0;  // fp32 as is; bf16 is the upper half of an fp32, so widening is exact
-      if (ab == sizeof(float)) std::memcpy(&bits, raw.data() + i * 4, 4);
-      else bits = uint32_t(raw[i * 2] | (raw[i * 2 + 1] << 8)) << 16;
-      std::memcpy(&train[i], &bits, 4);
+    for (size_t i = 0; i < train.size(); ++i) {  // fp32 as is; bf16 widened exactly (test::bf16_value)
+      if (ab == sizeof(float)) std::memcpy(&train[i], raw.data() + i * 4, 4);
+      else train[i] = test::bf16_value(uint16_t(raw[i * 2] | (raw[i * 2 + 1] << 8)));
     }
     Decoder dec(*m.gpu, B, /*cuda_graph=*/false);
     size_t equal = 0, rows = 0;

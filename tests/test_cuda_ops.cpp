@@ -23,6 +23,8 @@
 #include "cpu_ops_test_util.h"
 
 using namespace xtrain;
+using xtrain::test::bf16_bits;
+using xtrain::test::bf16_value;
 using xtrain::test::rel_err;
 using xtrain::test::to_double;
 
@@ -80,21 +82,6 @@ std::vector<float> down(Backend& b, const DeviceBuffer<float>& d) {
   return v;
 }
 
-// bf16 <-> fp32 on the host, written out here as an oracle independent of the CUDA headers: bf16 is the
-// upper 16 bits of an IEEE fp32; rounding to nearest even adds 0x7fff plus the lowest kept bit.
-uint16_t bf16_bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // NaN stays NaN
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-float bf16_value(uint16_t h) {
-  const uint32_t u = uint32_t(h) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 std::vector<float> round_bf16(std::vector<float> v) {
   for (float& x : v) x = bf16_value(bf16_bits(x));
   return v;
