@@ -108,10 +108,10 @@ TEST_CASE("inference logits equal the training forward's logits") {
 // same order, the residual adds fused with their LayerNorms, fc with its GELU), the same encoder, final
 // LayerNorm and head; every op but the GEMM and attention computes a row from that row alone; attention
 // through the cache repeats the training attention's double arithmetic row by row (attention_decode.h);
-// and with CpuGemm::per_row every GEMM row is one one-row GEMM on both sides. Under CpuGemm::blas only
+// and with RowKernels::per_row every GEMM row is one one-row GEMM on both sides. Under RowKernels::fastest only
 // the GEMMs differ (OpenBLAS's kernel depends on the row count): kCacheRel there, as below.
 TEST_CASE("decoding one token at a time gives the training forward's logits bit for bit (CPU, fp32)") {
-  auto be = make_cpu_backend(CpuGemm::per_row);
+  auto be = make_cpu_backend(RowKernels::per_row);
   GPT model(small_config(), *be);
   random_params(model, 13, 0.3);
   const GPTConfig& c = model.config();

@@ -330,6 +330,17 @@ class DeviceBuffer {
   T* ptr_ = nullptr;
 };
 
+// RowKernels: how the ops that combine rows (the GEMMs, attention) pick their arithmetic.
+// fastest: by the whole call (training, serving): OpenBLAS and cuBLASLt choose a kernel, hence a summation
+//   order, by the row count N, and training attention runs its route (flash, cuDNN), so a one-row decoding
+//   step differs from a B*T-row forward in the last bits.
+// per_row: a row's bits do not depend on the rows computed with it: one GEMM per row (CUDA: each row
+//   through the same aligned scratch, so every call has one shape and alignment), and on CUDA
+//   attention_forward through the decoding kernel (attention_decode over a scratch cache; forward only:
+//   attention_backward throws Error). The decoder's logits then equal the training forward's bit for bit
+//   (the tests test_inference and test_cuda_inference). For tests; much slower.
+enum class RowKernels { fastest, per_row };
+
 // BackendOptions: what a backend needs to bind its device.
 struct BackendOptions {
   Device device = Device::automatic;
@@ -340,6 +351,7 @@ struct BackendOptions {
   // and optimizer state stay fp32 (docs/cuda.md, "Precision").
   DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
   Attention attention = Attention::automatic;  // CUDA only (UsageError for another on the CPU backend)
+  RowKernels rows = RowKernels::fastest;       // per_row: tests comparing the decoder with training
 };
 
 }  // namespace xtrain

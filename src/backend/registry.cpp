@@ -80,7 +80,7 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
     if (opts.attention != Attention::automatic)
       throw UsageError(std::string("--attention ") + to_string(opts.attention) +
                        " needs the CUDA backend (--device cuda); the CPU backend has one attention route");
-    return make_cpu_backend();
+    return make_cpu_backend(opts.rows);
   }
 #ifdef XTRAIN_HAVE_CUDA
   return make_cuda_backend(opts);

@@ -1,9 +1,10 @@
 // Inference over a GPT's parameters: logits for a batch of token sequences without targets, and
 // incremental decoding with a key/value cache (prefill the prompt, then one token at a time). The blocks
 // are the training forward's (block_forward, src/model/block.h) with Backend::attention_decode for the
-// cache, so the logits are the training forward's bit for bit wherever the GEMMs and attention give a
-// row the same bits whatever the rows around it (the CPU with CpuGemm::per_row; otherwise they differ in
-// the last bits: BLAS and cuBLASLt pick kernels by row count, and CUDA's decode attention is its own kernel).
+// cache, so the logits are the training forward's bit for bit when the backend computes each row alone
+// (RowKernels::per_row, backend.h: per-row GEMMs, and on CUDA the training attention through the decode
+// kernel); with the fast kernels they differ in the last bits (BLAS and cuBLASLt pick kernels by row count,
+// and CUDA's decode attention is not the training's flash/cuDNN kernel).
 #pragma once
 
 #include <cstdint>

@@ -30,7 +30,7 @@ std::string openblas_version() {
 
 class CpuBackend final : public Backend {
  public:
-  explicit CpuBackend(CpuGemm gemm) : gemm_(gemm) {
+  explicit CpuBackend(RowKernels rows) : rows_(rows) {
     // One BLAS thread: xtrain's parallelism is MPI ranks, one per core; BLAS threads on top of them
     // would oversubscribe the cores (ranks x threads runnable threads) and slow every rank down.
     openblas_set_num_threads(1);
@@ -106,8 +106,8 @@ class CpuBackend final : public Backend {
   }
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override {
-    if (gemm_ == CpuGemm::blas) return cpu::matmul_forward(F(out), F(inp), w, bias, N, IC, OC);
-    for (int n = 0; n < N; ++n)  // CpuGemm::per_row: one GEMM per row, whatever N
+    if (rows_ == RowKernels::fastest) return cpu::matmul_forward(F(out), F(inp), w, bias, N, IC, OC);
+    for (int n = 0; n < N; ++n)  // RowKernels::per_row: one GEMM per row, whatever N
       cpu::matmul_forward(F(out) + size_t(n) * OC, F(inp) + size_t(n) * IC, w, bias, 1, IC, OC);
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
@@ -160,11 +160,11 @@ class CpuBackend final : public Backend {
   }
 
  private:
-  CpuGemm gemm_;
+  RowKernels rows_;
 };
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(CpuGemm gemm) { return std::make_unique<CpuBackend>(gemm); }
+std::unique_ptr<Backend> make_cpu_backend(RowKernels rows) { return std::make_unique<CpuBackend>(rows); }
 
 }  // namespace xtrain

@@ -6,6 +6,7 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -122,6 +123,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   // the test that training gives the same bits either way)
   const char* mirror_env = std::getenv("XTRAIN_CUDA_WEIGHT_MIRROR");
   mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
+  rows_ = opts.rows;
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
                    route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}};
 }
@@ -297,9 +299,27 @@ void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const voi
                                      const float* w, const float* mean, const float* rstd, int N, int C) {
   cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
+void CudaBackend::for_each_row(int N, const void* inp, int IC, void* out1, void* out2, int OC,
+                               const std::function<void(void*, void*, const void*)>& op) {
+  const size_t ab = activation_bytes(), in_bytes = size_t(IC) * ab, out_bytes = size_t(OC) * ab;
+  ScratchBuffer<unsigned char> in_row(alloc_, in_bytes), row1(alloc_, out_bytes), row2(alloc_, out2 ? out_bytes : 0);
+  auto copy = [&](void* dst, const void* src, size_t bytes) {
+    XT_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyDeviceToDevice, stream_));
+  };
+  for (int n = 0; n < N; ++n) {
+    copy(in_row.get(), static_cast<const unsigned char*>(inp) + n * in_bytes, in_bytes);
+    op(row1.get(), out2 ? row2.get() : nullptr, in_row.get());
+    copy(static_cast<unsigned char*>(out1) + n * out_bytes, row1.get(), out_bytes);
+    if (out2) copy(static_cast<unsigned char*>(out2) + n * out_bytes, row2.get(), out_bytes);
+  }
+}
+
 void CudaBackend::matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                                  int OC) {
-  cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
+  if (rows_ == RowKernels::fastest) return cuda::matmul_forward(ctx_, out, inp, w, bias, N, IC, OC);
+  for_each_row(N, inp, IC, out, nullptr, OC, [&](void* o, void*, const void* i) {
+    cuda::matmul_forward(ctx_, o, i, w, bias, 1, IC, OC);
+  });
 }
 void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
                                   const float* w, int N, int IC, int OC, Grad dinp_mode) {
@@ -307,7 +327,14 @@ void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const voi
 }
 void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                                     int HS) {
-  cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
+  if (rows_ == RowKernels::fastest) return cuda::attention_forward(ctx_, out, att, qkv, B, T, NH, KVH, HS);
+  // RowKernels::per_row: the decoding kernel over a scratch cache of these T positions from position 0, so each
+  // query row is computed as a decoding step computes it; `att` is not written (forward only)
+  const size_t cache = size_t(B) * T * KVH * HS * activation_bytes();
+  ScratchBuffer<unsigned char> kcache(alloc_, cache), vcache(alloc_, cache);
+  ScratchBuffer<int32_t> pos(alloc_, 1);
+  XT_CUDA_CHECK(cudaMemsetAsync(pos.get(), 0, sizeof(int32_t), stream_));
+  cuda::attention_decode(ctx_, out, kcache.get(), vcache.get(), qkv, B, T, pos.get(), T, NH, KVH, HS);
 }
 size_t CudaBackend::available_memory_bytes() const {
   size_t free_bytes = 0, total_bytes = 0;
@@ -321,6 +348,7 @@ size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const 
 }
 void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
                                      int T, int NH, int KVH, int HS, Grad dqkv_mode) {
+  XT_CHECK(rows_ == RowKernels::fastest, "attention_backward: a backend with per-row kernels computes the forward only");
   cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
 }
 void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
@@ -329,6 +357,12 @@ void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const 
 }
 void CudaBackend::matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N,
                                       int IC, int OC) {
+  if (rows_ == RowKernels::per_row) {
+    return for_each_row(N, inp, IC, pre, out, OC, [&](void* p, void* o, const void* i) {
+      if (!cuda::matmul_gelu_forward(ctx_, p, o, i, w, bias, 1, IC, OC))
+        Backend::matmul_gelu_forward(p, o, i, w, bias, 1, IC, OC);
+    });
+  }
   if (!cuda::matmul_gelu_forward(ctx_, pre, out, inp, w, bias, N, IC, OC))
     Backend::matmul_gelu_forward(pre, out, inp, w, bias, N, IC, OC);
 }

@@ -7,6 +7,7 @@
 #include <cublas_v2.h>
 #include <cuda_runtime.h>
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -113,6 +114,12 @@ class CudaBackend final : public Backend {
     if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ++weights_generation_;
   }
 
+  // for_each_row (RowKernels::per_row): op(out1_row, out2_row or null, inp_row) for each of N rows, every call
+  // on the same 256-byte aligned one-row scratch buffers (one shape, one alignment: one cuBLASLt algorithm);
+  // inp (N,IC) and out1, out2 (N,OC) of the activation type; out2 may be null.
+  void for_each_row(int N, const void* inp, int IC, void* out1, void* out2, int OC,
+                    const std::function<void(void*, void*, const void*)>& op);
+
   CachingAllocator alloc_;  // first member: destroyed last, after everything it handed out
   int device_ = 0;
   std::string host_, pci_bus_id_, device_name_;
@@ -125,6 +132,7 @@ class CudaBackend final : public Backend {
   std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
   cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;
+  RowKernels rows_ = RowKernels::fastest;  // BackendOptions::rows
   AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
   bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
   __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
