@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -226,7 +227,7 @@ TEST_CASE("GPU one-token decoding gives the training forward's logits bit for bi
     CAPTURE(dtype);
     Models m(dtype, RowKernels::per_row);
     const DecodeVsTraining r = decode_vs_training(m);
-    MESSAGE(dtype << " per-row kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
+    MESSAGE(std::string(dtype) << " per-row kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
                   << " rows bitwise equal");
     CHECK(r.rows == 80);
     CHECK(r.equal == r.rows);
@@ -240,7 +241,7 @@ TEST_CASE("GPU one-token decoding against the training forward's logits (fast ke
     CAPTURE(dtype);
     Models m(dtype);
     const DecodeVsTraining r = decode_vs_training(m);
-    MESSAGE(dtype << " fast kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
+    MESSAGE(std::string(dtype) << " fast kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
                   << " rows bitwise equal, max rel diff " << r.worst);
     CHECK(r.worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
   }
