@@ -215,9 +215,9 @@ for changed in "--lr 1e-3" "--warmup 3" "--min-lr-frac 0.2" "--weight-decay 0" "
   # shellcheck disable=SC2086  # "--opt value" split into two words on purpose
   expect "resume with another ${changed%% *}" 1 "does not match this run: ${changed%% *} is" 2 "${OK[@]}" --steps 4 $changed --resume "$WORK/good.ckpt"
 done
-# header fields edited behind a valid checksum (tests/forge_checkpoint.py): one line, no crash, no over-read
-forge() { python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
-n=$(python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" --get num_params)
+# header fields edited behind a valid checksum (tests/forge_checkpoint.cpp): one line, no crash, no over-read
+forge() { "${XTRAIN_FORGE_CHECKPOINT:?}" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
+n=$("$XTRAIN_FORGE_CHECKPOINT" "$WORK/good.ckpt" --get num_params)
 forge zero.ckpt num_params=0
 expect "checkpoint claiming 0 parameters" 1 "header field num_params = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zero.ckpt"
 forge short.ckpt num_params=$((n - 1))
