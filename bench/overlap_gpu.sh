@@ -14,12 +14,13 @@
 set -euo pipefail
 OUT=${1:?usage: bench/overlap_gpu.sh OUTDIR [NP]}
 NP=${2:-2}
-BIN=${BIN:-build-gpu/xtrain_mpi}
+BIN=${BIN:-build-gpu}  # the directory of the CUDA build's programs, as in every bench script
+XT=$BIN/xtrain_mpi
 : "${STEPS:=40}" "${WARMUP:=5}"
 source "$(dirname "$0")/common.sh"
 xt_help "$@"  # -h/--help: the header comment above
 mkdir -p "$OUT"
-[[ -x "$BIN" ]] || { echo "error: $BIN not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
+[[ -x "$XT" ]] || { echo "error: $XT not found or not executable (build with -DXTRAIN_CUDA=ON first)"; exit 1; }
 MPI=(mpirun --allow-run-as-root --bind-to none)
 D=("${XT_DATA_ARGS[@]}")
 COMMON=(--device cuda --dtype bf16 --val-every 0 --log-every 10 --steps "$STEPS")
@@ -27,14 +28,14 @@ declare -A CFG=([gpt2-124m]="$(xt_workload_model gpt2-124m)" [design]="$(xt_work
 declare -A PER_GPU=([gpt2-124m]=32 [design]=64)
 
 read -r -a design <<<"${CFG[design]}"
-"$BIN" "${D[@]}" "${design[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
+"$XT" "${D[@]}" "${design[@]}" --device cuda --steps 1 --batch 8 > "$OUT/cache.log" 2>&1 ||
   { tail -n 20 "$OUT/cache.log"; echo "FAIL: token cache run"; exit 1; }
 run() {  # run NAME NP BUCKET_MB [GRAPH]: one training run, metrics in OUTDIR/NAME_wNP_bBUCKET[_graph].jsonl
   local name=$1 np=$2 mb=$3 graph=${4:-auto} tag="$1_w$2_b$3"
   [[ $graph == on ]] && tag+="_graph"
   read -r -a model <<<"${CFG[$name]}"
   echo "-- $name, world $np, --bucket-mb $mb, --cuda-graph $graph"
-  "${MPI[@]}" -np "$np" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --batch $((PER_GPU[$name] * np)) \
+  "${MPI[@]}" -np "$np" "$XT" "${D[@]}" "${model[@]}" "${COMMON[@]}" --batch $((PER_GPU[$name] * np)) \
     --bucket-mb "$mb" --cuda-graph "$graph" --metrics "$OUT/$tag.jsonl" > "$OUT/$tag.log" 2>&1 ||
     { tail -n 20 "$OUT/$tag.log"; echo "FAIL: $tag"; exit 1; }
   if [[ $graph == on ]] && ! grep -q "with the gradient all-reduce recorded" "$OUT/$tag.log"; then
@@ -72,7 +73,7 @@ PY
 for name in design gpt2-124m; do
   echo "-- --timeline: $name, world $NP, 25 MiB buckets, steps 2-4 of 5 (rank 0; ms from the backward's end)"
   read -r -a model <<<"${CFG[$name]}"
-  "${MPI[@]}" -np "$NP" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 5 --batch $((PER_GPU[$name] * NP)) \
+  "${MPI[@]}" -np "$NP" "$XT" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 5 --batch $((PER_GPU[$name] * NP)) \
     --bucket-mb 25 --timeline "$OUT/timeline_$name.json" > "$OUT/timeline_$name.log" 2>&1 ||
     { tail -n 20 "$OUT/timeline_$name.log"; echo "FAIL: timeline run $name"; exit 1; }
   "$PY" "$XT_BENCH_DIR/timeline_summary.py" "$OUT/timeline_$name.json"
@@ -82,6 +83,6 @@ if command -v nsys > /dev/null; then
   echo "-- nsys timeline: design, world $NP, 25 MiB buckets, 8 steps (rank 0)"
   read -r -a model <<<"${CFG[design]}"
   "${MPI[@]}" -np "$NP" bash -c 'if [[ $OMPI_COMM_WORLD_RANK == 0 ]]; then exec nsys profile -t cuda,nvtx -o "$0/overlap" --force-overwrite true "${@:1}"; else exec "${@:1}"; fi' \
-    "$OUT" "$BIN" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 8 --batch $((64 * NP)) --bucket-mb 25 \
+    "$OUT" "$XT" "${D[@]}" "${model[@]}" "${COMMON[@]}" --steps 8 --batch $((64 * NP)) --bucket-mb 25 \
     > "$OUT/nsys.log" 2>&1 || { tail -n 20 "$OUT/nsys.log"; echo "nsys run failed (the table above stands)"; }
 fi

@@ -13,7 +13,7 @@ usage() {
 Usage: bench/scaling.sh [--help] OUTDIR
 Run from the repository root on the GPU machine (data/ set up by scripts/setup.sh).
 Environment:
-  BIN_DIR    directory with xtrain_threads and xtrain_mpi (default: build-gpu; DEVICE=cpu: build)
+  BIN    directory with xtrain_threads and xtrain_mpi (default: build-gpu; DEVICE=cpu: build)
   DEVICE     cuda (default) or cpu: a dry run of the script itself with a tiny model, worlds 1 2
   WORLDS     world sizes to measure (default: 1 2 4 8, those not above the visible GPUs)
   LAUNCHERS  default: "threads mpi"
@@ -30,14 +30,14 @@ die() { echo "scaling.sh: error: $*" >&2; exit 1; }
 [[ $# -eq 1 ]] || { usage >&2; exit 2; }
 OUT=$1
 DEVICE=${DEVICE:-cuda}
-BIN_DIR=${BIN_DIR:-$([[ $DEVICE == cpu ]] && echo build || echo build-gpu)}
+BIN=${BIN:-$([[ $DEVICE == cpu ]] && echo build || echo build-gpu)}
 LAUNCHERS=${LAUNCHERS:-threads mpi}
 [[ $DEVICE == cuda || $DEVICE == cpu ]] || die "DEVICE must be cuda or cpu (got '$DEVICE')"
 source "$(dirname "$0")/common.sh"
 for f in "$DATA/brown.txt" "$DATA/gpt2/encoder.json" "$DATA/gpt2/vocab.bpe"; do
   [[ -f $f ]] || die "$f missing: run from the repository root after scripts/setup.sh"
 done
-for b in xtrain_threads xtrain_mpi; do [[ -x "$BIN_DIR/$b" ]] || die "$BIN_DIR/$b not found (set BIN_DIR)"; done
+for b in xtrain_threads xtrain_mpi; do [[ -x "$BIN/$b" ]] || die "$BIN/$b not found (set BIN)"; done
 command -v python3 >/dev/null || die "python3 not found"
 
 case "$DEVICE" in
@@ -73,8 +73,8 @@ trap cleanup EXIT
 measure() {
   local launcher=$1 world=$2 base="$OUT/$1_w$2"
   local cmd=()
-  if [[ $launcher == threads ]]; then cmd=("$BIN_DIR/xtrain_threads" --ranks "$world")
-  else cmd=("${MPI[@]}" -np "$world" "$BIN_DIR/xtrain_mpi"); fi
+  if [[ $launcher == threads ]]; then cmd=("$BIN/xtrain_threads" --ranks "$world")
+  else cmd=("${MPI[@]}" -np "$world" "$BIN/xtrain_mpi"); fi
   rm -f "$base.jsonl" "$base.util.csv"
   : > "$base.util.csv"
   echo "== $launcher world $world: ${cmd[*]} ... --batch $((PER_RANK * world))" >&2

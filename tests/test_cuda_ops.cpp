@@ -957,7 +957,7 @@ void decode_on_both(Backend& gpu, Act& kc, Act& vc, const std::vector<float>& qk
 TEST_CASE("attention_decode: KV-cache append and attention against the CPU (prefill, then one position at a time)") {
   // GQA shape; T = 37 positions in a cache of 48: a prefill of 20, then 17 one-position steps
   const int B = 2, T = 37, maxT = 48, NH = 6, KVH = 2, HS = 64, prefill = 20;
-  const int QKV = (NH + 2 * KVH) * HS, A = NH * HS;
+  const int QKV = QkvLayout::row_width(NH, KVH, HS), A = NH * HS;
   const std::vector<float> qkv = rnd(size_t(B) * T * QKV, 71, -2.0, 2.0);
   for (Backend* gpu : {be().gpu.get(), &g16()}) {
     const bool b16 = gpu->activation_bytes() == 2;
@@ -1012,7 +1012,7 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
     const int B = shape.first, maxT = shape.second;
     CAPTURE(B);
     const int NH = 4, KVH = 2, HS = 32, Tn = 3;
-    const int QKV = (NH + 2 * KVH) * HS, kv_row = KVH * HS;
+    const int QKV = QkvLayout::row_width(NH, KVH, HS), kv_row = KVH * HS;
     std::vector<float> keys = rnd(size_t(B) * maxT * kv_row, 81, -1.0, 1.0);
     for (int b = 0; b < B; ++b)
       for (size_t i = 0; i < size_t(4096) * kv_row; ++i) keys[size_t(b) * maxT * kv_row + i] *= 0.1f;

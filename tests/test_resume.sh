@@ -59,7 +59,8 @@ assert [(f["first_step"], f["step"]) for f in finals] == [(1, 6), (7, 12)], fina
 f = finals[-1]
 digest = "%016x" % struct.unpack("<Q", open(sys.argv[2], "rb").read()[-8:])[0]
 last_train = [r for r in recs if r["type"] == "train"][-1]
-# TINY's parameters counted by hand: wte (Vp = 50304 rows), wpe, per layer 2 layernorms, qkv, attention
+# TINY's parameters counted by hand, on purpose apart from the parameter table (an independent count of
+# what the summary reports): wte (Vp = 50304 rows), wpe, per layer 2 layernorms, qkv, attention
 # projection, fc, fc projection with biases, the final layernorm.
 Vp, C, T, L, NH, KVH, HS, F = 50304, 32, 32, 2, 4, 2, 8, 128
 QKV = (NH + 2 * KVH) * HS
