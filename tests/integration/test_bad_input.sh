@@ -215,7 +215,7 @@ for changed in "--lr 1e-3" "--warmup 3" "--min-lr-frac 0.2" "--weight-decay 0" "
   # shellcheck disable=SC2086  # "--opt value" split into two words on purpose
   expect "resume with another ${changed%% *}" 1 "does not match this run: ${changed%% *} is" 2 "${OK[@]}" --steps 4 $changed --resume "$WORK/good.ckpt"
 done
-# header fields edited behind a valid checksum (tests/forge_checkpoint.py): one line, no crash, no over-read
+# header fields edited behind a valid checksum (forge_checkpoint.py): one line, no crash, no over-read
 forge() { python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
 n=$(python3 "$(dirname "$0")/forge_checkpoint.py" "$WORK/good.ckpt" --get num_params)
 forge zero.ckpt num_params=0

@@ -79,7 +79,7 @@ struct Trajectory {
 // train: kSteps optimizer steps of the training step (StepRunner) on one rank: the real sampler
 // (fill_batch: batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm
 // clipping through be.sum_squares, AdamW with the warmup + cosine schedule; recompute as --recompute.
-// Kernels launched one by one (--cuda-graph off; tests/test_cuda_graph.sh checks the graph's bits). The
+// Kernels launched one by one (--cuda-graph off; tests/integration/test_cuda_graph.sh checks the graph's bits). The
 // rank's communicator is the in-process one of a world of 1: at world 1 the step runs no gradient
 // collective, only the host all-reduce of the loss, so the backend's memory never reaches it.
 Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0) {
