@@ -5,7 +5,7 @@
 # all-reduce starts after it. Under mpirun (MPI_Iallreduce) and xtrain_threads (blocking buckets).
 source "$(dirname "$0")/common.sh"
 xt_data
-ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 8 --steps 5)
+ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 8 --steps 4)  # steps 2-4 are traced
 for launcher in mpi threads; do
   for mb in 0.05 0; do
     name="$launcher-b$mb"
