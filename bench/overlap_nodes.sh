@@ -15,9 +15,9 @@
 # --bucket-mb 0 (the all-reduce there is ~1% of a step). Every run records the 1-minute load average at its start. Prints a markdown table:
 # medians of the steps after warm-up over all rounds, measured exposed communication (step - t_c) and
 # bench/cost_model.py's prediction with B = the tbf rate (measured goodput for "none"), alpha measured,
-# t_b = 2/3 t_c. Uses the launcher tests' namespaces and lock (tests/launcher/nodes.sh).
+# t_b = 2/3 t_c. Uses the launcher tests' namespaces and lock (tests/integration/launcher/nodes.sh).
 source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
-source "$(dirname "$0")/../tests/launcher/common.sh"
+source "$(dirname "$0")/../tests/integration/launcher/common.sh"
 RATES=("$@")
 ((${#RATES[@]})) || RATES=(none 2000mbit 1000mbit 500mbit 200mbit 100mbit)
 for r in "${RATES[@]}"; do [[ "$r" == none || "$r" =~ ^[1-9][0-9]*mbit$ ]] || fail "bad rate '$r' (none or e.g. 200mbit)"; done

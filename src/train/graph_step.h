@@ -30,7 +30,7 @@ bool cuda_graph_wanted(const TrainConfig& cfg, Backend& be, Communicator& comm);
 // world > 1; null at world 1), batch: the step's batch buffer (shared with the kernel-by-kernel step).
 // Every rank must record (else all launch kernels), and after each launch the host waits for the buckets
 // under --comm-timeout. The same kernels and collectives on the same buffers: the same bits as launching
-// them one by one (tests/test_cuda_graph.sh).
+// them one by one (tests/integration/test_cuda_graph.sh).
 class GraphStep {
  public:
   GraphStep(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,

@@ -44,7 +44,7 @@ __device__ __forceinline__ void online_add(float& mx, float& s, float x) {
 // 2^-14, so every exponential from 2^-29 up keeps fp16's unit roundoff of 2^-11, an eighth of the bf16
 // unit roundoff (2^-8) the gradient is stored with; below 2^-29 the absolute error is at most 2^-40 (half
 // of the subnormal spacing 2^-24, unscaled), and below about 2^-40 the exponential becomes 0. The row's sum
-// (the loss) is taken from the fp32 exponentials before rounding. tests/test_cuda_ops.cpp checks every
+// (the loss) is taken from the fp32 exponentials before rounding. tests/unit/test_cuda_ops.cpp checks every
 // gradient element against the bounds that follow.
 constexpr float kExpScale = 32768.0f, kExpUnscale = 1.0f / 32768.0f;
 

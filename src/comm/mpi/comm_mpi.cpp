@@ -7,7 +7,7 @@
 // The host-side collectives (losses, agreement flags, checksums, the final parameter comparison)
 // run the same way (MpiHostCollectives, src/comm/mpi/comm_mpi_host.h).
 // Every rank gets bitwise identical results (sum is commutative and Open MPI's reductions apply one
-// order per element on all ranks); tests/test_gates.sh checks the parameters agree exactly.
+// order per element on all ranks); tests/integration/test_gates.sh checks the parameters agree exactly.
 #include <mpi.h>
 
 #include <algorithm>

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # rsh_agent.sh — stands in for ssh when mpirun starts its daemons on namespace "nodes" (nodes.sh):
-#   mpirun --mca plm_rsh_agent tests/launcher/rsh_agent.sh --hostfile H ...
+#   mpirun --mca plm_rsh_agent tests/integration/launcher/rsh_agent.sh --hostfile H ...
 # Called like ssh: [ssh options] HOST COMMAND...; runs COMMAND (a shell string, as ssh would) inside
 # HOST's network namespace with HOST as hostname.
 set -u

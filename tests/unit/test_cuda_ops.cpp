@@ -1,7 +1,6 @@
 // Every CUDA op against the CPU backend (the oracle) on the same seeded random float inputs, plus the
 // caching allocator's steady state and the device-side input checks. Label gpu; exits 77 (skipped)
-// when the CUDA runtime sees no device, before doctest runs.
-#define DOCTEST_CONFIG_IMPLEMENT
+// when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -1030,14 +1029,4 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
       CHECK(err <= tol);
     }
   }
-}
-
-int main(int argc, char** argv) {
-  // cuda_device_available() is cudaGetDeviceCount() > 0, with the no-driver error cleared.
-  if (!cuda_device_available()) {
-    std::printf("test_cuda_ops: no CUDA device visible, skipped\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
 }

@@ -7,7 +7,7 @@ import tempfile
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from script_checks import check, failures, run_script  # noqa: E402
 
-SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "bench", "kernel_gaps.py")
+SCRIPT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "bench", "kernel_gaps.py")
 
 # Times in ns. Step 1 ends at the first AdamW (end 1000); step 2 runs 1000 .. 5000:
 #   gemm 1100-2000 (gap 100 after AdamW), memcpy 1500-2500 overlapping it (busy to 2500),

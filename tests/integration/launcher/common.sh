@@ -5,7 +5,7 @@
 set -u -o pipefail
 
 XT_LAUNCHER_DIR="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
-XT_REPO="$(cd "$XT_LAUNCHER_DIR/../.." && pwd)"
+XT_REPO="$(cd "$XT_LAUNCHER_DIR/../../.." && pwd)"
 XT_LOCK=/run/lock/xtrain-launcher.lock
 XT_LAST=/run/lock/xtrain-launcher.last  # temp dir of the run holding the lock (for stale cleanup)
 # One rank of the tiny config must keep a collective waiting this long at most once a peer is gone.
@@ -109,9 +109,9 @@ run_reference() {
 }
 
 # check_gates REF OTHER LABEL: gate 1 (per-step loss vs world=1) and gate 2 (final max_param_diff),
-# both figures printed by tests/gate_compare.py.
+# both figures printed by tests/integration/gate_compare.py.
 check_gates() {
-  python3 "$XT_REPO/tests/gate_compare.py" "$1" "$2" --label "$3" || fail "gates failed: $2 vs $1"
+  python3 "$XT_REPO/tests/integration/gate_compare.py" "$1" "$2" --label "$3" || fail "gates failed: $2 vs $1"
 }
 
 # placement LOG: the rank table rank 0 printed, one "rank host local_rank" line per rank.

@@ -2,8 +2,7 @@
 // and biases from it and get the bits of their per-call copies; it is read (not the fp32 weights) where
 // shape and alignment allow, and falls back per call where they do not; every write and free through the
 // backend drops it; it costs 2 bytes per parameter, allocated once. Label gpu; exits 77 (skipped) when the
-// CUDA runtime sees no device, before doctest runs.
-#define DOCTEST_CONFIG_IMPLEMENT
+// CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 #include <cuda_runtime.h>
 
@@ -19,6 +18,10 @@
 #include "model/model.h"
 
 using namespace xtrain;
+
+// The mirror under test is on whatever the caller's environment says: XTRAIN_CUDA_WEIGHT_MIRROR is
+// cleared before main (gpu_test_main.cpp), so before any backend reads it.
+[[maybe_unused]] static const bool kMirrorEnvCleared = (unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR"), true);
 
 namespace {
 
@@ -218,14 +221,4 @@ TEST_CASE("the mirror costs 2 bytes per parameter, allocated once; fp32 keeps no
   const TrainMemory m16 = estimate_train_memory(cfg, 1, 8, g), m32 = estimate_train_memory(cfg, 1, 8, *f32);
   CHECK(m16.weights == 18.0 * m16.num_params);
   CHECK(m32.weights == 16.0 * m32.num_params);
-}
-
-int main(int argc, char** argv) {
-  if (!cuda_device_available()) {
-    std::printf("test_cuda_weights: no CUDA device visible, skipped\n");
-    return 77;
-  }
-  unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR");  // the mirror under test is on whatever the caller's environment says
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
 }

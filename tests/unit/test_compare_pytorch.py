@@ -15,7 +15,7 @@ import tempfile
 
 from script_checks import check, failures, run_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "bench", "compare_pytorch.py")
 BOUND_S = 30  # a FIFO opened for reading would block: every run must end well within this
 

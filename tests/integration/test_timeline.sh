@@ -5,7 +5,7 @@
 # all-reduce starts after it. Under mpirun (MPI_Iallreduce) and xtrain_threads (blocking buckets).
 source "$(dirname "$0")/common.sh"
 xt_data
-ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 8 --steps 5)
+ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 8 --steps 4)  # steps 2-4 are traced
 for launcher in mpi threads; do
   for mb in 0.05 0; do
     name="$launcher-b$mb"
@@ -56,7 +56,7 @@ xt_run mpi 1 "${ARGS[@]}" --timeline "$WORK/w1.json" >"$WORK/w1.log" 2>&1 ||
   { cat "$WORK/w1.log"; echo "FAIL: run w1"; exit 1; }
 grep -qF "trace  | $WORK/w1.json | steps 2-4 (rank 0's --timeline" "$WORK/w1.log" ||
   { cat "$WORK/w1.log"; echo "FAIL: w1: the run summary does not name the trace it wrote"; exit 1; }
-python3 "$(dirname "$0")/../bench/timeline_summary.py" "$WORK/w1.json" >"$WORK/w1.summary" ||
+python3 "$(dirname "$0")/../../bench/timeline_summary.py" "$WORK/w1.json" >"$WORK/w1.summary" ||
   { echo "FAIL: timeline_summary.py on the world-1 trace"; exit 1; }
 python3 - "$WORK/w1.json" "$WORK/w1.summary" <<'PY' || exit 1
 import json, sys

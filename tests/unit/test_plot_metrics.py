@@ -13,7 +13,7 @@ import tempfile
 
 from script_checks import check, failures, run_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TOOL = os.path.join(ROOT, "tools", "plot_metrics.py")
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 # A 960x900 chart with axes, ticks and text compresses to tens of KB; an empty or blank image of the

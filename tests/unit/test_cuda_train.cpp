@@ -2,8 +2,7 @@
 // step (StepRunner, src/train/step.h: the sampler's batches and dropout keys, LR schedule, clipping, AdamW)
 // on one rank; the per-step loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
 // (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise. Label gpu;
-// exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs.
-#define DOCTEST_CONFIG_IMPLEMENT
+// exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -79,7 +78,7 @@ struct Trajectory {
 // train: kSteps optimizer steps of the training step (StepRunner) on one rank: the real sampler
 // (fill_batch: batch windows and dropout keys per (seed, step, sequence)), dloss = 1/(B*T), global-norm
 // clipping through be.sum_squares, AdamW with the warmup + cosine schedule; recompute as --recompute.
-// Kernels launched one by one (--cuda-graph off; tests/test_cuda_graph.sh checks the graph's bits). The
+// Kernels launched one by one (--cuda-graph off; tests/integration/test_cuda_graph.sh checks the graph's bits). The
 // rank's communicator is the in-process one of a world of 1: at world 1 the step runs no gradient
 // collective, only the host all-reduce of the loss, so the backend's memory never reaches it.
 Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0) {
@@ -239,13 +238,4 @@ TEST_CASE("gpu_id: the device as cudaDeviceProp gives it; the CPU has none; know
               id->sm_count, peak ? "in the MFU peak table" : "not in the MFU peak table (no MFU printed)");
   // The parts xtrain is benchmarked on must be found (a renamed part or another SM count would not be).
   if (id->name == "NVIDIA H200" || id->name == "NVIDIA H100 80GB HBM3") CHECK(peak);
-}
-
-int main(int argc, char** argv) {
-  if (!cuda_device_available()) {
-    std::printf("test_cuda_train: no CUDA device visible, skipped\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
 }

@@ -2,8 +2,7 @@
 // KV-cache decoding token-identical to the CPU's, cached decoding against recomputing the prefix on the
 // GPU, one-token steps recorded as a CUDA graph against launching each kernel, and recorded steps while
 // another model's decoder shares the backend. Label gpu; exits 77
-// (skipped) when the CUDA runtime sees no device, before doctest runs.
-#define DOCTEST_CONFIG_IMPLEMENT
+// (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -245,13 +244,4 @@ TEST_CASE("GPU one-token decoding against the training forward's logits (fast ke
                   << " rows bitwise equal, max rel diff " << r.worst);
     CHECK(r.worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
   }
-}
-
-int main(int argc, char** argv) {
-  if (!cuda_device_available()) {
-    std::printf("test_cuda_inference: no CUDA device visible, skipped\n");
-    return 77;
-  }
-  doctest::Context ctx(argc, argv);
-  return ctx.run();
 }

@@ -1,0 +1,143 @@
+// xtrain_mpi's usage errors (exit 2) in-process: the option parsing and checks the program runs
+// before its first training collective, each case with the message pattern that
+// tests/integration/test_bad_input.sh used to check under mpirun. The cases that must show every rank
+// ending (a world of 4, a bad option on one rank, options differing across ranks) stay there.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
+#include <doctest/doctest.h>
+
+#include <unistd.h>
+
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "app/options.h"
+#include "backend/registry.h"
+#include "core/cli.h"
+#include "core/error.h"
+#include "data/corpus.h"
+#include "data/token_cache.h"
+#include "test_tokenizer_util.h"
+
+using namespace xtrain;
+
+namespace {
+
+// The shell test's run: a corpus file, tokenizer paths (not read by these checks) and its TINY model.
+struct Run {
+  test::ScratchDir dir;
+  std::string corpus = dir.file("corpus.txt");
+  Run() { std::ofstream(corpus) << "The quick brown fox jumps over the lazy dog.\n"; }
+  std::vector<std::string> ok() const {
+    return {"--data", corpus, "--encoder-json", dir.file("encoder.json"), "--vocab-bpe", dir.file("vocab.bpe"),
+            "--dim", "32", "--heads", "4", "--kv-heads", "2", "--layers", "2", "--seq", "32", "--batch", "8",
+            "--lr", "3e-3", "--warmup", "5", "--val-every", "0", "--log-every", "5"};
+  }
+};
+
+// startup: what xtrain_mpi does with a command line on a world of `world` ranks up to its first file
+// read, in its order: parse_options (main.cpp), check_world (run_training), list_data_files and
+// check_distinct_paths, then make_backend (run_rank, app.cpp). Returns the exit code and message the
+// program prints for the first exception (cli_failure, core/cli.h), or {0, ""} when every check passes.
+CliFailure startup(std::vector<std::string> args, int world) {
+  args.insert(args.begin(), "xtrain_mpi");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  try {
+    const RunOptions o = parse_options(static_cast<int>(argv.size()), argv.data());
+    check_world(o, world);
+    check_distinct_paths(o, list_data_files(o.data));
+    BackendOptions bo;
+    bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention;
+    make_backend(bo);
+  } catch (const std::exception& e) {
+    return cli_failure(e);
+  }
+  return {0, ""};
+}
+
+// usage_error: `extra` appended to the run's options ends it with exit 2 and a message matching
+// `pattern`: the shell test's grep -E pattern, read as an ECMAScript regular expression (the same
+// meaning for these; libstdc++'s extended grammar refuses the escape in "2\^64").
+void usage_error(const Run& run, std::vector<std::string> extra, const std::string& pattern, int world = 1) {
+  std::vector<std::string> args = run.ok();
+  args.insert(args.end(), extra.begin(), extra.end());
+  const CliFailure f = startup(args, world);
+  INFO("message: " << f.message);
+  CHECK(f.exit_code == kExitUsage);
+  CHECK(std::regex_search(f.message, std::regex(pattern)));
+}
+
+}  // namespace
+
+TEST_CASE("the shell test's run passes every check") {
+  const Run run;
+  const CliFailure f = startup(run.ok(), 2);
+  INFO(f.message);
+  CHECK(f.exit_code == 0);
+}
+
+TEST_CASE("option parsing: unknown, abbreviated, stray and malformed words") {
+  const Run run;
+  usage_error(run, {"--bogus", "1"}, "usage error: .*--bogus", 2);
+  usage_error(run, {"--steps", "many"}, "usage error: .*steps", 2);
+  usage_error(run, {"extra_word"}, "usage error", 2);
+  usage_error(run, {"--ste", "5"}, "usage error: .*--ste", 2);
+  usage_error(run, {"--seed", "-1"}, R"(--seed must be an integer in \[0, 2\^64-1\], got '-1')", 2);
+  usage_error(run, {"--seed", "18446744073709551616"}, "--seed must be an integer", 2);
+}
+
+TEST_CASE("option values and combinations") {
+  const Run run;
+  usage_error(run, {"--kv-heads", "3"}, R"(--kv-heads \(3\) must divide --heads)", 2);
+  usage_error(run, {"--device", "nope"}, "usage error: --device");
+  usage_error(run, {"--attention", "fast"}, "usage error: --attention must be auto, flash, gemm or cudnn");
+  usage_error(run, {"--cuda-graph", "yes"}, "usage error: --cuda-graph must be auto, on or off");
+  usage_error(run, {"--grad-accum", "1073741824"}, "usage error", 4);
+  usage_error(run, {"--head-dim", "1073741824"}, "--head-dim = 1073741824 is too large", 2);
+  usage_error(run, {"--lr", "inf"}, "--lr must be positive and finite", 2);
+  usage_error(run, {"--comm-timeout", "1e10"}, "--comm-timeout must be between 1 and 1e6", 2);
+  usage_error(run, {"--bucket-mb", "-0.5"}, "--bucket-mb must be between 0 and 1e6", 2);
+  usage_error(run, {"--tokens-cache", run.dir.file("x.tokcache"), "--no-cache"},
+              "usage error: --tokens-cache and --no-cache exclude each other", 2);
+  usage_error(run, {"--stop-after", "3"}, "usage error: --stop-after needs --ckpt", 2);
+  usage_error(run, {"--tokenizer-json", run.dir.file("t.json"), "--encoder-json", run.dir.file("missing-encoder.json")},
+              "either --tokenizer-json or --encoder-json", 2);
+  // make_backend: the CPU backend has one attention route
+  usage_error(run, {"--device", "cpu", "--attention", "cudnn"}, "usage error: --attention cudnn needs the CUDA backend", 2);
+}
+
+TEST_CASE("an option given an empty value is refused, not read as 'not given'") {
+  // `--resume ""` (a job script's unset variable) would otherwise start afresh over the checkpoint
+  // it should continue; refused before anything is written
+  const Run run;
+  usage_error(run, {"--ckpt", run.dir.file("e.ckpt"), "--resume", ""}, "usage error: --resume was given an empty value", 2);
+  CHECK_FALSE(std::filesystem::exists(run.dir.file("e.ckpt")));
+  usage_error(run, {"--timeline", ""}, "usage error: --timeline was given an empty value");
+  usage_error(run, {"--vocab-bpe", ""}, "usage error: --vocab-bpe was given an empty value");
+  usage_error(run, {"--data", ""}, "usage error: --data was given an empty value");
+}
+
+TEST_CASE("batch not divisible by world size x grad-accum") {
+  const Run run;
+  usage_error(run, {"--batch", "6", "--grad-accum", "2"}, "divisible by world size", 2);
+  usage_error(run, {"--batch", "6"}, "divisible by world size", 4);
+}
+
+TEST_CASE("--data lists and files that are outputs too") {
+  const Run run;
+  usage_error(run, {"--data", run.corpus + ","}, "usage error: --data .*: an empty path in the list");
+  usage_error(run, {"--data", run.corpus + "," + run.corpus}, "usage error: --data lists one file twice");
+  usage_error(run, {"--metrics", run.corpus}, "--data and --metrics name the same file", 2);
+  usage_error(run, {"--tokens-cache", run.corpus}, "name the same file", 2);
+  const std::string link = run.dir.file("corpus-link.txt");
+  REQUIRE(::link(run.corpus.c_str(), link.c_str()) == 0);
+  usage_error(run, {"--metrics", link}, "--data and --metrics name the same file", 2);
+  // a token cache under another name is not a text
+  const std::string ids = run.dir.file("ids.bin");
+  write_token_cache(ids, {1, 2, 3}, 50257, 1, stat_source(run.corpus));
+  usage_error(run, {"--data", ids}, "usage error: --data .*ids.bin: a token cache");
+}
