@@ -172,16 +172,6 @@ struct ParamGradTerms {
   }
 };
 
-// vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
-// applies (activation rows and the fp32 weight and bias vectors move in 16-byte pieces).
-template <typename T>
-bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
-  if (C % Pack<T>::kN != 0) return false;
-  for (const void* p : ptrs)
-    if (!aligned16(p)) return false;
-  return true;
-}
-
 // launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
 void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
                               const float* w, const float* b, int N, int C, const void* inp2, void* res) {
