@@ -18,9 +18,13 @@ XT_HOST_DEVICE inline float rotary_inv_freq(int i, int HS, float theta) {
   return 1.0f / powf(theta, float(2 * i) / float(HS));
 }
 
+// rotary_angle_from: a(p, i) in radians, fp32, from inv_freq(i) computed once (the CUDA kernel takes a table
+// of them from the host, whose powf the CPU oracle's angles use too).
+XT_HOST_DEVICE inline float rotary_angle_from(int p, float inv_freq) { return float(p) * inv_freq; }
+
 // rotary_angle: a(p, i) in radians, fp32.
 XT_HOST_DEVICE inline float rotary_angle(int p, int i, int HS, float theta) {
-  return float(p) * rotary_inv_freq(i, HS, theta);
+  return rotary_angle_from(p, rotary_inv_freq(i, HS, theta));
 }
 
 }  // namespace xtrain
