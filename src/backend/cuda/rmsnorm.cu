@@ -6,6 +6,7 @@
 #include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/row_norm.cuh"
 
 namespace xtrain::cuda {
 
@@ -26,16 +27,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   const int nv = C / kN;
   float ss = 0.0f;
   for (int p = lane; p < nv; p += kWarp) {
-    Vec<T, kN> v;
-    if constexpr (kAdd) {
-      const size_t at = size_t(row) * C + size_t(p) * kN;
-      const Vec<T, kN> a = load_vec<T, kN>(inp + at), c = load_vec<T, kN>(inp2 + at);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(c.v[k]));
-      store_vec<T, kN>(res + at, v);
-    } else {
-      v = load_vec<T, kN>(x + p * kN);
-    }
+    const Vec<T, kN> v = residual_row_vec<T, kN, kAdd>(inp, inp2, res, size_t(row) * C + size_t(p) * kN);
 #pragma unroll
     for (int k = 0; k < kN; ++k) ss += to_f(v.v[k]) * to_f(v.v[k]);
   }
