@@ -27,7 +27,7 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, do
 }
 
 // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t];
-// wpe null (no learned positions, the Llama family): out = wte[tok].
+// wpe null (no learned positions, the Llama family): out = wte[tok]
 template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B, int T,
                      int C) {
@@ -51,10 +51,15 @@ void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* t
     XT_CHECK(tokens[bt] >= 0, "negative token id " << tokens[bt]);
     Real* de = dwte + size_t(tokens[bt]) * C;
     const Real* d = dout + bt * C;
-    for (int c = 0; c < C; ++c) de[c] += d[c];
-    if (!dwpe) continue;
+    if (!dwpe) {
+      for (int c = 0; c < C; ++c) de[c] += d[c];
+      continue;
+    }
     Real* dp = dwpe + (bt % T) * C;
-    for (int c = 0; c < C; ++c) dp[c] += d[c];
+    for (int c = 0; c < C; ++c) {
+      de[c] += d[c];
+      dp[c] += d[c];
+    }
   }
 }
 
