@@ -69,6 +69,9 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/matmul.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/reduce.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/residual.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/rmsnorm.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/rotary.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/swiglu.cu
 )
 target_link_libraries(xtrain_backend PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.

@@ -157,10 +157,11 @@ class Backend {
   virtual size_t weight_copy_bytes() const { return 0; }
 
   // ---- ops ----
-  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
+  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t];
+  // wpe null: no learned positions (the Llama family), out = wte[tok]
   virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
                                int B, int T, int C) = 0;
-  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (dwpe null: no learned positions)
   virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                 int B, int T, int C) = 0;
 
@@ -259,6 +260,36 @@ class Backend {
     residual_forward(res, a, b, static_cast<size_t>(N) * C);
     layernorm_forward(out, mean, rstd, res, w, bias, N, C);
   }
+  // ---- the Llama family's ops: RMSNorm, rotary position embeddings, SwiGLU (CPU oracle: cpu/ops_llama.h) ----
+  // rmsnorm_forward: inp (N,C), w (C) -> out (N,C) = x * rstd * w, rstd (N) fp32 = 1/sqrt(mean_c(x^2) + eps)
+  // (Zhang & Sennrich 2019; transformers' LlamaRMSNorm: statistics in fp32, no mean subtracted, no bias).
+  virtual void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) = 0;
+  // rmsnorm_backward: dout (N,C) -> dinp (N,C) +=, dw (C) +=; with xhat = x rstd, g = dout w:
+  // dinp = rstd (g - xhat mean_c(g xhat)), dw = sum_n dout xhat.
+  virtual void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w,
+                                const float* rstd, int N, int C) = 0;
+  // residual_rmsnorm_forward: res (N,C) = a + b (res may alias a or b), then out, rstd = rmsnorm_forward(res),
+  // as residual_layernorm_forward. Default (the CPU oracle): the two ops; a fusing backend gives the same bits.
+  virtual void residual_rmsnorm_forward(void* res, void* out, float* rstd, const void* a, const void* b,
+                                        const float* w, int N, int C, float eps) {
+    residual_forward(res, a, b, static_cast<size_t>(N) * C);
+    rmsnorm_forward(out, rstd, res, w, N, C, eps);
+  }
+  // rotary_forward: rotary position embeddings on the q and k heads of qkv (B,T,(NH+2*KVH)*HS) in place (v
+  // untouched), position of row t = pos + t with pos one int32 in backend memory read when the op runs (as
+  // attention_decode; null = 0): each head's channel pairs (i, i + HS/2) rotated by a(p, i), backend/rotary.h
+  // (transformers' rotate-half convention). Throws Error for an odd HS.
+  virtual void rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) = 0;
+  // rotary_backward: dqkv (B,T,(NH+2*KVH)*HS), the gradient at the rotated q and k, in place -> the gradient at
+  // the unrotated ones (each pair rotated by -a(t, i), positions from 0: the training's); v's untouched.
+  virtual void rotary_backward(void* dqkv, int B, int T, int NH, int KVH, int HS, float theta) = 0;
+  // swiglu_forward: inp (N,2F), rows [gate (F) | up (F)] (the fused gate and up projections) -> out (N,F) =
+  // silu(gate) * up, silu(x) = x sigmoid(x) (Shazeer 2020; transformers' LlamaMLP).
+  virtual void swiglu_forward(void* out, const void* inp, int N, int F) = 0;
+  // swiglu_backward: dout (N,F), inp (N,2F) -> dinp (N,2F) = [dgate | dup] (assigned); s = sigmoid(gate):
+  // dup = dout gate s, dgate = dout up s (1 + gate (1 - s)).
+  virtual void swiglu_backward(void* dinp, const void* dout, const void* inp, int N, int F) = 0;
+
   // residual_forward: out = a + b (count)
   virtual void residual_forward(void* out, const void* a, const void* b, size_t count) = 0;
   // add_inplace: dst += src (count). Residual backward and gradient routing.

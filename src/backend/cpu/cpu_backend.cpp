@@ -12,6 +12,7 @@
 
 #include "backend/cpu/attention_decode.h"
 #include "backend/cpu/ops.h"
+#include "backend/cpu/ops_llama.h"
 #include "core/error.h"
 
 namespace xtrain {
@@ -103,6 +104,23 @@ class CpuBackend final : public Backend {
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
                           const float* w, const float* mean, const float* rstd, int N, int C) override {
     cpu::layernorm_backward(F(dinp), dw, db, F(dout), F(inp), w, mean, rstd, N, C);
+  }
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) override {
+    cpu::rmsnorm_forward(F(out), rstd, F(inp), w, N, C, eps);
+  }
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w, const float* rstd,
+                        int N, int C) override {
+    cpu::rmsnorm_backward(F(dinp), dw, F(dout), F(inp), w, rstd, N, C);
+  }
+  void rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) override {
+    cpu::rotate_heads(F(qkv), B, T, pos ? *pos : 0, NH, KVH, HS, theta, +1);
+  }
+  void rotary_backward(void* dqkv, int B, int T, int NH, int KVH, int HS, float theta) override {
+    cpu::rotate_heads(F(dqkv), B, T, 0, NH, KVH, HS, theta, -1);
+  }
+  void swiglu_forward(void* out, const void* inp, int N, int Fd) override { cpu::swiglu_forward(F(out), F(inp), N, Fd); }
+  void swiglu_backward(void* dinp, const void* dout, const void* inp, int N, int Fd) override {
+    cpu::swiglu_backward(F(dinp), F(dout), F(inp), N, Fd);
   }
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override {

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -76,6 +77,17 @@ template <typename T>
 __device__ __forceinline__ Pack<T> load_pack(const T* p) { return load_vec<T, Pack<T>::kN>(p); }
 template <typename T>
 __device__ __forceinline__ void store_pack(T* p, const Pack<T>& x) { store_vec<T, Pack<T>::kN>(p, x); }
+
+// vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
+// applies (activation rows and the fp32 weight and bias vectors move in 16-byte pieces). The row kernels
+// (layernorm.cu, rmsnorm.cu) take whole Vec<T, kN> when it holds, element by element (kN = 1) otherwise.
+template <typename T>
+bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
+  if (C % Pack<T>::kN != 0) return false;
+  for (const void* p : ptrs)
+    if (!aligned16(p)) return false;
+  return true;
+}
 
 template <typename T>
 __device__ __forceinline__ T warp_sum(T v) {

@@ -299,6 +299,29 @@ void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const voi
                                      const float* w, const float* mean, const float* rstd, int N, int C) {
   cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
 }
+void CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) {
+  cuda::rmsnorm_forward(ctx_, out, rstd, inp, w, N, C, eps);
+}
+void CudaBackend::residual_rmsnorm_forward(void* res, void* out, float* rstd, const void* a, const void* b,
+                                           const float* w, int N, int C, float eps) {
+  cuda::residual_rmsnorm_forward(ctx_, res, out, rstd, a, b, w, N, C, eps);
+}
+void CudaBackend::rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w,
+                                   const float* rstd, int N, int C) {
+  cuda::rmsnorm_backward(ctx_, dinp, dw, dout, inp, w, rstd, N, C);
+}
+void CudaBackend::rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) {
+  cuda::rotary_forward(ctx_, qkv, pos, B, T, NH, KVH, HS, theta);
+}
+void CudaBackend::rotary_backward(void* dqkv, int B, int T, int NH, int KVH, int HS, float theta) {
+  cuda::rotary_backward(ctx_, dqkv, B, T, NH, KVH, HS, theta);
+}
+void CudaBackend::swiglu_forward(void* out, const void* inp, int N, int F) {
+  cuda::swiglu_forward(ctx_, out, inp, N, F);
+}
+void CudaBackend::swiglu_backward(void* dinp, const void* dout, const void* inp, int N, int F) {
+  cuda::swiglu_backward(ctx_, dinp, dout, inp, N, F);
+}
 void CudaBackend::for_each_row(int N, const void* inp, int IC, void* out1, void* out2, int OC,
                                const std::function<void(void*, void*, const void*)>& op) {
   const size_t ab = activation_bytes(), in_bytes = size_t(IC) * ab, out_bytes = size_t(OC) * ab;

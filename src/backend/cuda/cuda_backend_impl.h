@@ -62,6 +62,15 @@ class CudaBackend final : public Backend {
                                   const float* w, const float* bias, int N, int C) override;
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
                           const float* mean, const float* rstd, int N, int C) override;
+  void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) override;
+  void residual_rmsnorm_forward(void* res, void* out, float* rstd, const void* a, const void* b, const float* w, int N,
+                                int C, float eps) override;  // one kernel, the bits of the two ops (rmsnorm.cu)
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w, const float* rstd,
+                        int N, int C) override;
+  void rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) override;
+  void rotary_backward(void* dqkv, int B, int T, int NH, int KVH, int HS, float theta) override;
+  void swiglu_forward(void* out, const void* inp, int N, int F) override;
+  void swiglu_backward(void* dinp, const void* dout, const void* inp, int N, int F) override;
   void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                       int OC) override;
   void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N, int IC,

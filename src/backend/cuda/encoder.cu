@@ -1,7 +1,7 @@
-// Token + position embedding (GPT-2 encoder). The backward scatters into dwte rows chosen by the
-// tokens; to be deterministic without atomics, (token, position) pairs are stable-sorted by token
-// (CUB radix sort) and one block sums each run of equal tokens in position order, which is the
-// CPU oracle's order, so dwte matches it bit for bit.
+// Token + position embedding (GPT-2 encoder; without wpe the token embedding alone, the Llama family).
+// The backward scatters into dwte rows chosen by the tokens; to be deterministic without atomics,
+// (token, position) pairs are stable-sorted by token (CUB radix sort) and one block sums each run of
+// equal tokens in position order, which is the CPU oracle's order, so dwte matches it bit for bit.
 #include <cub/device/device_radix_sort.cuh>
 
 #include "backend/cuda/common.cuh"
@@ -12,7 +12,7 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// grid-stride over B*T*C; out activations of type A (float or bf16, ops.h)
+// grid-stride over B*T*C; out activations of type A (float or bf16, ops.h); wpe null: no positions
 template <typename A>
 __global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const float* wte, const float* wpe,
                                        int T, int C, size_t count, int* error_flag) {
@@ -24,7 +24,9 @@ __global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const floa
       atomicCAS(error_flag, kDeviceOk, kBadToken);
       continue;
     }
-    out[i] = from_f<A>(wte[size_t(tok) * C + c] + wpe[size_t(t) * C + c]);
+    float v = wte[size_t(tok) * C + c];
+    if (wpe) v += wpe[size_t(t) * C + c];
+    out[i] = from_f<A>(v);
   }
 }
 
@@ -94,12 +96,14 @@ void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void
                       int B, int T, int C) {
   const int N = B * T;
   if (N == 0 || C == 0) return;
-  with_act(ctx, [&](auto tag) {
-    using A = decltype(tag);
-    encoder_backward_wpe_kernel<A><<<blocks_for(size_t(T) * C, kThreads), kThreads, 0, ctx.stream>>>(
-        dwpe, static_cast<const A*>(dout), B, T, C);
-  });
-  XT_CUDA_LAUNCH_CHECK();
+  if (dwpe) {  // null: no learned positions
+    with_act(ctx, [&](auto tag) {
+      using A = decltype(tag);
+      encoder_backward_wpe_kernel<A><<<blocks_for(size_t(T) * C, kThreads), kThreads, 0, ctx.stream>>>(
+          dwpe, static_cast<const A*>(dout), B, T, C);
+    });
+    XT_CUDA_LAUNCH_CHECK();
+  }
 
   ScratchBuffer<int32_t> pos(*ctx.alloc, N), sorted_tok(*ctx.alloc, N), sorted_pos(*ctx.alloc, N);
   iota_kernel<<<blocks_for(N, kThreads), kThreads, 0, ctx.stream>>>(pos.get(), N);

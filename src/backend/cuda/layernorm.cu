@@ -6,6 +6,7 @@
 #include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/row_norm.cuh"
 
 namespace xtrain::cuda {
 
@@ -28,16 +29,7 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   const int nv = C / kN;
   float s = 0.0f;
   for (int p = lane; p < nv; p += kWarp) {
-    Vec<T, kN> v;
-    if constexpr (kAdd) {
-      const size_t at = size_t(row) * C + size_t(p) * kN;
-      const Vec<T, kN> a = load_vec<T, kN>(inp + at), c = load_vec<T, kN>(inp2 + at);
-#pragma unroll
-      for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(c.v[k]));
-      store_vec<T, kN>(res + at, v);
-    } else {
-      v = load_vec<T, kN>(x + p * kN);
-    }
+    const Vec<T, kN> v = residual_row_vec<T, kN, kAdd>(inp, inp2, res, size_t(row) * C + size_t(p) * kN);
 #pragma unroll
     for (int k = 0; k < kN; ++k) s += to_f(v.v[k]);
   }
@@ -171,16 +163,6 @@ struct ParamGradTerms {
     return {{dy * ((to_f(inp[i]) - mean[n]) * rstd[n]), dy}};
   }
 };
-
-// vec_rows: every row of these (N,C) buffers and the (C) weights start 16-byte aligned, so kN = Pack<T>::kN
-// applies (activation rows and the fp32 weight and bias vectors move in 16-byte pieces).
-template <typename T>
-bool vec_rows(int C, std::initializer_list<const void*> ptrs) {
-  if (C % Pack<T>::kN != 0) return false;
-  for (const void* p : ptrs)
-    if (!aligned16(p)) return false;
-  return true;
-}
 
 // launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
 void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,

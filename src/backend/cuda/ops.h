@@ -93,6 +93,20 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
                         const void* inp, const float* w, const float* mean, const float* rstd, int N,
                         int C);
 
+// The Llama family's ops (rmsnorm.cu, rotary.cu, swiglu.cu). residual_rmsnorm_forward: res = a + b, then
+// rmsnorm_forward(res) in one kernel, the same bits. rotary_*: throw Error for an odd HS or HS > 512.
+void rmsnorm_forward(const OpContext& ctx, void* out, float* rstd, const void* inp, const float* w, int N, int C,
+                     float eps);
+void residual_rmsnorm_forward(const OpContext& ctx, void* res, void* out, float* rstd, const void* a, const void* b,
+                              const float* w, int N, int C, float eps);
+void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* dout, const void* inp, const float* w,
+                      const float* rstd, int N, int C);
+void rotary_forward(const OpContext& ctx, void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS,
+                    float theta);
+void rotary_backward(const OpContext& ctx, void* dqkv, int B, int T, int NH, int KVH, int HS, float theta);
+void swiglu_forward(const OpContext& ctx, void* out, const void* inp, int N, int F);
+void swiglu_backward(const OpContext& ctx, void* dinp, const void* dout, const void* inp, int N, int F);
+
 void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w,
                     const float* bias, int N, int IC, int OC);
 // accumulate: dinp += (Backend's Grad::accumulate) or dinp = (Grad::assign); likewise dqkv, GELU's dinp.
