@@ -21,8 +21,8 @@ void add_tokenizer_options(po::options_description& desc, TokenizerFiles& files,
      with_note("OpenAI GPT-2 encoder.json (token -> id)", notes.encoder_json).c_str())
     ("vocab-bpe", po::value(&files.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"),
      with_note("OpenAI GPT-2 vocab.bpe (merges in rank order)", notes.vocab_bpe).c_str());
-  std::string names = "gpt2";
-  for (const std::string& n : tiktoken_names()) names += ", " + n;
+  std::string names;
+  for (const std::string& n : tiktoken_names()) names += (names.empty() ? "" : ", ") + n;
   if (notes.hf_json)
     desc.add_options()
     ("tokenizer", po::value(&files.tokenizer)->default_value("gpt2"),
