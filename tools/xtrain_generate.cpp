@@ -97,7 +97,9 @@ LoadedModel load_model(const po::variables_map& vm) {
 // merges.txt, each of --encoder-json / --vocab-bpe not given on the command line is the export's file
 // (as --help says), not the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (!files.tokenizer_json.empty() || lm.vocab_json.empty() || lm.merges_txt.empty()) return load_tokenizer(files);
+  if (!files.tokenizer_json.empty() || !tokenizer_ranks_path(files).empty() || lm.vocab_json.empty() ||
+      lm.merges_txt.empty())
+    return load_tokenizer(files);
   TokenizerFiles f = files;
   if (!f.encoder_json_given) f.encoder_json = lm.vocab_json;
   if (!f.vocab_bpe_given) f.vocab_bpe = lm.merges_txt;

@@ -22,9 +22,9 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F]\n"
+    "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]]\n"
     "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)\n"
-    "GPT-2 byte-level BPE (tiktoken \"gpt2\" ids).";
+    "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids) or a tiktoken encoding (docs/tokenizers.md).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
 po::options_description make_options(xtrain::TokenizerFiles& files) {
@@ -50,7 +50,9 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 void check_output(const std::string& output, const std::string& input, const xtrain::TokenizerFiles& files) {
   if (output.empty()) return;
   std::vector<std::pair<const char*, std::string>> inputs = {{"--input", input}};
-  if (files.tokenizer_json.empty())
+  if (!xtrain::tokenizer_ranks_path(files).empty())
+    inputs.emplace_back("--tokenizer-ranks", xtrain::tokenizer_ranks_path(files));
+  else if (files.tokenizer_json.empty())
     inputs.insert(inputs.end(), {{"--encoder-json", files.encoder_json}, {"--vocab-bpe", files.vocab_bpe}});
   else
     inputs.emplace_back("--tokenizer-json", files.tokenizer_json);

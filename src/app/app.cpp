@@ -97,6 +97,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     if (!o.no_cache && o.tokens_cache.empty())
       for (const std::string& f : data_files) check_input(f + ".tokcache", "--tokens-cache");
     check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
+    check_input(tokenizer_ranks_path(o.tokenizer), "--tokenizer-ranks");
     check_input(o.tokenizer.encoder_json, "--encoder-json");
     check_input(o.tokenizer.vocab_bpe, "--vocab-bpe");
   });

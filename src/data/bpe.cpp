@@ -65,7 +65,7 @@ bool token_text_to_bytes(std::string_view text, std::string* bytes) {
 }
 
 Merger::Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::array<int32_t, 3>>& merges,
-               const std::vector<std::string>& token_bytes)
+               const std::vector<std::string>& token_bytes, bool whole_piece_first)
     : byte_ids_(byte_ids) {
   // The mergeable tokens (tiktoken's mergeable_ranks): the 256 bytes and every merge result.
   std::unordered_map<std::string_view, int32_t> mergeable;
@@ -85,6 +85,8 @@ Merger::Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::
         pairs_.emplace(key(l->second, r->second), RankId{int32_t(rank), id});
     }
   }
+  if (whole_piece_first)
+    for (const auto& [bytes, id] : mergeable) whole_.emplace(std::string(bytes), id);
 }
 
 void Merger::merge(std::string_view piece, std::vector<int32_t>* out) const {
@@ -92,6 +94,13 @@ void Merger::merge(std::string_view piece, std::vector<int32_t>* out) const {
   if (n == 1) {
     out->push_back(byte_ids_[uint8_t(piece[0])]);
     return;
+  }
+  if (!whole_.empty()) {
+    auto it = whole_.find(std::string(piece));
+    if (it != whole_.end()) {
+      out->push_back(it->second);
+      return;
+    }
   }
   // Symbols form a linked list indexed by their first byte; a merge keeps the left symbol.
   struct Sym {

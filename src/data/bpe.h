@@ -31,8 +31,11 @@ class Merger {
  public:
   // byte_ids[b]: id of the single-byte token b. produced: (left id, right id, result id) per merge,
   // in rank order. token_bytes[id]: bytes of every id (used to find all splits of a merged token).
+  // whole_piece_first: a piece that is itself a token maps to that token without merging (tiktoken's
+  // encode_ordinary looks the piece up in its encoder first; a rank file may hold tokens no merge
+  // sequence reaches).
   Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::array<int32_t, 3>>& merges,
-         const std::vector<std::string>& token_bytes);
+         const std::vector<std::string>& token_bytes, bool whole_piece_first = false);
 
   // merge: one pre-token (bytes, non-empty) -> ids appended to *out. O(n log n) in piece bytes.
   void merge(std::string_view piece, std::vector<int32_t>* out) const;
@@ -45,6 +48,7 @@ class Merger {
   static uint64_t key(int32_t a, int32_t b) { return (uint64_t(uint32_t(a)) << 32) | uint32_t(b); }
   std::array<int32_t, 256> byte_ids_;
   std::unordered_map<uint64_t, RankId> pairs_;  // (left id, right id) -> rank and id of the concatenation
+  std::unordered_map<std::string, int32_t> whole_;  // token bytes -> id; empty unless whole_piece_first
 };
 
 // PreTokenizer: GPT-2's split regex
@@ -59,6 +63,12 @@ class PreTokenizer {
   // not compile.
   static constexpr size_t kWindowMarginBytes = 16;
   explicit PreTokenizer(bool use_jit = true, size_t window_bytes = 256);
+  // pattern: another split regex in tiktoken's syntax (PCRE2 compiles tiktoken's patterns as they
+  // are: \p{..} classes, (?i:..), possessive quantifiers; `$` is end of text, PCRE2_DOLLAR_ENDONLY).
+  // Every alternative must decide within kWindowMarginBytes of its match's end (true of the GPT-2,
+  // cl100k, o200k and Llama 3 patterns: at most one character of lookahead).
+  explicit PreTokenizer(const std::string& pattern, bool use_jit = true, size_t window_bytes = 256);
+  static const char* gpt2_pattern();
   ~PreTokenizer();
   PreTokenizer(const PreTokenizer&) = delete;
   PreTokenizer& operator=(const PreTokenizer&) = delete;
@@ -73,6 +83,19 @@ class PreTokenizer {
   std::unique_ptr<Code> code_;
   size_t window_bytes_;
   bool jit_ = false;
+};
+
+// RankVocab: a byte-level BPE vocabulary given as ranks (tiktoken's mergeable_ranks: token bytes
+// by rank, rank == id) plus its split pattern and special tokens; what the tiktoken-format loaders
+// (tiktoken.cpp) hand to Tokenizer. Ids that are neither a rank nor a special token stay unassigned
+// (cl100k_base has 100277 ids, 100256 and 100261..100275 unused) and decode refuses them.
+struct RankVocab {
+  std::string file;                                       // for error messages
+  std::string name;                                       // e.g. "cl100k_base"; part of the fingerprint
+  std::vector<std::string> token_bytes;                   // rank -> bytes, "" for a rank not given
+  std::vector<std::pair<std::string, int32_t>> specials;  // literal content -> id
+  std::string pattern;                                    // split regex (tiktoken's pat_str)
+  std::string eot;                                        // the end-of-text special, "" = none
 };
 
 }  // namespace xtrain::bpe

@@ -39,14 +39,21 @@ struct PreTokenizer::Code {
   ~Code() { pcre2_code_free(re); }
 };
 
-PreTokenizer::PreTokenizer(bool use_jit, size_t window_bytes)
+const char* PreTokenizer::gpt2_pattern() { return kPattern; }
+
+PreTokenizer::PreTokenizer(bool use_jit, size_t window_bytes) : PreTokenizer(kPattern, use_jit, window_bytes) {}
+
+PreTokenizer::PreTokenizer(const std::string& pattern, bool use_jit, size_t window_bytes)
     : code_(std::make_unique<Code>()), window_bytes_(window_bytes) {
   XT_CHECK(window_bytes_ > kWindowMarginBytes, "window " << window_bytes_ << " must exceed the margin");
   int err = 0;
   PCRE2_SIZE err_offset = 0;
-  code_->re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(kPattern), PCRE2_ZERO_TERMINATED,
-                            PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF, &err, &err_offset, nullptr);
-  XT_CHECK(code_->re != nullptr, "pcre2_compile at offset " << err_offset << ": " << pcre2_message(err));
+  // DOLLAR_ENDONLY: `$` (cl100k's `\s++$`) is the end of the text as in tiktoken's regex engine, not
+  // also before a final newline (PCRE2's default). The GPT-2 pattern has no `$`.
+  code_->re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(),
+                            PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_DOLLAR_ENDONLY, &err, &err_offset,
+                            nullptr);
+  XT_CHECK(code_->re != nullptr, "split pattern: pcre2_compile at offset " << err_offset << ": " << pcre2_message(err));
   uint32_t have_jit = 0;
   pcre2_config(PCRE2_CONFIG_JIT, &have_jit);
   // JIT is an optimisation only: when it is unavailable or fails, pcre2_match interprets.

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <climits>
+#include <filesystem>
 #include <cstdint>
 #include <mutex>
 #include <sstream>
@@ -14,6 +15,7 @@
 #include "bpe.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "data/tiktoken.h"
 
 namespace xtrain {
 
@@ -120,8 +122,11 @@ struct Tokenizer::Impl {
   std::vector<std::array<int32_t, 3>> merges;               // (left, right, result) in rank order
   int32_t eot = -1;
   uint64_t fingerprint = 0;
+  std::vector<bool> unassigned;                             // (V) or empty; ids decode refuses
   std::unique_ptr<bpe::Merger> merger;
   bpe::PreTokenizer pre;
+  Impl() = default;
+  explicit Impl(const std::string& pattern) : pre(pattern) {}
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
@@ -242,6 +247,57 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   return impl;
 }
 
+Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
+  const std::string& f = v.file;
+  auto impl = std::make_unique<Impl>(v.pattern);
+  int64_t n = int64_t(v.token_bytes.size());
+  for (const auto& sp : v.specials) n = std::max(n, int64_t(sp.second) + 1);
+  impl->token_bytes = v.token_bytes;
+  impl->token_bytes.resize(size_t(n));
+  impl->unassigned.assign(size_t(n), true);
+  for (size_t id = 0; id < v.token_bytes.size(); ++id) impl->unassigned[id] = v.token_bytes[id].empty();
+  for (const auto& [s, id] : v.specials) {
+    if (!impl->unassigned[size_t(id)])
+      XT_FAIL(f << ": special token " << s << " has id " << id << ", which the rank file or another special uses");
+    impl->unassigned[size_t(id)] = false;
+    impl->token_bytes[size_t(id)] = s;
+    impl->specials.emplace_back(s, id);
+    if (s == v.eot) impl->eot = id;
+  }
+  if (std::find(impl->unassigned.begin(), impl->unassigned.end(), true) == impl->unassigned.end())
+    impl->unassigned.clear();
+  // tiktoken's mergeable ranks: every token is mergeable and its rank is its id, so the merges are
+  // the multi-byte tokens in rank order (Merger registers every split of each as a pair).
+  std::array<int32_t, 256> byte_ids;
+  byte_ids.fill(-1);
+  for (int32_t id = 0; id < int32_t(v.token_bytes.size()); ++id) {
+    const std::string& t = v.token_bytes[size_t(id)];
+    if (t.size() == 1) byte_ids[uint8_t(t[0])] = id;
+    else if (t.size() > 1) impl->merges.push_back({-1, -1, id});
+  }
+  for (int b = 0; b < 256; ++b)
+    if (byte_ids[size_t(b)] < 0) XT_FAIL(f << ": no token for the single byte " << b << " (every byte needs a rank)");
+  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, /*whole_piece_first=*/true);
+
+  // Fingerprint: name, pattern, every id's bytes (unassigned ids marked) and the specials.
+  uint64_t h = fnv1a64("xtrain-tiktoken-v1", 18);
+  auto put_bytes = [&h](const std::string& s) {
+    unsigned char le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(uint64_t(s.size()) >> (8 * k));
+    h = fnv1a64(le, sizeof(le), h);
+    h = fnv1a64(s.data(), s.size(), h);
+  };
+  put_bytes(v.name);
+  put_bytes(v.pattern);
+  for (size_t id = 0; id < impl->token_bytes.size(); ++id)
+    put_bytes(!impl->unassigned.empty() && impl->unassigned[id] ? std::string("\xff<unassigned>") : impl->token_bytes[id]);
+  for (const auto& [s, id] : v.specials) put_bytes(s + "=" + std::to_string(id));
+  impl->fingerprint = h;
+  std::sort(impl->specials.begin(), impl->specials.end(),
+            [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
+  return Tokenizer(std::move(impl));
+}
+
 void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const {
   pre.split(text, [&](std::string_view piece) {
     mark->reached(piece.data());  // pieces come in text order
@@ -353,13 +409,18 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::functio
   out.reserve(text.size() / 3);
   Impl::PieceMark mark{text.data(), text.data() + kEncodeProgressBytes, bytes_done ? &bytes_done : nullptr};
   size_t pos = 0;
+  std::vector<size_t> next(impl_->specials.size());
+  for (size_t i = 0; i < next.size(); ++i) next[i] = text.find(impl_->specials[i].first);
   while (true) {
     // Earliest special token at or after pos (longest first on ties, see build()).
+    // next[i] caches where special i occurs next; it is searched again only once pos has passed it,
+    // so a vocabulary with hundreds of specials (Llama 3) stays linear in the text.
     size_t best = std::string_view::npos;
     const std::pair<std::string, int32_t>* hit = nullptr;
-    for (const auto& sp : impl_->specials) {
-      const size_t p = text.find(sp.first, pos);
-      if (p < best) best = p, hit = &sp;
+    for (size_t i = 0; i < impl_->specials.size(); ++i) {
+      const auto& sp = impl_->specials[i];
+      if (next[i] != text.npos && next[i] < pos) next[i] = text.find(sp.first, pos);
+      if (next[i] < best) best = next[i], hit = &sp;
     }
     impl_->encode_ordinary(text.substr(pos, best == std::string_view::npos ? text.npos : best - pos), &out, &mark);
     if (!hit) {
@@ -376,6 +437,8 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size())
       XT_FAIL("decode: token id " << id << " is outside the vocabulary [0, " << vocab_size() << ")");
+    if (!impl_->unassigned.empty() && impl_->unassigned[size_t(id)])
+      XT_FAIL("decode: token id " << id << " is not assigned to any token");
     out += impl_->token_bytes[size_t(id)];
   }
   return out;
@@ -420,7 +483,20 @@ Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& e
   return Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
 }
 
+std::string tokenizer_ranks_path(const TokenizerFiles& files) {
+  if (files.tokenizer.empty() || files.tokenizer == "gpt2") return "";
+  return files.tokenizer_ranks.empty() ? tiktoken_default_file(files.tokenizer) : files.tokenizer_ranks;
+}
+
 Tokenizer load_tokenizer(const TokenizerFiles& files) {
+  const std::string ranks = tokenizer_ranks_path(files);
+  if (!ranks.empty()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(ranks, ec))
+      throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks +
+                       " is missing (run scripts/setup.sh --tokenizers, or give --tokenizer-ranks FILE)");
+    return Tokenizer::from_tiktoken(ranks, files.tokenizer);
+  }
   return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
 }
 

@@ -14,6 +14,10 @@
 
 namespace xtrain {
 
+namespace bpe {
+struct RankVocab;
+}
+
 class Tokenizer {
  public:
   // from_gpt2_files: encoder.json (token string -> id, GPT-2 byte-to-unicode alphabet) and
@@ -23,6 +27,12 @@ class Tokenizer {
   // from_hf_json: a Hugging Face tokenizer.json with model.type "BPE" (model.vocab, model.merges as
   // "a b" strings or [a, b] pairs) and added_tokens (special tokens such as <|endoftext|>).
   static Tokenizer from_hf_json(const std::string& tokenizer_json);
+  // from_tiktoken: a tiktoken rank file (one "base64-token rank" per line; Llama 3's tokenizer.model
+  // is one) read with the split pattern and special tokens of the built-in encoding `name`
+  // (tiktoken_names(): cl100k_base, o200k_base, r50k_base, p50k_base, p50k_edit, llama3), giving
+  // exactly tiktoken's ids with allowed_special="all". Throws UsageError for an unknown name, Error
+  // naming file and line for a bad rank file (bad base64, duplicate token or rank, ranks not 0..n-1).
+  static Tokenizer from_tiktoken(const std::string& ranks_file, const std::string& name);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -48,6 +58,7 @@ class Tokenizer {
  private:
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
+  static Tokenizer from_ranks(const bpe::RankVocab& vocab);  // tokenizer.cpp; used by from_tiktoken
   std::unique_ptr<Impl> impl_;
 };
 
@@ -68,13 +79,19 @@ Tokenizer load_tokenizer(const std::string& tokenizer_json, const std::string& e
 // TokenizerFiles: the parsed tokenizer options of every program (declared once by
 // add_tokenizer_options, src/data/tokenizer_options.h). Paths; tokenizer_json "" = none.
 struct TokenizerFiles {
+  std::string tokenizer;                // --tokenizer: "gpt2" (the files below) or a tiktoken_names() entry
+  std::string tokenizer_ranks;          // --tokenizer-ranks: rank file of a tiktoken encoding, "" = default
   std::string tokenizer_json;           // Hugging Face tokenizer.json; replaces the GPT-2 pair when set
   std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
   bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 
-// load_tokenizer: the tokenizer the options name (the overload above on their three paths).
+// load_tokenizer: the tokenizer the options name: a tiktoken encoding when files.tokenizer is not
+// "gpt2" (its rank file: tokenizer_ranks, else tiktoken_default_file), else the overload above.
 Tokenizer load_tokenizer(const TokenizerFiles& files);
+
+// tokenizer_ranks_path: the rank file load_tokenizer(files) reads, "" when it reads none.
+std::string tokenizer_ranks_path(const TokenizerFiles& files);
 
 }  // namespace xtrain

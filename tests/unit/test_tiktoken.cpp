@@ -1,0 +1,164 @@
+// tiktoken-format tokenizers: rank-file errors and the --tokenizer options always; with --vectors,
+// exact ids against the reference vectors of tests/vectors/make_tokenizer_vectors.py (tiktoken
+// itself) for each encoding whose rank file ($XTRAIN_DATA_DIR/tokenizers) and vector file
+// ($XTRAIN_TOKENIZER_VECTORS, default tests/vectors) are both present; exits 77 (skipped) when none is.
+#define DOCTEST_CONFIG_IMPLEMENT
+#include <doctest/doctest.h>
+
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "data/tiktoken.h"
+#include "data/tokenizer_options.h"
+#include "test_tokenizer_util.h"
+
+namespace xt = xtrain;
+namespace po = boost::program_options;
+
+namespace {
+
+std::string write(const xt::test::ScratchDir& d, const std::string& name, const std::string& text) {
+  std::ofstream(d.file(name), std::ios::binary) << text;
+  return d.file(name);
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+  return "";
+}
+
+}  // namespace
+
+TEST_CASE("base64: RFC 4648 test vectors, canonical padding only") {
+  std::string out;
+  const std::pair<const char*, const char*> ok[] = {{"Zg==", "f"}, {"Zm8=", "fo"}, {"Zm9v", "foo"},
+                                                    {"Zm9vYg==", "foob"}, {"Zm9vYmE=", "fooba"}, {"Zm9vYmFy", "foobar"}};
+  for (const auto& [in, want] : ok) {
+    CHECK(xt::decode_base64(in, &out));
+    CHECK(out == want);
+  }
+  for (const char* bad : {"", "Zg=", "Zg", "Z===", "Zh==", "Zm9=", "Zm 9", "Zm9v\r", "Zm-_"}) CHECK_FALSE(xt::decode_base64(bad, &out));
+}
+
+TEST_CASE("rank files: gaps allowed, every malformed line refused with file:line") {
+  xt::test::ScratchDir d;
+  // "IQ==" = "!", "Ig==" = "\"", "ISI=" = "!\""
+  const auto ranks = xt::read_tiktoken_ranks(write(d, "ok.tiktoken", "IQ== 0\n\nISI= 3\nIg== 1\n"));
+  REQUIRE(ranks.size() == 4);
+  CHECK(ranks[0] == "!");
+  CHECK(ranks[1] == "\"");
+  CHECK(ranks[2].empty());  // skipped rank: unassigned id
+  CHECK(ranks[3] == "!\"");
+  const std::pair<const char*, const char*> bad[] = {
+      {"IQ== 0\nIg== 0\n", "bad.tiktoken:2: rank 0 appears twice"},
+      {"IQ== 0\nIQ== 1\n", "bad.tiktoken:2: token IQ== appears twice (first on line 1)"},
+      {"IQ== 0\nI*== 1\n", "bad.tiktoken:2: \"I*==\" is not base64"},
+      {"IQ==0\n", "bad.tiktoken:1: expected \"<base64 token> <rank>\""},
+      {"IQ== 0 1\n", "bad.tiktoken:1: expected"},
+      {"IQ== -1\n", "bad.tiktoken:1: rank \"-1\" is not an integer"},
+      {"IQ== 99999999\n", "bad.tiktoken:1: rank 99999999 is above 16777216"},
+      {"\n\n", "bad.tiktoken: no ranks (empty rank file)"},
+  };
+  for (const auto& [text, want] : bad) {
+    const std::string msg = error_of([&] { xt::read_tiktoken_ranks(write(d, "bad.tiktoken", text)); });
+    INFO(text);
+    CHECK(msg.find(want) != std::string::npos);
+  }
+}
+
+TEST_CASE("from_tiktoken: a rank file of the wrong size or an unknown name is refused by name") {
+  xt::test::ScratchDir d;
+  const std::string f = write(d, "small.tiktoken", "IQ== 0\nIg== 1\n");
+  CHECK(error_of([&] { xt::Tokenizer::from_tiktoken(f, "cl100k_base"); }).find("2 ranks, but cl100k_base has 100256") !=
+        std::string::npos);
+  CHECK(error_of([&] { xt::Tokenizer::from_tiktoken(f, "cl100k"); }) ==
+        "--tokenizer cl100k: unknown tokenizer (known: gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base, llama3)");
+}
+
+TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
+  auto parse = [](std::vector<const char*> argv, xt::TokenizerFiles& files) {
+    po::options_description desc;
+    xt::add_tokenizer_options(desc, files);
+    argv.insert(argv.begin(), "prog");
+    po::variables_map vm;
+    po::store(po::parse_command_line(int(argv.size()), argv.data(), desc), vm);
+    po::notify(vm);
+    xt::read_tokenizer_options(vm, files);
+  };
+  xt::TokenizerFiles f;
+  parse({"--tokenizer", "o200k_base"}, f);
+  CHECK(xt::tokenizer_ranks_path(f) == std::string(XTRAIN_DEFAULT_DATA_DIR) + "/tokenizers/o200k_base.tiktoken");
+  xt::TokenizerFiles g;
+  parse({"--tokenizer", "llama3", "--tokenizer-ranks", "/x/tokenizer.model"}, g);
+  CHECK(xt::tokenizer_ranks_path(g) == "/x/tokenizer.model");
+  xt::TokenizerFiles h;
+  parse({}, h);
+  CHECK(xt::tokenizer_ranks_path(h).empty());  // gpt2: the encoder.json/vocab.bpe pair
+  xt::TokenizerFiles e;
+  CHECK_THROWS_AS(parse({"--tokenizer", "nope"}, e), xt::UsageError);
+  CHECK_THROWS_AS(parse({"--tokenizer", "cl100k_base", "--tokenizer-json", "t.json"}, e), xt::UsageError);
+  CHECK_THROWS_AS(parse({"--tokenizer", "cl100k_base", "--vocab-bpe", "v.bpe"}, e), xt::UsageError);
+  CHECK_THROWS_AS(parse({"--tokenizer-ranks", "r.tiktoken"}, e), xt::UsageError);
+  xt::TokenizerFiles m;
+  m.tokenizer = "cl100k_base";
+  m.tokenizer_ranks = "/nonexistent/cl100k_base.tiktoken";
+  CHECK(error_of([&] { xt::load_tokenizer(m); }).find("is missing (run scripts/setup.sh --tokenizers") != std::string::npos);
+}
+
+// run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),
+// 1 (a mismatch, printed), 77 (no encoding had both files).
+int run_vectors() {
+  const char* v = std::getenv("XTRAIN_TOKENIZER_VECTORS");
+  const char* r = std::getenv("XTRAIN_DATA_DIR");
+  const std::filesystem::path vec_dir = v ? v : XTRAIN_TEST_VECTORS_DIR;
+  const std::filesystem::path rank_dir = std::filesystem::path(r ? r : XTRAIN_DEFAULT_DATA_DIR) / "tokenizers";
+  int checked = 0, failed = 0;
+  for (const std::string& name : xt::tiktoken_names()) {
+    const auto vec = vec_dir / ("tiktoken_" + name + ".json");
+    const auto ranks = rank_dir / (name == "p50k_edit" ? "p50k_base.tiktoken" : name + ".tiktoken");
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(ranks)) {
+      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), ranks.c_str());
+      continue;
+    }
+    const auto tok = xt::Tokenizer::from_tiktoken(ranks.string(), name);
+    const auto j = nlohmann::json::parse(xt::read_file(vec.string()));
+    int bad = 0;
+    size_t n_ids = 0;
+    for (const auto& c : j.at("cases")) {
+      const std::string text = c.at("text").get<std::string>();
+      const auto want = c.at("ids").get<std::vector<int32_t>>();
+      const auto got = tok.encode(text);
+      n_ids += want.size();
+      if (got != want && bad++ < 3) std::printf("%s: MISMATCH on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
+      if (tok.decode(got) != text && bad++ < 3) std::printf("%s: decode(encode(x)) != x on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
+    }
+    std::printf("%s: %zu cases, %zu ids, %d mismatches (reference: %s)\n", name.c_str(), j.at("cases").size(), n_ids, bad,
+                j.value("made_by", "?").c_str());
+    ++checked;
+    failed += bad > 0;
+  }
+  return failed ? 1 : checked ? 0 : 77;
+}
+
+int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--vectors") == 0) {
+    try {
+      return run_vectors();
+    } catch (const std::exception& e) {
+      std::printf("error: %s\n", e.what());
+      return 1;
+    }
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
+}
