@@ -21,7 +21,8 @@ import os
 import sys
 
 # Encodings as tiktoken_ext/openai_public.py and Meta's llama3 tokenizer.py define them. The patterns
-# are copied here on purpose: the vectors check that xtrain's copies (src/data/tiktoken.cpp) match.
+# are copied here for llama3, which tiktoken does not define; for the OpenAI encodings the vectors are made
+# with tiktoken's own definitions (tiktoken_definition), so they check xtrain's copies (src/data/tiktoken.cpp).
 R50K = r"""'(?:[sdmt]|ll|ve|re)| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
 CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 O200K = "|".join([
@@ -65,6 +66,25 @@ HARD_CASES = [
     "<|begin_of_text|>Hi<|eot_id|>", "<|reserved_special_token_7|>", "<|endoftext", "x" * 300, "  " * 150 + "y",
     "def f(x):\n    return x**2  # comment\n", "{\"json\": [1, 2, 3]}", "$$\\frac{a}{b}$$",
 ]
+
+
+def tiktoken_definition(name, path):
+    """tiktoken's own constructor (tiktoken_ext/openai_public.py) for name, its rank file read from path
+    instead of downloaded; None where tiktoken has no such constructor (llama3)."""
+    try:
+        import tiktoken_ext.openai_public as public
+    except ImportError:
+        return None
+    make = getattr(public, name, None)
+    if make is None:
+        return None
+    from tiktoken.load import load_tiktoken_bpe
+    real = public.load_tiktoken_bpe
+    public.load_tiktoken_bpe = lambda *args, **kwargs: load_tiktoken_bpe(path)
+    try:
+        return make()
+    finally:
+        public.load_tiktoken_bpe = real
 
 
 def sample_texts(text_dir, lines_per_file=40):
@@ -113,7 +133,14 @@ def main():
             ranks = load_tiktoken_bpe(path)
             if specials is None:
                 specials = llama3_specials(len(ranks))
-            enc = tiktoken.Encoding(name=name, pat_str=pat, mergeable_ranks=ranks, special_tokens=specials)
+            own = tiktoken_definition(name, path)
+            if own is not None:  # tiktoken's own pattern and special tokens are the reference where it has them
+                same = own["pat_str"] == pat and own["special_tokens"] == specials
+                print(f"{name}: tiktoken_ext.openai_public's definition ({'equal to' if same else 'other text than'}"
+                      " the copy here)")
+                enc = tiktoken.Encoding(**own)
+            else:
+                enc = tiktoken.Encoding(name=name, pat_str=pat, mergeable_ranks=ranks, special_tokens=specials)
             cases = [{"text": t, "ids": enc.encode(t, allowed_special="all")} for t in texts]
             write(a.out, f"tiktoken_{name}.json", f"tiktoken {tiktoken.__version__}", path, cases)
     for spec in a.hf_json:
