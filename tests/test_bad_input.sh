@@ -171,7 +171,7 @@ expect "--seed -1" 2 "--seed must be an integer in \[0, 2\^64-1\], got '-1'" 2 "
 expect "--seed 2^64" 2 "--seed must be an integer" 2 "${OK[@]}" --seed 18446744073709551616
 expect "--tokenizer-json with --encoder-json" 2 "either --tokenizer-json or --encoder-json" 2 "${OK[@]}" \
   --tokenizer-json "$WORK/t.json" --encoder-json "$WORK/missing-encoder.json"
-expect "JSON number overflow" 1 "overflow.json: bad JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
+expect "JSON number overflow" 1 "overflow.json: not valid JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
 expect "empty vocab.bpe" 1 "empty.bpe: 0 merges, but .* tokens that only merges make" 2 "${OK[@]}" --vocab-bpe "$WORK/empty.bpe"
 expect "--data is a symlink loop" 1 "loop1.*symbolic links" 2 "${OK[@]}" --data "$WORK/loop1" --no-cache
 expect "--resume is a symlink loop" 1 "--resume .*loop1: Too many levels of symbolic links" 2 "${OK[@]}" --resume "$WORK/loop1"

@@ -21,8 +21,10 @@
 #include "core/cli.h"
 #include "core/clock.h"
 #include "core/digest.h"
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "data/tokenizer_options.h"
 #include "serve/export.h"
 #include "train/checkpoint.h"
@@ -109,11 +111,9 @@ json read_registry(const std::string& path, bool must_exist) {
   if (!must_exist && !fs::exists(path, ec)) return json{{"models", json::object()}};
   json r;
   try {
-    r = json::parse(read_file(path));
+    r = read_json_file(path);  // bounded in size and depth (core/json.h): a deep entry is refused, not rewritten
   } catch (const Error& e) {
     XT_FAIL("--registry: " << e.what());
-  } catch (const json::exception& e) {
-    XT_FAIL("registry " << path << ": not valid JSON (" << e.what() << ")");
   }
   if (!r.is_object() || !r.contains("models") || !r["models"].is_object())
     XT_FAIL("registry " << path << ": expected {\"models\": {NAME: entry, ...}}");
@@ -181,7 +181,7 @@ ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
 
 int verify(const Options& o) {
   const json reg = read_registry(o.registry, true);
-  if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << o.verify);
+  if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << echo_value(o.verify));
   const json& e = reg["models"][o.verify];
   std::string want_md5, want_sha, want_layout;
   try {  // a field of the wrong type ("md5": 5) is one line naming the file and the entry

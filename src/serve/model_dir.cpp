@@ -6,8 +6,10 @@
 #include <set>
 #include <sstream>
 
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "export_layout.h"
 
 namespace xtrain {
@@ -33,7 +35,7 @@ namespace {
 GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
   const std::string type = j.value("model_type", "");
   if (type != "gpt2" && type != kXtrainModelType)
-    XT_FAIL(path << ": model_type \"" << type << "\" is neither gpt2 nor " << kXtrainModelType);
+    XT_FAIL(path << ": model_type \"" << echo_value(type) << "\" is neither gpt2 nor " << kXtrainModelType);
   const ModelLayout layout = type == "gpt2" ? ModelLayout::Hf : ModelLayout::Xtrain;
   // size: a positive integer field (bounded like the command-line sizes, far from int overflow)
   auto size = [&](const char* key, long long fallback) -> int {
@@ -42,7 +44,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
       XT_FAIL(path << ": missing " << key);
     }
     if (!j[key].is_number_integer() || j[key].get<long long>() <= 0 || j[key].get<long long>() > (1 << 20))
-      XT_FAIL(path << ": " << key << " must be an integer in [1, 1048576], found " << j[key].dump());
+      XT_FAIL(path << ": " << key << " must be an integer in [1, 1048576], found " << json_echo(j[key]));
     return j[key].get<int>();
   };
   GPTConfig c;
@@ -58,7 +60,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
   // Variants of GPT-2 that xtrain does not compute (transformers' GPT2Config fields and defaults).
   const std::string act = j.value("activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    XT_FAIL(path << ": activation_function " << act << " is not supported (xtrain computes the tanh GELU, gelu_new)");
+    XT_FAIL(path << ": activation_function " << echo_value(act) << " is not supported (xtrain computes the tanh GELU, gelu_new)");
   const double eps = j.value("layer_norm_epsilon", 1e-5);
   if (std::fabs(eps - 1e-5) > 1e-12) XT_FAIL(path << ": layer_norm_epsilon " << eps << " is not supported (xtrain uses 1e-5)");
   if (!j.value("tie_word_embeddings", true)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
@@ -76,12 +78,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
 
 GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
   const std::string path = (fs::path(dir) / kConfigFile).string();
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    XT_FAIL(path << ": not valid JSON (" << e.what() << ")");
-  }
+  const json j = read_json_file(path);  // bounded in size and depth (core/json.h)
   if (!j.is_object()) XT_FAIL(path << ": not a JSON object");
   try {
     return config_from_json(j, path, layout_out);

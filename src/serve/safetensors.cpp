@@ -10,7 +10,9 @@
 #include <set>
 
 #include "core/error.h"
+#include "core/echo.h"
 #include "core/io.h"
+#include "core/json.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader copies it as host floats"
@@ -99,15 +101,10 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     else if (ev == json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
              duplicate.empty())
       duplicate = parsed.get<std::string>();
-    return true;
   };
-  json h;
-  try {
-    h = json::parse(b.begin() + 8, b.begin() + 8 + static_cast<std::ptrdiff_t>(n), cb);
-  } catch (const json::exception& e) {
-    fail(std::string("header is not valid JSON (") + e.what() + ")");
-  }
-  if (!duplicate.empty()) fail("duplicate name \"" + duplicate + "\" in the header");
+  // bounded in depth (core/json.h): a deep header cannot overflow the stack of a later copy or dump
+  const json h = parse_json(std::string_view(b.data() + 8, n), "safetensors " + label + ": header", cb);
+  if (!duplicate.empty()) fail("duplicate name \"" + echo_value(duplicate) + "\" in the header");
   if (!h.is_object()) fail("header is not a JSON object");
   const size_t last = b.find_last_not_of(' ', 8 + n - 1);
   if (last == std::string::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
@@ -118,15 +115,15 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     if (name == "__metadata__") {
       if (!v.is_object()) fail("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail("__metadata__ value of \"" + m.key() + "\" is not a string");
+        if (!m.value().is_string()) fail("__metadata__ value of \"" + echo_value(m.key()) + "\" is not a string");
         st.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor \"" + name + "\": ";
+    const std::string where = "tensor \"" + echo_value(name) + "\": ";
     if (!v.is_object()) fail(where + "entry is not an object");
     for (auto f = v.begin(); f != v.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(where + "unknown field \"" + f.key() + "\"");
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(where + "unknown field \"" + echo_value(f.key()) + "\"");
     if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
       fail(where + "needs dtype, shape and data_offsets");
     StEntry e;
@@ -134,7 +131,7 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     if (!v["dtype"].is_string()) fail(where + "dtype is not a string");
     e.dtype = v["dtype"].get<std::string>();
     const size_t esize = dtype_bytes(e.dtype);
-    if (esize == 0) fail(where + "unknown dtype \"" + e.dtype + "\"");
+    if (esize == 0) fail(where + "unknown dtype \"" + echo_value(e.dtype) + "\"");
     if (!v["shape"].is_array()) fail(where + "shape is not an array");
     size_t count = 1;
     for (const json& d : v["shape"]) {
