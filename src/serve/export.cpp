@@ -18,6 +18,7 @@
 #include "core/progress.h"
 #include "data/tokenizer.h"
 #include "serve/export_layout.h"
+#include "model/param_check.h"
 
 namespace xtrain {
 
@@ -101,6 +102,9 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                         const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
+  if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
+    XT_FAIL("the weights are not finite: " << bad << "; not exporting");
   const Tokenizer tok = Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
   if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
     XT_FAIL("tokenizer " << encoder_json << " + " << vocab_bpe << " is not the one the model was trained with (fingerprints differ)");

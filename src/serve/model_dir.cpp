@@ -11,6 +11,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "export_layout.h"
+#include "model/param_check.h"
 
 namespace xtrain {
 
@@ -132,6 +133,9 @@ ModelDir load_model_dir(const std::string& dir) {
     XT_FAIL("safetensors " << st.label() << ": unexpected tensor " << e.name << " (not part of a " << layout_name(m.layout)
                            << "-layout model with " << m.cfg.describe() << ")");
   }
+  // the impossible value (model/param_check.h): refused here, not as a sampler check or a NaN loss later
+  if (const std::string bad = non_finite_param(m.cfg, m.params); !bad.empty())
+    XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
   const fs::path vocab = fs::path(dir) / kVocabFile, merges = fs::path(dir) / kMergesFile;
   if (fs::is_regular_file(vocab) && fs::is_regular_file(merges)) m.vocab_json = vocab.string(), m.merges_txt = merges.string();
   return m;
