@@ -1,5 +1,7 @@
 // Reading model directories (src/serve/export.h): config.json -> GPTConfig, model.safetensors
 // -> xtrain's flat parameter buffer, through the same layout table the exporter writes with.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -8,6 +10,7 @@
 
 #include "core/echo.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "export_layout.h"
@@ -91,8 +94,18 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
 ModelDir load_model_dir(const std::string& dir) {
   ModelDir m;
   m.cfg = read_model_config(dir, &m.layout);
-  const SafeTensors st = SafeTensors::read((fs::path(dir) / kModelFile).string());
+  const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
+  // What config.json and the file ask for, against the host's memory before any of it is taken: the
+  // file's bytes, the parameter buffer and one widened tensor (at most the buffer) at a time.
+  struct stat fst{};
+  const double param_bytes = 4.0 * double(pl.back().offset + pl.back().count);
+  const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + 2 * param_bytes;
+  const double avail = double(available_host_memory_bytes());
+  if (avail > 0 && need > avail)
+    XT_FAIL(dir << ": loading the model needs " << need / 1e9 << " GB of host memory (config.json: " << m.cfg.describe()
+                << "; " << kModelFile << " and the parameters), " << avail / 1e9 << " GB are available");
+  const SafeTensors st = SafeTensors::read(model_path);
   m.params.assign(pl.back().offset + pl.back().count, 0.0f);
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const StEntry* {

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unistd.h>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -58,6 +59,36 @@ float half_to_float(uint16_t h) {
 }
 }  // namespace
 
+namespace {
+// check_size_before_reading: the file's size against what its header describes (8 + header + the end
+// of the last tensor), from the header alone, so a file of gigabytes behind a small header is refused
+// before it is read. parse() checks the rest (coverage, shapes) once the file is in memory.
+void check_size_before_reading(const std::string& path) {
+  RegularFile f = open_regular_file(path, "cannot read " + path);
+  const uint64_t size = static_cast<uint64_t>(f.st.st_size);
+  uint64_t n = 0;
+  if (size < 8 || ::pread(f.fd.get(), &n, 8, 0) != 8 || n > kMaxHeaderBytes || n > size - 8) return;  // parse() names it
+  std::string header(n, '\0');
+  if (::pread(f.fd.get(), header.data(), n, 8) != static_cast<ssize_t>(n)) return;
+  uint64_t end = 0;
+  try {
+    const json h = parse_json(header, "safetensors " + path + ": header");
+    if (!h.is_object()) return;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      const json& v = it.value();
+      if (it.key() == "__metadata__" || !v.is_object() || !v.contains("data_offsets")) continue;
+      const json& off = v["data_offsets"];
+      if (off.is_array() && off.size() == 2 && off[1].is_number_unsigned()) end = std::max(end, off[1].get<uint64_t>());
+    }
+  } catch (const Error&) {
+    return;  // parse() gives the same error once the file is read (a header is at most 100 MB)
+  }
+  if (size - 8 - n != end)
+    XT_FAIL("safetensors " << path << ": file of " << size << " bytes, but its header describes " << 8 + n + end
+                           << " (8 + a header of " << n << " + tensor data of " << end << "); not reading it");
+}
+}  // namespace
+
 size_t StEntry::count() const {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
@@ -67,9 +98,12 @@ size_t StEntry::count() const {
 SafeTensors SafeTensors::read(const std::string& path) {
   std::string bytes;
   try {
+    check_size_before_reading(path);
     bytes = read_file(path);
   } catch (const Error& e) {
-    XT_FAIL("safetensors " << e.what());
+    const std::string what = e.what();
+    if (what.rfind("safetensors ", 0) == 0) throw;
+    XT_FAIL("safetensors " << what);
   }
   return parse(std::move(bytes), path);
 }
