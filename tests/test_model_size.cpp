@@ -67,8 +67,9 @@ TEST_CASE("model.safetensors larger than its header describes: refused before re
   std::memcpy(file.data(), &n, 8);
   const std::string path = d.write("m.safetensors", file + header + std::string(8, '\0') + std::string(1 << 20, 'x'));
   CHECK(error_of([&] { SafeTensors::read(path); }) ==
-        "safetensors " + path + ": file of " + std::to_string(8 + n + 8 + (1 << 20)) + " bytes, but its header describes " +
-            std::to_string(8 + n + 8) + " (8 + a header of " + std::to_string(n) + " + tensor data of 8); not reading it");
+        "safetensors " + path + ": 1048576 trailing bytes: the file has " + std::to_string(8 + n + 8 + (1 << 20)) +
+            " bytes, its header describes " + std::to_string(8 + n + 8) + " (8 + a header of " + std::to_string(n) +
+            " + tensor data of 8); not reading it");
   const std::string ok = d.write("ok.safetensors", file + header + std::string(8, '\0'));
   CHECK(SafeTensors::read(ok).entries().size() == 1);
 }

@@ -60,9 +60,9 @@ float half_to_float(uint16_t h) {
 }  // namespace
 
 namespace {
-// check_size_before_reading: the file's size against what its header describes (8 + header + the end
-// of the last tensor), from the header alone, so a file of gigabytes behind a small header is refused
-// before it is read. parse() checks the rest (coverage, shapes) once the file is in memory.
+// check_size_before_reading: a file longer than its header describes (8 + header + the end of the
+// last tensor) is refused from the header alone, so gigabytes behind a small header are never read.
+// Every other malformation (a shorter file, a bad entry) is left to parse(), which names it.
 void check_size_before_reading(const std::string& path) {
   RegularFile f = open_regular_file(path, "cannot read " + path);
   const uint64_t size = static_cast<uint64_t>(f.st.st_size);
@@ -76,16 +76,19 @@ void check_size_before_reading(const std::string& path) {
     if (!h.is_object()) return;
     for (auto it = h.begin(); it != h.end(); ++it) {
       const json& v = it.value();
-      if (it.key() == "__metadata__" || !v.is_object() || !v.contains("data_offsets")) continue;
+      if (it.key() == "__metadata__") continue;
+      if (!v.is_object() || !v.contains("data_offsets")) return;
       const json& off = v["data_offsets"];
-      if (off.is_array() && off.size() == 2 && off[1].is_number_unsigned()) end = std::max(end, off[1].get<uint64_t>());
+      if (!off.is_array() || off.size() != 2 || !off[1].is_number_unsigned()) return;
+      end = std::max(end, off[1].get<uint64_t>());
     }
   } catch (const Error&) {
     return;  // parse() gives the same error once the file is read (a header is at most 100 MB)
   }
-  if (size - 8 - n != end)
-    XT_FAIL("safetensors " << path << ": file of " << size << " bytes, but its header describes " << 8 + n + end
-                           << " (8 + a header of " << n << " + tensor data of " << end << "); not reading it");
+  if (size - 8 - n > end)
+    XT_FAIL("safetensors " << path << ": " << size - 8 - n - end << " trailing bytes: the file has " << size
+                           << " bytes, its header describes " << 8 + n + end << " (8 + a header of " << n
+                           << " + tensor data of " << end << "); not reading it");
 }
 }  // namespace
 
