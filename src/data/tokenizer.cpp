@@ -385,24 +385,36 @@ void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json
     throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
 }
 
-std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
-  std::string t = s;
-  for (char& c : t)
-    if (c == ',') c = ' ';
-  std::istringstream in(t);
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what, int vocab_size) {
   std::vector<int32_t> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
+  // Comma-separated fields (one field when there is no comma), each one or more whitespace-separated
+  // words: an empty field ("1,,2", "1,2,") is a typo that would otherwise drop an id silently.
+  size_t begin = 0;
+  const bool commas = s.find(',') != std::string::npos;
+  while (true) {
+    const size_t comma = s.find(',', begin);
+    std::istringstream in(s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    std::string word;
+    bool any = false;
+    while (in >> word) {
+      any = true;
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+        throw UsageError(what + ": \"" + echo_value(word) + "\" is not an integer id");
+      if (v < 0 || v >= vocab_size)
+        throw UsageError(what + ": " + std::to_string(v) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+      ids.push_back(int32_t(v));
     }
-    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
-      throw UsageError(what + ": \"" + word + "\" is not an integer id");
-    ids.push_back(int32_t(v));
+    if (commas && !any)
+      throw UsageError(what + ": an empty id between commas in \"" + echo_value(s) + "\"");
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
   }
   return ids;
 }
