@@ -4,9 +4,6 @@
 // export against the registry. Exit codes (core/cli.h): 0 success, 1 error or digest mismatch, 2 usage
 // error.
 #include <boost/program_options.hpp>
-#include <fcntl.h>
-#include <sys/file.h>
-#include <unistd.h>
 
 #include <cerrno>
 #include <cstdio>
@@ -19,10 +16,12 @@
 #include <vector>
 
 #include "core/cli.h"
-#include "core/clock.h"
 #include "core/digest.h"
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
+#include "core/lock.h"
 #include "data/tokenizer_options.h"
 #include "serve/export.h"
 #include "train/checkpoint.h"
@@ -109,11 +108,9 @@ json read_registry(const std::string& path, bool must_exist) {
   if (!must_exist && !fs::exists(path, ec)) return json{{"models", json::object()}};
   json r;
   try {
-    r = json::parse(read_file(path));
+    r = read_json_file(path);  // bounded in size and depth (core/json.h): a deep entry is refused, not rewritten
   } catch (const Error& e) {
     XT_FAIL("--registry: " << e.what());
-  } catch (const json::exception& e) {
-    XT_FAIL("registry " << path << ": not valid JSON (" << e.what() << ")");
   }
   if (!r.is_object() || !r.contains("models") || !r["models"].is_object())
     XT_FAIL("registry " << path << ": expected {\"models\": {NAME: entry, ...}}");
@@ -122,47 +119,19 @@ json read_registry(const std::string& path, bool must_exist) {
 
 // RegistryLock: an exclusive flock on "<registry>.lock" (created next to the registry, never through a
 // symlink), held for a whole export so that concurrent exports to one registry each record their entry.
-// Throws Error naming the lock file when it cannot be created (e.g. the directory is not writable).
+// The lock sits next to the file the registry resolves to (locate_output: symlinks only of this user
+// or root), so every spelling of it (a symlink included) takes the same lock. Waited for with a line
+// saying so, at most 600 s (DirLock); Error naming the lock file when it cannot be created.
 class RegistryLock {
  public:
-  // The lock sits next to the file the registry resolves to (locate_output: symlinks only of this
-  // user or root), so every spelling of it (a symlink included) takes the same lock.
-  explicit RegistryLock(const std::string& registry) {
-    const OutputLocation loc = locate_output(registry, "--registry");
-    path_ = loc.path() + ".lock";
-    fd_ = ::openat(loc.dir_fd, (loc.name + ".lock").c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0666);
-    if (fd_ < 0) XT_FAIL("registry lock " << path_ << ": " << std::strerror(errno));
-    // Another export holding the lock (or anyone holding a lock file they planted) is waited for with
-    // a line saying so, and at most kWaitSeconds: never a silent hang.
-    constexpr double kWaitSeconds = 600;
-    const double start = host_seconds();
-    bool said = false;
-    while (::flock(fd_, LOCK_EX | LOCK_NB) != 0) {
-      const int saved = errno;
-      if (saved != EWOULDBLOCK && saved != EINTR) {
-        ::close(fd_);
-        XT_FAIL("registry lock " << path_ << ": " << std::strerror(saved));
-      }
-      const double waited = host_seconds() - start;
-      if (waited > kWaitSeconds) {
-        ::close(fd_);
-        XT_FAIL("registry lock " << path_ << ": held by another process for " << kWaitSeconds
-                                 << " s (another export of this registry; remove the lock file if none runs)");
-      }
-      if (!said && waited > 1) {
-        std::fprintf(stderr, "xtrain_export: waiting for the registry lock %s (another export holds it)\n", path_.c_str());
-        said = true;
-      }
-      ::usleep(100 * 1000);
-    }
-  }
-  ~RegistryLock() { ::close(fd_); }  // closing releases the flock
-  RegistryLock(const RegistryLock&) = delete;
-  RegistryLock& operator=(const RegistryLock&) = delete;
+  explicit RegistryLock(const std::string& registry)
+      : loc_(locate_output(registry, "--registry")),
+        lock_(loc_.dir_fd, loc_.name + ".lock", loc_.path() + ".lock", "registry lock", "xtrain_export",
+              "another export of this registry") {}
 
  private:
-  std::string path_;
-  int fd_ = -1;
+  OutputLocation loc_;
+  DirLock lock_;
 };
 
 ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
@@ -181,7 +150,7 @@ ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
 
 int verify(const Options& o) {
   const json reg = read_registry(o.registry, true);
-  if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << o.verify);
+  if (!reg["models"].contains(o.verify)) XT_FAIL("registry " << o.registry << " has no entry " << echo_value(o.verify));
   const json& e = reg["models"][o.verify];
   std::string want_md5, want_sha, want_layout;
   try {  // a field of the wrong type ("md5": 5) is one line naming the file and the entry
@@ -244,23 +213,32 @@ int run(const Options& o) {
   const CheckpointState st = load_checkpoint(o.input);
   const ModelLayout layout = pick_layout(o.format, st.meta.model);
   const ExportFiles files = make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint);
-  write_export(o.out, files);
+  // All or nothing: the files replace the previous export together, and are undone (the previous
+  // files come back) when the registry cannot record them.
+  ExportCommit commit(o.out, files);
   const std::string& model = files.at(kModelFile);
   const std::string md5 = md5_hex(model), sha = sha256_hex(model), path = (fs::path(o.out) / kModelFile).string();
-  std::printf("export | %s (step %d, %s) -> %s, layout %s\n", o.input.c_str(), st.meta.step, st.meta.model.describe().c_str(),
-              o.out.c_str(), layout_name(layout));
-  std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
+  bool replaced = false;
   if (!o.registry.empty()) {
-    const bool replaced = reg["models"].contains(o.name);
+    replaced = reg["models"].contains(o.name);
     const GPTConfig& c = st.meta.model;
     reg["models"][o.name] = {
         {"md5", md5}, {"sha256", sha}, {"layout", layout_name(layout)}, {"step", st.meta.step},
         {"data_hash", hex64(st.meta.data_hash)}, {"tokenizer_fingerprint", hex64(st.meta.tokenizer_fingerprint)},
         {"config", {{"vocab_size", c.V}, {"n_positions", c.maxT}, {"n_embd", c.C}, {"n_layer", c.L}, {"n_head", c.NH},
                     {"n_kv_head", c.KVH}, {"head_dim", c.HS}, {"n_inner", c.F}}}};
-    write_file_atomic(o.registry, reg.dump(2) + "\n");
-    std::printf("registry | %s: %s %s\n", o.registry.c_str(), o.name.c_str(), replaced ? "replaced" : "recorded");
+    try {
+      write_file_atomic(o.registry, reg.dump(2) + "\n");
+    } catch (const Error& e) {
+      XT_FAIL(e.what() << "; the export into " << o.out << " was undone (its previous files are kept)");
+    }
   }
+  commit.keep();
+  std::printf("export | %s (step %d, %s) -> %s, layout %s\n", o.input.c_str(), st.meta.step, st.meta.model.describe().c_str(),
+              o.out.c_str(), layout_name(layout));
+  std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
+  if (!o.registry.empty())
+    std::printf("registry | %s: %s %s\n", o.registry.c_str(), o.name.c_str(), replaced ? "replaced" : "recorded");
   return 0;
 }
 

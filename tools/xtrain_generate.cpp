@@ -42,7 +42,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>; default: none)")
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt (default: none)")
       ("prompt-ids", po::value<std::string>(),
-       "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints; default: none)")
+       "the prompt as token ids in [0, vocabulary size), e.g. \"15496 11 995\" or \"15496,11,995\" (what xtrain_tokenize --print-ids prints; default: none)")
       ("max-new-tokens", po::value<int>()->default_value(64),
        "tokens to generate at most (generation also stops at the model's context length)")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
@@ -157,11 +157,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   std::vector<int32_t> prompt;
   std::string text;
   if (vm.count("prompt-ids")) {
-    prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids");
-    for (int32_t id : prompt)
-      if (id < 0 || id >= tok.vocab_size())
-        throw UsageError("--prompt-ids: " + std::to_string(id) + " is outside the vocabulary [0, " +
-                         std::to_string(tok.vocab_size()) + ")");
+    prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids", tok.vocab_size());
     text = tok.decode(prompt);
   } else {
     text = vm.count("prompt") ? vm["prompt"].as<std::string>() : read_file(vm["prompt-file"].as<std::string>());

@@ -35,7 +35,7 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
       ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache); a file already there must be a token cache")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
       ("decode", po::value<std::string>(),
-       "ids separated by spaces or commas; writes their bytes and a newline (default: none)");
+       "ids in [0, vocabulary size) separated by spaces or commas; writes their bytes and a newline (default: none)");
   return o;
 }
 
@@ -84,7 +84,7 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
     for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
     std::cout << "\n";
   } else if (vm.count("decode")) {
-    const std::string bytes = tok.decode(xtrain::parse_token_ids(vm["decode"].as<std::string>(), "--decode"));
+    const std::string bytes = tok.decode(xtrain::parse_token_ids(vm["decode"].as<std::string>(), "--decode", tok.vocab_size()));
     std::cout.write(bytes.data(), std::streamsize(bytes.size()));
     std::cout << "\n";
   } else {

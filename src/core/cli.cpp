@@ -8,6 +8,7 @@
 #include <sstream>
 #include <vector>
 
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
 
@@ -44,6 +45,27 @@ void keep_last(std::vector<po::option>& options) {
   }
   options = std::move(last);
 }
+
+// EchoedSubstitutions: reaches Boost's protected table of the values an error message quotes
+// (%value%, %option%, %original_token%...), so that each goes through echo_value: a 5 MB argument
+// or one holding a newline is shown short and on one line.
+struct EchoedSubstitutions : po::error_with_option_name {
+  static void apply(po::error_with_option_name& e) {
+    for (auto& [key, value] : e.*(&EchoedSubstitutions::m_substitutions)) value = echo_value(value);
+  }
+};
+
+// unexpected_word: Boost's "too many positional options" names no word: the message naming the first
+// word past what spec.positional takes (found by parsing again, every word kept).
+std::string unexpected_word(const CliSpec& spec, const po::options_description& all, int argc, const char* const argv[]) {
+  const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
+  const po::parsed_options parsed = po::command_line_parser(argc, argv).options(all).style(style).allow_unregistered().run();
+  const std::vector<std::string> words = po::collect_unrecognized(parsed.options, po::include_positional);
+  const unsigned takes = spec.positional.max_total_count();
+  if (words.size() <= takes) return "too many arguments that are not options";
+  return "unexpected argument '" + echo_value(words[takes]) + "' (" + spec.program +
+         (takes == 0 ? " takes no arguments other than options)" : " takes at most " + std::to_string(takes) + ")");
+}
 }  // namespace
 
 CliArgs parse_cli(const CliSpec& spec, int argc, const char* const argv[]) {
@@ -70,16 +92,24 @@ CliArgs parse_cli(const CliSpec& spec, int argc, const char* const argv[]) {
     keep_last(parsed.options);
     po::store(parsed, a.vm);
     po::notify(a.vm);
-  } catch (const po::error& e) {
+  } catch (const po::too_many_positional_options_error&) {
+    throw UsageError(unexpected_word(spec, all, argc, argv));
+  } catch (po::error_with_option_name& e) {
+    EchoedSubstitutions::apply(e);
     throw UsageError(e.what());
+  } catch (const po::error& e) {
+    throw UsageError(echo_value(e.what(), kCliMessageBytes));
   }
   return a;
 }
 
 CliFailure cli_failure(const std::exception& e) {
+  // The last guard of "one line": whatever a message quotes, it is printed without a line break and
+  // at most kCliMessageBytes long (the values in it were already cut by echo_value where they were quoted).
+  const std::string what = echo_value(e.what(), kCliMessageBytes);
   if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const po::error*>(&e))
-    return {kExitUsage, std::string("usage error: ") + e.what() + " (see --help)"};
-  return {kExitError, std::string("error: ") + e.what()};
+    return {kExitUsage, "usage error: " + what + " (see --help)"};
+  return {kExitError, "error: " + what};
 }
 
 int run_cli(const std::string& program, const std::function<int()>& body) {
@@ -98,7 +128,7 @@ uint64_t parse_seed(const std::string& text) {
   errno = 0;  // strtoull alone would take "-1" as 2^64-1: digits only
   const unsigned long long v = std::strtoull(text.c_str(), nullptr, 10);
   if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || errno == ERANGE)
-    throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + text + "'");
+    throw UsageError("--seed must be an integer in [0, 2^64-1], got '" + echo_value(text) + "'");
   return v;
 }
 

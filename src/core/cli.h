@@ -67,9 +67,13 @@ struct CliFailure {
   std::string message;  // "usage error: <what> (see --help)" or "error: <what>"
 };
 
+// kCliMessageBytes: the longest message cli_failure passes on (echo_value cuts a longer one).
+inline constexpr size_t kCliMessageBytes = 2000;
+
 // cli_failure: UsageError and boost::program_options::error -> kExitUsage, "usage error: ... (see
-// --help)"; any other std::exception -> kExitError, "error: ...". AgreedFailure is the caller's (its
-// message was printed already).
+// --help)"; any other std::exception -> kExitError, "error: ...". The message is one line: control
+// characters escaped and cut at kCliMessageBytes (echo_value, core/echo.h); the values Boost quotes
+// are cut to kEchoChars each. AgreedFailure is the caller's (its message was printed already).
 CliFailure cli_failure(const std::exception& e);
 
 // run_cli: the main of a single-process tool: returns body()'s code after flushing stdout (a lost

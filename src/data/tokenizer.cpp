@@ -13,8 +13,10 @@
 #include <nlohmann/json.hpp>
 
 #include "bpe.h"
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "data/tiktoken.h"
 
 namespace xtrain {
@@ -31,14 +33,7 @@ struct RawVocab {
   std::vector<std::pair<std::string, int32_t>> specials;      // literal content -> id
 };
 
-nlohmann::json parse_json_file(const std::string& path) {
-  const std::string text = read_file(path);
-  try {
-    return nlohmann::json::parse(text);
-  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range for a number overflow
-    XT_FAIL(path << ": bad JSON: " << e.what());
-  }
-}
+nlohmann::json parse_json_file(const std::string& path) { return read_json_file(path); }  // bounded (core/json.h)
 
 // id_value: a token id from a JSON file, range-checked before narrowing (a JSON integer can be any
 // 64-bit value; get<int32_t>() would wrap it).
@@ -46,7 +41,7 @@ int32_t id_value(const nlohmann::json& v, const std::string& where) {
   if (!v.is_number_integer()) XT_FAIL(where << " has a non-integer id");
   const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT32_MAX)
                                            : v.get<int64_t>() >= INT32_MIN && v.get<int64_t>() <= INT32_MAX;
-  if (!fits) XT_FAIL(where << " has id " << v.dump() << ", outside the 32-bit range of token ids");
+  if (!fits) XT_FAIL(where << " has id " << json_echo(v) << ", outside the 32-bit range of token ids");
   return v.get<int32_t>();
 }
 
@@ -57,7 +52,7 @@ int32_t id_value(const nlohmann::json& v, const std::string& where) {
 // Fields that only shape offsets or decoding (decoder, trim_offsets, "special") are accepted.
 void check_hf_fields(const nlohmann::json& root, const std::string& f) {
   auto refuse = [&](const std::string& field, const nlohmann::json& v, const char* why) {
-    XT_FAIL(f << ": " << field << " = " << v.dump() << " is not supported (" << why << ")");
+    XT_FAIL(f << ": " << echo_value(field) << " = " << json_echo(v) << " is not supported (" << why << ")");
   };
   auto only_keys = [&](const nlohmann::json& obj, const std::string& where, std::initializer_list<const char*> keys) {
     for (auto it = obj.begin(); it != obj.end(); ++it)
@@ -104,7 +99,7 @@ void read_vocab_object(const nlohmann::json& obj, const std::string& file, const
   if (!obj.is_object()) XT_FAIL(file << ": " << what << " is not a JSON object of token -> id");
   raw->vocab.reserve(obj.size());
   for (auto it = obj.begin(); it != obj.end(); ++it) {
-    raw->vocab.emplace_back(it.key(), id_value(it.value(), file + ": " + what + " entry \"" + it.key() + "\""));
+    raw->vocab.emplace_back(it.key(), id_value(it.value(), file + ": " + what + " entry \"" + echo_value(it.key()) + "\""));
   }
 }
 
@@ -158,7 +153,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   for (const auto* list : {&raw.vocab, &raw.specials})
     for (const auto& [s, id] : *list) {
       if (id < 0 || id >= entries)
-        XT_FAIL(f << ": token \"" << s << "\" has id " << id << ", outside 0.." << entries - 1
+        XT_FAIL(f << ": token \"" << echo_value(s) << "\" has id " << id << ", outside 0.." << entries - 1
                   << " (ids must be dense)");
       vocab_size = std::max(vocab_size, id + 1);
     }
@@ -167,7 +162,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
   std::unordered_map<std::string, int32_t> id_of;  // token text -> id (for merges)
   id_of.reserve(raw.vocab.size());
   auto define = [&](int32_t id, std::string bytes, const std::string& text) {
-    if (id < 0) XT_FAIL(f << ": token \"" << text << "\" has negative id " << id);
+    if (id < 0) XT_FAIL(f << ": token \"" << echo_value(text) << "\" has negative id " << id);
     if (seen[size_t(id)] && impl->token_bytes[size_t(id)] != bytes)
       XT_FAIL(f << ": id " << id << " is given to two different tokens");
     seen[size_t(id)] = true;
@@ -178,10 +173,10 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
     if (special_of.count(text)) {
       bytes = text;  // special tokens are literal text, not written in the byte alphabet
     } else if (!bpe::token_text_to_bytes(text, &bytes)) {
-      XT_FAIL(f << ": token \"" << text << "\" (id " << id << ") is not in GPT-2's byte alphabet");
+      XT_FAIL(f << ": token \"" << echo_value(text) << "\" (id " << id << ") is not in GPT-2's byte alphabet");
     }
     define(id, std::move(bytes), text);
-    if (!id_of.emplace(text, id).second) XT_FAIL(f << ": token \"" << text << "\" appears twice");
+    if (!id_of.emplace(text, id).second) XT_FAIL(f << ": token \"" << echo_value(text) << "\" appears twice");
   }
   for (const auto& [text, id] : raw.specials) {
     define(id, text, text);
@@ -206,8 +201,8 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
     auto lookup = [&](const std::string& t, const char* role) {
       auto it = id_of.find(t);
       if (it == id_of.end())
-        XT_FAIL(raw.merge_where[i] << ": merge \"" << a << " " << b << "\" references unknown "
-                  << role << " token \"" << t << "\"");
+        XT_FAIL(raw.merge_where[i] << ": merge \"" << echo_value(a) << " " << echo_value(b) << "\" references unknown "
+                  << role << " token \"" << echo_value(t) << "\"");
       return it->second;
     };
     impl->merges.push_back({lookup(a, "left"), lookup(b, "right"), lookup(a + b, "merged")});
@@ -346,7 +341,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
     if (line.empty() || (line_no == 1 && line.substr(0, 8) == "#version")) continue;
     const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != line.npos)
-      XT_FAIL(vocab_bpe << ":" << line_no << ": expected a merge \"left right\", got \"" << line << "\"");
+      XT_FAIL(vocab_bpe << ":" << line_no << ": expected a merge \"left right\", got \"" << echo_value(line) << "\"");
     raw.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
     raw.merge_where.push_back(vocab_bpe + ":" + std::to_string(line_no));
   }
@@ -371,7 +366,7 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
     XT_FAIL(f << ": no \"model\" object (not a Hugging Face tokenizer.json?)");
   const auto& model = root["model"];
   if (model.contains("type") && model["type"] != "BPE")
-    XT_FAIL(f << ": model.type is " << model["type"].dump() << ", expected \"BPE\"");
+    XT_FAIL(f << ": model.type is " << json_echo(model["type"]) << ", expected \"BPE\"");
   if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
     XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
   check_hf_fields(root, f);
@@ -384,12 +379,12 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
       const std::string s = m.get<std::string>();
       const size_t sp = s.find(' ');
       if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        XT_FAIL(where << " \"" << s << "\" is not \"left right\"");
+        XT_FAIL(where << " \"" << echo_value(s) << "\" is not \"left right\"");
       raw.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
     } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
       raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
     } else {
-      XT_FAIL(where << " is neither \"left right\" nor [left, right]: " << m.dump());
+      XT_FAIL(where << " is neither \"left right\" nor [left, right]: " << json_echo(m));
     }
     raw.merge_where.push_back(where);
   }
@@ -397,8 +392,8 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
     for (const auto& t : root["added_tokens"]) {
       if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
           !t["content"].is_string())
-        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << t.dump());
-      raw.specials.emplace_back(t["content"].get<std::string>(), id_value(t["id"], f + ": added_tokens entry " + t["content"].dump()));
+        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
+      raw.specials.emplace_back(t["content"].get<std::string>(), id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"])));
     }
   }
   return Tokenizer(Impl::build(raw));
@@ -453,24 +448,36 @@ void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json
     throw UsageError("give either --tokenizer-json or --encoder-json/--vocab-bpe, not both");
 }
 
-std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what) {
-  std::string t = s;
-  for (char& c : t)
-    if (c == ',') c = ' ';
-  std::istringstream in(t);
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what, int vocab_size) {
   std::vector<int32_t> ids;
-  std::string word;
-  while (in >> word) {
-    size_t used = 0;
-    long long v = 0;
-    try {
-      v = std::stoll(word, &used);
-    } catch (const std::exception&) {
-      used = 0;
+  // Comma-separated fields (one field when there is no comma), each one or more whitespace-separated
+  // words: an empty field ("1,,2", "1,2,") is a typo that would otherwise drop an id silently.
+  size_t begin = 0;
+  const bool commas = s.find(',') != std::string::npos;
+  while (true) {
+    const size_t comma = s.find(',', begin);
+    std::istringstream in(s.substr(begin, comma == std::string::npos ? std::string::npos : comma - begin));
+    std::string word;
+    bool any = false;
+    while (in >> word) {
+      any = true;
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(word, &used);
+      } catch (const std::exception&) {
+        used = 0;
+      }
+      if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
+        throw UsageError(what + ": \"" + echo_value(word) + "\" is not an integer id");
+      if (v < 0 || v >= vocab_size)
+        throw UsageError(what + ": " + std::to_string(v) + " is outside the vocabulary [0, " + std::to_string(vocab_size) + ")");
+      ids.push_back(int32_t(v));
     }
-    if (used != word.size() || v < INT32_MIN || v > INT32_MAX)
-      throw UsageError(what + ": \"" + word + "\" is not an integer id");
-    ids.push_back(int32_t(v));
+    if (commas && !any)
+      throw UsageError(what + ": an empty id between commas in \"" + echo_value(s) + "\"");
+    if (comma == std::string::npos) break;
+    begin = comma + 1;
   }
   return ids;
 }

@@ -67,9 +67,11 @@ class Tokenizer {
 // explicitly as well is a UsageError (a file named on the command line is never silently ignored).
 void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given);
 
-// parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes).
-// Throws UsageError "<what>: "<word>" is not an integer id" for anything else.
-std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what);
+// parse_token_ids: "15496 11 995" or "15496,11,995" -> ids (the form xtrain_tokenize --print-ids writes),
+// each in [0, vocab_size). Throws UsageError "<what>: "<word>" is not an integer id", "<what>: <id> is
+// outside the vocabulary [0, V)" or, for an empty field between commas ("1,,2", "1,"), "<what>: an
+// empty id between commas in "<s>"".
+std::vector<int32_t> parse_token_ids(const std::string& s, const std::string& what, int vocab_size);
 
 // load_tokenizer: picks the format from the arguments: tokenizer_json non-empty -> HF file,
 // otherwise encoder_json + vocab_bpe. Throws UsageError when neither is given.

@@ -18,6 +18,7 @@
 #include "core/progress.h"
 #include "data/tokenizer.h"
 #include "serve/export_layout.h"
+#include "model/param_check.h"
 
 namespace xtrain {
 
@@ -101,6 +102,9 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                         const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
+  if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
+    XT_FAIL("the weights are not finite: " << bad << "; not exporting");
   const Tokenizer tok = Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
   if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
     XT_FAIL("tokenizer " << encoder_json << " + " << vocab_bpe << " is not the one the model was trained with (fingerprints differ)");
@@ -117,32 +121,6 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
   files[kVocabFile] = read_file(encoder_json);
   files[kMergesFile] = read_file(vocab_bpe);
   return files;
-}
-
-void write_export(const std::string& dir, const ExportFiles& files) {
-  // The directory is reached and created as any output (open_output_directory: never through another
-  // user's symlink), and every later step is relative to it.
-  const OutputLocation out = open_output_directory(dir, "--out", /*create=*/true);
-  auto path_of = [&](const std::string& name) { return (std::filesystem::path(dir) / name).string(); };
-  // Never through a symlink planted in dir: write_file_atomic would replace the file it names.
-  for (const auto& [name, bytes] : files) {
-    struct stat st{};
-    if (::fstatat(out.dir_fd, name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISLNK(st.st_mode))
-      XT_FAIL(path_of(name) << ": is a symlink; not writing through it");
-  }
-  // The old model file goes first and the new one comes last: an interrupted re-export leaves a directory
-  // without model.safetensors (a clear load error), never new companions next to the old model.
-  if (::unlinkat(out.dir_fd, kModelFile, 0) != 0 && errno != ENOENT)
-    XT_FAIL(path_of(kModelFile) << ": cannot remove the old model: " << std::strerror(errno));
-  for (const auto& [name, bytes] : files)
-    if (name != kModelFile) write_file_atomic(out.in(name), path_of(name), bytes);
-  auto it = files.find(kModelFile);
-  if (it != files.end()) {  // the one large file: progress lines from kLongWorkBytes (progress.h)
-    const std::string path = path_of(kModelFile);
-    Progress progress("write " + path, it->second.size(), 0, long_work_options());
-    write_file_atomic(out.in(kModelFile), path, it->second, "cannot write", [&](size_t done) { progress.update(done); });
-    progress.finish();
-  }
 }
 
 }  // namespace xtrain

@@ -11,9 +11,12 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "core/io.h"
+#include "core/lock.h"
 #include "model/model.h"
 #include "serve/safetensors.h"
 
@@ -81,11 +84,33 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
                         const std::string& encoder_json, const std::string& vocab_bpe,
                         uint64_t tokenizer_fingerprint = 0);
 
-// write_export: writes every file atomically (io.h) into dir (created if absent): first removes an old
-// model.safetensors, then writes the companions, model.safetensors last, so an interrupted re-export
-// leaves no mix of old and new files. A model file of kLongWorkBytes or more gets progress lines
-// (progress.h). Throws Error "<path>: <cause>" for an unwritable directory or an output name in dir
-// that is a symlink (refused before anything is written).
+// ExportCommit: replaces the files of a model directory all together or not at all. The constructor
+// opens dir (created if absent; never through another user's symlink, open_output_directory), takes
+// an exclusive lock on dir/.xtrain-export.lock (DirLock: waited for with a line, at most 600 s),
+// writes every file completely under a staging name (.xtrain-export.new.<name>, each atomically),
+// keeps the previous files as hard links (.xtrain-export.prev.<name>) and renames the new files into
+// place. Until keep(), the destructor undoes it: the previous files return (a name that had none is
+// removed), so a caller whose next step fails (the registry update) leaves the directory as it was.
+// Throws Error "<path>: <cause>" (nothing changed in dir then) for an unwritable directory, a full
+// disk or a file size limit, an output name that is a symlink or not a regular file (refused before
+// anything is written). A model file of kLongWorkBytes or more gets progress lines (progress.h).
+class ExportCommit {
+ public:
+  ExportCommit(const std::string& dir, const ExportFiles& files);
+  ~ExportCommit();  // undo() unless keep() was called; the lock is released after it
+  ExportCommit(const ExportCommit&) = delete;
+  ExportCommit& operator=(const ExportCommit&) = delete;
+  void keep();  // the new files stay; the backups are removed
+
+ private:
+  void undo() noexcept;
+  OutputLocation out_;
+  std::string dir_;
+  std::unique_ptr<DirLock> lock_;
+  std::vector<std::string> staged_, backed_up_, renamed_;  // file names in dir
+};
+
+// write_export: ExportCommit(dir, files).keep(): the files of an export, all or nothing.
 void write_export(const std::string& dir, const ExportFiles& files);
 
 }  // namespace xtrain

@@ -1,14 +1,20 @@
 // Reading model directories (src/serve/export.h): config.json -> GPTConfig, model.safetensors
 // -> xtrain's flat parameter buffer, through the same layout table the exporter writes with.
+#include <sys/stat.h>
+
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
 
+#include "core/echo.h"
 #include "core/error.h"
+#include "core/host_memory.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "export_layout.h"
+#include "model/param_check.h"
 
 namespace xtrain {
 
@@ -33,7 +39,7 @@ namespace {
 GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
   const std::string type = j.value("model_type", "");
   if (type != "gpt2" && type != kXtrainModelType)
-    XT_FAIL(path << ": model_type \"" << type << "\" is neither gpt2 nor " << kXtrainModelType);
+    XT_FAIL(path << ": model_type \"" << echo_value(type) << "\" is neither gpt2 nor " << kXtrainModelType);
   const ModelLayout layout = type == "gpt2" ? ModelLayout::Hf : ModelLayout::Xtrain;
   // size: a positive integer field (bounded like the command-line sizes, far from int overflow)
   auto size = [&](const char* key, long long fallback) -> int {
@@ -42,7 +48,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
       XT_FAIL(path << ": missing " << key);
     }
     if (!j[key].is_number_integer() || j[key].get<long long>() <= 0 || j[key].get<long long>() > (1 << 20))
-      XT_FAIL(path << ": " << key << " must be an integer in [1, 1048576], found " << j[key].dump());
+      XT_FAIL(path << ": " << key << " must be an integer in [1, 1048576], found " << json_echo(j[key]));
     return j[key].get<int>();
   };
   GPTConfig c;
@@ -58,7 +64,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
   // Variants of GPT-2 that xtrain does not compute (transformers' GPT2Config fields and defaults).
   const std::string act = j.value("activation_function", "gelu_new");
   if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    XT_FAIL(path << ": activation_function " << act << " is not supported (xtrain computes the tanh GELU, gelu_new)");
+    XT_FAIL(path << ": activation_function " << echo_value(act) << " is not supported (xtrain computes the tanh GELU, gelu_new)");
   const double eps = j.value("layer_norm_epsilon", 1e-5);
   if (std::fabs(eps - 1e-5) > 1e-12) XT_FAIL(path << ": layer_norm_epsilon " << eps << " is not supported (xtrain uses 1e-5)");
   if (!j.value("tie_word_embeddings", true)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
@@ -76,12 +82,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
 
 GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
   const std::string path = (fs::path(dir) / kConfigFile).string();
-  json j;
-  try {
-    j = json::parse(read_file(path));
-  } catch (const json::exception& e) {
-    XT_FAIL(path << ": not valid JSON (" << e.what() << ")");
-  }
+  const json j = read_json_file(path);  // bounded in size and depth (core/json.h)
   if (!j.is_object()) XT_FAIL(path << ": not a JSON object");
   try {
     return config_from_json(j, path, layout_out);
@@ -93,8 +94,18 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
 ModelDir load_model_dir(const std::string& dir) {
   ModelDir m;
   m.cfg = read_model_config(dir, &m.layout);
-  const SafeTensors st = SafeTensors::read((fs::path(dir) / kModelFile).string());
+  const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
+  // What config.json and the file ask for, against the host's memory before any of it is taken: the
+  // file's bytes, the parameter buffer and one widened tensor (at most the buffer) at a time.
+  struct stat fst{};
+  const double param_bytes = 4.0 * double(pl.back().offset + pl.back().count);
+  const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + 2 * param_bytes;
+  const double avail = double(available_host_memory_bytes());
+  if (avail > 0 && need > avail)
+    XT_FAIL(dir << ": loading the model needs " << need / 1e9 << " GB of host memory (config.json: " << m.cfg.describe()
+                << "; " << kModelFile << " and the parameters), " << avail / 1e9 << " GB are available");
+  const SafeTensors st = SafeTensors::read(model_path);
   m.params.assign(pl.back().offset + pl.back().count, 0.0f);
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const StEntry* {
@@ -135,6 +146,9 @@ ModelDir load_model_dir(const std::string& dir) {
     XT_FAIL("safetensors " << st.label() << ": unexpected tensor " << e.name << " (not part of a " << layout_name(m.layout)
                            << "-layout model with " << m.cfg.describe() << ")");
   }
+  // the impossible value (model/param_check.h): refused here, not as a sampler check or a NaN loss later
+  if (const std::string bad = non_finite_param(m.cfg, m.params); !bad.empty())
+    XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
   const fs::path vocab = fs::path(dir) / kVocabFile, merges = fs::path(dir) / kMergesFile;
   if (fs::is_regular_file(vocab) && fs::is_regular_file(merges)) m.vocab_json = vocab.string(), m.merges_txt = merges.string();
   return m;

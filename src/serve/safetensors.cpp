@@ -5,12 +5,15 @@
 
 #include <algorithm>
 #include <cstring>
+#include <unistd.h>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 
 #include "core/error.h"
+#include "core/echo.h"
 #include "core/io.h"
+#include "core/json.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader copies it as host floats"
@@ -56,6 +59,39 @@ float half_to_float(uint16_t h) {
 }
 }  // namespace
 
+namespace {
+// check_size_before_reading: a file longer than its header describes (8 + header + the end of the
+// last tensor) is refused from the header alone, so gigabytes behind a small header are never read.
+// Every other malformation (a shorter file, a bad entry) is left to parse(), which names it.
+void check_size_before_reading(const std::string& path) {
+  RegularFile f = open_regular_file(path, "cannot read " + path);
+  const uint64_t size = static_cast<uint64_t>(f.st.st_size);
+  uint64_t n = 0;
+  if (size < 8 || ::pread(f.fd.get(), &n, 8, 0) != 8 || n > kMaxHeaderBytes || n > size - 8) return;  // parse() names it
+  std::string header(n, '\0');
+  if (::pread(f.fd.get(), header.data(), n, 8) != static_cast<ssize_t>(n)) return;
+  uint64_t end = 0;
+  try {
+    const json h = parse_json(header, "safetensors " + path + ": header");
+    if (!h.is_object()) return;
+    for (auto it = h.begin(); it != h.end(); ++it) {
+      const json& v = it.value();
+      if (it.key() == "__metadata__") continue;
+      if (!v.is_object() || !v.contains("data_offsets")) return;
+      const json& off = v["data_offsets"];
+      if (!off.is_array() || off.size() != 2 || !off[1].is_number_unsigned()) return;
+      end = std::max(end, off[1].get<uint64_t>());
+    }
+  } catch (const Error&) {
+    return;  // parse() gives the same error once the file is read (a header is at most 100 MB)
+  }
+  if (size - 8 - n > end)
+    XT_FAIL("safetensors " << path << ": " << size - 8 - n - end << " trailing bytes: the file has " << size
+                           << " bytes, its header describes " << 8 + n + end << " (8 + a header of " << n
+                           << " + tensor data of " << end << "); not reading it");
+}
+}  // namespace
+
 size_t StEntry::count() const {
   size_t n = 1;
   for (int64_t d : shape) n *= static_cast<size_t>(d);
@@ -65,9 +101,12 @@ size_t StEntry::count() const {
 SafeTensors SafeTensors::read(const std::string& path) {
   std::string bytes;
   try {
+    check_size_before_reading(path);
     bytes = read_file(path);
   } catch (const Error& e) {
-    XT_FAIL("safetensors " << e.what());
+    const std::string what = e.what();
+    if (what.rfind("safetensors ", 0) == 0) throw;
+    XT_FAIL("safetensors " << what);
   }
   return parse(std::move(bytes), path);
 }
@@ -99,15 +138,10 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     else if (ev == json::parse_event_t::key && !open.empty() && !open.back().insert(parsed.get<std::string>()).second &&
              duplicate.empty())
       duplicate = parsed.get<std::string>();
-    return true;
   };
-  json h;
-  try {
-    h = json::parse(b.begin() + 8, b.begin() + 8 + static_cast<std::ptrdiff_t>(n), cb);
-  } catch (const json::exception& e) {
-    fail(std::string("header is not valid JSON (") + e.what() + ")");
-  }
-  if (!duplicate.empty()) fail("duplicate name \"" + duplicate + "\" in the header");
+  // bounded in depth (core/json.h): a deep header cannot overflow the stack of a later copy or dump
+  const json h = parse_json(std::string_view(b.data() + 8, n), "safetensors " + label + ": header", cb);
+  if (!duplicate.empty()) fail("duplicate name \"" + echo_value(duplicate) + "\" in the header");
   if (!h.is_object()) fail("header is not a JSON object");
   const size_t last = b.find_last_not_of(' ', 8 + n - 1);
   if (last == std::string::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
@@ -118,15 +152,15 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     if (name == "__metadata__") {
       if (!v.is_object()) fail("__metadata__ is not an object");
       for (auto m = v.begin(); m != v.end(); ++m) {
-        if (!m.value().is_string()) fail("__metadata__ value of \"" + m.key() + "\" is not a string");
+        if (!m.value().is_string()) fail("__metadata__ value of \"" + echo_value(m.key()) + "\" is not a string");
         st.metadata_[m.key()] = m.value().get<std::string>();
       }
       continue;
     }
-    const std::string where = "tensor \"" + name + "\": ";
+    const std::string where = "tensor \"" + echo_value(name) + "\": ";
     if (!v.is_object()) fail(where + "entry is not an object");
     for (auto f = v.begin(); f != v.end(); ++f)
-      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(where + "unknown field \"" + f.key() + "\"");
+      if (f.key() != "dtype" && f.key() != "shape" && f.key() != "data_offsets") fail(where + "unknown field \"" + echo_value(f.key()) + "\"");
     if (!v.contains("dtype") || !v.contains("shape") || !v.contains("data_offsets"))
       fail(where + "needs dtype, shape and data_offsets");
     StEntry e;
@@ -134,7 +168,7 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
     if (!v["dtype"].is_string()) fail(where + "dtype is not a string");
     e.dtype = v["dtype"].get<std::string>();
     const size_t esize = dtype_bytes(e.dtype);
-    if (esize == 0) fail(where + "unknown dtype \"" + e.dtype + "\"");
+    if (esize == 0) fail(where + "unknown dtype \"" + echo_value(e.dtype) + "\"");
     if (!v["shape"].is_array()) fail(where + "shape is not an array");
     size_t count = 1;
     for (const json& d : v["shape"]) {

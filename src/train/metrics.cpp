@@ -14,6 +14,7 @@
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
 #include "core/progress.h"
 
 namespace xtrain {
@@ -31,9 +32,15 @@ void keep_metrics_upto(const std::string& path, int step) {
   std::ostringstream kept;
   int dropped = 0;
   for (std::string line; std::getline(in, line);) {
-    const nlohmann::json r = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+    nlohmann::json r;
+    bool broken = false;
+    try {
+      r = parse_json(line, path);  // bounded in depth (core/json.h)
+    } catch (const Error&) {
+      broken = true;
+    }
     const bool later = r.is_object() && r.contains("step") && r["step"].is_number_integer() && r["step"].get<int>() > step;
-    if (r.is_discarded() || later) {
+    if (broken || later) {
       ++dropped;
     } else {
       kept << line << '\n';

@@ -139,7 +139,7 @@ hf="${XTRAIN_SHARED_DATA:-}/gpt2/tokenizer.json"
 json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/prefix.json"
 snapshot() { (cd "$WORK" && find . -type f ! -name out ! -name err -print0 | sort -z | xargs -0 md5sum); }
 before=$(snapshot)
-expect "JSON number overflow" 1 "overflow.json: bad JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
+expect "JSON number overflow" 1 "overflow.json: not valid JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
 expect "empty vocab.bpe" 1 "empty.bpe: 0 merges, but .* tokens that only merges make" 2 "${OK[@]}" --vocab-bpe "$WORK/empty.bpe"
 expect "--data is a symlink loop" 1 "loop1.*symbolic links" 2 "${OK[@]}" --data "$WORK/loop1" --no-cache
 expect "--resume is a symlink loop" 1 "--resume .*loop1: Too many levels of symbolic links" 2 "${OK[@]}" --resume "$WORK/loop1"

@@ -83,6 +83,9 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --top-p 0
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --bogus
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids -1
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1,,2"
+grep -q -- '--prompt-ids: an empty id between commas in "1,,2"' "$tmp/err" || fail "--prompt-ids 1,,2: $(cat "$tmp/err")"
 expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
 expect_rc 1 --model "$tmp/missing_dir" --prompt x
 # --model DIR with one tokenizer file given: the other is DIR's (vocab.json, merges.txt), as --help says,

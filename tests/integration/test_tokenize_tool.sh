@@ -74,4 +74,14 @@ expect_out 1 "--output .*nodir/x.tok: directory .*nodir does not exist" "--outpu
   && "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/ref.tokcache" > /dev/null 2>&1 \
   && [[ $(stat -c %s "$work/in.txt.tokcache") -eq $(stat -c %s "$work/ref.tokcache") ]] && echo "ok   a damaged token cache is replaced" \
   || { echo "FAIL a damaged token cache as --output was not replaced"; fails=$((fails+1)); }
+# --decode ids outside [0, V) or an empty id between commas: one usage error line (exit 2), as
+# xtrain_generate --prompt-ids; -5 would otherwise decode as a runtime error (exit 1)
+for c in "-5|--decode: -5 is outside the vocabulary \[0, 50257)" "50257|--decode: 50257 is outside the vocabulary" \
+         "1,,2|--decode: an empty id between commas in \"1,,2\"" "1,2,|--decode: an empty id between commas"; do
+  ids=${c%%|*}
+  expect_out 2 "^xtrain_tokenize: usage error: ${c#*|}" "--decode '$ids'" "${TOK[@]}" --decode "$ids"
+  [[ $(wc -l < "$work/err") -eq 1 ]] || { echo "FAIL --decode '$ids': not one line"; fails=$((fails+1)); }
+done
+[[ $("$TOOL" "${TOK[@]}" --decode "15496, 11,995") == "Hello, world" ]] && echo "ok   --decode '15496, 11,995'" \
+  || { echo "FAIL --decode '15496, 11,995'"; fails=$((fails+1)); }
 [[ $fails -eq 0 ]]

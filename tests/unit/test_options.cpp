@@ -84,7 +84,7 @@ TEST_CASE("option parsing: unknown, abbreviated, stray and malformed words") {
   const Run run;
   usage_error(run, {"--bogus", "1"}, "usage error: .*--bogus", 2);
   usage_error(run, {"--steps", "many"}, "usage error: .*steps", 2);
-  usage_error(run, {"extra_word"}, "usage error", 2);
+  usage_error(run, {"extra_word"}, "usage error: unexpected argument 'extra_word'", 2);
   usage_error(run, {"--ste", "5"}, "usage error: .*--ste", 2);
   usage_error(run, {"--seed", "-1"}, R"(--seed must be an integer in \[0, 2\^64-1\], got '-1')", 2);
   usage_error(run, {"--seed", "18446744073709551616"}, "--seed must be an integer", 2);

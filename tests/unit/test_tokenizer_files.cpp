@@ -127,7 +127,7 @@ TEST_CASE("loader errors name the file and the cause") {
 
   write_file(d.file("bad.json"), "{\"a\": 1,");
   e = error_of([&] { Tokenizer::from_gpt2_files(d.file("bad.json"), bpe_file); });
-  CHECK(e.find(d.file("bad.json") + ": bad JSON") != std::string::npos);
+  CHECK(e.find(d.file("bad.json") + ": not valid JSON") != std::string::npos);
 
   write_file(d.file("unknown.bpe"), "#version: 0.2\nb c\nzz c\n");
   e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("unknown.bpe")); });
@@ -241,7 +241,7 @@ TEST_CASE("numbers and truncation in tokenizer files are checked") {
   // a number too large for any JSON integer type: the file is named
   write_file(d.file("overflow.json"), "{\"a\": 1e999}");
   e = error_of([&] { Tokenizer::from_gpt2_files(d.file("overflow.json"), d.file("vocab.bpe")); });
-  CHECK(e.find(d.file("overflow.json") + ": bad JSON") == 0);
+  CHECK(e.find(d.file("overflow.json") + ": not valid JSON") == 0);
   // an empty or cut vocab.bpe would train silently with fewer merges
   write_file(d.file("empty.bpe"), "");
   e = error_of([&] { Tokenizer::from_gpt2_files(enc, d.file("empty.bpe")); });

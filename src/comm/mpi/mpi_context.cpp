@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "comm/mpi/comm_mpi_host.h"
+#include "comm/mpi/startup_watchdog.h"
 #include "core/error.h"
 
 namespace xtrain {
@@ -34,6 +35,9 @@ int env_int(const char* name, int fallback) {
 }  // namespace
 
 MpiContext::MpiContext(int* argc, char*** argv) {
+  // MPI_Init_thread and the split have no bounded form: a watchdog, armed first, ends this rank with
+  // one line when they take longer than --comm-timeout (a peer stopped or unreachable in them).
+  StartupWatchdog watchdog(startup_deadline_s(*argc, *argv));
   int provided = 0;
   // FUNNELED: only the main thread calls MPI (OpenBLAS/CUDA threads never do).
   MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
@@ -54,6 +58,7 @@ MpiContext::MpiContext(int* argc, char*** argv) {
   int len = 0;
   XT_MPI_CHECK(MPI_Get_processor_name(name, &len));
   host_.assign(name, len);
+  watchdog.disarm();
 }
 
 MpiContext::~MpiContext() {

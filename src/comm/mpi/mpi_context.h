@@ -18,8 +18,9 @@ namespace xtrain {
 // comm_timeout_s (set_comm_timeout; run_training sets --comm-timeout before the first one) and then
 // throws Error naming the rank, host and "start-up" operation. Long local work between them (rank 0
 // tokenizing a corpus) runs under agree_while_working (agree.h), which keeps meeting the other ranks
-// at least once a second, so the deadline never has to cover it. Only MPI_Init and the shared-memory split in
-// the constructor block without a deadline (MPI offers no bounded form of them).
+// at least once a second, so the deadline never has to cover it. MPI_Init and the shared-memory split in
+// the constructor have no bounded form: a StartupWatchdog (startup_watchdog.h) armed before them with the
+// --comm-timeout found on argv ends the rank with one line, exit 1, when they take longer.
 class MpiContext final : public HostCollectives {
  public:
   // Calls MPI_Init (or MPI_Init_thread(FUNNELED)); MPI errors return codes (MPI_ERRORS_RETURN) so

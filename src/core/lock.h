@@ -1,0 +1,27 @@
+// DirLock: an exclusive advisory lock (flock) on a lock file, waited for with one line saying so and
+// at most a bound, never a silent hang. Serialises writers of one registry, or of one export directory.
+#pragma once
+
+#include <string>
+
+namespace xtrain {
+
+class DirLock {
+ public:
+  // Opens (creating, mode 0666 minus the umask, never through a symlink: O_NOFOLLOW) the file `name`
+  // in the directory dir_fd and takes an exclusive flock on it, polling every 0.1 s. After 1 s of
+  // waiting, prints "<program>: waiting for <what> <path> (<holder>)" once on stderr. Throws Error
+  // "<what> <path>: <strerror>" when the file cannot be opened or locked, and "<what> <path>: held by
+  // another process for <max_wait_s> s (<holder>; remove the lock file if none runs)" after max_wait_s.
+  // path names the lock file in messages.
+  DirLock(int dir_fd, const std::string& name, const std::string& path, const std::string& what,
+          const std::string& program, const std::string& holder, double max_wait_s = 600);
+  ~DirLock();  // closing releases the flock (never throws)
+  DirLock(const DirLock&) = delete;
+  DirLock& operator=(const DirLock&) = delete;
+
+ private:
+  int fd_ = -1;
+};
+
+}  // namespace xtrain

@@ -1,0 +1,17 @@
+// The one impossible-value check of weights read from a file (an export, a model directory): every
+// parameter finite. A checksum proves bytes are those written, not that the writer's values were sane;
+// a NaN weight would otherwise surface later as an internal check in the sampler or a NaN loss.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "model/model.h"
+
+namespace xtrain {
+
+// non_finite_param: "" when every value of params (param_layout(cfg) order, num_params floats) is
+// finite, else which is not: "tensor <name> element <i> is <value>" (the first one, buffer order).
+std::string non_finite_param(const GPTConfig& cfg, const std::vector<float>& params);
+
+}  // namespace xtrain
