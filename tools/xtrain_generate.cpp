@@ -44,7 +44,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("prompt-ids", po::value<std::string>(),
        "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints; default: none)")
       ("max-new-tokens", po::value<int>()->default_value(64),
-       "tokens to generate at most (generation also stops at the model's context length)")
+       "tokens to generate at most; past the model's context length each token is sampled from the last maxT tokens (the context cropped, as nanoGPT does)")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
       ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
       ("top-p", po::value<float>()->default_value(1.0f),
@@ -216,7 +216,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     }
   }
   flush_stdout();  // a lost text is exit 1 with one line, before the summary lines
-  if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
+  if (st.context_crops > 0)
+    std::fprintf(stderr, "%d tokens past the model's context of %d: each sampled from the last %d tokens\n",
+                 st.context_crops, lm.config.maxT, lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
   const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
   std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s%s)\n",
