@@ -29,7 +29,7 @@ using namespace xtrain;
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
+    "Usage: xtrain_generate (--ckpt FILE | --model DIR) [--prompt TEXT | --prompt-file FILE | --prompt-ids IDS]\n"
     "                       [options]\n"
     "Samples text from a trained GPT with a KV cache.";
 
@@ -39,7 +39,7 @@ po::options_description make_options(TokenizerFiles& files) {
   o.add_options()
       ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt; default: none)")
       ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out; default: none)")
-      ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>; default: none)")
+      ("prompt", po::value<std::string>(), "prompt text (default, and empty: start from <|endoftext|>, GPT-2's unconditional start)")
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt (default: none)")
       ("prompt-ids", po::value<std::string>(),
        "the prompt as token ids, e.g. \"15496 11 995\" (what xtrain_tokenize --print-ids prints; default: none)")
@@ -130,8 +130,8 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
 
 int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
-  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") != 1)
-    throw UsageError("give exactly one of --prompt, --prompt-file, --prompt-ids");
+  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") > 1)
+    throw UsageError("give at most one of --prompt, --prompt-file, --prompt-ids");
   GenerateOptions opts;
   opts.max_new_tokens = vm["max-new-tokens"].as<int>();
   if (opts.max_new_tokens < 0) throw UsageError("--max-new-tokens must be >= 0");
@@ -162,7 +162,10 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                          std::to_string(tok.vocab_size()) + ")");
     text = tok.decode(prompt);
   } else {
-    text = vm.count("prompt") ? vm["prompt"].as<std::string>() : read_file(vm["prompt-file"].as<std::string>());
+    // none given: the empty prompt (GPT-2's unconditional start below)
+    text = vm.count("prompt")        ? vm["prompt"].as<std::string>()
+           : vm.count("prompt-file") ? read_file(vm["prompt-file"].as<std::string>())
+                                     : std::string();
     prompt = tok.encode(text);
   }
   if (prompt.empty()) {

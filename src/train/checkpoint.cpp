@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iomanip>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -73,13 +74,18 @@ T field_value(const CheckpointMeta& m, const MetaField& f) {
   std::memcpy(&x, field_bytes(m, f), sizeof(T));
   return x;
 }
-// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901").
+// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901"); the hashes (data hash,
+// tokenizer fingerprint) as 16 hex digits, as the export registry and the run summary print them.
 std::string field_text(const CheckpointMeta& m, const MetaField& f) {
   std::ostringstream os;
+  const bool hash = f.offset == offsetof(CheckpointMeta, data_hash) || f.offset == offsetof(CheckpointMeta, tokenizer_fingerprint);
   switch (f.type) {
     case MetaType::i32: os << field_value<int32_t>(m, f); break;
     case MetaType::f32: os << field_value<float>(m, f); break;
-    case MetaType::u64: os << field_value<uint64_t>(m, f); break;
+    case MetaType::u64:
+      if (hash) os << std::hex << std::setw(16) << std::setfill('0');
+      os << field_value<uint64_t>(m, f);
+      break;
   }
   return os.str();
 }
