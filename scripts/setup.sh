@@ -1,14 +1,20 @@
 #!/usr/bin/env bash
-# scripts/setup.sh — make a Debian 12 machine ready for xtrain: install the Debian packages, fetch the
-# default data into data/ (git-ignored), configure and build into build/. Every step checks before it
-# acts, so a second run takes seconds. docs/dependencies.md says what each dependency is for.
+# scripts/setup.sh — make a Debian 12 machine ready for xtrain in two layers: by default the Debian
+# packages that training and the tools need, the default data in data/ (git-ignored) and the programs
+# in build/ (`programs` target); --tests adds the test extras (Slurm, munge, clang, matplotlib, ...) and
+# builds everything. Every step checks before it acts, so a second run takes seconds.
 #
-# Usage: scripts/setup.sh [--no-apt] [--no-build] [--tokenizers]
+# Usage: scripts/setup.sh [--tests] [--no-apt] [--no-build] [--tokenizers]
+#   --tests       also install the test extras, fetch the tokenizer rank files (as --tokenizers; the
+#                 tokenizer tests compare with reference vectors) and build the tests (what ctest needs)
 #   --no-apt      skip package installation
 #   --no-build    install + fetch only, no cmake
 #   --tokenizers  also fetch the tiktoken rank files into data/tokenizers (docs/tokenizers.md)
 #   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: what build/ was configured with,
 #                                        else ON with nvcc + NCCL + cuDNN 9)
+# Services (munge, slurmd, slurmctld) that the test extras' packages would start and enable at boot
+# are neither started nor left enabled: the launcher tests start a private Slurm of their own.
+# docs/dependencies.md says what each dependency is for.
 set -euo pipefail
 
 say() { printf 'setup: %s\n' "$*"; }
@@ -20,26 +26,37 @@ data="$root/data"
 do_apt=1
 do_build=1
 do_tokenizers=0
+do_tests=0
 for arg in "$@"; do
   case "$arg" in
     --no-apt) do_apt=0 ;;
     --no-build) do_build=0 ;;
     --tokenizers) do_tokenizers=1 ;;
-    -h | --help) sed -n '2,10s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    --tests) do_tests=1 ;;
+    -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
     *) die "unknown option '$arg' (try --help)" ;;
   esac
 done
 
 # ---------------------------------------------------------------- 1. Debian packages
+# training and the tools
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
-  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev
+  openmpi-bin libopenmpi-dev libboost-program-options-dev libopenblas-dev libpcre2-dev libxxhash-dev
   nlohmann-json3-dev libssl-dev
-  python3-matplotlib  # tools/plot_metrics.py
+)
+# --tests: what the tests need besides
+test_packages=(
+  doctest-dev
+  python3-matplotlib  # tools/plot_metrics.py and its test
   clang libclang-rt-14-dev  # CI sanitize phase: ASan/UBSan build and the libFuzzer targets (tests/fuzz)
   # launcher tests only (a real local Slurm, network namespaces as fake nodes)
   iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
 )
+# the boot-time services of test_packages: never started by the install, disabled after it when this
+# run installed them (a machine's own Slurm or munge is left as it was)
+test_services=(munge slurmd slurmctld)
+((do_tests)) && packages+=("${test_packages[@]}")
 # This script never removes packages. Never purge libmunge2: libpmix2 depends on it, and apt would
 # then remove Open MPI too.
 
@@ -63,8 +80,29 @@ install_packages() {
   fi
   say "installing ${missing[*]}"
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
+  # A policy-rc.d answering 101 keeps the packages' maintainer scripts from starting services
+  # (invoke-rc.d, Debian policy 9.3.3); one the machine already has is left alone.
+  local policy=/usr/sbin/policy-rc.d own_policy=0
+  if [[ ! -e "$policy" ]]; then
+    printf '#!/bin/sh\n# scripts/setup.sh: no service starts while it installs packages\nexit 101\n' |
+      "${as_root[@]}" tee "$policy" >/dev/null
+    "${as_root[@]}" chmod 755 "$policy"
+    own_policy=1
+  fi
+  local rc=0
   "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive \
-    apt-get install -y -q --no-install-recommends "${missing[@]}"
+    apt-get install -y -q --no-install-recommends "${missing[@]}" || rc=$?
+  ((own_policy)) && "${as_root[@]}" rm -f "$policy"
+  ((rc == 0)) || die "apt-get install failed (exit status $rc)"
+  # Postinst enabled the services at boot (systemd units and System V links): disable the ones this
+  # run installed. Works without a running systemd (systemctl edits the unit links offline).
+  local s
+  for s in "${test_services[@]}"; do
+    [[ " ${missing[*]} " == *" $s "* ]] || continue
+    if command -v systemctl >/dev/null 2>&1; then "${as_root[@]}" systemctl disable --quiet "$s" 2>/dev/null || true; fi
+    if command -v update-rc.d >/dev/null 2>&1; then "${as_root[@]}" update-rc.d "$s" disable >/dev/null 2>&1 || true; fi
+    say "$s: installed, not started, not enabled at boot"
+  done
 }
 
 if ((do_apt)); then install_packages; else say "--no-apt: skipping package installation"; fi
@@ -207,7 +245,7 @@ fetch_tokenizers() {
   done
 }
 
-if ((do_tokenizers)); then
+if ((do_tokenizers || do_tests)); then
   fetch_tokenizers
 else
   say "tiktoken rank files (--tokenizer cl100k_base, o200k_base, ...) not fetched: scripts/setup.sh --tokenizers"
@@ -275,8 +313,15 @@ cuda_args=(-DXTRAIN_CUDA="$cuda")
 [[ "$cuda" == ON && -n "$nvcc_path" ]] && cuda_args+=(-DCMAKE_CUDA_COMPILER="$nvcc_path")
 [[ "$cuda" == ON && -n "${NCCL_ROOT:-}" ]] && cuda_args+=(-DNCCL_ROOT="$NCCL_ROOT")
 [[ "$cuda" == ON && -n "${CUDNN_ROOT:-}" ]] && cuda_args+=(-DCUDNN_ROOT="$CUDNN_ROOT")
-say "configuring build/ (Release, XTRAIN_CUDA=$cuda)"
-cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release "${cuda_args[@]}"
-say "building with $(nproc) jobs"
-cmake --build "$root/build" -j"$(nproc)"
+# The tests are configured with --tests (their packages are then installed) and kept once configured:
+# a later plain run builds the programs without turning the tests off.
+cached_tests="$(sed -n 's/^XTRAIN_TESTS:BOOL=\(ON\|OFF\)$/\1/p' "$root/build/CMakeCache.txt" 2>/dev/null || true)"
+tests=OFF
+[[ $do_tests == 1 || "$cached_tests" == ON ]] && tests=ON
+target=(--target programs)
+((do_tests)) && target=()
+say "configuring build/ (Release, XTRAIN_CUDA=$cuda, XTRAIN_TESTS=$tests)"
+cmake -S "$root" -B "$root/build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DXTRAIN_TESTS="$tests" "${cuda_args[@]}"
+say "building ${target[*]:-everything} with $(nproc) jobs"
+cmake --build "$root/build" -j"$(nproc)" "${target[@]}"
 say "done"

@@ -29,7 +29,7 @@ using namespace xtrain;
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: xtrain_generate (--ckpt FILE | --model DIR) (--prompt TEXT | --prompt-file FILE | --prompt-ids IDS)\n"
+    "Usage: xtrain_generate (--ckpt FILE | --model DIR) [--prompt TEXT | --prompt-file FILE | --prompt-ids IDS]\n"
     "                       [options]\n"
     "Samples text from a trained GPT with a KV cache.";
 
@@ -39,12 +39,12 @@ po::options_description make_options(TokenizerFiles& files) {
   o.add_options()
       ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt; default: none)")
       ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out; default: none)")
-      ("prompt", po::value<std::string>(), "prompt text (empty: start from <|endoftext|>; default: none)")
+      ("prompt", po::value<std::string>(), "prompt text (default, and empty: start from <|endoftext|>, GPT-2's unconditional start)")
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt (default: none)")
       ("prompt-ids", po::value<std::string>(),
        "the prompt as token ids in [0, vocabulary size), e.g. \"15496 11 995\" or \"15496,11,995\" (what xtrain_tokenize --print-ids prints; default: none)")
       ("max-new-tokens", po::value<int>()->default_value(64),
-       "tokens to generate at most (generation also stops at the model's context length)")
+       "tokens to generate at most; past the model's context length each token is sampled from the last maxT tokens (the context cropped, as nanoGPT does)")
       ("temperature", po::value<float>()->default_value(1.0f), "softmax temperature; 0 = greedy (argmax)")
       ("top-k", po::value<int>()->default_value(0), "sample among the k most probable tokens (0 = all)")
       ("top-p", po::value<float>()->default_value(1.0f),
@@ -132,8 +132,8 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
 
 int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
-  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") != 1)
-    throw UsageError("give exactly one of --prompt, --prompt-file, --prompt-ids");
+  if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") > 1)
+    throw UsageError("give at most one of --prompt, --prompt-file, --prompt-ids");
   GenerateOptions opts;
   opts.max_new_tokens = vm["max-new-tokens"].as<int>();
   if (opts.max_new_tokens < 0) throw UsageError("--max-new-tokens must be >= 0");
@@ -160,7 +160,10 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids", tok.vocab_size());
     text = tok.decode(prompt);
   } else {
-    text = vm.count("prompt") ? vm["prompt"].as<std::string>() : read_file(vm["prompt-file"].as<std::string>());
+    // none given: the empty prompt (GPT-2's unconditional start below)
+    text = vm.count("prompt")        ? vm["prompt"].as<std::string>()
+           : vm.count("prompt-file") ? read_file(vm["prompt-file"].as<std::string>())
+                                     : std::string();
     prompt = tok.encode(text);
   }
   if (prompt.empty()) {
@@ -214,7 +217,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     }
   }
   flush_stdout();  // a lost text is exit 1 with one line, before the summary lines
-  if (st.hit_context) std::fprintf(stderr, "stopped at the model's context of %d tokens\n", lm.config.maxT);
+  if (st.context_crops > 0)
+    std::fprintf(stderr, "%d tokens past the model's context of %d: each sampled from the last %d tokens\n",
+                 st.context_crops, lm.config.maxT, lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
   const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
   std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s%s)\n",

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "app/options_resume.h"
 #include "backend/backend.h"
 #include "backend/registry.h"
 #include "core/cli.h"
@@ -86,7 +87,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
     ("grad-accum", po::value(&t.grad_accum)->default_value(1), "micro-steps per optimizer step")
     ("bucket-mb", po::value(&t.bucket_mb)->default_value(25.0, "25"), "gradient all-reduce bucket size in MiB: buckets start during the backward pass, last layers first (0 = one all-reduce after it; bitwise the same result with xtrain_threads on CPUs, at world 2, and at world 3 under Open MPI; at world >= 4 under MPI or NCCL possibly not in the last bits, docs/scaling.md)")
-    ("steps", po::value(&t.steps)->default_value(100), "optimizer steps")
+    ("steps", po::value(&t.steps)->default_value(100), "optimizer steps (with --resume: the checkpoint's; a larger value extends the run, its steps past the checkpoint's LR schedule at the schedule's final learning rate)")
     ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
     ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate")
     ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
@@ -96,7 +97,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("seed", po::value(&seed)->default_value(seed), "seed of initialization, batch sampling and dropout")
     ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
     ("ckpt-every", po::value(&t.ckpt_every)->default_value(0), "also write the checkpoint every N steps (0 = only at the end)")
-    ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint")
+    ("resume", po::value(&t.resume)->default_value(""), "continue from this checkpoint: the model, batch and schedule options not given (--dim ... --seed) are the checkpoint's; one given that differs is an error (give --data and tokenizer files as at the start)")
     ("metrics", po::value(&t.metrics)->default_value(""), "JSON-lines metrics file written by rank 0")
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
@@ -135,6 +136,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
   }
+  // --resume: the model, batch and schedule options not given come from the checkpoint
+  take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn},
+                       &seed);
   o.canonical = canonical_options(spec.options, vm);
   t.seed = parse_seed(seed);
   read_tokenizer_options(vm, o.tokenizer);

@@ -2,7 +2,7 @@
 // (the warning sbatch --signal sends before the time limit) ask the training run to stop after the
 // current step instead of killing it. The handler only records the signal; the training loop adds
 // the flag to the step's existing loss all-reduce, so every rank stops after the same step, rank 0
-// writes --ckpt, and the job exits with kExitStopped (README, "Exit codes").
+// writes --ckpt, and the job exits with kExitStopped (docs/usage.md, "Signals and exit codes").
 #pragma once
 
 namespace xtrain {

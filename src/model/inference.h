@@ -41,6 +41,9 @@ class Decoder {
   bool graph_recorded() const { return graph_ != nullptr; }  // one-token steps launch a recorded graph
   // reset: empties the cache (its contents are simply overwritten later) and reads the weights again.
   void reset();
+  // restart: empties the cache and keeps the prepared weights and the recorded one-token graph (it reads
+  // the position from device memory): for a new window over unchanged parameters, e.g. a cropped context.
+  void restart() { pos_ = 0; }
 
   // append: tokens host (B,Tn) int32 in [0, V): the next Tn tokens of every sequence, at positions
   // [position(), position() + Tn) (all B sequences advance together). Runs the forward for them, keeps

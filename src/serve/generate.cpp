@@ -36,6 +36,7 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   std::vector<uint64_t> keys(B);
   for (int b = 0; b < B; ++b) keys[b] = sampling_key(opts.seed, uint64_t(b));
   std::vector<char> done(B, 0);
+  std::vector<std::vector<int32_t>> seqs(prompts);  // every token fed so far: the crop's source
   int live = B;
   auto t0 = std::chrono::steady_clock::now();
   dec.reset();
@@ -43,11 +44,17 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   std::vector<int32_t> next(B);
   for (int n = 0; n < opts.max_new_tokens && live > 0; ++n) {
     if (n > 0) {
-      if (dec.position() >= maxT) {
-        st.hit_context = true;
-        break;
+      if (dec.position() >= maxT) {  // full: the window becomes the last maxT - 1 tokens and `next`
+        dec.restart();
+        if (maxT > 1) {
+          std::vector<int32_t> window;  // (B, maxT-1)
+          for (const auto& s : seqs) window.insert(window.end(), s.end() - (maxT - 1), s.end());
+          dec.append(window.data(), maxT - 1, false);
+        }
+        ++st.context_crops;
       }
       logits = &dec.append(next.data(), 1, false);
+      for (int b = 0; b < B; ++b) seqs[b].push_back(next[b]);
     }
     for (int b = 0; b < B; ++b) {
       if (done[b]) continue;  // a finished sequence keeps feeding its last token; its output is ignored

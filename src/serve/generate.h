@@ -1,6 +1,7 @@
 // Text generation with a KV-cache Decoder: prefill the prompts, then sample one token per step
-// (sampler.h) until <|endoftext|>, the token budget or the model's context is reached. Plus Utf8Stream,
-// which turns token bytes into printable text when a character is split across tokens.
+// (sampler.h) until <|endoftext|> or the token budget; past the model's context the context is cropped
+// to its last maxT tokens, as nanoGPT does. Plus Utf8Stream, which turns token bytes into printable text
+// when a character is split across tokens.
 #pragma once
 
 #include <cstdint>
@@ -26,12 +27,15 @@ struct GenerateStats {
   int decode_tokens = 0;     // of which sampled after a one-token step (not from the prompt's logits)
   double prefill_s = 0.0;    // seconds for the prompt forward (including its first sampling)
   double decode_s = 0.0;     // seconds for the one-token steps
-  bool hit_context = false;  // stopped because the model's context (maxT) was full
+  int context_crops = 0;     // steps past the model's context (maxT): the cache re-filled from a cropped window
 };
 
 // generate: continues B = dec.batch() prompts of equal length (tokens in [0, V), at least one each),
 // starting from an empty cache. Calls on_token(sequence, id) for every emitted token as soon as it is
 // sampled, and returns the emitted ids per sequence (the prompt and the stopping eos excluded).
+// Past the model's context maxT the next token is sampled from the last maxT tokens only (nanoGPT's
+// crop, `idx[:, -block_size:]`): when the cache is full it is re-filled from the last maxT - 1 tokens,
+// at positions 0.., and the new token appended, so the logits are those of a forward over that window.
 // Throws Error for a prompt count other than B, unequal or empty prompts, or a prompt longer than maxT.
 std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::vector<int32_t>>& prompts,
                                            const GenerateOptions& opts,

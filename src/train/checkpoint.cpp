@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <iomanip>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -73,13 +74,18 @@ T field_value(const CheckpointMeta& m, const MetaField& f) {
   std::memcpy(&x, field_bytes(m, f), sizeof(T));
   return x;
 }
-// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901").
+// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901"); the hashes (data hash,
+// tokenizer fingerprint) as 16 hex digits, as the export registry and the run summary print them.
 std::string field_text(const CheckpointMeta& m, const MetaField& f) {
   std::ostringstream os;
+  const bool hash = f.offset == offsetof(CheckpointMeta, data_hash) || f.offset == offsetof(CheckpointMeta, tokenizer_fingerprint);
   switch (f.type) {
     case MetaType::i32: os << field_value<int32_t>(m, f); break;
     case MetaType::f32: os << field_value<float>(m, f); break;
-    case MetaType::u64: os << field_value<uint64_t>(m, f); break;
+    case MetaType::u64:
+      if (hash) os << std::hex << std::setw(16) << std::setfill('0');
+      os << field_value<uint64_t>(m, f);
+      break;
   }
   return os.str();
 }
@@ -142,7 +148,7 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
              : f.type == MetaType::f32 ? field_value<float>(m, f) > 0.0f
                                        : field_value<int32_t>(m, f) > 0;
         break;
-      case MetaRange::step: ok = field_value<int32_t>(m, f) >= 0 && field_value<int32_t>(m, f) <= m.total_steps; break;
+      case MetaRange::step: ok = field_value<int32_t>(m, f) >= 0; break;
       case MetaRange::grad_accum: ok = field_value<int32_t>(m, f) > 0 && field_value<int32_t>(m, f) <= m.batch; break;
       case MetaRange::fraction: ok = field_value<float>(m, f) >= 0.0f && field_value<float>(m, f) < 1.0f; break;
     }
@@ -239,7 +245,7 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
   return parse_checkpoint(buf, path);
 }
 
-void check_checkpoint_file(const std::string& path) {
+CheckpointMeta check_checkpoint_file(const std::string& path) {
   struct stat sb{};
   const auto f = open_checkpoint(path, &sb);
   std::string head(4096, '\0');  // the header is ~150 bytes
@@ -247,7 +253,9 @@ void check_checkpoint_file(const std::string& path) {
   if (std::ferror(f.get())) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
   size_t at = 0;  // the size as read if the file changed since fstat (never less than its head)
   const size_t file_size = std::max(static_cast<size_t>(sb.st_size), head.size());
-  check_meta(parse_header(head, file_size, path, &at), path);
+  const CheckpointMeta meta = parse_header(head, file_size, path, &at);
+  check_meta(meta, path);
+  return meta;
 }
 
 namespace {
@@ -273,7 +281,7 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
   m.step = step;
   m.batch = cfg.batch;
   m.grad_accum = cfg.grad_accum;
-  m.total_steps = cfg.steps;
+  m.total_steps = cfg.schedule_length();
   m.dropout = cfg.dropout;
   m.lr = cfg.optim.lr;
   m.min_lr_frac = cfg.optim.min_lr_frac;
@@ -350,7 +358,9 @@ void check_resume(const CheckpointState& st, const CheckpointMeta& want, const s
     mismatch(f.resume_name, field_text(got, f), field_text(want, f));
   }
   if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << resume << ": internal size mismatch");
-  if (got.step > steps) XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps);
+  if (got.step > steps)
+    XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps
+                          << " (a larger --steps extends the run at the schedule's final learning rate)");
   // got.step == steps: nothing left to train (a requeued job after the last step); not an error.
   if (const std::string bad = impossible_value(st); !bad.empty())
     XT_FAIL("checkpoint " << resume << " holds an impossible value: " << bad << " (not written by a healthy run)");
@@ -373,8 +383,12 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   be.copy_to_device(model.params(), st.params.data(), bytes);
   be.copy_to_device(opt.m(), st.m.data(), bytes);
   be.copy_to_device(opt.v(), st.v.data(), bytes);
+  std::string extended;  // a run longer than the checkpoint's schedule (TrainConfig::schedule_steps)
+  if (cfg.steps > got.total_steps && got.step < cfg.steps)
+    extended = " (extended to --steps " + std::to_string(cfg.steps) + "; steps past the LR schedule's " +
+               std::to_string(got.total_steps) + " at its final learning rate)";
   print0(group.rank(), "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
-         got.step == cfg.steps ? " (already at --steps: nothing to train)" : "");
+         got.step == cfg.steps ? " (already at --steps: nothing to train)" : extended.c_str());
   return got.step;
 }
 

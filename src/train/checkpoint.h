@@ -28,7 +28,7 @@ struct CheckpointMeta {
   int32_t step = 0;           // optimizer steps completed
   int32_t batch = 0;          // global sequences per optimizer step
   int32_t grad_accum = 1;
-  int32_t total_steps = 0;    // the LR schedule's length
+  int32_t total_steps = 0;    // the LR schedule's length (TrainConfig::schedule_length; step may exceed it)
   float dropout = 0.0f;
   float lr = 0, min_lr_frac = 0, weight_decay = 0, grad_clip = 0;  // the rest of the schedule (OptimConfig)
   int32_t warmup = 0;
@@ -46,8 +46,8 @@ struct CheckpointMeta {
 
 enum class MetaType { i32, f32, u64 };  // stored as int32_t, float, uint64_t (native byte order)
 // The values a header field may hold, checked on every read (a damaged file can carry any value
-// behind a valid checksum): any; positive (> 0); step: [0, total_steps]; grad_accum: [1, batch];
-// fraction: [0, 1).
+// behind a valid checksum): any; positive (> 0); step: >= 0 (past total_steps in a run extended past its
+// schedule); grad_accum: [1, batch]; fraction: [0, 1).
 enum class MetaRange { any, positive, step, grad_accum, fraction };
 // How a resume compares the field with this run's value. model: must match, reported as the model
 // description (GPTConfig::describe: both models in one message); must_match: must match, the message
@@ -150,15 +150,15 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 // parse_checkpoint: the bytes of a checkpoint file -> state; `path` names it in errors. Throws Error
 // "checkpoint <path>: <why>" for bad magic, another format version, a truncated file, a size that
 // does not match the header's parameter count, a checksum mismatch, or a header field out of range
-// (a dimension, step, batch, grad_accum or parameter count <= 0, step > total_steps, dropout outside
-// [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
+// (a dimension, batch, grad_accum or parameter count <= 0, a step < 0, dropout outside [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
 CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
 
 // check_checkpoint_file: the checks of parse_checkpoint that need only the file's head and size (magic,
 // version, header, header fields, the size the parameter count implies), in milliseconds however large
 // the file: a damaged or truncated --resume is refused before the corpus is read. The checksum is
-// checked when the file is read (load_checkpoint). Throws Error as parse_checkpoint and load_checkpoint.
-void check_checkpoint_file(const std::string& path);
+// checked when the file is read (load_checkpoint). Returns the header. Throws Error as parse_checkpoint
+// and load_checkpoint.
+CheckpointMeta check_checkpoint_file(const std::string& path);
 
 // load_checkpoint: reads `path` and parse_checkpoint()s it; also throws Error for a missing file and
 // "checkpoint <path>: cannot read: not a regular file" for a FIFO, device or directory (never blocks).

@@ -16,6 +16,10 @@ struct TrainConfig {
   int batch = 16;          // GLOBAL sequences per optimizer step (all ranks, all micro-steps)
   int seq = 128;           // T, tokens per sequence
   int steps = 100;         // optimizer steps to reach (a resumed run continues up to this step)
+  // The LR schedule's length (OptimConfig::total_steps, the checkpoint's total_steps); 0 = `steps`. A
+  // resumed run extended past its checkpoint's schedule keeps that schedule and trains on at its final
+  // learning rate (lr_at, optim.h); see schedule_length().
+  int schedule_steps = 0;
   int stop_after = 0;      // end this run after N steps (checkpoint written); schedule still spans `steps`
   int grad_accum = 1;      // micro-steps per optimizer step
   double bucket_mb = 25;   // gradient all-reduce bucket size in MiB, overlapped with backward (0 = one all-reduce)
@@ -36,6 +40,8 @@ struct TrainConfig {
   std::string resume;      // checkpoint to resume from ("" = fresh start)
   std::string metrics;     // JSON-lines metrics file (rank 0 writes; "" = none)
   std::string timeline;    // Chrome trace of a few steady-state steps (rank 0 writes; "" = none; timeline.h)
+
+  int schedule_length() const { return schedule_steps > 0 ? schedule_steps : steps; }
 };
 
 }  // namespace xtrain

@@ -113,7 +113,7 @@ std::string step_line(const StepStats& s) {
     std::snprintf(buf, sizeof buf, " | mem %.0f/%.0f MiB", s.mem_in_use_bytes / 1048576.0, s.peak_memory_bytes / 1048576.0);
     line += buf;
   }
-  return line + " | eta " + minutes_seconds(s.eta_s);
+  return s.eta_s < 0 ? line : line + " | eta " + minutes_seconds(s.eta_s);
 }
 
 void print_step(const StepStats& s) {

@@ -35,7 +35,7 @@ struct StepStats {
   double grad_norm = 0;           // global gradient norm before clipping
   double ms = 0;                  // wall time of the step (milliseconds)
   double tok_per_s = 0;           // global tokens per second of this step
-  double eta_s = 0;               // estimated seconds to the last step of this run
+  double eta_s = 0;               // estimated seconds to the last step of this run; < 0: none (a stopped step)
   std::optional<double> mfu;      // fraction (mfu.h); none on CPUs and on GPUs without a known peak
   size_t mem_in_use_bytes = 0;    // Backend::memory_in_use_bytes() (rank 0); 0 = not tracked (CPU)
   size_t peak_memory_bytes = 0;   // Backend::peak_memory_bytes() (rank 0); 0 = not tracked (CPU)
@@ -48,7 +48,7 @@ nlohmann::json train_record(const StepStats& s);
 // step_line: the human-readable step line, without newline, e.g. (one line)
 //   step    10/100 | loss  7.1234 | lr 6.00e-04 | grad norm 1.234 |     41.3 ms |    396012 tok/s | MFU 34.4% |
 //   mem 8123/9768 MiB | eta 0m04s
-// MFU and "mem <in use>/<peak> MiB" (MiB = 2^20 bytes) only where known.
+// MFU and "mem <in use>/<peak> MiB" (MiB = 2^20 bytes) only where known; no eta where eta_s < 0.
 std::string step_line(const StepStats& s);
 // print_step: step_line on stdout, flushed (rank 0).
 void print_step(const StepStats& s);

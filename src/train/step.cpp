@@ -17,7 +17,7 @@ StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model
                        AdamW& opt, StepTimeline* tl)
     : cfg_(cfg), data_(data), model_(model), be_(be), comm_(comm), opt_(opt), tl_(tl), oc_(cfg.optim) {
   const int world = comm.world_size(), rank = comm.rank(), T = cfg.seq;
-  oc_.total_steps = cfg.steps;
+  oc_.total_steps = cfg.schedule_length();
   micro_local_ = cfg.batch / cfg.grad_accum / world;  // sequences per micro-step on this rank
   dloss_ = 1.0f / (static_cast<float>(cfg.batch / world) * T);  // local mean; avg across ranks
   drop_.p = cfg.dropout;

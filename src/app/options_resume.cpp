@@ -1,0 +1,44 @@
+// --resume takes the run's options from the checkpoint (see src/app/options_resume.h).
+#include "app/options_resume.h"
+
+#include <string>
+
+#include "core/cli.h"
+#include "core/error.h"
+#include "train/checkpoint.h"
+
+namespace xtrain {
+
+void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
+                          std::string* seed) {
+  if (t.resume.empty()) return;
+  CheckpointMeta c;
+  try {
+    c = check_checkpoint_file(t.resume);  // the header only, in milliseconds
+  } catch (const Error&) {
+    return;  // missing, unreadable or damaged: run_rank's input checks name the cause
+  }
+  auto take = [&](const char* opt, auto& dst, auto v) {
+    if (!given(opt)) dst = v;
+  };
+  GPTConfig& m = t.model;
+  take("dim", m.C, c.model.C), take("heads", m.NH, c.model.NH), take("kv-heads", model.kv_heads, c.model.KVH);
+  take("head-dim", model.head_dim, c.model.HS), take("layers", m.L, c.model.L), take("ffn", model.ffn, c.model.F);
+  take("seq", t.seq, c.model.maxT), take("dropout", t.dropout, c.dropout);
+  take("batch", t.batch, c.batch), take("grad-accum", t.grad_accum, c.grad_accum);
+  take("lr", t.optim.lr, c.lr), take("warmup", t.optim.warmup_steps, c.warmup);
+  take("min-lr-frac", t.optim.min_lr_frac, c.min_lr_frac), take("weight-decay", t.optim.weight_decay, c.weight_decay);
+  take("grad-clip", t.optim.grad_clip, c.grad_clip);
+  if (!given("seed")) *seed = std::to_string(c.seed);
+  if (!given("steps")) {
+    if (c.step > c.total_steps)
+      throw UsageError("--resume " + t.resume + " is at step " + std::to_string(c.step) + ", past its LR schedule of " +
+                       std::to_string(c.total_steps) + " steps (an extended run): give --steps to say where it ends");
+    t.steps = c.total_steps;
+  }
+  // A longer run than the checkpoint's schedule extends it: the schedule keeps its length. A shorter
+  // --steps than the schedule is the resume comparison's mismatch error.
+  if (t.steps > c.total_steps) t.schedule_steps = c.total_steps;
+}
+
+}  // namespace xtrain

@@ -1,0 +1,31 @@
+// --resume without repeating the run's options: the model, batch and schedule options not given on the
+// command line are taken from the checkpoint's header; --steps beyond its schedule extends the run.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "train/config.h"
+
+namespace xtrain {
+
+// ModelOptions: the model options as given (0 = derived later by parse_options).
+struct ModelOptions {
+  int& kv_heads;
+  int& head_dim;
+  int& ffn;
+};
+
+// take_from_checkpoint: when t.resume names a readable checkpoint, every option among --dim, --heads,
+// --kv-heads, --head-dim, --layers, --ffn, --seq, --dropout, --batch, --grad-accum, --steps, --lr,
+// --warmup, --min-lr-frac, --weight-decay, --grad-clip and --seed for which given("name") is false
+// takes the checkpoint's value (*seed as decimal text); one that was given keeps its value, and the
+// resume comparison (restore_checkpoint) names it when it differs. --steps beyond the checkpoint's
+// schedule length extends the run: t.schedule_steps keeps that length (later steps run at the final
+// learning rate). A checkpoint that cannot be read is left to the run's own checks, which name the
+// cause. Throws UsageError when the checkpoint is past its schedule (an extended run) and --steps is
+// not given.
+void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
+                          std::string* seed);
+
+}  // namespace xtrain

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# --resume takes the model, batch and schedule options from the checkpoint, and a larger --steps
+# extends a finished run. With --min-lr-frac 1 the LR is flat after warmup, so 8 steps extended to 12
+# must be bitwise 12 steps straight: the step counter, the data position (batches keyed by step), the
+# AdamW moments and the dropout streams all continue. Also across a world-size change (world 1 then 2,
+# against the plain resume of that change) and through a checkpoint written during the extension.
+source "$(dirname "$0")/common.sh"
+xt_data
+ARGS=("${DATA[@]}" "${TINY[@]}" --min-lr-frac 1 --dropout 0.1 --grad-accum 2)
+RESUME_ARGS=("${DATA[@]}" --val-every 0 --log-every 1)  # data options only: the rest is the checkpoint's
+run() {  # run LOG NP [args]
+  local log=$1 np=$2
+  shift 2
+  xt_run mpi "$np" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
+}
+# same_state A B STEPS_A STEPS_B: equal checkpoints but for the schedule length (total_steps)
+same_state() {
+  python3 - "$WORK/$1" "$WORK/$2" "$3" "$4" <<'PY'
+import struct, sys
+a, b = (open(p, "rb").read() for p in sys.argv[1:3])
+at = 8 + 4 + 8 * 4 + 3 * 4  # magic, header size, the 8 model fields, step, batch, grad_accum
+sa, sb = (struct.unpack_from("<i", x, at)[0] for x in (a, b))
+assert (sa, sb) == (int(sys.argv[3]), int(sys.argv[4])), f"schedule lengths {sa}, {sb}"
+assert len(a) == len(b) and a[:at] == b[:at] and a[at + 4:-8] == b[at + 4:-8], "checkpoints differ past the schedule length"
+print(f"checkpoints equal but for total_steps ({sa} vs {sb}): step, parameters, AdamW moments")
+PY
+}
+# same_losses A B FIRST LAST: the train records of steps FIRST..LAST, as written (text: bitwise)
+same_losses() {
+  local a b
+  a="$(xt_losses "$WORK/$1" | awk -v f="$3" -v l="$4" '$1 >= f && $1 <= l')"
+  b="$(xt_losses "$WORK/$2" | awk -v f="$3" -v l="$4" '$1 >= f && $1 <= l')"
+  [[ -n "$a" && "$(wc -l <<<"$a")" == $(($4 - $3 + 1)) && "$a" == "$b" ]] ||
+    { echo "FAIL: losses of steps $3-$4 differ:"; paste <(echo "$a") <(echo "$b"); exit 1; }
+  echo "losses of steps $3-$4 identical ($1, $2)"
+}
+
+run ref.log 2 "${ARGS[@]}" --steps 12 --ckpt "$WORK/ref.ckpt" --metrics "$WORK/ref.jsonl"
+run a1.log 2 "${ARGS[@]}" --steps 8 --ckpt "$WORK/a.ckpt" --metrics "$WORK/a.jsonl"
+# finished at 8: extend to 12, in two jobs (the first stops after 2 steps, writing its checkpoint)
+run a2.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/a.ckpt" --ckpt "$WORK/a.ckpt" --steps 12 --stop-after 2 --metrics "$WORK/a.jsonl"
+grep -q "resumed from .* at step 8 (extended to --steps 12" "$WORK/a2.log" || { cat "$WORK/a2.log"; echo "FAIL: no extension line"; exit 1; }
+grep -q "^step     9/12 | loss" "$WORK/a2.log" || { cat "$WORK/a2.log"; echo "FAIL: the extension did not start at step 9"; exit 1; }
+# the checkpoint at step 10 is past its schedule of 8 steps: without --steps, a usage error naming it
+set +e
+xt_run mpi 2 "${RESUME_ARGS[@]}" --resume "$WORK/a.ckpt" --ckpt "$WORK/a.ckpt" > "$WORK/a_err.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 2 ]] && grep -q "usage error: --resume .* is at step 10, past its LR schedule of 8 steps (an extended run): give --steps" "$WORK/a_err.log" ||
+  { cat "$WORK/a_err.log"; echo "FAIL: resume past the schedule without --steps (exit $rc)"; exit 1; }
+echo "resume past the schedule without --steps: exit 2, naming --steps"
+run a3.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/a.ckpt" --ckpt "$WORK/a.ckpt" --steps 12 --metrics "$WORK/a.jsonl"
+grep -q "resumed from .* at step 10" "$WORK/a3.log" || { cat "$WORK/a3.log"; exit 1; }
+same_losses ref.jsonl a.jsonl 1 12
+same_state a.ckpt ref.ckpt 8 12
+
+# world 1 for 8 steps, then world 2: the extension equals the plain resume of the same change
+run b1.log 1 "${ARGS[@]}" --steps 8 --ckpt "$WORK/b.ckpt" --metrics "$WORK/b.jsonl"
+run b2.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/b.ckpt" --ckpt "$WORK/b.ckpt" --steps 12 --metrics "$WORK/b.jsonl"
+run c1.log 1 "${ARGS[@]}" --steps 12 --stop-after 8 --ckpt "$WORK/c.ckpt" --metrics "$WORK/c.jsonl"
+run c2.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/c.ckpt" --ckpt "$WORK/c.ckpt" --metrics "$WORK/c.jsonl"
+grep -q "^step     9/12 | loss" "$WORK/b2.log" || { cat "$WORK/b2.log"; echo "FAIL: world 2 extension did not start at step 9"; exit 1; }
+same_losses b.jsonl c.jsonl 1 12
+same_state b.ckpt c.ckpt 8 12

@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
+# data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
+# option starts from <|endoftext|>.
+source "$(dirname "$0")/common.sh"
+xt_data
+fail() { echo "FAIL: $*"; exit 1; }
+
+# SIGUSR1 to mpirun (forwarded to every rank) after step 3: the run stops after a step, exit 3
+"${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 500 --log-every 1 --ckpt "$WORK/s.ckpt" >"$WORK/stop.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do grep -q "^step     3/500" "$WORK/stop.log" && break; sleep 0.1; done
+kill -USR1 "$pid"
+set +e
+wait "$pid"
+rc=$?
+set -e
+[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fail "stopped run: exit $rc, want 3"; }
+last="$(grep '^step .*/500 | loss' "$WORK/stop.log" | tail -1)"
+first="$(grep '^step .*/500 | loss' "$WORK/stop.log" | head -1)"
+[[ "$first" == *"| eta "* ]] || fail "a running step without eta: $first"
+[[ "$last" != *"eta"* ]] || fail "the stopped step shows an eta: $last"
+echo "stopped step line: $last"
+
+# another corpus: the data hashes differ, named in 16 hex digits
+head -c 200000 "$WORK/corpus.txt" >"$WORK/other.txt"
+set +e
+"${MPIRUN[@]}" -np 1 "$XT" --data "$WORK/other.txt" "${TOK[@]}" --val-every 0 --resume "$WORK/s.ckpt" >"$WORK/hash.log" 2>&1
+rc=$?
+set -e
+[[ $rc == 1 ]] && grep -Eq "training data hash is [0-9a-f]{16} in the checkpoint, [0-9a-f]{16} now" "$WORK/hash.log" ||
+  { cat "$WORK/hash.log"; fail "resume over other data: exit $rc"; }
+echo "data hash mismatch: $(grep -o 'training data hash .*' "$WORK/hash.log")"
+
+# no --prompt: the empty prompt, GPT-2's unconditional start
+"$XTRAIN_BIN_DIR/xtrain_generate" --ckpt "$WORK/s.ckpt" "${TOK[@]}" --max-new-tokens 5 --print-ids --seed 3 >"$WORK/gen.txt" 2>"$WORK/gen.err" ||
+  { cat "$WORK/gen.err"; fail "xtrain_generate without a prompt"; }
+"$XTRAIN_BIN_DIR/xtrain_generate" --ckpt "$WORK/s.ckpt" "${TOK[@]}" --max-new-tokens 5 --print-ids --seed 3 --prompt "" >"$WORK/gen0.txt" 2>/dev/null
+[[ "$(wc -w <"$WORK/gen.txt")" == 5 ]] && cmp -s "$WORK/gen.txt" "$WORK/gen0.txt" ||
+  fail "no prompt gave '$(cat "$WORK/gen.txt")', --prompt \"\" '$(cat "$WORK/gen0.txt")'"
+echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prompt \"\")"
