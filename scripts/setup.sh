@@ -30,7 +30,7 @@ done
 # ---------------------------------------------------------------- 1. Debian packages
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
-  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev
+  openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev libzstd-dev
   nlohmann-json3-dev libssl-dev
   python3-matplotlib  # tools/plot_metrics.py
   clang libclang-rt-14-dev  # CI sanitize phase: ASan/UBSan build and the libFuzzer targets (tests/fuzz)

@@ -59,10 +59,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
+    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
+    ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
     ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
   add_tokenizer_options(data, o.tokenizer);
@@ -188,6 +191,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
   need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
+  need(o.val_data.empty() || o.tokens_cache.empty(), "--tokens-cache names the cache of one --data file; with --val-data each cache is <file>.tokcache");
+  o.data_format = parse_data_format(data_format);
+  need(!o.jsonl_field.empty(), "--jsonl-field must not be empty");
   return o;
 }
 

@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "comm/host_collectives.h"
+#include "data/data_format.h"
 #include "data/tokenizer.h"
 #include "train/config.h"
 
@@ -16,6 +17,9 @@ namespace xtrain {
 struct RunOptions {
   TrainConfig train;
   std::string data;            // text corpus: file, directory or comma-separated list (list_data_files, corpus.h)
+  std::string val_data;        // held-out files (--val-data, same syntax as --data; "" = the tail of --data)
+  DataFormat data_format = DataFormat::automatic;  // --data-format (data_format.h)
+  std::string jsonl_field = "text";                // --jsonl-field
   std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
   TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
