@@ -33,6 +33,7 @@ packages=(
   openmpi-bin libopenmpi-dev libboost-program-options-dev doctest-dev libopenblas-dev libpcre2-dev libxxhash-dev libzstd-dev
   nlohmann-json3-dev libssl-dev
   python3-matplotlib  # tools/plot_metrics.py
+  zstd  # tests/integration/test_data_formats*.sh compress JSON lines with the zstd program
   clang libclang-rt-14-dev  # CI sanitize phase: ASan/UBSan build and the libFuzzer targets (tests/fuzz)
   # launcher tests only (a real local Slurm, network namespaces as fake nodes)
   iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev
