@@ -89,15 +89,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
     }
     data_files = list_data_files(o.data);
-    if (!o.val_data.empty()) {
-      val_files = list_data_files(o.val_data);
-      for (const std::string& v : val_files)
-        for (const std::string& d : data_files)
-          if (same_file(v, d)) throw UsageError("--val-data " + v + " is also a --data file (" + d + ")");
-    }
+    if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
+    check_distinct_paths(o, data_files, val_files);
     std::vector<std::string> inputs = data_files;
     inputs.insert(inputs.end(), val_files.begin(), val_files.end());
-    check_distinct_paths(o, inputs);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");

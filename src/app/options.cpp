@@ -62,7 +62,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
     ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
@@ -197,12 +197,17 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   return o;
 }
 
-void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
+                          const std::vector<std::string>& val_files) {
   struct Path {
     std::string opt, path;
   };
+  for (const std::string& v : val_files)
+    for (const std::string& d : data_files)
+      if (same_file(v, d)) throw UsageError("--val-data " + v + " is also a --data file (" + d + ")");
   std::vector<Path> reads, caches, outputs;  // read only; read and written; written
   for (const std::string& f : data_files) reads.push_back({"--data", f});
+  for (const std::string& f : val_files) reads.push_back({"--val-data", f});
   const size_t n_data = reads.size();
   reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
   reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
@@ -216,7 +221,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   // Caches are protected with --no-cache too: it only means this run neither reads nor writes them.
   if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
   if (o.tokens_cache.empty())
-    for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
+    for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
@@ -231,15 +236,19 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
-  // Then no output inside a --data directory: the next run would read it as a shard.
-  for (const std::string& entry : data_spec_entries(o.data)) {
+  // Then no output inside a --data or --val-data directory: the next run would read it as a shard.
+  std::vector<Path> dirs;
+  for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});
+  if (!o.val_data.empty())
+    for (const std::string& entry : data_spec_entries(o.val_data)) dirs.push_back({"--val-data", entry});
+  for (const Path& dir : dirs) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(entry, ec)) continue;
+    if (!std::filesystem::is_directory(dir.path, ec)) continue;
     for (const Path& out : outputs) {
       if (out.path.empty()) continue;
       const std::string parent = std::filesystem::path(out.path).parent_path().string();
-      if (same_file(parent.empty() ? "." : parent, entry))
-        throw UsageError(out.opt + " " + out.path + " is inside the --data directory " + entry +
+      if (same_file(parent.empty() ? "." : parent, dir.path))
+        throw UsageError(out.opt + " " + out.path + " is inside the " + dir.opt + " directory " + dir.path +
                          " (a later run would read it as a shard)");
     }
   }
