@@ -42,13 +42,14 @@ done
 # training and the tools
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
-  openmpi-bin libopenmpi-dev libboost-program-options-dev libopenblas-dev libpcre2-dev libxxhash-dev
+  openmpi-bin libopenmpi-dev libboost-program-options-dev libopenblas-dev libpcre2-dev libxxhash-dev libzstd-dev
   nlohmann-json3-dev libssl-dev
 )
 # --tests: what the tests need besides
 test_packages=(
   doctest-dev
   python3-matplotlib  # tools/plot_metrics.py and its test
+  zstd  # tests/integration/test_data_formats*.sh compress JSON lines with the zstd program
   clang libclang-rt-14-dev  # CI sanitize phase: ASan/UBSan build and the libFuzzer targets (tests/fuzz)
   # launcher tests only (a real local Slurm, network namespaces as fake nodes)
   iproute2 util-linux slurmctld slurmd slurm-client munge libpmix-dev

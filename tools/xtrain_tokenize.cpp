@@ -1,7 +1,9 @@
-// xtrain_tokenize: GPT-2 BPE from the command line: tokenize a text file into a token cache, print
-// the ids of a string, or decode ids. Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
+// xtrain_tokenize: GPT-2 BPE from the command line: tokenize a text file into a token cache, or
+// --data-like files into llm.c shards (--shard-tokens), print the ids of a string, or decode ids.
+// Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -14,7 +16,10 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "data/corpus.h"
+#include "data/data_format.h"
 #include "data/token_cache.h"
+#include "data/token_shard.h"
 #include "data/tokenizer_options.h"
 
 namespace po = boost::program_options;
@@ -23,7 +28,8 @@ namespace {
 
 constexpr const char* kUsage =
     "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]]\n"
-    "                       (--input TEXT [--output CACHE] | --print-ids TEXT | --decode IDS)\n"
+    "                       (--input TEXT [--output CACHE] | --input FILES --shard-tokens N --output NAME\n"
+    "                        | --print-ids TEXT | --decode IDS)\n"
     "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids) or a tiktoken encoding (docs/tokenizers.md).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
@@ -32,7 +38,10 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
   xtrain::add_tokenizer_options(o, files);
   o.add_options()
       ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
-      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache); a file already there must be a token cache")
+      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache); a file already there must be a token cache. With --shard-tokens: the shards' name prefix NAME (required)")
+      ("shard-tokens", po::value<long long>(), "write llm.c token shards NAME_000000.bin, NAME_000001.bin, ... of N tokens each (the last holds the rest) instead of a cache; --input is then a --data value (files, a comma list or a directory) joined as the trainer joins them")
+      ("data-format", po::value<std::string>()->default_value("auto"), "with --shard-tokens: format of the --input files, as the trainer's --data-format")
+      ("jsonl-field", po::value<std::string>()->default_value("text"), "with --shard-tokens: the JSON lines field holding each document")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
       ("decode", po::value<std::string>(),
        "ids in [0, vocabulary size) separated by spaces or commas; writes their bytes and a newline (default: none)");
@@ -65,12 +74,69 @@ void check_output(const std::string& output, const std::string& input, const xtr
     throw xtrain::UsageError("--output " + output + " exists and is not a token cache; not replacing it");
 }
 
+// shard_path: NAME_000007.bin for shard 7 (llm.c's numbering: six digits).
+std::string shard_path(const std::string& name, size_t k) {
+  char num[32];
+  std::snprintf(num, sizeof num, "_%06zu.bin", k);
+  return name + num;
+}
+
+// write_shards: the stream of the --data-like `spec` (list_data_files, the trainer's formats and
+// join_files) in llm.c shards of shard_tokens ids. Nothing is written before every input is read and
+// tokenized; an existing file at a shard path must be an llm.c shard (UsageError otherwise).
+void write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& files, const std::string& spec,
+                  const std::string& name, long long shard_tokens) {
+  if (shard_tokens <= 0) throw xtrain::UsageError("--shard-tokens must be positive");
+  if (name.empty()) throw xtrain::UsageError("--shard-tokens needs --output NAME (the shards' name prefix)");
+  const xtrain::DataFormat format = xtrain::parse_data_format(vm["data-format"].as<std::string>());
+  const std::vector<std::string> inputs = xtrain::list_data_files(spec);
+  std::vector<xtrain::DataFormat> formats;
+  for (const std::string& f : inputs) formats.push_back(xtrain::detect_data_format(f, format));
+  xtrain::check_writable(shard_path(name, 0), "--output");
+  std::error_code ec;
+  if (std::filesystem::exists(shard_path(name, 0), ec) && !xtrain::starts_with_llmc_magic(shard_path(name, 0)))
+    throw xtrain::UsageError("--output " + shard_path(name, 0) + " exists and is not an llm.c shard; not replacing it");
+  for (const std::string& f : inputs)
+    if (xtrain::same_file(f, shard_path(name, 0)))
+      throw xtrain::UsageError("--input and --output name the same file (" + f + ")");
+  const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);
+  std::vector<xtrain::TokenStream> parts;
+  std::vector<bool> token_file;
+  for (size_t i = 0; i < inputs.size(); ++i) {
+    if (formats[i] == xtrain::DataFormat::text) {
+      xtrain::ProgressOptions progress;
+      progress.out = stderr;
+      parts.emplace_back(xtrain::encode_with_progress(tok, xtrain::read_file(inputs[i]), inputs[i], 0, progress));
+    } else {
+      parts.push_back(xtrain::load_pretokenized_or_jsonl(inputs[i], formats[i], tok, vm["jsonl-field"].as<std::string>()));
+    }
+    token_file.push_back(xtrain::is_token_file(formats[i]));
+  }
+  if (inputs.size() > 1 && tok.eot_id() < 0)
+    throw xtrain::UsageError("--input names several files, but the tokenizer has no <|endoftext|> to separate them");
+  const std::vector<int32_t> ids = xtrain::join_files(parts, tok.eot_id(), token_file).to_vector();
+  const size_t per = static_cast<size_t>(shard_tokens);
+  size_t k = 0;
+  for (size_t at = 0; at < ids.size() || k == 0; at += per, ++k)
+    xtrain::write_llmc_shard(shard_path(name, k), ids.data() + at, std::min(per, ids.size() - at), tok.vocab_size());
+  std::printf("tokens=%zu shards=%zu id_bytes=%d output=%s .. %s\n", ids.size(), k, xtrain::token_id_bytes(tok.vocab_size()),
+              shard_path(name, 0).c_str(), shard_path(name, k - 1).c_str());
+}
+
 int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("decode"));
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   xtrain::read_tokenizer_options(vm, files);
   xtrain::reject_empty_values(vm, {"input", "output"});
+  if (vm.count("shard-tokens")) {
+    if (!vm.count("input")) throw xtrain::UsageError("--shard-tokens needs --input");
+    write_shards(vm, files, vm["input"].as<std::string>(), vm.count("output") ? vm["output"].as<std::string>() : "",
+                 vm["shard-tokens"].as<long long>());
+    return 0;
+  }
+  if (!vm["data-format"].defaulted() || !vm["jsonl-field"].defaulted())
+    throw xtrain::UsageError("--data-format and --jsonl-field go with --shard-tokens");
   const std::string input = vm.count("input") ? vm["input"].as<std::string>() : "";
   const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() ? "" : input + ".tokcache";
   check_output(output, input, files);  // before the tokenizer loads and the text is tokenized

@@ -76,7 +76,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
-  std::vector<std::string> data_files;
+  std::vector<std::string> data_files, val_files;
   agree(mpi, [&] {
     if (rank == 0) {
       check_writable(o.train.ckpt, "--ckpt");
@@ -89,13 +89,16 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
     }
     data_files = list_data_files(o.data);
-    check_distinct_paths(o, data_files);
+    if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
+    check_distinct_paths(o, data_files, val_files);
+    std::vector<std::string> inputs = data_files;
+    inputs.insert(inputs.end(), val_files.begin(), val_files.end());
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");
     if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
     if (!o.no_cache && o.tokens_cache.empty())
-      for (const std::string& f : data_files) check_input(f + ".tokcache", "--tokens-cache");
+      for (const std::string& f : inputs) check_input(f + ".tokcache", "--tokens-cache");
     check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
     check_input(tokenizer_ranks_path(o.tokenizer), "--tokenizer-ranks");
     check_input(o.tokenizer.encoder_json, "--encoder-json");
@@ -123,6 +126,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
+  corpus.format = o.data_format, corpus.jsonl_field = o.jsonl_field;
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
   // --init-from: every rank reads the directory (the final max_param_diff confirms they agree), before
@@ -141,8 +145,12 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       return fit_to_config(dir, model);
     });
   TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
+  TokenStream val_tokens;  // --val-data: held-out files instead of the tail of --data
+  if (!val_files.empty()) val_tokens = load_corpus(mpi, launch.local_rank, launch.local_size, val_files, tok, corpus);
   TrainData data;
-  agree(mpi, [&] { data = make_train_data(std::move(tokens), tok->fingerprint(), cfg); });
+  agree(mpi, [&] {
+    data = make_train_data(std::move(tokens), tok->fingerprint(), cfg, val_files.empty() ? nullptr : &val_tokens);
+  });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
   const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());

@@ -60,10 +60,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training text (UTF-8): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation")
+    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
+    ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
+    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
+    ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
     ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
   add_tokenizer_options(data, o.tokenizer);
@@ -192,15 +195,23 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
   need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
+  need(o.val_data.empty() || o.tokens_cache.empty(), "--tokens-cache names the cache of one --data file; with --val-data each cache is <file>.tokcache");
+  o.data_format = parse_data_format(data_format);
+  need(!o.jsonl_field.empty(), "--jsonl-field must not be empty");
   return o;
 }
 
-void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files) {
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
+                          const std::vector<std::string>& val_files) {
   struct Path {
     std::string opt, path;
   };
+  for (const std::string& v : val_files)
+    for (const std::string& d : data_files)
+      if (same_file(v, d)) throw UsageError("--val-data " + v + " is also a --data file (" + d + ")");
   std::vector<Path> reads, caches, outputs;  // read only; read and written; written
   for (const std::string& f : data_files) reads.push_back({"--data", f});
+  for (const std::string& f : val_files) reads.push_back({"--val-data", f});
   const size_t n_data = reads.size();
   reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
   reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
@@ -215,7 +226,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   // Caches are protected with --no-cache too: it only means this run neither reads nor writes them.
   if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
   if (o.tokens_cache.empty())
-    for (const std::string& f : data_files) caches.push_back({"the token cache", f + ".tokcache"});
+    for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
@@ -230,15 +241,19 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
-  // Then no output inside a --data directory: the next run would read it as a shard.
-  for (const std::string& entry : data_spec_entries(o.data)) {
+  // Then no output inside a --data or --val-data directory: the next run would read it as a shard.
+  std::vector<Path> dirs;
+  for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});
+  if (!o.val_data.empty())
+    for (const std::string& entry : data_spec_entries(o.val_data)) dirs.push_back({"--val-data", entry});
+  for (const Path& dir : dirs) {
     std::error_code ec;
-    if (!std::filesystem::is_directory(entry, ec)) continue;
+    if (!std::filesystem::is_directory(dir.path, ec)) continue;
     for (const Path& out : outputs) {
       if (out.path.empty()) continue;
       const std::string parent = std::filesystem::path(out.path).parent_path().string();
-      if (same_file(parent.empty() ? "." : parent, entry))
-        throw UsageError(out.opt + " " + out.path + " is inside the --data directory " + entry +
+      if (same_file(parent.empty() ? "." : parent, dir.path))
+        throw UsageError(out.opt + " " + out.path + " is inside the " + dir.opt + " directory " + dir.path +
                          " (a later run would read it as a shard)");
     }
   }

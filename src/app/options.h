@@ -8,6 +8,7 @@
 
 #include "backend/backend.h"
 #include "comm/host_collectives.h"
+#include "data/data_format.h"
 #include "data/tokenizer.h"
 #include "train/config.h"
 
@@ -16,6 +17,9 @@ namespace xtrain {
 struct RunOptions {
   TrainConfig train;
   std::string data;            // text corpus: file, directory or comma-separated list (list_data_files, corpus.h)
+  std::string val_data;        // held-out files (--val-data, same syntax as --data; "" = the tail of --data)
+  DataFormat data_format = DataFormat::automatic;  // --data-format (data_format.h)
+  std::string jsonl_field = "text";                // --jsonl-field
   std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
   TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
@@ -54,10 +58,13 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // own corpus or cache. Inputs: every --data file (data_files: list_data_files(o.data)), the tokenizer
 // files, --resume and the files of the --init-from directory; outputs: --ckpt, --metrics and
 // --timeline; each token cache (--tokens-cache or <file>.tokcache, also with --no-cache) is both.
+// val_files (list_data_files(o.val_data), or none) are inputs named --val-data, and none may be a
+// --data file ("--val-data <v> is also a --data file (<d>)").
 // --resume and --ckpt may be the same file (a requeued job). Throws UsageError "<opt> and <opt> name
-// the same file (<path>)"; then, for an output whose directory is a --data directory (a later run
-// would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
-void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files);
+// the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
+// later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
+void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
+                          const std::vector<std::string>& val_files = {});
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
 void check_world(const RunOptions& o, int world);

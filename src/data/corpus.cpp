@@ -88,12 +88,13 @@ std::vector<std::string> list_data_files(const std::string& spec) {
   return files;
 }
 
-TokenStream join_files(const std::vector<TokenStream>& files, int eot_id) {
+TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const std::vector<bool>& token_file) {
   // one shared one-id vector serves every separator
   auto eot = std::make_shared<const std::vector<int32_t>>(1, eot_id);
+  const auto flagged = [&](size_t i) { return i < token_file.size() && token_file[i]; };
   TokenStream joined;
   for (size_t i = 0; i < files.size(); ++i) {
-    if (i > 0 && eot_id >= 0) joined.append(TokenView{eot->data(), 1, 4}, eot);
+    if (i > 0 && eot_id >= 0 && !flagged(i - 1) && !flagged(i)) joined.append(TokenView{eot->data(), 1, 4}, eot);
     joined.append(files[i]);
   }
   return joined;
@@ -112,6 +113,11 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
     throw UsageError("--data names " + std::to_string(files.size()) +
                      " files, but the tokenizer has no <|endoftext|> token to separate them; join them into one file "
                      "or use a tokenizer with <|endoftext|>");
+  // every rank detects every file's format (a few bytes each); a refused .bin ends every rank
+  std::vector<DataFormat> formats(files.size(), DataFormat::text);
+  agree(group, [&] {
+    for (size_t i = 0; i < files.size(); ++i) formats[i] = detect_data_format(files[i], opt.format);
+  });
   using Loaded = std::map<size_t, TokenStream>;
   struct Result {
     Loaded streams;
@@ -123,6 +129,7 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
     mine = agree_while_working(group, [=] {
       Result r;
       for (size_t i = static_cast<size_t>(local_rank); i < files.size(); i += static_cast<size_t>(local_size)) {
+        if (formats[i] != DataFormat::text) continue;  // phase 2, on every rank
         bool tokenized = false;
         r.streams[i] = load_tokens(files[i], *tok, opt.tokens_cache, true, log_prefix, rank, &tokenized);
         r.tokenized += tokenized;
@@ -136,7 +143,9 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
     Loaded r;
     for (size_t i = 0; i < files.size(); ++i) {
       if (done[i]) continue;
-      if (opt.no_cache) {
+      if (formats[i] != DataFormat::text) {
+        r[i] = load_pretokenized_or_jsonl(files[i], formats[i], *tok, opt.jsonl_field, rank);
+      } else if (opt.no_cache) {
         r[i] = TokenStream(encode_with_progress(*tok, read_file(files[i]), files[i], rank));
       } else {  // a peer of this node made the cache: map it (tokenize in memory when it could not)
         r[i] = load_tokens(files[i], *tok, opt.tokens_cache, false, log_prefix, rank);
@@ -147,7 +156,9 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   std::vector<TokenStream> parts(files.size());
   for (auto& [i, s] : mine.streams) parts[i] = std::move(s);
   for (auto& [i, s] : rest) parts[i] = std::move(s);
-  TokenStream joined = join_files(parts, tok->eot_id());
+  std::vector<bool> token_file(files.size());
+  for (size_t i = 0; i < files.size(); ++i) token_file[i] = is_token_file(formats[i]);
+  TokenStream joined = join_files(parts, tok->eot_id(), token_file);
   // files tokenized per rank (one slot each), and the node count (the ranks of local rank 0)
   std::vector<double> counts(static_cast<size_t>(group.world_size()) + 1, 0.0);
   counts[static_cast<size_t>(rank)] = mine.tokenized;

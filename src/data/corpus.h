@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "comm/host_collectives.h"
+#include "data/data_format.h"
 #include "data/token_stream.h"
 #include "data/tokenizer.h"
 
@@ -30,13 +31,19 @@ std::vector<std::string> data_spec_entries(const std::string& spec);
 // id (eot_id) between consecutive files, none after the last, nothing between when eot_id < 0. So one
 // file gives exactly its own stream, and files a, b give the stream of the single text
 // a + "<|endoftext|>" + b (the tokenizer encodes special tokens in text to their ids).
-TokenStream join_files(const std::vector<TokenStream>& files, int eot_id);
+// token_file (empty, or one flag per file): no separator next to a file flagged (an llm.c or nanoGPT
+// token file, is_token_file: its ids are joined as they are, so shards cut from one stream by
+// xtrain_tokenize --shard-tokens give that stream back).
+TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const std::vector<bool>& token_file = {});
 
 // CorpusOptions: tokens_cache: the cache of a single file ("" = <file>.tokcache; a UsageError with
-// several files); no_cache: tokenize every file in memory on every rank, no cache read or written.
+// several files); no_cache: tokenize every file in memory on every rank, no cache read or written;
+// format: --data-format (detect_data_format, per file); jsonl_field: --jsonl-field.
 struct CorpusOptions {
   std::string tokens_cache;
   bool no_cache = false;
+  DataFormat format = DataFormat::automatic;
+  std::string jsonl_field = "text";
 };
 
 // load_corpus: collective over group (every rank calls it with the same files). Phase 1: local rank
@@ -45,6 +52,8 @@ struct CorpusOptions {
 // when a cache is still missing, e.g. an unwritable directory). Both phases run under
 // agree_while_working (agree.h), so a rank that fails names its file and every rank throws within
 // --comm-timeout. Rank 0 prints one line: files, tokens, caches reused and files tokenized.
+// Files that are not text (llm.c shards, nanoGPT files, JSON lines: data_format.h) are loaded in
+// phase 2 by every rank: token files mapped, JSON lines tokenized in memory (no cache).
 // Returns join_files of the files' streams. Throws UsageError, before any collective, for several
 // files with opt.tokens_cache, or several files with a tokenizer that has no <|endoftext|> (nothing
 // would separate them).

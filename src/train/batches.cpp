@@ -22,21 +22,29 @@ void copy_window(const TokenStream& s, size_t off, int T, Batch* out, int b) {
 }
 }  // namespace
 
-TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg) {
+TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg,
+                          const TokenStream* val_tokens) {
   TrainData d;
   d.tokenizer_fingerprint = tokenizer_fingerprint;
+  const bool use_val = cfg.val_every > 0 && (val_tokens || cfg.val_fraction > 0);
+  if (val_tokens) {  // held out by --val-data: the training part is the whole --data stream
+    d.n_train = tokens.size();
+    if (use_val) tokens.append(*val_tokens);
+  }
   const size_t n = tokens.size();
-  const bool use_val = cfg.val_fraction > 0 && cfg.val_every > 0;
-  d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
+  if (!val_tokens)
+    d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
   // One global batch of distinct windows must fit in the training part (plus the shifted target).
   const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;
   if (d.n_train < need)
     XT_FAIL("corpus too short: " << d.n_train << " training tokens"
-                                 << (use_val ? " (the rest of " + std::to_string(n) + " is held out by --val-fraction)" : std::string())
+                                 << (use_val && !val_tokens ? " (the rest of " + std::to_string(n) + " is held out by --val-fraction)" : std::string())
                                  << " but one global batch needs --batch x --seq + 1 = " << need);
   if (use_val && n - d.n_train < static_cast<size_t>(cfg.seq) + 1)
     XT_FAIL("corpus too short for validation: " << (n - d.n_train) << " held-out tokens, --seq " << cfg.seq
-                                                << " needs " << cfg.seq + 1 << " (raise --val-fraction or set --val-every 0)");
+                                                << " needs " << cfg.seq + 1
+                                                << (val_tokens ? " (give more --val-data or set --val-every 0)"
+                                                               : " (raise --val-fraction or set --val-every 0)"));
   Xxh3Stream hash;
   tokens.for_each_chunk([&](const int32_t* ids, size_t count) {
     for (size_t i = 0; i < count; ++i)

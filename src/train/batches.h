@@ -27,7 +27,10 @@ struct TrainData {
 // make_train_data: splits tokens by val_fraction (nothing is held out when validation is off) and
 // checks that both parts are long enough for the configuration and that every id is in [0, V);
 // throws Error with the numbers otherwise. One pass over the stream (the range check and the hash).
-TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg);
+// With val_tokens (--val-data, e.g. llm.c's val shards): tokens are all for training, val_tokens are
+// appended as the held-out part (when --val-every > 0) and val_fraction is not used.
+TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg,
+                          const TokenStream* val_tokens = nullptr);
 
 // Batch: one rank's sequences of one micro-step. tokens and targets (B_local, T) (targets are the
 // tokens shifted by one), dropout_keys (B_local): the base dropout key of each sequence.

@@ -95,8 +95,10 @@ class RunTimeline {
 }
 
 // validation_due / checkpoint_due: every --val-every / --ckpt-every steps and at the run's last step.
-bool validation_due(const TrainConfig& cfg, int step, int end) {
-  return cfg.val_every > 0 && cfg.val_fraction > 0 && (step % cfg.val_every == 0 || step == end);
+// Something is held out exactly when make_train_data kept a validation part (--val-fraction > 0 or
+// --val-data, with --val-every > 0).
+bool validation_due(const TrainConfig& cfg, const TrainData& data, int step, int end) {
+  return cfg.val_every > 0 && data.tokens.size() > data.n_train && (step % cfg.val_every == 0 || step == end);
 }
 bool checkpoint_due(const TrainConfig& cfg, int step, int end) {
   return !cfg.ckpt.empty() && (step == end || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0));
@@ -183,7 +185,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       res.losses.push_back(r.loss);
       res.last_step = step;
       log.step(step, end, r, ms);
-      if (validation_due(cfg, step, end)) validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
+      if (validation_due(cfg, data, step, end)) validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
       if (checkpoint_due(cfg, step, end)) {
         res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, comm, step);
         if (rank == 0) ckpt_written = cfg.ckpt;

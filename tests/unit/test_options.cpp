@@ -40,7 +40,7 @@ struct Run {
 
 // startup: what xtrain_mpi does with a command line on a world of `world` ranks up to its first file
 // read, in its order: parse_options (main.cpp), check_world (run_training), list_data_files and
-// check_distinct_paths, then make_backend (run_rank, app.cpp). Returns the exit code and message the
+// (and of --val-data) and check_distinct_paths, then make_backend (run_rank, app.cpp). Returns the exit code and message the
 // program prints for the first exception (cli_failure, core/cli.h), or {0, ""} when every check passes.
 CliFailure startup(std::vector<std::string> args, int world) {
   args.insert(args.begin(), "xtrain_mpi");
@@ -49,7 +49,7 @@ CliFailure startup(std::vector<std::string> args, int world) {
   try {
     const RunOptions o = parse_options(static_cast<int>(argv.size()), argv.data());
     check_world(o, world);
-    check_distinct_paths(o, list_data_files(o.data));
+    check_distinct_paths(o, list_data_files(o.data), o.val_data.empty() ? std::vector<std::string>{} : list_data_files(o.val_data));
     BackendOptions bo;
     bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention;
     make_backend(bo);
@@ -140,4 +140,25 @@ TEST_CASE("--data lists and files that are outputs too") {
   const std::string ids = run.dir.file("ids.bin");
   write_token_cache(ids, {1, 2, 3}, 50257, 1, stat_source(run.corpus));
   usage_error(run, {"--data", ids}, "usage error: --data .*ids.bin: a token cache");
+}
+
+TEST_CASE("--val-data: held-out files are inputs of their own, never a --data file or an output") {
+  const Run run;
+  const std::string val = run.dir.file("val.txt");
+  std::ofstream(val) << "Held out.\n";
+  usage_error(run, {"--val-data", run.corpus}, "usage error: --val-data .*corpus.txt is also a --data file");
+  usage_error(run, {"--val-data", val, "--metrics", val}, "--val-data and --metrics name the same file", 2);
+  usage_error(run, {"--val-data", val, "--ckpt", val + ".tokcache"}, "the token cache and --ckpt name the same file");
+  usage_error(run, {"--val-data", run.dir.path.string(), "--data", val}, "usage error: --val-data .* is also a --data file");
+  usage_error(run, {"--val-data", val, "--tokens-cache", run.dir.file("c.tokcache")},
+              "--tokens-cache names the cache of one --data file; with --val-data");
+  usage_error(run, {"--data-format", "csv"}, "--data-format csv: expected auto, text, llmc, nanogpt or jsonl");
+  usage_error(run, {"--jsonl-field", ""}, "usage error: --jsonl-field");
+  const CliFailure f = startup([&] {
+    std::vector<std::string> a = run.ok();
+    a.insert(a.end(), {"--val-data", val});
+    return a;
+  }(), 2);
+  INFO(f.message);
+  CHECK(f.exit_code == 0);
 }

@@ -1,0 +1,40 @@
+// The formats --data and --val-data read (--data-format): text, llm.c shards, nanoGPT raw uint16
+// files and JSON lines; how `auto` tells them apart, and the loading of the ones that are not text
+// (text goes through the token cache, corpus.cpp).
+#pragma once
+
+#include <string>
+
+#include "data/token_stream.h"
+#include "data/tokenizer.h"
+
+namespace xtrain {
+
+enum class DataFormat { automatic, text, llmc, nanogpt, jsonl };
+
+// parse_data_format: "auto", "text", "llmc", "nanogpt" or "jsonl"; throws UsageError otherwise.
+DataFormat parse_data_format(const std::string& name);
+const char* data_format_name(DataFormat f);
+
+// detect_data_format: the format of one file under `requested`: any explicit format is returned as
+// is; `automatic` gives llmc for a file that starts with llm.c's magic, jsonl for a name ending in
+// .jsonl or .jsonl.zst, else text. nanogpt is never detected: a headerless file of uint16 ids cannot
+// be told from text reliably. Under `automatic`, a name ending in ".bin" without llm.c's magic is
+// refused (UsageError naming the file and --data-format nanogpt) rather than tokenized as text.
+DataFormat detect_data_format(const std::string& path, DataFormat requested);
+
+// is_token_file: llm.c shards and nanoGPT files hold ids already, their documents separated as their
+// writer chose (llm.c's and nanoGPT's scripts put <|endoftext|> at each document's boundary), so
+// join_files adds no separator next to them.
+inline bool is_token_file(DataFormat f) { return f == DataFormat::llmc || f == DataFormat::nanogpt; }
+
+// load_pretokenized_or_jsonl: the token stream of a file that is not text (format llmc, nanogpt or
+// jsonl, as detect_data_format gave it): token files are memory-mapped and checked against
+// tok.vocab_size() (token_shard.h); a JSON lines file is read (jsonl.h) and each document's `field`
+// tokenized, with tok.eot_id() between consecutive documents (none after the last), the rule
+// join_files applies between text files, so documents as lines train what documents as files train.
+// `rank`: rank 0 prints tokenizing progress; -1 none. Throws Error naming the file (and line).
+TokenStream load_pretokenized_or_jsonl(const std::string& path, DataFormat format, const Tokenizer& tok,
+                                       const std::string& field, int rank = -1);
+
+}  // namespace xtrain

@@ -1,0 +1,121 @@
+// JSON lines corpora, plain or zstd-compressed (see src/data/jsonl.h).
+#include "data/jsonl.h"
+
+#include <unistd.h>
+#include <zstd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <functional>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "core/error.h"
+#include "core/io.h"
+
+namespace xtrain {
+
+namespace {
+
+bool ends_with(const std::string& s, const std::string& suffix) {
+  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
+}
+
+// LineSplitter: bytes in, complete lines out (without '\n'); the last line may lack its '\n'.
+class LineSplitter {
+ public:
+  explicit LineSplitter(std::function<void(const std::string&)> on_line) : on_line_(std::move(on_line)) {}
+  void feed(const char* p, size_t n) {
+    for (size_t at = 0; at < n;) {
+      const void* nl = std::memchr(p + at, '\n', n - at);
+      const size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - p) : n;
+      pending_.append(p + at, end - at);
+      if (!nl) return;
+      on_line_(pending_);
+      pending_.clear();
+      at = end + 1;
+    }
+  }
+  void finish() {
+    if (!pending_.empty()) on_line_(pending_);
+    pending_.clear();
+  }
+
+ private:
+  std::function<void(const std::string&)> on_line_;
+  std::string pending_;
+};
+
+// read_chunks: the file's bytes in order, 1 MiB at a time.
+void read_chunks(const std::string& path, const std::function<void(const char*, size_t)>& fn) {
+  RegularFile file = open_regular_file(path, "cannot read " + path);
+  std::string buf(size_t{1} << 20, '\0');
+  for (;;) {
+    const ssize_t n = ::read(file.fd.get(), buf.data(), buf.size());
+    if (n < 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+    if (n == 0) return;
+    fn(buf.data(), static_cast<size_t>(n));
+  }
+}
+
+// read_zstd: the decompressed bytes of a zstd file (one or more frames), streamed (ZSTD_decompressStream).
+void read_zstd(const std::string& path, const std::function<void(const char*, size_t)>& fn) {
+  std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
+  XT_CHECK(ds != nullptr, "ZSTD_createDStream failed");
+  ZSTD_initDStream(ds.get());
+  std::string out(ZSTD_DStreamOutSize(), '\0');
+  size_t last = 0;  // 0 once a frame is complete (ZSTD_decompressStream's hint)
+  bool any = false;
+  read_chunks(path, [&](const char* p, size_t n) {
+    any = true;
+    ZSTD_inBuffer in{p, n, 0};
+    while (in.pos < in.size) {
+      ZSTD_outBuffer ob{out.data(), out.size(), 0};
+      last = ZSTD_decompressStream(ds.get(), &ob, &in);
+      if (ZSTD_isError(last)) XT_FAIL(path << ": corrupt zstd stream (" << ZSTD_getErrorName(last) << ")");
+      fn(out.data(), ob.pos);
+    }
+  });
+  // zstd does not consume a frame's last byte before it has flushed all of that frame's output
+  // (zstd's examples/streaming_decompression.c), so the loop above loses nothing and last != 0 here
+  // means the input ended inside a frame.
+  if (any && last != 0) XT_FAIL(path << ": zstd stream ends mid-frame (truncated)");
+}
+
+bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == std::string::npos; }
+
+}  // namespace
+
+bool is_jsonl_name(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst"); }
+
+void for_each_jsonl_document(const std::string& path, const std::string& field,
+                             const std::function<void(const std::string& text, size_t line)>& fn) {
+  size_t line_no = 0;
+  LineSplitter lines([&](const std::string& line) {
+    ++line_no;
+    if (blank(line)) return;
+    nlohmann::json j;
+    try {
+      j = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::parse_error& e) {
+      std::string why = e.what();
+      const size_t colon = why.find("]: ");  // drop nlohmann's "[json.exception.parse_error.101] " tag
+      XT_FAIL(path << ":" << line_no << ": not JSON (" << (colon == std::string::npos ? why : why.substr(colon + 3)) << ")");
+    }
+    if (!j.is_object()) XT_FAIL(path << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
+    const auto it = j.find(field);
+    if (it == j.end()) XT_FAIL(path << ":" << line_no << ": no \"" << field << "\" field (--jsonl-field)");
+    if (!it->is_string())
+      XT_FAIL(path << ":" << line_no << ": \"" << field << "\" is a " << it->type_name() << ", not a string");
+    fn(it->get_ref<const std::string&>(), line_no);
+  });
+  const auto feed = [&](const char* p, size_t n) { lines.feed(p, n); };
+  if (ends_with(path, ".zst")) {
+    read_zstd(path, feed);
+  } else {
+    read_chunks(path, feed);
+  }
+  lines.finish();
+}
+
+}  // namespace xtrain

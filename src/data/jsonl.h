@@ -1,0 +1,23 @@
+// JSON lines corpora (Hugging Face datasets' usual export): one JSON object per line with the
+// document in a string field, plain or zstd-compressed (.jsonl.zst, decompressed as a stream).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <string>
+
+namespace xtrain {
+
+// for_each_jsonl_document: calls fn(text, line) with the string `field` of each line of path in order
+// (line numbers from 1). A path ending in ".zst" is decompressed with libzstd's streaming API. Blank
+// lines (only spaces, tabs, a '\r') are skipped. Throws Error, one line naming path and line:
+// "<path>:<line>: not JSON (<parser's message>)", "...: no \"<field>\" field", "...: \"<field>\" is a
+// <type>, not a string", "...: not a JSON object"; and "<path>: corrupt zstd stream (<libzstd's
+// message>)" or "<path>: zstd stream ends mid-frame (truncated)".
+void for_each_jsonl_document(const std::string& path, const std::string& field,
+                             const std::function<void(const std::string& text, size_t line)>& fn);
+
+// is_jsonl_name: path ends in ".jsonl" or ".jsonl.zst" (what --data-format auto reads as JSON lines).
+bool is_jsonl_name(const std::string& path);
+
+}  // namespace xtrain

@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The data formats users bring train bitwise what the text trains (world 2 under mpirun, loss lines
+# compared): llm.c shards written by xtrain_tokenize --shard-tokens, nanoGPT's raw uint16 file (the
+# shards' ids without their headers) and JSON lines, plain and zstd-compressed, holding the same
+# documents; --val-data names held-out files.
+source "$(dirname "$0")/common.sh"
+xt_data
+fails=0
+mkdir "$WORK/docs" "$WORK/shards" "$WORK/jsonl"
+split -n l/4 -d --additional-suffix=.txt "$WORK/corpus.txt" "$WORK/docs/doc-"
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10 --no-cache)
+
+run() {  # run NAME DATA [args]: world 2, its loss lines into NAME.losses
+  local name=$1 data=$2
+  shift 2
+  xt_run mpi 2 "${ARGS[@]}" --data "$data" --metrics "$WORK/$name.jsonl" "$@" > "$WORK/$name.log" 2>&1 \
+    || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
+  xt_losses "$WORK/$name.jsonl" > "$WORK/$name.losses"
+}
+check() {
+  local what=$1
+  shift
+  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
+}
+same_losses() { diff -q "$WORK/$1.losses" "$WORK/$2.losses" > /dev/null && [[ $(wc -l < "$WORK/$1.losses") == 10 ]]; }
+
+run text "$WORK/docs"
+# text -> llm.c shards (prepared once) -> training
+"$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/docs" --shard-tokens 40000 --output "$WORK/shards/corpus" \
+  > "$WORK/tok.out" || { echo "FAIL: xtrain_tokenize --shard-tokens"; exit 1; }
+cat "$WORK/tok.out"
+check "several shards written" test -s "$WORK/shards/corpus_000000.bin" -a -s "$WORK/shards/corpus_000001.bin"
+check "llm.c's GPT-2 header: magic 20240520, version 1" \
+  test "$(od -An -t d4 -N 8 "$WORK/shards/corpus_000000.bin" | tr -s ' ')" == " 20240520 1"
+run llmc "$WORK/shards"
+check "llm.c shards train bitwise what the text trains" same_losses text llmc
+# nanoGPT's train.bin: the same ids, uint16, no header
+for f in "$WORK"/shards/corpus_*.bin; do tail -c +1025 "$f"; done > "$WORK/train.bin"
+run nanogpt "$WORK/train.bin" --data-format nanogpt
+check "a nanoGPT train.bin trains bitwise what the text trains" same_losses text nanogpt
+# JSON lines: one document (one text file) per line
+python3 - "$WORK/docs" "$WORK/jsonl/corpus.jsonl" <<'PY'
+import json, pathlib, sys
+docs = sorted(pathlib.Path(sys.argv[1]).iterdir())
+with open(sys.argv[2], "w") as out:
+    for d in docs:
+        out.write(json.dumps({"id": d.name, "text": d.read_bytes().decode("utf-8")}) + "\n")
+PY
+run jsonl "$WORK/jsonl/corpus.jsonl"
+check "JSON lines train bitwise what the text trains" same_losses text jsonl
+zstd -q "$WORK/jsonl/corpus.jsonl" -o "$WORK/corpus.jsonl.zst"
+run zst "$WORK/corpus.jsonl.zst"
+check "zstd-compressed JSON lines train the same" same_losses text zst
+sed 's/"text"/"body"/' "$WORK/jsonl/corpus.jsonl" > "$WORK/body.jsonl"
+run field "$WORK/body.jsonl" --jsonl-field body
+check "--jsonl-field names the field" same_losses text field
+
+# --val-data: the held-out files replace the tail of --data
+run val "$WORK/shards" --val-every 5 --val-data "$WORK/docs/doc-03.txt" --val-seqs 4
+check "--val-data: validation lines printed" grep -q '"val_loss"' "$WORK/val.jsonl"
+check "--val-data: training on all of --data trains what it trains without validation" same_losses llmc val
+
+echo "$fails failure(s)"
+((fails == 0))

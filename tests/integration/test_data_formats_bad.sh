@@ -1,0 +1,79 @@
+#!/usr/bin/env bash
+# Bad input in each data format (llm.c shards, nanoGPT raw files, JSON lines plain and zstd): world 2
+# ends within seconds with one line naming the file (and line), the exit code of the error, and no
+# output written (no metrics file, no checkpoint).
+source "$(dirname "$0")/common.sh"
+xt_data
+BOUND=30  # seconds for an error case; a hang in a collective would hit it
+fails=0
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 2 --no-cache --metrics "$WORK/out/m.jsonl" --ckpt "$WORK/out/c.bin")
+mkdir "$WORK/out" "$WORK/bad"
+
+# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s, its first rank line
+# matches PATTERN, and $WORK/out stays empty
+expect() {
+  local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
+  shift 4
+  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$data" "$@" > "$WORK/stdout" 2> "$WORK/err" || rc=$?
+  local line
+  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
+  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)) && [[ -z $(ls -A "$WORK/out") ]]; then
+    printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
+  else
+    printf 'FAIL %-34s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
+    sed 's/^/     | /' "$WORK/err" | head -10
+    ls -A "$WORK/out"
+    fails=$((fails + 1))
+  fi
+  rm -rf "${WORK:?}/out"/*
+}
+# shard NAME MAGIC VERSION COUNT IDS-DTYPE IDS...: an llm.c shard written by Python as llm.c does
+shard() {
+  python3 - "$WORK/bad/$1" "$2" "$3" "$4" "$5" "${@:6}" <<'PY'
+import struct, sys
+path, magic, version, count, dtype = sys.argv[1], *map(int, sys.argv[2:5]), sys.argv[5]
+ids = [int(x) for x in sys.argv[6:]]
+with open(path, "wb") as f:
+    f.write(struct.pack("<256i", magic, version, count, *([0] * 253)))
+    f.write(struct.pack("<%d%s" % (len(ids), dtype), *ids))
+PY
+}
+ids=$(seq 1 400 | tr '\n' ' ')
+shard ok.bin 20240520 1 400 H $ids
+head -c 100 "$WORK/bad/ok.bin" > "$WORK/bad/header.bin"
+expect "llm.c: truncated header" 1 "llm.c shard .*header.bin is truncated: 100 bytes" "$WORK/bad/header.bin"
+head -c 1500 "$WORK/bad/ok.bin" > "$WORK/bad/cut.bin"
+expect "llm.c: truncated ids" 1 "llm.c shard .*cut.bin is truncated: 1500 bytes, but its header says" "$WORK/bad/cut.bin"
+shard version.bin 20240520 2 400 H $ids
+expect "llm.c: wrong version" 1 "llm.c shard .*version.bin: version 2 with the GPT-2 magic" "$WORK/bad/version.bin"
+shard magic.bin 20240521 1 400 H $ids
+expect "llm.c: wrong magic (auto)" 2 "magic.bin: a .bin file without llm.c's magic" "$WORK/bad/magic.bin"
+expect "llm.c: wrong magic (llmc)" 1 "llm.c shard .*magic.bin: magic 20240521 is not llm.c's" "$WORK/bad/magic.bin" --data-format llmc
+shard vocab.bin 20240520 1 400 H $ids
+python3 -c 'import sys; f=open(sys.argv[1],"r+b"); f.seek(1024+2*7); f.write((60000).to_bytes(2,"little"))' "$WORK/bad/vocab.bin"
+expect "llm.c: id >= vocabulary" 1 "llm.c shard .*vocab.bin: token id 60000 at index 7 outside the vocabulary \[0, 50257\)" "$WORK/bad/vocab.bin"
+shard llama.bin 20240801 7 401 I $ids 70000
+expect "llm.c uint32: id >= vocabulary" 1 "llm.c shard .*llama.bin: token id 70000 at index 400 outside the vocabulary" "$WORK/bad/llama.bin"
+
+tail -c +1025 "$WORK/bad/vocab.bin" > "$WORK/bad/train.bin"
+expect "nanoGPT: id >= vocabulary" 1 "nanoGPT token file .*train.bin: token id 60000 at index 7" "$WORK/bad/train.bin" --data-format nanogpt
+head -c 301 "$WORK/bad/train.bin" > "$WORK/bad/odd.bin"
+expect "nanoGPT: odd size" 1 "nanoGPT token file .*odd.bin: 301 bytes, not a whole number of uint16 ids" "$WORK/bad/odd.bin" --data-format nanogpt
+
+printf '{"text": "a"}\n{"text": "b"\n' > "$WORK/bad/notjson.jsonl"
+expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not JSON" "$WORK/bad/notjson.jsonl"
+printf '{"text": "a"}\n\n{"body": "b"}\n' > "$WORK/bad/nofield.jsonl"
+expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
+printf '{"text": 7}\n' > "$WORK/bad/number.jsonl"
+expect "JSON lines: field not a string" 1 "number.jsonl:1: \"text\" is a number, not a string" "$WORK/bad/number.jsonl"
+head -c 20000 "$WORK/corpus.txt" | python3 -c 'import json,sys; print(json.dumps({"text": sys.stdin.read()}))' \
+  | zstd -q > "$WORK/bad/good.jsonl.zst"
+size=$(stat -c %s "$WORK/bad/good.jsonl.zst")
+{ head -c 20 "$WORK/bad/good.jsonl.zst"; head -c 64 /dev/zero | tr '\0' 'x'; tail -c +85 "$WORK/bad/good.jsonl.zst"; } > "$WORK/bad/corrupt.jsonl.zst"
+expect "zstd: corrupt stream" 1 "corrupt.jsonl.zst: corrupt zstd stream" "$WORK/bad/corrupt.jsonl.zst"
+head -c $((size / 2)) "$WORK/bad/good.jsonl.zst" > "$WORK/bad/cut.jsonl.zst"
+expect "zstd: truncated stream" 1 "cut.jsonl.zst: zstd stream ends mid-frame" "$WORK/bad/cut.jsonl.zst"
+expect "--data-format unknown" 2 "--data-format csv: expected auto, text, llmc, nanogpt or jsonl" "$WORK/corpus.txt" --data-format csv
+
+echo "$fails failure(s)"
+((fails == 0))
