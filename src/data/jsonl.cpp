@@ -8,10 +8,10 @@
 #include <cstring>
 #include <functional>
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "core/error.h"
 #include "core/io.h"
+#include "core/json.h"
 
 namespace xtrain {
 
@@ -94,14 +94,8 @@ void for_each_jsonl_document(const std::string& path, const std::string& field,
   LineSplitter lines([&](const std::string& line) {
     ++line_no;
     if (blank(line)) return;
-    nlohmann::json j;
-    try {
-      j = nlohmann::json::parse(line);
-    } catch (const nlohmann::json::parse_error& e) {
-      std::string why = e.what();
-      const size_t colon = why.find("]: ");  // drop nlohmann's "[json.exception.parse_error.101] " tag
-      XT_FAIL(path << ":" << line_no << ": not JSON (" << (colon == std::string::npos ? why : why.substr(colon + 3)) << ")");
-    }
+    // the one bounded JSON reader (core/json.h): a deeply nested line is refused, never recursed into
+    const nlohmann::json j = parse_json(line, path + ":" + std::to_string(line_no));
     if (!j.is_object()) XT_FAIL(path << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
     const auto it = j.find(field);
     if (it == j.end()) XT_FAIL(path << ":" << line_no << ": no \"" << field << "\" field (--jsonl-field)");

@@ -61,7 +61,9 @@ head -c 301 "$WORK/bad/train.bin" > "$WORK/bad/odd.bin"
 expect "nanoGPT: odd size" 1 "nanoGPT token file .*odd.bin: 301 bytes, not a whole number of uint16 ids" "$WORK/bad/odd.bin" --data-format nanogpt
 
 printf '{"text": "a"}\n{"text": "b"\n' > "$WORK/bad/notjson.jsonl"
-expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not JSON" "$WORK/bad/notjson.jsonl"
+expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not valid JSON" "$WORK/bad/notjson.jsonl"
+python3 -c 'print("{\"text\": \"a\", \"x\": " + "[" * 300000 + "]" * 300000 + "}")' > "$WORK/bad/deep.jsonl"
+expect "JSON lines: a line nested 300,000 deep" 1 "deep.jsonl:1: not valid JSON \(nested deeper than" "$WORK/bad/deep.jsonl"
 printf '{"text": "a"}\n\n{"body": "b"}\n' > "$WORK/bad/nofield.jsonl"
 expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
 printf '{"text": 7}\n' > "$WORK/bad/number.jsonl"
