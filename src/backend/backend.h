@@ -157,10 +157,11 @@ class Backend {
   virtual size_t weight_copy_bytes() const { return 0; }
 
   // ---- ops ----
-  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
+  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t];
+  // wpe null: no learned positions (the Llama family), out = wte[tok]
   virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
                                int B, int T, int C) = 0;
-  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+  // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (dwpe null: no learned positions)
   virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                 int B, int T, int C) = 0;
 

@@ -26,27 +26,36 @@ inline void gemm(CBLAS_TRANSPOSE ta, CBLAS_TRANSPOSE tb, int M, int N, int K, do
   cblas_dgemm(CblasRowMajor, ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t]
+// encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t];
+// wpe null (no learned positions, the Llama family): out = wte[tok]
 template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, const Real* wpe, int B, int T,
                      int C) {
   for (size_t bt = 0; bt < size_t(B) * T; ++bt) {
     XT_CHECK(tokens[bt] >= 0, "negative token id " << tokens[bt]);
     const Real* e = wte + size_t(tokens[bt]) * C;
-    const Real* p = wpe + (bt % T) * C;
     Real* o = out + bt * C;
+    if (!wpe) {
+      for (int c = 0; c < C; ++c) o[c] = e[c];
+      continue;
+    }
+    const Real* p = wpe + (bt % T) * C;
     for (int c = 0; c < C; ++c) o[c] = e[c] + p[c];
   }
 }
 
-// encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+// encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (dwpe null: no learned positions)
 template <typename Real>
 void encoder_backward(Real* dwte, Real* dwpe, const Real* dout, const int32_t* tokens, int B, int T, int C) {
   for (size_t bt = 0; bt < size_t(B) * T; ++bt) {
     XT_CHECK(tokens[bt] >= 0, "negative token id " << tokens[bt]);
     Real* de = dwte + size_t(tokens[bt]) * C;
-    Real* dp = dwpe + (bt % T) * C;
     const Real* d = dout + bt * C;
+    if (!dwpe) {
+      for (int c = 0; c < C; ++c) de[c] += d[c];
+      continue;
+    }
+    Real* dp = dwpe + (bt % T) * C;
     for (int c = 0; c < C; ++c) {
       de[c] += d[c];
       dp[c] += d[c];
