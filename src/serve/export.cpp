@@ -40,6 +40,7 @@ std::vector<LayoutTensor> layout_tensors(const GPTConfig& c, ModelLayout layout)
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamTensor& p = params[i];
     const ParamSpec& s = *p.spec;
+    if (p.count == 0) continue;  // a row absent from this family (gpt2's lm_head)
     LayoutTensor t;
     t.index = i;
     t.shape = {file_dim(c, s.rows)};  // wte: V rows, the padding rows [V, Vp) are not exported
@@ -101,6 +102,8 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                         const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  // model directories hold the GPT-2 family only: a Llama model is refused, never written as a wrong GPT-2
+  if (cfg.llama()) XT_FAIL("cannot export a Llama model yet (" << cfg.describe() << "): model directories hold GPT-2 models only");
   const Tokenizer tok = Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
   if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
     XT_FAIL("tokenizer " << encoder_json << " + " << vocab_bpe << " is not the one the model was trained with (fingerprints differ)");
