@@ -74,8 +74,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
-  po::options_description model = cli_group("Model (GPT-2 layout, pre-LN, tied head)");
+  std::string arch = "gpt2", tie = "true";
+  po::options_description model = cli_group("Model (GPT-2 or Llama layout, pre-norm)");
   model.add_options()
+    ("arch", po::value(&arch)->default_value("gpt2"), "gpt2 | llama: the model family (Hugging Face model_type). gpt2: LayerNorm, learned positions, GELU MLP, biases, tied head; llama: RMSNorm, rotary positions, SwiGLU MLP (--ffn is its intermediate size), no biases (docs/design.md, \"Model\")")
+    ("norm-eps", po::value(&m.norm_eps)->default_value(1e-5f, "1e-5"), "RMSNorm epsilon (--arch llama only)")
+    ("rope-theta", po::value(&m.rope_theta)->default_value(10000.0f, "10000"), "rotary embedding base theta (--arch llama only)")
+    ("tie-embeddings", po::value(&tie)->default_value("true"), "true | false: the output head is the token embedding wte (true) or its own matrix lm_head (false: --arch llama only)")
     ("dim", po::value(&m.C)->default_value(128), "C: model width")
     ("heads", po::value(&m.NH)->default_value(4), "NH: query heads")
     ("kv-heads", po::value(&kv_heads)->default_value(0), "KVH: key/value heads for grouped-query attention (0 = --heads)")
@@ -149,6 +154,14 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   o.dtype = parse_dtype(dtype);
   o.attention = parse_attention(attention);
   m.maxT = t.seq;
+  m.arch = parse_arch(arch);
+  if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
+  m.tie_embeddings = tie == "true" ? 1 : 0;
+  if (m.llama() && !o.init_from.empty())
+    throw UsageError("--init-from with --arch llama: model directories hold GPT-2 models only so far");
+  if (!m.llama())  // the family's options, given with gpt2: one line naming the option (GPTConfig::validate)
+    for (const char* opt : {"norm-eps", "rope-theta", "tie-embeddings"})
+      if (!vm[opt].defaulted()) throw UsageError(std::string("--") + opt + " needs --arch llama");
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
   // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far

@@ -74,6 +74,7 @@ class Decoder {
   size_t num_params_ = 0;
   uint64_t weights_generation_ = 0;  // be_.weights_generation() after our last prepare_weights
   const float *wte_ = nullptr, *wpe_ = nullptr, *lnfw_ = nullptr, *lnfb_ = nullptr;
+  const float* head_ = nullptr;  // the output head: wte when tied, else lm_head
   std::vector<BlockWeights> layers_;  // per block, views into the model's parameters
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
   DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;

@@ -27,7 +27,27 @@ void GPTConfig::validate() const {
   need(HS > 0, "--head-dim must be positive");
   need(F > 0, "--ffn must be positive");
   check_size();
+  if (!llama()) {
+    need(arch == Arch::gpt2, "--arch: unknown model family " + std::to_string(int(arch)));
+    need(tie_embeddings == 1, "--tie-embeddings false needs --arch llama (GPT-2's head is always wte)");
+    need(rope_theta == GPTConfig().rope_theta, "--rope-theta needs --arch llama (GPT-2 has learned positions)");
+    need(norm_eps == GPTConfig().norm_eps, "--norm-eps needs --arch llama (GPT-2's LayerNorm eps is 1e-5)");
+    return;
+  }
+  need(HS % 2 == 0, "--head-dim must be even with --arch llama (rotary embeddings rotate channel pairs), got " +
+                        std::to_string(HS));
+  need(std::isfinite(norm_eps) && norm_eps > 0, "--norm-eps must be positive and finite");
+  need(std::isfinite(rope_theta) && rope_theta > 1, "--rope-theta must be finite and > 1");
+  need(tie_embeddings == 0 || tie_embeddings == 1, "--tie-embeddings must be true or false");
 }
+
+Arch parse_arch(const std::string& s) {
+  if (s == "gpt2") return Arch::gpt2;
+  if (s == "llama") return Arch::llama;
+  throw UsageError("--arch must be gpt2 or llama, got '" + s + "'");
+}
+
+const char* to_string(Arch a) { return a == Arch::llama ? "llama" : "gpt2"; }
 
 void GPTConfig::check_size() const {
   for (const SizeLimit& s : kSizeLimits)
@@ -40,6 +60,8 @@ std::string GPTConfig::describe() const {
   std::ostringstream os;
   os << "V=" << V << " T=" << maxT << " C=" << C << " L=" << L << " NH=" << NH << " KVH=" << KVH
      << " HS=" << HS << " F=" << F;
+  if (llama())  // gpt2's line stays as it was
+    os << " arch=llama norm_eps=" << norm_eps << " rope_theta=" << rope_theta << " tied=" << (tied() ? 1 : 0);
   return os.str();
 }
 
@@ -52,6 +74,7 @@ int param_dim(const GPTConfig& c, ParamDim d) {
     case ParamDim::QKV: return c.qkv_width();
     case ParamDim::A: return c.NH * c.HS;
     case ParamDim::F: return c.F;
+    case ParamDim::FC: return c.llama() ? 2 * c.F : c.F;
     case ParamDim::count: break;
   }
   XT_FAIL("param_dim: no such dimension");
@@ -66,7 +89,7 @@ std::vector<ParamTensor> param_layout(const GPTConfig& c) {
   auto add = [&](const ParamSpec& s, int layer) {
     ParamTensor t;
     t.name = (layer >= 0 ? "h" + std::to_string(layer) + "." : std::string()) + s.name;
-    t.shape = {param_dim(c, s.rows)};
+    t.shape = {param_present(c, s) ? param_dim(c, s.rows) : 0};  // an absent row: zero elements
     if (s.matrix()) t.shape.push_back(param_dim(c, s.cols));
     t.count = size_t(t.shape[0]) * (s.matrix() ? size_t(t.shape[1]) : 1);
     t.offset = off, t.decay = s.decay, t.spec = &s, t.layer = layer;
@@ -91,7 +114,20 @@ GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be),
   be_.zero(grads_.get(), grads_.bytes());
 }
 
-float* GPT::param(int layer, int which) { return params_.get() + layout_[layer_param_index(layer, which)].offset; }
+bool param_present(const GPTConfig& c, const ParamSpec& s) {
+  switch (s.in) {
+    case ParamIn::all: return true;
+    case ParamIn::gpt2: return !c.llama();
+    case ParamIn::untied: return !c.tied();
+  }
+  return true;
+}
+
+float* GPT::param(int layer, int which) { return const_cast<float*>(tensor(layer_param_index(layer, which))); }
+
+const float* GPT::tensor(size_t index) const {
+  return layout_[index].count ? params_.get() + layout_[index].offset : nullptr;
+}
 
 BlockWeights GPT::block_weights(int layer) {
   BlockWeights w;
@@ -104,7 +140,8 @@ void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
 void GPT::init_params(uint64_t seed) {
   std::vector<float> host(num_params_);
   const uint64_t base = hash_key(seed, kRngInit);
-  const double std_w = 0.02, std_proj = 0.02 / std::sqrt(2.0 * cfg_.L);
+  // llama: N(0, 0.02) for every matrix, no residual scaling (model_params.h, ParamInit)
+  const double std_w = 0.02, std_proj = cfg_.llama() ? std_w : 0.02 / std::sqrt(2.0 * cfg_.L);
   for (size_t i = 0; i < layout_.size(); ++i) {
     const ParamTensor& t = layout_[i];
     float* p = host.data() + t.offset;

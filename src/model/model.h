@@ -1,6 +1,7 @@
-// GPT decoder (Radford et al. 2019, GPT-2 layout): token + learned position embeddings, L pre-LN
-// blocks of causal self-attention with grouped-query heads (Ainslie et al. 2023) and a GELU MLP,
-// final LayerNorm, output head tied to the token embedding. Written once against Backend&.
+// GPT decoder in two families (GPTConfig::arch): GPT-2 (Radford et al. 2019: token + learned position
+// embeddings, pre-LN blocks with a GELU MLP, tied head) and Llama (Touvron et al. 2023: RMSNorm, rotary
+// positions, SwiGLU MLP, no biases, tied or own head); causal self-attention with grouped-query heads
+// (Ainslie et al. 2023) in both. Written once against Backend&.
 // All parameters live in ONE contiguous buffer and the gradients in a buffer of the same layout,
 // so the data-parallel gradient all-reduce is one call (llm.c).
 #pragma once
@@ -16,6 +17,12 @@
 
 namespace xtrain {
 
+// Arch: the model family (--arch; Hugging Face's model_type names). Stored as int32 in checkpoints.
+enum class Arch : int32_t { gpt2 = 0, llama = 1 };
+// parse_arch: "gpt2" | "llama"; throws UsageError naming --arch otherwise. to_string gives the word back.
+Arch parse_arch(const std::string& s);
+const char* to_string(Arch a);
+
 struct GPTConfig {
   int V = 50257;  // vocabulary size (the tokenizer's; targets and token ids lie in [0, V))
   int maxT = 128; // context length (rows of wpe)
@@ -24,7 +31,14 @@ struct GPTConfig {
   int NH = 4;     // query heads
   int KVH = 4;    // key/value heads (GQA; NH % KVH == 0)
   int HS = 32;    // head size
-  int F = 512;    // MLP hidden width
+  int F = 512;    // MLP hidden width (llama: SwiGLU's intermediate size)
+  // The family and its fields (gpt2: the defaults, never anything else; validate() refuses others).
+  Arch arch = Arch::gpt2;
+  float norm_eps = 1e-5f;       // RMSNorm's eps (llama; GPT-2's LayerNorm keeps its 1e-5, backend.h)
+  float rope_theta = 10000.0f;  // rotary base theta (llama; backend/rotary.h)
+  int32_t tie_embeddings = 1;   // 1: the head is wte; 0: its own lm_head (llama only). int32: checkpoint field
+  bool llama() const { return arch == Arch::llama; }
+  bool tied() const { return tie_embeddings != 0; }
   int qkv_width() const { return QkvLayout::row_width(NH, KVH, HS); }  // qkv row (qkv_layout.h)
   // Vp: V rounded up to a multiple of 64 (GPT-2: 50304, as llm.c): the rows of wte and the row stride
   // of the logits, so every logits/wte row starts 256-byte aligned for the lm_head GEMMs. Rows
@@ -41,7 +55,8 @@ struct GPTConfig {
   // before any arithmetic on them.
   void check_size() const;
   // validate: throws UsageError naming the option for inconsistent sizes or one above its limit
-  // (check_size).
+  // (check_size), for an odd head size with llama (rotary pairs), a non-positive or non-finite
+  // --norm-eps / --rope-theta, and for llama fields other than their defaults with gpt2.
   void validate() const;
   std::string describe() const;  // one line for logs
 };
@@ -73,7 +88,11 @@ struct ParamTensor {
 // param_layout: every tensor of the parameter table (model_params.h) in buffer order, the tensors
 // contiguous: kEmbedParamTable, kLayerParamTable for each of the L blocks, kFinalParamTable.
 // Tensor i of a block is at layer_param_index(l, i).
+// A row absent from cfg's family (param_present false: biases and wpe for llama, lm_head when tied) is
+// a tensor of zero elements (shape[0] == 0) at its place.
 std::vector<ParamTensor> param_layout(const GPTConfig& cfg);
+// param_present: whether table row s has elements in a model of cfg (ParamIn, model_params.h).
+bool param_present(const GPTConfig& cfg, const ParamSpec& s);
 
 // Dropout context for one forward/backward: p and one key per local sequence, derived from
 // (seed, step, global sequence index) so masks do not depend on world size or micro-batching.
@@ -118,10 +137,13 @@ class GPT {
   size_t num_params() const { return num_params_; }
   float* params() { return params_.get(); }  // backend memory, (num_params)
   float* grads() { return grads_.get(); }    // backend memory, same layout
-  // block_weights: block `layer`'s parameters (views into params(), LayerParam order)
+  // block_weights: block `layer`'s parameters (views into params(), LayerParam order; null where absent)
   BlockWeights block_weights(int layer);
-  // tensor: the parameters of tensor `index` of layout() (layer_param_index, final_param_index, kWte, ...)
-  const float* tensor(size_t index) const { return params_.get() + layout_[index].offset; }
+  // tensor: the parameters of tensor `index` of layout() (layer_param_index, final_param_index, kWte, ...);
+  // null for a tensor absent from this family (zero elements), so ops take it as "no bias", "no wpe"
+  const float* tensor(size_t index) const;
+  // head: the output head's weights (Vp,C): wte when tied, else lm_head
+  const float* head() const { return tensor(cfg_.tied() ? size_t(kWte) : final_param_index(cfg_.L, kLmHead)); }
   Backend& backend() { return be_; }
   // logits: the logits (B,T,Vp) of the last forward(train=false), backend memory in the activation type
   // (forward(train=true) overwrites them with dlogits); null before the first forward.

@@ -28,21 +28,24 @@ enum class ActStore { act, fp32 };
 // The sizes the table is written in (elements). N = B*T positions; att = the attention scratch of
 // one layer, Backend::attention_scratch_count(B,NH,T,HS): (B,NH,T,T) probabilities on the CPU, less
 // on the CUDA flash route (B,NH,T,HS+1).
-enum class ActDim { one, N, C, QKV, A, F, Vp, att, count };
+// FC: the fc layer's outputs, F (gpt2) or 2F (llama: [gate | up], swiglu_forward's input).
+enum class ActDim { one, N, C, QKV, A, F, FC, Vp, att, count };
 struct ActDims {
   size_t size[static_cast<int>(ActDim::count)];
   size_t operator[](ActDim d) const { return size[static_cast<int>(d)]; }
 };
 inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
   return ActDims{{1, size_t(B) * T, size_t(c.C), size_t(c.qkv_width()), size_t(c.NH) * c.HS, size_t(c.F),
-                  size_t(c.Vp()), att}};
+                  size_t(c.llama() ? 2 * c.F : c.F), size_t(c.Vp()), att}};
 }
 
 // Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
 // 1 recomputes gelu(fch) in the backward (matmul_gelu_forward, the forward's op: it rewrites fch with the
 // same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded sum); 2 also the layernorm outputs ln1, ln2 (layernorm_forward
 // on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
-// llm.c does). A recomputed buffer is written by the same op on the same inputs as in the forward, or
+// llm.c does). llama: 1 recomputes swiglu(fch) from the kept fch (swiglu_forward), 2 also ln1, ln2
+// (rmsnorm_forward on the kept input; rstd rewritten with the same values); qkv is kept in every mode,
+// already rotated (rotary_forward in place), as the attention backward reads it. A recomputed buffer is written by the same op on the same inputs as in the forward, or
 // (ln1 and ln2, which the forward writes with residual_layernorm_forward) by the op that this fused op
 // must equal bit for bit (Backend::residual_layernorm_forward), so results are bitwise those of
 // --recompute 0.
@@ -75,8 +78,8 @@ constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from
     {kLn2, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
     {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
     {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kFch, ActDim::N, ActDim::F, ActStore::act, kKept},        // (B,T,F)    fc output (GELU's input)
-    {kFchGelu, ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch)
+    {kFch, ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (GELU's input; llama: [gate | up])
+    {kFchGelu, ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch) (llama: swiglu(fch))
     {kFcProj, ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
     {kRes3, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
 };
@@ -92,7 +95,7 @@ constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reu
     {kDTmpC2, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient
     {kDQkv, ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
     {kDAtty, ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
-    {kDFch, ActDim::N, ActDim::F, ActStore::act},       // (B,T,F)
+    {kDFch, ActDim::N, ActDim::FC, ActStore::act},      // (B,T,FC)
     {kDFchGelu, ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
 };
 

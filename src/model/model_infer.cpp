@@ -1,6 +1,7 @@
 // Decoder: the inference forward with a key/value cache (src/model/inference.h). The blocks are the
 // training forward's (block_forward, src/model/block.h) without dropout and loss; attention reads and
-// extends the cache through Backend::attention_decode.
+// extends the cache through Backend::attention_decode; llama's rotary runs at the absolute positions
+// from the device position the attention reads too.
 #include <cstring>
 
 #include "core/error.h"
@@ -27,14 +28,15 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
       num_params_(model.num_params()),
       use_graph_(cuda_graph) {
   XT_CHECK(B >= 1, "decoder batch must be >= 1 (got " << B << ")");
-  wte_ = model.tensor(kWte), wpe_ = model.tensor(kWpe);
+  wte_ = model.tensor(kWte), wpe_ = model.tensor(kWpe);  // wpe_ null for llama
+  head_ = model.head();
   lnfw_ = model.tensor(final_param_index(cfg_.L, kLnfW)), lnfb_ = model.tensor(final_param_index(cfg_.L, kLnfB));
   for (int l = 0; l < cfg_.L; ++l) layers_.push_back(model.block_weights(l));
   const size_t N = size_t(B) * cfg_.maxT, C = cfg_.C, ab = be_.activation_bytes();
   auto act = [&](size_t count) { return DeviceBuffer<unsigned char>(be_, count * ab); };
   x_ = act(N * C), x2_ = act(N * C), ln_ = act(N * C), branch_ = act(N * C);
   qkv_ = act(N * cfg_.qkv_width()), atty_ = act(N * cfg_.NH * cfg_.HS);
-  fch_ = act(N * cfg_.F), fgelu_ = act(N * cfg_.F);
+  fch_ = act(N * (cfg_.llama() ? 2 * cfg_.F : cfg_.F)), fgelu_ = act(N * cfg_.F);  // fch: [gate | up] for llama
   mean_ = DeviceBuffer<float>(be_, N), rstd_ = DeviceBuffer<float>(be_, N);
   tokens_ = DeviceBuffer<int32_t>(be_, 1 + N);
   pos_dev_ = tokens_.get(), tok_dev_ = tokens_.get() + 1;
@@ -65,9 +67,9 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
   // last op writes the next block's ln1 (or lnf). Buffers are reused where block_forward allows: ln_ holds
   // ln1, ln2 and the next LayerNorm; branch_ both projections; x_ the block's input and its output.
   if (L > 0)
-    be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), layers_[0][kLn1W], layers_[0][kLn1B], N, C);
+    norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), layers_[0][kLn1W], layers_[0][kLn1B], N);
   else
-    be_.layernorm_forward(ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N, C);
+    norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N);
   const BlockActs a{ln_.get(),     qkv_.get(),    atty_.get(), branch_.get(), x2_.get(),    ln_.get(),
                     mean_.get(),   rstd_.get(),   fch_.get(),  fgelu_.get(),  branch_.get(), x_.get()};
   for (int l = 0; l < L; ++l) {
@@ -78,14 +80,14 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
       be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos_dev_, cfg_.maxT, cfg_.NH,
                            cfg_.KVH, cfg_.HS);
     };
-    block_forward(be_, cfg_, N, x_.get(), layers_[l], a, next, attention, BlockDropout());
+    block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention, BlockDropout(), pos_dev_);
   }
-  // tied head over ln_ = lnf(x): every new position, or the last new position of each sequence
+  // head (wte, or llama's lm_head) over ln_ = lnf(x): every new position, or the last new position of each sequence
   if (all_positions || Tn == 1) {
-    be_.matmul_forward(logits_.get(), ln_.get(), wte_, nullptr, N, C, Vp);  // (N,Vp); N = B_ when Tn == 1
+    be_.matmul_forward(logits_.get(), ln_.get(), head_, nullptr, N, C, Vp);  // (N,Vp); N = B_ when Tn == 1
   } else {
     for (int b = 0; b < B_; ++b)  // row b of the logits = the last new position of sequence b
-      be_.matmul_forward(row(logits_, size_t(b) * Vp), row(ln_, (size_t(b) * Tn + Tn - 1) * C), wte_, nullptr, 1, C, Vp);
+      be_.matmul_forward(row(logits_, size_t(b) * Vp), row(ln_, (size_t(b) * Tn + Tn - 1) * C), head_, nullptr, 1, C, Vp);
   }
 }
 
@@ -105,8 +107,9 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
   staging_.insert(staging_.end(), tokens, tokens + N);
   be_.copy_to_device(tokens_.get(), staging_.data(), sizeof(int32_t) * staging_.size());
 
-  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn)
-  be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ + size_t(pos_) * C, B_, Tn, C);
+  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn) (llama: no wpe;
+  // rotary reads the position from pos_dev_ in the blocks)
+  be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ ? wpe_ + size_t(pos_) * C : nullptr, B_, Tn, C);
   const int rows = all_positions ? N : B_;
   const size_t ab = be_.activation_bytes(), logits_bytes = size_t(rows) * Vp * ab;
   if (logits_.bytes() < logits_bytes) {

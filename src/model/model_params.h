@@ -1,8 +1,8 @@
-// The parameter table: every GPT parameter tensor once, with its shape in model dimensions, its
-// initialisation, whether AdamW weight decay applies and its Hugging Face GPT-2 name (llm.c's
-// ParameterTensors; transformers' modeling_gpt2.py GPT2Model). param_layout (offsets), init_params,
-// the decay mask, the block's and the decoder's weight lookups and the export/import name map
-// (src/serve/export.cpp) all derive from it.
+// The parameter table: every parameter tensor of both model families (GPTConfig::arch) once, with its
+// shape in model dimensions, where it exists, its initialisation, whether AdamW weight decay applies and
+// its Hugging Face names (GPT-2: transformers' modeling_gpt2.py GPT2Model; Llama: modeling_llama.py
+// LlamaForCausalLM) (llm.c's ParameterTensors). param_layout (offsets), init_params, the decay mask, the
+// block's and the decoder's weight lookups and the export/import name map (src/serve/export.cpp) derive from it.
 #pragma once
 
 #include <cstddef>
@@ -15,7 +15,7 @@ struct GPTConfig;
 // LayerNorm. The tables below give one row for each, in this order.
 enum EmbedParam { kWte, kWpe, kNumEmbedParams };
 enum LayerParam { kLn1W, kLn1B, kQkvW, kQkvB, kAttProjW, kAttProjB, kLn2W, kLn2B, kFcW, kFcB, kFcProjW, kFcProjB, kPerLayer };
-enum FinalParam { kLnfW, kLnfB, kNumFinalParams };
+enum FinalParam { kLnfW, kLnfB, kLmHead, kNumFinalParams };
 constexpr int kLayerBase = kNumEmbedParams;  // index of layer 0's first tensor
 
 // Tensor indices into param_layout(cfg).
@@ -25,15 +25,22 @@ constexpr size_t num_param_tensors(int L) { return final_param_index(L, kNumFina
 
 // The sizes the table is written in. Vp: the vocabulary padded to a multiple of 64 (GPTConfig::Vp);
 // rows [V, Vp) of a Vp-row tensor start at zero and never leave the process (an export writes V rows).
-// QKV = (NH + 2*KVH)*HS (QkvLayout::row_width), A = NH*HS. `one`: the tensor is a vector.
-enum class ParamDim { one, C, Vp, maxT, QKV, A, F, count };
+// QKV = (NH + 2*KVH)*HS (QkvLayout::row_width), A = NH*HS. FC: the fc layer's outputs, F for gpt2 and
+// 2F for llama ([gate; up] stacked, so one GEMM gives swiglu_forward's (N,2F) input). `one`: a vector.
+enum class ParamDim { one, C, Vp, maxT, QKV, A, F, FC, count };
 // param_dim: the size of d for cfg; file_dim: the same in a model directory (Vp written as V).
 int param_dim(const GPTConfig& cfg, ParamDim d);
 int file_dim(const GPTConfig& cfg, ParamDim d);
 
-// Initialisation (GPT-2, Radford et al. 2019; residual scaling sec. 2.3): LayerNorm gains 1, biases 0,
-// weights N(0, 0.02), the projections into the residual stream N(0, 0.02/sqrt(2L)).
+// Initialisation. gpt2 (Radford et al. 2019; residual scaling sec. 2.3): LayerNorm gains 1, biases 0,
+// weights N(0, 0.02), the projections into the residual stream N(0, 0.02/sqrt(2L)). llama (transformers'
+// LlamaPreTrainedModel._init_weights): every Linear and the embedding N(0, initializer_range = 0.02),
+// normal_residual included (no residual scaling), RMSNorm gains 1.
 enum class ParamInit { ones, zeros, normal, normal_residual };
+
+// Where a row exists: in both families, in gpt2 only (biases, wpe), or only with an untied head (lm_head,
+// llama with --tie-embeddings false). A row absent from a model has zero elements there (rows 0).
+enum class ParamIn { all, gpt2, untied };
 
 // One table row: tensor `id` of shape (rows, cols), or (rows) when cols is `one`.
 struct ParamSpec {
@@ -42,32 +49,55 @@ struct ParamSpec {
   ParamDim rows, cols;
   ParamInit init;
   bool decay;           // AdamW weight decay applies (the matrices)
-  const char* hf_name;  // GPT-2's name after "transformer." (a block's after "transformer.h.<l>.")
+  const char* hf_name;  // GPT-2's name after "transformer." (a block's after "transformer.h.<l>."); "": none
   bool hf_transpose;    // GPT-2 stores it transposed: Conv1D keeps (in, out), xtrain (out, in)
+  ParamIn in = ParamIn::all;
+  // Llama's name after "model." (a block's after "model.layers.<l>."; lm_head at the top level), "" where
+  // absent; no transposes (nn.Linear keeps (out, in) as xtrain). Fused rows are split on export:
+  // qkv rows [0, NH*HS) -> self_attn.q_proj, [NH*HS, (NH+KVH)*HS) -> k_proj, the rest -> v_proj (HF's
+  // rotate-half convention: no permutation); fc rows [0, F) -> mlp.gate_proj, [F, 2F) -> mlp.up_proj.
+  const char* hf_llama = "";
   constexpr bool matrix() const { return cols != ParamDim::one; }
 };
 
 constexpr ParamSpec kEmbedParamTable[] = {
-    {kWte, "wte", ParamDim::Vp, ParamDim::C, ParamInit::normal, true, "wte.weight", false},      // (Vp,C) also the head
-    {kWpe, "wpe", ParamDim::maxT, ParamDim::C, ParamInit::normal, true, "wpe.weight", false},    // (maxT,C)
+    {kWte, "wte", ParamDim::Vp, ParamDim::C, ParamInit::normal, true, "wte.weight", false, ParamIn::all,
+     "embed_tokens.weight"},                                                                              // (Vp,C) also the tied head
+    {kWpe, "wpe", ParamDim::maxT, ParamDim::C, ParamInit::normal, true, "wpe.weight", false, ParamIn::gpt2},  // (maxT,C)
 };
 constexpr ParamSpec kLayerParamTable[] = {  // per block l
-    {kLn1W, "ln1.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_1.weight", false},          // (C)
-    {kLn1B, "ln1.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_1.bias", false},           // (C)
-    {kQkvW, "attn.qkv.w", ParamDim::QKV, ParamDim::C, ParamInit::normal, true, "attn.c_attn.weight", true},  // (QKV,C)
-    {kQkvB, "attn.qkv.b", ParamDim::QKV, ParamDim::one, ParamInit::zeros, false, "attn.c_attn.bias", false},  // (QKV)
-    {kAttProjW, "attn.proj.w", ParamDim::C, ParamDim::A, ParamInit::normal_residual, true, "attn.c_proj.weight", true},  // (C,A)
-    {kAttProjB, "attn.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "attn.c_proj.bias", false},         // (C)
-    {kLn2W, "ln2.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_2.weight", false},          // (C)
-    {kLn2B, "ln2.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_2.bias", false},           // (C)
-    {kFcW, "mlp.fc.w", ParamDim::F, ParamDim::C, ParamInit::normal, true, "mlp.c_fc.weight", true},      // (F,C)
-    {kFcB, "mlp.fc.b", ParamDim::F, ParamDim::one, ParamInit::zeros, false, "mlp.c_fc.bias", false},     // (F)
-    {kFcProjW, "mlp.proj.w", ParamDim::C, ParamDim::F, ParamInit::normal_residual, true, "mlp.c_proj.weight", true},  // (C,F)
-    {kFcProjB, "mlp.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "mlp.c_proj.bias", false},         // (C)
+    {kLn1W, "ln1.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_1.weight", false, ParamIn::all,
+     "input_layernorm.weight"},  // (C)
+    {kLn1B, "ln1.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_1.bias", false, ParamIn::gpt2,
+     ""},  // (C)
+    {kQkvW, "attn.qkv.w", ParamDim::QKV, ParamDim::C, ParamInit::normal, true, "attn.c_attn.weight", true, ParamIn::all,
+     "self_attn.{q,k,v}_proj.weight"},  // (QKV,C)
+    {kQkvB, "attn.qkv.b", ParamDim::QKV, ParamDim::one, ParamInit::zeros, false, "attn.c_attn.bias", false, ParamIn::gpt2,
+     ""},  // (QKV)
+    {kAttProjW, "attn.proj.w", ParamDim::C, ParamDim::A, ParamInit::normal_residual, true, "attn.c_proj.weight", true, ParamIn::all,
+     "self_attn.o_proj.weight"},  // (C,A)
+    {kAttProjB, "attn.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "attn.c_proj.bias", false, ParamIn::gpt2,
+     ""},  // (C)
+    {kLn2W, "ln2.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_2.weight", false, ParamIn::all,
+     "post_attention_layernorm.weight"},  // (C)
+    {kLn2B, "ln2.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_2.bias", false, ParamIn::gpt2,
+     ""},  // (C)
+    {kFcW, "mlp.fc.w", ParamDim::FC, ParamDim::C, ParamInit::normal, true, "mlp.c_fc.weight", true, ParamIn::all,
+     "mlp.{gate,up}_proj.weight"},  // (FC,C) llama: [gate; up]
+    {kFcB, "mlp.fc.b", ParamDim::FC, ParamDim::one, ParamInit::zeros, false, "mlp.c_fc.bias", false, ParamIn::gpt2,
+     ""},  // (FC)
+    {kFcProjW, "mlp.proj.w", ParamDim::C, ParamDim::F, ParamInit::normal_residual, true, "mlp.c_proj.weight", true, ParamIn::all,
+     "mlp.down_proj.weight"},  // (C,F) llama: down
+    {kFcProjB, "mlp.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "mlp.c_proj.bias", false, ParamIn::gpt2,
+     ""},  // (C)
 };
 constexpr ParamSpec kFinalParamTable[] = {
-    {kLnfW, "lnf.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_f.weight", false},   // (C)
-    {kLnfB, "lnf.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_f.bias", false},    // (C)
+    {kLnfW, "lnf.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_f.weight", false, ParamIn::all,
+     "norm.weight"},                                                                                   // (C)
+    {kLnfB, "lnf.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_f.bias", false, ParamIn::gpt2},  // (C)
+    // the untied head (llama only; gpt2's head is always wte): rows [V, Vp) stay zero as wte's
+    {kLmHead, "lm_head", ParamDim::Vp, ParamDim::C, ParamInit::normal, true, "", false, ParamIn::untied,
+     "lm_head.weight"},                                                                                // (Vp,C)
 };
 
 // BlockWeights: one block's tensors in the backend's memory, indexed by LayerParam (GPT::block_weights).
@@ -89,7 +119,11 @@ constexpr bool well_formed(const ParamSpec* t, int n) {
     if (t[i].id != i || t[i].decay != t[i].matrix() || normal != t[i].matrix()) return false;
     if (t[i].hf_transpose && !t[i].matrix()) return false;
     for (int j = 0; j < i; ++j)
-      if (same_str(t[i].name, t[j].name) || same_str(t[i].hf_name, t[j].hf_name)) return false;
+      if (same_str(t[i].name, t[j].name) || (*t[i].hf_name && same_str(t[i].hf_name, t[j].hf_name)) ||
+          (*t[i].hf_llama && same_str(t[i].hf_llama, t[j].hf_llama)))
+        return false;
+    if (!*t[i].hf_name != (t[i].in == ParamIn::untied) || !*t[i].hf_llama != (t[i].in == ParamIn::gpt2))
+      return false;  // a name exactly where the row exists
   }
   return true;
 }

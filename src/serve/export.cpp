@@ -41,6 +41,7 @@ std::vector<LayoutTensor> layout_tensors(const GPTConfig& c, ModelLayout layout)
   for (size_t i = 0; i < params.size(); ++i) {
     const ParamTensor& p = params[i];
     const ParamSpec& s = *p.spec;
+    if (p.count == 0) continue;  // a row absent from this family (gpt2's lm_head)
     LayoutTensor t;
     t.index = i;
     t.shape = {file_dim(c, s.rows)};  // wte: V rows, the padding rows [V, Vp) are not exported
@@ -102,6 +103,8 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                         const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  // model directories hold the GPT-2 family only: a Llama model is refused, never written as a wrong GPT-2
+  if (cfg.llama()) XT_FAIL("cannot export a Llama model yet (" << cfg.describe() << "): model directories hold GPT-2 models only");
   // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
   if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
     XT_FAIL("the weights are not finite: " << bad << "; not exporting");

@@ -78,7 +78,7 @@ std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, int eot_
 // Bytes of a whole export, in memory: file name -> contents (model.safetensors, config.json,
 // vocab.json, merges.txt). Deterministic for given inputs. Throws Error when the tokenizer files do
 // not load, their vocabulary size is not cfg.V or (when tokenizer_fingerprint != 0, e.g. a
-// checkpoint's) their fingerprint differs, and export_tensors' error for hf.
+// checkpoint's) their fingerprint differs, for a Llama model (not exportable yet), and export_tensors' error for hf.
 using ExportFiles = std::map<std::string, std::string>;
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                         const std::string& encoder_json, const std::string& vocab_bpe,

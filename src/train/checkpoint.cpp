@@ -3,7 +3,8 @@
 //   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one (kMetaFields, checkpoint.h); float params[n]; float m[n]; float v[n];
 //   u64 XXH3-64 (seed 0) of all bytes before it.
-// Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata.
+// Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata; a model
+// other than gpt2 adds the family's fields after them (MetaPart::family; header_bytes says whether).
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
 #include "train/checkpoint.h"
 
@@ -99,13 +100,21 @@ bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaF
   return true;
 }
 
+// writes_part: whether a header of model m holds the rows of `part` (the family's: not for gpt2).
+bool writes_part(const GPTConfig& m, MetaPart part) { return part == MetaPart::base || m.arch != Arch::gpt2; }
+
 void put_meta(Writer& w, const CheckpointMeta& m) {
-  for (const MetaField& f : kMetaFields) w.buf.append(field_bytes(m, f), f.bytes());
+  for (const MetaField& f : kMetaFields)
+    if (writes_part(m.model, f.part)) w.buf.append(field_bytes(m, f), f.bytes());
 }
 
-CheckpointMeta get_meta(Reader& r) {
+// get_meta: the header of header_bytes bytes: the base rows, then the family's when the size says so
+// (otherwise their defaults: gpt2). Another size is left to the caller's check.
+CheckpointMeta get_meta(Reader& r, uint32_t header_bytes) {
   CheckpointMeta m;
-  for (const MetaField& f : kMetaFields) r.get(reinterpret_cast<char*>(&m) + f.offset, f.bytes());
+  const bool family = header_bytes == kMetaBytes + kMetaFamilyBytes;
+  for (const MetaField& f : kMetaFields)
+    if (f.part == MetaPart::base || family) r.get(reinterpret_cast<char*>(&m) + f.offset, f.bytes());
   return m;
 }
 
@@ -151,6 +160,8 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
       case MetaRange::step: ok = field_value<int32_t>(m, f) >= 0; break;
       case MetaRange::grad_accum: ok = field_value<int32_t>(m, f) > 0 && field_value<int32_t>(m, f) <= m.batch; break;
       case MetaRange::fraction: ok = field_value<float>(m, f) >= 0.0f && field_value<float>(m, f) < 1.0f; break;
+      case MetaRange::arch: ok = field_value<int32_t>(m, f) == int32_t(Arch::gpt2) || field_value<int32_t>(m, f) == int32_t(Arch::llama); break;
+      case MetaRange::flag: ok = field_value<int32_t>(m, f) == 0 || field_value<int32_t>(m, f) == 1; break;
     }
     if (!ok) bad(f.name, field_text(m, f));
   }
@@ -167,7 +178,7 @@ CheckpointMeta parse_header(const std::string& buf, size_t file_size, const std:
   Reader r{buf, sizeof(kMagic), path};
   const uint32_t header_bytes = r.get<uint32_t>();
   const size_t meta_start = r.pos;
-  const CheckpointMeta meta = get_meta(r);
+  const CheckpointMeta meta = get_meta(r, header_bytes);
   if (r.pos - meta_start != header_bytes)
     XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
                           << " (written by another xtrain version)");

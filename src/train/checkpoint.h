@@ -42,13 +42,19 @@ struct CheckpointMeta {
 // ---- the header's field table: every CheckpointMeta field once, in file order (format 03) ----
 // It drives writing, reading and range-checking the header and the resume comparison
 // (checkpoint.cpp). The static checks below fail the build when a member of CheckpointMeta has no
-// row, a row's type is not its member's, or the header's size leaves format 03.
+// row, a row's type is not its member's, or the base header's size leaves format 03. The family's
+// rows (MetaPart::family: arch, norm_eps, rope_theta, tie) follow the base header and are written only
+// for a model other than gpt2, so a gpt2 checkpoint is the format-03 file it always was; the header's
+// byte count (u32 header_bytes) says which of the two a file holds, and a header without them reads as
+// gpt2 with the defaults. An xtrain from before them refuses a llama checkpoint (header size).
 
 enum class MetaType { i32, f32, u64 };  // stored as int32_t, float, uint64_t (native byte order)
+// Which header a row belongs to: the base (every file) or the family's rows (files of a non-gpt2 model).
+enum class MetaPart { base, family };
 // The values a header field may hold, checked on every read (a damaged file can carry any value
 // behind a valid checksum): any; positive (> 0); step: >= 0 (past total_steps in a run extended past its
-// schedule); grad_accum: [1, batch]; fraction: [0, 1).
-enum class MetaRange { any, positive, step, grad_accum, fraction };
+// schedule); grad_accum: [1, batch]; fraction: [0, 1); arch: an Arch value; flag: 0 or 1.
+enum class MetaRange { any, positive, step, grad_accum, fraction, arch, flag };
 // How a resume compares the field with this run's value. model: must match, reported as the model
 // description (GPTConfig::describe: both models in one message); must_match: must match, the message
 // names `resume_name` (the option that sets it, or what the value is); may_differ: not compared (the
@@ -62,6 +68,7 @@ struct MetaField {
   MetaRange range;
   OnResume on_resume;
   const char* resume_name;  // what a resume mismatch names
+  MetaPart part = MetaPart::base;
   constexpr size_t bytes() const { return type == MetaType::u64 ? 8 : 4; }
 };
 
@@ -69,6 +76,7 @@ template <typename T> struct MetaTypeOf;  // defined for the three stored types 
 template <> struct MetaTypeOf<int32_t> { static constexpr MetaType value = MetaType::i32; };
 template <> struct MetaTypeOf<float> { static constexpr MetaType value = MetaType::f32; };
 template <> struct MetaTypeOf<uint64_t> { static constexpr MetaType value = MetaType::u64; };
+template <> struct MetaTypeOf<Arch> { static constexpr MetaType value = MetaType::i32; };  // int32_t enum
 template <MetaType want, typename Member>
 constexpr MetaType checked_meta_type() {
   static_assert(MetaTypeOf<Member>::value == want, "XT_META_FIELD: the row's type is not its member's");
@@ -78,6 +86,10 @@ constexpr MetaType checked_meta_type() {
 #define XT_META_FIELD(member, name, type, range, on_resume, resume_name)                                 \
   MetaField{name, checked_meta_type<MetaType::type, decltype(std::declval<CheckpointMeta&>().member)>(), \
             offsetof(CheckpointMeta, member), MetaRange::range, OnResume::on_resume, resume_name}
+// XT_META_FAMILY_FIELD: a row of the model family's part (compared on resume as the model).
+#define XT_META_FAMILY_FIELD(member, name, type, range)                                                  \
+  MetaField{name, checked_meta_type<MetaType::type, decltype(std::declval<CheckpointMeta&>().member)>(), \
+            offsetof(CheckpointMeta, member), MetaRange::range, OnResume::model, "model", MetaPart::family}
 
 constexpr MetaField kMetaFields[] = {  // name, type, values it may hold, resume comparison
     XT_META_FIELD(model.V, "V", i32, positive, model, "model"),
@@ -106,10 +118,17 @@ constexpr MetaField kMetaFields[] = {  // name, type, values it may hold, resume
     // value here whatever the model description says
     XT_META_FIELD(num_params, "num_params", u64, positive, must_match, "the parameter count"),
     XT_META_FIELD(n_train, "n_train", u64, any, must_match, "training tokens (--val-fraction / --val-every split)"),
+    // the model family's fields: in files of a non-gpt2 model only (see above)
+    XT_META_FAMILY_FIELD(model.arch, "arch", i32, arch),
+    XT_META_FAMILY_FIELD(model.norm_eps, "norm_eps", f32, positive),
+    XT_META_FAMILY_FIELD(model.rope_theta, "rope_theta", f32, positive),
+    XT_META_FAMILY_FIELD(model.tie_embeddings, "tie", i32, flag),
 };
 #undef XT_META_FIELD
+#undef XT_META_FAMILY_FIELD
 constexpr int kNumMetaFields = sizeof(kMetaFields) / sizeof(MetaField);
-constexpr size_t kMetaBytes = 112;  // format 03's header: the u32 header_bytes of every such file
+constexpr size_t kMetaBytes = 112;  // format 03's base header: the u32 header_bytes of every gpt2 file
+constexpr size_t kMetaFamilyBytes = 16;  // the family's rows after it (a llama file's header: 128 bytes)
 
 // meta_fields_disjoint: no two rows share a byte, each range is on a type it applies to.
 // meta_fields_bytes: what the rows write.
@@ -120,6 +139,7 @@ constexpr bool meta_fields_disjoint(const MetaField* t, int n) {
     const MetaRange r = t[i].range;
     if ((r == MetaRange::step || r == MetaRange::grad_accum) && t[i].type != MetaType::i32) return false;
     if (r == MetaRange::fraction && t[i].type != MetaType::f32) return false;
+    if ((r == MetaRange::arch || r == MetaRange::flag) && t[i].type != MetaType::i32) return false;
   }
   return true;
 }
@@ -128,13 +148,27 @@ constexpr size_t meta_fields_bytes(const MetaField* t, int n) {
   for (int i = 0; i < n; ++i) sum += t[i].bytes();
   return sum;
 }
+constexpr size_t meta_part_bytes(const MetaField* t, int n, MetaPart part) {
+  size_t sum = 0;
+  for (int i = 0; i < n; ++i) sum += t[i].part == part ? t[i].bytes() : 0;
+  return sum;
+}
+// the family's rows come last: a file's header is a prefix of the table
+constexpr bool meta_family_last(const MetaField* t, int n) {
+  for (int i = 1; i < n; ++i)
+    if (t[i - 1].part == MetaPart::family && t[i].part == MetaPart::base) return false;
+  return true;
+}
 static_assert(std::is_standard_layout_v<CheckpointMeta>, "offsetof needs a standard-layout CheckpointMeta");
 static_assert(meta_fields_disjoint(kMetaFields, kNumMetaFields), "kMetaFields: a byte in two rows, or a range on another type");
 // disjoint rows as large as the struct (which has no padding): every member has its row
 static_assert(meta_fields_bytes(kMetaFields, kNumMetaFields) == sizeof(CheckpointMeta),
               "kMetaFields: a member of CheckpointMeta without a row");
-static_assert(meta_fields_bytes(kMetaFields, kNumMetaFields) == kMetaBytes,
-              "kMetaFields: format 03's header is 112 bytes (another field is another format version)");
+static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::base) == kMetaBytes,
+              "kMetaFields: format 03's base header is 112 bytes (another field is another format version)");
+static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::family) == kMetaFamilyBytes &&
+                  meta_family_last(kMetaFields, kNumMetaFields),
+              "kMetaFields: the family's rows are 16 bytes after the base header");
 
 struct CheckpointState {
   CheckpointMeta meta;

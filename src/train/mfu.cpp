@@ -11,7 +11,7 @@ double flops_per_token(const GPTConfig& cfg, int T) {
   // N counts the V vocabulary rows of wte: the padding rows [V, Vp) are an implementation choice
   // (GEMM alignment), work the model does not need, so MFU does not credit them.
   const double N = static_cast<double>(layout.back().offset + layout.back().count) -
-                   static_cast<double>(cfg.Vp() - cfg.V) * cfg.C;
+                   static_cast<double>(cfg.Vp() - cfg.V) * cfg.C * (cfg.tied() ? 1 : 2);  // wte, lm_head
   const double A = static_cast<double>(cfg.NH) * cfg.HS;
   // 6N: 2 FLOPs per parameter per token forward (one multiply-add), 4 backward (input and weight
   // gradients). 12*L*A*T: per layer, Q K^T and P V cost 2*A*T each forward, twice that backward.

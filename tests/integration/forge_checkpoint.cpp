@@ -25,9 +25,13 @@ namespace {
 
 constexpr size_t kHeaderStart = 8 + 4;  // magic, u32 header_bytes
 
+// header_bytes of the file being edited: a gpt2 file holds the base rows only, another family's file the
+// family's rows too (checkpoint.h, MetaPart)
+size_t g_header_bytes = kMetaBytes;
+
 const MetaField* find_field(const std::string& name) {
   for (const MetaField& f : kMetaFields)
-    if (name == f.name) return &f;
+    if (name == f.name && (f.part == MetaPart::base || g_header_bytes == kMetaBytes + kMetaFamilyBytes)) return &f;
   return nullptr;
 }
 
@@ -68,8 +72,10 @@ int main(int argc, char** argv) {
   std::string buf((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
   uint32_t header_bytes = 0;
   if (buf.size() >= kHeaderStart) std::memcpy(&header_bytes, buf.data() + 8, 4);
-  if (buf.size() < kHeaderStart + kMetaBytes + 8 || buf.compare(0, 6, "XTCKPT") != 0 || header_bytes != kMetaBytes)
+  if (buf.size() < kHeaderStart + header_bytes + 8 || buf.compare(0, 6, "XTCKPT") != 0 ||
+      (header_bytes != kMetaBytes && header_bytes != kMetaBytes + kMetaFamilyBytes))
     return fail(std::string(argv[1]) + ": not a checkpoint of this build's format");
+  g_header_bytes = header_bytes;
   const MetaField* num_params = find_field("num_params");
   if (argc == 4 && std::string(argv[2]) == "--get") {
     const MetaField* f = find_field(argv[3]);
@@ -78,7 +84,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   const uint64_t n_old = std::stoull(get_text(buf, *num_params));
-  const size_t body_start = kHeaderStart + kMetaBytes;
+  const size_t body_start = kHeaderStart + header_bytes;
   std::string body = buf.substr(body_start, buf.size() - 8 - body_start);
   std::string header = buf.substr(0, body_start);
   bool keep_body = false;

@@ -25,6 +25,14 @@ GPTConfig tiny_config() {
   return c;
 }
 
+// tiny_llama_config: tiny_config in the llama family (GQA: 4 query heads on 2 key/value heads), with its own
+// head (tie 0) or the head tied to wte (tie 1)
+GPTConfig tiny_llama_config(int tie) {
+  GPTConfig c = tiny_config();
+  c.arch = Arch::llama, c.tie_embeddings = tie;
+  return c;
+}
+
 void random_tokens(std::vector<int32_t>& v, int V, uint64_t key) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(uniform_u64(key, i) % V);
 }
@@ -174,74 +182,152 @@ TEST_CASE("recompute 1 and 2 give bitwise the loss and gradients of 0 and share 
   CHECK_THROWS_AS(GPT(c, *be, -1), Error);
 }
 
+TEST_CASE("llama: recompute 1 and 2 give bitwise the loss and gradients of 0") {
+  auto be = make_cpu_backend();
+  for (int tie : {0, 1}) {
+    CAPTURE(tie);
+    GPTConfig c = tiny_llama_config(tie);
+    c.L = 3;  // more than two layers share a buffer
+    const int B = 2, T = 8;
+    std::vector<int32_t> tok(B * T), tgt(B * T);
+    DropoutKeys drop{0.1f, {hash_key(6, 1), hash_key(6, 2)}};
+    auto run = [&](int recompute, std::vector<double>* losses) {
+      GPT model(c, *be, recompute);
+      model.init_params(11);
+      model.zero_grads();
+      for (uint64_t micro = 0; micro < 2; ++micro) {
+        random_tokens(tok, c.V, 40 + micro), random_tokens(tgt, c.V, 50 + micro);
+        losses->push_back(model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop));
+        model.backward();
+      }
+      return std::vector<float>(model.grads(), model.grads() + model.num_params());
+    };
+    std::vector<double> loss0, loss1, loss2;
+    const std::vector<float> g0 = run(0, &loss0), g1 = run(1, &loss1), g2 = run(2, &loss2);
+    CHECK(loss1 == loss0);
+    CHECK(loss2 == loss0);
+    CHECK(g1 == g0);  // element-wise ==: the same floats
+    CHECK(g2 == g0);
+    CHECK(std::any_of(g0.begin(), g0.end(), [](float g) { return g != 0.0f; }));
+    // memory: recompute 1 keeps 1 of L swiglu outputs (B,T,F), 2 also 1 of L ln1 and ln2 (B,T,C); fp32
+    const double N = B * T, f32 = sizeof(float);
+    CHECK(estimate_train_memory(c, B, T, *be, 0).activations - estimate_train_memory(c, B, T, *be, 1).activations ==
+          (c.L - 1) * N * c.F * f32);
+    CHECK(estimate_train_memory(c, B, T, *be, 1).activations - estimate_train_memory(c, B, T, *be, 2).activations ==
+          2 * (c.L - 1) * N * c.C * f32);
+  }
+}
+
+namespace {
+
 // Whole-model gradient check in float: central differences with a step large enough for float
 // rounding. Ops are checked in double elsewhere (test_cpu_ops); this catches WIRING mistakes
 // (residual routing, dropout masks in backward, tied head), which give O(1) relative errors.
 // kRelTol 2e-2 at h = 5e-3: truncation error O(h^2) was measured to dominate at h = 1e-2 and 2e-2
 // (failures grow with h), while float rounding (~1e-7 * sum of losses / h) stays below it at 2.5e-3.
-TEST_CASE("whole-model gradients match finite differences") {
-  constexpr double kRelTol = 2e-2, kAbsFloor = 2e-3, kH = 5e-3;
-  for (float p : {0.0f, 0.2f}) {
-    CAPTURE(p);
-    auto be = make_cpu_backend();
-    GPT model(tiny_config(), *be);
-    model.init_params(7);
-    const int B = 2, T = 8;
-    std::vector<int32_t> tok(B * T), tgt(B * T);
-    random_tokens(tok, 32, 1), random_tokens(tgt, 32, 2);
-    DropoutKeys drop;
-    drop.p = p;
-    drop.seq_keys = {11, 12};
-    model.zero_grads();
-    model.forward(tok.data(), tgt.data(), B, T, true, 1.0f, &drop);
-    model.backward();
-    std::vector<float> g(model.grads(), model.grads() + model.num_params());
-    int checked = 0;
-    for (const auto& t : model.layout()) {
-      for (int k = 0; k < 3; ++k) {  // three entries per tensor
-        const size_t i = t.offset + uniform_u64(99, checked) % t.count;
-        float* w = model.params() + i;
-        const float w0 = *w;
-        *w = w0 + static_cast<float>(kH);
-        // train=true so dropout applies with the same masks as in the analytic pass (dloss 0:
-        // the fused kernel's gradient output is not used here)
-        const double lp = model.forward(tok.data(), tgt.data(), B, T, true, 0.0f, &drop);
-        *w = w0 - static_cast<float>(kH);
-        const double lm = model.forward(tok.data(), tgt.data(), B, T, true, 0.0f, &drop);
-        *w = w0;
-        const double fd = (lp - lm) / (2 * kH);
-        CAPTURE(t.name);
-        CAPTURE(i);
-        CHECK(std::fabs(fd - g[i]) <= kRelTol * std::max(std::fabs(fd), kAbsFloor / kRelTol));
-        ++checked;
-      }
+// `samples` entries of every tensor present in c's family (absent rows have no elements), dropout p.
+// qk_scale multiplies the q and k rows of every qkv weight after init: at init (std 0.02) attention is
+// near uniform and the q, k gradients fall under kAbsFloor, where a wrong one (rotary's backward left
+// out, say) would pass; scaled by 25 the attention logits are O(1) and those gradients are checked.
+// h: the step (kH above).
+void check_whole_model_gradients(const GPTConfig& c, float p, int samples = 3, float qk_scale = 1.0f,
+                                 double h = 5e-3) {
+  constexpr double kRelTol = 2e-2, kAbsFloor = 2e-3;
+  const double kH = h;
+  CAPTURE(p);
+  CAPTURE(qk_scale);
+  auto be = make_cpu_backend();
+  GPT model(c, *be);
+  model.init_params(7);
+  for (int l = 0; l < c.L; ++l) {
+    // (QKV,C): q rows, then k rows, then v rows (model_params.h)
+    float* qkv = model.params() + model.layout()[layer_param_index(l, kQkvW)].offset;
+    for (size_t i = 0; i < size_t(c.NH + c.KVH) * c.HS * c.C; ++i) qkv[i] *= qk_scale;
+  }
+  const int B = 2, T = 8;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  random_tokens(tok, c.V, 1), random_tokens(tgt, c.V, 2);
+  DropoutKeys drop;
+  drop.p = p;
+  drop.seq_keys = {11, 12};
+  model.zero_grads();
+  model.forward(tok.data(), tgt.data(), B, T, true, 1.0f, &drop);
+  model.backward();
+  std::vector<float> g(model.grads(), model.grads() + model.num_params());
+  int checked = 0, present = 0;
+  for (const auto& t : model.layout()) {
+    if (t.count == 0) continue;  // a row absent from this family
+    ++present;
+    for (int k = 0; k < samples; ++k) {
+      const size_t i = t.offset + uniform_u64(99, checked) % t.count;
+      float* w = model.params() + i;
+      const float w0 = *w;
+      *w = w0 + static_cast<float>(kH);
+      // train=true so dropout applies with the same masks as in the analytic pass (dloss 0:
+      // the fused kernel's gradient output is not used here)
+      const double lp = model.forward(tok.data(), tgt.data(), B, T, true, 0.0f, &drop);
+      *w = w0 - static_cast<float>(kH);
+      const double lm = model.forward(tok.data(), tgt.data(), B, T, true, 0.0f, &drop);
+      *w = w0;
+      const double fd = (lp - lm) / (2 * kH);
+      CAPTURE(t.name);
+      CAPTURE(i);
+      CHECK(std::fabs(fd - g[i]) <= kRelTol * std::max(std::fabs(fd), kAbsFloor / kRelTol));
+      ++checked;
     }
-    CHECK(checked == 3 * static_cast<int>(model.layout().size()));
+  }
+  CHECK(checked == samples * present);
+}
+
+}  // namespace
+
+TEST_CASE("whole-model gradients match finite differences") {
+  for (float p : {0.0f, 0.2f}) check_whole_model_gradients(tiny_config(), p);
+  // gpt2: every row but the untied head (its head is wte)
+  const auto layout = param_layout(tiny_config());
+  CHECK(std::count_if(layout.begin(), layout.end(), [](const ParamTensor& t) { return t.count == 0; }) == 1);
+}
+
+TEST_CASE("llama whole-model gradients match finite differences (GQA; own head and tied)") {
+  for (int tie : {0, 1}) {
+    CAPTURE(tie);
+    GPTConfig c = tiny_llama_config(tie);
+    // present rows: wte, 6 per block (ln1.w, qkv.w, attn.proj.w, ln2.w, fc.w, mlp.proj.w), lnf.w, lm_head if untied
+    const auto layout = param_layout(c);
+    CHECK(std::count_if(layout.begin(), layout.end(), [](const ParamTensor& t) { return t.count > 0; }) ==
+          1 + 6 * c.L + 1 + (tie ? 0 : 1));
+    // h = 2e-3: llama's wte feeds an RMSNorm directly (no wpe added; rstd ~ 1/0.02), so the loss curves
+    // ~(1/0.02)^2 more in wte than in gpt2's; wte's errors at h = 1e-2 and 5e-3 were measured to grow as
+    // h^2 (truncation), none at 2e-3, where float rounding stays below the tolerance
+    for (float p : {0.0f, 0.2f}) check_whole_model_gradients(c, p, 8, 25.0f, 2e-3);
   }
 }
 
-TEST_CASE("a small model overfits one fixed batch") {
-  auto be = make_cpu_backend();
-  GPT model(tiny_config(), *be);
-  model.init_params(3);
-  AdamW opt(*be, model.num_params());
-  OptimConfig oc;
-  oc.lr = 1e-2f, oc.warmup_steps = 0, oc.total_steps = 300, oc.min_lr_frac = 1.0f, oc.weight_decay = 0.0f;
-  const int B = 4, T = 8;
-  std::vector<int32_t> tok(B * T), tgt(B * T);
-  random_tokens(tok, 32, 5), random_tokens(tgt, 32, 6);
-  double first = 0, last = 0;
-  for (int step = 1; step <= 300; ++step) {
-    model.zero_grads();
-    const double loss = model.forward(tok.data(), tgt.data(), B, T, true, 1.0f / (B * T), nullptr) / (B * T);
-    model.backward();
-    if (step == 1) first = loss;
-    last = loss;
-    opt.step(model, step, lr_at(oc, step), 1.0f, oc);
+TEST_CASE("a small model overfits one fixed batch (gpt2; llama with its own head and tied)") {
+  for (const GPTConfig& c : {tiny_config(), tiny_llama_config(0), tiny_llama_config(1)}) {
+    CAPTURE(c.describe());
+    auto be = make_cpu_backend();
+    GPT model(c, *be);
+    model.init_params(3);
+    AdamW opt(*be, model.num_params());
+    OptimConfig oc;
+    oc.lr = 1e-2f, oc.warmup_steps = 0, oc.total_steps = 300, oc.min_lr_frac = 1.0f, oc.weight_decay = 0.0f;
+    const int B = 4, T = 8;
+    std::vector<int32_t> tok(B * T), tgt(B * T);
+    random_tokens(tok, 32, 5), random_tokens(tgt, 32, 6);
+    double first = 0, last = 0;
+    for (int step = 1; step <= 300; ++step) {
+      model.zero_grads();
+      const double loss = model.forward(tok.data(), tgt.data(), B, T, true, 1.0f / (B * T), nullptr) / (B * T);
+      model.backward();
+      if (step == 1) first = loss;
+      last = loss;
+      opt.step(model, step, lr_at(oc, step), 1.0f, oc);
+    }
+    MESSAGE("overfit: loss " << first << " -> " << last);
+    CHECK(first == doctest::Approx(std::log(32.0)).epsilon(0.1));  // near-uniform predictions at init
+    CHECK(last < 0.05);  // random targets can only be fit by memorizing: the whole step works
   }
-  MESSAGE("overfit: loss " << first << " -> " << last);
-  CHECK(first == doctest::Approx(std::log(32.0)).epsilon(0.1));  // near-uniform predictions at init
-  CHECK(last < 0.05);  // random targets can only be fit by memorizing: the whole step works
 }
 
 TEST_CASE("learning-rate schedule: linear warmup then cosine to lr * min_lr_frac") {
