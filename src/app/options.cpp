@@ -145,7 +145,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
   }
   // --resume: the model, batch and schedule options not given come from the checkpoint
-  take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn},
+  take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
                        &seed);
   o.canonical = canonical_options(spec.options, vm);
   t.seed = parse_seed(seed);

@@ -14,10 +14,12 @@ struct ModelOptions {
   int& kv_heads;
   int& head_dim;
   int& ffn;
+  std::string& arch;  // --arch and --tie-embeddings as their words ("llama", "false")
+  std::string& tie;
 };
 
-// take_from_checkpoint: when t.resume names a readable checkpoint, every option among --dim, --heads,
-// --kv-heads, --head-dim, --layers, --ffn, --seq, --dropout, --batch, --grad-accum, --steps, --lr,
+// take_from_checkpoint: when t.resume names a readable checkpoint, every option among --arch,
+// --tie-embeddings, --norm-eps, --rope-theta, --dim, --heads, --kv-heads, --head-dim, --layers, --ffn, --seq, --dropout, --batch, --grad-accum, --steps, --lr,
 // --warmup, --min-lr-frac, --weight-decay, --grad-clip and --seed for which given("name") is false
 // takes the checkpoint's value (*seed as decimal text); one that was given keeps its value, and the
 // resume comparison (restore_checkpoint) names it when it differs. --steps beyond the checkpoint's

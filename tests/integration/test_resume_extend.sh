@@ -62,3 +62,13 @@ run c2.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/c.ckpt" --ckpt "$WORK/c.ckpt" -
 grep -q "^step     9/12 | loss" "$WORK/b2.log" || { cat "$WORK/b2.log"; echo "FAIL: world 2 extension did not start at step 9"; exit 1; }
 same_losses b.jsonl c.jsonl 1 12
 same_state b.ckpt c.ckpt 8 12
+
+# a llama checkpoint resumes as llama from --resume alone: the family, the untied head, the RMSNorm eps and the
+# rotary base come from the checkpoint; the resumed steps equal the same run straight (losses bitwise)
+LLAMA=("${DATA[@]}" "${TINY[@]}" --log-every 1 --arch llama --tie-embeddings false --norm-eps 1e-6 --rope-theta 500000)
+run l_ref.log 2 "${LLAMA[@]}" --steps 4 --metrics "$WORK/l_ref.jsonl"
+run l1.log 2 "${LLAMA[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/l.ckpt" --metrics "$WORK/l.jsonl"
+run l2.log 2 "${RESUME_ARGS[@]}" --resume "$WORK/l.ckpt" --metrics "$WORK/l.jsonl"
+grep -q "arch=llama norm_eps=1e-06 rope_theta=500000 tied=0" "$WORK/l2.log" || { cat "$WORK/l2.log"; echo "FAIL: llama settings not taken from the checkpoint"; exit 1; }
+same_losses l_ref.jsonl l.jsonl 1 4
+echo "llama checkpoint resumed from --resume alone: llama, untied, eps and theta from the checkpoint; losses bitwise"
