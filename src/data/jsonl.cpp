@@ -21,16 +21,23 @@ bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
-// LineSplitter: bytes in, complete lines out (without '\n'); the last line may lack its '\n'.
+// LineSplitter: bytes in, complete lines out (without '\n'); the last line may lack its '\n'. A line is at
+// most kJsonMaxBytes (core/json.h): a longer one (a compressed run of bytes without a newline, a file
+// that is not JSON lines) is refused before it grows, so a small .zst cannot make every rank hold gigabytes.
 class LineSplitter {
  public:
-  explicit LineSplitter(std::function<void(const std::string&)> on_line) : on_line_(std::move(on_line)) {}
+  LineSplitter(std::string path, std::function<void(const std::string&)> on_line)
+      : path_(std::move(path)), on_line_(std::move(on_line)) {}
   void feed(const char* p, size_t n) {
     for (size_t at = 0; at < n;) {
       const void* nl = std::memchr(p + at, '\n', n - at);
       const size_t end = nl ? static_cast<size_t>(static_cast<const char*>(nl) - p) : n;
+      if (pending_.size() + (end - at) > kJsonMaxBytes)
+        XT_FAIL(path_ << ":" << lines_ + 1 << ": a line longer than " << (kJsonMaxBytes >> 20)
+                      << " MiB (JSON lines hold one document per line)");
       pending_.append(p + at, end - at);
       if (!nl) return;
+      ++lines_;
       on_line_(pending_);
       pending_.clear();
       at = end + 1;
@@ -42,8 +49,10 @@ class LineSplitter {
   }
 
  private:
+  std::string path_;
   std::function<void(const std::string&)> on_line_;
   std::string pending_;
+  size_t lines_ = 0;  // complete lines so far
 };
 
 // read_chunks: the file's bytes in order, 1 MiB at a time.
@@ -91,7 +100,7 @@ bool is_jsonl_name(const std::string& path) { return ends_with(path, ".jsonl") |
 void for_each_jsonl_document(const std::string& path, const std::string& field,
                              const std::function<void(const std::string& text, size_t line)>& fn) {
   size_t line_no = 0;
-  LineSplitter lines([&](const std::string& line) {
+  LineSplitter lines(path, [&](const std::string& line) {
     ++line_no;
     if (blank(line)) return;
     // the one bounded JSON reader (core/json.h): a deeply nested line is refused, never recursed into

@@ -64,6 +64,8 @@ printf '{"text": "a"}\n{"text": "b"\n' > "$WORK/bad/notjson.jsonl"
 expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not valid JSON" "$WORK/bad/notjson.jsonl"
 python3 -c 'print("{\"text\": \"a\", \"x\": " + "[" * 300000 + "]" * 300000 + "}")' > "$WORK/bad/deep.jsonl"
 expect "JSON lines: a line nested 300,000 deep" 1 "deep.jsonl:1: not valid JSON \(nested deeper than" "$WORK/bad/deep.jsonl"
+head -c 1073741824 /dev/zero | zstd -q > "$WORK/bad/zeros.jsonl.zst"  # 1 GiB without a newline, ~30 KB compressed
+expect "JSON lines: a 1 GiB line in a small .zst" 1 "zeros.jsonl.zst:1: a line longer than 256 MiB" "$WORK/bad/zeros.jsonl.zst"
 printf '{"text": "a"}\n\n{"body": "b"}\n' > "$WORK/bad/nofield.jsonl"
 expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
 printf '{"text": 7}\n' > "$WORK/bad/number.jsonl"
