@@ -65,6 +65,9 @@ HARD_CASES = [
     "<|endoftext|>", "before<|endoftext|>after", "<|endoftext|><|endoftext|>", "<|endofprompt|> x <|fim_prefix|>",
     "<|begin_of_text|>Hi<|eot_id|>", "<|reserved_special_token_7|>", "<|endoftext", "x" * 300, "  " * 150 + "y",
     "def f(x):\n    return x**2  # comment\n", "{\"json\": [1, 2, 3]}", "$$\\frac{a}{b}$$",
+    # Qwen2's tokenizer.json: NFC normalizer, its chat specials, single digits
+    "A\u030a \u212b \u1100\u1161\u11a8 (NFC composes)", "<|im_start|>user\nhi<|im_end|>\n", "x<|im_start|>y",
+    "2024 1234567",
 ]
 
 
