@@ -9,7 +9,8 @@
 # prints none (a GPU not in its table).
 # Where python3 has torch, each run is followed in the same session by bench/compare_pytorch.py on the same
 # workload arguments, dtype and steps (eager and torch.compile), and its record adds pytorch_eager and
-# pytorch_compile (tok/s) and the ratios xtrain_over_eager and xtrain_over_compile; PYTORCH=0 leaves
+# pytorch_compile (tok/s), their peak memory and parameter count, and the ratios xtrain_over_eager and
+# xtrain_over_compile (PyTorch's vocabulary is the V of xtrain's "model |" line); PYTORCH=0 leaves
 # them out, PYTORCH=1 requires torch.
 # Exits 1 when a run failed (its record says so; the others still run), 2 on a bad setting.
 # Usage: bench/bench_gpu.sh            (env: BIN=build-gpu DATA=data STEPS=30 WARMUP=5
@@ -43,7 +44,7 @@ for w in $WORKLOADS; do
   for d in $DTYPES; do
     log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl" torch_log="$LOGDIR/$w.$d.pytorch.log"
     cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $args
-         ${XT_DATA_ARGS[*]}
+         ${XT_DATA_ARGS[*]} $(xt_workload_tokenizer "$w")
          --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics ${XT_EXTRA_ARGS[*]}"
     cmd=$(echo $cmd)  # one line
     # shellcheck disable=SC2086  # the command is one line of words, as recorded
@@ -55,7 +56,9 @@ for w in $WORKLOADS; do
     : >"$torch_log"
     if [[ $PYTORCH == 1 ]]; then
       # shellcheck disable=SC2086
-      "$PY" "$XT_BENCH_DIR/compare_pytorch.py" $args --encoder-json "$DATA/gpt2/encoder.json" --dtype "$d" \
+      # the vocabulary xtrain ran with, from its "model | V=..." line
+      vocab=$(sed -n 's/^model *| V=\([0-9]*\) .*/\1/p' "$log" | head -1)
+      "$PY" "$XT_BENCH_DIR/compare_pytorch.py" $args --vocab "${vocab:-0}" --encoder-json "$DATA/gpt2/encoder.json" --dtype "$d" \
         --steps "$STEPS" --bench-warmup "$WARMUP" >"$torch_log" 2>&1 || tail -5 "$torch_log" >&2
     fi
     "$PY" - "$w" "$d" "$metrics" "$WARMUP" "$cmd" "$torch_log" <<'EOF'
@@ -75,6 +78,8 @@ for line in lines:
         t = json.loads(line)
         rec[f"pytorch_{t['mode']}"] = t["tok_per_s"]
         rec[f"xtrain_over_{t['mode']}"] = round(s["tok_per_s"] / t["tok_per_s"], 3)
+        rec[f"pytorch_{t['mode']}_peak_device_mib"] = t["peak_device_mib"]
+        rec[f"pytorch_params"] = t.get("params")
     elif line.startswith("skipped:"):
         rec["pytorch"] = line
 if lines and not any(k.startswith("pytorch") for k in rec):

@@ -52,12 +52,18 @@ XT_DATA_ARGS=(--data "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" 
 # xt_workload_model NAME: the model options of a workload, without the batch:
 #   seed (= design): the design configuration, C=384 L=12 NH=12 HS=32 FFN=1536 T=256
 #   gpt2_124m (= gpt2-124m): GPT-2 124M, C=768 L=12 NH=12 HS=64 FFN=3072 T=1024
+#   smollm_135m: SmolLM-135M's shape, llama, C=576 L=30 NH=9 KVH=3 FFN=1536 T=2048, tied head (its
+#                49,152-token vocabulary is not here: GPT-2's 50,257 stands in, in both programs)
+#   llama32_1b: Llama-3.2-1B's shape, llama, C=2048 L=16 NH=32 KVH=8 FFN=8192 T=2048, theta 500000, tied head,
+#               with Llama 3's tokenizer (V=128,256; xt_workload_tokenizer)
 # Returns 2 on an unknown name, after a one-line error (so `m=$(xt_workload_model x)` stops a set -e script).
 xt_workload_model() {
   case "$1" in
     seed | design) echo "--dim 384 --heads 12 --head-dim 32 --layers 12 --ffn 1536 --seq 256" ;;
     gpt2_124m | gpt2-124m) echo "--dim 768 --heads 12 --head-dim 64 --layers 12 --ffn 3072 --seq 1024" ;;
-    *) echo "bench: unknown workload '$1' (seed, design, gpt2_124m, gpt2-124m)" >&2; return 2 ;;
+    smollm_135m) echo "--arch llama --dim 576 --heads 9 --kv-heads 3 --layers 30 --ffn 1536 --seq 2048" ;;
+    llama32_1b) echo "--arch llama --dim 2048 --heads 32 --kv-heads 8 --layers 16 --ffn 8192 --seq 2048 --rope-theta 500000" ;;
+    *) echo "bench: unknown workload '$1' (seed, design, gpt2_124m, gpt2-124m, smollm_135m, llama32_1b)" >&2; return 2 ;;
   esac
 }
 
@@ -68,8 +74,18 @@ xt_workload_args() {
   case "$1" in
     seed | design) batch=32 ;;
     gpt2_124m | gpt2-124m) batch=16 ;;
+    smollm_135m) batch=8 ;;
+    llama32_1b) batch=4 ;;
   esac
   echo "$model --batch $batch"
+}
+
+# xt_workload_tokenizer NAME: the tokenizer options of a workload for xtrain (empty: GPT-2's BPE files of
+# XT_DATA_ARGS). PyTorch's side takes the vocabulary size xtrain printed (bench_gpu.sh), not these.
+xt_workload_tokenizer() {
+  case "$1" in
+    llama32_1b) echo "--tokenizer llama3 --tokenizer-ranks $DATA/tokenizers/llama3.tiktoken" ;;
+  esac
 }
 
 # xt_check_workloads NAME...: exits 2 (after xt_workload_model's one-line error) unless every name is a

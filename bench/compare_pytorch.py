@@ -2,25 +2,29 @@
 """xtrain's training step in PyTorch, eager and torch.compile: the reference bench/bench_gpu.sh runs in
 the same session.
 
-The model is xtrain's (src/model/model.h, docs/design.md): pre-LN GPT-2 with learned position
-embeddings, layernorm eps 1e-5, GELU tanh, q/k/v from one matmul with bias (grouped-query when
---kv-heads < --heads), scaled_dot_product_attention(is_causal=True), dropout 0, and the lm_head tied to
-the token embedding whose rows are padded to Vp = V rounded up to 64 (the padding rows zero; the loss
-is the softmax cross-entropy over the first V columns). Initialization as xtrain's: N(0, 0.02),
-residual projections N(0, 0.02/sqrt(2L)), biases 0. The optimizer is xtrain's AdamW (src/train/optim.cpp,
+The model is xtrain's (src/model/model.h, docs/design.md "Model"), either family:
+--arch gpt2: pre-LN GPT-2 with learned position embeddings, layernorm eps 1e-5, GELU tanh, q/k/v from one
+matmul with bias (grouped-query when --kv-heads < --heads), scaled_dot_product_attention(is_causal=True),
+dropout 0, and the lm_head tied to the token embedding.
+--arch llama: pre-norm RMSNorm (--norm-eps), rotary positions on q and k (rotate-half, --rope-theta), no
+biases, no learned positions, SDPA with grouped-query attention, a SwiGLU MLP (gate and up as one matmul,
+silu(gate) * up, down; --ffn is the intermediate size), the head tied or not (--tie-embeddings).
+Token-embedding rows are padded to Vp = V rounded up to 64 (the padding rows zero; the loss is the softmax
+cross-entropy over the first V columns). Initialization as xtrain's: N(0, 0.02), gpt2's residual
+projections N(0, 0.02/sqrt(2L)), biases 0. The optimizer is xtrain's AdamW (src/train/optim.cpp,
 options.cpp defaults): lr 1e-3, betas (0.9, 0.95), eps 1e-8, weight decay 0.1 on the 2-D weights only
 (wte, wpe, the matmul weights), fused=True, after clipping the global gradient norm to 1.0. The learning
 rate stays at its peak: xtrain's warmup + cosine schedule changes values, not work.
 --dtype bf16: bf16 autocast over fp32 parameters (as xtrain's bf16); fp32: no autocast and no TF32
 (xtrain's fp32 GEMMs use none).
 
-Shapes come as xtrain's own options (--dim --heads --kv-heads --head-dim --layers --ffn --seq --batch,
-same defaults), so the bench scripts pass the workload arguments they give xtrain (bench/common.sh).
-V is the size of --encoder-json (xtrain's vocabulary). Tokens are random: speed does not depend on them.
+Shapes come as xtrain's own options (--arch --dim --heads --kv-heads --head-dim --layers --ffn --seq --batch
+--tie-embeddings --norm-eps --rope-theta, same defaults), so the bench scripts pass the workload arguments
+they give xtrain (bench/common.sh). V is --vocab, else the size of --encoder-json (xtrain's GPT-2 vocabulary). Tokens are random: speed does not depend on them.
 Each step reads its loss (as xtrain logs every step), so a step's time is host-measured like xtrain's
 "ms"; tok/s = B*T / mean step time over the steps after --bench-warmup.
 
-Output: one JSON line per mode, {"mode", "tok_per_s", "step_ms", "timed_steps", "peak_device_mib",
+Output: one JSON line per mode, {"mode", "tok_per_s", "step_ms", "timed_steps", "params", "peak_device_mib",
 "final_loss", "dtype", "torch", "gpu", "command"}. Exits 0 with one line "skipped: ..." where torch or a CUDA
 device is absent; 2 on bad arguments (the shape checks xtrain makes; one line "usage error: ...").
 """
@@ -74,6 +78,12 @@ def read_vocab_size(path, p):
 def parse_args(argv):
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     p = Parser(description=__doc__.split("\n\n")[0], allow_abbrev=False)
+    p.add_argument("--arch", choices=["gpt2", "llama"], default="gpt2", help="model family (xtrain's --arch)")
+    p.add_argument("--tie-embeddings", choices=["true", "false"], default="true",
+                   help="the head is the token embedding (false: its own matrix; --arch llama only)")
+    p.add_argument("--norm-eps", type=float, default=1e-5, help="RMSNorm epsilon (--arch llama)")
+    p.add_argument("--rope-theta", type=float, default=10000.0, help="rotary base theta (--arch llama)")
+    p.add_argument("--vocab", type=int, default=0, help="V (0 = the size of --encoder-json)")
     p.add_argument("--dim", type=int, default=128, help="C: model width")
     p.add_argument("--heads", type=int, default=4, help="NH: query heads")
     p.add_argument("--kv-heads", type=int, default=0, help="KVH: key/value heads (0 = --heads)")
@@ -114,7 +124,11 @@ def parse_args(argv):
     a.modes = a.modes.split(",")
     if bad := [m for m in a.modes if m not in ("eager", "compile")]:
         p.error(f"--modes: unknown mode {bad[0]!r} (eager, compile)")
-    a.vocab = read_vocab_size(a.encoder_json, p)
+    if a.tie_embeddings == "false" and a.arch != "llama":
+        p.error("--tie-embeddings false needs --arch llama")
+    if a.vocab < 0:
+        p.error("--vocab must be >= 0")
+    a.vocab = a.vocab or read_vocab_size(a.encoder_json, p)
     return a
 
 
@@ -143,27 +157,68 @@ def build(a, torch):
             x = x + self.proj(y.transpose(1, 2).reshape(B, T, NH * HS))
             return x + self.fc_proj(F.gelu(self.fc(self.ln2(x)), approximate="tanh"))
 
+    def rotate(x, cos, sin):  # Hugging Face's rotate-half convention, x (B, H, T, HS)
+        x1, x2 = x.chunk(2, dim=-1)
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    class LlamaBlock(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.RMSNorm(C, eps=a.norm_eps), nn.RMSNorm(C, eps=a.norm_eps)
+            self.qkv = nn.Linear(C, (NH + 2 * KVH) * HS, bias=False)
+            self.proj = nn.Linear(NH * HS, C, bias=False)
+            self.gate_up = nn.Linear(C, 2 * a.ffn, bias=False)
+            self.down_proj = nn.Linear(a.ffn, C, bias=False)
+
+        def forward(self, x, cos, sin):
+            B, T, _ = x.shape
+            q, k, v = self.qkv(self.n1(x)).split([NH * HS, KVH * HS, KVH * HS], dim=-1)
+            q, k, v = (t.view(B, T, -1, HS).transpose(1, 2) for t in (q, k, v))
+            q, k = rotate(q, cos.to(q.dtype), sin.to(q.dtype)), rotate(k, cos.to(k.dtype), sin.to(k.dtype))
+            y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=KVH != NH)
+            x = x + self.proj(y.transpose(1, 2).reshape(B, T, NH * HS))
+            gate, up = self.gate_up(self.n2(x)).chunk(2, dim=-1)
+            return x + self.down_proj(F.silu(gate) * up)
+
+    llama = a.arch == "llama"
+
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
-            self.wte, self.wpe = nn.Embedding(Vp, C), nn.Embedding(a.seq, C)
-            self.blocks = nn.ModuleList(Block() for _ in range(L))
-            self.lnf = nn.LayerNorm(C, eps=1e-5)
-            for name, m in self.named_modules():  # LayerNorm keeps its default w = 1, b = 0
+            self.wte = nn.Embedding(Vp, C)
+            self.wpe = None if llama else nn.Embedding(a.seq, C)
+            self.blocks = nn.ModuleList((LlamaBlock if llama else Block)() for _ in range(L))
+            self.lnf = nn.RMSNorm(C, eps=a.norm_eps) if llama else nn.LayerNorm(C, eps=1e-5)
+            self.lm_head = nn.Linear(C, Vp, bias=False) if a.tie_embeddings == "false" else None
+            for name, m in self.named_modules():  # the norms keep their default w = 1, b = 0
                 if isinstance(m, (nn.Linear, nn.Embedding)):
-                    resid = name.endswith("proj")  # attention and MLP output projections
+                    resid = name.endswith("proj") and not llama  # gpt2's attention and MLP output projections
                     nn.init.normal_(m.weight, std=0.02 / math.sqrt(2 * L) if resid else 0.02)
-                if isinstance(m, nn.Linear):
+                if isinstance(m, nn.Linear) and m.bias is not None:
                     nn.init.zeros_(m.bias)
             with torch.no_grad():
-                self.wte.weight[a.vocab:].zero_()
+                for head in (self.wte, self.lm_head):
+                    if head is not None:
+                        head.weight[a.vocab:].zero_()
+            if llama:  # rotary angles pos * theta^(-2i/HS), i < HS/2, repeated for both halves (src/backend/rotary.h)
+                inv = a.rope_theta ** (-torch.arange(0, HS, 2, dtype=torch.float32) / HS)
+                ang = torch.outer(torch.arange(a.seq, dtype=torch.float32), inv).repeat(1, 2)
+                self.register_buffer("cos", ang.cos(), persistent=False)
+                self.register_buffer("sin", ang.sin(), persistent=False)
 
         def forward(self, idx, targets):
-            pos = torch.arange(idx.shape[1], device=idx.device)
-            x = self.wte(idx) + self.wpe(pos)
-            for b in self.blocks:
-                x = b(x)
-            logits = self.lnf(x) @ self.wte.weight.t()  # tied head, (B, T, Vp)
+            x = self.wte(idx)
+            if llama:
+                T = idx.shape[1]
+                cos, sin = self.cos[:T], self.sin[:T]
+                for b in self.blocks:
+                    x = b(x, cos, sin)
+            else:
+                x = x + self.wpe(torch.arange(idx.shape[1], device=idx.device))
+                for b in self.blocks:
+                    x = b(x)
+            head = self.lm_head.weight if self.lm_head is not None else self.wte.weight
+            logits = self.lnf(x) @ head.t()  # (B, T, Vp)
             return F.cross_entropy(logits[..., :a.vocab].flatten(0, 1).float(), targets.flatten())
 
     model = GPT().cuda()
@@ -198,7 +253,8 @@ def measure(a, torch, mode):
     timed = times[a.bench_warmup:]
     ms = 1e3 * sum(timed) / len(timed)
     rec = {"mode": mode, "tok_per_s": round(a.batch * a.seq / (ms / 1e3)), "step_ms": round(ms, 2),
-           "timed_steps": len(timed), "peak_device_mib": round(torch.cuda.max_memory_reserved() / 2**20),
+           "timed_steps": len(timed), "params": sum(p.numel() for p in model.parameters()),
+           "peak_device_mib": round(torch.cuda.max_memory_reserved() / 2**20),
            "final_loss": loss, "dtype": a.dtype, "torch": torch.__version__,
            "gpu": torch.cuda.get_device_name(0), "command": " ".join([sys.argv[0]] + sys.argv[1:])}
     del model, opt, step_fn
