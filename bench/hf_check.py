@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
 """Checks xtrain's model directories against Hugging Face transformers (GPU machine: torch,
-transformers 5.x, safetensors; no network needed). docs/serving.md shows the full loop.
+transformers 5.x, safetensors; no network needed). docs/serving.md shows the full loop. The class
+comes from config.json's model_type: gpt2 -> GPT2LMHeadModel, llama -> LlamaForCausalLM.
 
-  load         GPT2LMHeadModel.from_pretrained(DIR): no missing / unexpected / mismatched keys and
-               no warning (exit 1 otherwise).
+  load         <class>.from_pretrained(DIR): no missing / unexpected / mismatched keys and no
+               warning, the head tied to the token embedding exactly when config.json says so
+               (exit 1 otherwise).
   logits       transformers' fp32 logits for the prompts of --ids against xtrain's (--xtrain-logits,
                one file per prompt); prints the max abs difference per prompt; exit 1 above --tol
                (default 1e-4).
   generate     transformers' greedy generation: one line of new token ids per prompt, and tok/s.
-  make-random  a randomly initialised GPT2LMHeadModel(GPT2Config(...)) saved by save_pretrained
-               (safetensors), with the GPT-2 tokenizer files, for `xtrain_mpi --init-from` and
-               `xtrain_generate --model`.
+  make-random  a randomly initialised GPT2LMHeadModel(GPT2Config(...)) or, with --arch llama,
+               LlamaForCausalLM(LlamaConfig(...)) (grouped-query with --n-kv-head, untied with
+               --untied) saved by save_pretrained (safetensors), with the GPT-2 tokenizer files, for
+               `xtrain_mpi --init-from` and `xtrain_generate --model`.
 
 File formats (shared with xtrain):
   --ids FILE            one prompt per line, whitespace-separated token ids (what
@@ -20,6 +23,7 @@ File formats (shared with xtrain):
                         the token after prompt tokens 0..t; V = config.json's vocab_size.
 """
 import argparse
+import json
 import logging
 import shutil
 import sys
@@ -35,11 +39,23 @@ def read_ids(path):
     return prompts
 
 
+def model_class(model_dir):
+    """transformers' class for config.json's model_type (the families xtrain exports)."""
+    import transformers
+
+    model_type = json.loads((Path(model_dir) / "config.json").read_text()).get("model_type")
+    classes = {"gpt2": "GPT2LMHeadModel", "llama": "LlamaForCausalLM"}
+    if model_type not in classes:
+        sys.exit(f"{model_dir}/config.json: model_type {model_type!r} is none of {sorted(classes)}")
+    return getattr(transformers, classes[model_type])
+
+
 def load(model_dir, device, strict=True):
     """from_pretrained with every warning captured; strict: exit 1 on any key problem or warning."""
     import torch
     import transformers
-    from transformers import GPT2LMHeadModel
+
+    cls = model_class(model_dir)
 
     records = []
 
@@ -53,23 +69,27 @@ def load(model_dir, device, strict=True):
     try:
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            model, info = GPT2LMHeadModel.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True,
-                                                          attn_implementation="eager")
+            model, info = cls.from_pretrained(model_dir, dtype=torch.float32, output_loading_info=True,
+                                              attn_implementation="eager")
     finally:
         transformers.logging.get_logger().removeHandler(handler)
     problems = [f"{k}: {v}" for k, v in info.items() if v]
     problems += [f"warning: {m}" for m in records] + [f"warning: {w.message}" for w in caught]
     if strict and problems:
         sys.exit(f"{model_dir}: from_pretrained reported:\n  " + "\n  ".join(map(str, problems)))
-    # the head is tied: the same storage as the token embedding
-    assert model.lm_head.weight.data_ptr() == model.transformer.wte.weight.data_ptr(), "lm_head is not tied to wte"
+    # tied: the head is the token embedding's storage; untied (a Llama's own lm_head): another tensor
+    tied = model.lm_head.weight.data_ptr() == model.get_input_embeddings().weight.data_ptr()
+    if tied != bool(model.config.tie_word_embeddings):
+        sys.exit(f"{model_dir}: tie_word_embeddings {model.config.tie_word_embeddings} but the loaded head is "
+                 f"{'' if tied else 'not '}the token embedding")
     return model.to(device).eval()
 
 
 def cmd_load(a):
     model = load(a.model, a.device)
     n = sum(p.numel() for p in model.parameters())
-    print(f"{a.model}: GPT2LMHeadModel loaded, no missing/unexpected/mismatched keys, no warnings, {n} parameters")
+    print(f"{a.model}: {type(model).__name__} loaded, no missing/unexpected/mismatched keys, no warnings, "
+          f"tie_word_embeddings {model.config.tie_word_embeddings}, {n} parameters")
 
 
 def cmd_logits(a):
@@ -124,16 +144,33 @@ def cmd_generate(a):
 
 def cmd_make_random(a):
     import torch
-    from transformers import GPT2Config, GPT2LMHeadModel
+    from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
     torch.manual_seed(a.seed)
-    cfg = GPT2Config(vocab_size=a.vocab_size, n_positions=a.n_positions, n_embd=a.n_embd, n_layer=a.n_layer,
-                     n_head=a.n_head, n_inner=a.n_inner)
-    model = GPT2LMHeadModel(cfg)
+    if a.arch == "llama":
+        # LlamaConfig's own defaults for the rest (rms_norm_eps 1e-6, rope_theta 10000, silu, no biases),
+        # so the import reads what transformers writes, not what xtrain's exporter writes
+        cfg = LlamaConfig(vocab_size=a.vocab_size, hidden_size=a.n_embd, intermediate_size=a.n_inner or 4 * a.n_embd,
+                          num_hidden_layers=a.n_layer, num_attention_heads=a.n_head,
+                          num_key_value_heads=a.n_kv_head or a.n_head, max_position_embeddings=a.n_positions,
+                          tie_word_embeddings=not a.untied)
+        model = LlamaForCausalLM(cfg)
+        # transformers' init draws N(0, 0.02) matrices and unit norms: logits near zero; wider weights and
+        # norm gains away from 1 make the comparison see every tensor (and a mix-up of q/k/v or gate/up)
+        with torch.no_grad():
+            for name, p in model.named_parameters():
+                p.copy_(1.0 + 0.2 * torch.randn_like(p) if name.endswith("norm.weight") else 0.08 * torch.randn_like(p))
+        what = (f"LlamaForCausalLM(hidden_size={cfg.hidden_size}, layers={cfg.num_hidden_layers}, "
+                f"heads={cfg.num_attention_heads}, kv_heads={cfg.num_key_value_heads}, tied={cfg.tie_word_embeddings})")
+    else:
+        cfg = GPT2Config(vocab_size=a.vocab_size, n_positions=a.n_positions, n_embd=a.n_embd, n_layer=a.n_layer,
+                         n_head=a.n_head, n_inner=a.n_inner)
+        model = GPT2LMHeadModel(cfg)
+        what = f"GPT2LMHeadModel({cfg.n_embd=}, {cfg.n_layer=}, {cfg.n_head=}, {cfg.n_positions=})"
     model.save_pretrained(a.out, safe_serialization=True)
     for src, dst in ((a.encoder_json, "vocab.json"), (a.vocab_bpe, "merges.txt")):
         shutil.copyfile(src, Path(a.out) / dst)
-    print(f"{a.out}: random GPT2LMHeadModel({cfg.n_embd=}, {cfg.n_layer=}, {cfg.n_head=}, {cfg.n_positions=}) saved")
+    print(f"{a.out}: random {what} saved")
 
 
 def main():
@@ -155,12 +192,15 @@ def main():
     s.add_argument("--batch", type=int, default=1, help="each prompt repeated this many times (speed runs)")
     s.add_argument("--ignore-eos", action="store_true", help="do not stop at <|endoftext|>")
     s.set_defaults(fn=cmd_generate)
-    s = sub.add_parser("make-random", help="random GPT2LMHeadModel saved with save_pretrained")
+    s = sub.add_parser("make-random", help="random GPT2LMHeadModel or LlamaForCausalLM saved with save_pretrained")
     s.add_argument("--out", required=True)
+    s.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")
+    s.add_argument("--n-kv-head", type=int, default=None, help="llama: key/value heads (default --n-head)")
+    s.add_argument("--untied", action="store_true", help="llama: an lm_head of its own (tie_word_embeddings false)")
     s.add_argument("--n-embd", type=int, default=64)
     s.add_argument("--n-layer", type=int, default=2)
     s.add_argument("--n-head", type=int, default=4)
-    s.add_argument("--n-inner", type=int, default=None, help="MLP width (default 4 x n-embd)")
+    s.add_argument("--n-inner", type=int, default=None, help="MLP width (default 4 x n-embd; llama: intermediate_size)")
     s.add_argument("--n-positions", type=int, default=128)
     s.add_argument("--vocab-size", type=int, default=50257)
     s.add_argument("--seed", type=int, default=0)

@@ -1,21 +1,24 @@
 #!/usr/bin/env bash
-# bench/serving_gpu.sh — the serving loop on a machine with a GPU, torch and transformers:
-# train a small model, export it twice (byte-identical, md5 against the registry), load it with
-# transformers' GPT2LMHeadModel, compare fp32 logits (4 prompts), compare greedy generation token by
-# token between transformers, xtrain CUDA and xtrain CPU (5 prompts x 64 tokens), import a randomly
-# initialised transformers GPT-2 into xtrain and compare logits, then time greedy generation against
+# bench/serving_gpu.sh — the serving loop on a machine with a GPU, torch and transformers, for the
+# default GPT-2 model and two Llamas (grouped-query with its own head; tied): train a small model,
+# export it twice (byte-identical, md5 against the registry), load it with transformers'
+# GPT2LMHeadModel / LlamaForCausalLM, compare fp32 logits (4 prompts), compare greedy generation token by
+# token between transformers, xtrain CUDA and xtrain CPU (5 prompts x 64 tokens); import randomly
+# initialised transformers models (GPT-2; Llama with grouped-query attention, untied) into xtrain and
+# compare logits, then time greedy generation against
 # transformers' generate at batch 1 and 16 on a GPT-2 124M-shaped model (xtrain with and without the
 # decoding step's CUDA graph, which must give the same tokens). Exits non-zero at the first
 # failed check. docs/serving.md records a run.
 #
-# Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 PY=python3
-#                                 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
+# Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 LLAMA_TIED_STEPS=100
+#                                 PY=python3 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
 set -euo pipefail
 source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 
 DATA=${DATA:-data}
 OUT=${OUT:-$(mktemp -d)}
 STEPS=${STEPS:-300}
+LLAMA_TIED_STEPS=${LLAMA_TIED_STEPS:-100}
 PY=${PY:-python3}
 NEW=${NEW:-64}
 SPEED_NEW=${SPEED_NEW:-128}
@@ -29,19 +32,7 @@ say() { printf 'serving: %s\n' "$*"; }
 fail() { printf 'serving: FAILED: %s\n' "$*" >&2; exit 1; }
 gen() { "$BIN/xtrain_generate" "${tok[@]}" "$@"; }
 
-# 1. a trained model and its export, twice; the registry check
-say "training the default model for $STEPS steps on $DEVICE"
-mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$DATA/brown.txt" "${tok[@]}" \
-  --steps "$STEPS" --val-every 0 --log-every 100 --ckpt "$OUT/run.ckpt" >"$OUT/train.log" 2>&1 ||
-  { tail -5 "$OUT/train.log"; fail "training"; }
-tail -2 "$OUT/train.log"
-"$BIN/xtrain_export" "$OUT/run.ckpt" "${tok[@]}" --out "$OUT/model" --registry "$OUT/registry.json" --name run --replace
-"$BIN/xtrain_export" "$OUT/run.ckpt" "${tok[@]}" --out "$OUT/model2"
-cmp "$OUT/model/model.safetensors" "$OUT/model2/model.safetensors" || fail "two exports differ"
-"$BIN/xtrain_export" --verify run --registry "$OUT/registry.json" "$OUT/run.ckpt" "${tok[@]}"
-md5sum "$OUT/model/model.safetensors"
-
-# 2. prompts as token ids, one line each
+# prompts as token ids, one line each
 prompts=("The jury said" "It was a cold morning in" "In the beginning" "The president of the United States"
          "She opened the door and")
 : >"$OUT/ids.txt"
@@ -59,37 +50,64 @@ dump_logits() {
   [[ "$SKIP_HF" == 1 ]] || hf logits --model "$1" --ids "$OUT/ids4.txt" --xtrain-logits "${files[@]}" --tol 1e-4
 }
 
-[[ "$SKIP_HF" == 1 ]] || hf load --model "$OUT/model"
-if [[ "$SKIP_HF" == 1 ]]; then say "logits: xtrain $DEVICE fp32, trained model (transformers check skipped: SKIP_HF=1)"
-else say "logits: transformers vs xtrain $DEVICE fp32, trained model"; fi
-dump_logits "$OUT/model" "$OUT/logits_trained_"
+# check_trained NAME STEPS TRAIN_OPTIONS...: a model trained STEPS steps, exported twice (byte-identical,
+# verified against the registry), loaded by transformers, its fp32 logits against xtrain's, and greedy
+# generation token-identical across transformers, xtrain on $DEVICE and xtrain on cpu
+check_trained() {
+  local name=$1 steps=$2 m="$OUT/$1"
+  shift 2
+  say "$name: training $* for $steps steps on $DEVICE"
+  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$DATA/brown.txt" "${tok[@]}" "$@" \
+    --steps "$steps" --val-every 0 --log-every 100 --ckpt "$m.ckpt" >"$m.train.log" 2>&1 ||
+    { tail -5 "$m.train.log"; fail "$name: training"; }
+  tail -2 "$m.train.log"
+  "$BIN/xtrain_export" "$m.ckpt" "${tok[@]}" --out "$m" --registry "$OUT/registry.json" --name "$name" --replace
+  "$BIN/xtrain_export" "$m.ckpt" "${tok[@]}" --out "$m.2"
+  cmp "$m/model.safetensors" "$m.2/model.safetensors" || fail "$name: two exports differ"
+  "$BIN/xtrain_export" --verify "$name" --registry "$OUT/registry.json" "$m.ckpt" "${tok[@]}"
+  md5sum "$m/model.safetensors"
 
-# 3. greedy generation, token-identical across transformers, xtrain cuda and xtrain cpu
-say "greedy generation, ${#prompts[@]} prompts x $NEW tokens"
-: >"$OUT/greedy.cuda" && : >"$OUT/greedy.cpu"
-while read -r ids; do
-  gen --model "$OUT/model" --device "$DEVICE" --dtype fp32 --prompt-ids "$ids" --temperature 0 --ignore-eos \
-    --max-new-tokens "$NEW" --print-ids >>"$OUT/greedy.cuda" 2>/dev/null
-  gen --model "$OUT/model" --device cpu --prompt-ids "$ids" --temperature 0 --ignore-eos \
-    --max-new-tokens "$NEW" --print-ids >>"$OUT/greedy.cpu" 2>/dev/null
-done <"$OUT/ids.txt"
-cmp "$OUT/greedy.cuda" "$OUT/greedy.cpu" || fail "xtrain $DEVICE and cpu greedy tokens differ"
-if [[ "$SKIP_HF" != 1 ]]; then
-  hf generate --model "$OUT/model" --ids "$OUT/ids.txt" --max-new-tokens "$NEW" --ignore-eos >"$OUT/greedy.hf"
-  cmp "$OUT/greedy.cuda" "$OUT/greedy.hf" || fail "transformers and xtrain greedy tokens differ"
-fi
-hf_greedy=" and transformers"
-[[ "$SKIP_HF" == 1 ]] && hf_greedy=" (transformers check skipped: SKIP_HF=1)"
-say "greedy tokens identical across xtrain on $DEVICE, xtrain on cpu$hf_greedy: $(wc -w <"$OUT/greedy.cuda") tokens, $(tr ' ' '\n' <"$OUT/greedy.cuda" | sort -u | wc -l) distinct"
+  [[ "$SKIP_HF" == 1 ]] || hf load --model "$m"
+  if [[ "$SKIP_HF" == 1 ]]; then say "$name: logits: xtrain $DEVICE fp32 (transformers check skipped: SKIP_HF=1)"
+  else say "$name: logits: transformers vs xtrain $DEVICE fp32"; fi
+  dump_logits "$m" "$m.logits_"
 
-# 4. a random transformers GPT-2 imported into xtrain
+  say "$name: greedy generation, ${#prompts[@]} prompts x $NEW tokens"
+  : >"$m.greedy.dev" && : >"$m.greedy.cpu"
+  while read -r ids; do
+    gen --model "$m" --device "$DEVICE" --dtype fp32 --prompt-ids "$ids" --temperature 0 --ignore-eos \
+      --max-new-tokens "$NEW" --print-ids >>"$m.greedy.dev" 2>/dev/null
+    gen --model "$m" --device cpu --prompt-ids "$ids" --temperature 0 --ignore-eos \
+      --max-new-tokens "$NEW" --print-ids >>"$m.greedy.cpu" 2>/dev/null
+  done <"$OUT/ids.txt"
+  cmp "$m.greedy.dev" "$m.greedy.cpu" || fail "$name: xtrain $DEVICE and cpu greedy tokens differ"
+  if [[ "$SKIP_HF" != 1 ]]; then
+    hf generate --model "$m" --ids "$OUT/ids.txt" --max-new-tokens "$NEW" --ignore-eos >"$m.greedy.hf"
+    cmp "$m.greedy.dev" "$m.greedy.hf" || fail "$name: transformers and xtrain greedy tokens differ"
+  fi
+  local hf_greedy=" and transformers"
+  [[ "$SKIP_HF" == 1 ]] && hf_greedy=" (transformers check skipped: SKIP_HF=1)"
+  say "$name: greedy tokens identical across xtrain on $DEVICE, xtrain on cpu$hf_greedy: $(wc -w <"$m.greedy.dev") tokens, $(tr ' ' '\n' <"$m.greedy.dev" | sort -u | wc -l) distinct"
+}
+
+# the default GPT-2 model; Llamas (LlamaForCausalLM): grouped-query with an own head, and tied
+check_trained gpt2 "$STEPS"
+check_trained llama "$STEPS" --arch llama --kv-heads 2 --tie-embeddings false
+check_trained llama_tied "$LLAMA_TIED_STEPS" --arch llama --tie-embeddings true --rope-theta 500000 --norm-eps 1e-6
+
+# random transformers models imported into xtrain: GPT-2, and a Llama with grouped-query attention
+# and its own head (transformers' LlamaConfig defaults otherwise)
 if [[ "$SKIP_HF" != 1 ]]; then
   say "logits: random GPT2LMHeadModel saved by transformers, imported by xtrain"
   hf make-random --out "$OUT/hf_rand" --n-embd 96 --n-layer 3 --n-head 4 --n-positions 256 \
     --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
   dump_logits "$OUT/hf_rand" "$OUT/logits_random_"
+  say "logits: random LlamaForCausalLM (GQA, untied) saved by transformers, imported by xtrain"
+  hf make-random --arch llama --untied --out "$OUT/hf_rand_llama" --n-embd 96 --n-layer 3 --n-head 6 --n-kv-head 2 \
+    --n-inner 160 --n-positions 256 --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
+  dump_logits "$OUT/hf_rand_llama" "$OUT/logits_random_llama_"
 
-  # 5. speed: greedy generation on a GPT-2 124M-shaped random model, batch 1 and 16
+  # speed: greedy generation on a GPT-2 124M-shaped random model, batch 1 and 16
   hf make-random --out "$OUT/hf_124m" --n-embd 768 --n-layer 12 --n-head 12 --n-positions 1024 \
     --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
   head -1 "$OUT/ids.txt" >"$OUT/ids1.txt"

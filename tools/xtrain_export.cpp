@@ -1,5 +1,6 @@
 // xtrain_export: checkpoint -> model directory (model.safetensors, config.json, vocab.json,
-// merges.txt) in the Hugging Face GPT-2 layout or xtrain's own (docs/serving.md); prints md5 and
+// merges.txt) in the Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM) or
+// xtrain's own (docs/serving.md); prints md5 and
 // sha256 of model.safetensors, records them in a JSON registry, and verifies a checkpoint or an
 // export against the registry. Exit codes (core/cli.h): 0 success, 1 error or digest mismatch, 2 usage
 // error.
@@ -35,7 +36,7 @@ namespace {
 
 struct Options {
   std::string input, out, format = "auto", registry, name, verify;
-  TokenizerFiles tokenizer;  // --encoder-json, --vocab-bpe (no --tokenizer-json: the export writes the GPT-2 pair)
+  TokenizerFiles tokenizer;  // --encoder-json, --vocab-bpe (no --tokenizer-json: the export writes the GPT-2 pair or none)
   bool replace = false;
   std::string exit_text;  // --help or --version: print this and exit 0, nothing else checked
 };
@@ -45,13 +46,14 @@ Options parse(int argc, char** argv) {
   CliSpec spec{"xtrain_export",
                "Usage: xtrain_export CKPT --out DIR [options]\n"
                "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
-               "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (each atomically) and prints the\n"
-               "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes",
+               "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (all or nothing) and prints the\n"
+               "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes. A model\n"
+               "trained with another tokenizer than the default GPT-2 files gets no vocab.json and merges.txt",
                cli_group("Options"), {}, {}};
   po::options_description& opts = spec.options;
   opts.add_options()
     ("out", po::value(&o.out), "output directory (created if absent; default: none)")
-    ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face GPT2LMHeadModel layout; xtrain = xtrain's own names (any shape, e.g. --kv-heads < --heads); auto = hf when GPT-2 can express the model, else xtrain");
+    ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM); xtrain = xtrain's own names (any shape, e.g. GPT-2 with --kv-heads < --heads); auto = hf when it can express the model, else xtrain");
   add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
                                             "the one the model was trained with, written as merges.txt", false});
   opts.add_options()
@@ -68,6 +70,7 @@ Options parse(int argc, char** argv) {
     return o;
   }
   reject_empty_values(vm, {"out", "registry", "name", "verify", "encoder-json", "vocab-bpe"});
+  read_tokenizer_options(vm, o.tokenizer);  // which of the GPT-2 files were named (gpt2_defaults)
   if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
   if (o.verify.empty() && fs::is_directory(o.input)) throw UsageError(o.input + " is a directory: export takes a checkpoint file");
   if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
@@ -95,12 +98,6 @@ Options parse(int argc, char** argv) {
     }
   }
   return o;
-}
-
-std::string hex64(uint64_t x) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", static_cast<unsigned long long>(x));
-  return b;
 }
 
 json read_registry(const std::string& path, bool must_exist) {
@@ -137,14 +134,16 @@ class RegistryLock {
 ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
   const CheckpointState st = load_checkpoint(ckpt);
   *meta = st.meta;
-  return make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint);
+  return make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint,
+                     o.tokenizer.gpt2_defaults());
 }
 
 ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
   if (format == "xtrain") return ModelLayout::Xtrain;
   const std::string why = hf_unsupported(cfg);
   if (format == "hf" && !why.empty())
-    throw UsageError("--format hf: the Hugging Face GPT-2 layout cannot express this model: " + why + " (use --format xtrain)");
+    throw UsageError(std::string("--format hf: the Hugging Face ") + hf_architecture(cfg) + " layout cannot express this model: " + why +
+                     " (use --format xtrain)");
   return why.empty() ? ModelLayout::Hf : ModelLayout::Xtrain;
 }
 
@@ -212,7 +211,8 @@ int run(const Options& o) {
   }
   const CheckpointState st = load_checkpoint(o.input);
   const ModelLayout layout = pick_layout(o.format, st.meta.model);
-  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint);
+  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe,
+                                       st.meta.tokenizer_fingerprint, o.tokenizer.gpt2_defaults());
   // All or nothing: the files replace the previous export together, and are undone (the previous
   // files come back) when the registry cannot record them.
   ExportCommit commit(o.out, files);
@@ -239,6 +239,10 @@ int run(const Options& o) {
   std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
   if (!o.registry.empty())
     std::printf("registry | %s: %s %s\n", o.registry.c_str(), o.name.c_str(), replaced ? "replaced" : "recorded");
+  if (!files.count(kVocabFile))
+    std::printf("note   | the model's tokenizer (fingerprint %s) is not the GPT-2 files %s + %s: no vocab.json and merges.txt "
+                "written (give xtrain_generate --model the run's tokenizer options)\n",
+                hex64(st.meta.tokenizer_fingerprint).c_str(), o.tokenizer.encoder_json.c_str(), o.tokenizer.vocab_bpe.c_str());
   return 0;
 }
 

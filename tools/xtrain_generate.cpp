@@ -12,6 +12,7 @@
 #include "backend/registry.h"
 #include "core/cli.h"
 #include "backend/backend.h"
+#include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/progress.h"
@@ -71,7 +72,8 @@ po::options_description make_options(TokenizerFiles& files) {
 struct LoadedModel {
   GPTConfig config;
   std::vector<float> params;  // host, param_layout order
-  uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded (exports)
+  uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded (exports made by transformers)
+  std::string fingerprint_source;      // where tokenizer_fingerprint was recorded (for messages)
   std::string vocab_json, merges_txt;  // an export's tokenizer files ("" when absent)
 };
 
@@ -84,12 +86,15 @@ LoadedModel load_model(const po::variables_map& vm) {
     m.config = st.meta.model;
     m.params = std::move(st.params);
     m.tokenizer_fingerprint = st.meta.tokenizer_fingerprint;
+    m.fingerprint_source = "the checkpoint";
     return m;
   }
   ModelDir d = load_model_dir(vm["model"].as<std::string>());
   m.config = d.cfg;
   m.params = std::move(d.params);
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
+  m.tokenizer_fingerprint = d.tokenizer_fingerprint;
+  m.fingerprint_source = "its config.json";
   return m;
 }
 
@@ -176,7 +181,8 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                      std::to_string(lm.config.maxT));
 
   if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
-    throw UsageError("the tokenizer given is not the one the model was trained with (fingerprints differ)");
+    throw UsageError("the tokenizer given (fingerprint " + hex64(tok.fingerprint()) + ") is not the one the model was trained with (" +
+                     hex64(lm.tokenizer_fingerprint) + ", " + lm.fingerprint_source + ")");
   if (lm.config.V != tok.vocab_size())
     throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
                      std::to_string(tok.vocab_size()) + ")");

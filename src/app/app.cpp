@@ -136,12 +136,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   if (!o.init_from.empty() && o.train.resume.empty())  // host work that may take long: agree_while_working
     init_params = agree_while_working(mpi, [from = o.init_from, model = cfg.model, tok] {
       const ModelDir dir = load_model_dir(from);
-      // its tokenizer files (an export's vocab.json and merges.txt) must be the run's tokenizer: the
-      // same fingerprint (the ids and merges), however the files are written
-      if (!dir.vocab_json.empty() &&
-          load_tokenizer("", dir.vocab_json, dir.merges_txt).fingerprint() != tok->fingerprint())
-        throw UsageError("--init-from " + from + " was trained with another tokenizer: its vocab.json and "
-                         "merges.txt are not the run's tokenizer (give the files it was trained with)");
+      // the run's tokenizer must be the model's: config.json's fingerprint and the directory's files
+      check_model_tokenizer(dir, tok->fingerprint(), "--init-from " + from);
       return fit_to_config(dir, model);
     });
   TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);

@@ -89,7 +89,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
     ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
-    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT-2 directory with model.safetensors + config.json); the model options above that are not given come from its config.json; with --resume, the checkpoint's weights win");
+    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT2LMHeadModel or LlamaForCausalLM directory with model.safetensors + config.json); the model options above that are not given (--arch and the Llama options included) come from its config.json; with --resume, the checkpoint's weights win");
   po::options_description train = cli_group("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")
@@ -143,6 +143,10 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     auto take = [&](const char* opt, int& dst, int v) { if (vm[opt].defaulted()) dst = v; };
     take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
+    if (vm["arch"].defaulted()) arch = to_string(f.arch);
+    if (f.llama() && vm["tie-embeddings"].defaulted()) tie = f.tied() ? "true" : "false";
+    if (f.llama() && vm["norm-eps"].defaulted()) m.norm_eps = f.norm_eps;
+    if (f.llama() && vm["rope-theta"].defaulted()) m.rope_theta = f.rope_theta;
   }
   // --resume: the model, batch and schedule options not given come from the checkpoint
   take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
@@ -157,8 +161,6 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   m.arch = parse_arch(arch);
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
   m.tie_embeddings = tie == "true" ? 1 : 0;
-  if (m.llama() && !o.init_from.empty())
-    throw UsageError("--init-from with --arch llama: model directories hold GPT-2 models only so far");
   if (!m.llama())  // the family's options, given with gpt2: one line naming the option (GPTConfig::validate)
     for (const char* opt : {"norm-eps", "rope-theta", "tie-embeddings"})
       if (!vm[opt].defaulted()) throw UsageError(std::string("--") + opt + " needs --arch llama");

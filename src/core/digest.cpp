@@ -22,4 +22,23 @@ std::string digest_hex(const EVP_MD* md, const std::string& bytes) {
 std::string md5_hex(const std::string& bytes) { return digest_hex(EVP_md5(), bytes); }
 std::string sha256_hex(const std::string& bytes) { return digest_hex(EVP_sha256(), bytes); }
 
+std::string hex64(uint64_t x) {
+  static const char* hex = "0123456789abcdef";
+  std::string s(16, '0');
+  for (int i = 15; i >= 0; --i, x >>= 4) s[size_t(i)] = hex[x & 15];
+  return s;
+}
+
+bool parse_hex64(const std::string& s, uint64_t* out) {
+  if (s.size() != 16) return false;
+  uint64_t v = 0;
+  for (char c : s) {
+    const int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+    if (d < 0) return false;
+    v = v << 4 | uint64_t(d);
+  }
+  *out = v;
+  return true;
+}
+
 }  // namespace xtrain

@@ -73,6 +73,7 @@ int param_dim(const GPTConfig& c, ParamDim d) {
     case ParamDim::maxT: return c.maxT;
     case ParamDim::QKV: return c.qkv_width();
     case ParamDim::A: return c.NH * c.HS;
+    case ParamDim::KV: return c.KVH * c.HS;
     case ParamDim::F: return c.F;
     case ParamDim::FC: return c.llama() ? 2 * c.F : c.F;
     case ParamDim::count: break;

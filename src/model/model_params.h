@@ -1,7 +1,7 @@
 // The parameter table: every parameter tensor of both model families (GPTConfig::arch) once, with its
 // shape in model dimensions, where it exists, its initialisation, whether AdamW weight decay applies and
 // its Hugging Face names (GPT-2: transformers' modeling_gpt2.py GPT2Model; Llama: modeling_llama.py
-// LlamaForCausalLM) (llm.c's ParameterTensors). param_layout (offsets), init_params, the decay mask, the
+// LlamaForCausalLM, fused rows split by HfPart) (llm.c's ParameterTensors). param_layout (offsets), init_params, the decay mask, the
 // block's and the decoder's weight lookups and the export/import name map (src/serve/export.cpp) derive from it.
 #pragma once
 
@@ -25,9 +25,10 @@ constexpr size_t num_param_tensors(int L) { return final_param_index(L, kNumFina
 
 // The sizes the table is written in. Vp: the vocabulary padded to a multiple of 64 (GPTConfig::Vp);
 // rows [V, Vp) of a Vp-row tensor start at zero and never leave the process (an export writes V rows).
-// QKV = (NH + 2*KVH)*HS (QkvLayout::row_width), A = NH*HS. FC: the fc layer's outputs, F for gpt2 and
-// 2F for llama ([gate; up] stacked, so one GEMM gives swiglu_forward's (N,2F) input). `one`: a vector.
-enum class ParamDim { one, C, Vp, maxT, QKV, A, F, FC, count };
+// QKV = (NH + 2*KVH)*HS (QkvLayout::row_width), A = NH*HS, KV = KVH*HS. FC: the fc layer's outputs, F
+// for gpt2 and 2F for llama ([gate; up] stacked, so one GEMM gives swiglu_forward's (N,2F) input).
+// `one`: a vector.
+enum class ParamDim { one, C, Vp, maxT, QKV, A, KV, F, FC, count };
 // param_dim: the size of d for cfg; file_dim: the same in a model directory (Vp written as V).
 int param_dim(const GPTConfig& cfg, ParamDim d);
 int file_dim(const GPTConfig& cfg, ParamDim d);
@@ -42,6 +43,24 @@ enum class ParamInit { ones, zeros, normal, normal_residual };
 // llama with --tie-embeddings false). A row absent from a model has zero elements there (rows 0).
 enum class ParamIn { all, gpt2, untied };
 
+// Hugging Face Llama (transformers' modeling_llama.py) keeps apart what xtrain fuses: one HfPart is one
+// of its nn.Linear weights, holding `rows` consecutive rows of the fused (out, in) tensor, the parts in
+// row order. Export splits by this table and import joins by it (src/serve/export.cpp, layout_tensors).
+struct HfPart {
+  const char* name;  // after "model.layers.<l>."
+  ParamDim rows;
+};
+// qkv rows: [NH q heads | KVH k heads | KVH v heads] (QkvLayout). Rotary is HF's rotate-half in both, so
+// the q and k rows need no permutation.
+constexpr HfPart kQkvHfParts[] = {
+    {"self_attn.q_proj.weight", ParamDim::A}, {"self_attn.k_proj.weight", ParamDim::KV}, {"self_attn.v_proj.weight", ParamDim::KV}};
+// fc rows: [gate; up] (swiglu_forward's order: out = silu(gate) * up)
+constexpr HfPart kFcHfParts[] = {{"mlp.gate_proj.weight", ParamDim::F}, {"mlp.up_proj.weight", ParamDim::F}};
+struct HfParts {
+  const HfPart* part = nullptr;
+  int count = 0;
+};
+
 // One table row: tensor `id` of shape (rows, cols), or (rows) when cols is `one`.
 struct ParamSpec {
   int id;
@@ -52,17 +71,16 @@ struct ParamSpec {
   const char* hf_name;  // GPT-2's name after "transformer." (a block's after "transformer.h.<l>."); "": none
   bool hf_transpose;    // GPT-2 stores it transposed: Conv1D keeps (in, out), xtrain (out, in)
   ParamIn in = ParamIn::all;
-  // Llama's name after "model." (a block's after "model.layers.<l>."; lm_head at the top level), "" where
-  // absent; no transposes (nn.Linear keeps (out, in) as xtrain). Fused rows are split on export:
-  // qkv rows [0, NH*HS) -> self_attn.q_proj, [NH*HS, (NH+KVH)*HS) -> k_proj, the rest -> v_proj (HF's
-  // rotate-half convention: no permutation); fc rows [0, F) -> mlp.gate_proj, [F, 2F) -> mlp.up_proj.
+  // Llama's (LlamaForCausalLM) full name, a block's after "model.layers.<l>.", "" where absent or split;
+  // no transposes (nn.Linear keeps (out, in) as xtrain). A fused row is split into hf_llama_parts.
   const char* hf_llama = "";
+  HfParts hf_llama_parts = {};
   constexpr bool matrix() const { return cols != ParamDim::one; }
 };
 
 constexpr ParamSpec kEmbedParamTable[] = {
     {kWte, "wte", ParamDim::Vp, ParamDim::C, ParamInit::normal, true, "wte.weight", false, ParamIn::all,
-     "embed_tokens.weight"},                                                                              // (Vp,C) also the tied head
+     "model.embed_tokens.weight"},                                                                              // (Vp,C) also the tied head
     {kWpe, "wpe", ParamDim::maxT, ParamDim::C, ParamInit::normal, true, "wpe.weight", false, ParamIn::gpt2},  // (maxT,C)
 };
 constexpr ParamSpec kLayerParamTable[] = {  // per block l
@@ -71,7 +89,7 @@ constexpr ParamSpec kLayerParamTable[] = {  // per block l
     {kLn1B, "ln1.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_1.bias", false, ParamIn::gpt2,
      ""},  // (C)
     {kQkvW, "attn.qkv.w", ParamDim::QKV, ParamDim::C, ParamInit::normal, true, "attn.c_attn.weight", true, ParamIn::all,
-     "self_attn.{q,k,v}_proj.weight"},  // (QKV,C)
+     "", {kQkvHfParts, 3}},  // (QKV,C)
     {kQkvB, "attn.qkv.b", ParamDim::QKV, ParamDim::one, ParamInit::zeros, false, "attn.c_attn.bias", false, ParamIn::gpt2,
      ""},  // (QKV)
     {kAttProjW, "attn.proj.w", ParamDim::C, ParamDim::A, ParamInit::normal_residual, true, "attn.c_proj.weight", true, ParamIn::all,
@@ -83,7 +101,7 @@ constexpr ParamSpec kLayerParamTable[] = {  // per block l
     {kLn2B, "ln2.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_2.bias", false, ParamIn::gpt2,
      ""},  // (C)
     {kFcW, "mlp.fc.w", ParamDim::FC, ParamDim::C, ParamInit::normal, true, "mlp.c_fc.weight", true, ParamIn::all,
-     "mlp.{gate,up}_proj.weight"},  // (FC,C) llama: [gate; up]
+     "", {kFcHfParts, 2}},  // (FC,C) llama: [gate; up]
     {kFcB, "mlp.fc.b", ParamDim::FC, ParamDim::one, ParamInit::zeros, false, "mlp.c_fc.bias", false, ParamIn::gpt2,
      ""},  // (FC)
     {kFcProjW, "mlp.proj.w", ParamDim::C, ParamDim::F, ParamInit::normal_residual, true, "mlp.c_proj.weight", true, ParamIn::all,
@@ -93,7 +111,7 @@ constexpr ParamSpec kLayerParamTable[] = {  // per block l
 };
 constexpr ParamSpec kFinalParamTable[] = {
     {kLnfW, "lnf.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_f.weight", false, ParamIn::all,
-     "norm.weight"},                                                                                   // (C)
+     "model.norm.weight"},                                                                                // (C)
     {kLnfB, "lnf.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_f.bias", false, ParamIn::gpt2},  // (C)
     // the untied head (llama only; gpt2's head is always wte): rows [V, Vp) stay zero as wte's
     {kLmHead, "lm_head", ParamDim::Vp, ParamDim::C, ParamInit::normal, true, "", false, ParamIn::untied,
@@ -122,8 +140,10 @@ constexpr bool well_formed(const ParamSpec* t, int n) {
       if (same_str(t[i].name, t[j].name) || (*t[i].hf_name && same_str(t[i].hf_name, t[j].hf_name)) ||
           (*t[i].hf_llama && same_str(t[i].hf_llama, t[j].hf_llama)))
         return false;
-    if (!*t[i].hf_name != (t[i].in == ParamIn::untied) || !*t[i].hf_llama != (t[i].in == ParamIn::gpt2))
+    const bool llama_named = *t[i].hf_llama || t[i].hf_llama_parts.count > 0;
+    if (!*t[i].hf_name != (t[i].in == ParamIn::untied) || !llama_named != (t[i].in == ParamIn::gpt2))
       return false;  // a name exactly where the row exists
+    if (*t[i].hf_llama && t[i].hf_llama_parts.count > 0) return false;  // one name or parts, not both
   }
   return true;
 }

@@ -75,6 +75,18 @@ ExportCommit::ExportCommit(const std::string& dir, const ExportFiles& files)
         XT_FAIL(path_of(name) << ": cannot keep the previous file as " << backup_name(name) << ": " << std::strerror(errno));
       }
     }
+    // A previous export's file that this one does not hold (a regular file under one of the export's
+    // names) is kept under its backup name and removed.
+    for (const char* name : {kModelFile, kConfigFile, kVocabFile, kMergesFile}) {
+      struct stat st{};
+      if (files.count(name) || ::fstatat(out_.dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
+      (void)::unlinkat(out_.dir_fd, backup_name(name).c_str(), 0);
+      if (::linkat(out_.dir_fd, name, out_.dir_fd, backup_name(name).c_str(), 0) != 0)
+        XT_FAIL(path_of(name) << ": cannot keep the previous file as " << backup_name(name) << ": " << std::strerror(errno));
+      backed_up_.push_back(name);
+      if (::unlinkat(out_.dir_fd, name, 0) != 0) XT_FAIL(path_of(name) << ": cannot remove the previous file: " << std::strerror(errno));
+      removed_.push_back(name);
+    }
     for (const std::string& name : staged_) {
       if (::renameat(out_.dir_fd, staged_name(name).c_str(), out_.dir_fd, name.c_str()) != 0)
         XT_FAIL(path_of(name) << ": cannot rename the new file into place: " << std::strerror(errno));
@@ -93,15 +105,16 @@ void ExportCommit::undo() noexcept {
     if (had) (void)::renameat(out_.dir_fd, backup_name(name).c_str(), out_.dir_fd, name.c_str());
     else (void)::unlinkat(out_.dir_fd, name.c_str(), 0);  // there was no previous file
   }
+  for (const std::string& name : removed_) (void)::renameat(out_.dir_fd, backup_name(name).c_str(), out_.dir_fd, name.c_str());
   for (const std::string& name : staged_) (void)::unlinkat(out_.dir_fd, staged_name(name).c_str(), 0);
   for (const std::string& name : backed_up_) (void)::unlinkat(out_.dir_fd, backup_name(name).c_str(), 0);
-  renamed_.clear(), staged_.clear(), backed_up_.clear();
+  renamed_.clear(), staged_.clear(), backed_up_.clear(), removed_.clear();
   sync_dir(out_.dir_fd);
 }
 
 void ExportCommit::keep() {
   for (const std::string& name : backed_up_) (void)::unlinkat(out_.dir_fd, backup_name(name).c_str(), 0);
-  renamed_.clear(), staged_.clear(), backed_up_.clear();
+  renamed_.clear(), staged_.clear(), backed_up_.clear(), removed_.clear();
   sync_dir(out_.dir_fd);
 }
 

@@ -8,11 +8,13 @@
 #include <set>
 #include <sstream>
 
+#include "core/digest.h"
 #include "core/echo.h"
 #include "core/error.h"
 #include "core/host_memory.h"
 #include "core/io.h"
 #include "core/json.h"
+#include "data/tokenizer.h"
 #include "export_layout.h"
 #include "model/param_check.h"
 
@@ -38,9 +40,9 @@ namespace {
 // config_from_json: the sizes of config.json; json::type_error for a field of the wrong type.
 GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
   const std::string type = j.value("model_type", "");
-  if (type != "gpt2" && type != kXtrainModelType)
-    XT_FAIL(path << ": model_type \"" << echo_value(type) << "\" is neither gpt2 nor " << kXtrainModelType);
-  const ModelLayout layout = type == "gpt2" ? ModelLayout::Hf : ModelLayout::Xtrain;
+  if (type != "gpt2" && type != "llama" && type != kXtrainModelType)
+    XT_FAIL(path << ": model_type \"" << echo_value(type) << "\" is none of gpt2, llama, " << kXtrainModelType);
+  const ModelLayout layout = type == kXtrainModelType ? ModelLayout::Xtrain : ModelLayout::Hf;
   // size: a positive integer field (bounded like the command-line sizes, far from int overflow)
   auto size = [&](const char* key, long long fallback) -> int {
     if (!j.contains(key) || j[key].is_null()) {
@@ -51,25 +53,81 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
       XT_FAIL(path << ": " << key << " must be an integer in [1, 1048576], found " << json_echo(j[key]));
     return j[key].get<int>();
   };
+  // positive: a positive finite number field of `obj` (eps, theta), as the float xtrain computes with
+  auto positive = [&](const json& obj, const char* key, float fallback) -> float {
+    if (!obj.contains(key) || obj[key].is_null()) return fallback;
+    const double v = obj[key].is_number() ? obj[key].get<double>() : -1.0;
+    if (!(v > 0) || !std::isfinite(float(v))) XT_FAIL(path << ": " << key << " must be a positive number, found " << json_echo(obj[key]));
+    return float(v);
+  };
   GPTConfig c;
-  c.V = size("vocab_size", 0);
-  c.maxT = size("n_positions", 0);
-  c.C = size("n_embd", 0);
-  c.L = size("n_layer", 0);
-  c.NH = size("n_head", 0);
-  c.F = size("n_inner", 4LL * c.C);  // transformers: n_inner None -> 4 * n_embd
-  c.KVH = layout == ModelLayout::Xtrain ? size("n_kv_head", 0) : c.NH;
-  if (layout == ModelLayout::Hf && c.C % c.NH != 0) XT_FAIL(path << ": n_embd " << c.C << " is not divisible by n_head " << c.NH);
-  c.HS = layout == ModelLayout::Xtrain ? size("head_dim", 0) : c.C / c.NH;
-  // Variants of GPT-2 that xtrain does not compute (transformers' GPT2Config fields and defaults).
-  const std::string act = j.value("activation_function", "gelu_new");
-  if (act != "gelu_new" && act != "gelu_pytorch_tanh")
-    XT_FAIL(path << ": activation_function " << echo_value(act) << " is not supported (xtrain computes the tanh GELU, gelu_new)");
-  const double eps = j.value("layer_norm_epsilon", 1e-5);
-  if (std::fabs(eps - 1e-5) > 1e-12) XT_FAIL(path << ": layer_norm_epsilon " << eps << " is not supported (xtrain uses 1e-5)");
-  if (!j.value("tie_word_embeddings", true)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
-  if (!j.value("scale_attn_weights", true)) XT_FAIL(path << ": scale_attn_weights false is not supported");
-  if (j.value("scale_attn_by_inverse_layer_idx", false)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
+  if (type == "llama") {
+    // transformers' LlamaConfig (configuration_llama.py): field names and the defaults of absent fields
+    c.arch = Arch::llama;
+    c.V = size("vocab_size", 0);
+    c.C = size("hidden_size", 0);
+    c.F = size("intermediate_size", 0);
+    c.L = size("num_hidden_layers", 0);
+    c.NH = size("num_attention_heads", 0);
+    c.KVH = size("num_key_value_heads", c.NH);
+    c.maxT = size("max_position_embeddings", 2048);
+    if (c.C % c.NH != 0) XT_FAIL(path << ": hidden_size " << c.C << " is not divisible by num_attention_heads " << c.NH);
+    c.HS = c.C / c.NH;
+    if (j.contains("head_dim") && !j["head_dim"].is_null() && size("head_dim", 0) != c.HS)
+      XT_FAIL(path << ": head_dim " << j["head_dim"].get<long long>() << " is not supported (xtrain's Llama layout keeps "
+                   << "head_dim = hidden_size / num_attention_heads = " << c.HS << ")");
+    c.norm_eps = positive(j, "rms_norm_eps", 1e-6f);
+    c.rope_theta = positive(j, "rope_theta", 10000.0f);
+    c.tie_embeddings = j.value("tie_word_embeddings", false) ? 1 : 0;
+    const std::string act = j.value("hidden_act", "silu");
+    if (act != "silu") XT_FAIL(path << ": hidden_act " << echo_value(act) << " is not supported (xtrain computes SwiGLU with silu)");
+    for (const char* bias : {"attention_bias", "mlp_bias"})
+      if (j.value(bias, false)) XT_FAIL(path << ": " << bias << " true is not supported (xtrain's Llama has no biases)");
+    // plain rotary only: rope_scaling (transformers 4) or rope_parameters (transformers 5, which also
+    // moves rope_theta there) of any rope_type but "default" changes the angles
+    for (const char* key : {"rope_scaling", "rope_parameters"}) {
+      if (!j.contains(key) || j[key].is_null()) continue;
+      const json& r = j[key];
+      const std::string rope_type = r.is_object() ? r.value("rope_type", r.value("type", "default")) : std::string();
+      if (!r.is_object() || rope_type != "default")
+        XT_FAIL(path << ": " << key << " " << json_echo(r) << " is not supported (xtrain computes plain rotary, rope_type default)");
+      c.rope_theta = positive(r, "rope_theta", c.rope_theta);
+    }
+  } else {
+    c.V = size("vocab_size", 0);
+    c.maxT = size("n_positions", 0);
+    c.C = size("n_embd", 0);
+    c.L = size("n_layer", 0);
+    c.NH = size("n_head", 0);
+    c.F = size("n_inner", 4LL * c.C);  // transformers: n_inner None -> 4 * n_embd
+    c.KVH = layout == ModelLayout::Xtrain ? size("n_kv_head", 0) : c.NH;
+    if (layout == ModelLayout::Hf && c.C % c.NH != 0) XT_FAIL(path << ": n_embd " << c.C << " is not divisible by n_head " << c.NH);
+    c.HS = layout == ModelLayout::Xtrain ? size("head_dim", 0) : c.C / c.NH;
+    if (layout == ModelLayout::Xtrain && j.contains("arch")) {
+      try {
+        c.arch = parse_arch(j["arch"].get<std::string>());
+      } catch (const UsageError&) {
+        XT_FAIL(path << ": arch " << json_echo(j["arch"]) << " is neither gpt2 nor llama");
+      }
+    }
+  }
+  if (type == kXtrainModelType && c.llama()) {  // xtrain's layout of a Llama model: LlamaConfig's names, no defaults
+    for (const char* key : {"rms_norm_eps", "rope_theta", "tie_word_embeddings"})
+      if (!j.contains(key)) XT_FAIL(path << ": missing " << key);
+    c.norm_eps = positive(j, "rms_norm_eps", 0.0f);
+    c.rope_theta = positive(j, "rope_theta", 0.0f);
+    c.tie_embeddings = j["tie_word_embeddings"].get<bool>() ? 1 : 0;
+  } else if (!c.llama()) {
+    // Variants of GPT-2 that xtrain does not compute (transformers' GPT2Config fields and defaults).
+    const std::string act = j.value("activation_function", "gelu_new");
+    if (act != "gelu_new" && act != "gelu_pytorch_tanh")
+      XT_FAIL(path << ": activation_function " << echo_value(act) << " is not supported (xtrain computes the tanh GELU, gelu_new)");
+    const double eps = j.value("layer_norm_epsilon", 1e-5);
+    if (std::fabs(eps - 1e-5) > 1e-12) XT_FAIL(path << ": layer_norm_epsilon " << eps << " is not supported (xtrain uses 1e-5)");
+    if (!j.value("tie_word_embeddings", true)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
+    if (!j.value("scale_attn_weights", true)) XT_FAIL(path << ": scale_attn_weights false is not supported");
+    if (j.value("scale_attn_by_inverse_layer_idx", false)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
+  }
   try {
     c.validate();
   } catch (const UsageError& e) {
@@ -80,12 +138,18 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
 }
 }  // namespace
 
-GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
+GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out, uint64_t* tokenizer_fingerprint) {
   const std::string path = (fs::path(dir) / kConfigFile).string();
   const json j = read_json_file(path);  // bounded in size and depth (core/json.h)
   if (!j.is_object()) XT_FAIL(path << ": not a JSON object");
   try {
-    return config_from_json(j, path, layout_out);
+    const GPTConfig c = config_from_json(j, path, layout_out);
+    uint64_t fingerprint = 0;
+    if (j.contains(kTokenizerFingerprintKey) &&
+        !(j[kTokenizerFingerprintKey].is_string() && parse_hex64(j[kTokenizerFingerprintKey].get<std::string>(), &fingerprint)))
+      XT_FAIL(path << ": " << kTokenizerFingerprintKey << " must be 16 hex digits, found " << json_echo(j[kTokenizerFingerprintKey]));
+    if (tokenizer_fingerprint) *tokenizer_fingerprint = fingerprint;
+    return c;
   } catch (const json::exception& e) {
     XT_FAIL(path << ": a field has the wrong type (" << e.what() << ")");
   }
@@ -93,7 +157,7 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out) {
 
 ModelDir load_model_dir(const std::string& dir) {
   ModelDir m;
-  m.cfg = read_model_config(dir, &m.layout);
+  m.cfg = read_model_config(dir, &m.layout, &m.tokenizer_fingerprint);
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
   // What config.json and the file ask for, against the host's memory before any of it is taken: the
@@ -109,10 +173,10 @@ ModelDir load_model_dir(const std::string& dir) {
   m.params.assign(pl.back().offset + pl.back().count, 0.0f);
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const StEntry* {
-    // checkpoints of the GPT-2 family on the Hub name GPT2Model's tensors without the prefix
+    // checkpoints on the Hub name the base model's tensors (GPT2Model, LlamaModel) without its prefix
     const StEntry* e = st.find(name);
-    const std::string bare = name.rfind("transformer.", 0) == 0 ? name.substr(12) : name;
-    if (!e && m.layout == ModelLayout::Hf) e = st.find(bare);
+    for (const std::string prefix : {"transformer.", "model."})
+      if (!e && m.layout == ModelLayout::Hf && name.rfind(prefix, 0) == 0) e = st.find(name.substr(prefix.size()));
     return e;
   };
   for (const LayoutTensor& t : layout_tensors(m.cfg, m.layout)) {
@@ -123,24 +187,28 @@ ModelDir load_model_dir(const std::string& dir) {
                              << shape_str(e->shape));
     used.insert(e->name);
     const std::vector<float> v = st.to_f32(*e);
-    float* dst = m.params.data() + pl[t.index].offset;
+    float* dst = m.params.data() + t.offset(pl);
     if (t.transpose) {  // file (in, out) -> xtrain (out, in)
       const size_t rows = pl[t.index].shape[0], cols = pl[t.index].shape[1];
       for (size_t r = 0; r < rows; ++r)
         for (size_t k = 0; k < cols; ++k) dst[r * cols + k] = v[k * rows + r];
     } else {
-      std::copy(v.begin(), v.end(), dst);  // wte: V rows; the padding rows stay zero
+      std::copy(v.begin(), v.end(), dst);  // wte, lm_head: V rows, the padding rows stay zero; a Llama part: its rows
     }
   }
   for (const StEntry& e : st.entries()) {
     if (used.count(e.name)) continue;
-    // transformers' causal-mask buffers (non-persistent today, stored by older versions)
-    if (m.layout == ModelLayout::Hf && (ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias"))) continue;
-    if (m.layout == ModelLayout::Hf && e.name == "lm_head.weight") {
+    // transformers' causal-mask and rotary buffers (non-persistent today, stored by older versions)
+    const bool buffer = m.cfg.llama() ? ends_with(e.name, ".rotary_emb.inv_freq")
+                                      : ends_with(e.name, ".attn.bias") || ends_with(e.name, ".attn.masked_bias");
+    if (m.layout == ModelLayout::Hf && buffer) continue;
+    if (m.layout == ModelLayout::Hf && m.cfg.tied() && e.name == "lm_head.weight") {  // a tied head saved anyway
       const std::vector<float> head = st.to_f32(e);
       const bool tied = e.shape == std::vector<int64_t>{m.cfg.V, m.cfg.C} &&
                         std::equal(head.begin(), head.end(), m.params.begin());
-      if (!tied) XT_FAIL("safetensors " << st.label() << ": lm_head.weight differs from the token embedding (xtrain ties the head to wte)");
+      if (!tied)
+        XT_FAIL("safetensors " << st.label() << ": lm_head.weight differs from the token embedding (config.json ties the head: "
+                               << (m.cfg.llama() ? "tie_word_embeddings true" : "GPT-2") << ")");
       continue;
     }
     XT_FAIL("safetensors " << st.label() << ": unexpected tensor " << e.name << " (not part of a " << layout_name(m.layout)
@@ -160,6 +228,14 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   const std::vector<LayoutTensor> h = layout_tensors(have, m.layout), w = layout_tensors(want, m.layout);
   const std::vector<ParamTensor> hp = param_layout(have), wp = param_layout(want);
   // the depth first: the tensors (param_layout's, a fixed set per layer) pair up by position only at one depth
+  if (have.arch != want.arch)
+    XT_FAIL("--init-from: the model is " << to_string(have.arch) << ", expected " << to_string(want.arch) << " (--arch)");
+  if (have.tied() != want.tied())
+    XT_FAIL("--init-from: the model's head is " << (have.tied() ? "tied" : "untied") << ", expected "
+                                                << (want.tied() ? "tied" : "untied") << " (--tie-embeddings)");
+  if (have.norm_eps != want.norm_eps || have.rope_theta != want.rope_theta)
+    XT_FAIL("--init-from: the model has norm eps " << have.norm_eps << " and rope theta " << have.rope_theta << ", expected "
+                                                   << want.norm_eps << " and " << want.rope_theta << " (--norm-eps, --rope-theta)");
   if (have.L != want.L)
     XT_FAIL("--init-from: the model has " << have.L << " layers, expected " << want.L << " (--layers)");
   for (size_t i = 0; i < h.size(); ++i) {
@@ -177,6 +253,19 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   for (size_t i = 0; i < wp.size(); ++i)
     std::copy_n(m.params.begin() + hp[i].offset, wp[i].count, out.begin() + wp[i].offset);
   return out;
+}
+
+void check_model_tokenizer(const ModelDir& m, uint64_t tokenizer_fingerprint, const std::string& what) {
+  if (m.tokenizer_fingerprint != 0 && m.tokenizer_fingerprint != tokenizer_fingerprint)
+    throw UsageError(what + " was trained with tokenizer fingerprint " + hex64(m.tokenizer_fingerprint) +
+                     " (its config.json), the tokenizer given has " + hex64(tokenizer_fingerprint) +
+                     " (give the tokenizer files it was trained with)");
+  if (m.vocab_json.empty()) return;
+  // its tokenizer files must be the same tokenizer (the ids and merges), however the files are written
+  const uint64_t files = load_tokenizer("", m.vocab_json, m.merges_txt).fingerprint();
+  if (files != tokenizer_fingerprint)
+    throw UsageError(what + " was trained with another tokenizer: its vocab.json and merges.txt have fingerprint " + hex64(files) +
+                     ", the tokenizer given has " + hex64(tokenizer_fingerprint) + " (give the files it was trained with)");
 }
 
 }  // namespace xtrain

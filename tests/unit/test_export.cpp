@@ -1,11 +1,16 @@
-// Model directories (src/serve/export.h): export -> load is bitwise in both layouts, the hf
-// layout has GPT-2's names and Conv1D orientation, files saved the way transformers does load, and
-// mismatches name the tensor with expected and found shapes.
+// Model directories (src/serve/export.h): export -> load is bitwise in both layouts and both families,
+// the hf layout has GPT-2's names and Conv1D orientation or Llama's names with q/k/v and gate/up split,
+// files saved the way transformers does load, configs xtrain does not compute are refused naming the
+// field, mismatches name the tensor with expected and found shapes, and the tokenizer fingerprint an
+// export records refuses another tokenizer (two merges swapped) naming both fingerprints.
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <filesystem>
 #include <functional>
+#include <set>
 
+#include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/rng.h"
@@ -15,11 +20,13 @@
 using namespace xtrain;
 
 namespace {
-// A byte-level GPT-2 style tokenizer with no merges: 256 byte tokens in GPT-2's byte-to-unicode
-// alphabet (Radford et al. 2019, encoder.py bytes_to_unicode) and <|endoftext|> = 256. V = 257.
+// A byte-level GPT-2 style tokenizer: 256 byte tokens in GPT-2's byte-to-unicode alphabet (Radford et
+// al. 2019, encoder.py bytes_to_unicode), <|endoftext|> = 256 and one token per merge after it, in the
+// merged tokens' order (a merge "a b" of printable ASCII gives the token "ab"). V = 257 + merges.
 struct TinyTokenizer {
   std::string encoder, bpe;
-  explicit TinyTokenizer(const test::ScratchDir& d) : encoder(d.file("encoder.json")), bpe(d.file("vocab.bpe")) {
+  explicit TinyTokenizer(const test::ScratchDir& d, const std::vector<std::string>& merges = {}, const std::string& tag = "")
+      : encoder(d.file("encoder" + tag + ".json")), bpe(d.file("vocab" + tag + ".bpe")) {
     nlohmann::json enc;
     int n = 0;
     for (int b = 0; b < 256; ++b) {
@@ -29,8 +36,15 @@ struct TinyTokenizer {
       enc[utf8] = b;
     }
     enc["<|endoftext|>"] = 256;
+    std::string text = "#version: 0.2\n";
+    std::set<std::string> merged;  // ids in the order of the merged tokens, whatever the merges' order
+    for (const std::string& m : merges) {
+      merged.insert(std::string(m).erase(m.find(' '), 1));
+      text += m + "\n";
+    }
+    for (const std::string& t : merged) enc[t] = int(enc.size());
     write_file_atomic(encoder, enc.dump());
-    write_file_atomic(bpe, "#version: 0.2\n");
+    write_file_atomic(bpe, text);
   }
 };
 
@@ -40,12 +54,21 @@ GPTConfig tiny_config(int kvh = 4, int hs = 8) {
   return c;
 }
 
-// random_params: every parameter drawn (padding rows of wte zero, as init_params leaves them)
+// tiny_llama: a Llama of tiny_config's sizes, tied or with its own head, eps and theta off their defaults
+GPTConfig tiny_llama(int kvh, bool tied, int hs = 8) {
+  GPTConfig c = tiny_config(kvh, hs);
+  c.arch = Arch::llama, c.tie_embeddings = tied ? 1 : 0, c.norm_eps = 1e-6f, c.rope_theta = 500000.0f;
+  return c;
+}
+
+// random_params: every parameter drawn (padding rows of wte and lm_head zero, as init_params leaves them)
 std::vector<float> random_params(const GPTConfig& c) {
   const std::vector<ParamTensor> pl = param_layout(c);
   std::vector<float> p(pl.back().offset + pl.back().count);
   for (size_t i = 0; i < p.size(); ++i) p[i] = static_cast<float>(normal(42, i));
-  std::fill(p.begin() + static_cast<size_t>(c.V) * c.C, p.begin() + pl[0].count, 0.0f);
+  for (const ParamTensor& t : pl)
+    if (t.spec->rows == ParamDim::Vp && t.count > 0)
+      std::fill(p.begin() + t.offset + size_t(c.V) * c.C, p.begin() + t.offset + t.count, 0.0f);
   return p;
 }
 
@@ -59,25 +82,225 @@ std::string error_of(const std::function<void()>& fn) {
 }
 }  // namespace
 
-TEST_CASE("export -> load_model_dir is bitwise in both layouts, and deterministic") {
+TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families, and deterministic") {
   test::ScratchDir dir;
   TinyTokenizer tok(dir);
-  for (const GPTConfig& cfg : {tiny_config(), tiny_config(2, 8), tiny_config(4, 16)}) {
+  const uint64_t fingerprint = Tokenizer::from_gpt2_files(tok.encoder, tok.bpe).fingerprint();
+  int n = 0;
+  for (const GPTConfig& cfg : {tiny_config(), tiny_config(2, 8), tiny_config(4, 16), tiny_llama(2, false), tiny_llama(4, true),
+                               tiny_llama(2, true, 16)}) {
     const ModelLayout layout = hf_unsupported(cfg).empty() ? ModelLayout::Hf : ModelLayout::Xtrain;
     CAPTURE(cfg.describe());
     const std::vector<float> params = random_params(cfg);
     const ExportFiles files = make_export(cfg, params, layout, tok.encoder, tok.bpe);
     CHECK(files == make_export(cfg, params, layout, tok.encoder, tok.bpe));
-    const std::string out = dir.file(std::string("model_") + layout_name(layout) + std::to_string(cfg.KVH) + std::to_string(cfg.HS));
+    const std::string out = dir.file("model_" + std::to_string(n++));
     write_export(out, files);
     const ModelDir m = load_model_dir(out);
     CHECK(m.layout == layout);
-    CHECK(m.cfg.describe() == cfg.describe());
+    CHECK(m.cfg.describe() == cfg.describe());  // the Llama fields (eps, theta, tie) included
     REQUIRE(m.params.size() == params.size());
     CHECK(std::memcmp(m.params.data(), params.data(), 4 * params.size()) == 0);
     CHECK(read_file(m.vocab_json) == read_file(tok.encoder));
     CHECK(read_file(m.merges_txt) == read_file(tok.bpe));
+    CHECK(m.tokenizer_fingerprint == fingerprint);  // recorded in config.json
   }
+}
+
+TEST_CASE("hf layout of a Llama: LlamaForCausalLM's names, q/k/v and gate/up split by rows, lm_head only when untied") {
+  const GPTConfig cfg = tiny_llama(2, false);  // C 32, NH 4, KVH 2, HS 8, F 48
+  const std::vector<float> params = random_params(cfg);
+  std::vector<std::vector<float>> storage;
+  const std::vector<StTensorF32> t = export_tensors(cfg, params, ModelLayout::Hf, storage);
+  std::map<std::string, const StTensorF32*> by;
+  for (const StTensorF32& x : t) by[x.name] = &x;
+  std::set<std::string> want = {"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight"};
+  for (int l = 0; l < cfg.L; ++l)
+    for (const char* n : {"input_layernorm", "post_attention_layernorm", "self_attn.q_proj", "self_attn.k_proj",
+                          "self_attn.v_proj", "self_attn.o_proj", "mlp.gate_proj", "mlp.up_proj", "mlp.down_proj"})
+      want.insert("model.layers." + std::to_string(l) + "." + n + ".weight");
+  std::set<std::string> got;
+  for (const auto& kv : by) got.insert(kv.first);
+  CHECK(got == want);
+  CHECK(storage.empty());  // nn.Linear is (out, in) as xtrain: nothing transposed
+  // shapes [out, in] as PyTorch's Linear; V rows of the embedding and the head
+  CHECK(by["model.embed_tokens.weight"]->shape == std::vector<int64_t>{257, 32});
+  CHECK(by["lm_head.weight"]->shape == std::vector<int64_t>{257, 32});
+  CHECK(by["model.layers.1.self_attn.q_proj.weight"]->shape == std::vector<int64_t>{32, 32});  // NH*HS
+  CHECK(by["model.layers.1.self_attn.k_proj.weight"]->shape == std::vector<int64_t>{16, 32});  // KVH*HS
+  CHECK(by["model.layers.1.self_attn.v_proj.weight"]->shape == std::vector<int64_t>{16, 32});
+  CHECK(by["model.layers.1.self_attn.o_proj.weight"]->shape == std::vector<int64_t>{32, 32});
+  CHECK(by["model.layers.1.mlp.gate_proj.weight"]->shape == std::vector<int64_t>{48, 32});
+  CHECK(by["model.layers.1.mlp.up_proj.weight"]->shape == std::vector<int64_t>{48, 32});
+  CHECK(by["model.layers.1.mlp.down_proj.weight"]->shape == std::vector<int64_t>{32, 48});
+  // the rows: q = qkv rows [0, 32), k = [32, 48), v = [48, 64) (QkvLayout); gate = fc rows [0, 48), up = [48, 96)
+  const std::vector<ParamTensor> pl = param_layout(cfg);
+  const float* qkv = params.data() + pl[layer_param_index(1, kQkvW)].offset;
+  const float* fc = params.data() + pl[layer_param_index(1, kFcW)].offset;
+  const QkvLayout q = qkv_layout(1, 1, cfg.NH, cfg.KVH, cfg.HS);
+  CHECK(by["model.layers.1.self_attn.q_proj.weight"]->data[3 * 32 + 5] == qkv[size_t(q.q_col(0) + 3) * 32 + 5]);
+  CHECK(by["model.layers.1.self_attn.k_proj.weight"]->data[9 * 32 + 7] == qkv[size_t(q.k_col(1) + 1) * 32 + 7]);
+  CHECK(by["model.layers.1.self_attn.v_proj.weight"]->data[15 * 32 + 31] == qkv[size_t(q.v_col(1) + 7) * 32 + 31]);
+  CHECK(by["model.layers.1.mlp.gate_proj.weight"]->data[47 * 32 + 2] == fc[47 * 32 + 2]);
+  CHECK(by["model.layers.1.mlp.up_proj.weight"]->data[0 * 32 + 2] == fc[48 * 32 + 2]);
+  // tied: no lm_head.weight (transformers' _tied_weights_keys restores it from embed_tokens)
+  const GPTConfig tied = tiny_llama(2, true);
+  const std::vector<float> tied_params = random_params(tied);
+  for (const StTensorF32& x : export_tensors(tied, tied_params, ModelLayout::Hf, storage)) CHECK(x.name != "lm_head.weight");
+  // head_dim other than hidden_size / heads: the xtrain layout only
+  const GPTConfig wide = tiny_llama(2, false, 16);
+  CHECK(error_of([&] { export_tensors(wide, random_params(wide), ModelLayout::Hf, storage); })
+            .find("LlamaForCausalLM layout cannot express this model: --heads 4 x --head-dim 16 != --dim 32") != std::string::npos);
+  // config.json: what transformers' LlamaConfig reads
+  const nlohmann::json j = nlohmann::json::parse(model_config_json(cfg, ModelLayout::Hf, 256, 0x0123456789abcdefULL));
+  CHECK(j["architectures"] == nlohmann::json::array({"LlamaForCausalLM"}));
+  CHECK(j["model_type"] == "llama");
+  CHECK(j["num_key_value_heads"] == 2);
+  CHECK(j["head_dim"] == 8);
+  CHECK(j["intermediate_size"] == 48);
+  CHECK(j["rms_norm_eps"].get<double>() == 1e-6);  // the shortest decimal of the float, not 9.99999997e-07
+  CHECK(j["rope_theta"].get<double>() == 500000.0);
+  CHECK(j["tie_word_embeddings"] == false);
+  CHECK(j["hidden_act"] == "silu");
+  CHECK(j["attention_bias"] == false);
+  CHECK(j["mlp_bias"] == false);
+  CHECK(j["bos_token_id"] == 256);
+  CHECK(j[kTokenizerFingerprintKey] == "0123456789abcdef");
+}
+
+TEST_CASE("a Llama saved the way transformers does loads; wrong ones name the tensor") {
+  test::ScratchDir dir;
+  TinyTokenizer tok(dir);
+  for (const bool tied : {false, true}) {
+    const GPTConfig cfg = tiny_llama(2, tied);
+    CAPTURE(tied);
+    const std::vector<float> params = random_params(cfg);
+    const std::string out = dir.file(tied ? "tied" : "untied");
+    write_export(out, make_export(cfg, params, ModelLayout::Hf, tok.encoder, tok.bpe));
+    std::vector<std::vector<float>> storage;
+    const std::vector<StTensorF32> t = export_tensors(cfg, params, ModelLayout::Hf, storage);
+    auto rewrite = [&](const std::vector<StTensorF32>& tensors) {
+      write_file_atomic(out + "/" + kModelFile, safetensors_bytes(tensors, {{"format", "pt"}}));
+    };
+    // older transformers stored the rotary inv_freq buffers; a tied head may be saved as a copy
+    std::vector<StTensorF32> saved = t;
+    const std::vector<float> inv_freq(4, 0.5f);
+    saved.push_back({"model.layers.0.self_attn.rotary_emb.inv_freq", {4}, inv_freq.data()});
+    if (tied) saved.push_back({"lm_head.weight", {257, 32}, params.data()});
+    rewrite(saved);
+    CHECK(std::memcmp(load_model_dir(out).params.data(), params.data(), 4 * params.size()) == 0);
+    if (tied) {
+      saved.back().data = params.data() + 1;
+      rewrite(saved);
+      CHECK(error_of([&] { load_model_dir(out); }).find("lm_head.weight differs from the token embedding") != std::string::npos);
+    }
+    std::vector<StTensorF32> missing;
+    for (const StTensorF32& x : t)
+      if (x.name != "model.layers.1.self_attn.k_proj.weight") missing.push_back(x);
+    rewrite(missing);
+    CHECK(error_of([&] { load_model_dir(out); }) ==
+          "safetensors " + out + "/" + kModelFile + ": tensor model.layers.1.self_attn.k_proj.weight is missing");
+    std::vector<StTensorF32> wrong = t;
+    for (StTensorF32& x : wrong)
+      if (x.name == "model.layers.0.mlp.down_proj.weight") x.shape = {48, 32};
+    rewrite(wrong);
+    CHECK(error_of([&] { load_model_dir(out); }).find("tensor model.layers.0.mlp.down_proj.weight: expected shape [32, 48], found [48, 32]") !=
+          std::string::npos);
+    std::vector<StTensorF32> extra = t;
+    extra.push_back({"model.layers.0.self_attn.q_proj.bias", {32}, params.data()});
+    rewrite(extra);
+    CHECK(error_of([&] { load_model_dir(out); }).find("unexpected tensor model.layers.0.self_attn.q_proj.bias") != std::string::npos);
+  }
+}
+
+TEST_CASE("config.json: Llama variants xtrain does not compute are refused naming the field") {
+  test::ScratchDir dir;
+  auto config_error = [&](const std::string& text) {
+    write_file_atomic(dir.file("config.json"), text);
+    return error_of([&] { read_model_config(dir.path.string()); });
+  };
+  const std::string base = R"("model_type":"llama","vocab_size":257,"hidden_size":32,"intermediate_size":48,)"
+                           R"("num_hidden_layers":2,"num_attention_heads":4)";
+  // LlamaConfig's defaults for absent fields
+  write_file_atomic(dir.file("config.json"), "{" + base + "}");
+  const GPTConfig d = read_model_config(dir.path.string());
+  CHECK(d.llama());
+  CHECK(d.KVH == 4);
+  CHECK(d.HS == 8);
+  CHECK(d.norm_eps == 1e-6f);
+  CHECK(d.rope_theta == 10000.0f);
+  CHECK(!d.tied());
+  CHECK(d.maxT == 2048);
+  // transformers 5 keeps rope_theta in rope_parameters
+  write_file_atomic(dir.file("config.json"), "{" + base + R"(,"rope_parameters":{"rope_type":"default","rope_theta":500000.0}})");
+  CHECK(read_model_config(dir.path.string()).rope_theta == 500000.0f);
+  const std::vector<std::pair<std::string, std::string>> refused = {
+      {R"(,"rope_scaling":{"rope_type":"llama3","factor":8.0})", "rope_scaling"},
+      {R"(,"rope_scaling":{"type":"linear","factor":2.0})", "rope_scaling"},
+      {R"(,"rope_parameters":{"rope_type":"yarn","rope_theta":10000.0})", "rope_parameters"},
+      {R"(,"attention_bias":true)", "attention_bias true is not supported"},
+      {R"(,"mlp_bias":true)", "mlp_bias true is not supported"},
+      {R"(,"hidden_act":"gelu")", "hidden_act gelu is not supported"},
+      {R"(,"head_dim":16)", "head_dim 16 is not supported"},
+      {R"(,"rms_norm_eps":0)", "rms_norm_eps must be a positive number"},
+      {R"(,"rope_theta":"big")", "rope_theta must be a positive number"},
+      {R"(,"num_key_value_heads":3)", "inconsistent sizes"},
+      {R"(,"xtrain_tokenizer_fingerprint":"12")", "xtrain_tokenizer_fingerprint must be 16 hex digits"},
+      {R"(,"tie_word_embeddings":"yes")", "wrong type"},
+  };
+  for (const auto& [field, why] : refused) {
+    CAPTURE(field);
+    const std::string e = config_error("{" + base + field + "}");
+    CHECK(e.find(why) != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);  // one line
+  }
+  CHECK(config_error(R"({"model_type":"llama","vocab_size":257})").find("missing hidden_size") != std::string::npos);
+}
+
+TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with two merges swapped, naming both") {
+  test::ScratchDir dir;
+  const TinyTokenizer tok(dir, {"a b", "c d"}, "1"), swapped(dir, {"c d", "a b"}, "2");
+  const uint64_t fp = Tokenizer::from_gpt2_files(tok.encoder, tok.bpe).fingerprint();
+  const uint64_t fp_swapped = Tokenizer::from_gpt2_files(swapped.encoder, swapped.bpe).fingerprint();
+  REQUIRE(Tokenizer::from_gpt2_files(swapped.encoder, swapped.bpe).vocab_size() == 259);
+  REQUIRE(fp != fp_swapped);
+  GPTConfig cfg = tiny_llama(2, false);
+  cfg.V = 259;
+  const std::string out = dir.file("m");
+  write_export(out, make_export(cfg, random_params(cfg), ModelLayout::Hf, tok.encoder, tok.bpe, fp));
+  const ModelDir m = load_model_dir(out);
+  CHECK(m.tokenizer_fingerprint == fp);
+  check_model_tokenizer(m, fp, "--model " + out);  // the model's own: accepted
+  std::string e;
+  try {
+    check_model_tokenizer(m, fp_swapped, "--model " + out);
+  } catch (const UsageError& u) {
+    e = u.what();
+  }
+  CHECK(e == "--model " + out + " was trained with tokenizer fingerprint " + hex64(fp) +
+                 " (its config.json), the tokenizer given has " + hex64(fp_swapped) + " (give the tokenizer files it was trained with)");
+  // the directory's own merges.txt swapped under a recorded fingerprint: the files are named
+  write_file_atomic(out + "/" + kMergesFile, read_file(swapped.bpe));
+  try {
+    check_model_tokenizer(load_model_dir(out), fp, "--init-from " + out);
+  } catch (const UsageError& u) {
+    e = u.what();
+  }
+  CHECK(e.find("its vocab.json and merges.txt have fingerprint " + hex64(fp_swapped) + ", the tokenizer given has " + hex64(fp)) !=
+        std::string::npos);
+  // another tokenizer at export time: refused naming both, unless the files were only defaults
+  CHECK(error_of([&] { make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp); })
+            .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=
+        std::string::npos);
+  const ExportFiles none = make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp, true);
+  CHECK(none.count(kVocabFile) == 0);
+  CHECK(none.count(kMergesFile) == 0);
+  CHECK(nlohmann::json::parse(none.at(kConfigFile))[kTokenizerFingerprintKey] == hex64(fp));
+  // written over the export with tokenizer files: the old ones go (no model paired with another's tokenizer)
+  write_export(out, none);
+  CHECK(!std::filesystem::exists(out + "/" + kVocabFile));
+  CHECK(!std::filesystem::exists(out + "/" + kMergesFile));
+  CHECK(load_model_dir(out).vocab_json.empty());
 }
 
 TEST_CASE("hf layout: GPT-2 names, Conv1D (in, out) weights, V rows of wte, no lm_head") {
@@ -172,7 +395,7 @@ TEST_CASE("config.json: GPT-2 variants xtrain does not compute are refused") {
   CHECK(config_error("{" + base + R"(,"activation_function":"relu"})").find("activation_function relu") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"layer_norm_epsilon":1e-6})").find("layer_norm_epsilon") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"tie_word_embeddings":false})").find("tie_word_embeddings") != std::string::npos);
-  CHECK(config_error(R"({"model_type":"llama"})").find("model_type \"llama\"") != std::string::npos);
+  CHECK(config_error(R"({"model_type":"bert"})").find("model_type \"bert\" is none of gpt2, llama, xtrain-gpt") != std::string::npos);
   CHECK(config_error(R"({"model_type":"gpt2","vocab_size":257})").find("missing n_positions") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"n_inner":-3})").find("n_inner must be an integer") != std::string::npos);
   CHECK(config_error("not json").find("not valid JSON") != std::string::npos);

@@ -1,5 +1,6 @@
 // Generation from a checkpoint equals generation from its export: greedy, 5 prompts x 64 tokens, for a
-// GPT-2-shaped model (hf layout) and a grouped-query one (xtrain layout), through the loaders that
+// GPT-2-shaped model (hf layout), a grouped-query one (xtrain layout) and Llamas (hf layout,
+// LlamaForCausalLM: untied with grouped-query attention, and tied), through the loaders that
 // xtrain_generate uses (load_checkpoint, load_model_dir). Needs the GPT-2 BPE files of data/gpt2
 // (scripts/setup.sh); exits 77 (skipped) without them.
 #define DOCTEST_CONFIG_IMPLEMENT
@@ -61,9 +62,13 @@ void check_round_trip(const GPTConfig& cfg, ModelLayout layout) {
   st.meta.batch = 1, st.meta.total_steps = 1;  // as a training run writes them (the loader checks their range)
   st.meta.num_params = param_layout(cfg).back().offset + param_layout(cfg).back().count;
   st.params.resize(st.meta.num_params);
-  const size_t embeddings = size_t(cfg.Vp() + cfg.maxT) * cfg.C;  // wte, wpe: the first two tensors
-  for (size_t i = 0; i < st.params.size(); ++i) st.params[i] = float((i < embeddings ? 1.0 : 0.3) * normal(21, i));
-  for (size_t i = size_t(cfg.V) * cfg.C; i < size_t(cfg.Vp()) * cfg.C; ++i) st.params[i] = 0.0f;
+  // (Llama has no wpe; its own head, when untied, is drawn as the embedding is)
+  for (const ParamTensor& t : param_layout(cfg)) {
+    const bool embedding = t.spec->rows == ParamDim::Vp || t.spec->rows == ParamDim::maxT;  // wte, wpe, lm_head
+    for (size_t i = t.offset; i < t.offset + t.count; ++i) st.params[i] = float((embedding ? 1.0 : 0.3) * normal(21, i));
+    if (t.spec->rows == ParamDim::Vp && t.count > 0)
+      std::fill(st.params.begin() + t.offset + size_t(cfg.V) * cfg.C, st.params.begin() + t.offset + t.count, 0.0f);
+  }
   st.m.assign(st.params.size(), 0.0f), st.v.assign(st.params.size(), 0.0f);
   const std::string ckpt = (dir / "model.ckpt").string();
   save_checkpoint(ckpt, st);
@@ -72,6 +77,7 @@ void check_round_trip(const GPTConfig& cfg, ModelLayout layout) {
   const CheckpointState loaded = load_checkpoint(ckpt);
   const ModelDir exported = load_model_dir((dir / "export").string());
   CHECK(exported.layout == layout);
+  CHECK(exported.cfg.describe() == cfg.describe());
   const auto from_ckpt = greedy(loaded.meta.model, loaded.params, tok);
   const auto from_export = greedy(exported.cfg, exported.params, tok);
   std::set<int32_t> distinct;
@@ -93,6 +99,12 @@ GPTConfig small_gpt2(int kv_heads) {
   return c;
 }
 
+GPTConfig small_llama(int kv_heads, bool tied) {
+  GPTConfig c = small_gpt2(kv_heads);
+  c.arch = Arch::llama, c.tie_embeddings = tied ? 1 : 0, c.rope_theta = 500.0f;  // a small theta: positions matter over 96
+  return c;
+}
+
 }  // namespace
 
 TEST_CASE("greedy generation from a checkpoint equals generation from its hf export") {
@@ -101,6 +113,14 @@ TEST_CASE("greedy generation from a checkpoint equals generation from its hf exp
 
 TEST_CASE("greedy generation from a checkpoint equals generation from its xtrain export (GQA)") {
   check_round_trip(small_gpt2(2), ModelLayout::Xtrain);
+}
+
+TEST_CASE("greedy generation from a Llama checkpoint equals generation from its LlamaForCausalLM export (untied, GQA)") {
+  check_round_trip(small_llama(2, false), ModelLayout::Hf);
+}
+
+TEST_CASE("greedy generation from a Llama checkpoint equals generation from its LlamaForCausalLM export (tied)") {
+  check_round_trip(small_llama(4, true), ModelLayout::Hf);
 }
 
 int main(int argc, char** argv) {
