@@ -44,7 +44,7 @@ for w in $WORKLOADS; do
   for d in $DTYPES; do
     log="$LOGDIR/$w.$d.log" metrics="$LOGDIR/$w.$d.jsonl" torch_log="$LOGDIR/$w.$d.pytorch.log"
     cmd="mpirun --allow-run-as-root -np 1 $BIN/xtrain_mpi --device cuda --dtype $d --attention $ATTENTION $args
-         ${XT_DATA_ARGS[*]} $(xt_workload_tokenizer "$w")
+         $(xt_workload_data "$w")
          --val-every 0 --steps $STEPS --log-every 10 --metrics $metrics ${XT_EXTRA_ARGS[*]}"
     cmd=$(echo $cmd)  # one line
     # shellcheck disable=SC2086  # the command is one line of words, as recorded

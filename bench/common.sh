@@ -80,11 +80,13 @@ xt_workload_args() {
   echo "$model --batch $batch"
 }
 
-# xt_workload_tokenizer NAME: the tokenizer options of a workload for xtrain (empty: GPT-2's BPE files of
-# XT_DATA_ARGS). PyTorch's side takes the vocabulary size xtrain printed (bench_gpu.sh), not these.
-xt_workload_tokenizer() {
+# xt_workload_data NAME: the data and tokenizer options of a workload for xtrain: XT_DATA_ARGS, or the
+# default corpus with the workload's own tokenizer. PyTorch's side takes the vocabulary size xtrain
+# printed (bench_gpu.sh), not these.
+xt_workload_data() {
   case "$1" in
-    llama32_1b) echo "--tokenizer llama3 --tokenizer-ranks $DATA/tokenizers/llama3.tiktoken" ;;
+    llama32_1b) echo "--data $DATA/brown.txt --tokenizer llama3 --tokenizer-ranks $DATA/tokenizers/llama3.tiktoken" ;;
+    *) echo "${XT_DATA_ARGS[*]}" ;;
   esac
 }
 
