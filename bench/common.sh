@@ -103,9 +103,10 @@ xt_check_workloads() {
 # Compute, with the CUPTI tracer): workload NAME in bf16 for STEPS steps, a step line each, EXTRA_ARGS last;
 # and XT_STEP_LABEL, "NAME (its options)" plus ", with EXTRA_ARGS" where given, for the tools' headers.
 xt_step_cmd() {
-  local args
+  local args data
   read -r -a args <<<"$(xt_workload_args "$1")"
-  XT_CMD=("$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${XT_DATA_ARGS[@]}" --val-every 0
+  read -r -a data <<<"$(xt_workload_data "$1")"
+  XT_CMD=("$BIN/xtrain_mpi" --device cuda --dtype bf16 "${args[@]}" "${data[@]}" --val-every 0
           --steps "$STEPS" --log-every 1 "${XT_EXTRA_ARGS[@]}")
   XT_STEP_LABEL="$1 (${args[*]})${XT_EXTRA_ARGS[*]:+, with ${XT_EXTRA_ARGS[*]}}"
 }
