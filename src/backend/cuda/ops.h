@@ -155,6 +155,8 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
 // same copy as the result, so a caller checking for bad input needs no second round trip.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error = nullptr);
 
+// kAdamWTableTag: the allocator tag of AdamWTable's block (the memory report names it).
+constexpr const char* kAdamWTableTag = "AdamW chunk table";
 // AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
 // most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
 // change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
