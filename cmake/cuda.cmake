@@ -86,6 +86,11 @@ set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJE
 add_executable(gemm_algos ${PROJECT_SOURCE_DIR}/bench/gemm_algos.cpp)
 set_target_properties(gemm_algos PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 target_link_libraries(gemm_algos PRIVATE CUDA::cublasLt CUDA::cudart)
+# The step's GEMMs in bf16 (the backend's own calls) against FP8 E4M3 with its casts (bench/gemm_fp8.cu); not a test.
+add_executable(gemm_fp8 ${PROJECT_SOURCE_DIR}/bench/gemm_fp8.cu)
+set_target_properties(gemm_fp8 PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}
+                                          CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
+target_link_libraries(gemm_fp8 PRIVATE xtrain_backend)
 # CUPTI kernel timeline of a real run (bench/kernel_trace.cpp, loaded via CUDA_INJECTION64_PATH); not a test.
 # Built where CUPTI is found and has the activity record it reads (CUpti_ActivityKernel10, CUDA 12.8+).
 find_library(XTRAIN_CUPTI cupti HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64)

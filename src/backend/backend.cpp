@@ -1,5 +1,5 @@
 // What every backend shares (see backend/backend.h): the checks of op arguments that do not depend on
-// the device.
+// the device, and the names of the memory categories.
 #include "backend/backend.h"
 
 #include <cstdint>
@@ -21,6 +21,12 @@ void check_adamw_args(const std::vector<ParamSpan>& spans, int t) {
                            << ") ends past the largest address");
     end = spans[i].offset + spans[i].count;
   }
+}
+
+const char* to_string(MemoryCategory c) {
+  static const char* const names[] = {"parameters", "gradients", "optimizer", "activations", "workspace", "other"};
+  static_assert(sizeof(names) / sizeof(names[0]) == size_t(MemoryCategory::count), "one name per MemoryCategory");
+  return c < MemoryCategory::count ? names[size_t(c)] : "?";
 }
 
 }  // namespace xtrain

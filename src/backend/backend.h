@@ -75,6 +75,34 @@ void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
 // StepGraph: device work recorded once and launched again as a whole (a CUDA graph, from
 // Backend::capture_graph). launch() queues the recorded work on the backend's stream, with the buffer
 // addresses and kernel arguments of the capture: the same ops on whatever those buffers hold now.
+// MemoryCategory, MemoryEntry, BackendMemory: the accounting of a backend's memory by what holds it
+// (--memory-report; the table is assembled in src/train/memory_report.h from the model's parameter and
+// activation tables, the optimizer and Backend::memory_accounting).
+enum class MemoryCategory { parameters, gradients, optimizer, activations, workspace, other, count };
+const char* to_string(MemoryCategory c);  // "parameters", "gradients", ...
+// MemoryEntry: one named buffer or group of buffers. bytes: what it holds (a buffer from Backend::alloc:
+// the bytes requested, its block's rounding is counted apart; a backend's own block: the block's size).
+// blocks: the starts of the Backend::alloc blocks it lies in (none for a backend's own memory).
+struct MemoryEntry {
+  std::string name;
+  size_t bytes = 0;
+  std::string dtype;  // "fp32", "bf16", "int32", "bytes"
+  std::string why;
+  MemoryCategory category = MemoryCategory::other;
+  std::vector<const void*> blocks;
+};
+// BackendMemory: what the backend's allocator holds. own: the backend's own blocks by purpose (CUDA: the
+// cuBLAS workspace, the bf16 weight copy, the AdamW chunk table, a recorded graph's scratch, the cache of
+// freed blocks by the op that last used them); caller_bytes: the blocks handed out by alloc() and not
+// freed (the block sizes); held_bytes = caller_bytes + the sum of own; peak_bytes: the most held at once
+// (Backend::peak_memory_bytes where tracked); outside_bytes: device memory in use that the allocator
+// does not hold (CUDA: cudaMemGetInfo's used bytes minus held_bytes: the CUDA context, cuBLAS, cuDNN and
+// NCCL internals, other processes on the GPU; 0 on the CPU). All bytes.
+struct BackendMemory {
+  std::vector<MemoryEntry> own;
+  size_t caller_bytes = 0, held_bytes = 0, peak_bytes = 0, outside_bytes = 0;
+};
+
 class StepGraph {
  public:
   virtual ~StepGraph() = default;
@@ -106,6 +134,11 @@ class Backend {
   // memory_in_use_bytes: device memory handed out by the backend's allocator now (bytes; CUDA: blocks
   // in use, without the allocator's cache). 0 = not tracked (CPU).
   virtual size_t memory_in_use_bytes() const { return 0; }
+  // memory_accounting: what the allocator holds now, by purpose (see BackendMemory).
+  virtual BackendMemory memory_accounting() const = 0;
+  // allocation_bytes: the bytes held for the block `ptr` returned by alloc() (the request rounded up as the
+  // allocator rounds it); 0 for a null or unknown pointer.
+  virtual size_t allocation_bytes(const void* ptr) const = 0;
   // gpu_id: the GPU this backend runs on; nullopt on the CPU.
   virtual std::optional<GpuId> gpu_id() const { return std::nullopt; }
   // make_timeline_clock: marks on the stream the ops run on (--timeline, core/clock.h); the host clock

@@ -228,6 +228,53 @@ void* GPT::act(int l, int which) const {
 
 void* GPT::gact(int which) const { return acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + which].get(); }
 
+std::vector<MemoryEntry> GPT::memory_entries() const {
+  std::vector<MemoryEntry> out;
+  const MemoryCategory P = MemoryCategory::parameters, A = MemoryCategory::activations;
+  // parameters: one row per table row, a block's summed over its L tensors (layout_ order: first seen)
+  std::vector<std::pair<const ParamSpec*, size_t>> rows;  // spec -> index into out
+  for (const ParamTensor& t : layout_) {
+    if (t.count == 0) continue;
+    auto it = std::find_if(rows.begin(), rows.end(), [&](const auto& r) { return r.first == t.spec; });
+    if (it == rows.end()) {
+      const std::string name = t.layer < 0 ? t.name : "h*." + std::string(t.spec->name);
+      rows.emplace_back(t.spec, out.size());
+      out.push_back({name, 0, "fp32", t.layer < 0 ? "master weights" : "master weights, x L layers", P, {params_.get()}});
+      it = rows.end() - 1;
+    }
+    out[it->second].bytes += t.count * sizeof(float);
+  }
+  out.push_back({"gradients", grads_.bytes(), "fp32", "parameter layout, one buffer (one all-reduce)",
+                 MemoryCategory::gradients, {grads_.get()}});
+  if (acts_.empty()) return out;
+  const char* act_type = be_.activation_bytes() == 2 ? "bf16" : "fp32";
+  auto dtype = [&](const ActSpec& a) { return a.store == ActStore::fp32 ? "fp32" : act_type; };
+  for (const ActSpec& a : kLayerActTable) {
+    MemoryEntry e{std::string("h*.") + a.name, 0, dtype(a),
+                  a.shared(recompute_) ? "one buffer for all layers (--recompute " + std::to_string(recompute_) + ")"
+                                       : std::string("kept for the backward, x L layers"),
+                  A, {}};
+    for (int l = 0; l < cfg_.L; ++l)
+      if (layer_act_owner(l, a.id, recompute_) == l) {
+        const DeviceBuffer<unsigned char>& b = acts_[size_t(l) * kPerLayerActs + a.id];
+        e.bytes += b.count();
+        if (b.get()) e.blocks.push_back(b.get());
+      }
+    out.push_back(e);
+  }
+  for (const ActSpec& a : kGlobalActTable) {
+    const DeviceBuffer<unsigned char>& b = acts_[size_t(cfg_.L) * kPerLayerActs + a.id];
+    out.push_back({a.name, b.count(), dtype(a),
+                   a.id == kLogits ? "logits, then dlogits in place"
+                   : a.id >= kDRes ? "backward scratch, one buffer for every layer"
+                                   : "forward output, one buffer",
+                   A, {b.get()}});
+  }
+  out.push_back({"tokens", tokens_.bytes(), "int32", "the micro-batch's input ids", A, {tokens_.get()}});
+  out.push_back({"targets", targets_.bytes(), "int32", "the micro-batch's target ids", A, {targets_.get()}});
+  return out;
+}
+
 const void* GPT::logits() const { return acts_.empty() ? nullptr : gact(kLogits); }
 
 }  // namespace xtrain

@@ -183,6 +183,12 @@ class GPT {
   // from it (src/train/grad_buckets.cpp); an empty hook (the default) is never called.
   using GradReadyHook = std::function<void(size_t offset)>;
   void set_grad_ready_hook(GradReadyHook hook) { grad_ready_ = std::move(hook); }
+  // memory_entries: the model's buffers for the memory report (train/memory_report.h), bytes as requested:
+  // the parameters by table row (model_params.h; a block's row summed over the L layers), the gradient
+  // buffer, the activation table's rows (model_acts.h) for the buffers' (B,T) (a per-layer row summed over
+  // the buffers kept: L, or 1 where --recompute shares it), tokens and targets (activations). No
+  // activation rows before the first forward.
+  std::vector<MemoryEntry> memory_entries() const;
 
  private:
   void ensure_acts(int B, int T);

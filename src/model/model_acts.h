@@ -59,6 +59,7 @@ constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer
 // shared: ln1, ln2 (layernorm_forward) and fch_gelu (matmul_gelu_forward). Global rows are one buffer anyway.
 struct ActSpec {
   int id;
+  const char* name;  // the memory report's name (train/memory_report.h)
   ActDim rows, cols;
   ActStore store;
   int shared_from = kKept;
@@ -67,36 +68,36 @@ struct ActSpec {
 };
 
 constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from --recompute
-    {kLn1, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln1(residual)
-    {kLn1Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kLn1Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kQkv, ActDim::N, ActDim::QKV, ActStore::act, kKept},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
-    {kAtty, ActDim::N, ActDim::A, ActStore::act, kKept},       // (B,T,NH*HS) attention output
-    {kAtt, ActDim::one, ActDim::att, ActStore::fp32, kKept},   // (att)      attention scratch, see ActDims
-    {kAttProj, ActDim::N, ActDim::C, ActStore::act, kKept},    // (B,T,C)    attention projection
-    {kRes2, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    residual + attention branch
-    {kLn2, ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
-    {kLn2Mean, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kLn2Rstd, ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kFch, ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (GELU's input; llama: [gate | up])
-    {kFchGelu, ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch) (llama: swiglu(fch))
-    {kFcProj, ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
-    {kRes3, ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
+    {kLn1, "ln1", ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln1(residual)
+    {kLn1Mean, "ln1.mean", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn1Rstd, "ln1.rstd", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kQkv, "qkv", ActDim::N, ActDim::QKV, ActStore::act, kKept},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
+    {kAtty, "atty", ActDim::N, ActDim::A, ActStore::act, kKept},       // (B,T,NH*HS) attention output
+    {kAtt, "att", ActDim::one, ActDim::att, ActStore::fp32, kKept},   // (att)      attention scratch, see ActDims
+    {kAttProj, "attproj", ActDim::N, ActDim::C, ActStore::act, kKept},    // (B,T,C)    attention projection
+    {kRes2, "res2", ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    residual + attention branch
+    {kLn2, "ln2", ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
+    {kLn2Mean, "ln2.mean", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kLn2Rstd, "ln2.rstd", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
+    {kFch, "fch", ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (GELU's input; llama: [gate | up])
+    {kFchGelu, "fch_gelu", ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch) (llama: swiglu(fch))
+    {kFcProj, "fcproj", ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
+    {kRes3, "res3", ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
 };
 constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
-    {kEncoded, ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    wte[tok] + wpe[t]
-    {kLnf, ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    final layernorm
-    {kLnfMean, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kLnfRstd, ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kLogits, ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
-    {kLosses, ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
-    {kDRes, ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    gradient of the residual stream
-    {kDTmpC, ActDim::N, ActDim::C, ActStore::act},      // (B,T,C)    scratch gradient
-    {kDTmpC2, ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient
-    {kDQkv, ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
-    {kDAtty, ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
-    {kDFch, ActDim::N, ActDim::FC, ActStore::act},      // (B,T,FC)
-    {kDFchGelu, ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
+    {kEncoded, "encoded", ActDim::N, ActDim::C, ActStore::act},    // (B,T,C)    wte[tok] + wpe[t]
+    {kLnf, "lnf", ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    final layernorm
+    {kLnfMean, "lnf.mean", ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLnfRstd, "lnf.rstd", ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
+    {kLogits, "logits", ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
+    {kLosses, "losses", ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
+    {kDRes, "dres", ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    gradient of the residual stream
+    {kDTmpC, "dtmp_c", ActDim::N, ActDim::C, ActStore::act},      // (B,T,C)    scratch gradient
+    {kDTmpC2, "dtmp_c2", ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient
+    {kDQkv, "dqkv", ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
+    {kDAtty, "datty", ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
+    {kDFch, "dfch", ActDim::N, ActDim::FC, ActStore::act},      // (B,T,FC)
+    {kDFchGelu, "dfch_gelu", ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
 };
 
 // The tables list every buffer once, in enum order (acts_ is indexed by the enums).

@@ -40,6 +40,7 @@ struct TrainConfig {
   std::string resume;      // checkpoint to resume from ("" = fresh start)
   std::string metrics;     // JSON-lines metrics file (rank 0 writes; "" = none)
   std::string timeline;    // Chrome trace of a few steady-state steps (rank 0 writes; "" = none; timeline.h)
+  bool memory_report = false;  // rank 0 prints where its device memory goes after the last step (memory_report.h)
 
   int schedule_length() const { return schedule_steps > 0 ? schedule_steps : steps; }
 };

@@ -41,6 +41,11 @@ class AdamW {
   float* m() { return m_.get(); }
   float* v() { return v_.get(); }
   size_t count() const { return m_.count(); }
+  // memory_entries: m and v for the memory report (train/memory_report.h), bytes as requested.
+  std::vector<MemoryEntry> memory_entries() const {
+    return {{"adamw.m", m_.bytes(), "fp32", "AdamW first moment, parameter layout", MemoryCategory::optimizer, {m_.get()}},
+            {"adamw.v", v_.bytes(), "fp32", "AdamW second moment, parameter layout", MemoryCategory::optimizer, {v_.get()}}};
+  }
 
  private:
   Backend& be_;

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <optional>
 #include <sstream>
@@ -18,6 +19,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "train/checkpoint.h"
+#include "train/memory_report.h"
 #include "train/run_log.h"
 #include "train/step.h"
 #include "train/timeline.h"
@@ -198,6 +200,10 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   }
 
   timeline.write(cfg.timeline, rank);
+  if (cfg.memory_report && rank == 0 && res.last_step > start) {
+    std::fputs(format_memory_report(memory_report(model, opt, be)).c_str(), stdout);
+    std::fflush(stdout);
+  }
   res.tok_per_s = log.tok_per_s();
   res.max_param_diff = max_param_diff(model, be, comm);
   if (rank == 0) {

@@ -5,9 +5,12 @@
 #include <cblas.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
+#include <unordered_map>
 #include <sstream>
 
 #include "backend/cpu/attention_decode.h"
@@ -49,11 +52,38 @@ class CpuBackend final : public Backend {
   void* alloc(size_t bytes) override {
     // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a unique block.
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    void* p = std::aligned_alloc(kAlignment, rounded ? rounded : kAlignment);
+    const size_t block = rounded ? rounded : kAlignment;
+    void* p = std::aligned_alloc(kAlignment, block);
     XT_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes");
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    blocks_.emplace(p, block);
+    held_ += block;
+    peak_ = std::max(peak_, held_);
     return p;
   }
-  void free(void* ptr) noexcept override { std::free(ptr); }
+  void free(void* ptr) noexcept override {
+    if (ptr == nullptr) return;
+    {
+      std::lock_guard<std::mutex> lock(blocks_mutex_);
+      const auto it = blocks_.find(ptr);
+      if (it != blocks_.end()) held_ -= it->second, blocks_.erase(it);
+    }
+    std::free(ptr);
+  }
+  // The blocks are counted for the memory report only (memory_in_use_bytes stays 0: the step line's
+  // mem figures are device memory).
+  BackendMemory memory_accounting() const override {
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    BackendMemory m;
+    m.caller_bytes = m.held_bytes = held_;
+    m.peak_bytes = peak_;
+    return m;
+  }
+  size_t allocation_bytes(const void* ptr) const override {
+    std::lock_guard<std::mutex> lock(blocks_mutex_);
+    const auto it = blocks_.find(const_cast<void*>(ptr));
+    return it == blocks_.end() ? 0 : it->second;
+  }
   size_t available_memory_bytes() const override {
     // MemAvailable: the kernel's estimate of memory available without swapping (proc(5)).
     std::FILE* f = std::fopen("/proc/meminfo", "r");
@@ -179,6 +209,9 @@ class CpuBackend final : public Backend {
 
  private:
   RowKernels rows_;
+  mutable std::mutex blocks_mutex_;  // alloc and free may come from several threads
+  std::unordered_map<void*, size_t> blocks_;  // block -> bytes held (the request rounded to kAlignment)
+  size_t held_ = 0, peak_ = 0;               // bytes held now, and the most at once
 };
 
 }  // namespace

@@ -89,7 +89,7 @@ int AdamWTable::chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& s
   alloc_->free(table_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
   table_ = nullptr;
   if (!chunks.empty()) {
-    table_ = alloc_->alloc(chunks.size() * sizeof(AdamWChunk));
+    table_ = alloc_->alloc(chunks.size() * sizeof(AdamWChunk), kAdamWTableTag);
     XT_CUDA_CHECK(cudaMemcpyAsync(table_, chunks.data(), chunks.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice,
                                   ctx.stream));
     XT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // once per layout; `chunks` goes out of scope

@@ -2,6 +2,7 @@
 #include "backend/cuda/allocator.h"
 
 #include <cstdio>
+#include <string_view>
 
 #include "backend/cuda/cuda_check.h"
 
@@ -17,7 +18,7 @@ CachingAllocator::~CachingAllocator() {
   for (auto& [ptr, size] : in_use_) cudaFree(ptr);  // leaked by a caller; free anyway, no throw
 }
 
-void* CachingAllocator::alloc(size_t bytes) {
+void* CachingAllocator::alloc(size_t bytes, const char* tag) {
   const size_t size = round_up(bytes == 0 ? 1 : bytes);
   for (auto* list : {&pool_free_, &free_}) {  // the pool is empty unless pooling
     auto it = list->lower_bound(size);
@@ -26,6 +27,7 @@ void* CachingAllocator::alloc(size_t bytes) {
       in_use_.emplace(ptr, it->first);
       stats_.bytes_in_use += it->first;
       list->erase(it);
+      tags_[ptr] = tag;
       return ptr;
     }
   }
@@ -48,6 +50,7 @@ void* CachingAllocator::alloc(size_t bytes) {
                                                     << cudaGetErrorString(rc));
   }
   in_use_.emplace(ptr, size);
+  tags_[ptr] = tag;
   stats_.bytes_in_use += size;
   stats_.bytes_reserved += size;
   if (stats_.bytes_reserved > stats_.peak_bytes_reserved) stats_.peak_bytes_reserved = stats_.bytes_reserved;
@@ -75,6 +78,7 @@ CachingAllocator::Pool CachingAllocator::end_pool() {
   Pool blocks;
   for (auto& [size, ptr] : pool_free_) {
     blocks.emplace_back(ptr, size);
+    graph_.emplace(ptr, size);
     stats_.bytes_in_use += size;  // held by the graph, written by each launch: in use until released
   }
   pool_free_.clear();
@@ -85,6 +89,7 @@ CachingAllocator::Pool CachingAllocator::end_pool() {
 void CachingAllocator::release_pool(const Pool& blocks) noexcept {
   for (const auto& [ptr, size] : blocks) {
     free_.emplace(size, ptr);
+    graph_.erase(ptr);
     stats_.bytes_in_use -= size;
   }
 }
@@ -92,10 +97,30 @@ void CachingAllocator::release_pool(const Pool& blocks) noexcept {
 void CachingAllocator::release_cached() noexcept {
   for (auto& [size, ptr] : free_) {
     cudaFree(ptr);
+    tags_.erase(ptr);
     ++stats_.cuda_free_calls;
     stats_.bytes_reserved -= size;
   }
   free_.clear();
+}
+
+std::vector<CachingAllocator::TagBytes> CachingAllocator::blocks() const {
+  std::vector<TagBytes> out;
+  auto add = [&](void* ptr, size_t size, BlockState state) {
+    const auto t = tags_.find(ptr);
+    const char* tag = t == tags_.end() ? "untagged" : t->second;
+    for (TagBytes& g : out)
+      if (g.state == state && std::string_view(g.tag) == tag) {
+        ++g.blocks, g.bytes += size;
+        return;
+      }
+    out.push_back({tag, state, 1, size});
+  };
+  for (const auto& [ptr, size] : in_use_) add(ptr, size, BlockState::in_use);
+  for (const auto& [ptr, size] : graph_) add(ptr, size, BlockState::graph);
+  for (const auto* list : {&free_, &pool_free_})
+    for (const auto& [size, ptr] : *list) add(ptr, size, BlockState::cached);
+  return out;
 }
 
 }  // namespace xtrain::cuda

@@ -29,7 +29,9 @@ class CachingAllocator {
   // alloc: a block of at least `bytes` bytes (kBlockAlignment-aligned). Reuses the smallest cached block
   // that fits and wastes at most half of it; else cudaMalloc. On out-of-memory, releases the cache
   // and retries once, then throws Error naming the request and the free/total device memory.
-  void* alloc(size_t bytes);
+  // tag: what the block is for (a string literal, kept with the block until it is released, so a cached
+  // block names the last op that used it; the memory report, blocks()).
+  void* alloc(size_t bytes, const char* tag = kCallerTag);
   // free: returns ptr (from alloc, or null) to the cache. Throws nothing; an unknown pointer is a
   // programming error and is reported on stderr.
   void free(void* ptr) noexcept;
@@ -56,11 +58,26 @@ class CachingAllocator {
 
   const CudaAllocStats& stats() const { return stats_; }
 
+  // kCallerTag: the tag of Backend::alloc's blocks (their owners name them in the memory report).
+  static constexpr const char* kCallerTag = "Backend::alloc";
+  // BlockState: a block handed out (in use), held by a recorded graph (end_pool), or cached (free).
+  enum class BlockState { in_use, graph, cached };
+  // TagBytes: the blocks of one (tag, state): their count and bytes.
+  struct TagBytes {
+    const char* tag;
+    BlockState state;
+    size_t blocks, bytes;
+  };
+  // blocks: every block held (bytes_reserved in all), grouped by (tag, state).
+  std::vector<TagBytes> blocks() const;
+
  private:
   std::multimap<size_t, void*> free_;          // size -> cached block
   bool pooling_ = false;                       // between begin_pool() and end_pool()
   std::multimap<size_t, void*> pool_free_;     // size -> block freed while pooling
   std::unordered_map<void*, size_t> in_use_;   // block -> size
+  std::unordered_map<void*, size_t> graph_;    // block -> size, held by a recorded graph (end_pool)
+  std::unordered_map<void*, const char*> tags_;  // every block held -> the tag of its last alloc
   CudaAllocStats stats_;
 };
 
@@ -69,8 +86,9 @@ class CachingAllocator {
 template <typename T>
 class ScratchBuffer {
  public:
-  ScratchBuffer(CachingAllocator& a, size_t count)
-      : a_(a), ptr_(static_cast<T*>(a.alloc(count ? count * sizeof(T) : 1))) {}
+  // tag: what it is for (CachingAllocator::alloc), named in the memory report's allocator cache rows.
+  ScratchBuffer(CachingAllocator& a, size_t count, const char* tag = "op scratch")
+      : a_(a), ptr_(static_cast<T*>(a.alloc(count ? count * sizeof(T) : 1, tag))) {}
   ~ScratchBuffer() { a_.free(ptr_); }
   ScratchBuffer(const ScratchBuffer&) = delete;
   ScratchBuffer& operator=(const ScratchBuffer&) = delete;

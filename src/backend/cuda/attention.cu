@@ -127,7 +127,7 @@ unsigned softmax_blocks(size_t rows) { return unsigned((rows + kRowsPerBlock - 1
 void gemm_attention_forward(const OpContext& ctx, float* out, float* att, const float* qkv, const QkvLayout& s) {
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));  // Vaswani et al. 2017, eq. 1
-  ScratchBuffer<float> qkvp(*ctx.alloc, s.qkv_count()), outp(*ctx.alloc, s.q_count());
+  ScratchBuffer<float> qkvp(*ctx.alloc, s.qkv_count(), "attention GEMM route"), outp(*ctx.alloc, s.q_count(), "attention GEMM route");
   split_qkv(ctx, qkvp.get(), qkv, s);
   const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
   // scores (R,T) = scale * q (R,HS) k^T, per (b, kh)
@@ -147,8 +147,8 @@ void gemm_attention_backward(const OpContext& ctx, float* dqkv, const float* dou
   const int B = s.B, T = s.T, NH = s.NH, KVH = s.KVH, HS = s.HS;
   const float scale = float(1.0 / std::sqrt(double(HS)));
   const size_t qkv_count = s.qkv_count();
-  ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count), dqkvp(*ctx.alloc, qkv_count), doutp(*ctx.alloc, s.q_count()),
-      dp(*ctx.alloc, size_t(B) * NH * T * T);
+  ScratchBuffer<float> qkvp(*ctx.alloc, qkv_count, "attention GEMM route"), dqkvp(*ctx.alloc, qkv_count, "attention GEMM route"), doutp(*ctx.alloc, s.q_count(), "attention GEMM route"),
+      dp(*ctx.alloc, size_t(B) * NH * T * T, "attention GEMM route");
   split_qkv(ctx, qkvp.get(), qkv, s);
   permute(ctx, doutp.get(), dout, s, NH, NH * HS, 0, Copy::to_heads);
   const float *q = qkvp.get(), *k = q + s.q_count(), *v = k + s.kv_count();
@@ -214,7 +214,7 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
   // bf16 activations on the GEMM route (shapes the flash kernels do not take, or
   // --attention gemm): through fp32 copies, the products still bf16 via ctx.gemm_compute.
   const size_t qkv_count = s.qkv_count();
-  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), out32(*ctx.alloc, s.q_count());
+  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count, "attention GEMM route"), out32(*ctx.alloc, s.q_count(), "attention GEMM route");
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
   gemm_attention_forward(ctx, out32.get(), att, qkv32.get(), s);
   from_f32(ctx, static_cast<__nv_bfloat16*>(out), out32.get(), s.q_count(), false);
@@ -231,7 +231,7 @@ void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, cons
     return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),
                                    static_cast<const float*>(qkv), att, s, accumulate);
   const size_t qkv_count = s.qkv_count();
-  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count), dqkv32(*ctx.alloc, qkv_count), dout32(*ctx.alloc, s.q_count());
+  ScratchBuffer<float> qkv32(*ctx.alloc, qkv_count, "attention GEMM route"), dqkv32(*ctx.alloc, qkv_count, "attention GEMM route"), dout32(*ctx.alloc, s.q_count(), "attention GEMM route");
   to_f32(ctx, qkv32.get(), static_cast<const __nv_bfloat16*>(qkv), qkv_count);
   to_f32(ctx, dout32.get(), static_cast<const __nv_bfloat16*>(dout), s.q_count());
   gemm_attention_backward(ctx, dqkv32.get(), dout32.get(), qkv32.get(), att, s, /*accumulate=*/false);

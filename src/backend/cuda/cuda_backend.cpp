@@ -26,6 +26,23 @@ std::string host_name() {
 // providing it from our allocator keeps cuBLAS from allocating behind our counters.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 
+// The allocator tags of the backend's own blocks, and what the memory report says of each.
+constexpr const char* kWorkspaceTag = "cuBLAS workspace";
+constexpr const char* kErrorFlagTag = "device error flag";
+constexpr const char* kMirrorTag = "bf16 weight mirror";
+struct OwnBlock {
+  const char* tag;
+  MemoryCategory category;
+  const char* dtype;
+  const char* why;
+};
+constexpr OwnBlock kOwnBlocks[] = {
+    {kMirrorTag, MemoryCategory::parameters, "bf16", "the weights rounded once per forward for the GEMMs (prepare_weights)"},
+    {kWorkspaceTag, MemoryCategory::workspace, "bytes", "cuBLAS and cuBLASLt workspace (cublasSetWorkspace; 32 MiB for Hopper)"},
+    {cuda::kAdamWTableTag, MemoryCategory::optimizer, "bytes", "adamw_update's chunk table (one launch for every tensor)"},
+    {kErrorFlagTag, MemoryCategory::other, "int32", "kernels flag bad input here (checked at the next sync)"},
+};
+
 // gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
 // CUBLAS_COMPUTE_32F_FAST_16BF rounds the fp32 operands to bf16 for the tensor cores and accumulates in
 // fp32 (cuBLAS docs, cublasComputeType_t). The matmuls of --dtype bf16 take bf16 operands (matmul.cu).
@@ -103,9 +120,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   // fp32 mode: plain FP32 arithmetic. CUBLAS_DEFAULT_MATH never uses TF32 or BF16x9 emulation for
   // SGEMM (both are opt-in math modes), so results match the CPU within fp32 rounding.
   XT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
-  cublas_workspace_ = alloc_.alloc(kCublasWorkspaceBytes);
+  cublas_workspace_ = alloc_.alloc(kCublasWorkspaceBytes, kWorkspaceTag);
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
-  error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int)));
+  error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int), kErrorFlagTag));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   Attention route = resolve_attention(opts.attention, opts.dtype);
@@ -138,6 +155,37 @@ CudaBackend::~CudaBackend() {
   alloc_.free(mirror_);
   if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+BackendMemory CudaBackend::memory_accounting() const {
+  using State = CachingAllocator::BlockState;
+  BackendMemory m;
+  for (const CachingAllocator::TagBytes& g : alloc_.blocks()) {
+    const std::string tag = g.tag, blocks = std::to_string(g.blocks) + (g.blocks == 1 ? " block" : " blocks");
+    if (g.state == State::in_use && tag == CachingAllocator::kCallerTag) {
+      m.caller_bytes += g.bytes;
+      continue;
+    }
+    MemoryEntry e{tag, g.bytes, "bytes", "", MemoryCategory::workspace, {}};
+    if (g.state == State::cached) {
+      e.name = "cache: " + tag;
+      e.why = blocks + " freed and kept for reuse by the caching allocator (last used: " + tag + ")";
+    } else if (g.state == State::graph) {
+      e.name = "graph: " + tag;
+      e.why = blocks + " of scratch held by the recorded step (CUDA graph), written at each launch";
+    } else {
+      e.why = blocks + " in use";
+      for (const OwnBlock& o : kOwnBlocks)
+        if (tag == o.tag) e.category = o.category, e.dtype = o.dtype, e.why = o.why;
+    }
+    m.own.push_back(e);
+  }
+  m.held_bytes = alloc_.stats().bytes_reserved;
+  m.peak_bytes = alloc_.stats().peak_bytes_reserved;
+  size_t free_b = 0, total_b = 0;
+  if (cudaMemGetInfo(&free_b, &total_b) == cudaSuccess && total_b - free_b > m.held_bytes)
+    m.outside_bytes = total_b - free_b - m.held_bytes;
+  return m;
 }
 
 std::unique_ptr<TimelineClock> CudaBackend::make_timeline_clock() {
@@ -246,7 +294,7 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
   if (mirror_capacity_ < count) {
     alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
     mirror_ = nullptr, mirror_capacity_ = 0;
-    mirror_ = static_cast<__nv_bfloat16*>(alloc_.alloc(count * sizeof(__nv_bfloat16)));
+    mirror_ = static_cast<__nv_bfloat16*>(alloc_.alloc(count * sizeof(__nv_bfloat16), kMirrorTag));
     mirror_capacity_ = count;
   }
   cuda::to_bf16_flat(ctx_, mirror_, params, count);

@@ -36,6 +36,10 @@ class CudaBackend final : public Backend {
   void synchronize() override;
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
   size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
+  // memory_accounting: the allocator's blocks by tag (allocator.h) and state; the backend's own blocks
+  // (weight mirror, cuBLAS workspace, AdamW table, error flag), a recorded graph's scratch and the cache.
+  BackendMemory memory_accounting() const override;
+  size_t allocation_bytes(const void* ptr) const override { return alloc_.block_bytes(ptr); }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
   size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
   // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.

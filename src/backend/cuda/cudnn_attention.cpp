@@ -197,7 +197,7 @@ void cudnn_attention_forward(const OpContext& ctx, void* out, float* att, const 
   const char* base = static_cast<const char*>(qkv);
   const size_t e = sizeof(__nv_bfloat16);
   float scale = float(1.0 / std::sqrt(double(s.HS))), lowest = std::numeric_limits<float>::lowest();
-  ScratchBuffer<char> ws(*ctx.alloc, size_t(plan.workspace_bytes));
+  ScratchBuffer<char> ws(*ctx.alloc, size_t(plan.workspace_bytes), "cuDNN attention workspace");
   plan.execute(ctx.cudnn->handle(), {kQ, kK, kV, kO, kStats, kScale, kMaskValue},
                {const_cast<char*>(base), const_cast<char*>(base + s.k_col(0) * e),
                 const_cast<char*>(base + s.v_col(0) * e), out, att, &scale, &lowest},
@@ -213,12 +213,12 @@ void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout
   const cudnn::Plan& plan = ctx.cudnn->plan(s, true);
   const size_t e = sizeof(__nv_bfloat16);
   // accumulate: cuDNN writes its gradients (=), so through a scratch added once afterwards
-  ScratchBuffer<__nv_bfloat16> tmp(*ctx.alloc, accumulate ? s.qkv_count() : 0);
+  ScratchBuffer<__nv_bfloat16> tmp(*ctx.alloc, accumulate ? s.qkv_count() : 0, "cuDNN attention dqkv (+=)");
   char* d = accumulate ? reinterpret_cast<char*>(tmp.get()) : static_cast<char*>(dqkv);
   char* base = const_cast<char*>(static_cast<const char*>(qkv));
   float* stats = const_cast<float*>(att);
   float scale = float(1.0 / std::sqrt(double(s.HS))), lowest = std::numeric_limits<float>::lowest(), one = 1.0f;
-  ScratchBuffer<char> ws(*ctx.alloc, size_t(plan.workspace_bytes));
+  ScratchBuffer<char> ws(*ctx.alloc, size_t(plan.workspace_bytes), "cuDNN attention workspace");
   plan.execute(ctx.cudnn->handle(),
                {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kMaskValue, kOne},
                {base, base + s.k_col(0) * e, base + s.v_col(0) * e, stats + stats_floats(s), const_cast<void*>(dout),

@@ -27,7 +27,7 @@ void dropout_apply(const OpContext& ctx, void* x, const uint64_t* seq_keys, int 
   const float scale = 1.0f / (1.0f - p);
   // The host keys go through a stream-ordered scratch copy; a pageable-memory cudaMemcpyAsync
   // returns only once the source has been read, so the caller may reuse seq_keys at once.
-  ScratchBuffer<uint64_t> keys(*ctx.alloc, size_t(B));
+  ScratchBuffer<uint64_t> keys(*ctx.alloc, size_t(B), "dropout keys");
   XT_CUDA_CHECK(cudaMemcpyAsync(keys.get(), seq_keys, size_t(B) * sizeof(uint64_t), cudaMemcpyHostToDevice,
                                 ctx.stream));
   unsigned bx = blocks_for(per_seq, kThreads);

@@ -105,13 +105,14 @@ void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void
     XT_CUDA_LAUNCH_CHECK();
   }
 
-  ScratchBuffer<int32_t> pos(*ctx.alloc, N), sorted_tok(*ctx.alloc, N), sorted_pos(*ctx.alloc, N);
+  ScratchBuffer<int32_t> pos(*ctx.alloc, N, "encoder backward sort"), sorted_tok(*ctx.alloc, N, "encoder backward sort"),
+      sorted_pos(*ctx.alloc, N, "encoder backward sort");
   iota_kernel<<<blocks_for(N, kThreads), kThreads, 0, ctx.stream>>>(pos.get(), N);
   XT_CUDA_LAUNCH_CHECK();
   size_t temp_bytes = 0;
   XT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(nullptr, temp_bytes, tokens, sorted_tok.get(), pos.get(),
                                                 sorted_pos.get(), N, 0, 32, ctx.stream));
-  ScratchBuffer<char> temp(*ctx.alloc, temp_bytes);
+  ScratchBuffer<char> temp(*ctx.alloc, temp_bytes, "encoder backward sort");
   XT_CUDA_CHECK(cub::DeviceRadixSort::SortPairs(temp.get(), temp_bytes, tokens, sorted_tok.get(), pos.get(),
                                                 sorted_pos.get(), N, 0, 32, ctx.stream));
   constexpr int kMaxWteThreads = 1024;  // one thread per channel up to C = 1024

@@ -471,7 +471,7 @@ void backward_impl(const OpContext& ctx, Elem<kBf16>* dqkv, const Elem<kBf16>* d
   const size_t rows = size_t(d.B) * d.NH * d.T;
   const float* lse = att;
   const float* ocopy = att + rows;
-  ScratchBuffer<float> D(*ctx.alloc, rows);
+  ScratchBuffer<float> D(*ctx.alloc, rows, "flash attention D");
   constexpr int kRowThreads = 256;
   flash_rowdot_kernel<<<unsigned((rows + kRowThreads / kWarp - 1) / (kRowThreads / kWarp)), kRowThreads, 0,
                         ctx.stream>>>(D.get(), dout, ocopy, d);  // E deduced from dout

@@ -75,6 +75,8 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER, g.aux);
     set_desc(desc.get(), CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD, int64_t(g.ldc));
   }
+  if (g.a_scale != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.a_scale);  // our A: its B
+  if (g.b_scale != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.b_scale);
   const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
   const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
   const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);

@@ -209,7 +209,7 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
     constexpr int kV = Pack<T>::kN;
     if (C <= kFusedMaxC) {  // dw, db from the row kernel's per-block sums, then the finish stage
       const RowChunks rc = row_chunks(N);
-      ScratchBuffer<double> partial(*ctx.alloc, 2 * size_t(rc.chunks) * C);
+      ScratchBuffer<double> partial(*ctx.alloc, 2 * size_t(rc.chunks) * C, "column sums");
       const auto kernel = vec ? layernorm_backward_kernel<T, kV, kLaneCols / kV, true>
                               : layernorm_backward_kernel<T, 1, kLaneCols, true>;
       kernel<<<unsigned(rc.chunks), kThreads, sizeof(float) * kBackwardWarps * C, ctx.stream>>>(

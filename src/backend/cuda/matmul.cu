@@ -16,6 +16,7 @@
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/linear_gemms.h"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -36,7 +37,7 @@ struct Bf16Copy {
   Bf16Copy(const OpContext& ctx, const float* src, int rows, int cols)
       : ptr(ctx.weights.find(src, size_t(rows) * cols)), ld(bf16_ld(cols)) {
     if (ptr && ld == cols && reinterpret_cast<uintptr_t>(ptr) % kBlockAlignment == 0) return;
-    buf.emplace(*ctx.alloc, size_t(rows) * ld);
+    buf.emplace(*ctx.alloc, size_t(rows) * ld, "bf16 weight copy per call");
     to_bf16(ctx, buf->get(), src, rows, cols);
     ptr = buf->get();
   }
@@ -88,15 +89,16 @@ bool lt_aligned(int IC, int OC) { return IC % 8 == 0 && OC % 8 == 0; }
 
 void forward_f32(const OpContext& ctx, float* out, const float* inp, const float* w, const float* bias, int N,
                  int IC, int OC) {
+  const LinearGemm fwd = linear_forward(N, IC, OC);
   if (IC > 0 && bias &&
-      gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w, IC, CUDA_R_32F, 0.0f, out, OC, ctx.gemm_compute,
-                          CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(bias)})) {
+      gemm_lt(ctx, LtGemm{fwd.ta, fwd.tb, fwd.M, fwd.N, fwd.K, inp, IC, w, IC, CUDA_R_32F, 0.0f, out, OC,
+                          ctx.gemm_compute, CUBLASLT_EPILOGUE_BIAS, const_cast<float*>(bias)})) {
     return;  // out (N,OC) = inp w^T + bias in one cuBLASLt call (bias in the GEMM's epilogue)
   }
   if (IC == 0)  // empty sum; do not rely on cuBLAS's handling of k == 0
     XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(float), ctx.stream));
   else
-    gemm(ctx, false, true, N, OC, IC, 1.0f, inp, IC, 0, w, IC, 0, 0.0f, out, OC, 0);  // out (N,OC) = inp w^T
+    gemm(ctx, fwd.ta, fwd.tb, fwd.M, fwd.N, fwd.K, 1.0f, inp, IC, 0, w, IC, 0, 0.0f, out, OC, 0);  // out = inp w^T
   if (bias) add_bias(ctx, out, bias, N, OC);
 }
 
@@ -108,23 +110,25 @@ void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float*
     return;
   }
   const Bf16Copy w16(ctx, w, OC, IC);
+  const LinearGemm fwd = linear_forward(N, IC, OC);
   if (bias && lt_aligned(IC, OC)) {
     // cuBLASLt wants the bias in D's type for a bf16 D (an fp32 bias is refused with INVALID_VALUE on the
     // H200, cuBLAS 13.1): a bf16 copy, as PyTorch's autocast also rounds the bias of a bf16 linear.
     const Bf16Copy b16(ctx, bias, 1, OC);
-    if (gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
-                            CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BIAS, const_cast<bf16*>(b16.get()), CUDA_R_16BF}))
+    if (gemm_lt(ctx, LtGemm{fwd.ta, fwd.tb, fwd.M, fwd.N, fwd.K, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out,
+                            OC, CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_BIAS, const_cast<bf16*>(b16.get()), CUDA_R_16BF}))
       return;
   }
-  gemm_bf16(ctx, false, true, N, OC, IC, 1.0f, inp, IC, w16.get(), w16.ld, 0.0f, out, CUDA_R_16BF, OC);
+  gemm_bf16(ctx, fwd.ta, fwd.tb, fwd.M, fwd.N, fwd.K, 1.0f, inp, IC, w16.get(), w16.ld, 0.0f, out, CUDA_R_16BF, OC);
   if (bias) add_bias(ctx, out, bias, N, OC);
 }
 
 void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
                   const float* w, int N, int IC, int OC, float beta) {
   if (IC > 0) {
-    gemm(ctx, false, false, N, IC, OC, 1.0f, dout, OC, 0, w, IC, 0, beta, dinp, IC, 0);  // dinp (N,IC) (+)= dout w
-    gemm(ctx, true, false, OC, IC, N, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);   // dw (OC,IC) += dout^T inp
+    const LinearGemm dx = linear_dinp(N, IC, OC), dwg = linear_dw(N, IC, OC);
+    gemm(ctx, dx.ta, dx.tb, dx.M, dx.N, dx.K, 1.0f, dout, OC, 0, w, IC, 0, beta, dinp, IC, 0);  // dinp (+)= dout w
+    gemm(ctx, dwg.ta, dwg.tb, dwg.M, dwg.N, dwg.K, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);  // dw += dout^T inp
   }
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
 }
@@ -136,7 +140,8 @@ void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, co
 // docs/benchmarks.md "Small kernels").
 void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
                        int OC) {
-  gemm_bf16(ctx, true, false, OC, IC, N, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
+  const LinearGemm g = linear_dw(N, IC, OC);
+  gemm_bf16(ctx, g.ta, g.tb, g.M, g.N, g.K, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
   if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
 }
 
@@ -148,7 +153,8 @@ void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, co
   }
   const Bf16Copy w16(ctx, w, OC, IC);
   // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
-  gemm_bf16(ctx, false, false, N, IC, OC, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
+  const LinearGemm g = linear_dinp(N, IC, OC);
+  gemm_bf16(ctx, g.ta, g.tb, g.M, g.N, g.K, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
   weight_grads_bf16(ctx, dw, dbias, dout, inp, N, IC, OC);
 }
 }  // namespace
@@ -171,7 +177,8 @@ bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void*
   std::optional<Bf16Copy> b16;  // a bf16 bias, as in forward_bf16
   if (bias) b16.emplace(ctx, bias, 1, OC);
   // pre (N,OC) = inp w^T + bias (the aux output), out = gelu(pre) from the fp32 sum, in one cuBLASLt call
-  return gemm_lt(ctx, LtGemm{false, true, N, OC, IC, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
+  const LinearGemm g = linear_forward(N, IC, OC);
+  return gemm_lt(ctx, LtGemm{g.ta, g.tb, g.M, g.N, g.K, inp, IC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, out, OC,
                              CUBLAS_COMPUTE_32F, bias ? CUBLASLT_EPILOGUE_GELU_AUX_BIAS : CUBLASLT_EPILOGUE_GELU_AUX,
                              bias ? const_cast<bf16*>(b16->get()) : nullptr, CUDA_R_16BF, pre});
 }
@@ -182,7 +189,8 @@ bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* db
   if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
   const Bf16Copy w16(ctx, w, OC, IC);
   // dpre (N,IC) = gelu'(pre) * (dout w): the dinp GEMM with GELU's gradient in its epilogue (pre as aux)
-  if (!gemm_lt(ctx, LtGemm{false, false, N, IC, OC, dout, OC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, dpre, IC,
+  const LinearGemm g = linear_dinp(N, IC, OC);
+  if (!gemm_lt(ctx, LtGemm{g.ta, g.tb, g.M, g.N, g.K, dout, OC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, dpre, IC,
                            CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_16BF, const_cast<void*>(pre)}))
     return false;
   weight_grads_bf16(ctx, dw, dbias, static_cast<const bf16*>(dout), static_cast<const bf16*>(inp), N, IC, OC);

@@ -155,6 +155,8 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
 // same copy as the result, so a caller checking for bad input needs no second round trip.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error = nullptr);
 
+// kAdamWTableTag: the allocator tag of AdamWTable's block (the memory report names it).
+constexpr const char* kAdamWTableTag = "AdamW chunk table";
 // AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
 // most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
 // change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
@@ -217,6 +219,11 @@ struct LtGemm {
   void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C)
   cudaDataType_t c_type = CUDA_R_32F;
   void* aux = nullptr;  // GELU_AUX(_BIAS): written; DGELU: read. (M,N) of c_type, row stride ldc
+  // FP8 operands (ab_type CUDA_R_8F_E4M3, bench/gemm_fp8.cu; training has none): one fp32 in device memory
+  // each, the factor that turns A's and B's stored values back into theirs (cuBLASLt's A_SCALE_POINTER and
+  // B_SCALE_POINTER). cuBLASLt takes FP8 only with ta false and tb true (both operands K-contiguous) on Hopper.
+  const float* a_scale = nullptr;
+  const float* b_scale = nullptr;
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 

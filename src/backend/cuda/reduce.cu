@@ -48,7 +48,7 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int
   if (count == 0 && !flag) return 0.0;
   unsigned blocks = count == 0 ? 0 : blocks_for(count, kThreads);
   if (blocks > kMaxBlocks) blocks = kMaxBlocks;
-  ScratchBuffer<double> partial(*ctx.alloc, blocks + 2);  // then the result and the error flag
+  ScratchBuffer<double> partial(*ctx.alloc, blocks + 2, "sums");  // then the result and the error flag
   if (blocks > 0) {
     sum_partial_kernel<<<blocks, kThreads, 0, ctx.stream>>>(partial.get(), x, count, squares);
     XT_CUDA_LAUNCH_CHECK();
@@ -99,7 +99,7 @@ void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16
     return;
   }
   const RowChunks rc = row_chunks(N);
-  ScratchBuffer<double> partial(*ctx.alloc, size_t(rc.chunks) * C);
+  ScratchBuffer<double> partial(*ctx.alloc, size_t(rc.chunks) * C, "column sums");
   const unsigned bx = unsigned((C / 2 + kThreads - 1) / kThreads);
   column_partial_bf16x2_kernel<<<dim3(bx, unsigned(rc.chunks)), kThreads, 0, ctx.stream>>>(
       partial.get(), reinterpret_cast<const __nv_bfloat162*>(src), N, C, rc.rows_per_chunk);
