@@ -135,7 +135,7 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
         r.tokenized += tokenized;
       }
       return r;
-    });
+    }, OnStopSignal::end_job);
   }
   std::vector<bool> done(files.size(), false);
   for (const auto& kv : mine.streams) done[kv.first] = true;
@@ -152,7 +152,7 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
       }
     }
     return r;
-  });
+  }, OnStopSignal::end_job);
   std::vector<TokenStream> parts(files.size());
   for (auto& [i, s] : mine.streams) parts[i] = std::move(s);
   for (auto& [i, s] : rest) parts[i] = std::move(s);
