@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "data/corpus.h"
+#include "data/token_cache.h"
 #include "data/tokenizer.h"
 #include "model/model.h"
 #include "serve/export.h"
@@ -120,14 +121,11 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     data_files = list_data_files(o.data);
     if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
     check_distinct_paths(o, data_files, val_files);
-    std::vector<std::string> inputs = data_files;
-    inputs.insert(inputs.end(), val_files.begin(), val_files.end());
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");
+    // (an implicit cache path that is not a regular file is a warning of load_tokens, not an error)
     if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
-    if (!o.no_cache && o.tokens_cache.empty())
-      for (const std::string& f : inputs) check_input(f + ".tokcache", "--tokens-cache");
     check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
     check_input(tokenizer_ranks_path(o.tokenizer), "--tokenizer-ranks");
     check_input(o.tokenizer.encoder_json, "--encoder-json");
@@ -155,6 +153,11 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   }, OnStopSignal::end_job);
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
+  corpus.cache_dir = o.cache_dir.empty() ? default_token_cache_dir() : o.cache_dir == kCacheNextToData ? "" : o.cache_dir;
+  if (o.cache_dir.empty() && corpus.cache_dir.empty() && !o.no_cache) {  // never the data directory unasked
+    print0(rank, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
+    corpus.no_cache = true;
+  }
   corpus.format = o.data_format, corpus.jsonl_field = o.jsonl_field;
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
