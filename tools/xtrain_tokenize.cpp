@@ -38,7 +38,8 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
   xtrain::add_tokenizer_options(o, files);
   o.add_options()
       ("input", po::value<std::string>(), "text file to tokenize into a token cache (default: none)")
-      ("output", po::value<std::string>(), "token cache to write (default: <input>.tokcache); a file already there must be a token cache. With --shard-tokens: the shards' name prefix NAME (required)")
+      ("output", po::value<std::string>(), "token cache to write (default: the one training maps, in --cache-dir); a file already there must be a token cache. With --shard-tokens: the shards' name prefix NAME (required)")
+      ("cache-dir", po::value<std::string>()->default_value(""), "without --output: the trainer's --cache-dir (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain; next-to-data: <input>.tokcache)")
       ("shard-tokens", po::value<long long>(), "write llm.c token shards NAME_000000.bin, NAME_000001.bin, ... of N tokens each (the last holds the rest) instead of a cache; --input is then a --data value (files, a comma list or a directory) joined as the trainer joins them")
       ("data-format", po::value<std::string>()->default_value("auto"), "with --shard-tokens: format of the --input files, as the trainer's --data-format")
       ("jsonl-field", po::value<std::string>()->default_value("text"), "with --shard-tokens: the JSON lines field holding each document")
@@ -128,7 +129,7 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   xtrain::read_tokenizer_options(vm, files);
-  xtrain::reject_empty_values(vm, {"input", "output"});
+  xtrain::reject_empty_values(vm, {"input", "output", "cache-dir"});
   if (vm.count("shard-tokens")) {
     if (!vm.count("input")) throw xtrain::UsageError("--shard-tokens needs --input");
     write_shards(vm, files, vm["input"].as<std::string>(), vm.count("output") ? vm["output"].as<std::string>() : "",
@@ -138,8 +139,16 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   if (!vm["data-format"].defaulted() || !vm["jsonl-field"].defaulted())
     throw xtrain::UsageError("--data-format and --jsonl-field go with --shard-tokens");
   const std::string input = vm.count("input") ? vm["input"].as<std::string>() : "";
-  const std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() ? "" : input + ".tokcache";
+  // without --output the cache training maps: in the cache directory, named by the text and the
+  // tokenizer (keyed_cache_path), or <input>.tokcache with --cache-dir next-to-data
+  const std::string cache_dir_opt = vm["cache-dir"].as<std::string>();
+  const bool beside = cache_dir_opt == xtrain::kCacheNextToData;
+  std::string cache_dir = vm.count("output") || beside ? "" : cache_dir_opt.empty() ? xtrain::default_token_cache_dir() : cache_dir_opt;
+  if (!input.empty() && !vm.count("output") && !beside && cache_dir.empty())
+    throw xtrain::UsageError("neither XDG_CACHE_HOME nor HOME is set: give --cache-dir DIR or --output CACHE");
+  std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() || !beside ? "" : input + ".tokcache";
   check_output(output, input, files);  // before the tokenizer loads and the text is tokenized
+  if (!input.empty() && !cache_dir.empty()) xtrain::open_output_directory(cache_dir, "--cache-dir", true);
 
   auto t0 = std::chrono::steady_clock::now();
   const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);
@@ -157,6 +166,10 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
     xtrain::SourceId source = xtrain::stat_source(input);  // before reading (token_cache.h)
     const std::string text = xtrain::read_file(input);
     source.hash = xtrain::xxh3_64(text.data(), text.size());
+    if (output.empty()) {
+      output = xtrain::keyed_cache_path(cache_dir, source.hash, tok.fingerprint());
+      check_output(output, input, files);
+    }
     t0 = std::chrono::steady_clock::now();
     xtrain::ProgressOptions progress;
     progress.out = stderr;  // stdout keeps its one machine-readable line

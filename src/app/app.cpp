@@ -19,6 +19,7 @@
 #include "core/log.h"
 #include "core/stop_signal.h"
 #include "data/corpus.h"
+#include "data/token_cache.h"
 #include "data/tokenizer.h"
 #include "model/model.h"
 #include "serve/export.h"
@@ -59,6 +60,29 @@ void check_readable_file(const std::string& path, const char* option) {
   if (::access(path.c_str(), R_OK) != 0) XT_FAIL(option << " " << path << ": " << std::strerror(errno));
 }
 
+// on_terminal: whether the user watches the run on a terminal: rank 0's stdout, or under mpirun
+// (whose ranks write into pipes) mpirun's.
+bool on_terminal(int mpirun_pid) {
+  if (mpirun_pid <= 0) return ::isatty(STDOUT_FILENO) == 1;
+  std::error_code ec;
+  const std::string out = std::filesystem::read_symlink("/proc/" + std::to_string(mpirun_pid) + "/fd/1", ec).string();
+  return !ec && (out.rfind("/dev/pts/", 0) == 0 || out.rfind("/dev/tty", 0) == 0);
+}
+
+// print_stop_hint: on a terminal, how to stop the run with its checkpoint (docs/usage.md, "Signals and
+// exit codes"): Ctrl-C reaches a process of its own; under mpirun, SIGUSR1 to mpirun is forwarded
+// as is, while Ctrl-C makes mpirun kill the ranks mpirun_kill_after_s later.
+void print_stop_hint(const std::string& ckpt, const RankLaunch& launch) {
+  if (!on_terminal(launch.mpirun_pid)) return;
+  const std::string saves = ckpt.empty() ? "(nothing is saved: no --ckpt)" : "and writes " + ckpt;
+  if (launch.mpirun_pid > 0)
+    std::printf("stop   | kill -USR1 %d (mpirun) ends the run after the current step %s; Ctrl-C too, if that step and "
+                "the write end within the %.0f s before mpirun kills the ranks\n",
+                launch.mpirun_pid, saves.c_str(), launch.mpirun_kill_after_s);
+  else
+    std::printf("stop   | Ctrl-C ends the run after the current step %s\n", saves.c_str());
+}
+
 }  // namespace
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
@@ -66,13 +90,19 @@ int run_training(const RunOptions& o, MpiContext& mpi) {
   mpi.set_comm_timeout(o.comm_timeout_s);  // every collective from here on is bounded
   check_options_agree(mpi, o);  // before anything else depends on an option
   check_world(o, mpi.world_size());
+  const MpirunStop mpirun = mpirun_stop();
   return run_rank(o, RankLaunch{mpi, mpi.local_rank(), mpi.local_size(),
-                                [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); }});
+                                [&](Backend& be) { return make_communicator(mpi, be, o.comm_timeout_s); },
+                                mpirun.mpirun_pid, mpirun.kill_after_s});
 }
 
 int run_rank(const RunOptions& o, const RankLaunch& launch) {
   HostCollectives& mpi = launch.group;  // the start-up collectives (the MPI world under xtrain_mpi)
   const int rank = mpi.rank(), world = mpi.world_size();
+  // A stop signal before training ends the job at the next of these meetings (and during long work,
+  // OnStopSignal::end_job), with exit 3 and one line, never by the signal itself.
+  const char* const before = "before training started";
+  end_if_stopped(mpi, before);
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
@@ -91,14 +121,11 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     data_files = list_data_files(o.data);
     if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
     check_distinct_paths(o, data_files, val_files);
-    std::vector<std::string> inputs = data_files;
-    inputs.insert(inputs.end(), val_files.begin(), val_files.end());
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");
+    // (an implicit cache path that is not a regular file is a warning of load_tokens, not an error)
     if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
-    if (!o.no_cache && o.tokens_cache.empty())
-      for (const std::string& f : inputs) check_input(f + ".tokcache", "--tokens-cache");
     check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
     check_input(tokenizer_ranks_path(o.tokenizer), "--tokenizer-ranks");
     check_input(o.tokenizer.encoder_json, "--encoder-json");
@@ -123,9 +150,14 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
     Tokenizer t = load_tokenizer(o.tokenizer);
     return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
-  });
+  }, OnStopSignal::end_job);
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
+  corpus.cache_dir = o.cache_dir.empty() ? default_token_cache_dir() : o.cache_dir == kCacheNextToData ? "" : o.cache_dir;
+  if (o.cache_dir.empty() && corpus.cache_dir.empty() && !o.no_cache) {  // never the data directory unasked
+    print0(rank, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
+    corpus.no_cache = true;
+  }
   corpus.format = o.data_format, corpus.jsonl_field = o.jsonl_field;
   TrainConfig cfg = o.train;
   cfg.model.V = tok->vocab_size();
@@ -139,7 +171,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       // the run's tokenizer must be the model's: config.json's fingerprint and the directory's files
       check_model_tokenizer(dir, tok->fingerprint(), "--init-from " + from);
       return fit_to_config(dir, model);
-    });
+    }, OnStopSignal::end_job);
   TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
   TokenStream val_tokens;  // --val-data: held-out files instead of the tail of --data
   if (!val_files.empty()) val_tokens = load_corpus(mpi, launch.local_rank, launch.local_size, val_files, tok, corpus);
@@ -149,6 +181,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
+  end_if_stopped(mpi, before);
   const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());
   std::unique_ptr<Communicator> comm;
   agree(mpi, [&] { comm = launch.make_comm(*be); });
@@ -175,13 +208,16 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
+    print_stop_hint(cfg.ckpt, launch);
     std::fflush(stdout);
   }
+  end_if_stopped(mpi, before);
   const TrainResult r = train_rank(cfg, data, model, *be, *comm);  // rank 0 prints the run summary
   if (r.stopped) {  // a stop signal (stop_signal.h): every rank ended after the same step
     const int sig = stop_signal_received();
-    const std::string saved = cfg.ckpt.empty() ? std::string("nothing saved (no --ckpt)")
-                                               : "checkpoint " + cfg.ckpt + " written; continue with --resume " + cfg.ckpt;
+    const std::string saved = cfg.ckpt.empty()
+                                  ? std::string("nothing saved (no --ckpt)")
+                                  : "checkpoint " + cfg.ckpt + " written; resume with: the same command and --resume " + cfg.ckpt;
     print0(rank, "stopped | by %s after step %d: %s (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
            r.last_step, saved.c_str(), kExitStopped);
     return kExitStopped;

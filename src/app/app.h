@@ -23,6 +23,10 @@ struct RankLaunch {
   int local_rank = 0, local_size = 1;  // on this node (the backend binds device local_rank)
   // make_comm: the training communicator for this rank's backend (collective over all ranks).
   std::function<std::unique_ptr<Communicator>(Backend&)> make_comm;
+  // Open MPI's mpirun as this rank's parent (its pid, 0 otherwise) and the seconds from Ctrl-C to its
+  // SIGKILL of the ranks (mpi_context.h, MpirunStop): rank 0's start-up line on how to stop.
+  int mpirun_pid = 0;
+  double mpirun_kill_after_s = 0;
 };
 
 // run_rank: returns the rank's exit code (0; kExitStopped after a stop signal). Throws UsageError, AgreedFailure (already reported) or

@@ -12,8 +12,11 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 
 int main(int argc, char** argv) {
+  // First: a stop signal at any later point ends the job with exit 3 and a line (stop_signal.h)
+  xtrain::install_stop_signals(xtrain::mpirun_stop().sigcont_stops);
   xtrain::MpiContext mpi(&argc, &argv);  // MPI_Init is the first MPI call
   try {
     // Parsed under agree: a rank whose own command line is bad (an MPMD launch) ends every rank with

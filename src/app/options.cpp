@@ -17,6 +17,7 @@
 #include "core/error.h"
 #include "core/io.h"
 #include "data/corpus.h"
+#include "data/token_cache.h"
 #include "data/tokenizer_options.h"
 #include "serve/export.h"
 
@@ -68,7 +69,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
-    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache");
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
+    ("cache-dir", po::value(&o.cache_dir)->default_value(""), "directory of the token caches, named by each text's hash and the tokenizer (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file");
   add_tokenizer_options(data, o.tokenizer);
   data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
@@ -132,7 +134,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   o.help = args.help, o.version = args.version;
   o.help_text = std::move(args.help_text), o.version_text = std::move(args.version_text);
   if (o.help || o.version) return o;
-  reject_empty_values(vm, {"data", "tokens-cache", "init-from", "ckpt", "resume", "metrics", "timeline"});
+  reject_empty_values(vm, {"data", "tokens-cache", "cache-dir", "init-from", "ckpt", "resume", "metrics", "timeline"});
   if (!o.init_from.empty()) {
     GPTConfig f;
     try {
@@ -241,7 +243,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   }
   // Caches are protected with --no-cache too: it only means this run neither reads nor writes them.
   if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
-  if (o.tokens_cache.empty())
+  if (o.tokens_cache.empty() && o.cache_dir == kCacheNextToData)
     for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
   const auto differ = [](const Path& a, const Path& b) {

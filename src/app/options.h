@@ -22,6 +22,8 @@ struct RunOptions {
   std::string jsonl_field = "text";                // --jsonl-field
   std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
+  std::string cache_dir;       // --cache-dir: content-keyed caches' directory, kCacheNextToData, "" = the
+                               // per-user default (default_token_cache_dir, token_cache.h)
   TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
   std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   Device device = Device::automatic;  // --device, parsed once here

@@ -18,6 +18,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 
 namespace {
 
@@ -42,6 +43,7 @@ int world_size(const xtrain::RunOptions& o) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xtrain::install_stop_signals();  // first: a stop signal later ends the run with exit 3 (stop_signal.h)
   xtrain::RunOptions opts;
   int world = 0;
   try {

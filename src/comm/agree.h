@@ -16,6 +16,7 @@
 #include "comm/host_collectives.h"
 #include "core/error.h"
 #include "core/log.h"
+#include "core/stop_signal.h"
 
 namespace xtrain {
 
@@ -47,6 +48,24 @@ void agree(HostCollectives& group, Fn&& fn) {
     throw AgreedFailure(static_cast<int>(flags[1]));
   }
 }
+
+// end_if_stopped: collective: whether a stop signal (stop_signal.h) reached any rank. If so rank 0
+// prints "stopped | by <signal> <when>: nothing saved (exit 3)" and every rank throws
+// AgreedFailure(kExitStopped). For start-up, before training; the training loop stops after a step.
+inline void end_if_stopped(HostCollectives& group, const char* when) {
+  double stop = stop_signal_received() != 0 ? 1 : 0;
+  group.all_reduce_max_host(&stop, 1);
+  if (stop == 0) return;
+  const int sig = stop_signal_received();
+  print0(group.rank(), "stopped | by %s %s: nothing saved (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
+         when, kExitStopped);
+  throw AgreedFailure(kExitStopped);
+}
+
+// OnStopSignal: what agree_while_working does when a stop signal reaches a rank while it waits:
+// keep_working (work that must end: a checkpoint) or end_job (start-up work: end_if_stopped at the
+// next meeting, leaving the worker to the process's end).
+enum class OnStopSignal { keep_working, end_job };
 
 // agree_in_steps: agree for local work that must run on this thread (copies from a device: the
 // backend's thread) and may take long, in steps: every rank calls step() until it returns true
@@ -82,9 +101,11 @@ void agree_in_steps(HostCollectives& group, Step step) {
 // learns whether any fn threw. So a rank stopped or stuck in collectives is noticed within --comm-timeout
 // however long the others' work takes, and no deadline has to cover the work itself. fn must not call
 // collectives, and it must own what it uses (capture by value): if a collective times out, this throws
-// while the worker may still run (detached; the job is ending).
+// while the worker may still run (detached; the job is ending). With OnStopSignal::end_job a stop
+// signal on any rank ends the wait the same way, through end_if_stopped.
 template <typename Fn>
-auto agree_while_working(HostCollectives& group, Fn fn) -> decltype(fn()) {
+auto agree_while_working(HostCollectives& group, Fn fn, OnStopSignal on_stop = OnStopSignal::keep_working)
+    -> decltype(fn()) {
   using T = decltype(fn());
   struct State {
     std::mutex m;
@@ -110,12 +131,14 @@ auto agree_while_working(HostCollectives& group, Fn fn) -> decltype(fn()) {
   const auto period = std::chrono::duration_cast<std::chrono::steady_clock::duration>(
       std::chrono::duration<double>(deadline > 0 ? std::min(1.0, deadline / 4) : 1.0));
   for (;;) {  // meet at once (a rank that arrives late was busy before the call), then once a period
-    double flags[2];  // {still working, failed}: a failure ends the wait of every rank at this meeting
+    double flags[3];  // {still working, failed, stopped}: a failure or a stop ends the wait of every rank
     {
       const std::lock_guard<std::mutex> lock(st->m);
       flags[0] = st->done ? 0 : 1, flags[1] = st->error ? 1 : 0;
     }
-    group.all_reduce_max_host(flags, 2);
+    flags[2] = on_stop == OnStopSignal::end_job && stop_signal_received() != 0 ? 1 : 0;
+    group.all_reduce_max_host(flags, 3);
+    if (flags[2] > 0) end_if_stopped(group, "before training started");
     if (flags[0] == 0 || flags[1] > 0) break;
     std::unique_lock<std::mutex> lock(st->m);
     st->cv.wait_for(lock, period, [&] { return st->done; });

@@ -9,6 +9,7 @@
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
+#include <iostream>
 #include <map>
 #include <utility>
 
@@ -122,21 +123,48 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   struct Result {
     Loaded streams;
     double tokenized = 0;  // files this rank tokenized
+    std::vector<double> keys;  // with a cache_dir: each owned text's xxh3_64 as two 32-bit halves, 0 elsewhere
+  };
+  const bool keyed = !opt.cache_dir.empty() && opt.tokens_cache.empty();
+  const uint64_t fp = tok->fingerprint();
+  const auto key_of = [](const std::vector<double>& keys, size_t i) {
+    return (static_cast<uint64_t>(keys[2 * i]) << 32) | static_cast<uint64_t>(keys[2 * i + 1]);
   };
   Result mine;
+  mine.keys.assign(2 * files.size(), 0.0);
   // Phase 1 (not with --no-cache, where every rank tokenizes every file in phase 2).
   if (!opt.no_cache) {
     mine = agree_while_working(group, [=] {
       Result r;
+      r.keys.assign(2 * files.size(), 0.0);
+      bool can_write = true;
+      if (keyed && local_rank < static_cast<int>(files.size())) {
+        try {
+          open_output_directory(opt.cache_dir, "--cache-dir", true);  // symlinks as for every output (io.h)
+        } catch (const Error& e) {  // training goes on, tokenizing in memory
+          std::cerr << log_prefix << "warning: " << e.what() << "; tokenizing in memory\n";
+          can_write = false;
+        }
+      }
       for (size_t i = static_cast<size_t>(local_rank); i < files.size(); i += static_cast<size_t>(local_size)) {
         if (formats[i] != DataFormat::text) continue;  // phase 2, on every rank
         bool tokenized = false;
-        r.streams[i] = load_tokens(files[i], *tok, opt.tokens_cache, true, log_prefix, rank, &tokenized);
+        std::string cache = opt.tokens_cache;
+        if (keyed) {
+          const std::string text = read_file(files[i]);
+          const uint64_t h = xxh3_64(text.data(), text.size());
+          r.keys[2 * i] = static_cast<double>(h >> 32), r.keys[2 * i + 1] = static_cast<double>(h & 0xffffffffu);
+          cache = keyed_cache_path(opt.cache_dir, h, fp);
+        }
+        r.streams[i] = load_tokens(files[i], *tok, cache, can_write, log_prefix, rank, &tokenized, !keyed);
         r.tokenized += tokenized;
       }
       return r;
-    });
+    }, OnStopSignal::end_job);
   }
+  // every rank learns every text's hash from the rank that owns it on its node (the same on each node)
+  if (keyed) group.all_reduce_max_host(mine.keys.data(), static_cast<int>(mine.keys.size()));
+  const std::vector<double> keys = mine.keys;
   std::vector<bool> done(files.size(), false);
   for (const auto& kv : mine.streams) done[kv.first] = true;
   Loaded rest = agree_while_working(group, [=] {
@@ -148,11 +176,12 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
       } else if (opt.no_cache) {
         r[i] = TokenStream(encode_with_progress(*tok, read_file(files[i]), files[i], rank));
       } else {  // a peer of this node made the cache: map it (tokenize in memory when it could not)
-        r[i] = load_tokens(files[i], *tok, opt.tokens_cache, false, log_prefix, rank);
+        const std::string cache = keyed ? keyed_cache_path(opt.cache_dir, key_of(keys, i), fp) : opt.tokens_cache;
+        r[i] = load_tokens(files[i], *tok, cache, false, log_prefix, rank, nullptr, !keyed);
       }
     }
     return r;
-  });
+  }, OnStopSignal::end_job);
   std::vector<TokenStream> parts(files.size());
   for (auto& [i, s] : mine.streams) parts[i] = std::move(s);
   for (auto& [i, s] : rest) parts[i] = std::move(s);

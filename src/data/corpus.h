@@ -39,8 +39,11 @@ TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const 
 // CorpusOptions: tokens_cache: the cache of a single file ("" = <file>.tokcache; a UsageError with
 // several files); no_cache: tokenize every file in memory on every rank, no cache read or written;
 // format: --data-format (detect_data_format, per file); jsonl_field: --jsonl-field.
+// cache_dir: the directory of the caches, each named by its text's content and the tokenizer
+// (keyed_cache_path, token_cache.h; created when missing); "" = <file>.tokcache beside each file.
 struct CorpusOptions {
   std::string tokens_cache;
+  std::string cache_dir;
   bool no_cache = false;
   DataFormat format = DataFormat::automatic;
   std::string jsonl_field = "text";
@@ -48,8 +51,11 @@ struct CorpusOptions {
 
 // load_corpus: collective over group (every rank calls it with the same files). Phase 1: local rank
 // r of each node makes sure the caches of files i with i % local_size == r are valid (tokenizing
-// and writing those that are not). Phase 2: every rank maps the caches of the other files (in memory
-// when a cache is still missing, e.g. an unwritable directory). Both phases run under
+// and writing those that are not; with a cache_dir it hashes each of them for the cache's name and
+// shares the hashes with one all-reduce). Phase 2: every rank maps the caches of the other files (in
+// memory when a cache is still missing, e.g. an unwritable directory). So a text is tokenized once
+// per node, and read only by the rank that owns it on the node. A stop signal ends both phases
+// (OnStopSignal::end_job). Both phases run under
 // agree_while_working (agree.h), so a rank that fails names its file and every rank throws within
 // --comm-timeout. Rank 0 prints one line: files, tokens, caches reused and files tokenized.
 // Files that are not text (llm.c shards, nanoGPT files, JSON lines: data_format.h) are loaded in

@@ -7,6 +7,8 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <iostream>
@@ -195,8 +197,23 @@ std::vector<int32_t> encode_with_progress(const Tokenizer& tok, std::string_view
   return ids;
 }
 
+std::string default_token_cache_dir() {
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  if (xdg && xdg[0] == '/') return (std::filesystem::path(xdg) / "xtrain").string();
+  const char* home = std::getenv("HOME");
+  if (home && *home) return (std::filesystem::path(home) / ".cache" / "xtrain").string();
+  return "";
+}
+
+std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint) {
+  char name[64];
+  std::snprintf(name, sizeof name, "%016llx-%016llx.tokcache", static_cast<unsigned long long>(text_hash),
+                static_cast<unsigned long long>(tok_fingerprint));
+  return (std::filesystem::path(dir) / name).string();
+}
+
 TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
-                        const std::string& log_prefix, int rank, bool* tokenized) {
+                        const std::string& log_prefix, int rank, bool* tokenized, bool record_identity) {
   if (tokenized) *tokenized = true;
   std::string text;
   bool have_text = false;
@@ -250,7 +267,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
       }
       // Record the text's new identity (same ids), so later start-ups pass the quick check unread.
       // Not in a directory this process cannot write: the copy of the ids would only be thrown away.
-      if (same && !quick && write_cache && dir_writable(cache_path)) {
+      if (same && !quick && write_cache && record_identity && dir_writable(cache_path)) {
         SourceId now = source;
         now.hash = h.source.hash;
         try {

@@ -100,6 +100,20 @@ class MappedTokenCache {
   const unsigned char* bytes_ = nullptr;   // map_ or copy_
 };
 
+// kCacheNextToData: the --cache-dir value that keeps each file's cache beside it, <file>.tokcache (a
+// data directory is written into only when asked).
+inline constexpr const char* kCacheNextToData = "next-to-data";
+
+// default_token_cache_dir: the per-user cache directory: $XDG_CACHE_HOME/xtrain where XDG_CACHE_HOME
+// is an absolute path (the XDG Base Directory spec ignores a relative one), else $HOME/.cache/xtrain;
+// "" when neither is set.
+std::string default_token_cache_dir();
+
+// keyed_cache_path: the cache of a text in a cache directory, named by its content and the tokenizer:
+// "<dir>/<xxh3_64 of the text, 16 hex>-<tokenizer fingerprint, 16 hex>.tokcache". A copied, moved or
+// touched text finds its cache; two texts never share one.
+std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint);
+
 // load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
 // tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
 // when the cache cannot be written). A cache that matched by hash only is, when write_cache and its
@@ -112,8 +126,11 @@ class MappedTokenCache {
 // Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints
 // progress lines (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether
 // the text was tokenized (false: a cache was reused).
+// record_identity false (a keyed_cache_path: the name holds the content) skips that rewrite, which
+// copies of one text would otherwise repeat in turn.
 TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
-                        const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr);
+                        const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr,
+                        bool record_identity = true);
 
 // encode_with_progress: tok.encode(text), and on rank 0 the progress lines of progress.h named
 // "tokenize <name>": bytes done, MB/s and ETA at most every opt.interval_s, then the total.

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "core/stop_signal.h"
 #include "train/mfu.h"
 
 namespace xtrain {
@@ -44,9 +45,12 @@ void RunLog::step(int step, int end, const StepResult& r, double ms) {
   st.mfu = mfu_at(tok_per_s);
   st.mem_in_use_bytes = be_.memory_in_use_bytes();
   st.peak_memory_bytes = be_.peak_memory_bytes();
-  if (step % cfg_.log_every == 0 || step == end || step == first_step_) print_step(st);
+  // once rank 0 has a stop signal its notice (stop_signal.h) stays the last line until the stopped line:
+  // under mpirun the ranks may be killed before that
+  const bool quiet = stop_signal_received() != 0;
+  if (!quiet && (step % cfg_.log_every == 0 || step == end || step == first_step_)) print_step(st);
   if (step == first_step_) first_ms_ = ms;
-  if (step == first_step_ + 1 && first_ms_ / 1000.0 > kWarmupNoteSeconds && first_ms_ > 2 * ms)
+  if (!quiet && step == first_step_ + 1 && first_ms_ / 1000.0 > kWarmupNoteSeconds && first_ms_ > 2 * ms)
     std::printf("step %5d/%d | warm-up: step %d took %.1f s, step %d %.1f s (one-time costs of the first step: "
                 "memory allocation, library set-up, kernel loading)\n",
                 step, cfg_.steps, first_step_, first_ms_ / 1000.0, step, ms / 1000.0);

@@ -154,6 +154,20 @@ double max_param_diff(GPT& model, Backend& be, HostCollectives& group) {
   return m;
 }
 
+namespace {
+
+// stop_notice: the line rank 0's stop-signal handler writes at once during `step` (after "stop   | SIGINT"):
+// what the run will do, and what is saved if a launcher kills the ranks before (mpirun's Ctrl-C).
+std::string stop_notice(const TrainConfig& cfg, int step, int ckpt_step) {
+  std::string s = " during step " + std::to_string(step) + ": the run ends after it";
+  if (cfg.ckpt.empty()) return s + "; nothing is saved (no --ckpt)";
+  s += " and writes " + cfg.ckpt + "; no 'stopped |' line after this one means the ranks were killed first: ";
+  if (ckpt_step > 0) return s + cfg.ckpt + " holds step " + std::to_string(ckpt_step);
+  return s + "this run saved nothing";
+}
+
+}  // namespace
+
 TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
   const auto t_start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), rank = comm.rank();
@@ -169,8 +183,8 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   res.last_step = start;  // a run with no step left (resumed at --steps) ends where it started
   RunLog log(cfg, model, be, world, rank, res.first_step);
   std::string ckpt_written;  // rank 0: the last checkpoint this run wrote
+  int ckpt_step = cfg.resume == cfg.ckpt ? start : 0;  // the step --ckpt holds on disk, 0 unknown
   int end = cfg.stop_after > 0 ? std::min(cfg.steps, start + cfg.stop_after) : cfg.steps;
-  install_stop_signals();  // from here on SIGTERM/SIGINT/SIGUSR1 end the run after a step (stop_signal.h)
   RunTimeline timeline(cfg, model, be, comm, res.first_step, end);
   StepRunner runner(cfg, data, model, be, comm, opt, timeline.recorder());
 
@@ -178,6 +192,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   try {  // a failure inside a step (e.g. a collective that timed out) names the step
     for (step = start + 1; step <= end; ++step) {
       const auto t0 = std::chrono::steady_clock::now();
+      if (rank == 0) set_stop_notice("stop   | ", stop_notice(cfg, step, ckpt_step));
       timeline.begin(step);
       const StepResult r = runner.step(step);
       if (r.stop && step < end) end = step, res.stopped = true;  // the stop signal's step becomes the last
@@ -190,7 +205,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       if (validation_due(cfg, data, step, end)) validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
       if (checkpoint_due(cfg, step, end)) {
         res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, comm, step);
-        if (rank == 0) ckpt_written = cfg.ckpt;
+        if (rank == 0) ckpt_written = cfg.ckpt, ckpt_step = step;
       }
     }
   } catch (const AgreedFailure&) {
@@ -199,6 +214,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
     XT_FAIL("step " << step << ": " << e.what());
   }
 
+  set_stop_notice("", "");  // a signal from here on no longer stops anything: the run is ending
   timeline.write(cfg.timeline, rank);
   if (cfg.memory_report && rank == 0 && res.last_step > start) {
     std::fputs(format_memory_report(memory_report(model, opt, be)).c_str(), stdout);

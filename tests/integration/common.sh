@@ -7,6 +7,9 @@ XT="${XTRAIN_BIN_DIR:?XTRAIN_BIN_DIR not set}/xtrain_mpi"
 XT_THREADS="$XTRAIN_BIN_DIR/xtrain_threads"
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/xtrain-test.XXXXXX")"
 trap 'rm -rf "$WORK"' EXIT
+# The per-user token cache (--cache-dir's default) goes into the test's own directory, never the
+# machine's ~/.cache (CI runs as root on a clean clone).
+export XDG_CACHE_HOME="$WORK/xdg-cache"
 
 xt_data() {
   local dd="${XTRAIN_DATA_DIR:-}" sd="${XTRAIN_SHARED_DATA:-}"

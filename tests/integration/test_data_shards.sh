@@ -12,7 +12,7 @@ mkdir "$WORK/shards" "$WORK/joined"
 split -n l/3 -d --additional-suffix=.txt "$WORK/corpus.txt" "$WORK/shards/part-"
 s=("$WORK"/shards/part-0{0,1,2}.txt)
 { cat "${s[0]}"; printf '<|endoftext|>'; cat "${s[1]}"; printf '<|endoftext|>'; cat "${s[2]}"; } > "$WORK/joined/all.txt"
-ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10)
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10 --cache-dir next-to-data)  # this test is about caches beside the data
 
 run() {  # run LAUNCHER NP NAME DATA
   xt_run "$1" "$2" "${ARGS[@]}" --data "$4" --metrics "$WORK/$3.jsonl" > "$WORK/$3.log" 2>&1 \
@@ -29,7 +29,7 @@ tokenized() {  # tokenized LOG FILES RANKS: rank 0's cache line (FILES 0: "none"
   if [[ $2 == 0 ]]; then grep -q "tokenized now: none |" "$WORK/$1.log"; else grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; fi
 }
 
-"$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/joined/all.txt" > /dev/null 2>&1
+"$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --cache-dir next-to-data --input "$WORK/joined/all.txt" > /dev/null 2>&1
 run mpi 2 j2 "$WORK/joined/all.txt"
 check "a cache written by xtrain_tokenize is mapped, not re-tokenized" tokenized j2 0 0
 run mpi 2 s2 "$WORK/shards"

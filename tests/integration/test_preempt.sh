@@ -4,7 +4,10 @@
 # every rank exits 3 within a few seconds with one "stopped" line. Resuming from that checkpoint ends
 # bitwise where an uninterrupted run ends. The resumed run's checkpoint write removes a temporary file
 # left by a dead writer. Then SIGUSR1 to mpirun (forwarded to every rank, as Slurm's --signal does)
-# without --ckpt: exit 3 and "nothing saved".
+# without --ckpt: exit 3 and "nothing saved". Then SIGINT to mpirun itself (Ctrl-C): mpirun's SIGCONT
+# starts the stop, the checkpoint is written before mpirun's SIGKILL and xtrain's stopped line is the
+# last; it resumes. Last, SIGUSR1 before training starts (xtrain_mpi and xtrain_threads): exit 3 and
+# one line, not death by the signal.
 source "$(dirname "$0")/common.sh"
 xt_data
 kBoundS=20  # signal to exit of every rank; seen: ~2 s (one step, a checkpoint, MPI teardown)
@@ -58,7 +61,7 @@ start_job term --ckpt "$WORK/term.ckpt"
 wait_training term
 kill -TERM "$(rank_pid term 1)"
 finish term
-grep -Eq "^stopped \| by a signal on another rank after step [0-9]+: checkpoint $WORK/term.ckpt written; continue with --resume" "$WORK/term.log" \
+grep -Eq "^stopped \| by a signal on another rank after step [0-9]+: checkpoint $WORK/term.ckpt written; resume with: the same command and --resume $WORK/term.ckpt \(exit 3\)$" "$WORK/term.log" \
   || { echo "FAIL: the stopped line does not name the checkpoint"; exit 1; }
 k=$(sed -nE 's/^stopped \| .* after step ([0-9]+):.*/\1/p' "$WORK/term.log")
 steps=$(python3 -c "import json; print(sorted({r['step'] for r in map(json.loads, open('$WORK/term.jsonl')) if r['type'] == 'train'}))")
@@ -84,4 +87,57 @@ kill -USR1 "$job"
 finish usr1
 grep -Eq "^stopped \| by SIGUSR1 after step [0-9]+: nothing saved \(no --ckpt\)" "$WORK/usr1.log" \
   || { echo "FAIL: no 'nothing saved' line"; exit 1; }
+
+# 4. SIGINT to mpirun itself (Ctrl-C): Open MPI 4.1 sends every rank SIGCONT at once, SIGTERM after
+# odls_base_sigkill_timeout and SIGKILL as long again; xtrain stops on the SIGCONT. The timeout of 3 s
+# (default 1 s) makes the step + checkpoint fit on a busy 2-core machine; what is measured is the path.
+"${MPIRUN[@]}" -q --mca odls_base_sigkill_timeout 3 -np 2 "$XT" "${ARGS[@]}" --ckpt "$WORK/int.ckpt" \
+  --metrics "$WORK/int.jsonl" > "$WORK/int.log" 2>&1 &
+job=$!
+wait_training int
+kill -INT "$job"
+rc=0
+timeout -s KILL $kBoundS tail --pid=$job -f /dev/null || { echo "FAIL: int still running ${kBoundS} s after SIGINT"; exit 1; }
+wait $job || rc=$?
+last=$(tail -n 1 "$WORK/int.log")
+[[ "$last" =~ ^stopped\ \|\ by\ mpirun\ ending\ the\ job\ \(Ctrl-C\ or\ SIGTERM\ to\ mpirun\)\ after\ step\ [0-9]+:\ checkpoint\ $WORK/int.ckpt\ written\;\ resume\ with:\ the\ same\ command\ and\ --resume\ $WORK/int.ckpt ]] \
+  || { cat "$WORK/int.log"; echo "FAIL: the last line after Ctrl-C to mpirun is not xtrain's stopped line"; exit 1; }
+grep -Eq "^stop   \| mpirun ending the job .* during step [0-9]+: the run ends after it and writes $WORK/int.ckpt" "$WORK/int.log" \
+  || { cat "$WORK/int.log"; echo "FAIL: no stop notice when the signal came"; exit 1; }
+"${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --resume "$WORK/int.ckpt" --ckpt "$WORK/int.ckpt" --stop-after 1 > "$WORK/int_resume.log" 2>&1 \
+  || { cat "$WORK/int_resume.log"; echo "FAIL: the checkpoint of a Ctrl-C stop does not resume"; exit 1; }
+echo "Ctrl-C to mpirun (exit $rc): $last; it resumes"
+
+# 5. SIGUSR1 before training starts (while every rank tokenizes): exit 3 and one line, never death by
+# the signal (138). The signal is sent once every rank has its handler (SigCgt), before any step.
+caught() {  # caught PID: SIGUSR1 (10, bit 9) is in the process's caught-signal mask
+  local m
+  m=$(sed -n 's/^SigCgt:\s*//p' "/proc/$1/status" 2>/dev/null) || return 1
+  [[ -n "$m" ]] && (((16#$m >> 9) & 1))
+}
+early() {  # early NAME PROGRAM N CMD...: run CMD, SIGUSR1 to its N PROGRAM processes once they all catch it
+  local name=$1 prog=$2 n=$3 t0=$SECONDS
+  shift 3
+  "$@" --no-cache --metrics "$WORK/$name.jsonl" > "$WORK/$name.log" 2>&1 &
+  job=$!
+  local pids=()
+  until ((${#pids[@]} == n)); do
+    pids=()
+    for p in $(pgrep -f "$WORK/$name.jsonl"); do
+      [[ "$(cat /proc/$p/comm 2>/dev/null)" == "$prog" ]] && caught "$p" && pids+=("$p")
+    done
+    ((SECONDS - t0 < 60)) || { cat "$WORK/$name.log"; echo "FAIL: $name: no handler within 60 s"; exit 1; }
+  done
+  kill -USR1 "${pids[@]}"
+  rc=0
+  timeout -s KILL $kBoundS tail --pid=$job -f /dev/null || { echo "FAIL: $name still running"; exit 1; }
+  wait $job || rc=$?
+  ((rc == 3)) || { cat "$WORK/$name.log"; echo "FAIL: $name: exit $rc for SIGUSR1 before training, want 3"; exit 1; }
+  [[ "$(tail -n 1 "$WORK/$name.log")" == "stopped | by SIGUSR1 before training started: nothing saved (exit 3)" ]] \
+    || { cat "$WORK/$name.log"; echo "FAIL: $name: no stopped line last"; exit 1; }
+  ! grep -q '^step ' "$WORK/$name.log" || { echo "FAIL: $name trained"; exit 1; }
+  echo "$name: SIGUSR1 before training: exit 3, $(tail -n 1 "$WORK/$name.log")"
+}
+early early_mpi xtrain_mpi 2 "${MPIRUN[@]}" -q -np 2 "$XT" "${ARGS[@]}"
+early early_threads xtrain_threads 1 "$XT_THREADS" --ranks 2 "${ARGS[@]}"
 echo "PASS"

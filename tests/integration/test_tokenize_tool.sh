@@ -69,8 +69,8 @@ expect_out 2 "notes.txt exists and is not a token cache; not replacing it" "--ou
 expect_out 1 "--output .*nodir/x.tok: directory .*nodir does not exist" "--output in a missing directory" \
   "${TOK[@]}" --input "$work/in.txt" --output "$work/nodir/x.tok"
 # an existing token cache, even a damaged one, is replaced: the default output, in.txt.tokcache
-"$TOOL" "${TOK[@]}" --input "$work/in.txt" > /dev/null 2>&1 && head -c 20 "$work/in.txt.tokcache" > "$work/cut" \
-  && mv "$work/cut" "$work/in.txt.tokcache" && "$TOOL" "${TOK[@]}" --input "$work/in.txt" > /dev/null 2>&1 \
+"$TOOL" "${TOK[@]}" --cache-dir next-to-data --input "$work/in.txt" > /dev/null 2>&1 && head -c 20 "$work/in.txt.tokcache" > "$work/cut" \
+  && mv "$work/cut" "$work/in.txt.tokcache" && "$TOOL" "${TOK[@]}" --cache-dir next-to-data --input "$work/in.txt" > /dev/null 2>&1 \
   && "$TOOL" "${TOK[@]}" --input "$work/in.txt" --output "$work/ref.tokcache" > /dev/null 2>&1 \
   && [[ $(stat -c %s "$work/in.txt.tokcache") -eq $(stat -c %s "$work/ref.tokcache") ]] && echo "ok   a damaged token cache is replaced" \
   || { echo "FAIL a damaged token cache as --output was not replaced"; fails=$((fails+1)); }

@@ -9,6 +9,7 @@
 #include <climits>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <sstream>
 
 #include "comm/mpi/comm_mpi_host.h"
@@ -33,6 +34,20 @@ int env_int(const char* name, int fallback) {
   return (end && *end == '\0') ? static_cast<int>(x) : fallback;
 }
 }  // namespace
+
+MpirunStop mpirun_stop() {
+  MpirunStop s;
+  const char* rank = std::getenv("OMPI_COMM_WORLD_RANK");
+  if (!rank || !*rank) return s;  // not started by mpirun (srun, a singleton)
+  s.sigcont_stops = env_int("OMPI_MCA_orte_forward_job_control", 0) == 0;
+  s.kill_after_s = 2.0 * std::max(0, env_int("OMPI_MCA_odls_base_sigkill_timeout", 1));
+  const pid_t parent = ::getppid();
+  std::ifstream comm("/proc/" + std::to_string(parent) + "/comm");
+  std::string name;
+  if (comm && std::getline(comm, name) && (name == "mpirun" || name == "mpiexec" || name == "orterun"))
+    s.mpirun_pid = static_cast<int>(parent);
+  return s;
+}
 
 MpiContext::MpiContext(int* argc, char*** argv) {
   // MPI_Init_thread and the split have no bounded form: a watchdog, armed first, ends this rank with

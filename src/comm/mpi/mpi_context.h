@@ -70,6 +70,21 @@ class MpiContext final : public HostCollectives {
   double timeout_s_ = 300;
 };
 
+// MpirunStop: how Open MPI's mpirun (4.1) ends this rank on Ctrl-C or SIGTERM: SIGCONT at once,
+// SIGTERM kill_after_s / 2 later (its odls_base_sigkill_timeout, default 1 s), SIGKILL as long again.
+// Measured on Open MPI 4.1.4 (docs/usage.md, "Signals and exit codes"). SIGUSR1 it forwards as is.
+struct MpirunStop {
+  bool sigcont_stops = false;  // started by mpirun (OMPI_COMM_WORLD_RANK set at exec) without
+                               // job-control forwarding (orte_forward_job_control): its SIGCONT only
+                               // comes as the start of ending the job
+  int mpirun_pid = 0;          // mpirun's pid when it is this process's parent (the ranks of its node)
+  double kill_after_s = 0;     // from the SIGCONT to the SIGKILL, seconds
+};
+
+// mpirun_stop: the above from the environment (OMPI_* variables, mpirun passes its --mca values on)
+// and the parent process; before MPI_Init, no MPI call.
+MpirunStop mpirun_stop();
+
 // all_gather_strings: every rank's string, in rank order, on every rank (MPI_Iallgatherv under the
 // deadline of mpi.comm_timeout_s()).
 std::vector<std::string> all_gather_strings(const MpiContext& mpi, const std::string& mine);
