@@ -1,7 +1,8 @@
 // tiktoken-format tokenizers: rank-file errors and the --tokenizer options always; with --vectors,
 // exact ids against the reference vectors of tests/vectors/make_tokenizer_vectors.py (tiktoken
 // itself) for each encoding whose rank file ($XTRAIN_DATA_DIR/tokenizers) and vector file
-// ($XTRAIN_TOKENIZER_VECTORS, default tests/vectors) are both present; exits 77 (skipped) when none is.
+// ($XTRAIN_TOKENIZER_VECTORS, default tests/vectors) are both present; with --hf-vectors, the same for
+// the tokenizer.json files (`tokenizers` itself); exits 77 (skipped) when none is.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "data/tiktoken.h"
@@ -117,23 +119,10 @@ TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   CHECK(error_of([&] { xt::load_tokenizer(m); }).find("is missing (run scripts/setup.sh --tokenizers") != std::string::npos);
 }
 
-// run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),
-// 1 (a mismatch, printed), 77 (no encoding had both files).
-int run_vectors() {
-  const char* v = std::getenv("XTRAIN_TOKENIZER_VECTORS");
-  const char* r = std::getenv("XTRAIN_DATA_DIR");
-  const std::filesystem::path vec_dir = v ? v : XTRAIN_TEST_VECTORS_DIR;
-  const std::filesystem::path rank_dir = std::filesystem::path(r ? r : XTRAIN_DEFAULT_DATA_DIR) / "tokenizers";
-  int checked = 0, failed = 0;
-  for (const std::string& name : xt::tiktoken_names()) {
-    const auto vec = vec_dir / ("tiktoken_" + name + ".json");
-    const auto ranks = rank_dir / (name == "p50k_edit" ? "p50k_base.tiktoken" : name + ".tiktoken");
-    if (!std::filesystem::exists(vec) || !std::filesystem::exists(ranks)) {
-      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), ranks.c_str());
-      continue;
-    }
-    const auto tok = xt::Tokenizer::from_tiktoken(ranks.string(), name);
-    const auto j = nlohmann::json::parse(xt::read_file(vec.string()));
+// check_vectors: every case of the vector file `vec` against `tok`, and decode(encode(x)) == x when
+// `round_trip` (not for tokenizer.json files: a normalizer and a post-processor change the text);
+// returns the number of mismatches.
+int check_vectors(const std::string& name, const xt::Tokenizer& tok, const nlohmann::json& j, bool round_trip) {
     int bad = 0;
     size_t n_ids = 0;
     for (const auto& c : j.at("cases")) {
@@ -142,20 +131,77 @@ int run_vectors() {
       const auto got = tok.encode(text);
       n_ids += want.size();
       if (got != want && bad++ < 3) std::printf("%s: MISMATCH on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
-      if (tok.decode(got) != text && bad++ < 3) std::printf("%s: decode(encode(x)) != x on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
+      if (round_trip && tok.decode(got) != text && bad++ < 3) std::printf("%s: decode(encode(x)) != x on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
     }
     std::printf("%s: %zu cases, %zu ids, %d mismatches (reference: %s)\n", name.c_str(), j.at("cases").size(), n_ids, bad,
                 j.value("made_by", "?").c_str());
+    return bad;
+}
+
+std::filesystem::path vector_dir() {
+  const char* v = std::getenv("XTRAIN_TOKENIZER_VECTORS");
+  return v ? v : XTRAIN_TEST_VECTORS_DIR;
+}
+std::filesystem::path data_dir() {
+  const char* r = std::getenv("XTRAIN_DATA_DIR");
+  return r ? r : XTRAIN_DEFAULT_DATA_DIR;
+}
+
+// run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),
+// 1 (a mismatch, printed), 77 (no encoding had both files).
+int run_vectors() {
+  const std::filesystem::path rank_dir = data_dir() / "tokenizers";
+  int checked = 0, failed = 0;
+  for (const std::string& name : xt::tiktoken_names()) {
+    const auto vec = vector_dir() / ("tiktoken_" + name + ".json");
+    const auto ranks = rank_dir / (name == "p50k_edit" ? "p50k_base.tiktoken" : name + ".tiktoken");
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(ranks)) {
+      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), ranks.c_str());
+      continue;
+    }
+    const auto tok = xt::Tokenizer::from_tiktoken(ranks.string(), name);
+    failed += check_vectors(name, tok, nlohmann::json::parse(xt::read_file(vec.string())), true) > 0;
     ++checked;
-    failed += bad > 0;
+  }
+  return failed ? 1 : checked ? 0 : 77;
+}
+
+// run_hf_vectors: each tests/vectors/hf_<name>.json against its tokenizer.json (scripts/setup.sh
+// --tokenizers puts them under data/tokenizers; GPT-2's is in $XTRAIN_SHARED_DATA), which must be the
+// file the vectors were made from (its sha256); returns as run_vectors.
+int run_hf_vectors() {
+  const char* shared = std::getenv("XTRAIN_SHARED_DATA");
+  const std::pair<std::string, std::filesystem::path> files[] = {
+      {"gpt2", std::filesystem::path(shared ? shared : "/nonexistent") / "gpt2" / "tokenizer.json"},
+      {"llama3", data_dir() / "tokenizers" / "llama3_1" / "tokenizer.json"},
+      {"qwen2", data_dir() / "tokenizers" / "qwen2_5" / "tokenizer.json"},
+      {"qwen3", data_dir() / "tokenizers" / "qwen3" / "tokenizer.json"},
+  };
+  int checked = 0, failed = 0;
+  for (const auto& [name, file] : files) {
+    const auto vec = vector_dir() / ("hf_" + name + ".json");
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(file)) {
+      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), file.c_str());
+      continue;
+    }
+    const auto j = nlohmann::json::parse(xt::read_file(vec.string()));
+    const std::string sha = xt::sha256_hex(xt::read_file(file.string()));
+    if (sha != j.value("source_sha256", "")) {
+      std::printf("%s: %s has sha256 %s, but the vectors were made from %s\n", name.c_str(), file.c_str(), sha.c_str(),
+                  j.value("source_sha256", "?").c_str());
+      ++failed;
+      continue;
+    }
+    failed += check_vectors(name, xt::Tokenizer::from_hf_json(file.string()), j, false) > 0;
+    ++checked;
   }
   return failed ? 1 : checked ? 0 : 77;
 }
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--vectors") == 0) {
+  if (argc == 2 && (std::strcmp(argv[1], "--vectors") == 0 || std::strcmp(argv[1], "--hf-vectors") == 0)) {
     try {
-      return run_vectors();
+      return std::strcmp(argv[1], "--vectors") == 0 ? run_vectors() : run_hf_vectors();
     } catch (const std::exception& e) {
       std::printf("error: %s\n", e.what());
       return 1;
