@@ -89,6 +89,45 @@ TEST_CASE("from_tiktoken: a rank file of the wrong size or an unknown name is re
         "--tokenizer cl100k: unknown tokenizer (known: gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base, llama3)");
 }
 
+// base64: RFC 4648 with padding (the test writes rank files with it; decode_base64 reads them back).
+std::string base64(const std::string& in) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
+    if (i + 2 < in.size()) v |= uint8_t(in[i + 2]);
+    out += abc[v >> 18], out += abc[(v >> 12) & 63];
+    out += i + 1 < in.size() ? abc[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? abc[v & 63] : '=';
+  }
+  return out;
+}
+
+TEST_CASE("rank files: a gap is allowed only at a special token's id (p50k_base's 50256 is <|endoftext|>)") {
+  xt::test::ScratchDir d;
+  // 50280 ranks (p50k_base's count): ids 0..50280 without 50256 and, when `gap` is set, 0..50281
+  // without 50256 and `gap`; rank r >= 256 is a distinct 3-byte token.
+  auto p50k_like = [&](size_t gap) {
+    std::string text;
+    for (size_t r = 0; r <= (gap ? 50281u : 50280u); ++r) {
+      if ((gap && r == gap) || r == 50256) continue;
+      const std::string tok = r < 256 ? std::string(1, char(r)) : std::string{'\x01', char(r >> 8), char(r & 0xff)};
+      text += base64(tok) + " " + std::to_string(r) + "\n";
+    }
+    return write(d, "p50k_gap" + std::to_string(gap) + ".tiktoken", text);
+  };
+  CHECK(base64("ab") == "YWI=");
+  const auto ok = xt::Tokenizer::from_tiktoken(p50k_like(0), "p50k_base");
+  CHECK(ok.eot_id() == 50256);
+  CHECK(ok.vocab_size() == 50281);
+  CHECK(ok.encode("<|endoftext|>") == std::vector<int32_t>{50256});
+  // The same count of ranks with a second gap: id 100 would have no token (a count alone misses it).
+  const std::string f = p50k_like(100);
+  CHECK(error_of([&] { xt::Tokenizer::from_tiktoken(f, "p50k_base"); }) ==
+        f + ": rank 100 is missing, and p50k_base has no special token with that id (damaged rank file?)");
+}
+
 TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   auto parse = [](std::vector<const char*> argv, xt::TokenizerFiles& files) {
     po::options_description desc;
