@@ -17,7 +17,7 @@
 
 namespace xtrain::bpe {
 
-// NormalForm: the Unicode normalizers of tokenizers (NFC, NFD, NFKC, NFKD; UAX #15).
+// NormalForm: the Unicode normalizers of tokenizers (NFC, NFD, NFKC, NFKD; Unicode Standard Annex 15).
 enum class NormalForm { kNFC, kNFD, kNFKC, kNFKD };
 
 // normalize_unicode: *out = `text` in normal form `form`, through ICU's Normalizer2 on UTF-8; maximal
