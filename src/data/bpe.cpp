@@ -65,28 +65,32 @@ bool token_text_to_bytes(std::string_view text, std::string* bytes) {
 }
 
 Merger::Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::array<int32_t, 3>>& merges,
-               const std::vector<std::string>& token_bytes, bool whole_piece_first)
+               const std::vector<std::string>& token_bytes, PairRule rule, const std::vector<int32_t>& whole_ids)
     : byte_ids_(byte_ids) {
-  // The mergeable tokens (tiktoken's mergeable_ranks): the 256 bytes and every merge result.
-  std::unordered_map<std::string_view, int32_t> mergeable;
-  mergeable.reserve(256 + merges.size());
-  for (int32_t id : byte_ids) mergeable.emplace(token_bytes[id], id);
-  for (const auto& m : merges) mergeable.emplace(token_bytes[m[2]], m[2]);
-  // tiktoken merges ANY adjacent pair whose concatenation is mergeable, not only the pair listed in
-  // vocab.bpe, so register every split of every merged token. The first (lowest) rank wins.
-  pairs_.reserve(merges.size() * 4);
-  for (size_t rank = 0; rank < merges.size(); ++rank) {
-    const int32_t id = merges[rank][2];
-    const std::string_view s = token_bytes[id];
-    for (size_t k = 1; k < s.size(); ++k) {
-      auto l = mergeable.find(s.substr(0, k));
-      auto r = mergeable.find(s.substr(k));
-      if (l != mergeable.end() && r != mergeable.end())
-        pairs_.emplace(key(l->second, r->second), RankId{int32_t(rank), id});
+  pairs_.reserve(merges.size() * (rule == PairRule::kAnySplit ? 4 : 1));
+  if (rule == PairRule::kListed) {
+    for (size_t rank = 0; rank < merges.size(); ++rank)
+      pairs_.insert_or_assign(key(merges[rank][0], merges[rank][1]), RankId{int32_t(rank), merges[rank][2]});
+  } else {
+    // The mergeable tokens (tiktoken's mergeable_ranks): the 256 bytes and every merge result.
+    std::unordered_map<std::string_view, int32_t> mergeable;
+    mergeable.reserve(256 + merges.size());
+    for (int32_t id : byte_ids) mergeable.emplace(token_bytes[id], id);
+    for (const auto& m : merges) mergeable.emplace(token_bytes[m[2]], m[2]);
+    // Register every split of every merged token; the first (lowest) rank wins.
+    for (size_t rank = 0; rank < merges.size(); ++rank) {
+      const int32_t id = merges[rank][2];
+      const std::string_view s = token_bytes[id];
+      for (size_t k = 1; k < s.size(); ++k) {
+        auto l = mergeable.find(s.substr(0, k));
+        auto r = mergeable.find(s.substr(k));
+        if (l != mergeable.end() && r != mergeable.end())
+          pairs_.emplace(key(l->second, r->second), RankId{int32_t(rank), id});
+      }
     }
   }
-  if (whole_piece_first)
-    for (const auto& [bytes, id] : mergeable) whole_.emplace(std::string(bytes), id);
+  whole_.reserve(whole_ids.size());
+  for (int32_t id : whole_ids) whole_.emplace(token_bytes[size_t(id)], id);
 }
 
 void Merger::merge(std::string_view piece, std::vector<int32_t>* out) const {

@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+#include <nlohmann/json_fwd.hpp>
+
 namespace xtrain::bpe {
 
 // byte_to_unicode: GPT-2's bytes_to_unicode() (openai/gpt-2 src/encoder.py): printable bytes
@@ -23,19 +25,26 @@ const std::array<char32_t, 256>& byte_to_unicode();
 // Returns false when the string is not valid UTF-8 or holds a code point outside the alphabet.
 bool token_text_to_bytes(std::string_view text, std::string* bytes);
 
-// Merger: byte-pair merging with tiktoken's rule: repeatedly merge the adjacent pair whose
-// concatenated bytes is the mergeable token of lowest rank (leftmost on ties). A token's rank is the
-// index of the merge that produced it (vocab.bpe line order); for GPT-2 rank + 256 == id, so this is
-// exactly tiktoken's byte_pair_merge on its mergeable_ranks.
+// Merger: byte-pair merging of one pre-token: repeatedly merge the adjacent pair of lowest rank
+// (leftmost on ties) until no adjacent pair merges. Which pairs merge is the PairRule.
+enum class PairRule {
+  // tiktoken's byte_pair_merge: ANY adjacent pair whose concatenated bytes is a mergeable token merges,
+  // at that token's rank (the index of the merge that produced it: vocab.bpe line order; for GPT-2
+  // rank + 256 == id, so this is exactly tiktoken on its mergeable_ranks).
+  kAnySplit,
+  // tokenizers' BPE model (and GPT-2's encoder.py): only the listed pairs merge, at their index in the
+  // list; a pair listed twice keeps its last index, as tokenizers' merge map does.
+  kListed,
+};
 class Merger {
  public:
-  // byte_ids[b]: id of the single-byte token b. produced: (left id, right id, result id) per merge,
-  // in rank order. token_bytes[id]: bytes of every id (used to find all splits of a merged token).
-  // whole_piece_first: a piece that is itself a token maps to that token without merging (tiktoken's
-  // encode_ordinary looks the piece up in its encoder first; a rank file may hold tokens no merge
-  // sequence reaches).
+  // byte_ids[b]: id of the single-byte token b. merges: (left id, right id, result id) in rank order.
+  // token_bytes[id]: bytes of every id (kAnySplit finds all splits of a merged token with them).
+  // whole_ids: tokens a whole piece maps to before any merging (tiktoken's encode_ordinary looks the
+  // piece up in its encoder first; tokenizers' ignore_merges looks it up in the model vocabulary);
+  // empty = none.
   Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::array<int32_t, 3>>& merges,
-         const std::vector<std::string>& token_bytes, bool whole_piece_first = false);
+         const std::vector<std::string>& token_bytes, PairRule rule, const std::vector<int32_t>& whole_ids = {});
 
   // merge: one pre-token (bytes, non-empty) -> ids appended to *out. O(n log n) in piece bytes.
   void merge(std::string_view piece, std::vector<int32_t>* out) const;
@@ -85,6 +94,50 @@ class PreTokenizer {
   bool jit_ = false;
 };
 
+// SplitRegex: a split pattern of a Hugging Face tokenizer.json (Split's {"Regex": ..} or {"String": ..},
+// ByteLevel's GPT-2 regex), which `tokenizers` runs with Oniguruma in Ruby syntax. PCRE2 compiles it
+// with PCRE2_UTF | PCRE2_UCP (Unicode \s, \w, \p{..}) and PCRE2_MULTILINE with LF newlines (Ruby's
+// `^` and `$` are line anchors); a String pattern is matched literally (PCRE2_LITERAL). Unlike
+// PreTokenizer it matches in the whole subject from an offset (lookbehind and anchors see the text
+// before), so any pattern gives tokenizers' matches; the interpreter (no JIT) is quadratic in the text.
+class SplitRegex {
+ public:
+  // Throws Error "<what>: pcre2_compile at offset N: <message>" for a pattern PCRE2 rejects.
+  SplitRegex(const std::string& pattern, bool literal, const std::string& what);
+  ~SplitRegex();
+  SplitRegex(const SplitRegex&) = delete;
+  SplitRegex& operator=(const SplitRegex&) = delete;
+  // find_matches: tokenizers' Pattern::find_matches: fn(start, end, is_match) for consecutive spans
+  // covering `text` (byte offsets), matches and the gaps between them. An empty match is reported
+  // (start == end), and the search then moves on one character; none directly after a match.
+  void find_matches(std::string_view text, const std::function<void(size_t, size_t, bool)>& fn) const;
+
+ private:
+  struct Code;
+  std::unique_ptr<Code> code_;
+};
+
+// RawVocab: a vocabulary as GPT-2's files and tokenizer.json give it: token strings in GPT-2's byte
+// alphabet, merges as string pairs in rank order, and literal special (added) tokens; what
+// from_gpt2_files and from_hf_json hand to Tokenizer (tokenizer.cpp builds the tables).
+struct RawVocab {
+  std::string file;                                           // for error messages
+  std::vector<std::pair<std::string, int32_t>> vocab;         // token text -> id
+  std::vector<std::pair<std::string, std::string>> merges;    // rank order
+  std::vector<std::string> merge_where;                       // "vocab.bpe:7", "f: model.merges[5]"
+  std::vector<std::pair<std::string, int32_t>> specials;      // literal content -> id
+  PairRule rule = PairRule::kAnySplit;
+  bool whole_piece_first = false;                             // ignore_merges: vocab tokens first
+  std::string pipeline;  // canonical text of what else decides the ids ("" = GPT-2's); fingerprinted
+};
+
+// id_value: a token id from a JSON file, range-checked before narrowing (a JSON integer can be any
+// 64-bit value; get<int32_t>() would wrap it). Throws Error "<where> has ..." otherwise.
+int32_t id_value(const nlohmann::json& v, const std::string& where);
+// read_vocab_object: a JSON object of token text -> id (encoder.json, model.vocab) into raw->vocab;
+// Error naming `file` and `what` for another value.
+void read_vocab_object(const nlohmann::json& obj, const std::string& file, const char* what, RawVocab* raw);
+
 // RankVocab: a byte-level BPE vocabulary given as ranks (tiktoken's mergeable_ranks: token bytes
 // by rank, rank == id) plus its split pattern and special tokens; what the tiktoken-format loaders
 // (tiktoken.cpp) hand to Tokenizer. Ids that are neither a rank nor a special token stay unassigned
@@ -95,7 +148,6 @@ struct RankVocab {
   std::vector<std::string> token_bytes;                   // rank -> bytes, "" for a rank not given
   std::vector<std::pair<std::string, int32_t>> specials;  // literal content -> id
   std::string pattern;                                    // split regex (tiktoken's pat_str)
-  std::string eot;                                        // the end-of-text special, "" = none
 };
 
 }  // namespace xtrain::bpe

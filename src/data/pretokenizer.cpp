@@ -105,4 +105,59 @@ void PreTokenizer::split(std::string_view text, const std::function<void(std::st
   }
 }
 
+struct SplitRegex::Code {
+  pcre2_code* re = nullptr;
+  ~Code() { pcre2_code_free(re); }
+};
+
+SplitRegex::SplitRegex(const std::string& pattern, bool literal, const std::string& what)
+    : code_(std::make_unique<Code>()) {
+  // Ruby syntax: `^`/`$` at line starts and ends (newline = LF), `.` not across a newline.
+  pcre2_compile_context* ctx = pcre2_compile_context_create(nullptr);
+  XT_CHECK(ctx != nullptr, "pcre2_compile_context_create: out of memory");
+  pcre2_set_newline(ctx, PCRE2_NEWLINE_LF);
+  const uint32_t options = literal ? PCRE2_UTF | PCRE2_MATCH_INVALID_UTF | PCRE2_LITERAL
+                                   : PCRE2_UTF | PCRE2_UCP | PCRE2_MATCH_INVALID_UTF | PCRE2_MULTILINE;
+  int err = 0;
+  PCRE2_SIZE err_offset = 0;
+  code_->re = pcre2_compile(reinterpret_cast<PCRE2_SPTR>(pattern.data()), pattern.size(), options, &err, &err_offset, ctx);
+  pcre2_compile_context_free(ctx);
+  if (code_->re == nullptr) XT_FAIL(what << ": pcre2_compile at offset " << err_offset << ": " << pcre2_message(err));
+  uint32_t have_jit = 0;
+  pcre2_config(PCRE2_CONFIG_JIT, &have_jit);
+  if (have_jit) pcre2_jit_compile(code_->re, PCRE2_JIT_COMPLETE);  // an optimisation only, as above
+}
+
+SplitRegex::~SplitRegex() = default;
+
+void SplitRegex::find_matches(std::string_view text, const std::function<void(size_t, size_t, bool)>& fn) const {
+  MatchData data(code_->re);
+  const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
+  size_t prev = 0, from = 0, last_end = std::string_view::npos;
+  while (from <= text.size()) {
+    const int rc = pcre2_match(code_->re, subject, text.size(), from, 0, data.md, nullptr);
+    if (rc == PCRE2_ERROR_NOMATCH) break;
+    XT_CHECK(rc > 0, "pcre2_match: " << pcre2_message(rc));
+    const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);
+    const size_t start = ov[0], end = ov[1];
+    if (start == end) {
+      // Move on one character (one byte inside invalid UTF-8); an empty match right where the last
+      // match ended is not one (the regex crates' find_iter rule).
+      size_t next = start + 1;
+      while (next < text.size() && (uint8_t(text[next]) & 0xC0) == 0x80) ++next;
+      if (start != last_end) {
+        if (prev < start) fn(prev, start, false);
+        fn(start, start, true);
+        prev = start;
+      }
+      from = next;
+      continue;
+    }
+    if (prev < start) fn(prev, start, false);
+    fn(start, end, true);
+    prev = from = last_end = end;
+  }
+  if (prev < text.size()) fn(prev, text.size(), false);
+}
+
 }  // namespace xtrain::bpe

@@ -51,24 +51,21 @@ struct Builtin {
   const char* pattern;
   int32_t n_ranks;       // expected number of ranks (a cut file is refused)
   Specials specials;     // empty for llama3: made by llama3_specials
-  const char* eot;
 };
 
 const std::vector<Builtin>& builtins() {
   static const std::vector<Builtin> b = {
-      {"r50k_base", "r50k_base.tiktoken", kR50kPattern, 50256, {{"<|endoftext|>", 50256}}, "<|endoftext|>"},
+      {"r50k_base", "r50k_base.tiktoken", kR50kPattern, 50256, {{"<|endoftext|>", 50256}}},
       // p50k_base: ranks 0..50280 without 50256
-      {"p50k_base", "p50k_base.tiktoken", kR50kPattern, 50280, {{"<|endoftext|>", 50256}}, "<|endoftext|>"},
+      {"p50k_base", "p50k_base.tiktoken", kR50kPattern, 50280, {{"<|endoftext|>", 50256}}},
       {"p50k_edit", "p50k_base.tiktoken", kR50kPattern, 50280,
-       {{"<|endoftext|>", 50256}, {"<|fim_prefix|>", 50281}, {"<|fim_middle|>", 50282}, {"<|fim_suffix|>", 50283}},
-       "<|endoftext|>"},
+       {{"<|endoftext|>", 50256}, {"<|fim_prefix|>", 50281}, {"<|fim_middle|>", 50282}, {"<|fim_suffix|>", 50283}}},
       {"cl100k_base", "cl100k_base.tiktoken", kCl100kPattern, 100256,
        {{"<|endoftext|>", 100257}, {"<|fim_prefix|>", 100258}, {"<|fim_middle|>", 100259},
-        {"<|fim_suffix|>", 100260}, {"<|endofprompt|>", 100276}},
-       "<|endoftext|>"},
+        {"<|fim_suffix|>", 100260}, {"<|endofprompt|>", 100276}}},
       {"o200k_base", "o200k_base.tiktoken", kO200kPattern, 199998,
-       {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}, "<|endoftext|>"},
-      {"llama3", "llama3.tiktoken", kLlama3Pattern, 128000, {}, "<|end_of_text|>"},
+       {{"<|endoftext|>", 199999}, {"<|endofprompt|>", 200018}}},
+      {"llama3", "llama3.tiktoken", kLlama3Pattern, 128000, {}},
   };
   return b;
 }
@@ -125,14 +122,8 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
   std::vector<std::string> by_rank;
   std::vector<bool> have;
   std::unordered_map<std::string, size_t> line_of;  // token bytes -> line (duplicates)
-  size_t line_no = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line(text.data() + pos, eol - pos);
-    pos = eol + 1;
-    ++line_no;
-    if (line.empty()) continue;  // load_tiktoken_bpe skips empty lines
+  for_each_line(text, [&](size_t line_no, std::string_view line) {
+    if (line.empty()) return;  // load_tiktoken_bpe skips empty lines
     const size_t sp = line.find(' ');
     if (sp == line.npos || line.find(' ', sp + 1) != line.npos)
       XT_FAIL(path << ":" << line_no << ": expected \"<base64 token> <rank>\"");
@@ -150,7 +141,7 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
     if (!fresh) XT_FAIL(path << ":" << line_no << ": token " << line.substr(0, sp) << " appears twice (first on line " << it->second << ")");
     have[rank] = true;
     by_rank[rank] = std::move(bytes);
-  }
+  });
   if (by_rank.empty()) XT_FAIL(path << ": no ranks (empty rank file)");
   return by_rank;
 }
@@ -171,13 +162,21 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_file, const std::str
   v.file = ranks_file;
   v.name = b.name;
   v.token_bytes = read_tiktoken_ranks(ranks_file);
+  v.specials = b.specials.empty() ? llama3_specials(b.n_ranks) : b.specials;
+  // The ranks are the ids 0..n-1 except the ids of special tokens among them (p50k_base skips 50256,
+  // its <|endoftext|>): any other gap is a damaged file, which would leave an id without a token, and
+  // the count catches a cut one.
+  std::unordered_set<int32_t> special_ids;
+  for (const auto& sp : v.specials) special_ids.insert(sp.second);
+  for (size_t id = 0; id < v.token_bytes.size(); ++id)
+    if (v.token_bytes[id].empty() && !special_ids.count(int32_t(id)))
+      XT_FAIL(ranks_file << ": rank " << id << " is missing, and " << b.name
+                         << " has no special token with that id (damaged rank file?)");
   const int64_t n = std::count_if(v.token_bytes.begin(), v.token_bytes.end(), [](const auto& t) { return !t.empty(); });
   if (n != b.n_ranks)
     XT_FAIL(ranks_file << ": " << n << " ranks, but " << b.name << " has " << b.n_ranks
                        << " (wrong or truncated rank file?)");
-  v.specials = b.specials.empty() ? llama3_specials(b.n_ranks) : b.specials;
   v.pattern = b.pattern;
-  v.eot = b.eot;
   return from_ranks(v);
 }
 

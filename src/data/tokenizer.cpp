@@ -1,5 +1,6 @@
-// Tokenizer: loads GPT-2's vocabulary from OpenAI's or Hugging Face's files, then encodes text as
-// special-token split -> PCRE2 pre-tokenizer -> cached byte-pair merge of each piece (as tiktoken).
+// Tokenizer: builds the tables of a byte-level BPE vocabulary (GPT-2's files, tokenizer.json, tiktoken
+// rank files), then encodes text as special-token split -> PCRE2 pre-tokenizer -> cached byte-pair
+// merge of each piece (as tiktoken), or through a tokenizer.json's pipeline (hf_pipeline.h).
 #include "data/tokenizer.h"
 
 #include <algorithm>
@@ -18,25 +19,12 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "data/tiktoken.h"
+#include "hf_pipeline.h"
 
 namespace xtrain {
 
-namespace {
+namespace bpe {
 
-// What both loaders produce: vocabulary strings in GPT-2's byte alphabet, merges as string pairs in
-// rank order, and literal special tokens.
-struct RawVocab {
-  std::string file;                                           // for error messages
-  std::vector<std::pair<std::string, int32_t>> vocab;         // token text -> id
-  std::vector<std::pair<std::string, std::string>> merges;    // rank order
-  std::vector<std::string> merge_where;                       // "vocab.bpe:7", "f: model.merges[5]"
-  std::vector<std::pair<std::string, int32_t>> specials;      // literal content -> id
-};
-
-nlohmann::json parse_json_file(const std::string& path) { return read_json_file(path); }  // bounded (core/json.h)
-
-// id_value: a token id from a JSON file, range-checked before narrowing (a JSON integer can be any
-// 64-bit value; get<int32_t>() would wrap it).
 int32_t id_value(const nlohmann::json& v, const std::string& where) {
   if (!v.is_number_integer()) XT_FAIL(where << " has a non-integer id");
   const bool fits = v.is_number_unsigned() ? v.get<uint64_t>() <= uint64_t(INT32_MAX)
@@ -45,62 +33,27 @@ int32_t id_value(const nlohmann::json& v, const std::string& where) {
   return v.get<int32_t>();
 }
 
-// check_hf_fields: every tokenizer.json field that changes ids either has the value GPT-2's file has
-// (what encode() implements: ByteLevel pre-tokenizer with GPT-2's regex and no prefix space, no
-// normalizer, plain BPE, no truncation or padding, added tokens matched literally) or is refused with
-// one line naming it. Hence the fingerprint (vocabulary, merges, added tokens) identifies the ids.
-// Fields that only shape offsets or decoding (decoder, trim_offsets, "special") are accepted.
-void check_hf_fields(const nlohmann::json& root, const std::string& f) {
-  auto refuse = [&](const std::string& field, const nlohmann::json& v, const char* why) {
-    XT_FAIL(f << ": " << echo_value(field) << " = " << json_echo(v) << " is not supported (" << why << ")");
-  };
-  auto only_keys = [&](const nlohmann::json& obj, const std::string& where, std::initializer_list<const char*> keys) {
-    for (auto it = obj.begin(); it != obj.end(); ++it)
-      if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
-        refuse(where + "." + it.key(), it.value(), "unknown field: it may change the ids");
-  };
-  only_keys(root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
-                                "post_processor", "decoder", "model"});
-  for (const char* k : {"truncation", "padding", "normalizer"})
-    if (root.contains(k) && !root[k].is_null()) refuse(k, root[k], "it changes the ids; only null is implemented");
-  const nlohmann::json pre = root.value("pre_tokenizer", nlohmann::json());
-  if (!pre.is_object() || pre.value("type", "") != "ByteLevel")
-    refuse("pre_tokenizer", pre, "only GPT-2's ByteLevel pre-tokenizer is implemented");
-  only_keys(pre, "pre_tokenizer", {"type", "add_prefix_space", "trim_offsets", "use_regex"});
-  if (pre.value("add_prefix_space", false) != false)
-    refuse("pre_tokenizer.add_prefix_space", pre["add_prefix_space"], "only false is implemented");
-  if (pre.value("use_regex", true) != true) refuse("pre_tokenizer.use_regex", pre["use_regex"], "only true is implemented");
-  if (root.contains("post_processor") && !root["post_processor"].is_null() &&
-      (!root["post_processor"].is_object() || root["post_processor"].value("type", "") != "ByteLevel"))
-    refuse("post_processor", root["post_processor"], "it may add ids; only null or ByteLevel is implemented");
-  const nlohmann::json& model = root["model"];
-  only_keys(model, "model", {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
-                             "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges"});
-  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
-    refuse("model.dropout", model["dropout"], "BPE dropout makes the ids random");
-  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
-    if (model.contains(k) && !model[k].is_null() && model[k] != "")
-      refuse(std::string("model.") + k, model[k], "only an empty affix is implemented");
-  for (const char* k : {"byte_fallback", "ignore_merges"})
-    if (model.value(k, false) != false) refuse(std::string("model.") + k, model[k], "only false is implemented");
-  if (root.contains("added_tokens") && root["added_tokens"].is_array())
-    for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
-      const nlohmann::json& t = root["added_tokens"][i];
-      if (!t.is_object()) continue;  // from_hf_json names the malformed entry
-      const std::string where = "added_tokens[" + std::to_string(i) + "]";
-      only_keys(t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
-      for (const char* k : {"single_word", "lstrip", "rstrip"})
-        if (t.value(k, false) != false) refuse(where + "." + k, t[k], "only false is implemented (literal match)");
-      // "normalized" selects matching before or after the normalizer; with no normalizer both are the same.
-    }
-}
-
 void read_vocab_object(const nlohmann::json& obj, const std::string& file, const char* what, RawVocab* raw) {
   if (!obj.is_object()) XT_FAIL(file << ": " << what << " is not a JSON object of token -> id");
   raw->vocab.reserve(obj.size());
   for (auto it = obj.begin(); it != obj.end(); ++it) {
     raw->vocab.emplace_back(it.key(), id_value(it.value(), file + ": " + what + " entry \"" + echo_value(it.key()) + "\""));
   }
+}
+
+}  // namespace bpe
+
+namespace {
+
+// The end-of-text tokens that separate documents, by name, in order of preference: <|endoftext|>
+// (GPT-2, the OpenAI encodings, Qwen2 and Qwen3) and <|end_of_text|> (Llama 3). docs/tokenizers.md.
+constexpr const char* kEndOfTextNames[] = {"<|endoftext|>", "<|end_of_text|>"};
+
+int32_t end_of_text_id(const std::vector<std::pair<std::string, int32_t>>& specials) {
+  for (const char* name : kEndOfTextNames)
+    for (const auto& [s, id] : specials)
+      if (s == name) return id;
+  return -1;
 }
 
 // Pre-tokens are short words; pieces longer than this are merged each time instead of
@@ -120,12 +73,13 @@ struct Tokenizer::Impl {
   std::vector<bool> unassigned;                             // (V) or empty; ids decode refuses
   std::unique_ptr<bpe::Merger> merger;
   bpe::PreTokenizer pre;
+  std::unique_ptr<bpe::HfPipeline> hf;                      // tokenizer.json's pipeline, else null
   Impl() = default;
   explicit Impl(const std::string& pattern) : pre(pattern) {}
   mutable std::mutex cache_mu;
   mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
 
-  static std::unique_ptr<Impl> build(const RawVocab& raw);
+  static std::unique_ptr<Impl> build(const bpe::RawVocab& raw);
   // PieceMark: where encode reports progress: at a piece starting at or past `next` (a pointer into
   // the whole text), calls (*bytes_done)(p - base) and moves `next` on by kEncodeProgressBytes.
   struct PieceMark {
@@ -139,9 +93,10 @@ struct Tokenizer::Impl {
     }
   };
   void encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const;
+  void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;  // cached merge
 };
 
-std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
+std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw) {
   const std::string& f = raw.file;
   auto impl = std::make_unique<Impl>();
   std::unordered_map<std::string, int32_t> special_of;
@@ -207,9 +162,11 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
     };
     impl->merges.push_back({lookup(a, "left"), lookup(b, "right"), lookup(a + b, "merged")});
   }
-  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes);
-  for (const auto& [s, id] : impl->specials)
-    if (s == "<|endoftext|>") impl->eot = id;
+  std::vector<int32_t> whole;  // the model vocabulary (not the specials), for ignore_merges
+  if (raw.whole_piece_first)
+    for (const auto& [text, id] : raw.vocab) whole.push_back(id);
+  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, raw.rule, whole);
+  impl->eot = end_of_text_id(impl->specials);
 
   // Fingerprint over the canonical content (not the file bytes), so both file formats of the same
   // vocabulary agree. Lengths are hashed too, so concatenations cannot collide.
@@ -235,6 +192,10 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const RawVocab& raw) {
     put(s.size());
     h = fnv1a64(s.data(), s.size(), h);
   }
+  if (!raw.pipeline.empty()) {  // a tokenizer.json pipeline other than GPT-2's
+    put(raw.pipeline.size());
+    h = fnv1a64(raw.pipeline.data(), raw.pipeline.size(), h);
+  }
   impl->fingerprint = h;
   // Longest first, so that a special token that is a prefix of another cannot shadow it.
   std::sort(impl->specials.begin(), impl->specials.end(),
@@ -257,8 +218,8 @@ Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
     impl->unassigned[size_t(id)] = false;
     impl->token_bytes[size_t(id)] = s;
     impl->specials.emplace_back(s, id);
-    if (s == v.eot) impl->eot = id;
   }
+  impl->eot = end_of_text_id(impl->specials);
   if (std::find(impl->unassigned.begin(), impl->unassigned.end(), true) == impl->unassigned.end())
     impl->unassigned.clear();
   // tiktoken's mergeable ranks: every token is mergeable and its rank is its id, so the merges are
@@ -272,7 +233,10 @@ Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
   }
   for (int b = 0; b < 256; ++b)
     if (byte_ids[size_t(b)] < 0) XT_FAIL(f << ": no token for the single byte " << b << " (every byte needs a rank)");
-  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, /*whole_piece_first=*/true);
+  std::vector<int32_t> ranked;  // tiktoken's encoder: every rank's token, looked up whole first
+  for (int32_t id = 0; id < int32_t(v.token_bytes.size()); ++id)
+    if (!v.token_bytes[size_t(id)].empty()) ranked.push_back(id);
+  impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, bpe::PairRule::kAnySplit, ranked);
 
   // Fingerprint: name, pattern, every id's bytes (unassigned ids marked) and the specials.
   uint64_t h = fnv1a64("xtrain-tiktoken-v1", 18);
@@ -296,25 +260,29 @@ Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
 void Tokenizer::Impl::encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const {
   pre.split(text, [&](std::string_view piece) {
     mark->reached(piece.data());  // pieces come in text order
-    if (piece.size() == 1 || piece.size() > kMaxCachedPieceBytes) {
-      merger->merge(piece, out);
+    encode_piece(piece, out);
+  });
+}
+
+void Tokenizer::Impl::encode_piece(std::string_view piece, std::vector<int32_t>* out) const {
+  if (piece.size() == 1 || piece.size() > kMaxCachedPieceBytes) {
+    merger->merge(piece, out);
+    return;
+  }
+  const std::string key(piece);
+  {
+    std::lock_guard<std::mutex> lock(cache_mu);
+    auto it = cache.find(key);
+    if (it != cache.end()) {
+      out->insert(out->end(), it->second.begin(), it->second.end());
       return;
     }
-    const std::string key(piece);
-    {
-      std::lock_guard<std::mutex> lock(cache_mu);
-      auto it = cache.find(key);
-      if (it != cache.end()) {
-        out->insert(out->end(), it->second.begin(), it->second.end());
-        return;
-      }
-    }
-    const size_t first = out->size();
-    merger->merge(piece, out);
-    std::lock_guard<std::mutex> lock(cache_mu);
-    if (cache.size() >= kMaxCacheEntries) cache.clear();
-    cache.emplace(key, std::vector<int32_t>(out->begin() + long(first), out->end()));
-  });
+  }
+  const size_t first = out->size();
+  merger->merge(piece, out);
+  std::lock_guard<std::mutex> lock(cache_mu);
+  if (cache.size() >= kMaxCacheEntries) cache.clear();
+  cache.emplace(key, std::vector<int32_t>(out->begin() + long(first), out->end()));
 }
 
 Tokenizer::Tokenizer(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -323,28 +291,21 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
-  RawVocab raw;
+  bpe::RawVocab raw;
   raw.file = encoder_json;
-  read_vocab_object(parse_json_file(encoder_json), encoder_json, "the top level", &raw);
+  bpe::read_vocab_object(read_json_file(encoder_json), encoder_json, "the top level", &raw);
   // tiktoken's "gpt2" encoding declares <|endoftext|> as its only special token.
   for (const auto& [s, id] : raw.vocab)
     if (s == "<|endoftext|>") raw.specials.emplace_back(s, id);
   const std::string text = read_file(vocab_bpe);
-  size_t line_no = 0;
-  for (size_t pos = 0; pos < text.size();) {
-    size_t eol = text.find('\n', pos);
-    if (eol == std::string::npos) eol = text.size();
-    std::string_view line(text.data() + pos, eol - pos);
-    pos = eol + 1;
-    ++line_no;
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    if (line.empty() || (line_no == 1 && line.substr(0, 8) == "#version")) continue;
+  for_each_line(text, [&](size_t line_no, std::string_view line) {
+    if (line.empty() || (line_no == 1 && line.substr(0, 8) == "#version")) return;
     const size_t sp = line.find(' ');
     if (sp == std::string_view::npos || sp == 0 || sp + 1 == line.size() || line.find(' ', sp + 1) != line.npos)
       XT_FAIL(vocab_bpe << ":" << line_no << ": expected a merge \"left right\", got \"" << echo_value(line) << "\"");
     raw.merges.emplace_back(std::string(line.substr(0, sp)), std::string(line.substr(sp + 1)));
     raw.merge_where.push_back(vocab_bpe + ":" + std::to_string(line_no));
-  }
+  });
   raw.file = encoder_json + " + " + vocab_bpe;
   Tokenizer t(Impl::build(raw));
   // In GPT-2's files every token that is neither a single byte nor special is made by exactly one
@@ -357,52 +318,25 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   return t;
 }
 
-Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
-  const std::string& f = tokenizer_json;
-  const nlohmann::json root = parse_json_file(f);
-  RawVocab raw;
-  raw.file = f;
-  if (!root.is_object() || !root.contains("model") || !root["model"].is_object())
-    XT_FAIL(f << ": no \"model\" object (not a Hugging Face tokenizer.json?)");
-  const auto& model = root["model"];
-  if (model.contains("type") && model["type"] != "BPE")
-    XT_FAIL(f << ": model.type is " << json_echo(model["type"]) << ", expected \"BPE\"");
-  if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
-    XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
-  check_hf_fields(root, f);
-  read_vocab_object(model["vocab"], f, "model.vocab", &raw);
-  const auto& merges = model["merges"];
-  for (size_t i = 0; i < merges.size(); ++i) {
-    const auto& m = merges[i];
-    const std::string where = f + ": model.merges[" + std::to_string(i) + "]";
-    if (m.is_string()) {  // "left right" (tokenizers < 0.20)
-      const std::string s = m.get<std::string>();
-      const size_t sp = s.find(' ');
-      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
-        XT_FAIL(where << " \"" << echo_value(s) << "\" is not \"left right\"");
-      raw.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
-    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
-      raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
-    } else {
-      XT_FAIL(where << " is neither \"left right\" nor [left, right]: " << json_echo(m));
-    }
-    raw.merge_where.push_back(where);
-  }
-  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
-    for (const auto& t : root["added_tokens"]) {
-      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
-          !t["content"].is_string())
-        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
-      raw.specials.emplace_back(t["content"].get<std::string>(), id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"])));
-    }
-  }
-  return Tokenizer(Impl::build(raw));
+Tokenizer Tokenizer::from_raw(const bpe::RawVocab& raw, std::unique_ptr<bpe::HfPipeline> pipeline) {
+  auto impl = Impl::build(raw);
+  impl->hf = std::move(pipeline);
+  if (impl->hf) impl->specials.clear();  // the pipeline matches its added tokens itself, with their flags
+  return Tokenizer(std::move(impl));
 }
 
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::function<void(size_t)>& bytes_done) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3);
   Impl::PieceMark mark{text.data(), text.data() + kEncodeProgressBytes, bytes_done ? &bytes_done : nullptr};
+  if (impl_->hf) {
+    impl_->hf->encode(text, &out, [&](std::string_view piece, const char* where) {
+      mark.reached(where);
+      impl_->encode_piece(piece, &out);
+    });
+    if (bytes_done) bytes_done(text.size());
+    return out;
+  }
   size_t pos = 0;
   std::vector<size_t> next(impl_->specials.size());
   for (size_t i = 0; i < next.size(); ++i) next[i] = text.find(impl_->specials[i].first);

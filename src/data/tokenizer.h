@@ -16,6 +16,8 @@ namespace xtrain {
 
 namespace bpe {
 struct RankVocab;
+struct RawVocab;
+struct HfPipeline;
 }
 
 class Tokenizer {
@@ -24,14 +26,19 @@ class Tokenizer {
   // vocab.bpe ("#version" line then one merge "a b" per line, rank = line order).
   // Throws Error naming the file for a missing/unreadable/malformed file.
   static Tokenizer from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe);
-  // from_hf_json: a Hugging Face tokenizer.json with model.type "BPE" (model.vocab, model.merges as
-  // "a b" strings or [a, b] pairs) and added_tokens (special tokens such as <|endoftext|>).
+  // from_hf_json: a Hugging Face tokenizer.json with a byte-level BPE model (model.vocab, model.merges
+  // as "a b" strings or [a, b] pairs), giving exactly the ids of `tokenizers` 0.23's
+  // encode(text, add_special_tokens=True): added tokens with their flags, the NFC/NFD/NFKC/NFKD
+  // normalizers, Split and ByteLevel pre-tokenizers, ignore_merges, and the ByteLevel and
+  // TemplateProcessing post-processors (a BOS such as Llama 3's <|begin_of_text|>). Throws Error
+  // "<file>: <json path> = <value> is not supported (...)" for anything else (hf_pipeline.h).
   static Tokenizer from_hf_json(const std::string& tokenizer_json);
   // from_tiktoken: a tiktoken rank file (one "base64-token rank" per line; Llama 3's tokenizer.model
   // is one) read with the split pattern and special tokens of the built-in encoding `name`
   // (tiktoken_names(): cl100k_base, o200k_base, r50k_base, p50k_base, p50k_edit, llama3), giving
   // exactly tiktoken's ids with allowed_special="all". Throws UsageError for an unknown name, Error
-  // naming file and line for a bad rank file (bad base64, duplicate token or rank, ranks not 0..n-1).
+  // naming file and line for a bad rank file (bad base64, duplicate token or rank, a rank missing
+  // that is not a special token's id, another rank count than the encoding's).
   static Tokenizer from_tiktoken(const std::string& ranks_file, const std::string& name);
 
   Tokenizer(Tokenizer&&) noexcept;
@@ -39,7 +46,8 @@ class Tokenizer {
   ~Tokenizer();
 
   // encode: UTF-8 text (any bytes are accepted) -> token ids. Special tokens (e.g. "<|endoftext|>")
-  // appearing literally in the text map to their ids (tiktoken's allowed_special="all").
+  // appearing literally in the text map to their ids (tiktoken's allowed_special="all"); a
+  // tokenizer.json's post-processor adds its ids (Llama 3: <|begin_of_text|> first).
   // `bytes_done`, when set, is called from inside the loop with the bytes of `text` encoded so far,
   // each time about kEncodeProgressBytes more are done, and with text.size() at the end (a progress
   // line, token_cache.h; the text is never split outside the tokenizer, which would change the
@@ -50,7 +58,9 @@ class Tokenizer {
   std::string decode(const std::vector<int32_t>& ids) const;
 
   int vocab_size() const;  // number of ids, e.g. 50257 for GPT-2
-  int eot_id() const;      // id of <|endoftext|>, or -1 when the vocabulary has none
+  // eot_id: the end-of-text token put between documents: <|endoftext|> (GPT-2, OpenAI encodings,
+  // Qwen), else <|end_of_text|> (Llama 3); -1 when the vocabulary has neither.
+  int eot_id() const;
   // fingerprint: 64-bit hash of vocabulary, merges and special tokens; token caches and checkpoints
   // record it so that data tokenized with another vocabulary is refused.
   uint64_t fingerprint() const;
@@ -59,6 +69,8 @@ class Tokenizer {
   struct Impl;
   explicit Tokenizer(std::unique_ptr<Impl> impl);
   static Tokenizer from_ranks(const bpe::RankVocab& vocab);  // tokenizer.cpp; used by from_tiktoken
+  // from_raw: tokenizer.cpp; used by from_hf_json (hf_json.cpp) with its pipeline
+  static Tokenizer from_raw(const bpe::RawVocab& raw, std::unique_ptr<bpe::HfPipeline> pipeline);
   std::unique_ptr<Impl> impl_;
 };
 

@@ -1,7 +1,8 @@
 // tiktoken-format tokenizers: rank-file errors and the --tokenizer options always; with --vectors,
 // exact ids against the reference vectors of tests/vectors/make_tokenizer_vectors.py (tiktoken
 // itself) for each encoding whose rank file ($XTRAIN_DATA_DIR/tokenizers) and vector file
-// ($XTRAIN_TOKENIZER_VECTORS, default tests/vectors) are both present; exits 77 (skipped) when none is.
+// ($XTRAIN_TOKENIZER_VECTORS, default tests/vectors) are both present; with --hf-vectors, the same for
+// the tokenizer.json files (`tokenizers` itself); exits 77 (skipped) when none is.
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 
@@ -12,6 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "data/tiktoken.h"
@@ -87,6 +89,45 @@ TEST_CASE("from_tiktoken: a rank file of the wrong size or an unknown name is re
         "--tokenizer cl100k: unknown tokenizer (known: gpt2, r50k_base, p50k_base, p50k_edit, cl100k_base, o200k_base, llama3)");
 }
 
+// base64: RFC 4648 with padding (the test writes rank files with it; decode_base64 reads them back).
+std::string base64(const std::string& in) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+  std::string out;
+  for (size_t i = 0; i < in.size(); i += 3) {
+    uint32_t v = uint32_t(uint8_t(in[i])) << 16;
+    if (i + 1 < in.size()) v |= uint32_t(uint8_t(in[i + 1])) << 8;
+    if (i + 2 < in.size()) v |= uint8_t(in[i + 2]);
+    out += abc[v >> 18], out += abc[(v >> 12) & 63];
+    out += i + 1 < in.size() ? abc[(v >> 6) & 63] : '=';
+    out += i + 2 < in.size() ? abc[v & 63] : '=';
+  }
+  return out;
+}
+
+TEST_CASE("rank files: a gap is allowed only at a special token's id (p50k_base's 50256 is <|endoftext|>)") {
+  xt::test::ScratchDir d;
+  // 50280 ranks (p50k_base's count): ids 0..50280 without 50256 and, when `gap` is set, 0..50281
+  // without 50256 and `gap`; rank r >= 256 is a distinct 3-byte token.
+  auto p50k_like = [&](size_t gap) {
+    std::string text;
+    for (size_t r = 0; r <= (gap ? 50281u : 50280u); ++r) {
+      if ((gap && r == gap) || r == 50256) continue;
+      const std::string tok = r < 256 ? std::string(1, char(r)) : std::string{'\x01', char(r >> 8), char(r & 0xff)};
+      text += base64(tok) + " " + std::to_string(r) + "\n";
+    }
+    return write(d, "p50k_gap" + std::to_string(gap) + ".tiktoken", text);
+  };
+  CHECK(base64("ab") == "YWI=");
+  const auto ok = xt::Tokenizer::from_tiktoken(p50k_like(0), "p50k_base");
+  CHECK(ok.eot_id() == 50256);
+  CHECK(ok.vocab_size() == 50281);
+  CHECK(ok.encode("<|endoftext|>") == std::vector<int32_t>{50256});
+  // The same count of ranks with a second gap: id 100 would have no token (a count alone misses it).
+  const std::string f = p50k_like(100);
+  CHECK(error_of([&] { xt::Tokenizer::from_tiktoken(f, "p50k_base"); }) ==
+        f + ": rank 100 is missing, and p50k_base has no special token with that id (damaged rank file?)");
+}
+
 TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   auto parse = [](std::vector<const char*> argv, xt::TokenizerFiles& files) {
     po::options_description desc;
@@ -117,23 +158,10 @@ TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   CHECK(error_of([&] { xt::load_tokenizer(m); }).find("is missing (run scripts/setup.sh --tokenizers") != std::string::npos);
 }
 
-// run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),
-// 1 (a mismatch, printed), 77 (no encoding had both files).
-int run_vectors() {
-  const char* v = std::getenv("XTRAIN_TOKENIZER_VECTORS");
-  const char* r = std::getenv("XTRAIN_DATA_DIR");
-  const std::filesystem::path vec_dir = v ? v : XTRAIN_TEST_VECTORS_DIR;
-  const std::filesystem::path rank_dir = std::filesystem::path(r ? r : XTRAIN_DEFAULT_DATA_DIR) / "tokenizers";
-  int checked = 0, failed = 0;
-  for (const std::string& name : xt::tiktoken_names()) {
-    const auto vec = vec_dir / ("tiktoken_" + name + ".json");
-    const auto ranks = rank_dir / (name == "p50k_edit" ? "p50k_base.tiktoken" : name + ".tiktoken");
-    if (!std::filesystem::exists(vec) || !std::filesystem::exists(ranks)) {
-      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), ranks.c_str());
-      continue;
-    }
-    const auto tok = xt::Tokenizer::from_tiktoken(ranks.string(), name);
-    const auto j = nlohmann::json::parse(xt::read_file(vec.string()));
+// check_vectors: every case of the vector file `vec` against `tok`, and decode(encode(x)) == x when
+// `round_trip` (not for tokenizer.json files: a normalizer and a post-processor change the text);
+// returns the number of mismatches.
+int check_vectors(const std::string& name, const xt::Tokenizer& tok, const nlohmann::json& j, bool round_trip) {
     int bad = 0;
     size_t n_ids = 0;
     for (const auto& c : j.at("cases")) {
@@ -142,20 +170,77 @@ int run_vectors() {
       const auto got = tok.encode(text);
       n_ids += want.size();
       if (got != want && bad++ < 3) std::printf("%s: MISMATCH on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
-      if (tok.decode(got) != text && bad++ < 3) std::printf("%s: decode(encode(x)) != x on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
+      if (round_trip && tok.decode(got) != text && bad++ < 3) std::printf("%s: decode(encode(x)) != x on %s\n", name.c_str(), nlohmann::json(text).dump().c_str());
     }
     std::printf("%s: %zu cases, %zu ids, %d mismatches (reference: %s)\n", name.c_str(), j.at("cases").size(), n_ids, bad,
                 j.value("made_by", "?").c_str());
+    return bad;
+}
+
+std::filesystem::path vector_dir() {
+  const char* v = std::getenv("XTRAIN_TOKENIZER_VECTORS");
+  return v ? v : XTRAIN_TEST_VECTORS_DIR;
+}
+std::filesystem::path data_dir() {
+  const char* r = std::getenv("XTRAIN_DATA_DIR");
+  return r ? r : XTRAIN_DEFAULT_DATA_DIR;
+}
+
+// run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),
+// 1 (a mismatch, printed), 77 (no encoding had both files).
+int run_vectors() {
+  const std::filesystem::path rank_dir = data_dir() / "tokenizers";
+  int checked = 0, failed = 0;
+  for (const std::string& name : xt::tiktoken_names()) {
+    const auto vec = vector_dir() / ("tiktoken_" + name + ".json");
+    const auto ranks = rank_dir / (name == "p50k_edit" ? "p50k_base.tiktoken" : name + ".tiktoken");
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(ranks)) {
+      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), ranks.c_str());
+      continue;
+    }
+    const auto tok = xt::Tokenizer::from_tiktoken(ranks.string(), name);
+    failed += check_vectors(name, tok, nlohmann::json::parse(xt::read_file(vec.string())), true) > 0;
     ++checked;
-    failed += bad > 0;
+  }
+  return failed ? 1 : checked ? 0 : 77;
+}
+
+// run_hf_vectors: each tests/vectors/hf_<name>.json against its tokenizer.json (scripts/setup.sh
+// --tokenizers puts them under data/tokenizers; GPT-2's is in $XTRAIN_SHARED_DATA), which must be the
+// file the vectors were made from (its sha256); returns as run_vectors.
+int run_hf_vectors() {
+  const char* shared = std::getenv("XTRAIN_SHARED_DATA");
+  const std::pair<std::string, std::filesystem::path> files[] = {
+      {"gpt2", std::filesystem::path(shared ? shared : "/nonexistent") / "gpt2" / "tokenizer.json"},
+      {"llama3", data_dir() / "tokenizers" / "llama3_1" / "tokenizer.json"},
+      {"qwen2", data_dir() / "tokenizers" / "qwen2_5" / "tokenizer.json"},
+      {"qwen3", data_dir() / "tokenizers" / "qwen3" / "tokenizer.json"},
+  };
+  int checked = 0, failed = 0;
+  for (const auto& [name, file] : files) {
+    const auto vec = vector_dir() / ("hf_" + name + ".json");
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(file)) {
+      std::printf("%s: skipped (%s or %s missing)\n", name.c_str(), vec.c_str(), file.c_str());
+      continue;
+    }
+    const auto j = nlohmann::json::parse(xt::read_file(vec.string()));
+    const std::string sha = xt::sha256_hex(xt::read_file(file.string()));
+    if (sha != j.value("source_sha256", "")) {
+      std::printf("%s: %s has sha256 %s, but the vectors were made from %s\n", name.c_str(), file.c_str(), sha.c_str(),
+                  j.value("source_sha256", "?").c_str());
+      ++failed;
+      continue;
+    }
+    failed += check_vectors(name, xt::Tokenizer::from_hf_json(file.string()), j, false) > 0;
+    ++checked;
   }
   return failed ? 1 : checked ? 0 : 77;
 }
 
 int main(int argc, char** argv) {
-  if (argc == 2 && std::strcmp(argv[1], "--vectors") == 0) {
+  if (argc == 2 && (std::strcmp(argv[1], "--vectors") == 0 || std::strcmp(argv[1], "--hf-vectors") == 0)) {
     try {
-      return run_vectors();
+      return std::strcmp(argv[1], "--vectors") == 0 ? run_vectors() : run_hf_vectors();
     } catch (const std::exception& e) {
       std::printf("error: %s\n", e.what());
       return 1;

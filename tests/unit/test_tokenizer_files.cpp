@@ -28,7 +28,8 @@ void write_file(const std::string& path, const std::string& bytes) {
 
 // A tiny vocabulary: the 256 bytes (id = byte value), then merges "b c", "a b", "ab c" and
 // <|endoftext|>. Its "abc" shows tiktoken's rule: after "b c" (rank 0) the pair (a, bc) is not a
-// listed merge, but its concatenation "abc" is a mergeable token, so tiktoken merges it.
+// listed merge, but its concatenation "abc" is a mergeable token, so tiktoken merges it (tokenizers,
+// which reads the tokenizer.json form, does not).
 nlohmann::json tiny_vocab() {
   nlohmann::json v = nlohmann::json::object();
   for (int b = 0; b < 256; ++b) v[utf8(bpe::byte_to_unicode()[b])] = b;
@@ -100,9 +101,13 @@ TEST_CASE("tiny vocabulary: tiktoken merge rule, specials, both formats, fingerp
   write_file(d.file("arrays.json"), hf_json.dump());
   const Tokenizer s = Tokenizer::from_hf_json(d.file("strings.json"));
   const Tokenizer a = Tokenizer::from_hf_json(d.file("arrays.json"));
+  // tokenizer.json follows tokenizers' rule: only listed pairs merge, so "abc" stays (a, bc); GPT-2's
+  // merges give the same ids under both rules (test_tokenizer's corpora), and the fingerprint covers
+  // the vocabulary, merges and specials, which are the same here.
+  CHECK(s.encode("abc") == std::vector<int32_t>{'a', 256});
+  CHECK(a.encode("abcab<|endoftext|>") == std::vector<int32_t>{'a', 256, 257, 259});
   CHECK(s.fingerprint() == t.fingerprint());
   CHECK(a.fingerprint() == t.fingerprint());
-  CHECK(a.encode("abcab<|endoftext|>") == t.encode("abcab<|endoftext|>"));
   CHECK(t.fingerprint() != gpt2().fingerprint());
 
   // Another merge order is another tokenizer.
@@ -192,21 +197,39 @@ TEST_CASE("tokenizer.json fields that change ids are implemented or refused by n
     CHECK(e.find("is not supported") != std::string::npos);
     CHECK(e.find('\n') == std::string::npos);
   };
-  refused([](auto& j) { j["pre_tokenizer"]["add_prefix_space"] = true; }, "pre_tokenizer.add_prefix_space");
-  refused([](auto& j) { j["pre_tokenizer"]["use_regex"] = false; }, "pre_tokenizer.use_regex");
   refused([](auto& j) { j["pre_tokenizer"] = nullptr; }, "pre_tokenizer");
   refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Whitespace"}}; }, "pre_tokenizer");
+  refused([](auto& j) { j["pre_tokenizer"] = {{"type", "Metaspace"}, {"replacement", "_"}}; }, "pre_tokenizer");
+  refused([](auto& j) {  // a Split after ByteLevel would see ByteLevel's characters
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {j["pre_tokenizer"], {{"type", "Split"}, {"pattern", {{"String", "a"}}},
+                                                                  {"behavior", "Isolated"}, {"invert", false}}}}};
+  }, "pre_tokenizer");
+  refused([](auto& j) {
+    j["pre_tokenizer"] = {{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Isolated"}};
+  }, "pre_tokenizer");  // no ByteLevel step at all
+  refused([](auto& j) {
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "a"}}}, {"behavior", "Sideways"}},
+                                             j["pre_tokenizer"]}}};
+  }, "pre_tokenizer.pretokenizers[0].behavior");
   refused([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer");
+  refused([](auto& j) {
+    j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Strip"}}}}};
+  }, "normalizer.normalizers[1]");
   refused([](auto& j) { j["truncation"] = {{"max_length", 8}}; }, "truncation");
   refused([](auto& j) { j["padding"] = {{"length", 8}}; }, "padding");
-  refused([](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }, "post_processor");
+  refused([](auto& j) { j["post_processor"] = {{"type", "TemplateProcessing"}}; }, "post_processor.single");
+  refused([](auto& j) {  // a template for pairs only: its single template has no sequence A
+    j["post_processor"] = {{"type", "TemplateProcessing"}, {"single", nlohmann::json::array()},
+                           {"pair", {{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "B"}, {"type_id", 1}}}}}},
+                           {"special_tokens", nlohmann::json::object()}};
+  }, "post_processor.single");
+  refused([](auto& j) { j["post_processor"] = {{"type", "BertProcessing"}}; }, "post_processor");
   refused([](auto& j) { j["model"]["dropout"] = 0.1; }, "model.dropout");
-  refused([](auto& j) { j["model"]["ignore_merges"] = true; }, "model.ignore_merges");
   refused([](auto& j) { j["model"]["byte_fallback"] = true; }, "model.byte_fallback");
   refused([](auto& j) { j["model"]["end_of_word_suffix"] = "</w>"; }, "model.end_of_word_suffix");
-  refused([](auto& j) { j["added_tokens"][0]["lstrip"] = true; }, "added_tokens[0].lstrip");
-  refused([](auto& j) { j["added_tokens"][0]["rstrip"] = true; }, "added_tokens[0].rstrip");
-  refused([](auto& j) { j["added_tokens"][0]["single_word"] = true; }, "added_tokens[0].single_word");
+  refused([](auto& j) { j["added_tokens"][0]["lstrip"] = "yes"; }, "added_tokens[0].lstrip");
   refused([](auto& j) { j["added_tokens"][0]["new_flag"] = 1; }, "added_tokens[0].new_flag");
   refused([](auto& j) { j["model"]["new_flag"] = 1; }, "model.new_flag");
   refused([](auto& j) { j["new_section"] = {{"type", "X"}}; }, "tokenizer.new_section");
@@ -220,7 +243,96 @@ TEST_CASE("tokenizer.json fields that change ids are implemented or refused by n
   j["model"]["dropout"] = nullptr, j["model"]["continuing_subword_prefix"] = "", j["model"]["end_of_word_suffix"] = "";
   j["added_tokens"][0]["normalized"] = true, j["added_tokens"][0]["lstrip"] = false;
   write_file(d.file("gpt2like.json"), j.dump());
-  CHECK(Tokenizer::from_hf_json(d.file("gpt2like.json")).encode("abc<|endoftext|>") == std::vector<int32_t>{258, 259});
+  CHECK(Tokenizer::from_hf_json(d.file("gpt2like.json")).encode("abc<|endoftext|>") == std::vector<int32_t>{'a', 256, 259});
+}
+
+// The pipeline pieces on the tiny vocabulary (bytes are their own ids; "b c" -> 256, "a b" -> 257,
+// "ab c" -> 258, <|endoftext|> 259): a merge shows that two bytes ended in one pre-token, so the ids
+// show where each step cut, as tokenizers' rules (hf_pipeline.h) say it cuts.
+TEST_CASE("tokenizer.json pipeline: splits, prefix space, templates, added-token flags, normalizer, ignore_merges") {
+  ScratchDir d;
+  int n = 0;
+  auto load = [&](const nlohmann::json& j) {
+    const std::string path = d.file("p" + std::to_string(n++) + ".json");
+    write_file(path, j.dump());
+    return Tokenizer::from_hf_json(path);
+  };
+  const nlohmann::json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"use_regex", false}};
+  auto split = [&](const char* pattern, const char* behavior, bool invert) {
+    nlohmann::json j = tiny_hf();
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", pattern}}}, {"behavior", behavior},
+                                              {"invert", invert}}, byte_level}}};
+    return load(j);
+  };
+  using Ids = std::vector<int32_t>;
+  CHECK(split("b", "Isolated", false).encode("ab") == Ids{'a', 'b'});
+  CHECK(split("b", "MergedWithPrevious", false).encode("ab") == Ids{257});
+  CHECK(split("a", "MergedWithPrevious", false).encode("ab") == Ids{'a', 'b'});  // nothing before the match
+  CHECK(split("a", "MergedWithNext", false).encode("ab") == Ids{257});
+  CHECK(split("b", "MergedWithNext", false).encode("ab") == Ids{'a', 'b'});  // nothing after the match
+  CHECK(split("b", "Removed", false).encode("abab") == Ids{'a', 'a'});
+  CHECK(split("b", "Removed", true).encode("abab") == Ids{'b', 'b'});  // inverted: the "a"s are removed
+  CHECK(split("[bc]", "Contiguous", false).encode("abca") == Ids{'a', 256, 'a'});
+  CHECK(split("[bc]", "Isolated", false).encode("abca") == Ids{'a', 'b', 'c', 'a'});
+
+  nlohmann::json j = tiny_hf();
+  j["pre_tokenizer"]["add_prefix_space"] = true;  // " abc": (a, bc) is not a listed pair
+  CHECK(load(j).encode("abc") == Ids{' ', 'a', 256});
+  CHECK(load(j).encode(" ab") == Ids{' ', 257});  // a space already there: none added
+
+  // TemplateProcessing: ids around the text; in a Sequence, a later template wraps an earlier one.
+  auto templ = [](const char* token, int32_t id) {
+    nlohmann::json t = {{"type", "TemplateProcessing"}};
+    t["single"] = nlohmann::json::array({nlohmann::json{{"SpecialToken", {{"id", token}, {"type_id", 0}}}},
+                                         nlohmann::json{{"Sequence", {{"id", "A"}, {"type_id", 0}}}}});
+    t["special_tokens"][token] = {{"id", token}, {"ids", nlohmann::json::array({id})}, {"tokens", nlohmann::json::array({token})}};
+    return t;
+  };
+  j = tiny_hf();
+  j["post_processor"] = {{"type", "Sequence"}, {"processors", nlohmann::json::array({{{"type", "ByteLevel"}}, templ("<|endoftext|>", 259), templ("c", 'c')})}};
+  CHECK(load(j).encode("ab") == Ids{'c', 259, 257});
+  CHECK(load(j).encode("") == Ids{'c', 259});
+
+  // Added-token flags (an added "<x>", id 260).
+  auto with_x = [&](const char* flag) {
+    nlohmann::json k = tiny_hf();
+    k["added_tokens"].push_back({{"id", 260}, {"content", "<x>"}, {"special", false}, {"normalized", false}});
+    if (flag) k["added_tokens"][1][flag] = true;
+    return load(k);
+  };
+  CHECK(with_x("lstrip").encode("a  <x>b") == Ids{'a', 260, 'b'});
+  CHECK(with_x("rstrip").encode("a<x>  b") == Ids{'a', 260, 'b'});
+  CHECK(with_x("single_word").encode("a<x>b") == Ids{'a', '<', 'x', '>', 'b'});  // inside a word: not the token
+  CHECK(with_x("single_word").encode("a <x> b") == Ids{'a', ' ', 260, ' ', 'b'});
+  CHECK(with_x(nullptr).encode("a<x>b") == Ids{'a', 260, 'b'});
+  CHECK(with_x(nullptr).eot_id() == 259);
+
+  // NFC: a decomposed é is composed before the pre-tokenizer; a byte that is not UTF-8 stays as it is;
+  // a "normalized" added token is matched in the normalized text.
+  j = tiny_hf();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}}}};
+  j["added_tokens"].push_back({{"id", 260}, {"content", "e\u0301"}, {"special", false}, {"normalized", true}});
+  const Tokenizer nfc = load(j);
+  CHECK(nfc.encode("\xff" "e\u0301") == Ids{0xff, 260});
+  CHECK(nfc.encode("\u00e9") == Ids{260});
+  j["normalizer"] = nullptr;
+  CHECK(load(j).encode("\u00e9") == Ids{0xc3, 0xa9});
+
+  // ignore_merges: a piece that is a vocabulary token is that token, merges or not.
+  j = tiny_hf();
+  CHECK(load(j).encode("abc") == Ids{'a', 256});
+  j["model"]["ignore_merges"] = true;
+  CHECK(load(j).encode("abc") == Ids{258});
+  CHECK(load(j).encode("abca") == Ids{'a', 256, 'a'});  // not a token: merged as usual
+
+  // The end-of-text token by name: Llama 3's <|end_of_text|> when there is no <|endoftext|>.
+  j = tiny_hf();
+  j["model"]["vocab"].erase("<|endoftext|>");  // id 259 only as an added token
+  j["added_tokens"][0]["content"] = "<|end_of_text|>";
+  CHECK(load(j).eot_id() == 259);
+  j["added_tokens"][0]["content"] = "<|eot_id|>";
+  CHECK(load(j).eot_id() == -1);
 }
 
 TEST_CASE("numbers and truncation in tokenizer files are checked") {

@@ -1,0 +1,279 @@
+// Reading a Hugging Face tokenizer.json: the BPE model's vocabulary and merges (bpe::RawVocab) and
+// its pipeline (hf_pipeline.h), each field either honoured exactly as `tokenizers` 0.23 does or
+// refused with one line naming its JSON path and value.
+#include <algorithm>
+#include <climits>
+
+#include "bpe.h"
+#include "core/echo.h"
+#include "core/error.h"
+#include "core/json.h"
+#include "data/tokenizer.h"
+#include "hf_pipeline.h"
+
+namespace xtrain {
+
+namespace bpe {
+
+namespace {
+
+[[noreturn]] void refuse(const std::string& f, const std::string& path, const nlohmann::json& v, const std::string& why) {
+  XT_FAIL(f << ": " << echo_value(path) << " = " << json_echo(v) << " is not supported (" << why << ")");
+}
+
+// only_keys: every field of `obj` is one of `keys`; another may change the ids, so it is refused.
+void only_keys(const std::string& f, const nlohmann::json& obj, const std::string& path,
+               std::initializer_list<const char*> keys) {
+  for (auto it = obj.begin(); it != obj.end(); ++it)
+    if (std::none_of(keys.begin(), keys.end(), [&](const char* k) { return it.key() == k; }))
+      refuse(f, path + "." + it.key(), it.value(), "unknown field: it may change the ids");
+}
+
+bool flag(const std::string& f, const nlohmann::json& obj, const std::string& path, const char* key, bool dflt) {
+  if (!obj.contains(key) || obj[key].is_null()) return dflt;
+  if (!obj[key].is_boolean()) refuse(f, path + "." + key, obj[key], "expected true or false");
+  return obj[key].get<bool>();
+}
+
+std::string type_of(const std::string& f, const nlohmann::json& obj, const std::string& path, const char* what) {
+  if (!obj.is_object() || !obj.contains("type") || !obj["type"].is_string())
+    refuse(f, path, obj, std::string("expected a ") + what + " object with a \"type\"");
+  return obj["type"].get<std::string>();
+}
+
+const nlohmann::json& array_of(const std::string& f, const nlohmann::json& obj, const std::string& path, const char* key) {
+  if (!obj.contains(key) || !obj[key].is_array()) refuse(f, path + "." + key, obj.value(key, nlohmann::json()), "expected an array");
+  return obj[key];
+}
+
+void read_normalizer(const std::string& f, const nlohmann::json& n, const std::string& path, HfPipeline* p) {
+  if (n.is_null()) return;
+  const std::string type = type_of(f, n, path, "normalizer");
+  if (type == "Sequence") {
+    only_keys(f, n, path, {"type", "normalizers"});
+    const auto& list = array_of(f, n, path, "normalizers");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_normalizer(f, list[i], path + ".normalizers[" + std::to_string(i) + "]", p);
+    return;
+  }
+  const NormalForm forms[] = {NormalForm::kNFC, NormalForm::kNFD, NormalForm::kNFKC, NormalForm::kNFKD};
+  const char* names[] = {"NFC", "NFD", "NFKC", "NFKD"};
+  for (int i = 0; i < 4; ++i)
+    if (type == names[i]) {
+      only_keys(f, n, path, {"type"});
+      p->normalizers.push_back(forms[i]);
+      return;
+    }
+  refuse(f, path, n, "implemented normalizers: NFC, NFD, NFKC, NFKD and a Sequence of them");
+}
+
+void read_pre_tokenizer(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p) {
+  const std::string type = type_of(f, t, path, "pre-tokenizer");
+  if (type == "Sequence") {
+    only_keys(f, t, path, {"type", "pretokenizers"});
+    const auto& list = array_of(f, t, path, "pretokenizers");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_pre_tokenizer(f, list[i], path + ".pretokenizers[" + std::to_string(i) + "]", p);
+    return;
+  }
+  PreTokenizerStep st;
+  if (type == "ByteLevel") {
+    only_keys(f, t, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+    st.add_prefix_space = flag(f, t, path, "add_prefix_space", true);
+    if (flag(f, t, path, "use_regex", true)) st.regex = std::make_unique<SplitRegex>(PreTokenizer::gpt2_pattern(), false, f + ": " + path);
+    st.byte_level = true;
+    p->steps.push_back(std::move(st));
+    return;
+  }
+  if (type != "Split") refuse(f, path, t, "implemented pre-tokenizers: ByteLevel, Split and a Sequence of them");
+  only_keys(f, t, path, {"type", "pattern", "behavior", "invert"});
+  const nlohmann::json& pat = t.value("pattern", nlohmann::json());
+  const bool regex = pat.is_object() && pat.size() == 1 && pat.contains("Regex") && pat["Regex"].is_string();
+  const bool literal = pat.is_object() && pat.size() == 1 && pat.contains("String") && pat["String"].is_string();
+  if (!regex && !literal) refuse(f, path + ".pattern", pat, "expected {\"Regex\": ...} or {\"String\": ...}");
+  st.regex = std::make_unique<SplitRegex>(pat.begin().value().get<std::string>(), literal, f + ": " + path + ".pattern");
+  const nlohmann::json& b = t.value("behavior", nlohmann::json());
+  const char* names[] = {"Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"};
+  const SplitBehavior kinds[] = {SplitBehavior::kRemoved, SplitBehavior::kIsolated, SplitBehavior::kMergedWithPrevious,
+                                 SplitBehavior::kMergedWithNext, SplitBehavior::kContiguous};
+  int k = -1;
+  for (int i = 0; i < 5; ++i)
+    if (b.is_string() && b.get<std::string>() == names[i]) k = i;
+  if (k < 0) refuse(f, path + ".behavior", b, "expected Removed, Isolated, MergedWithPrevious, MergedWithNext or Contiguous");
+  st.behavior = kinds[k];
+  st.invert = flag(f, t, path, "invert", false);
+  p->steps.push_back(std::move(st));
+}
+
+// read_template: TemplateProcessing's single template: the ids before and after sequence A.
+void read_template(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p) {
+  only_keys(f, t, path, {"type", "single", "pair", "special_tokens"});
+  const auto& single = array_of(f, t, path, "single");
+  const nlohmann::json specials = t.value("special_tokens", nlohmann::json::object());
+  std::vector<int32_t> before, after;
+  int sequences = 0;
+  for (size_t i = 0; i < single.size(); ++i) {
+    const nlohmann::json& item = single[i];
+    const std::string where = path + ".single[" + std::to_string(i) + "]";
+    if (item.is_object() && item.size() == 1 && item.contains("Sequence") && item["Sequence"].is_object()) {
+      if (item["Sequence"].value("id", "") != "A") refuse(f, where, item, "a single template holds sequence A only");
+      ++sequences;
+      continue;
+    }
+    if (!item.is_object() || item.size() != 1 || !item.contains("SpecialToken") || !item["SpecialToken"].is_object() ||
+        !item["SpecialToken"].contains("id") || !item["SpecialToken"]["id"].is_string())
+      refuse(f, where, item, "expected {\"SpecialToken\": {\"id\": ...}} or {\"Sequence\": {\"id\": \"A\"}}");
+    const std::string name = item["SpecialToken"]["id"].get<std::string>();
+    if (!specials.is_object() || !specials.contains(name) || !specials[name].is_object() ||
+        !specials[name].contains("ids") || !specials[name]["ids"].is_array())
+      refuse(f, where, item, "its token is not in special_tokens with \"ids\"");
+    for (const auto& id : specials[name]["ids"]) {
+      if (!id.is_number_unsigned() || id.get<uint64_t>() > uint64_t(INT32_MAX))
+        refuse(f, path + ".special_tokens", specials[name], "ids must be token ids");
+      (sequences ? after : before).push_back(id.get<int32_t>());
+    }
+  }
+  if (sequences != 1) refuse(f, path + ".single", single, "a single template holds sequence A exactly once");
+  p->prefix.insert(p->prefix.begin(), before.begin(), before.end());  // an earlier processor's ids are inside
+  p->suffix.insert(p->suffix.end(), after.begin(), after.end());
+}
+
+void read_post_processor(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p) {
+  if (t.is_null()) return;
+  const std::string type = type_of(f, t, path, "post-processor");
+  if (type == "Sequence") {
+    only_keys(f, t, path, {"type", "processors"});
+    const auto& list = array_of(f, t, path, "processors");
+    for (size_t i = 0; i < list.size(); ++i)
+      read_post_processor(f, list[i], path + ".processors[" + std::to_string(i) + "]", p);
+  } else if (type == "ByteLevel") {  // offsets only
+    only_keys(f, t, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
+  } else if (type == "TemplateProcessing") {
+    read_template(f, t, path, p);
+  } else {
+    refuse(f, path, t, "implemented post-processors: ByteLevel, TemplateProcessing and a Sequence of them");
+  }
+}
+
+}  // namespace
+
+HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
+  HfPipeline p;
+  only_keys(f, root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
+                                   "post_processor", "decoder", "model"});
+  for (const char* k : {"truncation", "padding"})
+    if (root.contains(k) && !root[k].is_null()) refuse(f, k, root[k], "it changes the ids; only null is implemented");
+  read_normalizer(f, root.value("normalizer", nlohmann::json()), "normalizer", &p);
+  const nlohmann::json& pre = root.value("pre_tokenizer", nlohmann::json());
+  if (pre.is_null()) refuse(f, "pre_tokenizer", pre, "the vocabulary is byte-level: a ByteLevel pre-tokenizer is needed");
+  read_pre_tokenizer(f, pre, "pre_tokenizer", &p);
+  read_post_processor(f, root.value("post_processor", nlohmann::json()), "post_processor", &p);
+
+  const nlohmann::json& model = root["model"];
+  only_keys(f, model, "model", {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
+                                "end_of_word_suffix", "fuse_unk", "byte_fallback", "ignore_merges"});
+  if (model.contains("dropout") && !model["dropout"].is_null() && model["dropout"] != 0)
+    refuse(f, "model.dropout", model["dropout"], "BPE dropout makes the ids random");
+  for (const char* k : {"continuing_subword_prefix", "end_of_word_suffix"})
+    if (model.contains(k) && !model[k].is_null() && model[k] != "")
+      refuse(f, std::string("model.") + k, model[k], "only an empty affix is implemented");
+  if (flag(f, model, "model", "byte_fallback", false))
+    refuse(f, "model.byte_fallback", model["byte_fallback"], "byte fallback goes with a non-byte-level vocabulary");
+  p.ignore_merges = flag(f, model, "model", "ignore_merges", false);
+
+  if (root.contains("added_tokens") && root["added_tokens"].is_array())
+    for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
+      const nlohmann::json& t = root["added_tokens"][i];
+      const std::string where = "added_tokens[" + std::to_string(i) + "]";
+      if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
+        continue;  // from_hf_json names the malformed entry
+      only_keys(f, t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
+      AddedToken a;
+      a.content = t["content"].get<std::string>();
+      a.id = t["id"].is_number_integer() ? t["id"].get<int32_t>() : -1;
+      a.single_word = flag(f, t, where, "single_word", false);
+      a.lstrip = flag(f, t, where, "lstrip", false);
+      a.rstrip = flag(f, t, where, "rstrip", false);
+      a.normalized = flag(f, t, where, "normalized", !flag(f, t, where, "special", false));
+      if (a.content.empty()) continue;  // tokenizers ignores an empty added token
+      std::string n;
+      if (a.normalized)
+        for (NormalForm form : p.normalizers)
+          if (normalize_unicode(form, a.content, &n)) a.content = n;
+      (a.normalized ? p.added_normalized : p.added_raw).push_back(std::move(a));
+    }
+  // Longest first: the first token found at the smallest position is then the longest there.
+  for (auto* list : {&p.added_raw, &p.added_normalized})
+    std::stable_sort(list->begin(), list->end(), [](const auto& x, const auto& y) { return x.content.size() > y.content.size(); });
+
+  // The model works on bytes, so exactly one ByteLevel step, the last one (a Split after it would see
+  // ByteLevel's characters, not the text).
+  const auto byte_levels = std::count_if(p.steps.begin(), p.steps.end(), [](const auto& st) { return st.byte_level; });
+  if (byte_levels != 1 || !p.steps.back().byte_level)
+    refuse(f, "pre_tokenizer", pre, "the vocabulary is byte-level: exactly one ByteLevel step, the last, is implemented");
+
+  // GPT-2's pipeline (what the fingerprint has always covered implicitly) or the settings in full.
+  // Without a normalizer, tokens matched in one pass (all raw or all "normalized") are literal matches.
+  auto plain = [](const std::vector<AddedToken>& list) {
+    return std::all_of(list.begin(), list.end(), [](const AddedToken& a) { return !a.single_word && !a.lstrip && !a.rstrip; });
+  };
+  const bool gpt2 = p.normalizers.empty() && p.steps.size() == 1 && p.steps[0].regex && !p.steps[0].add_prefix_space &&
+                    p.prefix.empty() && p.suffix.empty() && !p.ignore_merges && plain(p.added_raw) &&
+                    plain(p.added_normalized) && (p.added_raw.empty() || p.added_normalized.empty());
+  if (!gpt2) {
+    nlohmann::json d = {{"normalizer", root.value("normalizer", nlohmann::json())}, {"pre_tokenizer", pre},
+                        {"post_processor", root.value("post_processor", nlohmann::json())},
+                        {"ignore_merges", p.ignore_merges}, {"added_tokens", root.value("added_tokens", nlohmann::json())}};
+    p.description = d.dump();
+  }
+  return p;
+}
+
+}  // namespace bpe
+
+Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
+  const std::string& f = tokenizer_json;
+  const nlohmann::json root = read_json_file(f);  // bounded (core/json.h)
+  bpe::RawVocab raw;
+  raw.file = f;
+  if (!root.is_object() || !root.contains("model") || !root["model"].is_object())
+    XT_FAIL(f << ": no \"model\" object (not a Hugging Face tokenizer.json?)");
+  const auto& model = root["model"];
+  if (model.contains("type") && model["type"] != "BPE")
+    XT_FAIL(f << ": model.type is " << json_echo(model["type"]) << ", expected \"BPE\"");
+  if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
+    XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
+  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    for (const auto& t : root["added_tokens"]) {
+      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
+          !t["content"].is_string())
+        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
+      raw.specials.emplace_back(t["content"].get<std::string>(), bpe::id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"])));
+    }
+  }
+  auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f));
+  bpe::read_vocab_object(model["vocab"], f, "model.vocab", &raw);
+  const auto& merges = model["merges"];
+  for (size_t i = 0; i < merges.size(); ++i) {
+    const auto& m = merges[i];
+    const std::string where = f + ": model.merges[" + std::to_string(i) + "]";
+    if (m.is_string()) {  // "left right" (tokenizers < 0.20)
+      const std::string s = m.get<std::string>();
+      const size_t sp = s.find(' ');
+      if (sp == std::string::npos || s.find(' ', sp + 1) != std::string::npos)
+        XT_FAIL(where << " \"" << echo_value(s) << "\" is not \"left right\"");
+      raw.merges.emplace_back(s.substr(0, sp), s.substr(sp + 1));
+    } else if (m.is_array() && m.size() == 2 && m[0].is_string() && m[1].is_string()) {  // ["left", "right"]
+      raw.merges.emplace_back(m[0].get<std::string>(), m[1].get<std::string>());
+    } else {
+      XT_FAIL(where << " is neither \"left right\" nor [left, right]: " << json_echo(m));
+    }
+    raw.merge_where.push_back(where);
+  }
+  raw.rule = bpe::PairRule::kListed;  // tokenizers' BPE model
+  raw.whole_piece_first = pipeline->ignore_merges;
+  raw.pipeline = pipeline->description;
+  return from_raw(raw, std::move(pipeline));
+}
+
+}  // namespace xtrain
