@@ -44,7 +44,7 @@ done
 packages=(
   build-essential cmake ninja-build pkg-config git ca-certificates python3 nodejs
   openmpi-bin libopenmpi-dev libboost-program-options-dev libopenblas-dev libpcre2-dev libxxhash-dev libzstd-dev
-  nlohmann-json3-dev libssl-dev libicu-dev
+  nlohmann-json3-dev libssl-dev libicu-dev libsentencepiece-dev
 )
 # --tests: what the tests need besides
 test_packages=(

@@ -102,7 +102,7 @@ LoadedModel load_model(const po::variables_map& vm) {
 // merges.txt, each of --encoder-json / --vocab-bpe not given on the command line is the export's file
 // (as --help says), not the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (!files.tokenizer_json.empty() || !tokenizer_ranks_path(files).empty() || lm.vocab_json.empty() ||
+  if (!files.tokenizer_json.empty() || !files.tokenizer_model.empty() || !tokenizer_ranks_path(files).empty() || lm.vocab_json.empty() ||
       lm.merges_txt.empty())
     return load_tokenizer(files);
   TokenizerFiles f = files;
@@ -118,7 +118,7 @@ void check_dump_logits_target(const po::variables_map& vm) {
   if (!vm.count("dump-logits")) return;
   const std::string out = vm["dump-logits"].as<std::string>();
   std::vector<std::string> inputs;
-  for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "encoder-json", "vocab-bpe"})
+  for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "tokenizer-model", "tokenizer-ranks", "encoder-json", "vocab-bpe"})
     if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());
   if (vm.count("model"))
     for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile})
@@ -208,8 +208,11 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   Utf8Stream stream;
   const bool stream_text = !print_ids && batch == 1;
   if (stream_text) std::cout << text << std::flush;
+  std::vector<int32_t> seq = prompt;  // what the streamed token follows
   auto on_token = [&](int, int32_t id) {
-    if (stream_text) std::cout << stream.push(tok.decode({id})) << std::flush;
+    if (!stream_text) return;
+    std::cout << stream.push(continuation_text(tok, seq, {id})) << std::flush;
+    seq.push_back(id);
   };
   GenerateStats st;
   const auto out = generate(dec, std::vector<std::vector<int32_t>>(batch, prompt), opts, on_token, &st);
@@ -219,7 +222,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
       for (size_t i = 0; i < out[b].size(); ++i) std::cout << (i ? " " : "") << out[b][i];
       std::cout << "\n";
     } else {
-      std::cout << "--- sequence " << b << "\n" << text << tok.decode(out[b]) << "\n";
+      std::cout << "--- sequence " << b << "\n" << text << continuation_text(tok, prompt, out[b]) << "\n";
     }
   }
   flush_stdout();  // a lost text is exit 1 with one line, before the summary lines

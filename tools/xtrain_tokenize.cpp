@@ -27,10 +27,11 @@ namespace po = boost::program_options;
 namespace {
 
 constexpr const char* kUsage =
-    "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]]\n"
+    "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]\n"
+    "                        | --tokenizer-model F.model]\n"
     "                       (--input TEXT [--output CACHE] | --input FILES --shard-tokens N --output NAME\n"
     "                        | --print-ids TEXT | --decode IDS)\n"
-    "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids), a tiktoken encoding or a Hugging Face tokenizer.json (docs/tokenizers.md).";
+    "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids), a tiktoken encoding or a Hugging Face tokenizer.json; or a SentencePiece model (docs/tokenizers.md).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
 po::options_description make_options(xtrain::TokenizerFiles& files) {
@@ -59,16 +60,11 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 // damaged or stale (UsageError otherwise: a text or a model file is never replaced).
 void check_output(const std::string& output, const std::string& input, const xtrain::TokenizerFiles& files) {
   if (output.empty()) return;
-  std::vector<std::pair<const char*, std::string>> inputs = {{"--input", input}};
-  if (!xtrain::tokenizer_ranks_path(files).empty())
-    inputs.emplace_back("--tokenizer-ranks", xtrain::tokenizer_ranks_path(files));
-  else if (files.tokenizer_json.empty())
-    inputs.insert(inputs.end(), {{"--encoder-json", files.encoder_json}, {"--vocab-bpe", files.vocab_bpe}});
-  else
-    inputs.emplace_back("--tokenizer-json", files.tokenizer_json);
+  std::vector<std::pair<std::string, std::string>> inputs = {{"--input", input}};
+  for (const auto& [opt, path] : xtrain::tokenizer_inputs(files)) inputs.emplace_back(opt, path);
   for (const auto& [opt, path] : inputs)
     if (xtrain::same_file(path, output))
-      throw xtrain::UsageError(std::string(opt) + " and --output name the same file (" + output + ")");
+      throw xtrain::UsageError(opt + " and --output name the same file (" + output + ")");
   xtrain::check_writable(output, "--output");
   std::error_code ec;
   if (std::filesystem::exists(output, ec) && !xtrain::looks_like_token_cache(output))

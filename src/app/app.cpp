@@ -126,10 +126,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
                        " --data files each cache is <file>.tokcache");
     // (an implicit cache path that is not a regular file is a warning of load_tokens, not an error)
     if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
-    check_input(o.tokenizer.tokenizer_json, "--tokenizer-json");
-    check_input(tokenizer_ranks_path(o.tokenizer), "--tokenizer-ranks");
-    check_input(o.tokenizer.encoder_json, "--encoder-json");
-    check_input(o.tokenizer.vocab_bpe, "--vocab-bpe");
+    for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) check_input(path, opt.c_str());
   });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).

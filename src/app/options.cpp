@@ -231,10 +231,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   for (const std::string& f : data_files) reads.push_back({"--data", f});
   for (const std::string& f : val_files) reads.push_back({"--val-data", f});
   const size_t n_data = reads.size();
-  reads.push_back({"--encoder-json", o.tokenizer.encoder_json});
-  reads.push_back({"--vocab-bpe", o.tokenizer.vocab_bpe});
-  reads.push_back({"--tokenizer-json", o.tokenizer.tokenizer_json});
-  reads.push_back({"--tokenizer-ranks", tokenizer_ranks_path(o.tokenizer)});
+  for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) reads.push_back({opt, path});
   reads.push_back({"--resume", o.train.resume});
   if (!o.init_from.empty()) {  // every file of the model directory
     std::error_code ec;

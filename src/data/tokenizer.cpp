@@ -20,6 +20,7 @@
 #include "core/json.h"
 #include "data/tiktoken.h"
 #include "hf_pipeline.h"
+#include "spm_codec.h"
 
 namespace xtrain {
 
@@ -72,6 +73,7 @@ struct Tokenizer::Impl {
   uint64_t fingerprint = 0;
   std::vector<bool> unassigned;                             // (V) or empty; ids decode refuses
   std::unique_ptr<bpe::Merger> merger;
+  std::unique_ptr<spm::Codec> spm;                          // set for a SentencePiece model: it does all
   bpe::PreTokenizer pre;
   std::unique_ptr<bpe::HfPipeline> hf;                      // tokenizer.json's pipeline, else null
   Impl() = default;
@@ -325,9 +327,21 @@ Tokenizer Tokenizer::from_raw(const bpe::RawVocab& raw, std::unique_ptr<bpe::HfP
   return Tokenizer(std::move(impl));
 }
 
+Tokenizer Tokenizer::from_sentencepiece(const std::string& model_file) {
+  auto impl = std::make_unique<Impl>();
+  impl->spm = spm::Codec::load(model_file);
+  impl->eot = impl->spm->eos_id();
+  impl->fingerprint = impl->spm->fingerprint();
+  return Tokenizer(std::move(impl));
+}
+
 std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::function<void(size_t)>& bytes_done) const {
   std::vector<int32_t> out;
   out.reserve(text.size() / 3);
+  if (impl_->spm) {
+    impl_->spm->encode(text, &out, bytes_done);
+    return out;
+  }
   Impl::PieceMark mark{text.data(), text.data() + kEncodeProgressBytes, bytes_done ? &bytes_done : nullptr};
   if (impl_->hf) {
     impl_->hf->encode(text, &out, [&](std::string_view piece, const char* where) {
@@ -362,6 +376,7 @@ std::vector<int32_t> Tokenizer::encode(std::string_view text, const std::functio
 }
 
 std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
+  if (impl_->spm) return impl_->spm->decode(ids);
   std::string out;
   for (int32_t id : ids) {
     if (id < 0 || id >= vocab_size())
@@ -373,7 +388,7 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
   return out;
 }
 
-int Tokenizer::vocab_size() const { return int(impl_->token_bytes.size()); }
+int Tokenizer::vocab_size() const { return impl_->spm ? impl_->spm->vocab_size() : int(impl_->token_bytes.size()); }
 int Tokenizer::eot_id() const { return impl_->eot; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
 
@@ -429,7 +444,16 @@ std::string tokenizer_ranks_path(const TokenizerFiles& files) {
   return files.tokenizer_ranks.empty() ? tiktoken_default_file(files.tokenizer) : files.tokenizer_ranks;
 }
 
+std::vector<std::pair<std::string, std::string>> tokenizer_inputs(const TokenizerFiles& files) {
+  if (!files.tokenizer_model.empty()) return {{"--tokenizer-model", files.tokenizer_model}};
+  const std::string ranks = tokenizer_ranks_path(files);
+  if (!ranks.empty()) return {{"--tokenizer-ranks", ranks}};
+  if (!files.tokenizer_json.empty()) return {{"--tokenizer-json", files.tokenizer_json}};
+  return {{"--encoder-json", files.encoder_json}, {"--vocab-bpe", files.vocab_bpe}};
+}
+
 Tokenizer load_tokenizer(const TokenizerFiles& files) {
+  if (!files.tokenizer_model.empty()) return Tokenizer::from_sentencepiece(files.tokenizer_model);
   const std::string ranks = tokenizer_ranks_path(files);
   if (!ranks.empty()) {
     std::error_code ec;

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace xtrain {
@@ -40,6 +41,12 @@ class Tokenizer {
   // naming file and line for a bad rank file (bad base64, duplicate token or rank, a rank missing
   // that is not a special token's id, another rank count than the encoding's).
   static Tokenizer from_tiktoken(const std::string& ranks_file, const std::string& name);
+  // from_sentencepiece: a SentencePiece .model file, encoded and decoded by the library
+  // (libsentencepiece, src/data/spm_codec.h): a text gives the library's Encode ids (no BOS/EOS
+  // added; control tokens such as "</s>" written in the text are not matched), eot_id() is the
+  // model's EOS ("</s>"), the fingerprint covers the file's bytes. Throws Error naming the file for
+  // one that is unreadable, a directory, not a model or incomplete (truncated).
+  static Tokenizer from_sentencepiece(const std::string& model_file);
 
   Tokenizer(Tokenizer&&) noexcept;
   Tokenizer& operator=(Tokenizer&&) noexcept;
@@ -59,7 +66,7 @@ class Tokenizer {
 
   int vocab_size() const;  // number of ids, e.g. 50257 for GPT-2
   // eot_id: the end-of-text token put between documents: <|endoftext|> (GPT-2, OpenAI encodings,
-  // Qwen), else <|end_of_text|> (Llama 3); -1 when the vocabulary has neither.
+  // Qwen), else <|end_of_text|> (Llama 3); SentencePiece: the model's EOS; -1 when there is none.
   int eot_id() const;
   // fingerprint: 64-bit hash of vocabulary, merges and special tokens; token caches and checkpoints
   // record it so that data tokenized with another vocabulary is refused.
@@ -96,16 +103,22 @@ struct TokenizerFiles {
   std::string tokenizer;                // --tokenizer: "gpt2" (the files below) or a tiktoken_names() entry
   std::string tokenizer_ranks;          // --tokenizer-ranks: rank file of a tiktoken encoding, "" = default
   std::string tokenizer_json;           // Hugging Face tokenizer.json; replaces the GPT-2 pair when set
+  std::string tokenizer_model;          // --tokenizer-model: SentencePiece .model; replaces the GPT-2 pair when set
   std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
   bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 
-// load_tokenizer: the tokenizer the options name: a tiktoken encoding when files.tokenizer is not
-// "gpt2" (its rank file: tokenizer_ranks, else tiktoken_default_file), else the overload above.
+// load_tokenizer: the tokenizer the options name: a SentencePiece model when tokenizer_model is set,
+// a tiktoken encoding when files.tokenizer is not "gpt2" (its rank file: tokenizer_ranks, else
+// tiktoken_default_file), else the overload above.
 Tokenizer load_tokenizer(const TokenizerFiles& files);
 
 // tokenizer_ranks_path: the rank file load_tokenizer(files) reads, "" when it reads none.
 std::string tokenizer_ranks_path(const TokenizerFiles& files);
+
+// tokenizer_inputs: the files load_tokenizer(files) reads, each with its option name
+// ({"--tokenizer-model", path}, {"--encoder-json", path}, ...): what an output must never overwrite.
+std::vector<std::pair<std::string, std::string>> tokenizer_inputs(const TokenizerFiles& files);
 
 }  // namespace xtrain

@@ -33,12 +33,23 @@ void add_tokenizer_options(po::options_description& desc, TokenizerFiles& files,
       "(default: " + dd + "/tokenizers/<name>.tiktoken, fetched by scripts/setup.sh --tokenizers)").c_str());
   if (notes.hf_json)
     desc.add_options()("tokenizer-json", po::value(&files.tokenizer_json)->default_value(""),
-                       "Hugging Face tokenizer.json; when given, it replaces --encoder-json/--vocab-bpe (default: none)");
+                       "Hugging Face tokenizer.json; when given, it replaces --encoder-json/--vocab-bpe (default: none)")
+      ("tokenizer-model", po::value(&files.tokenizer_model)->default_value(""),
+       "SentencePiece .model file (spm_train's; Llama 2's tokenizer.model), encoded by libsentencepiece; when given, it "
+       "replaces --encoder-json/--vocab-bpe (default: none)");
 }
 
 void read_tokenizer_options(const po::variables_map& vm, TokenizerFiles& files) {
-  reject_empty_values(vm, {"encoder-json", "vocab-bpe", "tokenizer-json", "tokenizer"});
+  reject_empty_values(vm, {"encoder-json", "vocab-bpe", "tokenizer-json", "tokenizer", "tokenizer-model"});
   const bool ranks_given = !files.tokenizer_ranks.empty();
+  if (!files.tokenizer_model.empty()) {
+    const bool other = (!files.tokenizer.empty() && files.tokenizer != "gpt2") || ranks_given ||
+                       !files.tokenizer_json.empty() || (vm.count("encoder-json") && !vm["encoder-json"].defaulted()) ||
+                       (vm.count("vocab-bpe") && !vm["vocab-bpe"].defaulted());
+    if (other)
+      throw UsageError("--tokenizer-model names the whole tokenizer; do not give --tokenizer, --tokenizer-ranks, "
+                       "--tokenizer-json, --encoder-json or --vocab-bpe with it");
+  }
   if (!files.tokenizer.empty() && files.tokenizer != "gpt2") {
     tiktoken_default_file(files.tokenizer);  // UsageError naming the known ones for an unknown name
     const bool gpt2_files = (vm.count("encoder-json") && !vm["encoder-json"].defaulted()) ||

@@ -98,4 +98,12 @@ std::string Utf8Stream::flush() {
   return rest;
 }
 
+std::string continuation_text(const Tokenizer& tok, const std::vector<int32_t>& context, const std::vector<int32_t>& ids) {
+  std::vector<int32_t> all = context;
+  all.insert(all.end(), ids.begin(), ids.end());
+  const std::string before = tok.decode(context), after = tok.decode(all);
+  if (after.compare(0, before.size(), before) == 0) return after.substr(before.size());
+  return tok.decode(ids);
+}
+
 }  // namespace xtrain

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "data/tokenizer.h"
 #include "model/inference.h"
 #include "serve/sampler.h"
 
@@ -41,6 +42,12 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
                                            const GenerateOptions& opts,
                                            const std::function<void(int, int32_t)>& on_token,
                                            GenerateStats* stats = nullptr);
+
+// continuation_text: the text `ids` add after `context` (the ids before them): decode(context + ids)
+// past decode(context) when that is its prefix, else decode(ids). For byte-level BPE this is
+// decode(ids); for SentencePiece it keeps the space before a word, which the library drops at the
+// start of a text (so decoding token by token would join the words). Throws as Tokenizer::decode.
+std::string continuation_text(const Tokenizer& tok, const std::vector<int32_t>& context, const std::vector<int32_t>& ids);
 
 // Utf8Stream: byte-level BPE tokens may end inside a multi-byte UTF-8 character (e.g. an emoji spread
 // over two tokens). push() returns the bytes up to the last complete character and holds back an

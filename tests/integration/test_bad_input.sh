@@ -89,6 +89,12 @@ MAX_S=15 expect "--data is a FIFO" 1 "--data .*fifo: cannot read: not a regular 
 MAX_S=15 expect "--resume is a FIFO" 1 "--resume .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --resume "$WORK/fifo"
 MAX_S=15 expect "--vocab-bpe is a FIFO" 1 "--vocab-bpe .*fifo: cannot read: not a regular file" 2 "${OK[@]}" --vocab-bpe "$WORK/fifo"
 MAX_S=15 expect "--tokenizer-json is a FIFO" 1 "--tokenizer-json .*fifo: cannot read" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/fifo"
+# SentencePiece models (--tokenizer-model): a text file, a truncated model, a directory
+spm="$(dirname "$0")/../vectors/spm_bpe.model"
+head -c 100000 "$spm" > "$WORK/cut.model"
+MAX_S=15 expect "--tokenizer-model is text" 1 "--tokenizer-model .*corpus.txt: not a SentencePiece model" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-model "$WORK/corpus.txt"
+MAX_S=15 expect "--tokenizer-model truncated" 1 "--tokenizer-model .*cut.model: not a SentencePiece model" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-model "$WORK/cut.model"
+MAX_S=15 expect "--tokenizer-model is a directory" 1 "--tokenizer-model .*no-shards.*not a regular file" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-model "$WORK/no-shards"
 MAX_S=15 expect "--tokens-cache is a FIFO" 1 "--tokens-cache .*fifo: cannot read" 2 "${OK[@]}" --tokens-cache "$WORK/fifo"
 [[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
 # options that differ across ranks (MPMD command lines): one line naming the option; every rank exits 2

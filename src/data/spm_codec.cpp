@@ -1,0 +1,125 @@
+// SentencePiece codec over the library (see spm_codec.h): load with xtrain's checks, encode in
+// newline-ended pieces where that gives the same ids, decode.
+#include "spm_codec.h"
+
+#include <sentencepiece_processor.h>
+
+#include <algorithm>
+
+#include "core/error.h"
+#include "core/io.h"
+#include "data/tokenizer.h"
+
+namespace xtrain::spm {
+
+namespace {
+
+// top_level_fields: the field numbers of a protobuf message's top level (wire format,
+// developers.google.com/protocol-buffers/docs/encoding), or false when the bytes do not walk to the
+// end as fields. The library parses the whole message; this walk only tells which fields are there.
+bool top_level_fields(std::string_view b, std::vector<uint32_t>* fields) {
+  size_t i = 0;
+  auto varint = [&](uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
+      const uint8_t c = uint8_t(b[i++]);
+      *v |= uint64_t(c & 0x7F) << shift;
+      if (!(c & 0x80)) return true;
+    }
+    return false;
+  };
+  while (i < b.size()) {
+    uint64_t key = 0, v = 0;
+    if (!varint(&key)) return false;
+    fields->push_back(uint32_t(key >> 3));
+    switch (key & 7) {
+      case 0: if (!varint(&v)) return false; break;
+      case 1: v = 8; if (b.size() - i < v) return false; i += v; break;
+      case 2: if (!varint(&v) || b.size() - i < v) return false; i += v; break;
+      case 5: v = 4; if (b.size() - i < v) return false; i += v; break;
+      default: return false;
+    }
+  }
+  return true;
+}
+
+// ModelProto's fields (sentencepiece_model.proto): pieces 1, trainer_spec 2, normalizer_spec 3.
+constexpr uint32_t kPieces = 1, kTrainerSpec = 2, kNormalizerSpec = 3;
+
+}  // namespace
+
+Codec::Codec() : sp_(std::make_unique<sentencepiece::SentencePieceProcessor>()) {}
+Codec::~Codec() = default;
+
+std::unique_ptr<Codec> Codec::load(const std::string& path) {
+  std::string bytes;
+  try {
+    bytes = read_file(path);  // missing, unreadable, a directory
+  } catch (const Error& e) {
+    XT_FAIL("--tokenizer-model: " << e.what());
+  }
+  std::unique_ptr<Codec> c(new Codec());
+  c->path_ = path;
+  const std::string hint = " (Llama 3's tokenizer.model is a tiktoken rank file: --tokenizer llama3 --tokenizer-ranks FILE)";
+  std::vector<uint32_t> fields;
+  if (bytes.empty() || !top_level_fields(bytes, &fields))
+    XT_FAIL("--tokenizer-model " << path << ": not a SentencePiece model (not a protobuf message)" << hint);
+  const sentencepiece::util::Status st = c->sp_->LoadFromSerializedProto(bytes);
+  if (!st.ok())
+    XT_FAIL("--tokenizer-model " << path << ": not a SentencePiece model (" << st.ToString() << ")" << hint);
+  for (uint32_t f : {kPieces, kTrainerSpec, kNormalizerSpec})
+    if (std::find(fields.begin(), fields.end(), f) == fields.end())
+      XT_FAIL("--tokenizer-model " << path << ": incomplete SentencePiece model (no "
+                                   << (f == kPieces ? "pieces" : f == kTrainerSpec ? "trainer spec" : "normalizer spec")
+                                   << "; a truncated file?)");
+  c->fingerprint_ = fnv1a64(bytes.data(), bytes.size(), fnv1a64("xtrain-spm-v1", 13));
+  std::vector<int32_t> nl, ab, a;  // a: "a" then "b" appended
+  c->encode_call("\n", &nl);
+  c->encode_call("a\nb", &ab);
+  c->encode_call("a", &a);
+  c->encode_call("b", &a);
+  c->drops_newlines_ = nl.empty() && ab == a;
+  return c;
+}
+
+void Codec::encode_call(std::string_view text, std::vector<int32_t>* out) const {
+  std::vector<int> ids;
+  const sentencepiece::util::Status st = sp_->Encode(absl::string_view(text.data(), text.size()), &ids);
+  if (!st.ok()) XT_FAIL(path_ << ": SentencePiece encode failed: " << st.ToString());
+  out->insert(out->end(), ids.begin(), ids.end());
+}
+
+void Codec::encode(std::string_view text, std::vector<int32_t>* out, const std::function<void(size_t)>& bytes_done) const {
+  if (!drops_newlines_) {
+    encode_call(text, out);
+    if (bytes_done) bytes_done(text.size());
+    return;
+  }
+  size_t next_report = Tokenizer::kEncodeProgressBytes;
+  for (size_t pos = 0; pos < text.size();) {
+    size_t end = text.size();
+    if (text.size() - pos > kChunkBytes) {
+      const size_t nl = text.find('\n', pos + kChunkBytes);
+      if (nl != text.npos) end = nl + 1;
+    }
+    encode_call(text.substr(pos, end - pos), out);
+    pos = end;
+    if (bytes_done && pos >= next_report && pos < text.size()) {
+      bytes_done(pos);
+      next_report = pos + Tokenizer::kEncodeProgressBytes;
+    }
+  }
+  if (bytes_done) bytes_done(text.size());
+}
+
+std::string Codec::decode(const std::vector<int32_t>& ids) const {
+  for (int32_t id : ids)
+    if (id < 0 || id >= vocab_size())
+      XT_FAIL("decode: token id " << id << " is outside the vocabulary [0, " << vocab_size() << ")");
+  return sp_->DecodeIds(std::vector<int>(ids.begin(), ids.end()));
+}
+
+int Codec::vocab_size() const { return sp_->GetPieceSize(); }
+int Codec::eos_id() const { return sp_->eos_id(); }
+
+}  // namespace xtrain::spm
