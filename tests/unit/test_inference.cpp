@@ -228,7 +228,8 @@ TEST_CASE("KV-cache decoding equals recomputing the whole prefix (64 greedy toke
 
 // A llama model as xtrain_generate --ckpt loads it: its family, untied head, RMSNorm eps and rotary base
 // come from the checkpoint (save_checkpoint, load_checkpoint), and greedy decoding through the cache
-// gives, with per-row GEMMs, the logits of recomputing the whole prefix bit for bit.
+// gives, with per-row GEMMs, the logits of recomputing the whole prefix bit for bit: through the decoder
+// (Decoder::forward) and through the training forward.
 TEST_CASE("llama from a checkpoint: greedy KV-cache decoding equals recomputing the prefix each token") {
   auto be = make_cpu_backend(RowKernels::per_row);
   GPTConfig cfg = small_config(Arch::llama);
@@ -256,6 +257,27 @@ TEST_CASE("llama from a checkpoint: greedy KV-cache decoding equals recomputing 
   be->copy_to_device(model.params(), loaded.params.data(), loaded.params.size() * sizeof(float));
   // 12-token prompts, 60 new tokens: the cache holds 71 of the 80 positions at the end
   check_cached_greedy(model, 12, 60, 0.0);
+
+  // and against the training forward (GPT::forward) over the whole sequence at every step
+  Decoder dec(model, 1);
+  std::vector<int32_t> seq = random_tokens(12, lc.V, 3);
+  const std::vector<float>* logits = &dec.append(seq.data(), int(seq.size()), false);
+  std::vector<float> train(size_t(lc.maxT) * lc.Vp());
+  const int steps = 60;
+  int equal = 0;
+  for (int n = 0; n < steps; ++n) {
+    const int T = int(seq.size());
+    const std::vector<int32_t> targets(size_t(T), 0);
+    model.forward(seq.data(), targets.data(), 1, T, /*train=*/false, 1.0f, nullptr);
+    be->copy_to_host(train.data(), model.logits(), size_t(T) * lc.Vp() * sizeof(float));
+    const float* want = train.data() + size_t(T - 1) * lc.Vp();  // the last position's row
+    equal += std::equal(want, want + lc.V, logits->begin());     // every bit of every logit
+    const int32_t next = int32_t(std::max_element(logits->begin(), logits->end()) - logits->begin());
+    seq.push_back(next);
+    if (n + 1 < steps) logits = &dec.append(&next, 1, false);
+  }
+  MESSAGE("llama from a checkpoint: " << equal << " of " << steps << " greedy steps bitwise the training forward's logits");
+  CHECK(equal == steps);
 }
 
 TEST_CASE("the decoder refuses tokens outside the vocabulary and positions past the context") {
