@@ -2,7 +2,7 @@
 # Multi-GPU gates, placement, throughput and failure on one GPU host.
 # Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/multi_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
-# Prints: the GPU gates (tests/integration/test_gpu_gates.sh: fp32 and bf16, world 2/4/8 vs 1, mpirun and
+# Prints: the GPU gates (tests/integration/test_gpu_gates.sh: gpt2 and llama, fp32 and bf16, world 2/4/8 vs 1, mpirun and
 # threads, placement), the placement table, the duplicate-GPU refusal, seed-config tok/s at world 1
 # and NP (32 sequences per GPU, bf16) with the speed-up, and the time a job needs to end after
 # kill -9 of rank 1. `nvidia-smi topo -m` goes to OUTDIR/topo.txt. Exits non-zero when a gate fails
@@ -28,7 +28,7 @@ nvidia-smi topo -m > "$OUT/topo.txt" 2>&1 || true; cat "$OUT/topo.txt"
 echo "== gates (tests/integration/test_gpu_gates.sh; logs in $OUT/gates)"
 gates_rc=0
 XTRAIN_BIN_DIR="$BIN" XTRAIN_DATA_DIR="$DATA" bash tests/integration/test_gpu_gates.sh "$OUT/gates" || gates_rc=$?
-echo "== placement (world 2, mpirun)"; grep -A2 "^rank " "$OUT/gates/mpi_fp32_w2.log" || true
+echo "== placement (world 2, mpirun)"; grep -A2 "^rank " "$OUT/gates/gpt2_mpi_fp32_w2.log" || true
 
 echo "== duplicate GPU: CUDA_VISIBLE_DEVICES=0 for both ranks"
 rc=0; CUDA_VISIBLE_DEVICES=0 timeout 120 "${MPI[@]}" -np 2 "$XT" "${D[@]}" "${GATE[@]}" --steps 2 > "$OUT/dup.log" 2>&1 || rc=$?

@@ -29,6 +29,17 @@ xt_data() {
 # A small model that exercises every op, grouped-query attention included; fast on 2 cores.
 TINY=(--dim 32 --heads 4 --kv-heads 2 --layers 2 --seq 32 --batch 8 --lr 3e-3 --warmup 5 --val-every 0 --log-every 5)
 
+# The model families the multi-rank tests run on TINY (docs/design.md, "Model"): XT_FAMILIES, and
+# xt_family NAME, which sets FAM to the options of family NAME (llama: with its own head).
+XT_FAMILIES=(gpt2 llama)
+xt_family() {
+  case "$1" in
+    gpt2) FAM=() ;;
+    llama) FAM=(--arch llama --tie-embeddings false) ;;
+    *) echo "xt_family: family must be one of ${XT_FAMILIES[*]} (got '$1')" >&2; exit 2 ;;
+  esac
+}
+
 # mpirun for tests: root needs an opt-in, more ranks than cores need oversubscription.
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # GPU gates: NCCL world 2 (4, 8 where that many GPUs are visible) trains what world 1
 # trains, under mpirun (one process per GPU) and under xtrain_threads (one thread per GPU), in fp32
-# and bf16, with grouped-query attention, dropout and grad accumulation: loss < 1e-3 relative at every
-# step and parameters equal across ranks (< 1e-6), by gate_compare.py. And placement: the table rank
+# and bf16, with grouped-query attention, dropout and grad accumulation, for each model family
+# (common.sh's XT_FAMILIES): loss < 1e-3 relative at every step and parameters equal across ranks
+# (< 1e-6), by gate_compare.py. And placement: the table rank
 # 0 prints puts rank r on visible GPU r (PCI bus id as nvidia-smi lists it, CUDA_DEVICE_ORDER=PCI_BUS_ID).
 # Exit 77 (skipped) unless at least 2 GPUs are visible. Usage: test_gpu_gates.sh [OUTDIR] (keeps logs).
 source "$(dirname "$0")/common.sh"
@@ -32,10 +33,10 @@ echo "$NGPU GPUs visible: ${BUS[*]}"
 GATE=(--dim 256 --heads 8 --kv-heads 4 --layers 4 --seq 256 --batch 32 --steps 20 --val-every 0 --log-every 10
       --lr 1e-3 --warmup 5 --dropout 0.1 --grad-accum 2 --device cuda)
 fails=0
-run() {  # run LAUNCHER NP DTYPE -> $OUTD/<launcher>_<dtype>_w<np>.{jsonl,log}
-  local launcher=$1 np=$2 dtype=$3 out="$OUTD/$1_$3_w$2"
-  xt_run "$launcher" "$np" "${DATA[@]}" "${GATE[@]}" --dtype "$dtype" --metrics "$out.jsonl" \
-    > "$out.log" 2>&1 || { tail -n 20 "$out.log"; echo "FAIL: $launcher world $np $dtype"; exit 1; }
+run() {  # run LAUNCHER NP DTYPE -> $OUTD/<family>_<launcher>_<dtype>_w<np>.{jsonl,log}, family options in FAM
+  local launcher=$1 np=$2 dtype=$3 out="$OUTD/${family}_$1_$3_w$2"
+  xt_run "$launcher" "$np" "${DATA[@]}" "${GATE[@]}" "${FAM[@]}" --dtype "$dtype" --metrics "$out.jsonl" \
+    > "$out.log" 2>&1 || { tail -n 20 "$out.log"; echo "FAIL: $family $launcher world $np $dtype"; exit 1; }
 }
 check_placement() {  # check_placement LOG NP: rank r's device carries bus id BUS[r]
   local r bus bad=0
@@ -49,18 +50,21 @@ check_placement() {  # check_placement LOG NP: rank r's device carries bus id BU
   ((bad == 0)) && echo "placement $(basename "$1"): rank r on GPU r (bus ${BUS[*]:0:$2}) PASS"
   fails=$((fails + bad))
 }
-for dtype in fp32 bf16; do
-  run mpi 1 "$dtype"
-  for np in 2 4 8; do
-    ((np <= NGPU)) || continue
-    for launcher in mpi threads; do
-      run "$launcher" "$np" "$dtype"
-      python3 "$CMP" "$OUTD/mpi_${dtype}_w1.jsonl" "$OUTD/${launcher}_${dtype}_w$np.jsonl" \
-        --label "$dtype $launcher world $np vs world 1" || fails=$((fails + 1))
-      check_placement "$OUTD/${launcher}_${dtype}_w$np.log" "$np"
+for family in "${XT_FAMILIES[@]}"; do
+  xt_family "$family"
+  for dtype in fp32 bf16; do
+    run mpi 1 "$dtype"
+    for np in 2 4 8; do
+      ((np <= NGPU)) || continue
+      for launcher in mpi threads; do
+        run "$launcher" "$np" "$dtype"
+        python3 "$CMP" "$OUTD/${family}_mpi_${dtype}_w1.jsonl" "$OUTD/${family}_${launcher}_${dtype}_w$np.jsonl" \
+          --label "$family $dtype $launcher world $np vs world 1" || fails=$((fails + 1))
+        check_placement "$OUTD/${family}_${launcher}_${dtype}_w$np.log" "$np"
+      done
+      python3 "$CMP" "$OUTD/${family}_mpi_${dtype}_w$np.jsonl" "$OUTD/${family}_threads_${dtype}_w$np.jsonl" \
+        --label "$family $dtype world $np: threads vs processes" || fails=$((fails + 1))
     done
-    python3 "$CMP" "$OUTD/mpi_${dtype}_w$np.jsonl" "$OUTD/threads_${dtype}_w$np.jsonl" \
-      --label "$dtype world $np: threads vs processes" || fails=$((fails + 1))
   done
 done
 ((fails == 0)) || { echo "FAIL: $fails gate(s) failed"; exit 1; }

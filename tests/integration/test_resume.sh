@@ -4,15 +4,16 @@
 # the resumed steps are identical; the metrics file records every step once, even after records
 # written past the checkpoint by a run that died. World 2 with dropout and grad accumulation, so every piece of
 # state (step-keyed batch and dropout streams, AdamW moments, LR schedule) matters. Checkpoints also
-# resume across the two launchers: half under mpirun, half under xtrain_threads, and back.
+# resume across the two launchers (half under mpirun, half under xtrain_threads, and back) and across
+# world sizes, for gpt2 and llama.
 source "$(dirname "$0")/common.sh"
 xt_data
 ARGS=("${DATA[@]}" "${TINY[@]}" --steps 12 --dropout 0.1 --grad-accum 2)
-LAUNCHER=mpi
-run() {  # run LOG [args], 2 ranks under $LAUNCHER
+LAUNCHER=mpi NP=2
+run() {  # run LOG [args], $NP ranks under $LAUNCHER
   local log=$1
   shift
-  xt_run "$LAUNCHER" 2 "${ARGS[@]}" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
+  xt_run "$LAUNCHER" "$NP" "${ARGS[@]}" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
 }
 run straight.log --ckpt "$WORK/straight.ckpt" --metrics "$WORK/straight.jsonl"
 run half1.log --ckpt "$WORK/resumed.ckpt" --stop-after 6 --metrics "$WORK/resumed.jsonl"
@@ -25,13 +26,35 @@ grep -q "resumed from .* at step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"
 grep -q "dropped 2 records after step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; echo "FAIL: stale metrics kept"; exit 1; }
 cmp "$WORK/straight.ckpt" "$WORK/resumed.ckpt" || { echo "FAIL: checkpoints differ after resume"; exit 1; }
 echo "final checkpoints are byte-identical ($(stat -c %s "$WORK/straight.ckpt") bytes)"
-for first in mpi threads; do
-  second=$([[ $first == mpi ]] && echo threads || echo mpi)
-  LAUNCHER=$first run "x_$first.log" --ckpt "$WORK/x_$first.ckpt" --stop-after 6
-  LAUNCHER=$second run "x_$first.2.log" --ckpt "$WORK/x_$first.ckpt" --resume "$WORK/x_$first.ckpt"
-  grep -q "resumed from .* at step 6" "$WORK/x_$first.2.log" || { cat "$WORK/x_$first.2.log"; exit 1; }
-  cmp "$WORK/straight.ckpt" "$WORK/x_$first.ckpt" || { echo "FAIL: $first then $second: checkpoints differ"; exit 1; }
-  echo "6 steps under $first + 6 under $second: final checkpoint byte-identical to the straight run"
+# Checkpoints resume across launchers and world sizes, in each model family: a table of FAMILY FIRST
+# SECOND, each half LAUNCHER:RANKS for 6 steps. Against the family's straight run (12 steps at world 2
+# under mpirun): at world 2 in both halves the final checkpoint is byte-identical; across world sizes
+# the summation order differs, so gates 1 and 2 (gate_compare.py) over the 12 losses of both halves.
+CASES=(
+  "gpt2 mpi:2 threads:2"
+  "gpt2 threads:2 mpi:2"
+  "llama mpi:2 threads:2"
+  "llama mpi:1 threads:4"
+  "llama threads:4 mpi:2"
+)
+xt_family llama
+run l_straight.log --ckpt "$WORK/l_straight.ckpt" --metrics "$WORK/l_straight.jsonl" "${FAM[@]}"
+for c in "${CASES[@]}"; do
+  read -r family first second <<< "$c"
+  xt_family "$family"
+  straight=$([[ $family == gpt2 ]] && echo straight || echo l_straight)
+  name="x_${family}_${first/:/}_${second/:/}"
+  LAUNCHER=${first%:*} NP=${first#*:} run "$name.log" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" --stop-after 6 "${FAM[@]}"
+  LAUNCHER=${second%:*} NP=${second#*:} run "$name.2.log" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" \
+    --resume "$WORK/$name.ckpt"
+  grep -q "resumed from .* at step 6" "$WORK/$name.2.log" || { cat "$WORK/$name.2.log"; exit 1; }
+  if [[ ${first#*:} == 2 && ${second#*:} == 2 ]]; then
+    cmp "$WORK/$straight.ckpt" "$WORK/$name.ckpt" || { echo "FAIL: $c: checkpoints differ"; exit 1; }
+    echo "$family: 6 steps under $first + 6 under $second: final checkpoint byte-identical to the straight run"
+  else
+    python3 "$(dirname "$0")/gate_compare.py" "$WORK/$straight.jsonl" "$WORK/$name.jsonl" --min-steps 12 \
+      --label "$family: 6 steps under $first + 6 under $second vs 12 under mpi:2" || { echo "FAIL: $c: gates"; exit 1; }
+  fi
 done
 python3 - "$WORK/straight.jsonl" "$WORK/resumed.jsonl" <<'PY'
 import json, sys

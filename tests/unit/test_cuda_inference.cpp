@@ -1,7 +1,8 @@
 // Inference on one GPU against the CPU backend (the oracle): the Decoder's logits (fp32 and bf16), greedy
 // KV-cache decoding token-identical to the CPU's, cached decoding against recomputing the prefix on the
 // GPU, one-token steps recorded as a CUDA graph against launching each kernel, and recorded steps while
-// another model's decoder shares the backend. Label gpu; exits 77
+// another model's decoder shares the backend; each for both model families (test::inference_configs:
+// gpt2, llama with its own head and tied). Label gpu; exits 77
 // (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
@@ -20,10 +21,11 @@
 #include "serve/generate.h"
 
 using namespace xtrain;
+using test::inference_configs;
+using test::NamedConfig;
 using test::random_params;
 using test::random_tokens;
 using test::rel_diff;
-using test::small_config;
 
 namespace {
 
@@ -39,14 +41,15 @@ constexpr double kBf16Rel = 5e-2;
 // and for T rows may differ in summation order (~1e-6): 1e-5 leaves a margin.
 constexpr double kCacheRel = 1e-5;
 
+// Models: one config's model on the CPU and on the GPU, with the same random parameters.
 struct Models {
   std::unique_ptr<Backend> cpu_be = make_cpu_backend();
   std::unique_ptr<Backend> gpu_be;
   std::unique_ptr<GPT> cpu, gpu;
-  explicit Models(const char* dtype, RowKernels rows = RowKernels::fastest)
+  Models(const GPTConfig& c, const char* dtype, RowKernels rows = RowKernels::fastest)
       : gpu_be(make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype), Attention::automatic, rows})) {
-    cpu = std::make_unique<GPT>(small_config(), *cpu_be);
-    gpu = std::make_unique<GPT>(small_config(), *gpu_be);
+    cpu = std::make_unique<GPT>(c, *cpu_be);
+    gpu = std::make_unique<GPT>(c, *gpu_be);
     random_params(*cpu, 31, 0.3);
     random_params(*gpu, 31, 0.3);
   }
@@ -55,128 +58,141 @@ struct Models {
 }  // namespace
 
 TEST_CASE("GPU inference logits match the CPU (fp32 and bf16)") {
-  for (const char* dtype : {"fp32", "bf16"}) {
-    CAPTURE(dtype);
-    Models m(dtype);
-    const GPTConfig c = small_config();
-    const int B = 3, T = 57;
-    const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 8);
-    Decoder dc(*m.cpu, B), dg(*m.gpu, B);
-    const std::vector<float> ref = dc.forward(tokens.data(), T);
-    const std::vector<float>& got = dg.forward(tokens.data(), T);
-    const double err = rel_diff(got.data(), ref.data(), ref.size()), tol = dtype[0] == 'b' ? kBf16Rel : kFp32Rel;
-    MESSAGE(dtype << " logits: max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
-    CHECK(err <= tol);
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    for (const char* dtype : {"fp32", "bf16"}) {
+      CAPTURE(dtype);
+      Models m(nc.cfg, dtype);
+      const GPTConfig& c = nc.cfg;
+      const int B = 3, T = 57;
+      const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 8);
+      Decoder dc(*m.cpu, B), dg(*m.gpu, B);
+      const std::vector<float> ref = dc.forward(tokens.data(), T);
+      const std::vector<float>& got = dg.forward(tokens.data(), T);
+      const double err = rel_diff(got.data(), ref.data(), ref.size()), tol = dtype[0] == 'b' ? kBf16Rel : kFp32Rel;
+      MESSAGE(nc.name << " " << dtype << " logits: max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
+      CHECK(err <= tol);
+    }
   }
 }
 
 TEST_CASE("GPU greedy KV-cache decoding: CPU tokens, and the logits of recomputing the prefix (fp32)") {
-  Models m("fp32");
-  const GPTConfig c = small_config();
-  const int P = 8, steps = 64;
-  const std::vector<std::vector<int32_t>> prompts = {random_tokens(P, c.V, 3), random_tokens(P, c.V, 4)};
-  GenerateOptions opts;
-  opts.max_new_tokens = steps;
-  opts.sampler.temperature = 0.0f;
-  Decoder dc(*m.cpu, 2), dg(*m.gpu, 2);
-  const auto cpu_tokens = generate(dc, prompts, opts, nullptr);
-  const auto gpu_tokens = generate(dg, prompts, opts, nullptr);
-  CHECK(gpu_tokens == cpu_tokens);  // token-identical
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    Models m(nc.cfg, "fp32");
+    const GPTConfig& c = nc.cfg;
+    const int P = 8, steps = 64;
+    const std::vector<std::vector<int32_t>> prompts = {random_tokens(P, c.V, 3), random_tokens(P, c.V, 4)};
+    GenerateOptions opts;
+    opts.max_new_tokens = steps;
+    opts.sampler.temperature = 0.0f;
+    Decoder dc(*m.cpu, 2), dg(*m.gpu, 2);
+    const auto cpu_tokens = generate(dc, prompts, opts, nullptr);
+    const auto gpu_tokens = generate(dg, prompts, opts, nullptr);
+    CHECK(gpu_tokens == cpu_tokens);  // token-identical
 
-  // the GPU's cached logits at every step against its own full-prefix forward
-  Decoder cached(*m.gpu, 1), full(*m.gpu, 1);
-  std::vector<int32_t> seq = prompts[0];
-  const std::vector<float>* logits = &cached.append(seq.data(), P, false);
-  double worst = 0.0;
-  for (int n = 0; n < steps; ++n) {
-    const std::vector<float> lc = *logits;
-    const std::vector<float>& lf = full.forward(seq.data(), int(seq.size()));
-    worst = std::max(worst, rel_diff(lc.data(), lf.data() + (seq.size() - 1) * c.V, size_t(c.V)));
-    const int32_t next = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
-    seq.push_back(next);
-    if (n + 1 < steps) logits = &cached.append(&next, 1, false);
+    // the GPU's cached logits at every step against its own full-prefix forward
+    Decoder cached(*m.gpu, 1), full(*m.gpu, 1);
+    std::vector<int32_t> seq = prompts[0];
+    const std::vector<float>* logits = &cached.append(seq.data(), P, false);
+    double worst = 0.0;
+    for (int n = 0; n < steps; ++n) {
+      const std::vector<float> lc = *logits;
+      const std::vector<float>& lf = full.forward(seq.data(), int(seq.size()));
+      worst = std::max(worst, rel_diff(lc.data(), lf.data() + (seq.size() - 1) * c.V, size_t(c.V)));
+      const int32_t next = int32_t(std::max_element(lc.begin(), lc.end()) - lc.begin());
+      seq.push_back(next);
+      if (n + 1 < steps) logits = &cached.append(&next, 1, false);
+    }
+    MESSAGE(nc.name << ": GPU cached vs full-prefix logits over " << steps << " steps: " << worst << " (tolerance "
+                    << kCacheRel << ")");
+    CHECK(worst <= kCacheRel);
   }
-  MESSAGE("GPU cached vs full-prefix logits over " << steps << " steps: " << worst << " (tolerance " << kCacheRel << ")");
-  CHECK(worst <= kCacheRel);
 }
 
 TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching every kernel, bit for bit") {
-  for (const char* dtype : {"fp32", "bf16"}) {
-    CAPTURE(dtype);
-    Models m(dtype);
-    const GPTConfig c = small_config();
-    const int B = 2, P = 5, steps = 40;
-    Decoder graphed(*m.gpu, B, true), launched(*m.gpu, B, false);
-    for (int round = 0; round < 2; ++round) {  // reset() records the graph again
-      CAPTURE(round);
-      const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 20 + round);
-      graphed.reset(), launched.reset();
-      std::vector<float> lg = graphed.append(prompt.data(), P, false);
-      std::vector<float> ll = launched.append(prompt.data(), P, false);
-      CHECK(lg == ll);  // the prefill launches its kernels on both
-      // two decoders of one model share the backend's weight copy: neither makes the other prepare
-      // its weights again (or record its graph again) at every step
-      const uint64_t generation = m.gpu_be->weights_generation();
-      int differing = 0;
-      for (int n = 0; n < steps; ++n) {
-        std::vector<int32_t> next(B);  // greedy from the launched logits, fed to both
-        for (int b = 0; b < B; ++b)
-          next[b] = int32_t(std::max_element(ll.begin() + size_t(b) * c.V, ll.begin() + size_t(b + 1) * c.V) -
-                            (ll.begin() + size_t(b) * c.V));
-        lg = graphed.append(next.data(), 1, false);
-        ll = launched.append(next.data(), 1, false);
-        differing += lg != ll;
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    for (const char* dtype : {"fp32", "bf16"}) {
+      CAPTURE(dtype);
+      Models m(nc.cfg, dtype);
+      const GPTConfig& c = nc.cfg;
+      const int B = 2, P = 5, steps = 40;
+      Decoder graphed(*m.gpu, B, true), launched(*m.gpu, B, false);
+      for (int round = 0; round < 2; ++round) {  // reset() records the graph again
+        CAPTURE(round);
+        const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 20 + round);
+        graphed.reset(), launched.reset();
+        std::vector<float> lg = graphed.append(prompt.data(), P, false);
+        std::vector<float> ll = launched.append(prompt.data(), P, false);
+        CHECK(lg == ll);  // the prefill launches its kernels on both
+        // two decoders of one model share the backend's weight copy: neither makes the other prepare
+        // its weights again (or record its graph again) at every step
+        const uint64_t generation = m.gpu_be->weights_generation();
+        int differing = 0;
+        for (int n = 0; n < steps; ++n) {
+          std::vector<int32_t> next(B);  // greedy from the launched logits, fed to both
+          for (int b = 0; b < B; ++b)
+            next[b] = int32_t(std::max_element(ll.begin() + size_t(b) * c.V, ll.begin() + size_t(b + 1) * c.V) -
+                              (ll.begin() + size_t(b) * c.V));
+          lg = graphed.append(next.data(), 1, false);
+          ll = launched.append(next.data(), 1, false);
+          differing += lg != ll;
+        }
+        CHECK(graphed.graph_recorded());
+        CHECK_FALSE(launched.graph_recorded());
+        CHECK(m.gpu_be->weights_generation() == generation);
+        CHECK(differing == 0);
+        CHECK(graphed.position() == P + steps);
       }
-      CHECK(graphed.graph_recorded());
-      CHECK_FALSE(launched.graph_recorded());
-      CHECK(m.gpu_be->weights_generation() == generation);
-      CHECK(differing == 0);
-      CHECK(graphed.position() == P + steps);
     }
   }
 }
 
 TEST_CASE("GPU recorded steps stay right when another model's weights take the backend's bf16 copy") {
-  // Decoders of two models on one bf16 backend: the backend keeps one prepared bf16 copy of weights, and
-  // the other model's prepare_weights makes it hold that model's weights: rewritten in place (same
-  // parameter count) or moved to a larger block (more layers; a recorded graph would still read the old
-  // block, and a buffer of its size filled with NaNs then, which the caching allocator may place there,
-  // makes that visible). The decoder sees the copy changed (weights_generation) and
-  // prepares its own weights again and records again before its next step: its logits stay those of a
-  // decoder alone on its own backend, bit for bit.
-  for (const int other_layers : {2, 5}) {
-    CAPTURE(other_layers);
-    Models m("bf16"), alone("bf16");
-    const GPTConfig c = small_config();
-    GPTConfig oc = c;
-    oc.L = other_layers;
-    GPT other(oc, *m.gpu_be);
-    random_params(other, 32, 0.3);
-    const int B = 2, P = 5, steps = 12;
-    const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 9);
-    Decoder mine(*m.gpu, B, true), ref(*alone.gpu, B, true);
-    std::vector<float> lm = mine.append(prompt.data(), P, false), lr = ref.append(prompt.data(), P, false);
-    CHECK(lm == lr);
-    int differing = 0;
-    for (int n = 0; n < steps; ++n) {
-      std::vector<int32_t> next(B);
-      for (int b = 0; b < B; ++b)
-        next[b] = int32_t(std::max_element(lr.begin() + size_t(b) * c.V, lr.begin() + size_t(b + 1) * c.V) -
-                          (lr.begin() + size_t(b) * c.V));
-      std::unique_ptr<DeviceBuffer<unsigned char>> junk;  // where the copy was, if it moved
-      if (n == 3 || n == 7) {  // the other model decodes in between (its own prepare_weights), twice
-        Decoder theirs(other, 1, true);
-        theirs.append(next.data(), 1, false);
-        theirs.append(next.data(), 1, false);  // a recorded step of its own
-        junk = std::make_unique<DeviceBuffer<unsigned char>>(*m.gpu_be, m.gpu->num_params() * 2);
-        m.gpu_be->copy_to_device(junk->get(), std::vector<unsigned char>(junk->bytes(), 0xff).data(), junk->bytes());
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    // Decoders of two models on one bf16 backend: the backend keeps one prepared bf16 copy of weights, and
+    // the other model's prepare_weights makes it hold that model's weights: rewritten in place (same
+    // parameter count) or moved to a larger block (more layers; a recorded graph would still read the old
+    // block, and a buffer of its size filled with NaNs then, which the caching allocator may place there,
+    // makes that visible). The decoder sees the copy changed (weights_generation) and
+    // prepares its own weights again and records again before its next step: its logits stay those of a
+    // decoder alone on its own backend, bit for bit.
+    for (const int other_layers : {2, 5}) {
+      CAPTURE(other_layers);
+      Models m(nc.cfg, "bf16"), alone(nc.cfg, "bf16");
+      const GPTConfig& c = nc.cfg;
+      GPTConfig oc = c;
+      oc.L = other_layers;
+      GPT other(oc, *m.gpu_be);
+      random_params(other, 32, 0.3);
+      const int B = 2, P = 5, steps = 12;
+      const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 9);
+      Decoder mine(*m.gpu, B, true), ref(*alone.gpu, B, true);
+      std::vector<float> lm = mine.append(prompt.data(), P, false), lr = ref.append(prompt.data(), P, false);
+      CHECK(lm == lr);
+      int differing = 0;
+      for (int n = 0; n < steps; ++n) {
+        std::vector<int32_t> next(B);
+        for (int b = 0; b < B; ++b)
+          next[b] = int32_t(std::max_element(lr.begin() + size_t(b) * c.V, lr.begin() + size_t(b + 1) * c.V) -
+                            (lr.begin() + size_t(b) * c.V));
+        std::unique_ptr<DeviceBuffer<unsigned char>> junk;  // where the copy was, if it moved
+        if (n == 3 || n == 7) {  // the other model decodes in between (its own prepare_weights), twice
+          Decoder theirs(other, 1, true);
+          theirs.append(next.data(), 1, false);
+          theirs.append(next.data(), 1, false);  // a recorded step of its own
+          junk = std::make_unique<DeviceBuffer<unsigned char>>(*m.gpu_be, m.gpu->num_params() * 2);
+          m.gpu_be->copy_to_device(junk->get(), std::vector<unsigned char>(junk->bytes(), 0xff).data(), junk->bytes());
+        }
+        lm = mine.append(next.data(), 1, false);
+        lr = ref.append(next.data(), 1, false);
+        differing += lm != lr;
       }
-      lm = mine.append(next.data(), 1, false);
-      lr = ref.append(next.data(), 1, false);
-      differing += lm != lr;
+      CHECK(mine.graph_recorded());
+      CHECK(differing == 0);
     }
-    CHECK(mine.graph_recorded());
-    CHECK(differing == 0);
   }
 }
 
@@ -187,7 +203,7 @@ struct DecodeVsTraining {
   double worst = 0.0;
 };
 DecodeVsTraining decode_vs_training(Models& m) {
-  const GPTConfig c = small_config();
+  const GPTConfig& c = m.gpu->config();
   const int B = 2, T = 40;
   const std::vector<int32_t> tokens = random_tokens(size_t(B) * T, c.V, 7), targets = random_tokens(size_t(B) * T, c.V, 8);
   m.gpu->forward(tokens.data(), targets.data(), B, T, /*train=*/false, 1.0f, nullptr);
@@ -222,26 +238,32 @@ DecodeVsTraining decode_vs_training(Models& m) {
 // a decoder that composed the ops differently (another order, a missing fusion, another rounding point)
 // fails here.
 TEST_CASE("GPU one-token decoding gives the training forward's logits bit for bit (per-row kernels, fp32 and bf16)") {
-  for (const char* dtype : {"fp32", "bf16"}) {
-    CAPTURE(dtype);
-    Models m(dtype, RowKernels::per_row);
-    const DecodeVsTraining r = decode_vs_training(m);
-    MESSAGE(std::string(dtype) << " per-row kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
-                  << " rows bitwise equal");
-    CHECK(r.rows == 80);
-    CHECK(r.equal == r.rows);
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    for (const char* dtype : {"fp32", "bf16"}) {
+      CAPTURE(dtype);
+      Models m(nc.cfg, dtype, RowKernels::per_row);
+      const DecodeVsTraining r = decode_vs_training(m);
+      MESSAGE(nc.name << " " << dtype << " per-row kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
+                    << " rows bitwise equal");
+      CHECK(r.rows == 80);
+      CHECK(r.equal == r.rows);
+    }
   }
 }
 
 // With the fast kernels the two differ only by the GEMMs' and attention's summation orders: within the
 // GPU-vs-CPU bounds (measured on one H200: fp32 max rel 3.6e-7; bf16 8.0e-3, one bf16 rounding step).
 TEST_CASE("GPU one-token decoding against the training forward's logits (fast kernels, fp32 and bf16)") {
-  for (const char* dtype : {"fp32", "bf16"}) {
-    CAPTURE(dtype);
-    Models m(dtype);
-    const DecodeVsTraining r = decode_vs_training(m);
-    MESSAGE(std::string(dtype) << " fast kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
-                  << " rows bitwise equal, max rel diff " << r.worst);
-    CHECK(r.worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    for (const char* dtype : {"fp32", "bf16"}) {
+      CAPTURE(dtype);
+      Models m(nc.cfg, dtype);
+      const DecodeVsTraining r = decode_vs_training(m);
+      MESSAGE(nc.name << " " << dtype << " fast kernels, one-token decode vs training forward: " << r.equal << " of " << r.rows
+                    << " rows bitwise equal, max rel diff " << r.worst);
+      CHECK(r.worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
+    }
   }
 }

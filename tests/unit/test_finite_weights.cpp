@@ -7,26 +7,19 @@
 
 #include <cmath>
 #include <filesystem>
-#include <functional>
 #include <limits>
 #include <string>
 
 #include "core/error.h"
 #include "core/io.h"
+#include "error_test_util.h"
 #include "model/param_check.h"
 #include "serve/export.h"
 
 using namespace xtrain;
+using test::error_of;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 GPTConfig small_config() {
   GPTConfig c;

@@ -1,6 +1,7 @@
 // Generation past the model's context (CPU backend, the oracle): every token after the cache is full is
 // the one a full forward over the cropped window (the last maxT tokens, nanoGPT's crop) gives, with the
-// same sampling stream, for greedy and sampled decoding.
+// same sampling stream, for greedy and sampled decoding, in both model families (llama's rotary then runs
+// at the positions of the cropped window, from 0 again).
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -45,47 +46,53 @@ TEST_CASE("generation past the context equals a forward over the cropped window,
   // per-row GEMMs: a row's bits do not depend on the rows around it, so the re-filled cache gives the
   // forward's logits bit for bit and even sampled tokens must agree
   auto be = make_cpu_backend(RowKernels::per_row);
-  GPTConfig cfg = test::small_config();
-  cfg.maxT = 12;
-  GPT model(cfg, *be);
-  test::random_params(model, 21, 0.3);
-  const int P = 5, steps = 40;  // 40 new tokens: 32 of them past the context of 12
-  const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(P, cfg.V, 3), test::random_tokens(P, cfg.V, 4)};
-  for (float temperature : {0.0f, 1.0f}) {
-    CAPTURE(temperature);
-    GenerateOptions opts;
-    opts.max_new_tokens = steps;
-    opts.sampler.temperature = temperature;
-    opts.seed = 5;
-    Decoder dec(model, int(prompts.size()));
-    GenerateStats st;
-    const auto got = generate(dec, prompts, opts, nullptr, &st);
-    const auto want = reference(model, prompts, opts);
-    for (size_t b = 0; b < prompts.size(); ++b) {
-      REQUIRE(got[b].size() == size_t(steps));
-      for (int n = 0; n < steps; ++n) {
-        CAPTURE(b);
-        CAPTURE(n);
-        CHECK(got[b][n] == want[b][n]);
+  for (const test::NamedConfig& nc : test::inference_configs()) {
+    CAPTURE(nc.name);
+    GPTConfig cfg = nc.cfg;
+    cfg.maxT = 12;
+    GPT model(cfg, *be);
+    test::random_params(model, 21, 0.3);
+    const int P = 5, steps = 40;  // 40 new tokens: 32 of them past the context of 12
+    const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(P, cfg.V, 3), test::random_tokens(P, cfg.V, 4)};
+    for (float temperature : {0.0f, 1.0f}) {
+      CAPTURE(temperature);
+      GenerateOptions opts;
+      opts.max_new_tokens = steps;
+      opts.sampler.temperature = temperature;
+      opts.seed = 5;
+      Decoder dec(model, int(prompts.size()));
+      GenerateStats st;
+      const auto got = generate(dec, prompts, opts, nullptr, &st);
+      const auto want = reference(model, prompts, opts);
+      for (size_t b = 0; b < prompts.size(); ++b) {
+        REQUIRE(got[b].size() == size_t(steps));
+        for (int n = 0; n < steps; ++n) {
+          CAPTURE(b);
+          CAPTURE(n);
+          CHECK(got[b][n] == want[b][n]);
+        }
       }
+      // the prompt and 7 tokens fill the 12 positions; each of the remaining 32 appends re-fills the cache
+      CHECK(st.context_crops == P + steps - 1 - cfg.maxT);
+      CHECK(st.new_tokens == 2 * steps);
+      CHECK(dec.position() == cfg.maxT);
     }
-    // the prompt and 7 tokens fill the 12 positions; each of the remaining 32 appends re-fills the cache
-    CHECK(st.context_crops == P + steps - 1 - cfg.maxT);
-    CHECK(st.new_tokens == 2 * steps);
-    CHECK(dec.position() == cfg.maxT);
   }
 }
 
 TEST_CASE("a context of one token: each step is a forward over the last token alone") {
   auto be = make_cpu_backend(RowKernels::per_row);
-  GPTConfig cfg = test::small_config();
-  cfg.maxT = 1;
-  GPT model(cfg, *be);
-  test::random_params(model, 22, 0.3);
-  GenerateOptions opts;
-  opts.max_new_tokens = 6;
-  opts.sampler.temperature = 0.0f;
-  const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(1, cfg.V, 9)};
-  Decoder dec(model, 1);
-  CHECK(generate(dec, prompts, opts, nullptr) == reference(model, prompts, opts));
+  for (const test::NamedConfig& nc : test::inference_configs()) {
+    CAPTURE(nc.name);
+    GPTConfig cfg = nc.cfg;
+    cfg.maxT = 1;
+    GPT model(cfg, *be);
+    test::random_params(model, 22, 0.3);
+    GenerateOptions opts;
+    opts.max_new_tokens = 6;
+    opts.sampler.temperature = 0.0f;
+    const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(1, cfg.V, 9)};
+    Decoder dec(model, 1);
+    CHECK(generate(dec, prompts, opts, nullptr) == reference(model, prompts, opts));
+  }
 }

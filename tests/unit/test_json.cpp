@@ -10,16 +10,17 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 
 #include "core/error.h"
 #include "core/json.h"
 #include "data/tokenizer.h"
+#include "error_test_util.h"
 #include "serve/export.h"
 #include "serve/safetensors.h"
 
 using namespace xtrain;
+using test::error_of;
 
 namespace {
 
@@ -27,15 +28,6 @@ namespace {
 constexpr int kHostileDepth = 300000;
 
 std::string deep_array(int depth) { return std::string(depth, '[') + std::string(depth, ']'); }
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Scratch {
   std::filesystem::path path;

@@ -144,55 +144,19 @@ TEST_CASE("set_batch, forward_pass and loss_sum: forward's parts and their contr
 
 // Activation recompute runs the forward's ops on the forward's inputs again in the backward, so the
 // gradients are the same bits, also with dropout, over two micro-steps (gradients accumulate) and
-// with buffers shared by the layers; only the activation memory changes, by the shared buffers.
+// with buffers shared by the layers; only the activation memory changes, by the shared buffers. For
+// each family: gpt2, llama with its own head and tied.
 TEST_CASE("recompute 1 and 2 give bitwise the loss and gradients of 0 and share buffers across layers") {
   auto be = make_cpu_backend();
-  GPTConfig c = tiny_config();
-  c.L = 3;  // more than two layers share a buffer
-  const int B = 2, T = 8;
-  std::vector<int32_t> tok(B * T), tgt(B * T);
-  DropoutKeys drop{0.1f, {hash_key(6, 1), hash_key(6, 2)}};
-  auto run = [&](int recompute, std::vector<double>* losses) {
-    GPT model(c, *be, recompute);
-    CHECK(model.recompute() == recompute);
-    model.init_params(11);
-    model.zero_grads();
-    for (uint64_t micro = 0; micro < 2; ++micro) {
-      random_tokens(tok, c.V, 40 + micro), random_tokens(tgt, c.V, 50 + micro);
-      losses->push_back(model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop));
-      model.backward();
-    }
-    return std::vector<float>(model.grads(), model.grads() + model.num_params());
-  };
-  std::vector<double> loss0, loss1, loss2;
-  const std::vector<float> g0 = run(0, &loss0), g1 = run(1, &loss1), g2 = run(2, &loss2);
-  CHECK(loss1 == loss0);
-  CHECK(loss2 == loss0);
-  CHECK(g1 == g0);  // element-wise ==: the same floats
-  CHECK(g2 == g0);
-  CHECK(std::any_of(g0.begin(), g0.end(), [](float g) { return g != 0.0f; }));
-  // memory: recompute 1 keeps 1 of L GELU outputs (B,T,F), 2 also 1 of L ln1 and ln2 (B,T,C); fp32
-  const double N = B * T, f32 = sizeof(float);
-  const double a0 = estimate_train_memory(c, B, T, *be, 0).activations;
-  const double a1 = estimate_train_memory(c, B, T, *be, 1).activations;
-  const double a2 = estimate_train_memory(c, B, T, *be, 2).activations;
-  CHECK(a0 - a1 == (c.L - 1) * N * c.F * f32);
-  CHECK(a1 - a2 == 2 * (c.L - 1) * N * c.C * f32);
-  CHECK_THROWS_AS(GPT(c, *be, 3), Error);
-  CHECK_THROWS_AS(GPT(c, *be, -1), Error);
-}
-
-TEST_CASE("llama: recompute 1 and 2 give bitwise the loss and gradients of 0") {
-  auto be = make_cpu_backend();
-  for (int tie : {0, 1}) {
-    CAPTURE(tie);
-    GPTConfig c = tiny_llama_config(tie);
+  for (GPTConfig c : {tiny_config(), tiny_llama_config(0), tiny_llama_config(1)}) {
     c.L = 3;  // more than two layers share a buffer
+    CAPTURE(c.describe());
     const int B = 2, T = 8;
     std::vector<int32_t> tok(B * T), tgt(B * T);
     DropoutKeys drop{0.1f, {hash_key(6, 1), hash_key(6, 2)}};
     auto run = [&](int recompute, std::vector<double>* losses) {
       GPT model(c, *be, recompute);
+      CHECK(model.recompute() == recompute);
       model.init_params(11);
       model.zero_grads();
       for (uint64_t micro = 0; micro < 2; ++micro) {
@@ -209,12 +173,16 @@ TEST_CASE("llama: recompute 1 and 2 give bitwise the loss and gradients of 0") {
     CHECK(g1 == g0);  // element-wise ==: the same floats
     CHECK(g2 == g0);
     CHECK(std::any_of(g0.begin(), g0.end(), [](float g) { return g != 0.0f; }));
-    // memory: recompute 1 keeps 1 of L swiglu outputs (B,T,F), 2 also 1 of L ln1 and ln2 (B,T,C); fp32
+    // memory: recompute 1 keeps 1 of L GELU (llama: SwiGLU) outputs (B,T,F), 2 also 1 of L ln1 and ln2
+    // (B,T,C); fp32
     const double N = B * T, f32 = sizeof(float);
-    CHECK(estimate_train_memory(c, B, T, *be, 0).activations - estimate_train_memory(c, B, T, *be, 1).activations ==
-          (c.L - 1) * N * c.F * f32);
-    CHECK(estimate_train_memory(c, B, T, *be, 1).activations - estimate_train_memory(c, B, T, *be, 2).activations ==
-          2 * (c.L - 1) * N * c.C * f32);
+    const double a0 = estimate_train_memory(c, B, T, *be, 0).activations;
+    const double a1 = estimate_train_memory(c, B, T, *be, 1).activations;
+    const double a2 = estimate_train_memory(c, B, T, *be, 2).activations;
+    CHECK(a0 - a1 == (c.L - 1) * N * c.F * f32);
+    CHECK(a1 - a2 == 2 * (c.L - 1) * N * c.C * f32);
+    CHECK_THROWS_AS(GPT(c, *be, 3), Error);
+    CHECK_THROWS_AS(GPT(c, *be, -1), Error);
   }
 }
 
@@ -281,25 +249,33 @@ void check_whole_model_gradients(const GPTConfig& c, float p, int samples = 3, f
 
 }  // namespace
 
-TEST_CASE("whole-model gradients match finite differences") {
-  for (float p : {0.0f, 0.2f}) check_whole_model_gradients(tiny_config(), p);
-  // gpt2: every row but the untied head (its head is wte)
-  const auto layout = param_layout(tiny_config());
-  CHECK(std::count_if(layout.begin(), layout.end(), [](const ParamTensor& t) { return t.count == 0; }) == 1);
-}
+// The gradient checks, one row per family. present: the tensors with elements (the others are rows
+// absent from the family). gpt2: every row but the untied head (its head is wte). llama: wte, 6 per block
+// (ln1.w, qkv.w, attn.proj.w, ln2.w, fc.w, mlp.proj.w), lnf.w, and lm_head when untied; 8 samples per
+// tensor, q and k scaled by 25 (rotary's gradient checked, not under the floor), and h = 2e-3: llama's wte
+// feeds an RMSNorm directly (no wpe added; rstd ~ 1/0.02), so the loss curves ~(1/0.02)^2 more in wte
+// than in gpt2's; wte's errors at h = 1e-2 and 5e-3 were measured to grow as h^2 (truncation), none at
+// 2e-3, where float rounding stays below the tolerance.
+struct GradCase {
+  const char* name;
+  GPTConfig cfg;
+  int present, samples;
+  float qk_scale;
+  double h;
+};
 
-TEST_CASE("llama whole-model gradients match finite differences (GQA; own head and tied)") {
-  for (int tie : {0, 1}) {
-    CAPTURE(tie);
-    GPTConfig c = tiny_llama_config(tie);
-    // present rows: wte, 6 per block (ln1.w, qkv.w, attn.proj.w, ln2.w, fc.w, mlp.proj.w), lnf.w, lm_head if untied
-    const auto layout = param_layout(c);
-    CHECK(std::count_if(layout.begin(), layout.end(), [](const ParamTensor& t) { return t.count > 0; }) ==
-          1 + 6 * c.L + 1 + (tie ? 0 : 1));
-    // h = 2e-3: llama's wte feeds an RMSNorm directly (no wpe added; rstd ~ 1/0.02), so the loss curves
-    // ~(1/0.02)^2 more in wte than in gpt2's; wte's errors at h = 1e-2 and 5e-3 were measured to grow as
-    // h^2 (truncation), none at 2e-3, where float rounding stays below the tolerance
-    for (float p : {0.0f, 0.2f}) check_whole_model_gradients(c, p, 8, 25.0f, 2e-3);
+TEST_CASE("whole-model gradients match finite differences (gpt2; llama with GQA, its own head and tied)") {
+  const int L = tiny_config().L;
+  const GradCase cases[] = {
+      {"gpt2", tiny_config(), int(num_param_tensors(L)) - 1, 3, 1.0f, 5e-3},
+      {"llama", tiny_llama_config(0), 1 + 6 * L + 1 + 1, 8, 25.0f, 2e-3},
+      {"llama tied", tiny_llama_config(1), 1 + 6 * L + 1, 8, 25.0f, 2e-3},
+  };
+  for (const GradCase& gc : cases) {
+    CAPTURE(gc.name);
+    const auto layout = param_layout(gc.cfg);
+    CHECK(std::count_if(layout.begin(), layout.end(), [](const ParamTensor& t) { return t.count > 0; }) == gc.present);
+    for (float p : {0.0f, 0.2f}) check_whole_model_gradients(gc.cfg, p, gc.samples, gc.qk_scale, gc.h);
   }
 }
 

@@ -8,25 +8,18 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <functional>
 #include <string>
 
 #include "core/error.h"
 #include "core/host_memory.h"
+#include "error_test_util.h"
 #include "serve/export.h"
 #include "serve/safetensors.h"
 
 using namespace xtrain;
+using test::error_of;
 
 namespace {
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "";
-}
 
 struct Scratch {
   std::filesystem::path path;

@@ -18,25 +18,18 @@
 #include "core/io.h"
 #include "data/tiktoken.h"
 #include "data/tokenizer_options.h"
+#include "error_test_util.h"
 #include "test_tokenizer_util.h"
 
 namespace xt = xtrain;
 namespace po = boost::program_options;
+using xtrain::test::error_of;
 
 namespace {
 
 std::string write(const xt::test::ScratchDir& d, const std::string& name, const std::string& text) {
   std::ofstream(d.file(name), std::ios::binary) << text;
   return d.file(name);
-}
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& e) {
-    return e.what();
-  }
-  return "";
 }
 
 }  // namespace

@@ -11,6 +11,7 @@
 #include "core/io.h"
 #include "data/bpe.h"
 #include "data/tokenizer_options.h"
+#include "error_test_util.h"
 #include "test_tokenizer_util.h"
 
 using namespace xtrain;
@@ -50,15 +51,6 @@ nlohmann::json tiny_hf() {
                       {"added_tokens", {{{"id", 259}, {"content", "<|endoftext|>"}, {"special", true}}}}};
   j["model"]["merges"] = {"b c", "a b", "ab c"};
   return j;
-}
-
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
 }
 
 }  // namespace
