@@ -10,6 +10,7 @@
 #include <functional>
 #include <set>
 
+#include "error_test_util.h"
 #include "core/digest.h"
 #include "core/error.h"
 #include "core/io.h"
@@ -72,14 +73,7 @@ std::vector<float> random_params(const GPTConfig& c) {
   return p;
 }
 
-std::string error_of(const std::function<void()>& fn) {
-  try {
-    fn();
-  } catch (const Error& e) {
-    return e.what();
-  }
-  return "(no error)";
-}
+using test::error_of;
 }  // namespace
 
 TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families, and deterministic") {
