@@ -2,10 +2,14 @@
 // --data-like files into llm.c shards (--shard-tokens), print the ids of a string, or decode ids.
 // Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <filesystem>
 #include <iostream>
 #include <sstream>
@@ -16,6 +20,7 @@
 #include "core/cli.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/stop_signal.h"
 #include "data/corpus.h"
 #include "data/data_format.h"
 #include "data/token_cache.h"
@@ -78,10 +83,80 @@ std::string shard_path(const std::string& name, size_t k) {
   return name + num;
 }
 
+// ShardSet: llm.c shards NAME_000000.bin, NAME_000001.bin, ... written as one set: each into a
+// temporary directory beside them (".<name>.shards.tmp.<pid>.<n>": hidden, so a --data listing of the
+// directory skips it), then all renamed into place by commit(). Until commit() the destructor removes
+// the temporary directory and all it holds, so an error or a stop signal leaves no shard and no
+// temporary file (a SIGKILL leaves the hidden directory).
+class ShardSet {
+ public:
+  // ShardSet: the set for the prefix `name` (--output); Error naming it when its directory cannot be
+  // reached or the temporary directory cannot be made there.
+  explicit ShardSet(const std::string& name) : loc_(xtrain::locate_output(shard_path(name, 0), "--output")), shown_(name) {
+    base_ = loc_.name.substr(0, loc_.name.size() - shard_path("", 0).size());
+    for (int n = 0;; ++n) {
+      tmp_ = "." + base_ + ".shards.tmp." + std::to_string(::getpid()) + "." + std::to_string(n);
+      if (::mkdirat(loc_.dir_fd, tmp_.c_str(), 0700) == 0) break;
+      if (errno != EEXIST || n == 1000)
+        XT_FAIL("--output " << name << ": cannot create a temporary directory in " << (loc_.dir.empty() ? "." : loc_.dir)
+                            << ": " << std::strerror(errno));
+    }
+  }
+  ShardSet(const ShardSet&) = delete;
+  ShardSet& operator=(const ShardSet&) = delete;
+  ~ShardSet() {
+    if (tmp_.empty()) return;
+    std::error_code ec;  // best effort, never throws
+    std::filesystem::remove_all(loc_.in(tmp_).path(), ec);
+  }
+  // check_target: shard k may be replaced: absent, or a regular file starting with llm.c's magic
+  // (Error for a directory, FIFO or device; UsageError for another file: never replaced).
+  void check_target(size_t k) const {
+    const std::string path = shard_path(shown_, k);
+    struct stat st{};
+    if (::fstatat(loc_.dir_fd, shard_path(base_, k).c_str(), &st, AT_SYMLINK_NOFOLLOW) != 0) {
+      if (errno == ENOENT) return;
+      XT_FAIL("--output " << path << ": " << std::strerror(errno));
+    }
+    if (!S_ISREG(st.st_mode)) XT_FAIL("--output " << path << ": exists and is not a regular file; not replacing it");
+    if (!xtrain::starts_with_llmc_magic(path))
+      throw xtrain::UsageError("--output " + path + " exists and is not an llm.c shard; not replacing it");
+  }
+  // write: shard k of count ids into the temporary directory (write_llmc_shard).
+  void write(size_t k, const int32_t* ids, size_t count, int vocab_size) {
+    xtrain::write_llmc_shard(loc_.in(tmp_ + "/" + shard_path(base_, k)).path(), ids, count, vocab_size);
+    written_ = k + 1;
+  }
+  // commit: renames the shards written into place, in order, and removes the temporary directory.
+  void commit() {
+    for (size_t k = 0; k < written_; ++k) {
+      const std::string file = shard_path(base_, k);
+      if (::renameat(loc_.dir_fd, (tmp_ + "/" + file).c_str(), loc_.dir_fd, file.c_str()) != 0)
+        XT_FAIL("cannot write llm.c shard " << shard_path(shown_, k) << ": rename failed: " << std::strerror(errno));
+    }
+    ::unlinkat(loc_.dir_fd, tmp_.c_str(), AT_REMOVEDIR);
+    tmp_.clear();
+    const int dfd = ::openat(loc_.dir_fd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+    if (dfd >= 0) {  // the renames durable (best effort, as write_file_atomic)
+      ::fsync(dfd);
+      ::close(dfd);
+    }
+  }
+
+ private:
+  xtrain::OutputLocation loc_;  // the directory of the shards; loc_.name is shard 0's name
+  std::string shown_;           // NAME as given, for messages
+  std::string base_;            // NAME's last component
+  std::string tmp_;             // the temporary directory's name in loc_ ("" after commit)
+  size_t written_ = 0;
+};
+
 // write_shards: the stream of the --data-like `spec` (list_data_files, the trainer's formats and
-// join_files) in llm.c shards of shard_tokens ids. Nothing is written before every input is read and
-// tokenized; an existing file at a shard path must be an llm.c shard (UsageError otherwise).
-void write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& files, const std::string& spec,
+// join_files) in llm.c shards of shard_tokens ids, as one ShardSet: nothing is written before every
+// input is read and tokenized, and nothing is left when a write fails or a stop signal (SIGINT,
+// SIGTERM, SIGUSR1) arrives before the set is complete (then one line and kExitStopped). An existing
+// file at a shard path must be an llm.c shard (UsageError otherwise).
+int write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& files, const std::string& spec,
                   const std::string& name, long long shard_tokens) {
   if (shard_tokens <= 0) throw xtrain::UsageError("--shard-tokens must be positive");
   if (name.empty()) throw xtrain::UsageError("--shard-tokens needs --output NAME (the shards' name prefix)");
@@ -113,11 +188,23 @@ void write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& fil
     throw xtrain::UsageError("--input names several files, but the tokenizer has no <|endoftext|> to separate them");
   const std::vector<int32_t> ids = xtrain::join_files(parts, tok.eot_id(), token_file).to_vector();
   const size_t per = static_cast<size_t>(shard_tokens);
+  const size_t count = ids.empty() ? 1 : (ids.size() + per - 1) / per;
+  xtrain::install_stop_signals();  // from here a stop signal removes what was written (ShardSet)
+  ShardSet set(name);
+  for (size_t k = 0; k < count; ++k) set.check_target(k);
   size_t k = 0;
-  for (size_t at = 0; at < ids.size() || k == 0; at += per, ++k)
-    xtrain::write_llmc_shard(shard_path(name, k), ids.data() + at, std::min(per, ids.size() - at), tok.vocab_size());
+  for (size_t at = 0; k < count; at += per, ++k) {
+    if (const int sig = xtrain::stop_signal_received()) {
+      std::fprintf(stderr, "xtrain_tokenize: stopped by %s after %zu of %zu shards: none written (exit %d)\n",
+                   xtrain::signal_name(sig), k, count, xtrain::kExitStopped);
+      return xtrain::kExitStopped;
+    }
+    set.write(k, ids.data() + at, std::min(per, ids.size() - at), tok.vocab_size());
+  }
+  set.commit();  // a stop signal from here on lets the renames finish: the set is complete
   std::printf("tokens=%zu shards=%zu id_bytes=%d output=%s .. %s\n", ids.size(), k, xtrain::token_id_bytes(tok.vocab_size()),
               shard_path(name, 0).c_str(), shard_path(name, k - 1).c_str());
+  return xtrain::kExitOk;
 }
 
 int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
@@ -128,9 +215,8 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   xtrain::reject_empty_values(vm, {"input", "output", "cache-dir"});
   if (vm.count("shard-tokens")) {
     if (!vm.count("input")) throw xtrain::UsageError("--shard-tokens needs --input");
-    write_shards(vm, files, vm["input"].as<std::string>(), vm.count("output") ? vm["output"].as<std::string>() : "",
-                 vm["shard-tokens"].as<long long>());
-    return 0;
+    return write_shards(vm, files, vm["input"].as<std::string>(), vm.count("output") ? vm["output"].as<std::string>() : "",
+                        vm["shard-tokens"].as<long long>());
   }
   if (!vm["data-format"].defaulted() || !vm["jsonl-field"].defaulted())
     throw xtrain::UsageError("--data-format and --jsonl-field go with --shard-tokens");

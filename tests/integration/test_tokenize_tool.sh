@@ -84,4 +84,24 @@ for c in "-5|--decode: -5 is outside the vocabulary \[0, 50257)" "50257|--decode
 done
 [[ $("$TOOL" "${TOK[@]}" --decode "15496, 11,995") == "Hello, world" ]] && echo "ok   --decode '15496, 11,995'" \
   || { echo "FAIL --decode '15496, 11,995'"; fails=$((fails+1)); }
+# --shard-tokens writes its shards as one set: a failure at a later shard (here: a directory where
+# shard 1 goes) or a stop signal while writing leaves no shard and no temporary file or directory
+python3 -c 'print("hello world " * 3000)' > "$work/s.txt"
+mkdir -p "$work/sh/c_000001.bin"
+rc=0; "$TOOL" "${TOK[@]}" --input "$work/s.txt" --shard-tokens 2000 --output "$work/sh/c" > /dev/null 2> "$work/err" || rc=$?
+left=$(ls -A "$work/sh" | grep -v '^c_000001.bin$' || true)
+[[ $rc -eq 1 && -z "$left" ]] && grep -q "c_000001.bin: exists and is not a regular file" "$work/err" \
+  && echo "ok   --shard-tokens failing at shard 1: exit 1, nothing written" \
+  || { echo "FAIL --shard-tokens failing at shard 1: exit $rc, left '$left': $(cat "$work/err")"; fails=$((fails+1)); }
+rmdir "$work/sh/c_000001.bin"
+python3 -c 'print("hello world " * 300000)' > "$work/big.txt"  # 600,001 tokens: 2,001 shards, seconds of writing
+"$TOOL" "${TOK[@]}" --input "$work/big.txt" --shard-tokens 300 --output "$work/sh/b" > /dev/null 2> "$work/err" &
+pid=$!
+for _ in $(seq 600); do [[ -n "$(ls -A "$work/sh")" ]] && break; sleep 0.05; done  # writing has begun
+kill -TERM "$pid"
+rc=0; wait "$pid" || rc=$?
+left=$(ls -A "$work/sh" | head -3)
+[[ $rc -eq 3 && -z "$left" ]] && grep -q "^xtrain_tokenize: stopped by SIGTERM after .* shards: none written (exit 3)$" "$work/err" \
+  && echo "ok   --shard-tokens stopped by SIGTERM: exit 3, $(cat "$work/err")" \
+  || { echo "FAIL --shard-tokens stopped by SIGTERM: exit $rc, left '$left': $(tail -1 "$work/err")"; fails=$((fails+1)); }
 [[ $fails -eq 0 ]]
