@@ -72,23 +72,44 @@ MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(p
     ::close(fd);
     XT_FAIL("cannot open metrics file " << path << ": " << refused);
   }
-  f_ = ::fdopen(fd, resume_step > 0 ? "a" : "w");
-  if (!f_) {
-    const int saved = errno;
-    ::close(fd);
-    XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(saved));
-  }
+  fd_ = fd;
+  fresh_ = resume_step <= 0;
+  whole_bytes_ = fresh_ ? 0 : st.st_size;
+  dev_ = st.st_dev, ino_ = st.st_ino;
+  dir_fd_ = ::fcntl(loc.dir_fd, F_DUPFD_CLOEXEC, 0);  // -1: a new file that stays empty is then kept
+  name_ = loc.name;
 }
 
 MetricsWriter::~MetricsWriter() {
-  if (f_) std::fclose(f_);
+  if (fd_ >= 0) ::close(fd_);
+  if (dir_fd_ >= 0) ::close(dir_fd_);
 }
 
 void MetricsWriter::write(const nlohmann::json& record) {
-  if (!f_) return;
+  if (fd_ < 0) return;
   const std::string line = record.dump() + "\n";
-  if (std::fputs(line.c_str(), f_) < 0 || std::fflush(f_) != 0)
-    XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(errno));
+  for (size_t done = 0; done < line.size();) {
+    const ssize_t k = ::write(fd_, line.data() + done, line.size() - done);
+    if (k < 0 && errno == EINTR) continue;
+    if (k > 0) {
+      done += static_cast<size_t>(k);
+      continue;
+    }
+    const int cause = k < 0 ? errno : ENOSPC;
+    // Cut the part of the record written (a half line would be a broken record); a new file holding
+    // no record is removed, if the name still names it.
+    std::string removed;
+    if (::ftruncate(fd_, whole_bytes_) == 0 && fresh_ && whole_bytes_ == 0 && dir_fd_ >= 0) {
+      struct stat st{};
+      if (::fstatat(dir_fd_, name_.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && st.st_dev == dev_ && st.st_ino == ino_ &&
+          ::unlinkat(dir_fd_, name_.c_str(), 0) == 0)
+        removed = "; removed it, it held no record";
+    }
+    ::close(fd_);
+    fd_ = -1;
+    XT_FAIL("cannot write metrics file " << path_ << ": " << std::strerror(cause) << removed);
+  }
+  whole_bytes_ += static_cast<off_t>(line.size());
 }
 
 nlohmann::json train_record(const StepStats& s) {

@@ -4,6 +4,7 @@
 #include <cstddef>
 #include <cstdio>
 #include <optional>
+#include <sys/types.h>
 #include <string>
 
 #include <nlohmann/json.hpp>
@@ -13,7 +14,10 @@ namespace xtrain {
 // MetricsWriter: JSON lines, one object per record, flushed per line (rank 0 only; "" = disabled).
 // resume_step 0 starts a new file; a resumed run (resume_step = the checkpoint's step) first drops the
 // records after resume_step (and broken lines) from the existing file, then appends, so every step is
-// recorded once. Throws Error when the file cannot be opened, rewritten or written.
+// recorded once. Throws Error when the file cannot be opened, rewritten or written. A record that
+// cannot be written whole (a full disk, a file size limit) is cut off again, so the file ends with
+// its last whole record; a new file that holds no record then is removed ("cannot write metrics file
+// <path>: <strerror>; removed it, it held no record").
 class MetricsWriter {
  public:
   MetricsWriter(const std::string& path, int resume_step);
@@ -23,8 +27,14 @@ class MetricsWriter {
   void write(const nlohmann::json& record);
 
  private:
-  std::FILE* f_ = nullptr;
+  int fd_ = -1;
   std::string path_;
+  bool fresh_ = false;       // created or truncated by this run (not a resumed run's file)
+  off_t whole_bytes_ = 0;    // the file's length after its last whole record
+  int dir_fd_ = -1;          // the directory holding it (locate_output) and its name there,
+  std::string name_;         // to remove a new file that holds no record
+  dev_t dev_ = 0;            // the file, to remove only this one
+  ino_t ino_ = 0;
 };
 
 // StepStats: one training step as rank 0 reports it, in the step line and the `train` record.
