@@ -157,11 +157,16 @@ int verify(const Options& o) {
   } catch (const json::exception& ex) {
     XT_FAIL("registry " << o.registry << ": entry " << o.verify << ": " << ex.what());
   }
+  // the layouts an export records (layout_name); another value is a damaged or foreign entry, and
+  // re-exporting in a guessed layout would report digests of a file the entry never described
+  if (want_layout != layout_name(ModelLayout::Hf) && want_layout != layout_name(ModelLayout::Xtrain))
+    XT_FAIL("registry " << o.registry << ": entry " << o.verify << ": unknown layout '" << echo_value(want_layout) << "' (known: "
+                        << layout_name(ModelLayout::Hf) << ", " << layout_name(ModelLayout::Xtrain) << ")");
   std::string bytes;
   if (fs::is_directory(o.input)) {
     bytes = read_file((fs::path(o.input) / kModelFile).string());
   } else {
-    const ModelLayout layout = want_layout == "xtrain" ? ModelLayout::Xtrain : ModelLayout::Hf;
+    const ModelLayout layout = want_layout == layout_name(ModelLayout::Xtrain) ? ModelLayout::Xtrain : ModelLayout::Hf;
     CheckpointMeta meta;
     bytes = export_checkpoint(o.input, layout, o, &meta).at(kModelFile);
   }

@@ -183,6 +183,11 @@ expect_export 2 "already has an entry c1 (give --replace" "$WORK/a.ckpt" --out "
 expect_export 2 "control characters" "$WORK/a.ckpt" --out "$WORK/cc" "${TOK[@]}" --registry "$WORK/creg.json" --name $'a\nb'
 echo '{"models": {"bad": {"md5": 5}}}' > "$WORK/typereg.json"
 expect_export 1 "registry .*typereg.json: entry bad: " --verify bad --registry "$WORK/typereg.json" "$WORK/e1"
+# an entry of a layout no export writes is refused by name, not re-exported as hf (whose digests it holds here)
+python3 -c 'import json, sys; e = json.load(open(sys.argv[1]))["models"]["tiny"]; e["layout"] = "gguf"
+json.dump({"models": {"odd": e}}, open(sys.argv[2], "w"))' "$WORK/reg.json" "$WORK/layoutreg.json"
+expect_export 1 "registry .*layoutreg.json: entry odd: unknown layout 'gguf' (known: hf, xtrain)" \
+  --verify odd --registry "$WORK/layoutreg.json" "$WORK/a.ckpt"
 
 # 9. re-export over an older export; symlinks in DIR are refused
 "$EXPORT" "$WORK/g.ckpt" --out "$WORK/re" "${TOK[@]}" > /dev/null || fail "export of the GQA model"
