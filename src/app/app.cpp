@@ -205,6 +205,11 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
+    if (cfg.optim.warmup_steps > cfg.steps)  // linear warmup (lr_at): the last step's rate is its peak
+      std::printf("note   | --warmup %d is longer than the run (%d steps): the learning rate never reaches its peak "
+                  "--lr %.2e (%.2e at step %d)\n",
+                  cfg.optim.warmup_steps, cfg.steps, cfg.optim.lr,
+                  static_cast<double>(cfg.optim.lr) * cfg.steps / cfg.optim.warmup_steps, cfg.steps);
     print_stop_hint(cfg.ckpt, launch);
     std::fflush(stdout);
   }

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
-# option starts from <|endoftext|>.
+# option starts from <|endoftext|>; a warmup longer than the run is named in one note.
 source "$(dirname "$0")/common.sh"
 xt_data
 fail() { echo "FAIL: $*"; exit 1; }
@@ -39,3 +39,11 @@ echo "data hash mismatch: $(grep -o 'training data hash .*' "$WORK/hash.log")"
 [[ "$(wc -w <"$WORK/gen.txt")" == 5 ]] && cmp -s "$WORK/gen.txt" "$WORK/gen0.txt" ||
   fail "no prompt gave '$(cat "$WORK/gen.txt")', --prompt \"\" '$(cat "$WORK/gen0.txt")'"
 echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prompt \"\")"
+
+# a warmup longer than the run: one note that the learning rate never reaches its peak (none otherwise)
+"$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 1000 >"$WORK/warm.log" 2>&1 || { cat "$WORK/warm.log"; fail "warmup run"; }
+[[ $(grep -c "^note   | --warmup 1000 is longer than the run (3 steps): the learning rate never reaches its peak --lr 3.00e-03 (9.00e-06 at step 3)$" "$WORK/warm.log") == 1 ]] ||
+  { cat "$WORK/warm.log"; fail "no note for --warmup 1000 --steps 3"; }
+"$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 3 >"$WORK/warm3.log" 2>&1 || fail "warmup 3 run"
+! grep -q "^note .*--warmup" "$WORK/warm3.log" || fail "a note for --warmup 3 --steps 3: $(grep note "$WORK/warm3.log")"
+echo "warmup longer than the run: $(grep '^note ' "$WORK/warm.log")"
