@@ -42,9 +42,8 @@ int main(int argc, char** argv) {
     return e.exit_code();  // every rank got here; the cause was printed once
   } catch (const xtrain::UsageError& e) {
     // Options are parsed identically on every rank, so every rank exits here: print once.
-    const xtrain::CliFailure f = xtrain::cli_failure(e);
-    if (mpi.rank() == 0) xtrain::print_rank_line(0, mpi.host(), f.message);
-    return f.exit_code;
+    if (mpi.rank() == 0) return xtrain::report_options_failure(e, mpi.host());
+    return xtrain::cli_failure(e).exit_code;
   } catch (const std::exception& e) {
     // A failure on this rank only: report it and end the whole job so no rank waits in a collective.
     const xtrain::CliFailure f = xtrain::cli_failure(e);

@@ -55,10 +55,8 @@ int main(int argc, char** argv) {
     world = world_size(opts);
     xtrain::check_world(opts, world);
   } catch (const std::exception& e) {
-    // No rank runs yet: one line without a rank's name (a rank's failure names it, run_rank_threads)
-    const xtrain::CliFailure f = xtrain::cli_failure(e);
-    std::fprintf(stderr, "%s\n", f.message.c_str());
-    return f.exit_code;
+    // No rank runs yet; the options are every rank's: rank 0's line, as xtrain_mpi prints it
+    return xtrain::report_options_failure(e, xtrain::host_name());
   }
 
   xtrain::ThreadWorld threads(world);

@@ -15,6 +15,8 @@
 #include <limits>
 #include <sstream>
 
+#include "core/log.h"
+
 namespace xtrain {
 
 namespace {
@@ -23,16 +25,10 @@ using Clock = std::chrono::steady_clock;
 
 double now_s() { return std::chrono::duration<double>(Clock::now().time_since_epoch()).count(); }
 
-std::string this_host() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 }  // namespace
 
 ThreadWorld::ThreadWorld(int world_size)
-    : world_(world_size), host_(this_host()), posted_(world_size > 0 ? world_size : 0) {
+    : world_(world_size), host_(host_name()), posted_(world_size > 0 ? world_size : 0) {
   XT_CHECK(world_size >= 1, "world size " << world_size << " must be >= 1");
 }
 

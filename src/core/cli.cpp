@@ -11,6 +11,7 @@
 #include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
+#include "core/log.h"
 
 namespace po = boost::program_options;
 
@@ -110,6 +111,12 @@ CliFailure cli_failure(const std::exception& e) {
   if (dynamic_cast<const UsageError*>(&e) || dynamic_cast<const po::error*>(&e))
     return {kExitUsage, "usage error: " + what + " (see --help)"};
   return {kExitError, "error: " + what};
+}
+
+int report_options_failure(const std::exception& e, const std::string& host) {
+  const CliFailure f = cli_failure(e);
+  print_rank_line(0, host, f.message);
+  return f.exit_code;
 }
 
 int run_cli(const std::string& program, const std::function<int()>& body) {

@@ -76,6 +76,11 @@ inline constexpr size_t kCliMessageBytes = 2000;
 // are cut to kEchoChars each. AgreedFailure is the caller's (its message was printed already).
 CliFailure cli_failure(const std::exception& e);
 
+// report_options_failure: the trainers' (xtrain_mpi, xtrain_threads) line for an exception from reading
+// the command line, which every rank reads alike: printed once, as rank 0's line (log.h)
+// "rank 0 (<host>): <cli_failure message>" on stderr; returns its exit code.
+int report_options_failure(const std::exception& e, const std::string& host);
+
 // run_cli: the main of a single-process tool: returns body()'s code after flushing stdout (a lost
 // write is an error), or, for an exception, prints "<program>: <cli_failure message>" as one line on
 // stderr and returns its exit code.

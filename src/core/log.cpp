@@ -1,10 +1,18 @@
 // Per-rank messages and rank-0 printing (see src/core/log.h).
 #include "core/log.h"
 
+#include <unistd.h>
+
 #include <cstdarg>
 #include <cstdio>
 
 namespace xtrain {
+
+std::string host_name() {
+  char buf[256] = {};
+  if (::gethostname(buf, sizeof(buf) - 1) != 0 || !buf[0]) return "unknown-host";
+  return buf;
+}
 
 std::string rank_prefix(int rank, const std::string& host) {
   return "rank " + std::to_string(rank) + " (" + host + "): ";

@@ -13,6 +13,9 @@ std::string rank_prefix(int rank, const std::string& host);
 // share the terminal; a line must not interleave with another rank's).
 void print_rank_line(int rank, const std::string& host, const std::string& message);
 
+// host_name: this machine's name (gethostname), "unknown-host" when it has none: the host of rank_prefix.
+std::string host_name();
+
 // print0: printf to stdout on rank 0 only (other ranks print nothing), flushed.
 void print0(int rank, const char* fmt, ...) __attribute__((format(printf, 2, 3)));
 

@@ -42,7 +42,12 @@ done
 
 # no abbreviations: each is a prefix of exactly one option of its program
 run 2 "^rank 0 \(.*usage error: .*'--ste'.*\(see --help\)$" "${MPI1[@]}" "${DATA[@]}" --ste 5
-run 2 "^usage error: .*'--ste'.*\(see --help\)$" "${THR[@]}" "${DATA[@]}" --ste 5
+run 2 "^rank 0 \(.*usage error: .*'--ste'.*\(see --help\)$" "${THR[@]}" "${DATA[@]}" --ste 5
+# the two trainers' usage errors: one line of one format (core/cli.h, report_options_failure)
+"${MPI1[@]}" "${DATA[@]}" --ste 5 > /dev/null 2> "$WORK/mpi.err" || true
+"${THR[@]}" "${DATA[@]}" --ste 5 > /dev/null 2> "$WORK/thr.err" || true
+cmp -s "$WORK/mpi.err" "$WORK/thr.err" && echo "ok   xtrain_mpi and xtrain_threads: the same usage error line" \
+  || fail "usage error lines differ: xtrain_mpi '$(cat "$WORK/mpi.err")', xtrain_threads '$(cat "$WORK/thr.err")'"
 run 2 "^xtrain_tokenize: usage error: .*'--print-id'" "$B/xtrain_tokenize" "${TOK[@]}" --print-id x
 run 2 "^xtrain_generate: usage error: .*'--temp'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --temp 0
 run 2 "^xtrain_generate: usage error: .*'--max-new'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --max-new 2

@@ -21,7 +21,7 @@ expect() {  # expect CODE PATTERN args...: exit code and the one line of output
   echo "$* -> exit $rc: $(cat "$WORK/out.log")"
 }
 expect 2 "usage error: --ranks is required with the CPU backend" --device cpu
-CUDA_VISIBLE_DEVICES= expect 1 "^error: --device cuda: no GPU visible" --device cuda  # GPUs hidden
+CUDA_VISIBLE_DEVICES= expect 1 "^rank 0 (.*): error: --device cuda: no GPU visible" --device cuda  # GPUs hidden
 expect 2 "must be divisible by world size x --grad-accum = 3 x 1" --ranks 3
 expect 2 "usage error: --ranks must be between 0 and 4096" --ranks -2
 expect 1 "^rank 0 (.*): --resume $WORK/none.ckpt: no such file" --ranks 2 --resume "$WORK/none.ckpt"
