@@ -2,6 +2,7 @@
 // Forward and backward are in src/model/model_step.cpp.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <iomanip>
 #include <sstream>
 #include <string>
@@ -36,7 +37,10 @@ void GPTConfig::validate() const {
   }
   need(HS % 2 == 0, "--head-dim must be even with --arch llama (rotary embeddings rotate channel pairs), got " +
                         std::to_string(HS));
-  need(std::isfinite(norm_eps) && norm_eps > 0, "--norm-eps must be positive and finite");
+  char eps_range[128];
+  std::snprintf(eps_range, sizeof eps_range, "--norm-eps must be in [%g, %g] (RMSNorm's epsilon; Llama models use 1e-5 or 1e-6)",
+                kMinNormEps, kMaxNormEps);
+  need(norm_eps >= kMinNormEps && norm_eps <= kMaxNormEps, eps_range);  // false for nan too
   need(std::isfinite(rope_theta) && rope_theta > 1, "--rope-theta must be finite and > 1");
   need(tie_embeddings == 0 || tie_embeddings == 1, "--tie-embeddings must be true or false");
 }

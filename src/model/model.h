@@ -23,6 +23,12 @@ enum class Arch : int32_t { gpt2 = 0, llama = 1 };
 Arch parse_arch(const std::string& s);
 const char* to_string(Arch a);
 
+// The accepted RMSNorm epsilons (--norm-eps, a model directory's rms_norm_eps): Llama models use 1e-5
+// or 1e-6 and Hugging Face configs go down to 1e-12; the epsilon is added to a mean square of ~1, so a
+// larger one than 1 outweighs it and stops normalizing, and one far below 1e-12 (1e-300 reads as float 0)
+// is no epsilon at all.
+inline constexpr float kMinNormEps = 1e-12f, kMaxNormEps = 1.0f;
+
 struct GPTConfig {
   int V = 50257;  // vocabulary size (the tokenizer's; targets and token ids lie in [0, V))
   int maxT = 128; // context length (rows of wpe)
@@ -34,7 +40,7 @@ struct GPTConfig {
   int F = 512;    // MLP hidden width (llama: SwiGLU's intermediate size)
   // The family and its fields (gpt2: the defaults, never anything else; validate() refuses others).
   Arch arch = Arch::gpt2;
-  float norm_eps = 1e-5f;       // RMSNorm's eps (llama; GPT-2's LayerNorm keeps its 1e-5, backend.h)
+  float norm_eps = 1e-5f;       // RMSNorm's eps (llama; GPT-2's LayerNorm keeps its 1e-5, backend.h), in [kMinNormEps, kMaxNormEps]
   float rope_theta = 10000.0f;  // rotary base theta (llama; backend/rotary.h)
   int32_t tie_embeddings = 1;   // 1: the head is wte; 0: its own lm_head (llama only). int32: checkpoint field
   bool llama() const { return arch == Arch::llama; }

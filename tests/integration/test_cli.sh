@@ -52,6 +52,10 @@ run 2 "^xtrain_tokenize: usage error: .*'--print-id'" "$B/xtrain_tokenize" "${TO
 run 2 "^xtrain_generate: usage error: .*'--temp'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --temp 0
 run 2 "^xtrain_generate: usage error: .*'--max-new'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --max-new 2
 run 2 "^xtrain_export: usage error: .*'--form'" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --form hf
+# --norm-eps out of range (1e-300 reads as float 0, 1e-45 as a denormal): one line giving the range
+for eps in 1e-300 1e-45 0 -1 inf nan 2; do
+  run 2 "^rank 0 \(.*usage error: --norm-eps must be in \[1e-12, 1\] " "${THR[@]}" "${DATA[@]}" --arch llama --norm-eps $eps
+done
 # no stray words (xtrain_export takes one: the checkpoint)
 run 2 "^xtrain_tokenize: usage error: " "$B/xtrain_tokenize" "${TOK[@]}" --print-ids x extra
 run 2 "^xtrain_generate: usage error: " "$B/xtrain_generate" "${GEN_ARGS[@]}" extra
