@@ -70,6 +70,15 @@ run 0 "^995$" "$B/xtrain_tokenize" "${TOK[@]}" --print-ids "Hello" --print-ids "
 run 0 "^ world$" "$B/xtrain_tokenize" "${TOK[@]}" --decode 15496 --decode 995
 run 2 "^xtrain_export: usage error: --format must be" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --format hf --format bogus
 run 1 "^xtrain_export: error: .*none.ckpt" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --format bogus --format hf
+# --help (or --version) on one rank of an MPMD launch: every rank ends at once, exit 0, the help printed
+# once (each rank reads its own command line; the ranks agree on --help before anything else)
+for side in first second; do
+  a=(--help) b=()
+  [[ $side == second ]] && a=() b=(--help)
+  SECONDS=0
+  run 0 "^Usage: mpirun -np N xtrain_mpi" "${MPIRUN[@]}" -q -np 1 "$B/xtrain_mpi" "${a[@]}" : -np 1 "$B/xtrain_mpi" "${b[@]}"
+  [[ $SECONDS -le 30 && $(grep -c "^Usage: " "$WORK/out") -eq 1 ]] || fail "MPMD --help on the $side rank: ${SECONDS}s"
+done
 # empty values stay refused, also as the last of two
 run 2 "^xtrain_export: usage error: --out was given an empty value" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --out ""
 [[ $fails -eq 0 ]]
