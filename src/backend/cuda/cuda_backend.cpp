@@ -12,16 +12,11 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/event_clock.h"
+#include "core/log.h"
 
 namespace xtrain {
 
 namespace {
-std::string host_name() {
-  char buf[256] = {};
-  if (gethostname(buf, sizeof(buf) - 1) != 0) return "unknown-host";
-  return buf;
-}
-
 // cuBLAS workspace: the cuBLAS documentation recommends 32 MiB on Hopper (cublasSetWorkspace);
 // providing it from our allocator keeps cuBLAS from allocating behind our counters.
 constexpr size_t kCublasWorkspaceBytes = 32u << 20;
