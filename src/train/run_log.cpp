@@ -48,7 +48,8 @@ void RunLog::step(int step, int end, const StepResult& r, double ms) {
   // once rank 0 has a stop signal its notice (stop_signal.h) stays the last line until the stopped line:
   // under mpirun the ranks may be killed before that
   const bool quiet = stop_signal_received() != 0;
-  if (!quiet && (step % cfg_.log_every == 0 || step == end || step == first_step_)) print_step(st);
+  const bool stopped_here = r.stop && step == end;  // the step every rank agreed to stop after: its line ends the notice
+  if ((!quiet && (step % cfg_.log_every == 0 || step == end || step == first_step_)) || stopped_here) print_step(st);
   if (step == first_step_) first_ms_ = ms;
   if (!quiet && step == first_step_ + 1 && first_ms_ / 1000.0 > kWarmupNoteSeconds && first_ms_ > 2 * ms)
     std::printf("step %5d/%d | warm-up: step %d took %.1f s, step %d %.1f s (one-time costs of the first step: "
