@@ -196,12 +196,15 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   double tokenized = 0, ranks = 0;
   for (size_t r = 0; r + 1 < counts.size(); ++r) tokenized += counts[r], ranks += counts[r] > 0;
   const double nodes = counts.back();
-  if (!opt.no_cache) {
+  // only text files have token caches: shards and JSON lines are read as they are, every start
+  size_t cached_kind = 0;
+  for (size_t i = 0; i < files.size(); ++i) cached_kind += formats[i] == DataFormat::text;
+  if (!opt.no_cache && cached_kind > 0) {
     char now[64] = "none";
     if (tokenized > 0) std::snprintf(now, sizeof now, "%.0f on %.0f rank%s", tokenized, ranks, ranks == 1 ? "" : "s");
-    print0(rank, "cache  | %zu file%s, %zu tokens | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n",
-           files.size(), files.size() == 1 ? "" : "s", joined.size(), now,
-           static_cast<double>(files.size()) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
+    print0(rank, "cache  | %zu text file%s, %zu tokens in all | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n",
+           cached_kind, cached_kind == 1 ? "" : "s", joined.size(), now,
+           static_cast<double>(cached_kind) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
   }
   return joined;
 }

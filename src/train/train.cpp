@@ -159,7 +159,9 @@ namespace {
 // stop_notice: the line rank 0's stop-signal handler writes at once during `step` (after "stop   | SIGINT"):
 // what the run will do, and what is saved if a launcher kills the ranks before (mpirun's Ctrl-C).
 std::string stop_notice(const TrainConfig& cfg, int step, int ckpt_step) {
-  std::string s = " during step " + std::to_string(step) + ": the run ends after it";
+  // the ranks agree on a stop in a step's collectives: a signal after this step's comes to the next one
+  std::string s = " during step " + std::to_string(step) + ": the run ends after it (or after step " +
+                  std::to_string(step + 1) + " when the signal came after this step's all-reduce)";
   if (cfg.ckpt.empty()) return s + "; nothing is saved (no --ckpt)";
   s += " and writes " + cfg.ckpt + "; no 'stopped |' line after this one means the ranks were killed first: ";
   if (ckpt_step > 0) return s + cfg.ckpt + " holds step " + std::to_string(ckpt_step);
@@ -202,11 +204,13 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       res.losses.push_back(r.loss);
       res.last_step = step;
       log.step(step, end, r, ms);
-      if (validation_due(cfg, data, step, end)) validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
-      if (checkpoint_due(cfg, step, end)) {
+      if (checkpoint_due(cfg, step, end)) {  // before validation: a stop signal's grace goes to the save
         res.ckpt_xxh3 = write_checkpoint(cfg, data, model, opt, be, comm, step);
         if (rank == 0) ckpt_written = cfg.ckpt, ckpt_step = step;
       }
+      // a run stopped by a signal skips its last validation: under mpirun the ranks may be killed soon
+      if (!res.stopped && validation_due(cfg, data, step, end))
+        validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
     }
   } catch (const AgreedFailure&) {
     throw;

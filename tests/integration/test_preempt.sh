@@ -102,7 +102,7 @@ wait $job || rc=$?
 last=$(tail -n 1 "$WORK/int.log")
 [[ "$last" =~ ^stopped\ \|\ by\ mpirun\ ending\ the\ job\ \(Ctrl-C\ or\ SIGTERM\ to\ mpirun\)\ after\ step\ [0-9]+:\ checkpoint\ $WORK/int.ckpt\ written\;\ resume\ with:\ the\ same\ command\ and\ --resume\ $WORK/int.ckpt ]] \
   || { cat "$WORK/int.log"; echo "FAIL: the last line after Ctrl-C to mpirun is not xtrain's stopped line"; exit 1; }
-grep -Eq "^stop   \| mpirun ending the job .* during step [0-9]+: the run ends after it and writes $WORK/int.ckpt" "$WORK/int.log" \
+grep -Eq "^stop   \| mpirun ending the job .* during step [0-9]+: the run ends after it .*and writes $WORK/int.ckpt" "$WORK/int.log" \
   || { cat "$WORK/int.log"; echo "FAIL: no stop notice when the signal came"; exit 1; }
 "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --resume "$WORK/int.ckpt" --ckpt "$WORK/int.ckpt" --stop-after 1 > "$WORK/int_resume.log" 2>&1 \
   || { cat "$WORK/int_resume.log"; echo "FAIL: the checkpoint of a Ctrl-C stop does not resume"; exit 1; }
