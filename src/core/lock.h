@@ -16,12 +16,17 @@ class DirLock {
   // path names the lock file in messages.
   DirLock(int dir_fd, const std::string& name, const std::string& path, const std::string& what,
           const std::string& program, const std::string& holder, double max_wait_s = 600);
-  ~DirLock();  // closing releases the flock (never throws)
+  // Removes the lock file, then closes it, which releases the flock (never throws): no lock file is
+  // left in the directory; a waiter that locked the removed file sees it is no longer the named one
+  // and opens and locks the new one (so only one holder at a time).
+  ~DirLock();
   DirLock(const DirLock&) = delete;
   DirLock& operator=(const DirLock&) = delete;
 
  private:
   int fd_ = -1;
+  int dir_fd_ = -1;
+  std::string name_;
 };
 
 }  // namespace xtrain
