@@ -273,7 +273,14 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
   raw.rule = bpe::PairRule::kListed;  // tokenizers' BPE model
   raw.whole_piece_first = pipeline->ignore_merges;
   raw.pipeline = pipeline->description;
-  return from_raw(raw, std::move(pipeline));
+  std::vector<int32_t> template_ids = pipeline->prefix;
+  template_ids.insert(template_ids.end(), pipeline->suffix.begin(), pipeline->suffix.end());
+  Tokenizer tok = from_raw(raw, std::move(pipeline));
+  for (int32_t id : template_ids)  // the template's ids go into every encoding: each must be a token
+    if (id >= tok.vocab_size())
+      XT_FAIL(f << ": post_processor: TemplateProcessing's id " << id << " is outside the vocabulary [0, "
+                << tok.vocab_size() << ")");
+  return tok;
 }
 
 }  // namespace xtrain

@@ -285,6 +285,10 @@ TEST_CASE("tokenizer.json pipeline: splits, prefix space, templates, added-token
   j["post_processor"] = {{"type", "Sequence"}, {"processors", nlohmann::json::array({{{"type", "ByteLevel"}}, templ("<|endoftext|>", 259), templ("c", 'c')})}};
   CHECK(load(j).encode("ab") == Ids{'c', 259, 257});
   CHECK(load(j).encode("") == Ids{'c', 259});
+  j = tiny_hf();  // a template id outside the vocabulary is refused as the file is read
+  j["post_processor"] = templ("<|endoftext|>", 999999);
+  CHECK(error_of([&] { load(j); }).find("post_processor: TemplateProcessing's id 999999 is outside the vocabulary") !=
+        std::string::npos);
 
   // Added-token flags (an added "<x>", id 260).
   auto with_x = [&](const char* flag) {
