@@ -18,7 +18,11 @@ namespace bpe {
 namespace {
 
 [[noreturn]] void refuse(const std::string& f, const std::string& path, const nlohmann::json& v, const std::string& why) {
-  XT_FAIL(f << ": " << echo_value(path) << " = " << json_echo(v) << " is not supported (" << why << ")");
+  // an object is named by its "type" where it has one (the echo of an object gives only its size)
+  const bool typed = v.is_object() && v.contains("type") && v["type"].is_string();
+  XT_FAIL(f << ": " << echo_value(path) << " = " << json_echo(v)
+            << (typed ? " of type \"" + echo_value(v["type"].get<std::string>()) + "\"" : std::string())
+            << " is not supported (" << why << ")");
 }
 
 // only_keys: every field of `obj` is one of `keys`; another may change the ids, so it is refused.

@@ -206,6 +206,13 @@ TEST_CASE("tokenizer.json fields that change ids are implemented or refused by n
                                              j["pre_tokenizer"]}}};
   }, "pre_tokenizer.pretokenizers[0].behavior");
   refused([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer");
+  {  // the refused object is named by its type
+    nlohmann::json j = tiny_hf();
+    j["pre_tokenizer"] = {{"type", "Banana"}};
+    const std::string path = d.file("typed.json");
+    write_file(path, j.dump());
+    CHECK(error_of([&] { Tokenizer::from_hf_json(path); }).find("of type \"Banana\" is not supported") != std::string::npos);
+  }
   refused([](auto& j) {
     j["normalizer"] = {{"type", "Sequence"}, {"normalizers", {{{"type", "NFC"}}, {{"type", "Strip"}}}}};
   }, "normalizer.normalizers[1]");
