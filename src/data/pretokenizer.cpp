@@ -107,11 +107,13 @@ void PreTokenizer::split(std::string_view text, const std::function<void(std::st
 
 struct SplitRegex::Code {
   pcre2_code* re = nullptr;
+  std::string what;  // names the pattern in messages
   ~Code() { pcre2_code_free(re); }
 };
 
 SplitRegex::SplitRegex(const std::string& pattern, bool literal, const std::string& what)
     : code_(std::make_unique<Code>()) {
+  code_->what = what;
   // Ruby syntax: `^`/`$` at line starts and ends (newline = LF), `.` not across a newline.
   pcre2_compile_context* ctx = pcre2_compile_context_create(nullptr);
   XT_CHECK(ctx != nullptr, "pcre2_compile_context_create: out of memory");
@@ -137,7 +139,9 @@ void SplitRegex::find_matches(std::string_view text, const std::function<void(si
   while (from <= text.size()) {
     const int rc = pcre2_match(code_->re, subject, text.size(), from, 0, data.md, nullptr);
     if (rc == PCRE2_ERROR_NOMATCH) break;
-    XT_CHECK(rc > 0, "pcre2_match: " << pcre2_message(rc));
+    if (rc <= 0)  // e.g. PCRE2's match limit: a pattern that backtracks without bound on this text
+      XT_FAIL(code_->what << ": the pattern failed on the text at byte " << from << " of a " << text.size()
+                          << "-byte piece: " << pcre2_message(rc));
     const PCRE2_SIZE* ov = pcre2_get_ovector_pointer(data.md);
     const size_t start = ov[0], end = ov[1];
     if (start == end) {

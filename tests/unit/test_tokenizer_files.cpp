@@ -206,6 +206,18 @@ TEST_CASE("tokenizer.json fields that change ids are implemented or refused by n
                                              j["pre_tokenizer"]}}};
   }, "pre_tokenizer.pretokenizers[0].behavior");
   refused([](auto& j) { j["normalizer"] = {{"type", "Lowercase"}}; }, "normalizer");
+  {  // a pattern that backtracks without bound: one line naming the pattern, not an internal check
+    nlohmann::json j = tiny_hf();
+    j["pre_tokenizer"] = {{"type", "Sequence"},
+                          {"pretokenizers", {{{"type", "Split"}, {"pattern", {{"Regex", "(a+)+$"}}},
+                                              {"behavior", "Isolated"}, {"invert", false}}, j["pre_tokenizer"]}}};
+    const std::string path = d.file("runaway.json");
+    write_file(path, j.dump());
+    const Tokenizer tok = Tokenizer::from_hf_json(path);
+    const std::string e = error_of([&] { tok.encode(std::string(40, 'a') + "!"); });
+    INFO(e);
+    CHECK(e.find(path + ": pre_tokenizer.pretokenizers[0].pattern: the pattern failed on the text at byte") == 0);
+  }
   {  // the refused object is named by its type
     nlohmann::json j = tiny_hf();
     j["pre_tokenizer"] = {{"type", "Banana"}};
