@@ -37,9 +37,21 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 }  // namespace
 
 namespace {
-// config_from_json: the sizes of config.json; json::type_error for a field of the wrong type.
+// field: config.json's `key` as a T, `fallback` when absent; Error naming the field when it has another
+// JSON type, null included (nlohmann's own message names neither the file nor the field).
+template <class T>
+T field(const json& j, const char* key, T fallback, const std::string& path) {
+  if (!j.contains(key)) return fallback;
+  try {
+    return j[key].get<T>();
+  } catch (const json::exception&) {
+    XT_FAIL(path << ": " << key << " has the wrong JSON type, found " << json_echo(j[key]));
+  }
+}
+
+// config_from_json: the sizes of config.json; Error naming a field of the wrong type.
 GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
-  const std::string type = j.value("model_type", "");
+  const std::string type = field<std::string>(j, "model_type", "", path);
   if (type != "gpt2" && type != "llama" && type != kXtrainModelType)
     XT_FAIL(path << ": model_type \"" << echo_value(type) << "\" is none of gpt2, llama, " << kXtrainModelType);
   const ModelLayout layout = type == kXtrainModelType ? ModelLayout::Xtrain : ModelLayout::Hf;
@@ -78,11 +90,11 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
                    << "head_dim = hidden_size / num_attention_heads = " << c.HS << ")");
     c.norm_eps = positive(j, "rms_norm_eps", 1e-6f);
     c.rope_theta = positive(j, "rope_theta", 10000.0f);
-    c.tie_embeddings = j.value("tie_word_embeddings", false) ? 1 : 0;
-    const std::string act = j.value("hidden_act", "silu");
+    c.tie_embeddings = field<bool>(j, "tie_word_embeddings", false, path) ? 1 : 0;
+    const std::string act = field<std::string>(j, "hidden_act", "silu", path);
     if (act != "silu") XT_FAIL(path << ": hidden_act " << echo_value(act) << " is not supported (xtrain computes SwiGLU with silu)");
     for (const char* bias : {"attention_bias", "mlp_bias"})
-      if (j.value(bias, false)) XT_FAIL(path << ": " << bias << " true is not supported (xtrain's Llama has no biases)");
+      if (field<bool>(j, bias, false, path)) XT_FAIL(path << ": " << bias << " true is not supported (xtrain's Llama has no biases)");
     // plain rotary only: rope_scaling (transformers 4) or rope_parameters (transformers 5, which also
     // moves rope_theta there) of any rope_type but "default" changes the angles
     for (const char* key : {"rope_scaling", "rope_parameters"}) {
@@ -105,7 +117,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
     c.HS = layout == ModelLayout::Xtrain ? size("head_dim", 0) : c.C / c.NH;
     if (layout == ModelLayout::Xtrain && j.contains("arch")) {
       try {
-        c.arch = parse_arch(j["arch"].get<std::string>());
+        c.arch = parse_arch(field<std::string>(j, "arch", "", path));
       } catch (const UsageError&) {
         XT_FAIL(path << ": arch " << json_echo(j["arch"]) << " is neither gpt2 nor llama");
       }
@@ -116,17 +128,17 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
       if (!j.contains(key)) XT_FAIL(path << ": missing " << key);
     c.norm_eps = positive(j, "rms_norm_eps", 0.0f);
     c.rope_theta = positive(j, "rope_theta", 0.0f);
-    c.tie_embeddings = j["tie_word_embeddings"].get<bool>() ? 1 : 0;
+    c.tie_embeddings = field<bool>(j, "tie_word_embeddings", false, path) ? 1 : 0;
   } else if (!c.llama()) {
     // Variants of GPT-2 that xtrain does not compute (transformers' GPT2Config fields and defaults).
-    const std::string act = j.value("activation_function", "gelu_new");
+    const std::string act = field<std::string>(j, "activation_function", "gelu_new", path);
     if (act != "gelu_new" && act != "gelu_pytorch_tanh")
       XT_FAIL(path << ": activation_function " << echo_value(act) << " is not supported (xtrain computes the tanh GELU, gelu_new)");
-    const double eps = j.value("layer_norm_epsilon", 1e-5);
+    const double eps = field<double>(j, "layer_norm_epsilon", 1e-5, path);
     if (std::fabs(eps - 1e-5) > 1e-12) XT_FAIL(path << ": layer_norm_epsilon " << eps << " is not supported (xtrain uses 1e-5)");
-    if (!j.value("tie_word_embeddings", true)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
-    if (!j.value("scale_attn_weights", true)) XT_FAIL(path << ": scale_attn_weights false is not supported");
-    if (j.value("scale_attn_by_inverse_layer_idx", false)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
+    if (!field<bool>(j, "tie_word_embeddings", true, path)) XT_FAIL(path << ": tie_word_embeddings false is not supported (xtrain ties the head to wte)");
+    if (!field<bool>(j, "scale_attn_weights", true, path)) XT_FAIL(path << ": scale_attn_weights false is not supported");
+    if (field<bool>(j, "scale_attn_by_inverse_layer_idx", false, path)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
   }
   try {
     c.validate();

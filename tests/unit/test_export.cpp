@@ -240,7 +240,9 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
       {R"(,"rope_theta":"big")", "rope_theta must be a positive number"},
       {R"(,"num_key_value_heads":3)", "inconsistent sizes"},
       {R"(,"xtrain_tokenizer_fingerprint":"12")", "xtrain_tokenizer_fingerprint must be 16 hex digits"},
-      {R"(,"tie_word_embeddings":"yes")", "wrong type"},
+      {R"(,"tie_word_embeddings":"yes")", "tie_word_embeddings has the wrong JSON type, found \"yes\""},
+      {R"(,"attention_bias":"false")", "attention_bias has the wrong JSON type"},
+      {R"(,"hidden_act":7)", "hidden_act has the wrong JSON type"},
   };
   for (const auto& [field, why] : refused) {
     CAPTURE(field);
@@ -393,5 +395,5 @@ TEST_CASE("config.json: GPT-2 variants xtrain does not compute are refused") {
   CHECK(config_error(R"({"model_type":"gpt2","vocab_size":257})").find("missing n_positions") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"n_inner":-3})").find("n_inner must be an integer") != std::string::npos);
   CHECK(config_error("not json").find("not valid JSON") != std::string::npos);
-  CHECK(config_error("{" + base + R"(,"activation_function":null})").find("wrong type") != std::string::npos);
+  CHECK(config_error("{" + base + R"(,"activation_function":null})").find("activation_function has the wrong JSON type, found null") != std::string::npos);
 }
