@@ -141,9 +141,10 @@ printf '{"a": 1e999}' > "$WORK/overflow.json"
 : > "$WORK/empty.bpe"
 ln -s "$WORK/loop1" "$WORK/loop2"; ln -s "$WORK/loop2" "$WORK/loop1"
 hf="${XTRAIN_SHARED_DATA:-}/gpt2/tokenizer.json"
-[[ ! -f "$hf" ]] || python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]["add_prefix_space"]=True
-json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/prefix.json"
-snapshot() { (cd "$WORK" && find . -type f ! -name out ! -name err -print0 | sort -z | xargs -0 md5sum); }
+[[ ! -f "$hf" ]] || python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]={"type": "Metaspace", "replacement": "\u2581"}
+json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/meta.json"
+# token caches (xdg-cache) are xtrain's own outputs
+snapshot() { (cd "$WORK" && find . -type f ! -name out ! -name err ! -path './xdg-cache/*' -print0 | sort -z | xargs -0 md5sum); }
 before=$(snapshot)
 expect "JSON number overflow" 1 "overflow.json: not valid JSON" 2 "${OK[@]}" --encoder-json "$WORK/overflow.json"
 expect "empty vocab.bpe" 1 "empty.bpe: 0 merges, but .* tokens that only merges make" 2 "${OK[@]}" --vocab-bpe "$WORK/empty.bpe"
@@ -158,10 +159,10 @@ if [[ $rc -eq 1 ]] && [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "/dev/zer
   echo "ok   --data /dev/zero                    exit 1: $(cat "$WORK/err")"
 else echo "FAIL --data /dev/zero: exit $rc"; head -5 "$WORK/err"; fails=$((fails + 1)); fi
 if [[ -f "$hf" ]]; then
-  expect "tokenizer.json add_prefix_space true" 1 "prefix.json: pre_tokenizer.add_prefix_space = true is not supported" 2 \
-    --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/prefix.json"
+  expect "tokenizer.json Metaspace pre-tokenizer" 1 "meta.json: pre_tokenizer = .* of type \"Metaspace\" is not supported" 2 \
+    --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/meta.json"
 else
-  echo "skip tokenizer.json add_prefix_space (no shared GPT-2 tokenizer.json)"
+  echo "skip tokenizer.json Metaspace pre-tokenizer (no shared GPT-2 tokenizer.json)"
 fi
 # a model that cannot fit: one line with the estimate, before anything is allocated
 expect "model larger than memory" 1 "the model needs about [0-9.]+ GiB per rank \\([0-9]+ parameters" 2 "${OK[@]}" \
