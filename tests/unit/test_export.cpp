@@ -244,7 +244,9 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
       {R"(,"attention_bias":"false")", "attention_bias has the wrong JSON type"},
       {R"(,"hidden_act":7)", "hidden_act has the wrong JSON type"},
   };
-  for (const auto& [field, why] : refused) {
+  for (const auto& edit : refused) {
+    const std::string& field = edit.first;  // no structured binding: CAPTURE's lambda may not capture one (clang 14)
+    const std::string& why = edit.second;
     CAPTURE(field);
     const std::string e = config_error("{" + base + field + "}");
     CHECK(e.find(why) != std::string::npos);

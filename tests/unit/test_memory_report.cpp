@@ -36,8 +36,10 @@ void train_step(GPT& model, AdamW& opt, int B, int T) {
 
 TEST_CASE("memory report: the categories sum to what the backend holds; activations are the table's") {
   const int B = 2, T = 7;  // B*T odd: buffers that are not multiples of the CPU's 64-byte blocks
-  for (const auto& [arch, tie] : {std::pair{Arch::gpt2, 1}, std::pair{Arch::llama, 0}})
+  for (const auto& family : {std::pair{Arch::gpt2, 1}, std::pair{Arch::llama, 0}})
     for (int recompute : {0, 1, 2}) {
+      const Arch arch = family.first;  // no structured binding: CAPTURE's lambda may not capture one (clang 14)
+      const int tie = family.second;
       CAPTURE(int(arch));
       CAPTURE(recompute);
       auto be = make_cpu_backend();
