@@ -50,14 +50,23 @@ const nlohmann::json& array_of(const std::string& f, const nlohmann::json& obj, 
   return obj[key];
 }
 
+// read_sequence: a "Sequence" step (normalizer, pre-tokenizer or post-processor): its only other field
+// `key` is an array whose items read_item(item, item_path) reads in order.
+template <class ReadItem>
+void read_sequence(const std::string& f, const nlohmann::json& obj, const std::string& path, const char* key,
+                   const ReadItem& read_item) {
+  only_keys(f, obj, path, {"type", key});
+  const auto& list = array_of(f, obj, path, key);
+  for (size_t i = 0; i < list.size(); ++i) read_item(list[i], path + "." + key + "[" + std::to_string(i) + "]");
+}
+
 void read_normalizer(const std::string& f, const nlohmann::json& n, const std::string& path, HfPipeline* p) {
   if (n.is_null()) return;
   const std::string type = type_of(f, n, path, "normalizer");
   if (type == "Sequence") {
-    only_keys(f, n, path, {"type", "normalizers"});
-    const auto& list = array_of(f, n, path, "normalizers");
-    for (size_t i = 0; i < list.size(); ++i)
-      read_normalizer(f, list[i], path + ".normalizers[" + std::to_string(i) + "]", p);
+    read_sequence(f, n, path, "normalizers", [&](const nlohmann::json& item, const std::string& at) {
+      read_normalizer(f, item, at, p);
+    });
     return;
   }
   const NormalForm forms[] = {NormalForm::kNFC, NormalForm::kNFD, NormalForm::kNFKC, NormalForm::kNFKD};
@@ -74,10 +83,9 @@ void read_normalizer(const std::string& f, const nlohmann::json& n, const std::s
 void read_pre_tokenizer(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p) {
   const std::string type = type_of(f, t, path, "pre-tokenizer");
   if (type == "Sequence") {
-    only_keys(f, t, path, {"type", "pretokenizers"});
-    const auto& list = array_of(f, t, path, "pretokenizers");
-    for (size_t i = 0; i < list.size(); ++i)
-      read_pre_tokenizer(f, list[i], path + ".pretokenizers[" + std::to_string(i) + "]", p);
+    read_sequence(f, t, path, "pretokenizers", [&](const nlohmann::json& item, const std::string& at) {
+      read_pre_tokenizer(f, item, at, p);
+    });
     return;
   }
   PreTokenizerStep st;
@@ -146,10 +154,9 @@ void read_post_processor(const std::string& f, const nlohmann::json& t, const st
   if (t.is_null()) return;
   const std::string type = type_of(f, t, path, "post-processor");
   if (type == "Sequence") {
-    only_keys(f, t, path, {"type", "processors"});
-    const auto& list = array_of(f, t, path, "processors");
-    for (size_t i = 0; i < list.size(); ++i)
-      read_post_processor(f, list[i], path + ".processors[" + std::to_string(i) + "]", p);
+    read_sequence(f, t, path, "processors", [&](const nlohmann::json& item, const std::string& at) {
+      read_post_processor(f, item, at, p);
+    });
   } else if (type == "ByteLevel") {  // offsets only
     only_keys(f, t, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
   } else if (type == "TemplateProcessing") {
