@@ -18,7 +18,6 @@
 #include "test_tokenizer_util.h"
 
 namespace xt = xtrain;
-namespace po = boost::program_options;
 
 namespace {
 
@@ -137,15 +136,7 @@ TEST_CASE("SentencePiece: bad model files are refused with one message naming th
 }
 
 TEST_CASE("--tokenizer-model: declared with the other tokenizer options, alone") {
-  auto parse = [](std::vector<const char*> argv, xt::TokenizerFiles& files) {
-    po::options_description desc;
-    xt::add_tokenizer_options(desc, files);
-    argv.insert(argv.begin(), "prog");
-    po::variables_map vm;
-    po::store(po::parse_command_line(int(argv.size()), argv.data(), desc), vm);
-    po::notify(vm);
-    xt::read_tokenizer_options(vm, files);
-  };
+  const auto parse = xt::test::parse_tokenizer_options;
   xt::TokenizerFiles f;
   parse({"--tokenizer-model", "/x/t.model"}, f);
   CHECK(f.tokenizer_model == "/x/t.model");

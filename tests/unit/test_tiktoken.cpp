@@ -22,7 +22,6 @@
 #include "test_tokenizer_util.h"
 
 namespace xt = xtrain;
-namespace po = boost::program_options;
 using xtrain::test::error_of;
 
 namespace {
@@ -122,15 +121,7 @@ TEST_CASE("rank files: a gap is allowed only at a special token's id (p50k_base'
 }
 
 TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
-  auto parse = [](std::vector<const char*> argv, xt::TokenizerFiles& files) {
-    po::options_description desc;
-    xt::add_tokenizer_options(desc, files);
-    argv.insert(argv.begin(), "prog");
-    po::variables_map vm;
-    po::store(po::parse_command_line(int(argv.size()), argv.data(), desc), vm);
-    po::notify(vm);
-    xt::read_tokenizer_options(vm, files);
-  };
+  const auto parse = xt::test::parse_tokenizer_options;
   xt::TokenizerFiles f;
   parse({"--tokenizer", "o200k_base"}, f);
   CHECK(xt::tokenizer_ranks_path(f) == std::string(XTRAIN_DEFAULT_DATA_DIR) + "/tokenizers/o200k_base.tiktoken");

@@ -6,12 +6,15 @@
 #include <filesystem>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
+#include <boost/program_options.hpp>
 #include <nlohmann/json.hpp>
 
 #include "core/io.h"
 #include "data/token_cache.h"
 #include "data/tokenizer.h"
+#include "data/tokenizer_options.h"
 
 namespace xtrain::test {
 
@@ -20,6 +23,19 @@ inline std::string shared_data() {
   return d ? d : "";
 }
 inline std::string gpt2_file(const std::string& name) { return shared_data() + "/gpt2/" + name; }
+
+// parse_tokenizer_options: argv (options only, no program name) through the tokenizer options as every
+// program declares and reads them (data/tokenizer_options.h), into `files`; throws what a program sees.
+inline void parse_tokenizer_options(std::vector<const char*> argv, TokenizerFiles& files) {
+  namespace po = boost::program_options;
+  po::options_description desc;
+  add_tokenizer_options(desc, files);
+  argv.insert(argv.begin(), "prog");
+  po::variables_map vm;
+  po::store(po::parse_command_line(int(argv.size()), argv.data(), desc), vm);
+  po::notify(vm);
+  read_tokenizer_options(vm, files);
+}
 
 inline const Tokenizer& gpt2() {
   static const Tokenizer t = Tokenizer::from_gpt2_files(gpt2_file("encoder.json"), gpt2_file("vocab.bpe"));
