@@ -1,10 +1,22 @@
-// Command-line handling shared by the C++ bench programs (bench_cuda_ops, gemm_algos): positional integer
-// arguments with defaults and bounds, --help anywhere, a one-line usage error (exit 2) otherwise.
+// Command-line handling shared by the C++ bench programs (bench_cuda_ops, gemm_algos, gemm_fp8): positional
+// integer arguments with defaults and bounds, --help anywhere, a one-line usage error (exit 2) otherwise;
+// and XT_BENCH_CHECK, their check of a library call's status.
 #pragma once
 
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+
+// XT_BENCH_CHECK(prog, call): a CUDA, cuBLAS or cuBLASLt call whose status (0 = success) ends the bench with
+// one line "<prog>: <call> failed (<status>) at line N" and exit 1.
+#define XT_BENCH_CHECK(prog, x)                                                                \
+  do {                                                                                         \
+    auto s_ = (x);                                                                             \
+    if (int(s_) != 0) {                                                                        \
+      std::fprintf(stderr, "%s: %s failed (%d) at line %d\n", prog, #x, int(s_), __LINE__);    \
+      std::exit(1);                                                                            \
+    }                                                                                          \
+  } while (0)
 
 namespace xtrain::bench {
 

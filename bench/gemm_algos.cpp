@@ -19,14 +19,7 @@
 #include "bench_args.h"
 
 namespace {
-#define CK(x)                                                                        \
-  do {                                                                               \
-    auto s_ = (x);                                                                   \
-    if (int(s_) != 0) {                                                              \
-      std::fprintf(stderr, "gemm_algos: %s failed (%d) at line %d\n", #x, int(s_), __LINE__); \
-      std::exit(1);                                                                  \
-    }                                                                                \
-  } while (0)
+#define CK(x) XT_BENCH_CHECK("gemm_algos", x)
 
 struct Case {
   std::string name;

@@ -35,14 +35,7 @@ using fp8 = __nv_fp8_e4m3;
 constexpr float kE4M3Max = 448.0f;  // the largest finite E4M3 value (OCP 8-bit floating point spec, 2023)
 constexpr int kThreads = 256;
 
-#define CK(x)                                                                                   \
-  do {                                                                                          \
-    auto s_ = (x);                                                                              \
-    if (int(s_) != 0) {                                                                         \
-      std::fprintf(stderr, "gemm_fp8: %s failed (%d) at line %d\n", #x, int(s_), __LINE__);     \
-      std::exit(1);                                                                             \
-    }                                                                                           \
-  } while (0)
+#define CK(x) XT_BENCH_CHECK("gemm_fp8", x)
 
 unsigned grid_for(size_t n) { return unsigned(std::min<size_t>((n + kThreads - 1) / kThreads, 65535 * 8)); }
 
