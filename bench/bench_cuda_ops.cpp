@@ -107,7 +107,7 @@ int main(int argc, char** argv) {
     report(("attention_forward" + suffix).c_str(),
            time_ms(*ab, reps, [&] { ab->attention_forward(x.get(), att.get(), qkv.get(), B, T, NH, NH, HS); }), att_flops, 0);
     report(("attention_backward" + suffix).c_str(),
-           time_ms(*ab, reps, [&] { ab->attention_backward(dqkv.get(), dx.get(), qkv.get(), att.get(), B, T, NH, NH, HS); }),
+           time_ms(*ab, reps, [&] { ab->attention_backward(dqkv.get(), dx.get(), qkv.get(), x.get(), att.get(), B, T, NH, NH, HS); }),
            2.0 * att_flops, 0);
   }
   report("layernorm_forward", time_ms(*be, reps, [&] { be->layernorm_forward(dx.get(), mean.get(), rstd.get(), x.get(), w.get(), bias.get(), N, C); }),

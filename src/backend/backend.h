@@ -222,7 +222,7 @@ class Backend {
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
   // (Ainslie et al. 2023): query head h reads key/value head h / (NH/KVH).
   // qkv (B,T,(NH+2*KVH)*HS) laid out [q heads | k heads | v heads] per position
-  // -> out (B,T,NH*HS); att: attention_scratch_count(B,NH,T,HS) floats of scratch owned by the op
+  // -> out (B,T,NH*HS); att: attention_scratch_count(B,T,NH,KVH,HS) floats of scratch owned by the op
   // between forward and backward; the CPU backend stores softmax probabilities (B,NH,T,T) (rows t,
   // columns <= t; rest 0), other backends may store less (e.g. the log-sum-exp per row; CUDA:
   // docs/cuda.md, "Attention").
@@ -230,16 +230,18 @@ class Backend {
                                  int KVH, int HS) = 0;
   // attention_scratch_count: floats of `att` that attention_forward needs for these sizes (elements,
   // not bytes). Default B*NH*T*T (the softmax probabilities); a backend that keeps less says so.
-  virtual size_t attention_scratch_count(int B, int NH, int T, int HS) const {
-    (void)HS;
+  virtual size_t attention_scratch_count(int B, int T, int NH, int KVH, int HS) const {
+    (void)KVH, (void)HS;
     return static_cast<size_t>(B) * NH * T * T;
   }
-  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) += (= with Grad::assign)
-  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
-                                  int NH, int KVH, int HS, Grad dqkv_mode) = 0;
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T, int NH,
-                          int KVH, int HS) {
-    attention_backward(dqkv, dout, qkv, att, B, T, NH, KVH, HS, Grad::accumulate);
+  // attention_backward: dout (B,T,NH*HS) -> dqkv (B,T,(NH+2*KVH)*HS) += (= with Grad::assign).
+  // qkv, out and att as attention_forward left them (out (B,T,NH*HS): its output, which the caller keeps
+  // for the projection's backward anyway, so a backend needs no copy of it in att).
+  virtual void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* att,
+                                  int B, int T, int NH, int KVH, int HS, Grad dqkv_mode) = 0;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* att, int B,
+                          int T, int NH, int KVH, int HS) {
+    attention_backward(dqkv, dout, qkv, out, att, B, T, NH, KVH, HS, Grad::accumulate);
   }
 
   // attention_decode: causal grouped-query attention for Tn new positions [pos, pos+Tn) of each sequence

@@ -24,7 +24,8 @@ struct BlockActs {
   float *ln2_mean, *ln2_rstd;   // (N)     fp32 (llama: rstd only)
   void* fch;                    // (N,FC)  fc output (GELU's input; llama: [gate | up], FC = 2F)
   void* fch_gelu;               // (N,F)   gelu(fch) (llama: swiglu(fch))
-  void* fc_proj;                // (N,C)   MLP projection (dropout applied in place)
+  void* fc_proj;                // (N,C)   MLP projection (dropout applied in place); may be att_proj's
+                                //         buffer: each is read only by the residual add right after it
   void* res3;                   // (N,C)   res2 + MLP branch: the block's output
 };
 

@@ -174,7 +174,7 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
   // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
   const double att_bound = double(B) * cfg.NH * double(T) * T;
-  const size_t att = att_bound < 1e18 ? be.attention_scratch_count(B, cfg.NH, T, cfg.HS) : 0;
+  const size_t att = att_bound < 1e18 ? be.attention_scratch_count(B, T, cfg.NH, cfg.KVH, cfg.HS) : 0;
   const ActDims dims = act_dims(cfg, B, T, att);
   const double act_bytes = double(be.activation_bytes());
   auto bytes = [&](const ActSpec& a) {
@@ -205,7 +205,7 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
 void GPT::ensure_acts(int B, int T) {
   XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
   if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
-  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, cfg_.NH, T, cfg_.HS));
+  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, T, cfg_.NH, cfg_.KVH, cfg_.HS));
   const size_t act_bytes = be_.activation_bytes();
   auto alloc = [&](const ActSpec& a) {
     acts_.emplace_back(be_, a.count(dims) * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes));
@@ -269,8 +269,9 @@ std::vector<MemoryEntry> GPT::memory_entries() const {
   for (const ActSpec& a : kGlobalActTable) {
     const DeviceBuffer<unsigned char>& b = acts_[size_t(cfg_.L) * kPerLayerActs + a.id];
     out.push_back({a.name, b.count(), dtype(a),
-                   a.id == kLogits ? "logits, then dlogits in place"
-                   : a.id >= kDRes ? "backward scratch, one buffer for every layer"
+                   a.id == kLogits   ? "logits, then dlogits in place"
+                   : a.id == kBranch ? "forward scratch, one buffer for every layer"
+                   : a.id >= kDRes   ? "backward scratch, one buffer for every layer"
                                    : "forward output, one buffer",
                    A, {b.get()}});
   }

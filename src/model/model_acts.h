@@ -12,11 +12,11 @@ namespace xtrain {
 // activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs); the
 // tables below give one row for each, in this order
 enum LayerAct {
-  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kAttProj, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu,
-  kFcProj, kRes3, kPerLayerActs
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu, kRes3,
+  kPerLayerActs
 };
 enum GlobalAct {
-  kEncoded, kLnf, kLnfMean, kLnfRstd, kLogits, kLosses,
+  kEncoded, kLnf, kLnfMean, kLnfRstd, kLogits, kLosses, kBranch,
   kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
 };
 
@@ -26,7 +26,7 @@ enum GlobalAct {
 enum class ActStore { act, fp32 };
 
 // The sizes the table is written in (elements). N = B*T positions; att = the attention scratch of
-// one layer, Backend::attention_scratch_count(B,NH,T,HS): (B,NH,T,T) probabilities on the CPU, less
+// one layer, Backend::attention_scratch_count(B,T,NH,KVH,HS): (B,NH,T,T) probabilities on the CPU, less
 // on the CUDA flash route (B,NH,T,HS+1).
 // FC: the fc layer's outputs, F (gpt2) or 2F (llama: [gate | up], swiglu_forward's input).
 enum class ActDim { one, N, C, QKV, A, F, FC, Vp, att, count };
@@ -74,14 +74,12 @@ constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from
     {kQkv, "qkv", ActDim::N, ActDim::QKV, ActStore::act, kKept},      // (B,T,(NH+2*KVH)*HS)  qkv_layout.h
     {kAtty, "atty", ActDim::N, ActDim::A, ActStore::act, kKept},       // (B,T,NH*HS) attention output
     {kAtt, "att", ActDim::one, ActDim::att, ActStore::fp32, kKept},   // (att)      attention scratch, see ActDims
-    {kAttProj, "attproj", ActDim::N, ActDim::C, ActStore::act, kKept},    // (B,T,C)    attention projection
     {kRes2, "res2", ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    residual + attention branch
     {kLn2, "ln2", ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
     {kLn2Mean, "ln2.mean", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
     {kLn2Rstd, "ln2.rstd", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
     {kFch, "fch", ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (GELU's input; llama: [gate | up])
     {kFchGelu, "fch_gelu", ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch) (llama: swiglu(fch))
-    {kFcProj, "fcproj", ActDim::N, ActDim::C, ActStore::act, kKept},     // (B,T,C)    MLP projection
     {kRes3, "res3", ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
 };
 constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
@@ -91,6 +89,9 @@ constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reu
     {kLnfRstd, "lnf.rstd", ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
     {kLogits, "logits", ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
     {kLosses, "losses", ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
+    // (B,T,C) a block's projection output (attention's, then the MLP's), dropout applied in place, read only by
+    // the residual add that follows it: no backward reads it, so every layer writes the same buffer
+    {kBranch, "branch", ActDim::N, ActDim::C, ActStore::act},
     {kDRes, "dres", ActDim::N, ActDim::C, ActStore::act},       // (B,T,C)    gradient of the residual stream
     {kDTmpC, "dtmp_c", ActDim::N, ActDim::C, ActStore::act},      // (B,T,C)    scratch gradient
     {kDTmpC2, "dtmp_c2", ActDim::N, ActDim::C, ActStore::act},     // (B,T,C)    dropout-masked branch gradient

@@ -78,8 +78,8 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
     norm_forward(be_, cfg_, gact(kLnf), gstat(kLnfMean), gstat(kLnfRstd), encoded, lnfw, lnfb, N);
   const void* residual = encoded;
   for (int l = 0; l < L; ++l) {
-    const BlockActs a{act(l, kLn1), act(l, kQkv), act(l, kAtty), act(l, kAttProj), act(l, kRes2), act(l, kLn2),
-                      stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kFch), act(l, kFchGelu), act(l, kFcProj),
+    const BlockActs a{act(l, kLn1), act(l, kQkv), act(l, kAtty), gact(kBranch), act(l, kRes2), act(l, kLn2),
+                      stat(l, kLn2Mean), stat(l, kLn2Rstd), act(l, kFch), act(l, kFchGelu), gact(kBranch),
                       act(l, kRes3)};
     const NextNorm next = l + 1 < L ? NextNorm{act(l + 1, kLn1), stat(l + 1, kLn1Mean), stat(l + 1, kLn1Rstd),
                                                param(l + 1, kLn1W), param(l + 1, kLn1B)}
@@ -183,7 +183,8 @@ void GPT::backward() {
     dbranch = branch_grad(1 + 2 * l);
     be_.matmul_backward(gact(kDAtty), lgrad(l, kAttProjW), lgrad(l, kAttProjB), dbranch, act(l, kAtty),
                         param(l, kAttProjW), N, A, C, Grad::assign);
-    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), stat(l, kAtt), B, T, NH, KVH, HS, Grad::assign);
+    be_.attention_backward(gact(kDQkv), gact(kDAtty), act(l, kQkv), act(l, kAtty), stat(l, kAtt), B, T, NH, KVH, HS,
+                           Grad::assign);
     // llama: the gradient at the rotated q, k -> at the qkv matmul's output (the kept qkv stays rotated:
     // attention_backward above read it as the forward's attention did)
     if (llama) be_.rotary_backward(gact(kDQkv), B, T, NH, KVH, HS, cfg_.rope_theta);

@@ -149,7 +149,7 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
     cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
     cpu::attention_backward(dqkv.data(), adout.data(), qkv.data(), att.data(), B, T, NH, KVH, HS);
     be->attention_forward(out_d.get(), att_d.get(), qkv_d.get(), B, T, NH, KVH, HS);
-    be->attention_backward(dqkv_d.get(), adout_d.get(), qkv_d.get(), att_d.get(), B, T, NH, KVH, HS);
+    be->attention_backward(dqkv_d.get(), adout_d.get(), qkv_d.get(), out_d.get(), att_d.get(), B, T, NH, KVH, HS);
     check_close("attention out", dev.down(out_d), out);
     check_close("attention att", dev.down(att_d), att);
     check_close("attention dqkv", dev.down(dqkv_d), dqkv);

@@ -310,8 +310,8 @@ TEST_CASE("causal grouped-query attention forward and backward") {
     expect_close("attention_forward out", out, kFp32Rel);
     expect_close("attention_forward att", att, kFp32Rel);
     Twin<float> dout(rnd(bt * s.NH * s.HS, 42)), dqkv(rnd(qkv_n, 43));
-    be().cpu->attention_backward(dqkv.c.get(), dout.c.get(), qkv.c.get(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
-    be().gpu->attention_backward(dqkv.g.get(), dout.g.get(), qkv.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    be().cpu->attention_backward(dqkv.c.get(), dout.c.get(), qkv.c.get(), out.c.get(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+    be().gpu->attention_backward(dqkv.g.get(), dout.g.get(), qkv.g.get(), out.g.get(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
     expect_close("attention_backward dqkv", dqkv, kFp32Rel);
   }
 }
@@ -337,8 +337,8 @@ struct AttentionCase {
         att(filled(size_t(sh.B) * sh.NH * sh.T * sh.T), &gpu) {
     be().cpu->attention_forward(out.cp(), att.c.get(), qkv.cp(), s.B, s.T, s.NH, s.KVH, s.HS);
     g.attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
-    be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
-    g.attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+    be().cpu->attention_backward(dqkv.cp(), dout.cp(), qkv.cp(), out.cp(), att.c.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+    g.attention_backward(dqkv.gp(), dout.gp(), qkv.gp(), out.gp(), att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
   }
 };
 
@@ -364,7 +364,7 @@ TEST_CASE("flash attention (FlashAttention-2 kernels) forward and backward, fp32
       flash->attention_forward(out2.gp(), a.att.g.get(), a.qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
       CHECK(out2.gpu_bytes() == a.out.gpu_bytes());
       Act dqkv2(*flash, rnd(s.qkv_count(), 46));
-      flash->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
+      flash->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.out.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS);
       CHECK(dqkv2.gpu_bytes() == a.dqkv.gpu_bytes());
     }
   }
@@ -391,7 +391,7 @@ TEST_CASE("cuDNN attention forward and backward (bf16)") {
       cd->attention_forward(out2.gp(), a.att.g.get(), a.qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
       CHECK(out2.gpu_bytes() == a.out.gpu_bytes());
       Act dqkv2(*cd, rnd(s.qkv_count(), 146));
-      cd->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
+      cd->attention_backward(dqkv2.gp(), a.dout.gp(), a.qkv.gp(), a.out.gp(), a.att.g.get(), s.B, s.T, s.NH, s.KVH, s.HS, mode);
       CHECK(dqkv2.gpu_bytes() == a.dqkv.gpu_bytes());
     }
   }
@@ -802,7 +802,7 @@ TEST_CASE("caching allocator: no cudaMalloc once a step's sequence has run") {
     for (auto* buf : {&qkv, &dqkv, &att, &out, &x, &dx, &w, &dw, &db, &wte, &wpe}) g.zero(buf->get(), buf->bytes());
     g.zero(tok.get(), tok.bytes());
     g.attention_forward(out.get(), att.get(), qkv.get(), B, T, NH, KVH, HS);
-    g.attention_backward(dqkv.get(), out.get(), qkv.get(), att.get(), B, T, NH, KVH, HS);
+    g.attention_backward(dqkv.get(), out.get(), qkv.get(), out.get(), att.get(), B, T, NH, KVH, HS);
     g.layernorm_forward(dx.get(), mean.get(), rstd.get(), x.get(), w.get(), db.get(), B * T, C);
     g.layernorm_backward(dx.get(), dw.get(), db.get(), x.get(), x.get(), w.get(), mean.get(), rstd.get(), B * T, C);
     g.encoder_backward(wte.get(), wpe.get(), x.get(), tok.get(), B, T, C);

@@ -167,8 +167,8 @@ class CpuBackend final : public Backend {
                          int HS) override {
     cpu::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
   }
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
-                          int NH, int KVH, int HS, Grad dqkv_mode) override {
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* /*out: att has the probabilities*/,
+                          const float* att, int B, int T, int NH, int KVH, int HS, Grad dqkv_mode) override {
     clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
     cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }

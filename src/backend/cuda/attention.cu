@@ -181,12 +181,13 @@ Attention attention_route(const OpContext& ctx, int T, int HS) {
   return Attention::gemm;
 }
 
-size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS) {
+size_t attention_scratch_count(const OpContext& ctx, int B, int T, int NH, int KVH, int HS) {
   const size_t flash = size_t(B) * NH * T * (size_t(HS) + 1);  // flash_attention.h
   switch (attention_route(ctx, T, HS)) {
-    case Attention::cudnn:  // room for the flash kernels where a non-strict cuDNN route may fall back to them
-      return !ctx.cudnn->strict() && flash_attention_supported(T, HS) ? flash
-                                                                      : cudnn_attention_scratch_count(B, NH, T, HS);
+    case Attention::cudnn:  // the flash kernels' room only where a non-strict cuDNN route falls back to them
+      return !ctx.cudnn->strict() && flash_attention_supported(T, HS) && !ctx.cudnn->usable(qkv_layout(B, T, NH, KVH, HS))
+                 ? flash
+                 : cudnn_attention_scratch_count(B, NH, T, HS);
     case Attention::flash: return flash;
     default: return size_t(B) * NH * T * T;
   }
@@ -220,12 +221,12 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
   from_f32(ctx, static_cast<__nv_bfloat16*>(out), out32.get(), s.q_count(), false);
 }
 
-void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const float* att,
-                        int B, int T, int NH, int KVH, int HS, bool accumulate) {
+void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
+                        const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate) {
   const QkvLayout s = qkv_layout(B, T, NH, KVH, HS);
   if (B == 0 || T == 0) return;
   const Attention route = route_for(ctx, s);
-  if (route == Attention::cudnn) return cudnn_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
+  if (route == Attention::cudnn) return cudnn_attention_backward(ctx, dqkv, dout, qkv, out, att, s, accumulate);
   if (route == Attention::flash) return flash_attention_backward(ctx, dqkv, dout, qkv, att, s, accumulate);
   if (!ctx.bf16)
     return gemm_attention_backward(ctx, static_cast<float*>(dqkv), static_cast<const float*>(dout),

@@ -409,13 +409,13 @@ size_t CudaBackend::available_memory_bytes() const {
   return free_bytes;
 }
 
-size_t CudaBackend::attention_scratch_count(int B, int NH, int T, int HS) const {
-  return cuda::attention_scratch_count(ctx_, B, NH, T, HS);
+size_t CudaBackend::attention_scratch_count(int B, int T, int NH, int KVH, int HS) const {
+  return cuda::attention_scratch_count(ctx_, B, T, NH, KVH, HS);
 }
-void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B,
-                                     int T, int NH, int KVH, int HS, Grad dqkv_mode) {
+void CudaBackend::attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* att,
+                                     int B, int T, int NH, int KVH, int HS, Grad dqkv_mode) {
   XT_CHECK(rows_ == RowKernels::fastest, "attention_backward: a backend with per-row kernels computes the forward only");
-  cuda::attention_backward(ctx_, dqkv, dout, qkv, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
+  cuda::attention_backward(ctx_, dqkv, dout, qkv, out, att, B, T, NH, KVH, HS, dqkv_mode == Grad::accumulate);
 }
 void CudaBackend::attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
                                    const int32_t* pos, int maxT, int NH, int KVH, int HS) {

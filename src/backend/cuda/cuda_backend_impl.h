@@ -89,10 +89,10 @@ class CudaBackend final : public Backend {
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
   // Per route (ops.h, attention_scratch_count): flash B*NH*T*(HS+1) (log-sum-exp and the output copy,
-  // flash_attention.h); cudnn about B*NH*T*(1+HS/2) (cudnn_attention.h); GEMM route B*NH*T*T.
-  size_t attention_scratch_count(int B, int NH, int T, int HS) const override;
-  void attention_backward(void* dqkv, const void* dout, const void* qkv, const float* att, int B, int T,
-                          int NH, int KVH, int HS, Grad dqkv_mode) override;
+  // flash_attention.h); cudnn B*NH*T (the log-sum-exp, cudnn_attention.h); GEMM route B*NH*T*T.
+  size_t attention_scratch_count(int B, int T, int NH, int KVH, int HS) const override;
+  void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* out, const float* att, int B,
+                          int T, int NH, int KVH, int HS, Grad dqkv_mode) override;
   void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos, int maxT,
                         int NH, int KVH, int HS) override;
   void gelu_forward(void* out, const void* inp, size_t count) override;

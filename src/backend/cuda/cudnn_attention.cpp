@@ -185,10 +185,7 @@ bool CudnnAttention::usable(const QkvLayout& s) {
 
 bool cudnn_attention_supported(bool bf16, int T, int HS) { return bf16 && HS % 8 == 0 && HS <= 128 && T > HS; }
 
-size_t cudnn_attention_scratch_count(int B, int NH, int T, int HS) {
-  const QkvLayout s{B, T, NH, NH, HS};
-  return stats_floats(s) + (s.q_count() + 1) / 2;  // bf16 output copy, in floats
-}
+size_t cudnn_attention_scratch_count(int B, int NH, int T, int HS) { return stats_floats(QkvLayout{B, T, NH, NH, HS}); }
 
 void cudnn_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, const QkvLayout& s) {
   XT_CHECK(ctx.cudnn != nullptr, "cuDNN attention: the backend has no cuDNN handle");
@@ -202,14 +199,13 @@ void cudnn_attention_forward(const OpContext& ctx, void* out, float* att, const 
                {const_cast<char*>(base), const_cast<char*>(base + s.k_col(0) * e),
                 const_cast<char*>(base + s.v_col(0) * e), out, att, &scale, &lowest},
                ws.get());
-  // the backward reads O: keep a copy behind the statistics (the Backend contract passes no `out` there)
-  XT_CUDA_CHECK(cudaMemcpyAsync(att + stats_floats(s), out, s.q_count() * e, cudaMemcpyDeviceToDevice, ctx.stream));
 }
 
-void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
+void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
                               const float* att, const QkvLayout& s, bool accumulate) {
   XT_CHECK(ctx.cudnn != nullptr, "cuDNN attention: the backend has no cuDNN handle");
-  check_aligned(qkv, "qkv"), check_aligned(dqkv, "dqkv"), check_aligned(dout, "dout"), check_aligned(att, "att");
+  check_aligned(qkv, "qkv"), check_aligned(dqkv, "dqkv"), check_aligned(dout, "dout"), check_aligned(out, "out");
+  check_aligned(att, "att");
   const cudnn::Plan& plan = ctx.cudnn->plan(s, true);
   const size_t e = sizeof(__nv_bfloat16);
   // accumulate: cuDNN writes its gradients (=), so through a scratch added once afterwards
@@ -221,7 +217,7 @@ void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout
   ScratchBuffer<char> ws(*ctx.alloc, size_t(plan.workspace_bytes), "cuDNN attention workspace");
   plan.execute(ctx.cudnn->handle(),
                {kQ, kK, kV, kO, kDO, kStats, kDQ, kDK, kDV, kScale, kMaskValue, kOne},
-               {base, base + s.k_col(0) * e, base + s.v_col(0) * e, stats + stats_floats(s), const_cast<void*>(dout),
+               {base, base + s.k_col(0) * e, base + s.v_col(0) * e, const_cast<void*>(out), const_cast<void*>(dout),
                 stats, d, d + s.k_col(0) * e, d + s.v_col(0) * e, &scale, &lowest, &one},
                ws.get());
   if (accumulate) add_inplace(ctx, dqkv, tmp.get(), s.qkv_count());

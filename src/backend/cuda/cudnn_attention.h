@@ -47,16 +47,17 @@ bool cudnn_attention_supported(bool bf16, int T, int HS);
 
 // cudnn_attention_scratch_count: floats of `att` the cuDNN route keeps between forward and backward:
 // the log-sum-exp of each scaled score row, (B,NH,T) fp32 (natural log, cuDNN's softmax "Stats"),
-// padded to 16 bytes, then a bf16 copy of the output (B,T,NH*HS) for the backward's rowsum(dO * O).
+// padded to 16 bytes. The backward's rowsum(dO * O) reads the forward's output where the caller keeps it.
 size_t cudnn_attention_scratch_count(int B, int NH, int T, int HS);
 
 // cudnn_attention_forward: qkv (B,T,(NH+2*KVH)*HS) bf16 -> out (B,T,NH*HS) bf16, att as above.
 // q, k, v are strided views into qkv (QkvLayout), no copies. Throws Error when a buffer is not 16-byte
 // aligned, or naming the cuDNN status and step when cuDNN refuses the graph or the run.
 void cudnn_attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, const QkvLayout& s);
-// cudnn_attention_backward: dout (B,T,NH*HS), att as the forward left it -> dqkv (= , or += when
-// accumulate: then through a bf16 scratch and one add). dq, dk, dv are strided views into dqkv.
-void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
+// cudnn_attention_backward: dout (B,T,NH*HS), out (B,T,NH*HS) and att as the forward left them -> dqkv
+// (= , or += when accumulate: then through a bf16 scratch and one add). dq, dk, dv are strided views
+// into dqkv.
+void cudnn_attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
                               const float* att, const QkvLayout& s, bool accumulate);
 
 }  // namespace xtrain::cuda

@@ -125,10 +125,10 @@ bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* db
 // route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash
 // where it can, else gemm. attention_scratch_count: the floats of `att` that route keeps.
 Attention attention_route(const OpContext& ctx, int T, int HS);
-size_t attention_scratch_count(const OpContext& ctx, int B, int NH, int T, int HS);
+size_t attention_scratch_count(const OpContext& ctx, int B, int T, int NH, int KVH, int HS);
 void attention_forward(const OpContext& ctx, void* out, float* att, const void* qkv, int B, int T,
                        int NH, int KVH, int HS);
-void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv,
+void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
                         const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
 
 // attention_decode: append to the KV cache and attend over it (attention_decode.cu; Backend contract).
