@@ -236,7 +236,9 @@ DecodeVsTraining decode_vs_training(Models& m) {
 // training) and attention (the training's flash/cuDNN kernel, the decoder's cache kernel). With
 // RowKernels::per_row both compute each row alone, and then every logit must be the training's, bit for bit:
 // a decoder that composed the ops differently (another order, a missing fusion, another rounding point)
-// fails here.
+// fails here. Attention splits positions 32..39 into two chunks of cache rows, in the training forward's
+// launch (a 40-row scratch cache, 2 blocks per head) as in the decoder's (the 80-row cache, 3 blocks per
+// head): the chunks must depend on the position alone.
 TEST_CASE("GPU one-token decoding gives the training forward's logits bit for bit (per-row kernels, fp32 and bf16)") {
   for (const NamedConfig& nc : inference_configs()) {
     CAPTURE(nc.name);

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -888,14 +889,15 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
   }
 }
 
-TEST_CASE("attention_decode: a context longer than one tile of scores (online softmax across tiles)") {
-  // 60000 cached positions: 15 tiles of the kernel's 4096 scores; sized by the whole context, its shared
-  // memory (60000 scores) would exceed what a block may take on an H200 (227 KiB). Queries at the tile
-  // boundaries (t = 4094..4096: the last row of tile 0, a second tile of one row; 8190..8192) and at the
-  // end. Keys of tile 0 are small and later ones large, so the running max jumps by ~15 between tiles
-  // (the rescaling exp(old max - new max) ~1e-7 matters); values zero-mean, scores peaked (sd ~4), so
-  // the output is a few rows' values, not a mean near a constant. Two shapes: batch 2 over 60000
-  // positions, batch 40 over 9000 (480 blocks: more than the GPU's SMs).
+TEST_CASE("attention_decode: a long context (online softmax across tiles and chunks)") {
+  // 60000 cached positions: the kernel cuts position t's rows into 32 chunks of ceil((t + 1) / 32) rows
+  // (one block each) and takes a chunk in tiles of 256 scores, so t = 59999 has chunks of 1875 rows in 8
+  // tiles, t = 8192 chunks of 257 rows (a second tile of one row); sized by the whole context, a block's
+  // shared memory (60000 scores) would exceed what a block may take on an H200 (227 KiB). Queries at
+  // t = 4094..4096, 8190..8192 and at the end. Keys of rows < 4096 are small and later ones large, so the
+  // max jumps by ~15 between chunks (t = 8190..8192: at the chunk boundary 4096) and the chunks' weights
+  // exp(m_s - m) ~1e-7 matter; values zero-mean, scores peaked (sd ~4), so the output is a few rows'
+  // values, not a mean near a constant. Two shapes: batch 2 over 60000 positions, batch 40 over 9000.
   for (const std::pair<int, int>& shape : {std::pair{2, 60000}, std::pair{40, 9000}}) {
     const int B = shape.first, maxT = shape.second;
     CAPTURE(B);
@@ -916,6 +918,55 @@ TEST_CASE("attention_decode: a context longer than one tile of scores (online so
       MESSAGE("attention_decode over " << maxT << " positions, batch " << B << (b16 ? " (bf16 storage)" : "")
                                        << ": max|gpu - cpu| / max|cpu| = " << err << " (tolerance " << tol << ")");
       CHECK(err <= tol);
+    }
+  }
+}
+
+TEST_CASE("attention_decode: cache rows split across blocks (flash-decoding), grouped heads, odd head sizes") {
+  // Position t's rows [0, t] make chunks of max(32, ceil((t + 1) / 32)) rows, one block each, combined in
+  // chunk order (attention_decode.cu). Queries: a prefill at t = 0..4 (one chunk, fewer rows than the
+  // launch's blocks per head), a prefill across the first boundary (t = 29..33), t = 63, 64 (the first row
+  // of a third chunk), mid-cache, and the end (t = maxT - 1: up to 32 chunks). Shapes: GPT-2's (12 heads
+  // of 64, a cache of 1024), 3 query heads per kv head (one head per block) with 128-wide heads and batch
+  // 3, 4 per kv head (four heads per block), and head size 18, not a whole number of 16-byte packs in
+  // either type (the element-by-element loads), 2 per kv head.
+  struct Shape {
+    int B, NH, KVH, HS, maxT;
+  };
+  struct Step {
+    int32_t pos;
+    int Tn;
+  };
+  for (const Shape& sh : {Shape{1, 12, 12, 64, 1024}, Shape{3, 6, 2, 128, 300}, Shape{2, 8, 2, 64, 200},
+                          Shape{1, 4, 2, 18, 160}}) {
+    const int B = sh.B, NH = sh.NH, KVH = sh.KVH, HS = sh.HS, maxT = sh.maxT;
+    CAPTURE(NH);
+    CAPTURE(KVH);
+    CAPTURE(HS);
+    const int QKV = QkvLayout::row_width(NH, KVH, HS), kv_row = KVH * HS;
+    const std::vector<float> keys = rnd(size_t(B) * maxT * kv_row, 91), values = rnd(size_t(B) * maxT * kv_row, 92);
+    const std::vector<Step> steps = {{0, 5}, {29, 5}, {63, 2}, {maxT / 2 + 1, 1}, {maxT - 3, 3}};
+    for (Backend* gpu : {be().gpu.get(), &g16()}) {
+      const bool b16 = gpu->activation_bytes() == 2;
+      CAPTURE(b16);
+      Act kc(*gpu, keys), vc(*gpu, values);
+      std::vector<double> got, want;
+      for (const Step& st : steps)  // scores of sd ~1.5: a softmax neither flat nor one-hot
+        decode_on_both(*gpu, kc, vc, rnd(size_t(B) * st.Tn * QKV, 93 + st.pos, -3.0, 3.0), B, st.Tn, st.pos, maxT,
+                       NH, KVH, HS, got, want);
+      expect_close("attention_decode kcache", kc, kExact);  // the new rows appended by the same kernel
+      expect_close("attention_decode vcache", vc, kExact);
+      const double tol = b16 ? kBf16StoreRel : kFp32Rel, err = rel_err(got, want);
+      MESSAGE("attention_decode NH " << NH << " KVH " << KVH << " HS " << HS << " batch " << B
+                                     << (b16 ? " (bf16 storage)" : "") << ": max|gpu - cpu| / max|cpu| = " << err
+                                     << " (tolerance " << tol << ")");
+      CHECK(err <= tol);
+      // the last step again: the same bits (chunks combined in a fixed order; every counter was reset)
+      const Step& st = steps.back();
+      std::vector<double> again, oracle;
+      decode_on_both(*gpu, kc, vc, rnd(size_t(B) * st.Tn * QKV, 93 + st.pos, -3.0, 3.0), B, st.Tn, st.pos, maxT, NH,
+                     KVH, HS, again, oracle);
+      CHECK(std::equal(again.begin(), again.end(), got.end() - std::ptrdiff_t(again.size())));
     }
   }
 }

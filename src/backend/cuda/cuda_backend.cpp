@@ -36,6 +36,7 @@ constexpr OwnBlock kOwnBlocks[] = {
     {kWorkspaceTag, MemoryCategory::workspace, "bytes", "cuBLAS and cuBLASLt workspace (cublasSetWorkspace; 32 MiB for Hopper)"},
     {cuda::kAdamWTableTag, MemoryCategory::optimizer, "bytes", "adamw_update's chunk table (one launch for every tensor)"},
     {kErrorFlagTag, MemoryCategory::other, "int32", "kernels flag bad input here (checked at the next sync)"},
+    {cuda::kSplitCountersTag, MemoryCategory::other, "uint32", "attention_decode's chunk counters (0 between launches)"},
 };
 
 // gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
@@ -119,6 +120,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int), kErrorFlagTag));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
+  split_counters_ =
+      static_cast<unsigned*>(alloc_.alloc(cuda::kSplitCounters * sizeof(unsigned), cuda::kSplitCountersTag));
+  XT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, cuda::kSplitCounters * sizeof(unsigned), stream_));
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   Attention route = resolve_attention(opts.attention, opts.dtype);
   if (route == Attention::cudnn) {
@@ -137,7 +141,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
   rows_ = opts.rows;
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
-                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}};
+                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{},
+                   split_counters_};
 }
 
 CudaBackend::~CudaBackend() {
@@ -147,6 +152,7 @@ CudaBackend::~CudaBackend() {
   if (cublas_) cublasDestroy(cublas_);
   alloc_.free(cublas_workspace_);
   alloc_.free(error_flag_);
+  alloc_.free(split_counters_);
   alloc_.free(mirror_);
   if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);

@@ -37,7 +37,8 @@ class CudaBackend final : public Backend {
   size_t peak_memory_bytes() const override { return alloc_.stats().peak_bytes_reserved; }
   size_t memory_in_use_bytes() const override { return alloc_.stats().bytes_in_use; }
   // memory_accounting: the allocator's blocks by tag (allocator.h) and state; the backend's own blocks
-  // (weight mirror, cuBLAS workspace, AdamW table, error flag), a recorded graph's scratch and the cache.
+  // (weight mirror, cuBLAS workspace, AdamW table, error flag, split counters), a recorded graph's scratch and
+  // the cache.
   BackendMemory memory_accounting() const override;
   size_t allocation_bytes(const void* ptr) const override { return alloc_.block_bytes(ptr); }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
@@ -142,6 +143,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t cublaslt_ = nullptr;  // fused-epilogue matmuls (gemm_lt.cpp)
   void* cublas_workspace_ = nullptr;
   int* error_flag_ = nullptr;  // device int, DeviceError codes
+  unsigned* split_counters_ = nullptr;  // device, cuda::kSplitCounters (OpContext::split_counters)
   std::unique_ptr<CudnnAttention> cudnn_;  // the cudnn attention route only
   cudaEvent_t timeline_base_ = nullptr;  // the timeline clocks' shared base (event_clock.h), made on first use
   OpContext ctx_;

@@ -66,7 +66,15 @@ struct OpContext {
   // --dtype bf16: the bf16 copy of the parameters from the last prepare_weights; matmul.cu takes weights and
   // biases from it where they lie inside it (else a scratch copy per call). Empty with fp32.
   WeightMirror weights;
+  // kSplitCounters counters of attention_decode's chunks (attention_decode.cu), zero between its launches:
+  // the launch's last block of each row resets its counter, so a recorded graph needs no memset node.
+  unsigned* split_counters = nullptr;
 };
+
+// kSplitCounters: the counters OpContext::split_counters holds (one per query row and head group of an
+// attention_decode launch; a larger call launches several times). kSplitCountersTag: their allocator tag.
+constexpr int kSplitCounters = 1 << 14;
+constexpr const char* kSplitCountersTag = "attention_decode split counters";
 
 // with_act: calls f(T()) with T the activation storage type of ctx: __nv_bfloat16 when ctx.bf16, else
 // float. Launchers use it as `with_act(ctx, [&](auto tag) { using T = decltype(tag); ... })`.
