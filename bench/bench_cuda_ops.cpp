@@ -5,6 +5,13 @@
 // each route of the dtype (".flash", ".cudnn" with bf16; ".gemm", ".flash" with fp32). With bf16 the matmuls
 // read their weight from the bf16 mirror (Backend::prepare_weights) as in training; prepare_weights, once per
 // forward, is timed on its own over 124M parameters.
+// Decoding rows ("decode.<product>", N = 1, 4, 16 rows: the batch of one decoding step): each product of a GPT-2
+// 124M layer and the tied head through both routes of cuda::matmul_forward / matmul_gelu_forward (MatmulRoute
+// gemm: cuBLAS(Lt); gemv: gemv.cu), as {"op", "N", "route", "us", "gbs" (weights, activations and bias read or
+// written)}, and "decode.layer" (the four products) per N and route: the figures kGemvMaxRows (gemv.h) is chosen
+// from. Each is timed as the decoder runs it, inside a CUDA graph (Backend::capture_graph) of many calls, the
+// calls' weights rotating over the 154 MB w buffer (77 MB in bf16), more than the GPU's L2 cache (50 MB on an
+// H200), so that each reads its weights from memory as a decoding step over 12 layers does.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -16,6 +23,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/ops.h"
 #include "bench_args.h"
 #include "core/rng.h"
 #include "model/model.h"
@@ -85,6 +93,49 @@ int main(int argc, char** argv) {
     report((std::string("matmul_backward.") + m.name).c_str(),
            time_ms(*be, reps, [&] { be->matmul_backward(din, dw.get(), m.OC >= V ? nullptr : bias.get(), out, in, w.get(), N, m.IC, m.OC); }),
            2 * flops, 0);
+  }
+  {  // decoding: few rows, both matmul routes (see the header)
+    const cuda::OpContext& ctx = cuda_op_context(*be);
+    struct Product { const char* name; int IC, OC; bool bias, gelu; float* in; float* out; };
+    const Product products[] = {{"qkv", C, 3 * C, true, false, x.get(), qkv.get()},
+                                {"attproj", C, C, true, false, x.get(), dx.get()},
+                                {"fc", C, 4 * C, true, true, x.get(), dh.get()},
+                                {"fcproj", 4 * C, C, true, false, h.get(), dx.get()},
+                                {"lm_head", C, Vp, false, false, x.get(), logits.get()}};
+    constexpr int kMinCalls = 32;  // calls per recorded graph: launch overhead spread thin
+    // the bias from inside w, so that bf16 takes its copy from the mirror as the model's biases do (a bias
+    // outside it would add a per-call bf16 copy to the cuBLASLt route)
+    const float* mirrored_bias = w.get() + w.count() - 4 * C;
+    for (const int rows : {1, 4, 16}) {
+      for (const cuda::MatmulRoute route : {cuda::MatmulRoute::gemm, cuda::MatmulRoute::gemv}) {
+        const char* route_name = route == cuda::MatmulRoute::gemm ? "gemm" : "gemv";
+        double layer_us = 0.0, layer_bytes = 0.0;
+        for (const Product& m : products) {
+          const size_t wcount = size_t(m.OC) * m.IC, copies = w.count() / wcount;  // weights rotate over w
+          const int calls = int(std::max<size_t>(copies, kMinCalls));
+          const float* b = m.bias ? mirrored_bias : nullptr;
+          auto graph = be->capture_graph([&] {
+            for (int i = 0; i < calls; ++i) {
+              const float* wi = w.get() + (size_t(i) % copies) * wcount;
+              if (!m.gelu) {
+                cuda::matmul_forward(ctx, m.out, m.in, wi, b, rows, m.IC, m.OC, route);
+              } else if (!cuda::matmul_gelu_forward(ctx, h.get(), m.out, m.in, wi, b, rows, m.IC, m.OC, route)) {
+                cuda::matmul_forward(ctx, h.get(), m.in, wi, b, rows, m.IC, m.OC, route);  // Backend's default route
+                cuda::gelu_forward(ctx, m.out, h.get(), size_t(rows) * m.OC);
+              }
+            }
+          });
+          const double us = 1e3 * time_ms(*be, reps, [&] { graph->launch(); }) / calls;
+          const double bytes = double(wcount) * (be->weight_copy_bytes() > 0 ? be->weight_copy_bytes() : 4.0) +
+                               f * rows * (m.IC + (m.gelu ? 2.0 : 1.0) * m.OC) + (m.bias ? 4.0 * m.OC : 0.0);
+          std::printf("{\"op\": \"decode.%s\", \"N\": %d, \"route\": \"%s\", \"us\": %.2f, \"gbs\": %.1f}\n", m.name,
+                      rows, route_name, us, bytes / (us * 1e-6) / 1e9);
+          if (m.OC != Vp) layer_us += us, layer_bytes += bytes;
+        }
+        std::printf("{\"op\": \"decode.layer\", \"N\": %d, \"route\": \"%s\", \"us\": %.2f, \"gbs\": %.1f}\n", rows,
+                    route_name, layer_us, layer_bytes / (layer_us * 1e-6) / 1e9);
+      }
+    }
   }
   {  // the MLP's fc + GELU as one op (Backend::matmul_gelu_forward / gelu_matmul_backward): compare with
      // matmul_forward.fc + gelu_forward and matmul_backward.fcproj + gelu_backward

@@ -65,6 +65,7 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm_lt.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gelu.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemv.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/layernorm.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/matmul.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/reduce.cu

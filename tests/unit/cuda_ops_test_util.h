@@ -31,6 +31,12 @@ constexpr double kFp32Rel = 1e-5;
 // kFp32Rel. 4e-3 allows nothing more: a wrong index, a lost += or a double rounding through a narrower
 // type shows up above it.
 constexpr double kBf16StoreRel = 4e-3;
+// bf16 matmuls (the fp32 weights rounded into bf16 copies) vs the fp32 CPU oracle on the same bf16-rounded
+// activations: the weights are rounded to bf16 (at most 2^-8 = 3.9e-3 relative, half an ulp of 8 significant
+// bits; sums of K terms of random sign average that down), the products accumulate in fp32, and out / dinp are
+// rounded to bf16 once more (<= 2^-8 relative). 1e-2 (norm-wise) bounds that, while a bias over the wrong axis,
+// a bias gradient summed over the wrong dimension or one that overwrites instead of accumulating gives O(1).
+constexpr double kBf16GemmRel = 1e-2;
 
 struct Backends {
   std::unique_ptr<Backend> cpu = make_cpu_backend();

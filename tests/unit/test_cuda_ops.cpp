@@ -17,6 +17,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/gemv.h"
 #include "backend/qkv_layout.h"
 #include "backend/registry.h"
 #include "core/error.h"
@@ -155,12 +156,7 @@ TEST_CASE("matmul forward and backward (cuBLAS fp32, no TF32)") {
 
 // --dtype bf16 matmul (bf16 activations; the fp32 weights rounded into bf16 copies; bias in a cuBLASLt
 // epilogue, dbias a column sum of the bf16 dout) vs the fp32 CPU oracle on the same bf16-rounded
-// activations. The weights are rounded to bf16 (at most 2^-8 = 3.9e-3 relative, half an ulp of 8
-// significant bits; sums of K terms of random sign average that down), the products accumulate in fp32,
-// and out / dinp are rounded to bf16 once more (<= 2^-8 relative). 1e-2 (norm-wise) bounds that, while a bias over the wrong axis, a bias gradient
-// summed over the wrong dimension or one that overwrites instead of accumulating gives O(1).
-constexpr double kBf16GemmRel = 1e-2;
-
+// activations, within kBf16GemmRel (cuda_ops_test_util.h).
 TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBLASLt bias epilogues)") {
   Backend& g = g16();
   struct Shape { int N, IC, OC; bool bias; };
@@ -257,41 +253,45 @@ TEST_CASE("fc matmul + GELU (cuBLASLt GELU_AUX_BIAS and DGELU epilogues; default
   }
 }
 
-// Is cuBLASLt's GELU xtrain's (the tanh approximation, not erf)? Through an identity weight the GEMMs are
+// Is cuBLASLt's GELU xtrain's (the tanh approximation, not erf)? And the few-row route's (gemv.cu, N <=
+// kGemvMaxRows), which applies gelu.cuh to its fp32 sum? Through an identity weight the GEMMs are
 // exact (x + bias of bf16 values is exact in fp32), so the epilogues' GELU and GELU gradient meet the CPU's
 // formulas ELEMENT-wise within the bf16 store bound: |gpu - cpu| <= kBf16StoreRel |cpu| + kFp32Rel max|cpu|.
 // x in [-3, 3]: there the erf form exceeds that bound by up to 1.5e-4 (gelu) and 4.9e-4 (gelu') of the
 // scale, 15-50x kFp32Rel (worked out in double); below -3 both lose digits to fp32 cancellation in 1 + tanh.
 // The unfused forward would fail it too: it rounds x + bias to bf16 before its GELU (up to ~2% near x = -3).
-TEST_CASE("cuBLASLt's GELU epilogues compute xtrain's GELU (tanh approximation) element-wise") {
+TEST_CASE("cuBLASLt's GELU epilogues and the few-row route compute xtrain's GELU (tanh approximation) element-wise") {
   Backend& g = g16();
-  const int N = 256, C = 64;
-  const size_t n = size_t(N) * C;
-  std::vector<float> eye(size_t(C) * C, 0.0f);
-  for (int i = 0; i < C; ++i) eye[size_t(i) * C + i] = 1.0f;
-  Twin<float> w(eye, &g), bias(round_bf16(rnd(C, 312, -0.5, 0.5)), &g);
-  Act x(g, rnd(n, 311, -2.5, 2.5)), pre(g, filled(n)), out(g, filled(n));
-  be().cpu->matmul_gelu_forward(pre.cp(), out.cp(), x.cp(), w.c.get(), bias.c.get(), N, C, C);
-  g.matmul_gelu_forward(pre.gp(), out.gp(), x.gp(), w.g.get(), bias.g.get(), N, C, C);
-  const float kNaN = std::nanf("");
-  Act z(g, rnd(n, 314, -3.0, 3.0)), dout(g, rnd(n, 313)), y(g, filled(n)), dx(g, filled(n, kNaN)),
-      scratch(g, filled(n, kNaN));
-  Twin<float> dw(filled(size_t(C) * C), &g), db(filled(C), &g);
-  be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), db.c.get(), dout.cp(), y.cp(), z.cp(), w.c.get(), scratch.cp(),
-                                 N, C, C);
-  g.gelu_matmul_backward(dx.gp(), dw.g.get(), db.g.get(), dout.gp(), y.gp(), z.gp(), w.g.get(), scratch.gp(), N, C, C);
-  for (const auto& [what, a] : {std::pair<std::string, const Act*>{"gelu (GELU_AUX_BIAS)", &out},
-                                std::pair<std::string, const Act*>{"gelu' dout (DGELU)", &dx}}) {
-    const std::vector<float> gv = a->gpu_values(), cv = down(*be().cpu, a->c);
-    double scale = 0.0, worst = 0.0;  // worst: the largest |gpu - cpu| as a fraction of its element's bound
-    for (float v : cv) scale = std::max(scale, std::fabs(double(v)));
-    for (size_t i = 0; i < n; ++i) {
-      const double bound = kBf16StoreRel * std::fabs(double(cv[i])) + kFp32Rel * scale;
-      worst = std::max(worst, std::fabs(double(gv[i]) - cv[i]) / bound);
+  for (const int N : {256, xtrain::cuda::kGemvMaxRows}) {
+    CAPTURE(N);
+    const int C = 64;
+    const size_t n = size_t(N) * C;
+    std::vector<float> eye(size_t(C) * C, 0.0f);
+    for (int i = 0; i < C; ++i) eye[size_t(i) * C + i] = 1.0f;
+    Twin<float> w(eye, &g), bias(round_bf16(rnd(C, 312, -0.5, 0.5)), &g);
+    Act x(g, rnd(n, 311, -2.5, 2.5)), pre(g, filled(n)), out(g, filled(n));
+    be().cpu->matmul_gelu_forward(pre.cp(), out.cp(), x.cp(), w.c.get(), bias.c.get(), N, C, C);
+    g.matmul_gelu_forward(pre.gp(), out.gp(), x.gp(), w.g.get(), bias.g.get(), N, C, C);
+    const float kNaN = std::nanf("");
+    Act z(g, rnd(n, 314, -3.0, 3.0)), dout(g, rnd(n, 313)), y(g, filled(n)), dx(g, filled(n, kNaN)),
+        scratch(g, filled(n, kNaN));
+    Twin<float> dw(filled(size_t(C) * C), &g), db(filled(C), &g);
+    be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), db.c.get(), dout.cp(), y.cp(), z.cp(), w.c.get(), scratch.cp(),
+                                   N, C, C);
+    g.gelu_matmul_backward(dx.gp(), dw.g.get(), db.g.get(), dout.gp(), y.gp(), z.gp(), w.g.get(), scratch.gp(), N, C, C);
+    for (const auto& [what, a] : {std::pair<std::string, const Act*>{"gelu (GELU_AUX_BIAS, or gemv.cu)", &out},
+                                  std::pair<std::string, const Act*>{"gelu' dout (DGELU)", &dx}}) {
+      const std::vector<float> gv = a->gpu_values(), cv = down(*be().cpu, a->c);
+      double scale = 0.0, worst = 0.0;  // worst: the largest |gpu - cpu| as a fraction of its element's bound
+      for (float v : cv) scale = std::max(scale, std::fabs(double(v)));
+      for (size_t i = 0; i < n; ++i) {
+        const double bound = kBf16StoreRel * std::fabs(double(cv[i])) + kFp32Rel * scale;
+        worst = std::max(worst, std::fabs(double(gv[i]) - cv[i]) / bound);
+      }
+      MESSAGE(what << ": max over elements of |gpu - cpu| / (kBf16StoreRel |cpu| + kFp32Rel max|cpu|) = " << worst
+                   << " (tolerance 1)");
+      CHECK(worst <= 1.0);
     }
-    MESSAGE(what << ": max over elements of |gpu - cpu| / (kBf16StoreRel |cpu| + kFp32Rel max|cpu|) = " << worst
-                 << " (tolerance 1)");
-    CHECK(worst <= 1.0);
   }
 }
 

@@ -79,6 +79,11 @@ CudaAllocStats cuda_alloc_stats(const Backend& backend) {
   return static_cast<const cuda::CudaBackend&>(backend).alloc_stats();
 }
 
+const cuda::OpContext& cuda_op_context(const Backend& backend) {
+  XT_CHECK(backend.kind() == Device::cuda, "cuda_op_context: backend '" << backend.name() << "' is not the CUDA backend");
+  return static_cast<const cuda::CudaBackend&>(backend).op_context();
+}
+
 namespace cuda {
 
 CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {

@@ -51,4 +51,12 @@ struct CudaAllocStats {
 // cuda_alloc_stats: counters of a backend made by make_cuda_backend; throws Error for another one.
 CudaAllocStats cuda_alloc_stats(const Backend& backend);
 
+namespace cuda {
+struct OpContext;
+}
+// cuda_op_context: the op context (stream, handles, allocator, weight mirror) of a backend made by
+// make_cuda_backend, for a benchmark that calls the cuda:: ops (backend/cuda/ops.h) with what the Backend
+// interface does not pass (bench_cuda_ops: a MatmulRoute); throws Error for another backend.
+const cuda::OpContext& cuda_op_context(const Backend& backend);
+
 }  // namespace xtrain

@@ -114,6 +114,7 @@ class CudaBackend final : public Backend {
   const std::string& pci_bus_id() const { return pci_bus_id_; }
   const std::string& host() const { return host_; }
   const CudaAllocStats& alloc_stats() const { return alloc_.stats(); }
+  const OpContext& op_context() const { return ctx_; }
 
  private:
   // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input

@@ -1,29 +1,18 @@
-// GELU, tanh approximation (Hendrycks & Gimpel 2016, sec. 2; as in GPT-2), elementwise, fp32 arithmetic
-// on activations of type T (float or bf16, ops.h), through map_kernel (common.cuh):
-//   gelu(x) = 0.5 x (1 + tanh(k (x + a x^3))), k = sqrt(2/pi), a = 0.044715.
+// GELU, tanh approximation (gelu.cuh: the formulas), elementwise, fp32 arithmetic on activations of type T
+// (float or bf16, ops.h), through map_kernel (common.cuh).
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gelu.cuh"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
 
 namespace {
-constexpr float kGeluK = 0.79788456080286535588f;  // sqrt(2/pi)
-constexpr float kGeluA = 0.044715f;
-
 struct GeluForward {  // out = gelu(x)
-  __device__ float operator()(float x, float, float) const {
-    return 0.5f * x * (1.0f + tanhf(kGeluK * (x + kGeluA * x * x * x)));
-  }
+  __device__ float operator()(float x, float, float) const { return gelu_tanh(x); }
 };
 
-// gelu'(x) = 0.5 (1 + th) + 0.5 x (1 - th^2) k (1 + 3 a x^2), th = tanh(k (x + a x^3));
-// 1 - th^2 instead of 1/cosh^2 so that large |x| cannot overflow. dinp = dinp + gelu'(x) dout.
-struct GeluBackward {
-  __device__ float operator()(float x, float dout, float dinp) const {
-    const float th = tanhf(kGeluK * (x + kGeluA * x * x * x));
-    const float d = 0.5f * (1.0f + th) + 0.5f * x * (1.0f - th * th) * kGeluK * (1.0f + 3.0f * kGeluA * x * x);
-    return dinp + d * dout;
-  }
+struct GeluBackward {  // dinp = dinp + gelu'(x) dout
+  __device__ float operator()(float x, float dout, float dinp) const { return dinp + gelu_tanh_grad(x) * dout; }
 };
 }  // namespace
 

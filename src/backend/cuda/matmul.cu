@@ -1,4 +1,5 @@
-// Fully connected layers through cuBLAS (gemm.cpp) and cuBLASLt (gemm_lt.cpp).
+// Fully connected layers through cuBLAS (gemm.cpp) and cuBLASLt (gemm_lt.cpp), and the forward of few rows
+// (N <= kGemvMaxRows, decoding) through gemv_forward (gemv.cu), which reads each weight once for all rows.
 // --dtype fp32: fp32 activations, plain fp32 GEMMs (the handle keeps CUBLAS_DEFAULT_MATH, so no TF32 or
 // BF16x9 emulation, see cuda_backend.cpp); dbias a double column sum.
 // --dtype bf16: bf16 activations (inp, out, dout, dinp are bf16 in memory, ops.h). The fp32 master
@@ -12,6 +13,10 @@
 // the unfused route instead (a bias kernel adding the fp32 bias).
 // The MLP's fc layer and GELU (bf16): GELU_AUX_BIAS writes pre and gelu(pre) in the forward GEMM, DGELU
 // multiplies the fc-proj dinp GEMM by gelu'(pre) (cuBLASLt's GELU is the tanh approximation, as xtrain's).
+// Few rows (N <= kGemvMaxRows, gemv.h, the only switch; fp32 and bf16): out = inp w^T + bias by gemv_forward, w
+// the fp32 weights or the same bf16 copy (Bf16Copy), the bias added in fp32; the fc layer's pre and gelu(pre)
+// from that kernel's fp32 sum (gelu.cuh). A row's bits do not depend on the other rows there, so
+// RowKernels::per_row and a decoding batch agree. The backward always takes the GEMMs.
 #include <optional>
 #include <type_traits>
 
@@ -83,12 +88,18 @@ void add_bias(const OpContext& ctx, T* out, const float* bias, int N, int OC) {
   XT_CUDA_LAUNCH_CHECK();
 }
 
+// use_gemv: whether a forward of N rows takes gemv_forward (kGemvMaxRows, gemv.h)
+bool use_gemv(MatmulRoute route, int N) {
+  return route == MatmulRoute::gemv || (route == MatmulRoute::automatic && N <= kGemvMaxRows);
+}
+
 // lt_aligned: bf16 activation rows (IC, OC elements) start 16-byte aligned, as cuBLASLt's bf16 tensor-core
 // kernels expect; other shapes take the unfused route (cuBLAS GEMM + bias kernel / column sum).
 bool lt_aligned(int IC, int OC) { return IC % 8 == 0 && OC % 8 == 0; }
 
 void forward_f32(const OpContext& ctx, float* out, const float* inp, const float* w, const float* bias, int N,
-                 int IC, int OC) {
+                 int IC, int OC, bool gemv) {
+  if (IC > 0 && gemv) return gemv_forward(ctx, out, nullptr, inp, w, IC, bias, N, IC, OC);
   const LinearGemm fwd = linear_forward(N, IC, OC);
   if (IC > 0 && bias &&
       gemm_lt(ctx, LtGemm{fwd.ta, fwd.tb, fwd.M, fwd.N, fwd.K, inp, IC, w, IC, CUDA_R_32F, 0.0f, out, OC,
@@ -103,13 +114,14 @@ void forward_f32(const OpContext& ctx, float* out, const float* inp, const float
 }
 
 void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float* w, const float* bias, int N, int IC,
-                  int OC) {
+                  int OC, bool gemv) {
   if (IC == 0) {
     XT_CUDA_CHECK(cudaMemsetAsync(out, 0, size_t(N) * OC * sizeof(bf16), ctx.stream));
     if (bias) add_bias(ctx, out, bias, N, OC);
     return;
   }
   const Bf16Copy w16(ctx, w, OC, IC);
+  if (gemv) return gemv_forward(ctx, out, nullptr, inp, w16.get(), w16.ld, bias, N, IC, OC);
   const LinearGemm fwd = linear_forward(N, IC, OC);
   if (bias && lt_aligned(IC, OC)) {
     // cuBLASLt wants the bias in D's type for a bf16 D (an fp32 bias is refused with INVALID_VALUE on the
@@ -160,19 +172,30 @@ void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, co
 }  // namespace
 
 void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w, const float* bias, int N,
-                    int IC, int OC) {
+                    int IC, int OC, MatmulRoute route) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (N == 0 || OC == 0) return;
+  const bool gemv = use_gemv(route, N);
   if (ctx.bf16)
-    forward_bf16(ctx, static_cast<bf16*>(out), static_cast<const bf16*>(inp), w, bias, N, IC, OC);
+    forward_bf16(ctx, static_cast<bf16*>(out), static_cast<const bf16*>(inp), w, bias, N, IC, OC, gemv);
   else
-    forward_f32(ctx, static_cast<float*>(out), static_cast<const float*>(inp), w, bias, N, IC, OC);
+    forward_f32(ctx, static_cast<float*>(out), static_cast<const float*>(inp), w, bias, N, IC, OC, gemv);
 }
 
 bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
-                         const float* bias, int N, int IC, int OC) {
+                         const float* bias, int N, int IC, int OC, MatmulRoute route) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
-  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  if (N == 0 || IC == 0 || OC == 0) return false;
+  if (use_gemv(route, N)) {  // pre = inp w^T + bias, out = gelu of that fp32 value, in one kernel
+    if (!ctx.bf16) {
+      gemv_forward(ctx, out, pre, inp, w, IC, bias, N, IC, OC);
+      return true;
+    }
+    const Bf16Copy w16(ctx, w, OC, IC);
+    gemv_forward(ctx, out, pre, inp, w16.get(), w16.ld, bias, N, IC, OC);
+    return true;
+  }
+  if (!ctx.bf16 || !lt_aligned(IC, OC)) return false;
   const Bf16Copy w16(ctx, w, OC, IC);
   std::optional<Bf16Copy> b16;  // a bf16 bias, as in forward_bf16
   if (bias) b16.emplace(ctx, bias, 1, OC);

@@ -16,6 +16,7 @@
 
 #include "backend/backend.h"
 #include "backend/cuda/allocator.h"
+#include "backend/cuda/gemv.h"
 
 namespace xtrain::cuda {
 
@@ -115,19 +116,32 @@ void rotary_backward(const OpContext& ctx, void* dqkv, int B, int T, int NH, int
 void swiglu_forward(const OpContext& ctx, void* out, const void* inp, int N, int F);
 void swiglu_backward(const OpContext& ctx, void* dinp, const void* dout, const void* inp, int N, int F);
 
+// matmul_forward: the Backend op; N <= kGemvMaxRows takes gemv_forward (gemv.h), larger N cuBLAS(Lt) (matmul.cu).
+// route: see MatmulRoute; the Backend always passes automatic.
 void matmul_forward(const OpContext& ctx, void* out, const void* inp, const float* w,
-                    const float* bias, int N, int IC, int OC);
+                    const float* bias, int N, int IC, int OC, MatmulRoute route = MatmulRoute::automatic);
 // accumulate: dinp += (Backend's Grad::accumulate) or dinp = (Grad::assign); likewise dqkv, GELU's dinp.
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
                      const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
 
 // matmul_gelu_forward / gelu_matmul_backward: the Backend ops of that name fused into cuBLASLt epilogues
-// (bf16, IC and OC multiples of 8). Return false, doing nothing, where they do not fuse: the caller then
-// takes the Backend's default route (matmul and gelu ops).
+// (bf16, IC and OC multiples of 8), and the forward for N <= kGemvMaxRows into gemv_forward (fp32 and bf16, any
+// IC, OC). Return false, doing nothing, where they do not fuse: the caller then takes the Backend's default
+// route (matmul and gelu ops).
 bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
-                         const float* bias, int N, int IC, int OC);
+                         const float* bias, int N, int IC, int OC, MatmulRoute route = MatmulRoute::automatic);
 bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
                           const void* inp, const void* pre, const float* w, int N, int IC, int OC);
+
+// gemv_forward (gemv.cu): the few-row product, any N (kGemvMaxRows is where matmul.cu uses it).
+// inp (N,IC), w (OC,IC) with row stride ldw >= IC, both of the activation type (bf16: the weight's bf16 copy),
+// bias (OC) fp32 or null -> out (N,OC) = inp w^T + bias, fp32 sums and bias, rounded once to the activation type.
+// pre non-null (N,OC): the fc layer's GELU, pre = inp w^T + bias and out = gelu(that fp32 value) (gelu.cuh).
+// Each weight element is read once per launch (gemv.cu's row tile of rows); a row's bits do not depend on N or the other rows (for a given
+// IC and whether IC, ldw are multiples of 16 bytes' elements with inp, w 16-byte aligned). Throws Error for a bad
+// shape.
+void gemv_forward(const OpContext& ctx, void* out, void* pre, const void* inp, const void* w, int ldw,
+                  const float* bias, int N, int IC, int OC);
 
 // attention_route: the route attention_forward/backward take for these sizes: ctx.attention where that
 // route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash

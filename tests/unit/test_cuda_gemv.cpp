@@ -1,0 +1,106 @@
+// The few-row matmul route (gemv.cu: N <= kGemvMaxRows of gemv.h, decoding) against the CPU oracle, N across the
+// threshold, fp32 and bf16, with and without bias, the fc layer's GELU variant; and that a row's output has the
+// same bits computed alone and among other rows (what RowKernels::per_row relies on). Part of the test_cuda_ops
+// executable (its main skips with 77 when no GPU is visible).
+#include <doctest/doctest.h>
+
+#include <cstddef>
+#include <vector>
+
+#include "backend/backend.h"
+#include "backend/cuda/gemv.h"
+#include "cpu_ops_test_util.h"
+#include "cuda_ops_test_util.h"
+
+using namespace xtrain;
+using namespace xtrain::test::gpu;
+using xtrain::cuda::kGemvMaxRows;
+
+namespace {
+
+struct Shape { int IC, OC; };
+// 768 x 200: 16-byte loads; 3072 x 40: a wide IC split over warps (gemv.cu's split_for) with few columns;
+// 100 x 52: a multiple of fp32's 4-element pack, not of bf16's 8 (bf16 takes the scalar path); 37 x 29: the
+// scalar path and an odd OC (the last two-column group has one column).
+const Shape kShapes[] = {{768, 200}, {3072, 40}, {100, 52}, {37, 29}};
+
+// rows [r0, r0 + n) of an (N, C) host matrix
+std::vector<float> rows_of(const std::vector<float>& m, int C, int r0, int n) {
+  return std::vector<float>(m.begin() + size_t(r0) * C, m.begin() + size_t(r0 + n) * C);
+}
+
+// bytes [r0, r0 + n) rows of an (N, C) activation buffer read back as bytes (ab bytes per element)
+std::vector<unsigned char> row_bytes(const std::vector<unsigned char>& m, size_t ab, int C, int r0, int n) {
+  return std::vector<unsigned char>(m.begin() + size_t(r0) * C * ab, m.begin() + size_t(r0 + n) * C * ab);
+}
+
+}  // namespace
+
+// N = 1 .. kGemvMaxRows take the GEMV kernel, kGemvMaxRows + 1 cuBLAS(Lt): both within the matmul tolerances
+// (kFp32Rel, kBf16GemmRel). out and pre start at 7: an element left unwritten is an O(1) error; a bias over the
+// wrong axis, a row read with another row's stride or a GELU of the rounded pre (bf16) shows up too.
+TEST_CASE("few-row matmul and fc + GELU against the CPU, N across kGemvMaxRows, fp32 and bf16") {
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    const bool b16 = g->activation_bytes() == 2;
+    const double tol = b16 ? kBf16GemmRel : kFp32Rel;
+    for (const Shape s : kShapes) {
+      for (int N = 1; N <= kGemvMaxRows + 1; ++N) {
+        for (const bool with_bias : {true, false}) {
+          CAPTURE(b16);
+          CAPTURE(s.IC);
+          CAPTURE(s.OC);
+          CAPTURE(N);
+          CAPTURE(with_bias);
+          const size_t nin = size_t(N) * s.IC, nout = size_t(N) * s.OC;
+          Act inp(*g, rnd(nin, 321)), out(*g, filled(nout, 7.0f)), pre(*g, filled(nout, 7.0f)),
+              act(*g, filled(nout, 7.0f));
+          Twin<float> w(rnd(size_t(s.OC) * s.IC, 322), g), bias(rnd(s.OC, 323), g);
+          const float* bc = with_bias ? bias.c.get() : nullptr;
+          const float* bg = with_bias ? bias.g.get() : nullptr;
+          be().cpu->matmul_forward(out.cp(), inp.cp(), w.c.get(), bc, N, s.IC, s.OC);
+          g->matmul_forward(out.gp(), inp.gp(), w.g.get(), bg, N, s.IC, s.OC);
+          expect_close("few-row matmul_forward out", out, tol);
+          be().cpu->matmul_gelu_forward(pre.cp(), act.cp(), inp.cp(), w.c.get(), bc, N, s.IC, s.OC);
+          g->matmul_gelu_forward(pre.gp(), act.gp(), inp.gp(), w.g.get(), bg, N, s.IC, s.OC);
+          expect_close("few-row matmul_gelu_forward pre", pre, tol);
+          expect_close("few-row matmul_gelu_forward out", act, tol);
+        }
+      }
+    }
+  }
+}
+
+// The GEMV kernel's summation order depends on IC and the path, not on N: every row of a kGemvMaxRows-row call
+// equals, bit for bit, the same row computed alone (N = 1, another register tile) and the first three rows
+// computed as N = 3 (a third tile size). A kernel that split the work by N, or let rows share partial sums, fails.
+TEST_CASE("few-row matmul: a row's bits do not depend on the rows computed with it") {
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    const size_t ab = g->activation_bytes();
+    for (const Shape s : kShapes) {
+      CAPTURE(ab);
+      CAPTURE(s.IC);
+      CAPTURE(s.OC);
+      const int N = kGemvMaxRows;
+      const std::vector<float> x = rnd(size_t(N) * s.IC, 331);
+      Twin<float> w(rnd(size_t(s.OC) * s.IC, 332), g), bias(rnd(s.OC, 333), g);
+      Act inp(*g, x), out(*g, filled(size_t(N) * s.OC)), pre(*g, filled(size_t(N) * s.OC)),
+          act(*g, filled(size_t(N) * s.OC));
+      g->matmul_forward(out.gp(), inp.gp(), w.g.get(), bias.g.get(), N, s.IC, s.OC);
+      g->matmul_gelu_forward(pre.gp(), act.gp(), inp.gp(), w.g.get(), bias.g.get(), N, s.IC, s.OC);
+      const std::vector<unsigned char> all_out = out.gpu_bytes(), all_pre = pre.gpu_bytes(), all_act = act.gpu_bytes();
+      for (const int n : {1, 3}) {
+        for (int r0 = 0; r0 + n <= N; r0 += n) {
+          CAPTURE(n);
+          CAPTURE(r0);
+          Act part_inp(*g, rows_of(x, s.IC, r0, n)), part_out(*g, filled(size_t(n) * s.OC)),
+              part_pre(*g, filled(size_t(n) * s.OC)), part_act(*g, filled(size_t(n) * s.OC));
+          g->matmul_forward(part_out.gp(), part_inp.gp(), w.g.get(), bias.g.get(), n, s.IC, s.OC);
+          g->matmul_gelu_forward(part_pre.gp(), part_act.gp(), part_inp.gp(), w.g.get(), bias.g.get(), n, s.IC, s.OC);
+          CHECK(part_out.gpu_bytes() == row_bytes(all_out, ab, s.OC, r0, n));
+          CHECK(part_pre.gpu_bytes() == row_bytes(all_pre, ab, s.OC, r0, n));
+          CHECK(part_act.gpu_bytes() == row_bytes(all_act, ab, s.OC, r0, n));
+        }
+      }
+    }
+  }
+}
