@@ -71,6 +71,8 @@ struct ParamSpan {
 // overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
 void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+// check_argmax_rows_args: throws Error unless rows >= 0, V >= 1 and ld >= V (Backend::argmax_rows).
+void check_argmax_rows_args(int rows, int V, int ld);
 
 // StepGraph: device work recorded once and launched again as a whole (a CUDA graph, from
 // Backend::capture_graph). launch() queues the recorded work on the backend's stream, with the buffer
@@ -340,6 +342,15 @@ class Backend {
   // gradient in one pass). Targets outside [0,V) are an error.
   virtual void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                               const int32_t* targets, float dloss, int N, int V, int Vp) = 0;
+
+  // argmax_rows: greedy next tokens on the device. logits (rows, ld) activations, of which the first V
+  // columns of a row are the vocabulary (ld >= V: a padded row stride, GPTConfig::Vp()) -> out (rows) int32
+  // in backend memory: argmax_code (backend/greedy.h) of each row's [0, V): the lowest id among equal maxima,
+  // or -1 - v when the row holds a non-finite logit, v the lowest id of one. Bad logits are reported in `out`,
+  // not thrown, so the op can be recorded in a graph and the caller raises fail_non_finite_logit for the
+  // rows it uses (the host sampler's message). Deterministic. Throws Error for what check_argmax_rows_args
+  // refuses.
+  virtual void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) = 0;
 
   // sum / sum_squares over x (count), accumulated in double, returned on the host.
   virtual double sum(const float* x, size_t count) = 0;
