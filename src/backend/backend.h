@@ -154,7 +154,7 @@ class Backend {
 
   // ---- the weights' copy for the GEMMs ----
   // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of
-  // every GPT::forward, and by a Decoder when made, at reset() (its cache assumes fixed weights between
+  // every GPT::forward, and by a Decoder when made (its cache assumes fixed weights between
   // resets) and when weights_generation() says its copy is gone. A backend whose GEMMs take another type than fp32 (CUDA
   // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
   // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
