@@ -7,7 +7,8 @@
 # initialised transformers models (GPT-2; Llama with grouped-query attention, untied) into xtrain and
 # compare logits, then time greedy generation against
 # transformers' generate at batch 1 and 16 on a GPT-2 124M-shaped model (xtrain with and without the
-# decoding step's CUDA graph, which must give the same tokens). Exits non-zero at the first
+# decoding step's CUDA graph, which must give the same tokens) and print the time to the first token
+# (xtrain_generate --timing --repeat 5, batch 1, bf16). Exits non-zero at the first
 # failed check. docs/serving.md records a run.
 #
 # Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 LLAMA_TIED_STEPS=100
@@ -124,6 +125,12 @@ if [[ "$SKIP_HF" != 1 ]]; then
     hf generate --model "$OUT/hf_124m" --ids "$OUT/ids1.txt" --max-new-tokens "$SPEED_NEW" --ignore-eos \
       --batch "$b" 2>&1 >/dev/null
   done
+  # time to the first token: the cold start's phases, then 4 warm generations in the same process (batch 1, bf16)
+  gen --model "$OUT/hf_124m" --device "$DEVICE" --dtype bf16 --prompt-ids "$(cat "$OUT/ids1.txt")" --temperature 0 \
+    --ignore-eos --max-new-tokens "$SPEED_NEW" --print-ids --timing --repeat 5 >"$OUT/ttft.ids" 2>"$OUT/ttft.err" ||
+    { cat "$OUT/ttft.err"; fail "--timing --repeat 5"; }
+  cmp -s "$OUT/ttft.ids" "$OUT/speed.bf16.1.auto" || fail "--timing --repeat 5: tokens differ from the bf16 batch-1 run"
+  grep -E '^(timing|repeat) \|' "$OUT/ttft.err" | sed 's/^/xtrain bf16 batch 1: /'
 else
   say "transformers GPT-2 import and speed against transformers: skipped (SKIP_HF=1)"
 fi

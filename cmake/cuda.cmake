@@ -53,6 +53,7 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/comm_nccl.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/event_clock.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/adamw.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/argmax.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/attention.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/attention_decode.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/convert.cu

@@ -1,12 +1,16 @@
 // xtrain_generate: text from a trained model (an xtrain checkpoint or an export directory) with a KV
-// cache, streamed as it is made, then one line of prompt and generation speed on stderr. A plain process
-// (no launcher, no MPI). Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
+// cache, streamed as it is made, then one line of prompt and generation speed on stderr (with --timing the
+// cold start's phases, with --repeat the warm generations' figures). A plain process (no launcher, no MPI).
+// Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "backend/registry.h"
@@ -25,6 +29,7 @@
 #include "train/checkpoint.h"
 
 namespace po = boost::program_options;
+using Clock = std::chrono::steady_clock;
 using namespace xtrain;
 
 namespace {
@@ -63,7 +68,16 @@ po::options_description make_options(TokenizerFiles& files) {
       ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
       ("cuda-graph", po::value<std::string>()->default_value("auto"),
        "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
-       "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu");
+       "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
+      ("timing",
+       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: reading the model and "
+       "tokenizer files, backend set-up, weights to the device, decoder allocation and weight preparation, the "
+       "prompt to the first token, recording the one-token graph, the first one-token step; then steady decoding "
+       "(tokens, ms, tok/s)")
+      ("repeat", po::value<int>()->default_value(1),
+       "generate N times in this process from the same prompt (only the first is printed; every one must give "
+       "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
+       "generations 2..N) and the steady decoding speed over them; 1..1000");
   add_tokenizer_options(o, files, {"with --model: DIR/vocab.json unless given", "with --model: DIR/merges.txt unless given"});
   return o;
 }
@@ -135,6 +149,27 @@ void write_logits(const std::string& path, const std::vector<float>& logits) {
                     "cannot write --dump-logits");
 }
 
+// Phases: --timing's cold-start phases in order, milliseconds each. lap() ends a phase: it waits for the
+// device (Backend::synchronize, so work a phase queued is counted in it) and takes the steady clock.
+struct Phases {
+  Clock::time_point t0 = Clock::now();
+  std::vector<std::pair<std::string, double>> ms;
+  void lap(const std::string& what, Backend* be) {
+    if (be) be->synchronize();
+    const Clock::time_point t = Clock::now();
+    ms.emplace_back(what, std::chrono::duration<double, std::milli>(t - t0).count());
+    t0 = t;
+  }
+  void add(const std::string& what, double seconds) { ms.emplace_back(what, seconds * 1e3); }
+};
+
+// median: of a non-empty list.
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  const size_t n = x.size();
+  return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}
+
 int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
   if (vm.count("prompt") + vm.count("prompt-file") + vm.count("prompt-ids") > 1)
@@ -153,10 +188,14 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const std::string graph_opt = vm["cuda-graph"].as<std::string>();
   if (graph_opt != "auto" && graph_opt != "off") throw UsageError("--cuda-graph must be auto or off, got '" + graph_opt + "'");
   const bool use_graph = graph_opt == "auto";
+  const bool timing = vm.count("timing") > 0;
+  const int repeat = vm["repeat"].as<int>();
+  if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
   read_tokenizer_options(vm, files);
   reject_empty_values(vm, {"ckpt", "model", "prompt-file", "dump-logits"});
   check_dump_logits_target(vm);
 
+  Phases phases;
   LoadedModel lm = load_model(vm);
   const Tokenizer tok = load_tokenizer_for(files, lm);
   std::vector<int32_t> prompt;
@@ -189,12 +228,15 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   BackendOptions bo;
   bo.device = parse_device(vm["device"].as<std::string>());
   bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
+  phases.lap("reading the model and tokenizer files, encoding the prompt", nullptr);
   std::unique_ptr<Backend> be = make_backend(bo);
+  phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
   GPT model(lm.config, *be);
   XT_CHECK(lm.params.size() == model.num_params(),
            "the model has " << lm.params.size() << " parameters; its config needs " << model.num_params());
   be->copy_to_device(model.params(), lm.params.data(), lm.params.size() * sizeof(float));
   lm.params = {};
+  phases.lap("weights to the device", be.get());
 
   if (vm.count("dump-logits")) {
     Decoder dec(model, 1);
@@ -204,7 +246,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   }
   if (opts.max_new_tokens == 0) return 0;
 
+  if (vm.count("dump-logits")) phases.lap("--dump-logits", be.get());
   Decoder dec(model, batch, use_graph);
+  phases.lap("decoder allocation and weight preparation", be.get());
   Utf8Stream stream;
   const bool stream_text = !print_ids && batch == 1;
   if (stream_text) std::cout << text << std::flush;
@@ -215,7 +259,23 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     seq.push_back(id);
   };
   GenerateStats st;
-  const auto out = generate(dec, std::vector<std::vector<int32_t>>(batch, prompt), opts, on_token, &st);
+  const std::vector<std::vector<int32_t>> prompts(batch, prompt);
+  const auto out = generate(dec, prompts, opts, on_token, &st);
+  phases.add("prompt to first token (" + std::to_string(st.prompt_tokens) + " tokens x " + std::to_string(batch) + ")",
+             st.prefill_s);
+  if (dec.graph_recordings() > 0) phases.add("recording the one-token graph", dec.graph_record_seconds());
+  phases.add("first one-token step (recording included)", st.first_step_s);
+  // the warm generations: the same prompt again on the same decoder (weights prepared, graph recorded)
+  std::vector<double> warm_first_token_s;
+  double warm_decode_s = 0.0;
+  long long warm_decode_tokens = 0;
+  for (int r = 2; r <= repeat; ++r) {
+    GenerateStats rs;
+    if (generate(dec, prompts, opts, nullptr, &rs) != out)
+      XT_FAIL("--repeat: generation " << r << " gave other tokens than generation 1 (same prompt, seed and model)");
+    warm_first_token_s.push_back(rs.prefill_s);
+    warm_decode_s += rs.decode_s, warm_decode_tokens += rs.decode_tokens;
+  }
   if (stream_text) std::cout << stream.flush() << "\n";
   for (int b = 0; b < batch && !stream_text; ++b) {
     if (print_ids) {
@@ -235,6 +295,19 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                st.prompt_tokens, st.prompt_tokens == 1 ? "" : "s", batch, prompt_tps, st.new_tokens,
                st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()),
                dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
+  if (timing) {
+    for (const auto& [what, ms] : phases.ms) std::fprintf(stderr, "timing | %s: %.3f ms\n", what.c_str(), ms);
+    const double steady_s = st.decode_s - st.first_step_s;
+    const int steady_tokens = st.decode_tokens - st.first_step_tokens;
+    std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,
+                 steady_s > 0 ? steady_tokens / steady_s : 0.0);
+  }
+  if (repeat > 1)
+    std::fprintf(stderr,
+                 "repeat | %d generations, the same tokens each time; warm prompt to first token: median %.3f ms over "
+                 "generations 2..%d; steady decoding: %lld tokens at %.1f tok/s\n",
+                 repeat, median(warm_first_token_s) * 1e3, repeat, warm_decode_tokens,
+                 warm_decode_s > 0 ? warm_decode_tokens / warm_decode_s : 0.0);
   return 0;
 }
 

@@ -71,6 +71,8 @@ struct ParamSpan {
 // overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
 void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+// check_argmax_rows_args: throws Error unless rows >= 0, V >= 1 and ld >= V (Backend::argmax_rows).
+void check_argmax_rows_args(int rows, int V, int ld);
 
 // StepGraph: device work recorded once and launched again as a whole (a CUDA graph, from
 // Backend::capture_graph). launch() queues the recorded work on the backend's stream, with the buffer
@@ -152,7 +154,7 @@ class Backend {
 
   // ---- the weights' copy for the GEMMs ----
   // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of
-  // every GPT::forward, and by a Decoder when made, at reset() (its cache assumes fixed weights between
+  // every GPT::forward, and by a Decoder when made (its cache assumes fixed weights between
   // resets) and when weights_generation() says its copy is gone. A backend whose GEMMs take another type than fp32 (CUDA
   // --dtype bf16) rounds the buffer here, in one pass, into a persistent copy of that type, and its matmul
   // ops read the copy of every weight and bias lying in [params, params + count) instead of converting it
@@ -342,6 +344,15 @@ class Backend {
   // gradient in one pass). Targets outside [0,V) are an error.
   virtual void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                               const int32_t* targets, float dloss, int N, int V, int Vp) = 0;
+
+  // argmax_rows: greedy next tokens on the device. logits (rows, ld) activations, of which the first V
+  // columns of a row are the vocabulary (ld >= V: a padded row stride, GPTConfig::Vp()) -> out (rows) int32
+  // in backend memory: argmax_code (backend/greedy.h) of each row's [0, V): the lowest id among equal maxima,
+  // or -1 - v when the row holds a non-finite logit, v the lowest id of one. Bad logits are reported in `out`,
+  // not thrown, so the op can be recorded in a graph and the caller raises fail_non_finite_logit for the
+  // rows it uses (the host sampler's message). Deterministic. Throws Error for what check_argmax_rows_args
+  // refuses.
+  virtual void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) = 0;
 
   // sum / sum_squares over x (count), accumulated in double, returned on the host.
   virtual double sum(const float* x, size_t count) = 0;

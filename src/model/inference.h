@@ -21,15 +21,19 @@ class Decoder {
   // Decoder: B sequences of up to maxT positions over `model`'s parameters (used in place, not copied;
   // the model must outlive the decoder). Holds the caches, 2 * L * B * maxT * KVH*HS activations, and
   // scratch for B*maxT positions (backend memory). Throws Error when B < 1. The weights are prepared for
-  // the GEMMs (Backend::prepare_weights) here and at reset(), not per append: the cache already assumes
-  // the parameters do not change between resets. cuda_graph: where the backend records graphs (CUDA), the one-token steps of
-  // append (Tn = 1, last positions only) are recorded once as a graph (Backend::capture_graph) and
-  // launched from then on: the same kernels on the same buffers, so the same logits bit for bit, without
-  // a launch per kernel; recorded again after reset(). Where recording fails the decoder launches each
-  // kernel, as with cuda_graph false. Several decoders (several models) may share a backend: the backend
-  // keeps one prepared copy of weights, so an append that finds it no longer holds this model's
-  // (Backend::weights_generation moved: another model's forward or decoder, a write into the parameters)
-  // prepares them again, and records its graph again, first. Decoders of one model do not disturb each other.
+  // the GEMMs (Backend::prepare_weights) here, and again only when Backend::weights_generation says the
+  // backend's copy no longer holds them: then an append prepares them, and records its graph, again before
+  // it runs anything. That covers every write into the parameters the backend sees (copy_to_device, zero,
+  // adamw_update: the copy is dropped) and another model's forward or decoder on the same backend (the
+  // backend keeps one prepared copy); a write it does not see must be followed by Backend::prepare_weights
+  // (backend.h), which refreshes the copy in place. The cache assumes the parameters do not change between
+  // resets. cuda_graph: where the backend records graphs (CUDA), the one-token steps of append and
+  // append_greedy (Tn = 1, last positions only) are recorded once as a graph (Backend::capture_graph: the
+  // forward, then argmax_rows of its B logit rows) and launched from then on: the same kernels on the same
+  // buffers, so the same logits bit for bit, without a launch per kernel; kept across reset() (a second
+  // generation does not record again). Where recording fails the decoder launches each kernel, as with
+  // cuda_graph false. Several decoders (several models) may share a backend; decoders of one model do not
+  // disturb each other.
   Decoder(GPT& model, int B, bool cuda_graph = true);
   Decoder(const Decoder&) = delete;
   Decoder& operator=(const Decoder&) = delete;
@@ -39,11 +43,12 @@ class Decoder {
   int context() const { return cfg_.maxT; }  // positions the cache holds (the model's maxT)
   int position() const { return pos_; }  // positions already in the cache (tokens per sequence)
   bool graph_recorded() const { return graph_ != nullptr; }  // one-token steps launch a recorded graph
-  // reset: empties the cache (its contents are simply overwritten later) and reads the weights again.
-  void reset();
-  // restart: empties the cache and keeps the prepared weights and the recorded one-token graph (it reads
-  // the position from device memory): for a new window over unchanged parameters, e.g. a cropped context.
-  void restart() { pos_ = 0; }
+  int graph_recordings() const { return graph_recordings_; }  // one-token graphs recorded so far
+  double graph_record_seconds() const { return graph_record_s_; }  // host seconds of the last recording (0: none)
+  // reset: empties the cache (its contents are simply overwritten later) for a new sequence or a new window
+  // over unchanged parameters (e.g. a cropped context); keeps the prepared weights and the recorded graph
+  // (see the constructor for when they are made again).
+  void reset() { pos_ = 0; }
 
   // append: tokens host (B,Tn) int32 in [0, V): the next Tn tokens of every sequence, at positions
   // [position(), position() + Tn) (all B sequences advance together). Runs the forward for them, keeps
@@ -52,6 +57,17 @@ class Decoder {
   // stays valid until the next call. Throws Error for a token outside [0, V), Tn < 1, or a position
   // past the model's context maxT.
   const std::vector<float>& append(const int32_t* tokens, int Tn, bool all_positions);
+
+  // append_greedy: append's forward for the last new position of each sequence, then its greedy next token
+  // on the device (Backend::argmax_rows), copying B ids to the host instead of B*V logits. Returns host (B)
+  // int32: for sequence b the id sample_token gives with temperature 0 on append's logits (greedy_token,
+  // backend/greedy.h), or -1 - v when those logits hold a non-finite value, v the lowest id of one (raise
+  // fail_non_finite_logit(v, logit(b, v)) where the sequence is used). The reference stays valid until the
+  // next call. Throws as append.
+  const std::vector<int32_t>& append_greedy(const int32_t* tokens, int Tn);
+  // logit: logit v of row `row` of the last append or append_greedy (rows as append returns them), copied
+  // from the device and widened to fp32 (for messages: one copy per call). Throws Error outside those rows.
+  float logit(int row, int v) const;
 
   // forward: logits (B,T,V) for whole sequences, tokens host (B,T): reset() then append(all positions).
   const std::vector<float>& forward(const int32_t* tokens, int T) {
@@ -64,6 +80,10 @@ class Decoder {
   // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
   // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
   void blocks_and_head(int Tn, bool all_positions);
+  // step: append's device work: checks, the tokens copied, the forward of the Tn positions into logits_
+  // (logit_rows_ rows), and with `argmax` (last positions only) argmax_rows into ids_. The one-token step
+  // records or launches the graph, which always ends with the argmax.
+  void step(const int32_t* tokens, int Tn, bool all_positions, bool argmax);
   // prepare_weights: the backend's weight copy made from this model's parameters (weights_generation_)
   void prepare_weights();
 
@@ -82,11 +102,16 @@ class Decoder {
   DeviceBuffer<int32_t> tokens_;  // the first new position (pos_dev_), then up to B*maxT token ids (tok_dev_)
   int32_t *pos_dev_ = nullptr, *tok_dev_ = nullptr;
   std::vector<int32_t> staging_;  // host: the tokens and the position, copied in one transfer
+  DeviceBuffer<int32_t> ids_;  // (B) argmax_rows of the last step's logit rows
+  int logit_rows_ = 0;         // rows of logits_ the last step wrote
   bool use_graph_ = true, graph_failed_ = false;
   std::unique_ptr<StepGraph> graph_;  // the one-token step, recorded
+  int graph_recordings_ = 0;
+  double graph_record_s_ = 0.0;
   std::vector<DeviceBuffer<unsigned char>> kcache_, vcache_;  // per layer (B,maxT,KVH*HS)
   std::vector<unsigned char> host_raw_;                       // logits as copied from the device
   std::vector<float> host_logits_;
+  std::vector<int32_t> host_ids_;
 };
 
 }  // namespace xtrain

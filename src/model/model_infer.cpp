@@ -2,6 +2,7 @@
 // training forward's (block_forward, src/model/block.h) without dropout and loss; attention reads and
 // extends the cache through Backend::attention_decode; llama's rotary runs at the absolute positions
 // from the device position the attention reads too.
+#include <chrono>
 #include <cstring>
 
 #include "core/error.h"
@@ -11,8 +12,11 @@
 namespace xtrain {
 
 namespace {
-// bf16_to_float: bf16 is the upper half of an IEEE fp32, so widening is exact.
-float bf16_to_float(uint16_t h) {
+// bf16_to_float: one bf16 value (2 bytes as the device stores them, little-endian) widened to fp32; bf16 is
+// the upper half of an IEEE fp32, so widening is exact.
+float bf16_to_float(const unsigned char* src) {
+  uint16_t h;
+  std::memcpy(&h, src, 2);
   const uint32_t bits = uint32_t(h) << 16;
   float f;
   std::memcpy(&f, &bits, sizeof(f));
@@ -39,6 +43,7 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
   fch_ = act(N * (cfg_.llama() ? 2 * cfg_.F : cfg_.F)), fgelu_ = act(N * cfg_.F);  // fch: [gate | up] for llama
   mean_ = DeviceBuffer<float>(be_, N), rstd_ = DeviceBuffer<float>(be_, N);
   tokens_ = DeviceBuffer<int32_t>(be_, 1 + N);
+  ids_ = DeviceBuffer<int32_t>(be_, B);
   pos_dev_ = tokens_.get(), tok_dev_ = tokens_.get() + 1;
   const size_t cache = N * cfg_.KVH * cfg_.HS;
   for (int l = 0; l < cfg_.L; ++l) kcache_.push_back(act(cache)), vcache_.push_back(act(cache));
@@ -48,13 +53,6 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
 void Decoder::prepare_weights() {
   be_.prepare_weights(params_, num_params_);
   weights_generation_ = be_.weights_generation();
-}
-
-void Decoder::reset() {
-  pos_ = 0;
-  graph_.reset();  // recorded again at the next one-token step, after the weights are read again
-  graph_failed_ = false;
-  prepare_weights();
 }
 
 void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
@@ -91,7 +89,7 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
   }
 }
 
-const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {
+void Decoder::step(const int32_t* tokens, int Tn, bool all_positions, bool argmax) {
   XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
   XT_CHECK(Tn <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + Tn
                                                  << ") exceed the model's context of " << cfg_.maxT << " tokens");
@@ -110,26 +108,44 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
   // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn) (llama: no wpe;
   // rotary reads the position from pos_dev_ in the blocks)
   be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ ? wpe_ + size_t(pos_) * C : nullptr, B_, Tn, C);
-  const int rows = all_positions ? N : B_;
-  const size_t ab = be_.activation_bytes(), logits_bytes = size_t(rows) * Vp * ab;
+  logit_rows_ = all_positions ? N : B_;
+  const size_t logits_bytes = size_t(logit_rows_) * Vp * be_.activation_bytes();
   if (logits_.bytes() < logits_bytes) {
     graph_.reset();  // it writes the old buffer: recorded again
     logits_ = DeviceBuffer<unsigned char>(be_, logits_bytes);
   }
+  // the one-token step: the forward and the greedy ids of its B logit rows (argmax_rows, a few microseconds,
+  // recorded with it so that the greedy path launches one graph per token)
+  auto one_token_step = [&] {
+    blocks_and_head(1, false);
+    be_.argmax_rows(ids_.get(), logits_.get(), B_, V, Vp);
+  };
   const bool one_token = Tn == 1 && !all_positions;
   if (one_token && use_graph_ && !graph_ && !graph_failed_) {
+    const auto t0 = std::chrono::steady_clock::now();
     try {
-      graph_ = be_.capture_graph([&] { blocks_and_head(1, false); });
+      graph_ = be_.capture_graph(one_token_step);
     } catch (const Error&) {  // e.g. an op that cannot be recorded: launched one by one instead
     }
     graph_failed_ = graph_ == nullptr;  // also the CPU backend, which records nothing
+    if (graph_) {
+      ++graph_recordings_;
+      graph_record_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    }
   }
-  if (one_token && graph_)
+  if (one_token && graph_) {
     graph_->launch();
-  else
+  } else {
     blocks_and_head(Tn, all_positions);
+    if (argmax) be_.argmax_rows(ids_.get(), logits_.get(), B_, V, Vp);  // (B) rows: the last new positions
+  }
   pos_ += Tn;
+}
 
+const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {
+  step(tokens, Tn, all_positions, false);
+  const int V = cfg_.V, Vp = cfg_.Vp(), rows = logit_rows_;
+  const size_t ab = be_.activation_bytes(), logits_bytes = size_t(rows) * Vp * ab;
   host_raw_.resize(logits_bytes);
   be_.copy_to_host(host_raw_.data(), logits_.get(), logits_bytes);
   host_logits_.resize(size_t(rows) * V);
@@ -139,14 +155,31 @@ const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool al
     if (ab == sizeof(float)) {
       std::memcpy(dst, src, size_t(V) * sizeof(float));
     } else {
-      for (int v = 0; v < V; ++v) {
-        uint16_t h;
-        std::memcpy(&h, src + size_t(v) * 2, 2);
-        dst[v] = bf16_to_float(h);
-      }
+      for (int v = 0; v < V; ++v) dst[v] = bf16_to_float(src + size_t(v) * 2);
     }
   }
   return host_logits_;
+}
+
+const std::vector<int32_t>& Decoder::append_greedy(const int32_t* tokens, int Tn) {
+  step(tokens, Tn, false, true);
+  host_ids_.resize(B_);
+  be_.copy_to_host(host_ids_.data(), ids_.get(), sizeof(int32_t) * B_);
+  return host_ids_;
+}
+
+float Decoder::logit(int row, int v) const {
+  XT_CHECK(row >= 0 && row < logit_rows_ && v >= 0 && v < cfg_.V,
+           "logit (" << row << ", " << v << ") outside the last append's (" << logit_rows_ << ", " << cfg_.V << ")");
+  const size_t ab = be_.activation_bytes();
+  unsigned char raw[sizeof(float)];
+  be_.copy_to_host(raw, logits_.get() + (size_t(row) * cfg_.Vp() + v) * ab, ab);
+  if (ab == sizeof(float)) {
+    float f;
+    std::memcpy(&f, raw, sizeof(f));
+    return f;
+  }
+  return bf16_to_float(raw);
 }
 
 }  // namespace xtrain

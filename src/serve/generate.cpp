@@ -3,6 +3,7 @@
 
 #include <chrono>
 
+#include "backend/greedy.h"
 #include "core/error.h"
 
 namespace xtrain {
@@ -38,37 +39,54 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   std::vector<char> done(B, 0);
   std::vector<std::vector<int32_t>> seqs(prompts);  // every token fed so far: the crop's source
   int live = B;
+  // temperature 0 with the device path: the argmax on the device, B ids copied back per step (append_greedy);
+  // otherwise the host sampler on the copied logits. The same tokens (greedy_token is the rule of both).
+  const bool device_greedy = opts.sampler.temperature == 0.0f && opts.device_greedy;
+  const std::vector<float>* logits = nullptr;
+  const std::vector<int32_t>* ids = nullptr;
+  auto forward = [&](const int32_t* tokens, int Tn) {
+    if (device_greedy) ids = &dec.append_greedy(tokens, Tn);
+    else logits = &dec.append(tokens, Tn, false);
+  };
   auto t0 = std::chrono::steady_clock::now();
   dec.reset();
-  const std::vector<float>* logits = &dec.append(batch.data(), int(T), false);
+  forward(batch.data(), int(T));
   std::vector<int32_t> next(B);
   for (int n = 0; n < opts.max_new_tokens && live > 0; ++n) {
     if (n > 0) {
       if (dec.position() >= maxT) {  // full: the window becomes the last maxT - 1 tokens and `next`
-        dec.restart();
+        dec.reset();
         if (maxT > 1) {
           std::vector<int32_t> window;  // (B, maxT-1)
           for (const auto& s : seqs) window.insert(window.end(), s.end() - (maxT - 1), s.end());
-          dec.append(window.data(), maxT - 1, false);
+          forward(window.data(), maxT - 1);
         }
         ++st.context_crops;
       }
-      logits = &dec.append(next.data(), 1, false);
+      forward(next.data(), 1);
       for (int b = 0; b < B; ++b) seqs[b].push_back(next[b]);
     }
+    int emitted = 0;
     for (int b = 0; b < B; ++b) {
       if (done[b]) continue;  // a finished sequence keeps feeding its last token; its output is ignored
-      next[b] = sample_token(logits->data() + size_t(b) * V, V, opts.sampler, keys[b], uint64_t(n));
+      if (device_greedy) {
+        const int32_t code = (*ids)[b];
+        if (code < 0) fail_non_finite_logit(-1 - code, dec.logit(b, -1 - code));  // the host sampler's error
+        next[b] = code;
+      } else {
+        next[b] = sample_token(logits->data() + size_t(b) * V, V, opts.sampler, keys[b], uint64_t(n));
+      }
       if (next[b] == opts.eos_id) {
         done[b] = 1, --live;
         continue;
       }
       out[b].push_back(next[b]);
-      ++st.new_tokens;
+      ++st.new_tokens, ++emitted;
       if (n > 0) ++st.decode_tokens;
       if (on_token) on_token(b, next[b]);
     }
     if (n == 0) st.prefill_s = seconds_since(t0), t0 = std::chrono::steady_clock::now();
+    if (n == 1) st.first_step_s = seconds_since(t0), st.first_step_tokens = emitted;
   }
   st.decode_s = seconds_since(t0);
   if (stats) *stats = st;

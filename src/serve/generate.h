@@ -20,6 +20,9 @@ struct GenerateOptions {
   SamplerOptions sampler;
   uint64_t seed = 0;  // sampling stream: sampling_key(seed, sequence), counter = generated-token index
   int eos_id = -1;    // stop a sequence when it samples this id (not emitted); -1 = never
+  // temperature 0: the argmax on the device (Decoder::append_greedy, Backend::argmax_rows), B ids copied back
+  // per step instead of B*V logits; false: the host sampler on the copied logits. The same tokens and errors.
+  bool device_greedy = true;
 };
 
 struct GenerateStats {
@@ -28,6 +31,8 @@ struct GenerateStats {
   int decode_tokens = 0;     // of which sampled after a one-token step (not from the prompt's logits)
   double prefill_s = 0.0;    // seconds for the prompt forward (including its first sampling)
   double decode_s = 0.0;     // seconds for the one-token steps
+  double first_step_s = 0.0;  // of which the first one-token step (a decoder records its graph there)
+  int first_step_tokens = 0;  // tokens emitted by that step
   int context_crops = 0;     // steps past the model's context (maxT): the cache re-filled from a cropped window
 };
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "backend/greedy.h"
 #include "core/error.h"
 #include "core/rng.h"
 
@@ -32,8 +33,9 @@ uint64_t sampling_key(uint64_t seed, uint64_t seq) { return hash_key(hash_key(se
 
 int sample_token(const float* logits, int V, const SamplerOptions& opts, uint64_t key, uint64_t counter) {
   XT_CHECK(V >= 1, "sample_token: empty vocabulary");
-  for (int v = 0; v < V; ++v) XT_CHECK(std::isfinite(logits[v]), "logit of token " << v << " is " << logits[v]);
-  if (opts.temperature == 0.0f) return int(std::max_element(logits, logits + V) - logits);  // first maximum
+  if (opts.temperature == 0.0f) return greedy_token(logits, V);  // the rule argmax_rows shares
+  for (int v = 0; v < V; ++v)
+    if (!std::isfinite(logits[v])) fail_non_finite_logit(v, logits[v]);
 
   // rank tokens by logit, descending, ties by lower id; only the first k need ordering. With nothing cut
   // (top_k 0, top_p 1) the order does not change the distribution and the ids stay in id order (no sort:

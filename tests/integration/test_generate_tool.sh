@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
-# repeats and another seed differs; --dump-logits writes (T, V) float32; --help (and -h) lists every option;
+# repeats and another seed differs; --timing prints the cold start's phases and --repeat 3 the warm figures,
+# with every repeat's tokens those of one run; --dump-logits writes (T, V) float32; --help (and -h) lists every option;
 # --model DIR takes the tokenizer file not given from DIR;
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
 # longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
@@ -25,7 +26,7 @@ head -c 20000 "$dd/brown.txt" > "$tmp/small.txt"
 # every option is documented
 help=$("$GEN" --help)
 for o in ckpt model prompt prompt-file prompt-ids max-new-tokens temperature top-k top-p seed batch ignore-eos print-ids \
-         dump-logits device dtype; do
+         dump-logits device dtype cuda-graph timing repeat; do
   grep -q -- "--$o" <<< "$help" || fail "--help does not document --$o"
 done
 [[ "$("$GEN" -h)" == "$help" ]] || fail "-h does not print what --help prints"
@@ -59,6 +60,31 @@ ids=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 8
 [[ "$ids" == $("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" --max-new-tokens 8 --print-ids 2> /dev/null) ]] \
   && echo "ok   --prompt-ids" || fail "--prompt-ids 464 9002 531 and --prompt 'The jury said' differ"
 grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok   $(cat "$tmp/err")" || fail "speed line: $(cat "$tmp/err")"
+
+# --timing: one 'timing | PHASE: MS ms' line per phase of the cold start, then steady decoding (24 new tokens:
+# 1 from the prompt's logits, 23 one-token steps, of which the first is timed apart); the CPU records no graph.
+# --repeat 3: two warm generations after the first, each with the tokens of a single run (seeded sampling and
+# greedy; the tool fails on a difference), and their figures on one 'repeat |' line
+for mode in "--temperature 1 --seed 3" "--temperature 0"; do
+  one=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids 2> /dev/null)
+  rep=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids \
+        --timing --repeat 3 2> "$tmp/err") || fail "--timing --repeat 3 ($mode): $(cat "$tmp/err")"
+  [[ -n "$one" && "$rep" == "$one" ]] && echo "ok   --repeat 3 prints the tokens of one run ($mode)" \
+    || fail "--repeat 3 ($mode): '$rep' vs '$one'"
+  ms='[0-9]+\.[0-9]{3} ms'
+  for phase in "reading the model and tokenizer files, encoding the prompt" \
+               "backend set-up \(cpu\)" "weights to the device" \
+               "decoder allocation and weight preparation" "prompt to first token \(3 tokens x 1\)" \
+               "first one-token step \(recording included\)"; do
+    [[ $(grep -cE "^timing \| $phase: $ms\$" "$tmp/err") -eq 1 ]] || fail "--timing ($mode): no line for '$phase': $(cat "$tmp/err")"
+  done
+  grep -qE "^timing \| steady decoding: 22 tokens in $ms, [0-9]+\.[0-9] tok/s\$" "$tmp/err" \
+    || fail "--timing ($mode): steady decoding line: $(cat "$tmp/err")"
+  ! grep -q "recording the one-token graph" "$tmp/err" || fail "--timing ($mode): the CPU recorded a graph?"
+  grep -qE "^repeat \| 3 generations, the same tokens each time; warm prompt to first token: median $ms over generations 2\.\.3; steady decoding: 46 tokens at [0-9]+\.[0-9] tok/s\$" \
+    "$tmp/err" && echo "ok   $(grep '^repeat |' "$tmp/err")" || fail "--repeat 3 ($mode): $(cat "$tmp/err")"
+done
+grep '^timing |' "$tmp/err"
 
 # --dump-logits: "Hello, world!" is 4 tokens: 4 x 50257 float32
 "$GEN" --model "$tmp/export" --prompt "Hello, world!" --dump-logits "$tmp/l.bin" --max-new-tokens 0 > "$tmp/out" 2> /dev/null
@@ -113,6 +139,7 @@ expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --seed -1
 grep -q -- "--seed must be an integer" "$tmp/err" || fail "--seed -1: $(cat "$tmp/err")"
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --batch 1000000000
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --cuda-graph yes
+expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --repeat 0
 expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits ""
 grep -q -- "--dump-logits was given an empty value" "$tmp/err" || fail "--dump-logits \"\": $(cat "$tmp/err")"
 # a prompt longer than the context (96) is refused up front, before any text is streamed

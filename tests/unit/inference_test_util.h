@@ -1,16 +1,24 @@
 // Helpers shared by the inference tests (CPU and CUDA): small GQA configs with a padded vocabulary in
-// both model families, random parameters that make every tensor matter, and the norm-wise logits
-// difference.
+// both model families, random parameters that make every tensor matter, the norm-wise logits
+// difference, and the check of Backend::argmax_rows against the host sampler.
 #pragma once
+
+#include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <string>
 #include <vector>
 
+#include "backend/backend.h"
+#include "backend/greedy.h"
+#include "core/error.h"
 #include "core/rng.h"
 #include "model/model.h"
+#include "serve/sampler.h"
 
 namespace xtrain::test {
 
@@ -54,6 +62,77 @@ inline double rel_diff(const float* a, const float* b, size_t n) {
   double d = 0.0, m = 0.0;
   for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i])), m = std::max(m, std::fabs(double(b[i])));
   return d / m;
+}
+
+// check_argmax_rows: Backend::argmax_rows of `be` on 6 rows of an odd vocabulary (V 1001) with a padded row
+// stride (1008; the padding holds NaN and a huge value, which must not be read) against sample_token with
+// temperature 0 on the same values: the same id where the host sampler gives one, and where it throws, the
+// code -1 - v of the lowest non-finite id whose fail_non_finite_logit message is the sampler's. The values
+// are multiples of 1/8 in [-16, 16], exact in bf16 (a bf16 backend stores them as they are), so random rows
+// tie often. Rows: 0 random, its maximum placed at two ids (the lower wins); 1 all zeros, -0 and +0 mixed
+// (id 0); 2 the maximum at the last id V - 1 (past every whole 16-byte pack); 3 -inf at id 7 (non-finite:
+// an error, as on the host); 4 NaN at 500 and +inf at 600 (the error names 500); 5 random.
+inline void check_argmax_rows(Backend& be) {
+  const int rows = 6, V = 1001, ld = 1008;
+  std::vector<float> l(size_t(rows) * ld);
+  for (size_t i = 0; i < l.size(); ++i) l[i] = std::round(float(normal(77, i)) * 40.0f) / 8.0f;
+  for (float& x : l) x = std::max(-16.0f, std::min(16.0f, x));
+  for (int r = 0; r < rows; ++r)
+    for (int v = V; v < ld; ++v) l[size_t(r) * ld + v] = v % 2 ? std::numeric_limits<float>::quiet_NaN() : 1e30f;
+  float* r0 = l.data();
+  for (int v = 0; v < V; ++v) r0[v] = std::min(r0[v], 15.0f);
+  r0[123] = r0[456] = 16.0f;
+  for (int v = 0; v < V; ++v) l[size_t(ld) + v] = v % 3 ? 0.0f : -0.0f;
+  float* r2 = l.data() + 2 * size_t(ld);
+  for (int v = 0; v < V; ++v) r2[v] = std::min(r2[v], 15.0f);
+  r2[V - 1] = 15.5f;
+  l[3 * size_t(ld) + 7] = -std::numeric_limits<float>::infinity();
+  l[4 * size_t(ld) + 500] = std::numeric_limits<float>::quiet_NaN();
+  l[4 * size_t(ld) + 600] = std::numeric_limits<float>::infinity();
+
+  // to the backend in its activation type: fp32 as is, bf16 as the upper half of each float (exact here)
+  const size_t ab = be.activation_bytes();
+  std::vector<unsigned char> raw(l.size() * ab);
+  for (size_t i = 0; i < l.size(); ++i) std::memcpy(raw.data() + i * ab, reinterpret_cast<const char*>(&l[i]) + 4 - ab, ab);
+  DeviceBuffer<unsigned char> dev(be, raw.size());
+  DeviceBuffer<int32_t> out(be, rows);
+  be.copy_to_device(dev.get(), raw.data(), raw.size());
+  be.argmax_rows(out.get(), dev.get(), rows, V, ld);
+  std::vector<int32_t> got(rows);
+  be.copy_to_host(got.data(), out.get(), sizeof(int32_t) * rows);
+
+  CHECK(got[0] == 123);
+  CHECK(got[1] == 0);
+  CHECK(got[2] == V - 1);
+  CHECK(got[3] == -1 - 7);
+  CHECK(got[4] == -1 - 500);
+  SamplerOptions greedy;
+  greedy.temperature = 0.0f, greedy.top_k = 5, greedy.top_p = 0.5f;  // top-k/top-p do not matter at temperature 0
+  for (int r = 0; r < rows; ++r) {
+    CAPTURE(r);
+    const float* row = l.data() + size_t(r) * ld;
+    std::string host_error, device_error;
+    int want = -1;
+    try {
+      want = sample_token(row, V, greedy, 0, 0);
+    } catch (const Error& e) {
+      host_error = e.what();
+    }
+    if (host_error.empty()) {
+      CHECK(got[r] == want);
+      continue;
+    }
+    REQUIRE(got[r] < 0);
+    try {
+      fail_non_finite_logit(-1 - got[r], row[-1 - got[r]]);
+    } catch (const Error& e) {
+      device_error = e.what();
+    }
+    CHECK(device_error == host_error);
+  }
+  CHECK_NOTHROW(be.argmax_rows(out.get(), dev.get(), 0, V, ld));  // no rows: nothing to do
+  CHECK_THROWS_AS(be.argmax_rows(out.get(), dev.get(), rows, V, V - 1), Error);  // row stride < V
+  CHECK_THROWS_AS(be.argmax_rows(out.get(), dev.get(), rows, 0, ld), Error);
 }
 
 }  // namespace xtrain::test

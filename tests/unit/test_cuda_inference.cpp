@@ -1,7 +1,8 @@
 // Inference on one GPU against the CPU backend (the oracle): the Decoder's logits (fp32 and bf16), greedy
 // KV-cache decoding token-identical to the CPU's, cached decoding against recomputing the prefix on the
 // GPU, one-token steps recorded as a CUDA graph against launching each kernel, and recorded steps while
-// another model's decoder shares the backend; each for both model families (test::inference_configs:
+// another model's decoder shares the backend, and the greedy token on the GPU (argmax_rows, also inside the
+// recorded step) against the host sampler; each for both model families (test::inference_configs:
 // gpt2, llama with its own head and tied). Label gpu; exits 77
 // (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
@@ -88,8 +89,10 @@ TEST_CASE("GPU greedy KV-cache decoding: CPU tokens, and the logits of recomputi
     opts.sampler.temperature = 0.0f;
     Decoder dc(*m.cpu, 2), dg(*m.gpu, 2);
     const auto cpu_tokens = generate(dc, prompts, opts, nullptr);
-    const auto gpu_tokens = generate(dg, prompts, opts, nullptr);
+    const auto gpu_tokens = generate(dg, prompts, opts, nullptr);  // the argmax on the GPU (append_greedy)
     CHECK(gpu_tokens == cpu_tokens);  // token-identical
+    opts.device_greedy = false;       // the host sampler on the GPU's logits, on the same (warm) decoder
+    CHECK(generate(dg, prompts, opts, nullptr) == gpu_tokens);
 
     // the GPU's cached logits at every step against its own full-prefix forward
     Decoder cached(*m.gpu, 1), full(*m.gpu, 1);
@@ -119,7 +122,7 @@ TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching
       const GPTConfig& c = nc.cfg;
       const int B = 2, P = 5, steps = 40;
       Decoder graphed(*m.gpu, B, true), launched(*m.gpu, B, false);
-      for (int round = 0; round < 2; ++round) {  // reset() records the graph again
+      for (int round = 0; round < 2; ++round) {  // reset() keeps the graph: the second round launches it as recorded
         CAPTURE(round);
         const std::vector<int32_t> prompt = random_tokens(size_t(B) * P, c.V, 20 + round);
         graphed.reset(), launched.reset();
@@ -140,6 +143,7 @@ TEST_CASE("GPU one-token steps recorded as a CUDA graph: the logits of launching
           differing += lg != ll;
         }
         CHECK(graphed.graph_recorded());
+        CHECK(graphed.graph_recordings() == 1);  // recorded in round 0 only: nothing changed since
         CHECK_FALSE(launched.graph_recorded());
         CHECK(m.gpu_be->weights_generation() == generation);
         CHECK(differing == 0);
@@ -191,7 +195,42 @@ TEST_CASE("GPU recorded steps stay right when another model's weights take the b
         differing += lm != lr;
       }
       CHECK(mine.graph_recorded());
+      CHECK(mine.graph_recordings() == 3);  // at the first step, and again after each of the other model's two turns
       CHECK(differing == 0);
+    }
+  }
+}
+
+TEST_CASE("GPU argmax_rows is the host sampler's greedy token (fp32 and bf16: ties, odd V, padding, -inf, NaN)") {
+  for (const char* dtype : {"fp32", "bf16"}) {
+    CAPTURE(dtype);
+    auto be = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, parse_dtype(dtype), Attention::automatic, RowKernels::fastest});
+    test::check_argmax_rows(*be);
+  }
+}
+
+// Greedy generation with the argmax inside the recorded one-token graph (append_greedy) against the host sampler
+// on the copied logits of the same decoder, in both types, and a second generation on the warm decoder (no new
+// recording, the same tokens).
+TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the host sampler's tokens (fp32 and bf16)") {
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    for (const char* dtype : {"fp32", "bf16"}) {
+      CAPTURE(dtype);
+      Models m(nc.cfg, dtype);
+      const std::vector<std::vector<int32_t>> prompts = {random_tokens(6, nc.cfg.V, 13), random_tokens(6, nc.cfg.V, 14),
+                                                         random_tokens(6, nc.cfg.V, 15)};
+      GenerateOptions opts;
+      opts.max_new_tokens = 48;
+      opts.sampler.temperature = 0.0f;
+      Decoder dec(*m.gpu, 3, true);
+      const auto device = generate(dec, prompts, opts, nullptr);
+      CHECK(dec.graph_recorded());
+      CHECK(generate(dec, prompts, opts, nullptr) == device);
+      opts.device_greedy = false;
+      CHECK(generate(dec, prompts, opts, nullptr) == device);
+      CHECK(dec.graph_recordings() == 1);
+      CHECK(device[0].size() == 48);
     }
   }
 }

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -54,15 +55,21 @@ TEST_CASE("generation past the context equals a forward over the cropped window,
     test::random_params(model, 21, 0.3);
     const int P = 5, steps = 40;  // 40 new tokens: 32 of them past the context of 12
     const std::vector<std::vector<int32_t>> prompts = {test::random_tokens(P, cfg.V, 3), test::random_tokens(P, cfg.V, 4)};
-    for (float temperature : {0.0f, 1.0f}) {
+    // greedy with the argmax on the device (append_greedy: its re-filled windows too) and on the host, and sampled
+    for (const std::pair<float, bool>& mode : {std::pair{0.0f, true}, std::pair{0.0f, false}, std::pair{1.0f, true}}) {
+      const float temperature = mode.first;  // no structured binding: CAPTURE's lambda cannot take one (clang 14)
+      const bool device_greedy = mode.second;
       CAPTURE(temperature);
+      CAPTURE(device_greedy);
       GenerateOptions opts;
       opts.max_new_tokens = steps;
       opts.sampler.temperature = temperature;
+      opts.device_greedy = device_greedy;
       opts.seed = 5;
       Decoder dec(model, int(prompts.size()));
       GenerateStats st;
       const auto got = generate(dec, prompts, opts, nullptr, &st);
+      CHECK(generate(dec, prompts, opts, nullptr) == got);  // a second generation on the same (warm) decoder
       const auto want = reference(model, prompts, opts);
       for (size_t b = 0; b < prompts.size(); ++b) {
         REQUIRE(got[b].size() == size_t(steps));

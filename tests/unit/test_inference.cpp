@@ -1,7 +1,8 @@
 // Inference on the CPU backend (the oracle): the KV-cache attention op against training attention, the
 // Decoder's logits against the training forward's, and cached decoding against recomputing the prefix,
 // for both model families (gpt2; llama, whose rotary runs at the cache's absolute positions), also from a
-// llama checkpoint.
+// llama checkpoint; the greedy token on the device (Backend::argmax_rows, Decoder::append_greedy) against the
+// host sampler.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -293,4 +294,82 @@ TEST_CASE("the decoder refuses tokens outside the vocabulary and positions past 
     CHECK_THROWS_AS(dec.append(full.data(), 1, false), Error);
     CHECK_THROWS_AS(Decoder(model, 0), Error);
   }
+}
+
+TEST_CASE("argmax_rows on the CPU backend is the host sampler's greedy token (ties, odd V, padding, -inf, NaN)") {
+  auto be = make_cpu_backend();
+  test::check_argmax_rows(*be);
+}
+
+// Greedy generation with the argmax on the device (append_greedy) against the host sampler on the copied
+// logits: the same tokens for B = 3 sequences with an eos that stops some of them early (their rows keep
+// running), and for logits with a NaN the same error line from both paths.
+TEST_CASE("greedy generation: the device argmax gives the host sampler's tokens and errors") {
+  auto be = make_cpu_backend();
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    GPT model(nc.cfg, *be);
+    random_params(model, 41, 0.3);
+    const std::vector<std::vector<int32_t>> prompts = {random_tokens(4, nc.cfg.V, 1), random_tokens(4, nc.cfg.V, 2),
+                                                       random_tokens(4, nc.cfg.V, 3)};
+    GenerateOptions opts;
+    opts.max_new_tokens = 30;
+    opts.sampler.temperature = 0.0f;
+    Decoder dec(model, 3);
+    const auto free_run = generate(dec, prompts, opts, nullptr);
+    opts.eos_id = free_run[1][5];  // sequence 1 stops at its 6th token at the latest
+    std::vector<std::vector<int32_t>> via_device, via_host;
+    for (const bool device_greedy : {true, false}) {
+      opts.device_greedy = device_greedy;
+      std::vector<std::vector<int32_t>> streamed(3);
+      const auto got = generate(dec, prompts, opts, [&](int b, int32_t id) { streamed[size_t(b)].push_back(id); });
+      CHECK(streamed == got);
+      (device_greedy ? via_device : via_host) = got;
+    }
+    CHECK(via_device == via_host);
+    CHECK(via_device[1].size() <= 5);
+
+    // append_greedy's ids are the argmax of append's logits, step by step
+    Decoder a(model, 3), g(model, 3);
+    std::vector<int32_t> batch;
+    for (const auto& p : prompts) batch.insert(batch.end(), p.begin(), p.end());
+    std::vector<float> logits = a.append(batch.data(), 4, false);
+    std::vector<int32_t> ids = g.append_greedy(batch.data(), 4);
+    for (int n = 0; n < 10; ++n) {
+      for (int b = 0; b < 3; ++b) {
+        CHECK(ids[size_t(b)] == greedy_token(logits.data() + size_t(b) * nc.cfg.V, nc.cfg.V));
+        CHECK(g.logit(b, ids[size_t(b)]) == logits[size_t(b) * nc.cfg.V + size_t(ids[size_t(b)])]);
+      }
+      logits = a.append(ids.data(), 1, false);
+      ids = std::vector<int32_t>(g.append_greedy(ids.data(), 1));
+    }
+    CHECK_THROWS_AS(g.logit(3, 0), Error);
+    CHECK_THROWS_AS(g.logit(0, nc.cfg.V), Error);
+  }
+
+  // a NaN in the head's row of token 5 (GPT-2, tied: wte) makes logit 5 NaN everywhere: both paths fail with
+  // the sampler's line, naming token 5
+  GPT model(small_config(), *be);
+  random_params(model, 42, 0.3);
+  std::vector<float> p(model.num_params());
+  be->copy_to_host(p.data(), model.params(), p.size() * sizeof(float));
+  p[model.layout()[kWte].offset + 5 * size_t(model.config().C)] = std::nanf("");
+  be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+  std::vector<int32_t> prompt = random_tokens(4, model.config().V, 1);
+  std::replace(prompt.begin(), prompt.end(), 5, 6);  // token 5's embedding is NaN too: not in the prompt
+  std::vector<std::string> messages;
+  for (const bool device_greedy : {true, false}) {
+    GenerateOptions opts;
+    opts.sampler.temperature = 0.0f;
+    opts.device_greedy = device_greedy;
+    Decoder dec(model, 1);
+    try {
+      generate(dec, {prompt}, opts, nullptr);
+    } catch (const Error& e) {
+      messages.push_back(e.what());
+    }
+  }
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0] == messages[1]);
+  CHECK(messages[0].find("logit of token 5 is") != std::string::npos);
 }

@@ -16,6 +16,7 @@
 #include "backend/cpu/attention_decode.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_llama.h"
+#include "backend/greedy.h"
 #include "core/error.h"
 
 namespace xtrain {
@@ -193,6 +194,10 @@ class CpuBackend final : public Backend {
   void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                       const int32_t* targets, float dloss, int N, int V, int Vp) override {
     cpu::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
+  }
+  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) override {
+    check_argmax_rows_args(rows, V, ld);
+    for (int r = 0; r < rows; ++r) out[r] = argmax_code(F(logits) + size_t(r) * ld, V);  // the rule's home
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
   double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }

@@ -465,6 +465,9 @@ void CudaBackend::cross_entropy_forward_backward(float* losses, void* dlogits, c
                                                  const int32_t* targets, float dloss, int N, int V, int Vp) {
   cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
 }
+void CudaBackend::argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) {
+  cuda::argmax_rows(ctx_, out, logits, rows, V, ld);
+}
 // The sums read the device error flag in the copy that brings the result (one round trip, not two).
 double CudaBackend::sum(const float* x, size_t count) {
   int flag = kDeviceOk;

@@ -103,6 +103,7 @@ class CudaBackend final : public Backend {
   void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
   void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits, const int32_t* targets,
                                       float dloss, int N, int V, int Vp) override;
+  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,

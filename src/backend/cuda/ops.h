@@ -172,6 +172,9 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
                                     const void* logits, const int32_t* targets, float dloss, int N,
                                     int V, int Vp);
 
+// argmax_rows: greedy next tokens, one block per row (argmax.cu; Backend contract).
+void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld);
+
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
 // device_error (optional): receives the device error flag (ctx.error_flag, DeviceError codes) read by the
 // same copy as the result, so a caller checking for bad input needs no second round trip.
