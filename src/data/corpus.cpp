@@ -126,7 +126,12 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
     std::vector<double> keys;  // with a cache_dir: each owned text's xxh3_64 as two 32-bit halves, 0 elsewhere
   };
   const bool keyed = !opt.cache_dir.empty() && opt.tokens_cache.empty();
-  const uint64_t fp = tok->fingerprint();
+  // Texts and JSON lines have token caches, each made by its recipe (token_cache.h); token files are
+  // mapped as they are.
+  const auto cached = [](DataFormat f) { return f == DataFormat::text || f == DataFormat::jsonl; };
+  const auto recipe_of = [tok, formats, field = opt.jsonl_field, rank](size_t i, const std::string& path) {
+    return formats[i] == DataFormat::jsonl ? jsonl_recipe(*tok, field, path, rank) : text_recipe(*tok, path, rank);
+  };
   const auto key_of = [](const std::vector<double>& keys, size_t i) {
     return (static_cast<uint64_t>(keys[2 * i]) << 32) | static_cast<uint64_t>(keys[2 * i + 1]);
   };
@@ -147,16 +152,17 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
         }
       }
       for (size_t i = static_cast<size_t>(local_rank); i < files.size(); i += static_cast<size_t>(local_size)) {
-        if (formats[i] != DataFormat::text) continue;  // phase 2, on every rank
+        if (!cached(formats[i])) continue;  // phase 2, on every rank
+        const IdsRecipe recipe = recipe_of(i, files[i]);
         bool tokenized = false;
         std::string cache = opt.tokens_cache;
-        if (keyed) {
+        if (keyed) {  // the file's bytes as stored (a .jsonl.zst compressed), as the cache header's hash
           const std::string text = read_file(files[i]);
           const uint64_t h = xxh3_64(text.data(), text.size());
           r.keys[2 * i] = static_cast<double>(h >> 32), r.keys[2 * i + 1] = static_cast<double>(h & 0xffffffffu);
-          cache = keyed_cache_path(opt.cache_dir, h, fp);
+          cache = keyed_cache_path(opt.cache_dir, h, recipe.fingerprint);
         }
-        r.streams[i] = load_tokens(files[i], *tok, cache, can_write, log_prefix, rank, &tokenized, !keyed);
+        r.streams[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, can_write, log_prefix, &tokenized, !keyed);
         r.tokenized += tokenized;
       }
       return r;
@@ -171,13 +177,14 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
     Loaded r;
     for (size_t i = 0; i < files.size(); ++i) {
       if (done[i]) continue;
-      if (formats[i] != DataFormat::text) {
-        r[i] = load_pretokenized_or_jsonl(files[i], formats[i], *tok, opt.jsonl_field, rank);
+      if (!cached(formats[i]) || (opt.no_cache && formats[i] == DataFormat::jsonl)) {
+        r[i] = load_pretokenized_or_jsonl(files[i], formats[i], *tok, opt.jsonl_field, rank);  // streamed
       } else if (opt.no_cache) {
         r[i] = TokenStream(encode_with_progress(*tok, read_file(files[i]), files[i], rank));
       } else {  // a peer of this node made the cache: map it (tokenize in memory when it could not)
-        const std::string cache = keyed ? keyed_cache_path(opt.cache_dir, key_of(keys, i), fp) : opt.tokens_cache;
-        r[i] = load_tokens(files[i], *tok, cache, false, log_prefix, rank, nullptr, !keyed);
+        const IdsRecipe recipe = recipe_of(i, files[i]);
+        const std::string cache = keyed ? keyed_cache_path(opt.cache_dir, key_of(keys, i), recipe.fingerprint) : opt.tokens_cache;
+        r[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, false, log_prefix, nullptr, !keyed);
       }
     }
     return r;
@@ -196,15 +203,18 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   double tokenized = 0, ranks = 0;
   for (size_t r = 0; r + 1 < counts.size(); ++r) tokenized += counts[r], ranks += counts[r] > 0;
   const double nodes = counts.back();
-  // only text files have token caches: shards and JSON lines are read as they are, every start
-  size_t cached_kind = 0;
-  for (size_t i = 0; i < files.size(); ++i) cached_kind += formats[i] == DataFormat::text;
-  if (!opt.no_cache && cached_kind > 0) {
-    char now[64] = "none";
+  // texts and JSON lines have token caches; token files are read as they are, every start
+  size_t texts = 0, jsonls = 0;
+  for (DataFormat f : formats) texts += f == DataFormat::text, jsonls += f == DataFormat::jsonl;
+  if (!opt.no_cache && texts + jsonls > 0) {
+    char now[64] = "none", kinds[96] = "";
     if (tokenized > 0) std::snprintf(now, sizeof now, "%.0f on %.0f rank%s", tokenized, ranks, ranks == 1 ? "" : "s");
-    print0(rank, "cache  | %zu text file%s, %zu tokens in all | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n",
-           cached_kind, cached_kind == 1 ? "" : "s", joined.size(), now,
-           static_cast<double>(cached_kind) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
+    if (texts > 0) std::snprintf(kinds, sizeof kinds, "%zu text file%s", texts, texts == 1 ? "" : "s");
+    if (jsonls > 0)
+      std::snprintf(kinds + std::strlen(kinds), sizeof kinds - std::strlen(kinds), "%s%zu JSON lines file%s",
+                    texts > 0 ? ", " : "", jsonls, jsonls == 1 ? "" : "s");
+    print0(rank, "cache  | %s, %zu tokens in all | tokenized now: %s | caches reused: %.0f (%.0f node%s)\n", kinds,
+           joined.size(), now, static_cast<double>(texts + jsonls) * nodes - tokenized, nodes, nodes == 1 ? "" : "s");
   }
   return joined;
 }

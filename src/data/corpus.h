@@ -1,6 +1,7 @@
 // The training corpus of --data: one text file, several, or a directory of shards, joined into one
-// token stream. Tokenizing is shared by the ranks of a node (each a share of the files that lack a
-// valid token cache), then every rank maps every cache, so a node holds one page-cache copy.
+// token stream. Tokenizing is shared by the ranks of a node (each a share of the text and JSON lines
+// files that lack a valid token cache), then every rank maps every cache, so a node holds one
+// page-cache copy.
 #pragma once
 
 #include <memory>
@@ -37,10 +38,12 @@ std::vector<std::string> data_spec_entries(const std::string& spec);
 TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const std::vector<bool>& token_file = {});
 
 // CorpusOptions: tokens_cache: the cache of a single file ("" = <file>.tokcache; a UsageError with
-// several files); no_cache: tokenize every file in memory on every rank, no cache read or written;
+// several files); no_cache: tokenize every file in memory on every rank, no cache read or written
+// (JSON lines then streamed, never held whole);
 // format: --data-format (detect_data_format, per file); jsonl_field: --jsonl-field.
-// cache_dir: the directory of the caches, each named by its text's content and the tokenizer
-// (keyed_cache_path, token_cache.h; created when missing); "" = <file>.tokcache beside each file.
+// cache_dir: the directory of the caches, each named by its file's content and its recipe's fingerprint
+// (keyed_cache_path, token_cache.h; for JSON lines jsonl_fingerprint, which holds jsonl_field; created
+// when missing); "" = <file>.tokcache beside each file.
 struct CorpusOptions {
   std::string tokens_cache;
   std::string cache_dir;
@@ -50,16 +53,17 @@ struct CorpusOptions {
 };
 
 // load_corpus: collective over group (every rank calls it with the same files). Phase 1: local rank
-// r of each node makes sure the caches of files i with i % local_size == r are valid (tokenizing
-// and writing those that are not; with a cache_dir it hashes each of them for the cache's name and
-// shares the hashes with one all-reduce). Phase 2: every rank maps the caches of the other files (in
+// r of each node makes sure the caches of the text and JSON lines files i with i % local_size == r
+// are valid (tokenizing and writing those that are not, text_recipe or jsonl_recipe; with a cache_dir
+// it hashes each of them for the cache's name and shares the hashes with one all-reduce). Phase 2: every rank maps the caches of the other files (in
 // memory when a cache is still missing, e.g. an unwritable directory). So a text is tokenized once
 // per node, and read only by the rank that owns it on the node. A stop signal ends both phases
 // (OnStopSignal::end_job). Both phases run under
 // agree_while_working (agree.h), so a rank that fails names its file and every rank throws within
-// --comm-timeout. Rank 0 prints one line: files, tokens, caches reused and files tokenized.
-// Files that are not text (llm.c shards, nanoGPT files, JSON lines: data_format.h) are loaded in
-// phase 2 by every rank: token files mapped, JSON lines tokenized in memory (no cache).
+// --comm-timeout (a bad JSON lines file: its parse error, naming file and line). Rank 0 prints one
+// line: text and JSON lines files, tokens, caches reused and files tokenized. Token files (llm.c
+// shards, nanoGPT files: data_format.h) are mapped in phase 2 by every rank; with no_cache JSON lines
+// are tokenized there by every rank.
 // Returns join_files of the files' streams. Throws UsageError, before any collective, for several
 // files with opt.tokens_cache, or several files with a tokenizer that has no <|endoftext|> (nothing
 // would separate them).

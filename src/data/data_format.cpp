@@ -3,10 +3,12 @@
 #include "data/data_format.h"
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
 #include "core/error.h"
+#include "core/io.h"
 #include "core/log.h"
 #include "data/jsonl.h"
 #include "data/token_shard.h"
@@ -45,24 +47,52 @@ DataFormat detect_data_format(const std::string& path, DataFormat requested) {
   return DataFormat::text;
 }
 
+namespace {
+
+// jsonl_ids: the ids of a JSON lines file's documents, as `each` (a for_each_jsonl_document over the
+// file or over its bytes) gives them: each tokenized, tok.eot_id() between consecutive ones (none
+// after the last), the rule join_files applies between files. Rank 0 prints one line.
+std::vector<int32_t> jsonl_ids(const std::string& path, const Tokenizer& tok, int rank,
+                               const std::function<void(const DocumentFn&)>& each) {
+  std::vector<int32_t> ids;
+  size_t docs = 0;
+  each([&](const std::string& text, size_t) {
+    if (docs++ > 0 && tok.eot_id() >= 0) ids.push_back(tok.eot_id());
+    const std::vector<int32_t> doc = tok.encode(text);
+    ids.insert(ids.end(), doc.begin(), doc.end());
+  });
+  if (docs > 1 && tok.eot_id() < 0)
+    XT_FAIL(path << ": " << docs << " documents, but the tokenizer has no <|endoftext|> token to separate them");
+  print0(rank, "jsonl  | %s: %zu documents, %zu tokens\n", path.c_str(), docs, ids.size());
+  return ids;
+}
+
+}  // namespace
+
+uint64_t jsonl_fingerprint(uint64_t tok_fingerprint, const std::string& field) {
+  const std::string tag = "xtrain jsonl " + std::to_string(kJsonlIdsVersion);
+  const uint64_t field_bytes = field.size();  // the length first: no two (field, fingerprint) pairs share bytes
+  uint64_t h = fnv1a64(tag.data(), tag.size());
+  h = fnv1a64(&field_bytes, sizeof field_bytes, h);
+  h = fnv1a64(field.data(), field.size(), h);
+  return fnv1a64(&tok_fingerprint, sizeof tok_fingerprint, h);
+}
+
+IdsRecipe jsonl_recipe(const Tokenizer& tok, const std::string& field, const std::string& path, int rank) {
+  return IdsRecipe{jsonl_fingerprint(tok.fingerprint(), field), [&tok, field, path, rank](const std::string& bytes) {
+                     return jsonl_ids(path, tok, rank, [&](const DocumentFn& fn) {
+                       for_each_jsonl_document(path, bytes, field, fn);
+                     });
+                   }};
+}
+
 TokenStream load_pretokenized_or_jsonl(const std::string& path, DataFormat format, const Tokenizer& tok,
                                        const std::string& field, int rank) {
   switch (format) {
     case DataFormat::llmc: return open_llmc_shard(path, tok.vocab_size());
     case DataFormat::nanogpt: return open_nanogpt_bin(path, tok.vocab_size());
-    case DataFormat::jsonl: {
-      std::vector<int32_t> ids;
-      size_t docs = 0;
-      for_each_jsonl_document(path, field, [&](const std::string& text, size_t) {
-        if (docs++ > 0 && tok.eot_id() >= 0) ids.push_back(tok.eot_id());
-        const std::vector<int32_t> doc = tok.encode(text);
-        ids.insert(ids.end(), doc.begin(), doc.end());
-      });
-      if (docs > 1 && tok.eot_id() < 0)
-        XT_FAIL(path << ": " << docs << " documents, but the tokenizer has no <|endoftext|> token to separate them");
-      print0(rank, "jsonl  | %s: %zu documents, %zu tokens\n", path.c_str(), docs, ids.size());
-      return TokenStream(std::move(ids));
-    }
+    case DataFormat::jsonl:
+      return TokenStream(jsonl_ids(path, tok, rank, [&](const DocumentFn& fn) { for_each_jsonl_document(path, field, fn); }));
     default: XT_CHECK(false, "load_pretokenized_or_jsonl: format " << data_format_name(format));
   }
   return {};

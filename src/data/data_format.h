@@ -3,8 +3,10 @@
 // (text goes through the token cache, corpus.cpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
 
+#include "data/token_cache.h"
 #include "data/token_stream.h"
 #include "data/tokenizer.h"
 
@@ -28,12 +30,31 @@ DataFormat detect_data_format(const std::string& path, DataFormat requested);
 // join_files adds no separator next to them.
 inline bool is_token_file(DataFormat f) { return f == DataFormat::llmc || f == DataFormat::nanogpt; }
 
+// kJsonlIdsVersion: the version of the rule that makes a JSON lines file's ids (each line's field
+// tokenized, <|endoftext|> between documents, blank lines skipped: jsonl.h, load_pretokenized_or_jsonl).
+// Part of jsonl_fingerprint, so a change to the rule must raise it: caches of the old rule are then
+// neither found (keyed names) nor reused (header fingerprint).
+inline constexpr int kJsonlIdsVersion = 1;
+
+// jsonl_fingerprint: what a JSON lines cache records in place of the tokenizer fingerprint (token_cache.h):
+// FNV-1a 64 (io.h) over "xtrain jsonl <kJsonlIdsVersion>", the field's length (u64) and bytes, and
+// tok_fingerprint. So the field, the rule and the tokenizer each change the cache, and a JSON lines
+// cache never matches a text cache of the same bytes.
+uint64_t jsonl_fingerprint(uint64_t tok_fingerprint, const std::string& field);
+
+// jsonl_recipe: the IdsRecipe (token_cache.h) of the JSON lines file at path (".zst": compressed):
+// fingerprint jsonl_fingerprint(tok.fingerprint(), field); encode parses the file's bytes
+// (for_each_jsonl_document) into the ids load_pretokenized_or_jsonl gives, with its errors. tok must
+// outlive the recipe. `rank`: rank 0 prints the "jsonl |" line; -1 none.
+IdsRecipe jsonl_recipe(const Tokenizer& tok, const std::string& field, const std::string& path, int rank = -1);
+
 // load_pretokenized_or_jsonl: the token stream of a file that is not text (format llmc, nanogpt or
 // jsonl, as detect_data_format gave it): token files are memory-mapped and checked against
 // tok.vocab_size() (token_shard.h); a JSON lines file is read (jsonl.h) and each document's `field`
 // tokenized, with tok.eot_id() between consecutive documents (none after the last), the rule
 // join_files applies between text files, so documents as lines train what documents as files train.
-// `rank`: rank 0 prints tokenizing progress; -1 none. Throws Error naming the file (and line).
+// `rank`: rank 0 prints a line of documents and tokens; -1 none. Throws Error naming the file (and
+// line). No token cache here: load_corpus caches JSON lines through jsonl_recipe.
 TokenStream load_pretokenized_or_jsonl(const std::string& path, DataFormat format, const Tokenizer& tok,
                                        const std::string& field, int rank = -1);
 

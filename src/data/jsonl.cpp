@@ -55,8 +55,13 @@ class LineSplitter {
   size_t lines_ = 0;  // complete lines so far
 };
 
+// Chunks: a source of bytes: calls its argument with consecutive pieces, in order (a file read 1 MiB
+// at a time, or bytes already in memory).
+using ChunkFn = std::function<void(const char*, size_t)>;
+using Chunks = std::function<void(const ChunkFn&)>;
+
 // read_chunks: the file's bytes in order, 1 MiB at a time.
-void read_chunks(const std::string& path, const std::function<void(const char*, size_t)>& fn) {
+void read_chunks(const std::string& path, const ChunkFn& fn) {
   RegularFile file = open_regular_file(path, "cannot read " + path);
   std::string buf(size_t{1} << 20, '\0');
   for (;;) {
@@ -67,16 +72,17 @@ void read_chunks(const std::string& path, const std::function<void(const char*, 
   }
 }
 
-// read_zstd: the decompressed bytes of a zstd file (one or more frames), streamed (ZSTD_decompressStream).
-void read_zstd(const std::string& path, const std::function<void(const char*, size_t)>& fn) {
+// read_zstd: the decompressed bytes of zstd data (one or more frames) from `chunks`, streamed
+// (ZSTD_decompressStream); path names the data in errors.
+void read_zstd(const std::string& path, const Chunks& chunks, const ChunkFn& fn) {
   std::unique_ptr<ZSTD_DStream, size_t (*)(ZSTD_DStream*)> ds(ZSTD_createDStream(), ZSTD_freeDStream);
   XT_CHECK(ds != nullptr, "ZSTD_createDStream failed");
   ZSTD_initDStream(ds.get());
   std::string out(ZSTD_DStreamOutSize(), '\0');
   size_t last = 0;  // 0 once a frame is complete (ZSTD_decompressStream's hint)
   bool any = false;
-  read_chunks(path, [&](const char* p, size_t n) {
-    any = true;
+  chunks([&](const char* p, size_t n) {
+    any = any || n > 0;
     ZSTD_inBuffer in{p, n, 0};
     while (in.pos < in.size) {
       ZSTD_outBuffer ob{out.data(), out.size(), 0};
@@ -97,8 +103,11 @@ bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == 
 
 bool is_jsonl_name(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst"); }
 
-void for_each_jsonl_document(const std::string& path, const std::string& field,
-                             const std::function<void(const std::string& text, size_t line)>& fn) {
+namespace {
+
+// parse_documents: the documents of the JSON lines data that `chunks` gives (zstd-compressed when
+// path ends in ".zst"), as for_each_jsonl_document documents them.
+void parse_documents(const std::string& path, const Chunks& chunks, const std::string& field, const DocumentFn& fn) {
   size_t line_no = 0;
   LineSplitter lines(path, [&](const std::string& line) {
     ++line_no;
@@ -112,13 +121,24 @@ void for_each_jsonl_document(const std::string& path, const std::string& field,
       XT_FAIL(path << ":" << line_no << ": \"" << field << "\" is a " << it->type_name() << ", not a string");
     fn(it->get_ref<const std::string&>(), line_no);
   });
-  const auto feed = [&](const char* p, size_t n) { lines.feed(p, n); };
+  const ChunkFn feed = [&](const char* p, size_t n) { lines.feed(p, n); };
   if (ends_with(path, ".zst")) {
-    read_zstd(path, feed);
+    read_zstd(path, chunks, feed);
   } else {
-    read_chunks(path, feed);
+    chunks(feed);
   }
   lines.finish();
+}
+
+}  // namespace
+
+void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn) {
+  parse_documents(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, field, fn);
+}
+
+void for_each_jsonl_document(const std::string& path, std::string_view bytes, const std::string& field,
+                             const DocumentFn& fn) {
+  parse_documents(path, [&](const ChunkFn& feed) { feed(bytes.data(), bytes.size()); }, field, fn);
 }
 
 }  // namespace xtrain

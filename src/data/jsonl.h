@@ -5,8 +5,12 @@
 #include <cstddef>
 #include <functional>
 #include <string>
+#include <string_view>
 
 namespace xtrain {
+
+// DocumentFn: called with each document's text and its line number (from 1).
+using DocumentFn = std::function<void(const std::string& text, size_t line)>;
 
 // for_each_jsonl_document: calls fn(text, line) with the string `field` of each line of path in order
 // (line numbers from 1). A path ending in ".zst" is decompressed with libzstd's streaming API. Blank
@@ -14,8 +18,13 @@ namespace xtrain {
 // "<path>:<line>: not JSON (<parser's message>)", "...: no \"<field>\" field", "...: \"<field>\" is a
 // <type>, not a string", "...: not a JSON object"; and "<path>: corrupt zstd stream (<libzstd's
 // message>)" or "<path>: zstd stream ends mid-frame (truncated)".
-void for_each_jsonl_document(const std::string& path, const std::string& field,
-                             const std::function<void(const std::string& text, size_t line)>& fn);
+void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn);
+
+// for_each_jsonl_document: the same over `bytes`, the file's contents already read (compressed when
+// path ends in ".zst"); path names it in errors. The token cache parses the bytes it hashed, so the
+// ids it stores belong to the content its name and header record.
+void for_each_jsonl_document(const std::string& path, std::string_view bytes, const std::string& field,
+                             const DocumentFn& fn);
 
 // is_jsonl_name: path ends in ".jsonl" or ".jsonl.zst" (what --data-format auto reads as JSON lines).
 bool is_jsonl_name(const std::string& path);

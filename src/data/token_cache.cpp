@@ -13,6 +13,7 @@
 #include <filesystem>
 #include <iostream>
 #include <mutex>
+#include <utility>
 
 #include "core/error.h"
 #include "core/io.h"
@@ -212,31 +213,42 @@ std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_
   return (std::filesystem::path(dir) / name).string();
 }
 
+IdsRecipe text_recipe(const Tokenizer& tok, const std::string& name, int rank) {
+  return IdsRecipe{tok.fingerprint(),
+                   [&tok, name, rank](const std::string& bytes) { return encode_with_progress(tok, bytes, name, rank); }};
+}
+
 TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
                         const std::string& log_prefix, int rank, bool* tokenized, bool record_identity) {
+  return load_cached_ids(text_path, text_recipe(tok, text_path, rank), tok.vocab_size(), std::move(cache_path),
+                         write_cache, log_prefix, tokenized, record_identity);
+}
+
+TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, int vocab_size, std::string cache_path,
+                            bool write_cache, const std::string& log_prefix, bool* tokenized, bool record_identity) {
   if (tokenized) *tokenized = true;
-  std::string text;
+  std::string text;  // the file's bytes (a text, or JSON lines as stored)
   bool have_text = false;
   const auto read_text = [&] {
-    if (!have_text) text = read_file(text_path), have_text = true;
+    if (!have_text) text = read_file(path), have_text = true;
   };
   const auto encode = [&] {
     read_text();
-    return encode_with_progress(tok, text, text_path, rank);
+    return recipe.encode(text);
   };
   // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
   // next to a device node.
-  if (cache_path.empty() && is_non_regular(text_path)) return TokenStream(encode());
-  if (cache_path.empty()) cache_path = text_path + ".tokcache";
+  if (cache_path.empty() && is_non_regular(path)) return TokenStream(encode());
+  if (cache_path.empty()) cache_path = path + ".tokcache";
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
     std::cerr << log_prefix << "warning: token cache " << cache_path
               << " exists and is not a regular file; neither reading nor writing it\n";
     return TokenStream(encode());
   }
   // Identity before reading: a text changed while we read it then fails the next run's quick check.
-  SourceId source = stat_source(text_path);
+  SourceId source = stat_source(path);
   struct stat text_st{};
-  const mode_t cache_mode = ::stat(text_path.c_str(), &text_st) == 0 ? (text_st.st_mode & 0666) : 0600;
+  const mode_t cache_mode = ::stat(path.c_str(), &text_st) == 0 ? (text_st.st_mode & 0666) : 0600;
   const auto as_stream = [](std::shared_ptr<const MappedTokenCache> c) {
     TokenStream s;
     s.append(c->ids(), c);
@@ -245,10 +257,10 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
   std::string why;
   const CacheFile kind = ::access(cache_path.c_str(), F_OK) == 0 ? classify_cache(cache_path, &why) : CacheFile::missing;
   if (kind == CacheFile::empty)  // e.g. left by a crash: a lost shortcut like a damaged cache
-    std::cerr << log_prefix << "warning: token cache " << cache_path << " is empty (0 bytes); re-tokenizing " << text_path << "\n";
+    std::cerr << log_prefix << "warning: token cache " << cache_path << " is empty (0 bytes); re-tokenizing " << path << "\n";
   if (kind == CacheFile::unreadable) {
     std::cerr << log_prefix << "warning: token cache " << cache_path << " is unreadable (" << why
-              << "); tokenizing " << text_path << " in memory, not overwriting it\n";
+              << "); tokenizing " << path << " in memory, not overwriting it\n";
     return TokenStream(encode());
   }
   if (kind == CacheFile::foreign) {  // never replace it (e.g. --tokens-cache pointing at a corpus)
@@ -260,7 +272,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
       auto c = MappedTokenCache::open(cache_path);
       const TokenCacheHeader& h = c->header();
       const bool quick = h.source.same_stat(source);
-      bool same = h.tokenizer_fingerprint == tok.fingerprint() && h.source.bytes == source.bytes;
+      bool same = h.tokenizer_fingerprint == recipe.fingerprint && h.source.bytes == source.bytes;
       if (same && !quick) {
         read_text();  // another file, or this one copied, touched or moved: the content decides
         same = xxh3_64(text.data(), text.size()) == h.source.hash;
@@ -271,7 +283,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
         SourceId now = source;
         now.hash = h.source.hash;
         try {
-          write_token_cache(cache_path, as_stream(c).to_vector(), tok.vocab_size(), tok.fingerprint(), now, cache_mode);
+          write_token_cache(cache_path, as_stream(c).to_vector(), vocab_size, recipe.fingerprint, now, cache_mode);
         } catch (const Error& e) {  // e.g. a full disk: the cache is still valid
           std::cerr << log_prefix << "warning: " << e.what() << "\n";
         }
@@ -282,7 +294,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
       }
     } catch (const Error& e) {
       // A damaged cache (or one of an older format) is only a lost shortcut: say so and rebuild it.
-      std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << text_path << "\n";
+      std::cerr << log_prefix << "warning: " << e.what() << "; re-tokenizing " << path << "\n";
     }
   }
   std::vector<int32_t> ids = encode();
@@ -290,7 +302,7 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
   std::string().swap(text);  // freed before the cache's bytes are built: peak memory is text + ids
   if (write_cache) {  // missing, empty, stale, damaged or of an older format: (re)written
     try {
-      write_token_cache(cache_path, ids, tok.vocab_size(), tok.fingerprint(), source, cache_mode);
+      write_token_cache(cache_path, ids, vocab_size, recipe.fingerprint, source, cache_mode);
       return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
       std::cerr << log_prefix << "warning: " << e.what() << "\n";

@@ -1,9 +1,10 @@
-// Token cache: the token stream of one text file in a binary file that training memory-maps
-// read-only, so later runs skip tokenizing and the ranks of a node share one page-cache copy.
+// Token cache: the token stream of one text or JSON lines file in a binary file that training
+// memory-maps read-only, so later runs skip tokenizing and the ranks of a node share one page-cache copy.
 // Format version 3 (little-endian), the one reader and writer of it (xtrain_mpi, xtrain_tokenize):
 //   0  char[8] magic "XTTOKENS"        8  u32 version = 3         12 u32 id_bytes: 2 or 4
-//   16 u64 tokenizer fingerprint      24 u64 source size (bytes)  32 u64 source mtime (ns since epoch)
-//   40 u64 source hash (xxh3_64 of the text)                      48 u64 token count
+//   16 u64 tokenizer fingerprint (IdsRecipe::fingerprint)         24 u64 source size (bytes)
+//   32 u64 source mtime (ns since epoch)                          40 u64 source hash (xxh3_64 of the file)
+//   48 u64 token count
 //   56 u64 ids hash (xxh3_64 of the stored id bytes)              64 u64 source device (st_dev)
 //   72 u64 source inode (st_ino)      80 u64 source ctime (ns since epoch)
 //   88 count ids of id_bytes each (uint16 when the vocabulary has <= 65536 ids, as llm.c's shards;
@@ -15,6 +16,7 @@
 #include <sys/types.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -114,20 +116,40 @@ std::string default_token_cache_dir();
 // touched text finds its cache; two texts never share one.
 std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint);
 
-// load_tokens: the token stream of text_path: the mapped cache when it belongs to this text and
-// tokenizer (SourceId), otherwise tokenized now and, when write_cache, cached and mapped (in memory
-// when the cache cannot be written). A cache that matched by hash only is, when write_cache and its
-// directory is writable, rewritten with the text's current stat fields (same ids). cache_path ""
-// means text_path + ".tokcache" (none when text_path is not a regular file). A cache that is missing,
-// empty (0 bytes), stale, damaged or of an older format is rebuilt; one that exists and is not a
-// regular file, is not a token cache (no magic) or cannot be read is neither read nor overwritten.
-// Each such case is a warning on stderr starting with log_prefix (e.g. "rank 0 (host): "), then
-// "warning: " (an unreadable cache: "token cache <path> is unreadable (<strerror>); ..."). Throws
-// Error when the text cannot be read. `rank`: the caller's rank; on rank 0 tokenizing prints
-// progress lines (encode_with_progress); -1 prints none. *tokenized, when given, is set to whether
-// the text was tokenized (false: a cache was reused).
+// IdsRecipe: how a cached file's bytes become its ids. `fingerprint` is what the cache header records
+// (offset 16) and a keyed cache's name holds: for a text the tokenizer's fingerprint, for JSON lines
+// that mixed with what else changes the ids (jsonl_recipe, data_format.h). encode(bytes) gives the ids
+// of the file's whole contents; its Errors (e.g. a line that is not JSON) pass through load_cached_ids.
+struct IdsRecipe {
+  uint64_t fingerprint = 0;
+  std::function<std::vector<int32_t>(const std::string& bytes)> encode;
+};
+
+// text_recipe: a text file's recipe: tok's fingerprint and encode_with_progress(tok, bytes, name, rank)
+// (tok must outlive the recipe).
+IdsRecipe text_recipe(const Tokenizer& tok, const std::string& name, int rank);
+
+// load_cached_ids: the ids of the file at `path` through the cache at cache_path: the mapped cache when
+// it belongs to this file and recipe (SourceId, recipe.fingerprint), otherwise recipe.encode(the file's
+// bytes) now and, when write_cache, cached and mapped (in memory when the cache cannot be written).
+// Ids must lie in [0, vocab_size) (the cache's id width, token_id_bytes). A cache that matched by hash
+// only is, when write_cache and its directory is writable, rewritten with the file's current stat
+// fields (same ids). cache_path "" means path + ".tokcache" (none when path is not a regular file). A
+// cache that is missing, empty (0 bytes), stale, damaged or of an older format is rebuilt; one that
+// exists and is not a regular file, is not a token cache (no magic) or cannot be read is neither read
+// nor overwritten. Each such case is a warning on stderr starting with log_prefix (e.g. "rank 0
+// (host): "), then "warning: " (an unreadable cache: "token cache <path> is unreadable (<strerror>);
+// ..."). A cache is written only after encode returns, atomically (write_file_atomic), so an encode
+// that throws leaves nothing. Throws Error when the file cannot be read, and encode's Errors.
+// *tokenized, when given, is set to whether the file was encoded (false: a cache was reused).
 // record_identity false (a keyed_cache_path: the name holds the content) skips that rewrite, which
-// copies of one text would otherwise repeat in turn.
+// copies of one file would otherwise repeat in turn.
+TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, int vocab_size, std::string cache_path,
+                            bool write_cache, const std::string& log_prefix = "", bool* tokenized = nullptr,
+                            bool record_identity = true);
+
+// load_tokens: load_cached_ids of the text at text_path with text_recipe(tok, text_path, rank): on rank
+// 0 tokenizing prints progress lines (encode_with_progress); rank -1 prints none.
 TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std::string cache_path, bool write_cache,
                         const std::string& log_prefix = "", int rank = -1, bool* tokenized = nullptr,
                         bool record_identity = true);

@@ -63,5 +63,36 @@ rm "$WORK/d/a.txt.tokcache" && mkdir "$WORK/d/a.txt.tokcache"
 run dircache 1 --data "$WORK/d/a.txt" --cache-dir next-to-data
 check "a directory at the implicit cache path: a warning, not an error" grep -q "warning: token cache $WORK/d/a.txt.tokcache exists and is not a regular file" "$WORK/dircache.log"
 check "... and no option the user did not give is named" bash -c "! grep -q -- '--tokens-cache' '$WORK/dircache.log'"
+
+# JSON lines: one cache per (content, --jsonl-field), written by one rank of the node; a cache beside
+# the file made for another field is not reused (its header's fingerprint holds the field)
+mkdir "$WORK/j"
+python3 - "$WORK/corpus.txt" "$WORK/j/a.jsonl" <<'PY'
+import json, sys
+docs = [d for d in open(sys.argv[1], encoding="utf-8").read().split("\n\n") if d.strip()]
+with open(sys.argv[2], "w") as out:
+    for d in docs:  # "body": another text, so the two fields give different ids
+        out.write(json.dumps({"text": d, "body": d.upper()}) + "\n")
+PY
+run j1 2 --data "$WORK/j/a.jsonl" --cache-dir "$WORK/jc"
+grep '^cache' "$WORK/j1.log"
+check "JSON lines, 2 ranks: tokenized once, on one rank" grep -q "1 JSON lines file, .* | tokenized now: 1 on 1 rank" "$WORK/j1.log"
+check "JSON lines: one cache in --cache-dir, named by content" bash -c "[[ \$(compgen -G '$WORK/jc/[0-9a-f]*-[0-9a-f]*.tokcache' | wc -l) == 1 ]]"
+check "JSON lines: nothing written beside the data" test "$(ls -A "$WORK/j")" == a.jsonl
+run j2 2 --data "$WORK/j/a.jsonl" --cache-dir "$WORK/jc"
+check "JSON lines: the next start reuses the cache" grep -q "tokenized now: none | caches reused: 1 (1 node)" "$WORK/j2.log"
+run jf 2 --data "$WORK/j/a.jsonl" --cache-dir "$WORK/jc" --jsonl-field body
+check "--jsonl-field body: tokenized again" grep -q "tokenized now: 1 on 1 rank" "$WORK/jf.log"
+check "--jsonl-field body: a second cache" count "$WORK/jc" 2
+echo '{"text": "one more document", "body": "ONE MORE"}' >> "$WORK/j/a.jsonl"
+run jc 2 --data "$WORK/j/a.jsonl" --cache-dir "$WORK/jc"
+check "changed content: tokenized again" grep -q "tokenized now: 1 on 1 rank" "$WORK/jc.log"
+check "changed content: a third cache, and no temporary file" test "$(ls -A "$WORK/jc" | wc -l)" == 3
+run jb1 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data
+check "next-to-data: <file>.tokcache" test -s "$WORK/j/a.jsonl.tokcache"
+run jb2 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
+check "next-to-data, another --jsonl-field: the first field's cache is not reused" grep -q "tokenized now: 1 on 1 rank" "$WORK/jb2.log"
+run jb3 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
+check "next-to-data: then reused" grep -q "tokenized now: none" "$WORK/jb3.log"
 ((fails == 0)) || { echo "$fails failure(s)"; exit 1; }
 echo PASS

@@ -2,18 +2,20 @@
 # The data formats users bring train bitwise what the text trains (world 2 under mpirun, loss lines
 # compared): llm.c shards written by xtrain_tokenize --shard-tokens, nanoGPT's raw uint16 file (the
 # shards' ids without their headers) and JSON lines, plain and zstd-compressed, holding the same
-# documents; --val-data names held-out files.
+# documents, tokenized in memory (--no-cache) and through a token cache, cold then warm (the second
+# start maps the cache, tokenizing nothing); --val-data names held-out files.
 source "$(dirname "$0")/common.sh"
 xt_data
 fails=0
 mkdir "$WORK/docs" "$WORK/shards" "$WORK/jsonl"
 split -n l/4 -d --additional-suffix=.txt "$WORK/corpus.txt" "$WORK/docs/doc-"
-ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10 --no-cache)
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10)
 
-run() {  # run NAME DATA [args]: world 2, its loss lines into NAME.losses
-  local name=$1 data=$2
+run() {  # run NAME DATA [args]: world 2, its loss lines into NAME.losses; --no-cache unless args name --cache-dir
+  local name=$1 data=$2 cache=(--no-cache)
   shift 2
-  xt_run mpi 2 "${ARGS[@]}" --data "$data" --metrics "$WORK/$name.jsonl" "$@" > "$WORK/$name.log" 2>&1 \
+  [[ " $* " == *" --cache-dir "* ]] && cache=()
+  xt_run mpi 2 "${ARGS[@]}" "${cache[@]}" --data "$data" --metrics "$WORK/$name.jsonl" "$@" > "$WORK/$name.log" 2>&1 \
     || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
   xt_losses "$WORK/$name.jsonl" > "$WORK/$name.losses"
 }
@@ -54,6 +56,21 @@ check "zstd-compressed JSON lines train the same" same_losses text zst
 sed 's/"text"/"body"/' "$WORK/jsonl/corpus.jsonl" > "$WORK/body.jsonl"
 run field "$WORK/body.jsonl" --jsonl-field body
 check "--jsonl-field names the field" same_losses text field
+# JSON lines through the token cache: the cold start tokenizes on one rank and writes the cache, the
+# warm one maps it; both train bitwise what the text trains
+for kind in jsonl zst; do
+  data=$WORK/jsonl/corpus.jsonl
+  [[ $kind == zst ]] && data=$WORK/corpus.jsonl.zst
+  run "$kind-cold" "$data" --cache-dir "$WORK/cache-$kind"
+  run "$kind-warm" "$data" --cache-dir "$WORK/cache-$kind"
+  grep '^cache' "$WORK/$kind-cold.log" "$WORK/$kind-warm.log"
+  check "$kind, cold cache: bitwise the text's losses" same_losses text "$kind-cold"
+  check "$kind, cold cache: tokenized once, on one rank" grep -q "1 JSON lines file, .* | tokenized now: 1 on 1 rank |" "$WORK/$kind-cold.log"
+  check "$kind, cold cache: one cache, named by content" test "$(compgen -G "$WORK/cache-$kind/[0-9a-f]*-[0-9a-f]*.tokcache" | wc -l)" == 1
+  check "$kind, warm cache: bitwise the text's losses" same_losses text "$kind-warm"
+  check "$kind, warm cache: the cache is reused, nothing tokenized" grep -q "tokenized now: none | caches reused: 1 (1 node)" "$WORK/$kind-warm.log"
+  check "$kind, warm cache: no document parsed" bash -c "! grep -q '^jsonl  |' '$WORK/$kind-warm.log'"
+done
 
 # --val-data: the held-out files replace the tail of --data
 run val "$WORK/shards" --val-every 5 --val-data "$WORK/docs/doc-03.txt" --val-seqs 4

@@ -1,28 +1,34 @@
 #!/usr/bin/env bash
 # Bad input in each data format (llm.c shards, nanoGPT raw files, JSON lines plain and zstd): world 2
 # ends within seconds with one line naming the file (and line), the exit code of the error, and no
-# output written (no metrics file, no checkpoint).
+# output written (no metrics file, no checkpoint). The JSON lines cases run twice: tokenized in memory
+# (--no-cache, the file streamed) and through the token cache (the bytes read whole, one rank
+# tokenizing), where nothing may be left in the cache directory either.
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=30  # seconds for an error case; a hang in a collective would hit it
 fails=0
-ARGS=("${TOK[@]}" "${TINY[@]}" --steps 2 --no-cache --metrics "$WORK/out/m.jsonl" --ckpt "$WORK/out/c.bin")
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/out/m.jsonl" --ckpt "$WORK/out/c.bin")
+MODE=(--no-cache)  # how the data is read: --no-cache, or --cache-dir "$WORK/cache" (JSON lines below)
 mkdir "$WORK/out" "$WORK/bad"
 
 # expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s, its first rank line
-# matches PATTERN, and $WORK/out stays empty
+# matches PATTERN, and $WORK/out and $WORK/cache hold no file
 expect() {
   local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
   shift 4
-  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$data" "$@" > "$WORK/stdout" 2> "$WORK/err" || rc=$?
+  [[ ${MODE[0]} == --no-cache ]] || name="$name (cached)"
+  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" "${MODE[@]}" --data "$data" "$@" > "$WORK/stdout" 2> "$WORK/err" || rc=$?
   local line
   line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)) && [[ -z $(ls -A "$WORK/out") ]]; then
+  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)) && [[ -z $(ls -A "$WORK/out") ]] &&
+     [[ -z $(find "$WORK/cache" -type f 2> /dev/null) ]]; then
     printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
   else
     printf 'FAIL %-34s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
     sed 's/^/     | /' "$WORK/err" | head -10
     ls -A "$WORK/out"
+    find "$WORK/cache" -type f 2> /dev/null
     fails=$((fails + 1))
   fi
   rm -rf "${WORK:?}/out"/*
@@ -61,22 +67,27 @@ head -c 301 "$WORK/bad/train.bin" > "$WORK/bad/odd.bin"
 expect "nanoGPT: odd size" 1 "nanoGPT token file .*odd.bin: 301 bytes, not a whole number of uint16 ids" "$WORK/bad/odd.bin" --data-format nanogpt
 
 printf '{"text": "a"}\n{"text": "b"\n' > "$WORK/bad/notjson.jsonl"
-expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not valid JSON" "$WORK/bad/notjson.jsonl"
 python3 -c 'print("{\"text\": \"a\", \"x\": " + "[" * 300000 + "]" * 300000 + "}")' > "$WORK/bad/deep.jsonl"
-expect "JSON lines: a line nested 300,000 deep" 1 "deep.jsonl:1: not valid JSON \(nested deeper than" "$WORK/bad/deep.jsonl"
 head -c 1073741824 /dev/zero | zstd -q > "$WORK/bad/zeros.jsonl.zst"  # 1 GiB without a newline, ~30 KB compressed
-expect "JSON lines: a 1 GiB line in a small .zst" 1 "zeros.jsonl.zst:1: a line longer than 256 MiB" "$WORK/bad/zeros.jsonl.zst"
 printf '{"text": "a"}\n\n{"body": "b"}\n' > "$WORK/bad/nofield.jsonl"
-expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
 printf '{"text": 7}\n' > "$WORK/bad/number.jsonl"
-expect "JSON lines: field not a string" 1 "number.jsonl:1: \"text\" is a number, not a string" "$WORK/bad/number.jsonl"
 head -c 20000 "$WORK/corpus.txt" | python3 -c 'import json,sys; print(json.dumps({"text": sys.stdin.read()}))' \
   | zstd -q > "$WORK/bad/good.jsonl.zst"
 size=$(stat -c %s "$WORK/bad/good.jsonl.zst")
 { head -c 20 "$WORK/bad/good.jsonl.zst"; head -c 64 /dev/zero | tr '\0' 'x'; tail -c +85 "$WORK/bad/good.jsonl.zst"; } > "$WORK/bad/corrupt.jsonl.zst"
-expect "zstd: corrupt stream" 1 "corrupt.jsonl.zst: corrupt zstd stream" "$WORK/bad/corrupt.jsonl.zst"
 head -c $((size / 2)) "$WORK/bad/good.jsonl.zst" > "$WORK/bad/cut.jsonl.zst"
-expect "zstd: truncated stream" 1 "cut.jsonl.zst: zstd stream ends mid-frame" "$WORK/bad/cut.jsonl.zst"
+for mode in no-cache cache; do
+  MODE=(--no-cache)
+  [[ $mode == cache ]] && MODE=(--cache-dir "$WORK/cache")
+  expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not valid JSON" "$WORK/bad/notjson.jsonl"
+  expect "JSON lines: a line nested 300,000 deep" 1 "deep.jsonl:1: not valid JSON \(nested deeper than" "$WORK/bad/deep.jsonl"
+  expect "JSON lines: a 1 GiB line in a small .zst" 1 "zeros.jsonl.zst:1: a line longer than 256 MiB" "$WORK/bad/zeros.jsonl.zst"
+  expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
+  expect "JSON lines: field not a string" 1 "number.jsonl:1: \"text\" is a number, not a string" "$WORK/bad/number.jsonl"
+  expect "zstd: corrupt stream" 1 "corrupt.jsonl.zst: corrupt zstd stream" "$WORK/bad/corrupt.jsonl.zst"
+  expect "zstd: truncated stream" 1 "cut.jsonl.zst: zstd stream ends mid-frame" "$WORK/bad/cut.jsonl.zst"
+done
+MODE=(--no-cache)
 expect "--data-format unknown" 2 "--data-format csv: expected auto, text, llmc, nanogpt or jsonl" "$WORK/corpus.txt" --data-format csv
 
 echo "$fails failure(s)"

@@ -1,18 +1,20 @@
-// The token cache (format, id width, refusal of damaged or foreign files, reuse by load_tokens), the
-// TokenStream views the sampler reads, and the --data file list and join rule (corpus.h). Part of the
-// test_tokenizer executable (main in test_tokenizer.cpp).
+// The token cache (format, id width, refusal of damaged or foreign files, reuse by load_tokens, JSON
+// lines through jsonl_recipe), the TokenStream views the sampler reads, and the --data file list and
+// join rule (corpus.h). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
 #include "core/error.h"
 #include "core/io.h"
 #include "data/corpus.h"
+#include "data/data_format.h"
 #include "data/token_cache.h"
 #include "test_tokenizer_util.h"
 
@@ -163,6 +165,44 @@ TEST_CASE("load_tokens: tokenizes and caches, reuses the cache without tokenizin
   CHECK(read_file(cache) == "garbage");
   CHECK_THROWS_WITH_AS(load_tokens(d.file("missing.txt"), gpt2(), "", true),
                        doctest::Contains(("cannot read " + d.file("missing.txt")).c_str()), Error);
+}
+
+TEST_CASE("load_cached_ids with jsonl_recipe: the ids of the documents, a cache per field, nothing left by a bad line") {
+  ScratchDir d;
+  const std::string path = d.file("docs.jsonl"), cache = d.file("docs.jsonl.tokcache");
+  write_file(path, "{\"text\": \"Hello world\", \"title\": \"A\"}\n\n{\"text\": \"Second one.\", \"title\": \"B\"}\n");
+  std::vector<int32_t> want = gpt2().encode("Hello world");  // the documents, <|endoftext|> between them
+  want.push_back(gpt2().eot_id());
+  for (int32_t id : gpt2().encode("Second one.")) want.push_back(id);
+  CHECK(load_pretokenized_or_jsonl(path, DataFormat::jsonl, gpt2(), "text").to_vector() == want);
+  bool tokenized = false;
+  CHECK(load_cached_ids(path, jsonl_recipe(gpt2(), "text", path), kGpt2Vocab, "", true, "", &tokenized).to_vector() == want);
+  CHECK(tokenized);
+  REQUIRE(fs::exists(cache));
+  const std::string bytes = read_file(path);
+  CHECK(MappedTokenCache::open(cache)->header().source.hash == xxh3_64(bytes.data(), bytes.size()));
+  CHECK(MappedTokenCache::open(cache)->header().tokenizer_fingerprint == jsonl_fingerprint(gpt2().fingerprint(), "text"));
+  CHECK(load_cached_ids(path, jsonl_recipe(gpt2(), "text", path), kGpt2Vocab, "", true, "", &tokenized).to_vector() == want);
+  CHECK(!tokenized);
+  // the field, the tokenizer and the kind of file each change the fingerprint
+  CHECK(jsonl_fingerprint(gpt2().fingerprint(), "title") != jsonl_fingerprint(gpt2().fingerprint(), "text"));
+  CHECK(jsonl_fingerprint(gpt2().fingerprint() + 1, "text") != jsonl_fingerprint(gpt2().fingerprint(), "text"));
+  CHECK(jsonl_fingerprint(gpt2().fingerprint(), "text") != gpt2().fingerprint());
+  // another field: same bytes, same stat, so only the fingerprint tells the cache is not this one's
+  std::vector<int32_t> titles = gpt2().encode("A");
+  titles.push_back(gpt2().eot_id());
+  titles.push_back(gpt2().encode("B").at(0));
+  CHECK(load_cached_ids(path, jsonl_recipe(gpt2(), "title", path), kGpt2Vocab, "", true, "", &tokenized).to_vector() == titles);
+  CHECK(tokenized);
+  // a line that is not JSON: the parser's error, naming file and line, and no cache nor temporary file
+  const std::string bad = d.file("bad.jsonl");
+  write_file(bad, "{\"text\": \"a\"}\n{\"text\": \"b\"\n");
+  CHECK_THROWS_WITH_AS(load_cached_ids(bad, jsonl_recipe(gpt2(), "text", bad), kGpt2Vocab, "", true),
+                       doctest::Contains((bad + ":2: not valid JSON").c_str()), Error);
+  std::vector<std::string> names;  // docs.jsonl, its cache and bad.jsonl: nothing else
+  for (const auto& e : fs::directory_iterator(d.path)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  CHECK(names == std::vector<std::string>{"bad.jsonl", "docs.jsonl", "docs.jsonl.tokcache"});
 }
 
 TEST_CASE("load_tokens: a new cache is readable by no one who cannot read its text") {
