@@ -139,8 +139,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     GPTConfig f;
     try {
       f = read_model_config(o.init_from);
-    } catch (const Error& e) {
-      throw UsageError(std::string("--init-from: ") + e.what());
+    } catch (const Error& e) {  // a missing or bad config.json is a bad input file: exit 1, as for xtrain_generate --model
+      throw Error(std::string("--init-from: ") + e.what());
     }
     // model options not given on the command line come from the model's config.json
     auto take = [&](const char* opt, int& dst, int v) { if (vm[opt].defaulted()) dst = v; };

@@ -42,7 +42,9 @@ enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtr
 
 // parse_options: fills RunOptions through parse_cli (core/cli.h: no abbreviations, no positional
 // words, an option given twice takes its last value); throws UsageError (exit 2) for unknown options,
-// bad values and inconsistent combinations that do not depend on the world size. With --help (or
+// bad values and inconsistent combinations that do not depend on the world size; Error (exit 1) naming
+// the file for an --init-from directory whose config.json is missing or refused (read_model_config,
+// serve/export.h), as xtrain_generate --model does. With --help (or
 // --version), help (or version) is true and nothing else is checked.
 // launcher: the usage line, and --ranks for xtrain_threads only.
 RunOptions parse_options(int argc, char** argv, Launcher launcher = Launcher::mpi);

@@ -3,6 +3,7 @@
 // refused with one line naming its JSON path and value.
 #include <algorithm>
 #include <climits>
+#include <unordered_map>
 
 #include "bpe.h"
 #include "core/echo.h"
@@ -255,11 +256,20 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
   if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
     XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
   if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
+    std::unordered_map<std::string, int32_t> id_of;  // content -> its first entry's id
     for (const auto& t : root["added_tokens"]) {
       if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
           !t["content"].is_string())
         XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
-      raw.specials.emplace_back(t["content"].get<std::string>(), bpe::id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"])));
+      const std::string content = t["content"].get<std::string>();
+      const int32_t id = bpe::id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"]));
+      // One string with two ids: tokenizers 0.23 keeps the first entry and drops the other id, so its
+      // vocabulary is smaller than the file's ids say; xtrain refuses rather than guess either size.
+      const auto first = id_of.emplace(content, id).first;
+      if (first->second != id)
+        XT_FAIL(f << ": added_tokens lists \"" << echo_value(content) << "\" twice, with ids " << first->second << " and " << id
+                  << " (tokenizers keeps " << first->second << " and drops " << id << "; give each string one id)");
+      raw.specials.emplace_back(content, id);
     }
   }
   auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f));

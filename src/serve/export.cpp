@@ -28,12 +28,9 @@ namespace xtrain {
 const char* layout_name(ModelLayout l) { return l == ModelLayout::Hf ? "hf" : "xtrain"; }
 
 std::string hf_unsupported(const GPTConfig& c) {
-  if (c.llama()) {  // LlamaForCausalLM has grouped-query attention; head_dim is kept at hidden_size / heads
-    if (c.NH * c.HS != c.C)
-      return "--heads " + std::to_string(c.NH) + " x --head-dim " + std::to_string(c.HS) + " != --dim " + std::to_string(c.C) +
-             ": xtrain's Llama layout keeps head_dim = hidden_size / num_attention_heads";
-    return "";
-  }
+  // LlamaForCausalLM has grouped-query attention and its own head size (LlamaConfig.head_dim: q_proj
+  // (NH*head_dim, C), k/v_proj (KVH*head_dim, C), o_proj (C, NH*head_dim)): every xtrain Llama
+  if (c.llama()) return "";
   if (c.KVH != c.NH)
     return "--kv-heads " + std::to_string(c.KVH) + " < --heads " + std::to_string(c.NH) +
            ": GPT-2 has no grouped-query attention";

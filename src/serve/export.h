@@ -6,7 +6,8 @@
 //           gpt2: GPT2LMHeadModel (tensor names transformer.*, Conv1D (in, out) weights, V rows of wte,
 //           head tied to wte); config.json model_type "gpt2". Needs KVH == NH and NH*HS == C.
 //           llama: LlamaForCausalLM (model.*, nn.Linear (out, in) weights, qkv and gate/up split into
-//           q/k/v_proj and gate/up_proj, lm_head.weight only when untied); model_type "llama". Needs NH*HS == C.
+//           q/k/v_proj and gate/up_proj, lm_head.weight only when untied); model_type "llama" with head_dim
+//           (any head size: LlamaConfig.head_dim).
 //   xtrain: xtrain's own names and (out, in) shapes from param_layout, wte with V rows; config.json
 //           model_type "xtrain-gpt" with n_kv_head and head_dim (and arch, rms_norm_eps, rope_theta,
 //           tie_word_embeddings for llama). Any xtrain shape.
@@ -56,13 +57,13 @@ struct ModelDir {
 
 // read_model_config: cfg from <dir>/config.json (either layout; the hf layout also accepts configs
 // written by transformers: GPT-2 with n_inner null = 4 x n_embd; Llama with LlamaConfig's defaults for
-// absent fields: num_key_value_heads = num_attention_heads, rms_norm_eps 1e-6, rope_theta 10000,
-// tie_word_embeddings false, max_position_embeddings 2048). Throws Error "<dir>/config.json: <cause>"
-// naming the field for a missing file, bad JSON, a missing/non-integer size, a bad fingerprint, or a
-// variant xtrain does not compute: GPT-2 (activation other than gelu_new/gelu_pytorch_tanh,
-// layer_norm_epsilon != 1e-5, untied head, scale_attn_by_inverse_layer_idx, scale_attn_weights false)
-// and Llama (hidden_act other than silu, attention_bias or mlp_bias true, rope_scaling or a
-// rope_parameters rope_type other than default, head_dim != hidden_size / num_attention_heads).
+// absent fields: num_key_value_heads = num_attention_heads, head_dim = hidden_size / num_attention_heads,
+// rms_norm_eps 1e-6, rope_theta 10000, tie_word_embeddings false, max_position_embeddings 2048). Throws
+// Error "<dir>/config.json: <cause>" naming the field for a missing file, bad JSON, a missing/non-integer
+// size, a bad fingerprint, or a variant xtrain does not compute: GPT-2 (activation other than
+// gelu_new/gelu_pytorch_tanh, layer_norm_epsilon != 1e-5, untied head, scale_attn_by_inverse_layer_idx,
+// scale_attn_weights false) and Llama (hidden_act other than silu, attention_bias or mlp_bias true,
+// rope_scaling or a rope_parameters rope_type other than default).
 GPTConfig read_model_config(const std::string& dir, ModelLayout* layout = nullptr, uint64_t* tokenizer_fingerprint = nullptr);
 
 // load_model_dir: config.json + model.safetensors -> host parameters. Accepts files saved by

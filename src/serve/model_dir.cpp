@@ -83,11 +83,15 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
     c.NH = size("num_attention_heads", 0);
     c.KVH = size("num_key_value_heads", c.NH);
     c.maxT = size("max_position_embeddings", 2048);
-    if (c.C % c.NH != 0) XT_FAIL(path << ": hidden_size " << c.C << " is not divisible by num_attention_heads " << c.NH);
-    c.HS = c.C / c.NH;
-    if (j.contains("head_dim") && !j["head_dim"].is_null() && size("head_dim", 0) != c.HS)
-      XT_FAIL(path << ": head_dim " << j["head_dim"].get<long long>() << " is not supported (xtrain's Llama layout keeps "
-                   << "head_dim = hidden_size / num_attention_heads = " << c.HS << ")");
+    // head_dim: LlamaConfig's own field (q_proj (NH*head_dim, C), o_proj (C, NH*head_dim)); absent or
+    // null, hidden_size / num_attention_heads
+    if (j.contains("head_dim") && !j["head_dim"].is_null()) {
+      c.HS = size("head_dim", 0);
+    } else {
+      if (c.C % c.NH != 0)
+        XT_FAIL(path << ": hidden_size " << c.C << " is not divisible by num_attention_heads " << c.NH << " and there is no head_dim");
+      c.HS = c.C / c.NH;
+    }
     c.norm_eps = positive(j, "rms_norm_eps", 1e-6f);
     c.rope_theta = positive(j, "rope_theta", 10000.0f);
     c.tie_embeddings = field<bool>(j, "tie_word_embeddings", false, path) ? 1 : 0;

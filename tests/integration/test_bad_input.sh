@@ -143,6 +143,11 @@ ln -s "$WORK/loop1" "$WORK/loop2"; ln -s "$WORK/loop2" "$WORK/loop1"
 hf="${XTRAIN_SHARED_DATA:-}/gpt2/tokenizer.json"
 [[ ! -f "$hf" ]] || python3 -c 'import json,sys; j=json.load(open(sys.argv[1])); j["pre_tokenizer"]={"type": "Metaspace", "replacement": "\u2581"}
 json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/meta.json"
+# one string with two ids in added_tokens (tokenizers 0.23 keeps the first and drops 50258)
+[[ ! -f "$hf" ]] || python3 -c 'import json,sys; j=json.load(open(sys.argv[1]))
+j["added_tokens"] += [{"id": i, "content": "<dup>", "single_word": False, "lstrip": False, "rstrip": False,
+                       "normalized": False, "special": True} for i in (50257, 50258)]
+json.dump(j, open(sys.argv[2],"w"))' "$hf" "$WORK/dup.json"
 # token caches (xdg-cache) are xtrain's own outputs
 snapshot() { (cd "$WORK" && find . -type f ! -name out ! -name err ! -path './xdg-cache/*' -print0 | sort -z | xargs -0 md5sum); }
 before=$(snapshot)
@@ -161,8 +166,10 @@ else echo "FAIL --data /dev/zero: exit $rc"; head -5 "$WORK/err"; fails=$((fails
 if [[ -f "$hf" ]]; then
   expect "tokenizer.json Metaspace pre-tokenizer" 1 "meta.json: pre_tokenizer = .* of type \"Metaspace\" is not supported" 2 \
     --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/meta.json"
+  expect "tokenizer.json: one string, two ids" 1 "dup.json: added_tokens lists \"<dup>\" twice, with ids 50257 and 50258" 2 \
+    --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/dup.json"
 else
-  echo "skip tokenizer.json Metaspace pre-tokenizer (no shared GPT-2 tokenizer.json)"
+  echo "skip tokenizer.json Metaspace pre-tokenizer and duplicate added token (no shared GPT-2 tokenizer.json)"
 fi
 # a model that cannot fit: one line with the estimate, before anything is allocated
 expect "model larger than memory" 1 "the model needs about [0-9.]+ GiB per rank \\([0-9]+ parameters" 2 "${OK[@]}" \

@@ -3,13 +3,15 @@
 # byte-identical; the registry check passes, and fails naming both digests after one byte of the
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
-# unwritable output and shape mismatches are one line with exit 1; an input is never an output; 6
+# unwritable output, shape mismatches and a missing or bad config.json (--init-from and xtrain_generate
+# --model alike) are one line with exit 1; an input is never an output; 6
 # concurrent exports to one registry record 6 entries; a bad registry or a taken name writes nothing;
 # a refused re-export leaves the previous export; symlinks in --out and FIFO inputs
 # are refused with one line; a failed stdout write is exit 1.
 source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
+GEN="${XTRAIN_BIN_DIR}/xtrain_generate"
 fail() { echo "FAIL: $*"; exit 1; }
 one_line() {  # one_line LOG PATTERN: the log has exactly one line and it matches
   [[ $(wc -l < "$1") -eq 1 ]] && grep -q -- "$2" "$1" || { cat "$1"; fail "expected one line matching '$2'"; }
@@ -100,8 +102,25 @@ set +e
 "$XT" "${DATA[@]}" --init-from "$WORK/nowhere" > "$WORK/nd.log" 2>&1
 rc=$?
 set -e
-[[ $rc -eq 2 ]] || { cat "$WORK/nd.log"; fail "missing --init-from directory: exit $rc, expected 2"; }
-one_line "$WORK/nd.log" "usage error: --init-from: cannot read .*nowhere/config.json: No such file"
+[[ $rc -eq 1 ]] || { cat "$WORK/nd.log"; fail "missing --init-from directory: exit $rc, expected 1"; }
+one_line "$WORK/nd.log" "^rank 0 (.*): --init-from: cannot read .*nowhere/config.json: No such file"
+# a bad config.json is a bad input file: exit 1 and one line naming the field, from --init-from and
+# from xtrain_generate --model alike (a field of the wrong JSON type, a missing one, an unsupported value)
+bad_config() {  # bad_config NAME PYTHON-EDIT PATTERN: e1 with config.json edited (c is the dict) is refused
+  local name=$1 edit=$2 pat=$3 rc
+  cp -r "$WORK/e1" "$WORK/bc_$name"
+  python3 -c "import json,sys; p=sys.argv[1]; c=json.load(open(p)); $edit; json.dump(c, open(p, 'w'))" "$WORK/bc_$name/config.json"
+  rc=0; "$XT" "${DATA[@]}" --init-from "$WORK/bc_$name" --steps 1 --batch 4 --val-every 0 > "$WORK/bc.log" 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] || { cat "$WORK/bc.log"; fail "--init-from, config.json $name: exit $rc, expected 1"; }
+  one_line "$WORK/bc.log" "^rank 0 (.*): --init-from: .*bc_$name/config.json: $pat"
+  rc=0; "$GEN" --model "$WORK/bc_$name" --prompt x --max-new-tokens 1 > /dev/null 2> "$WORK/bc.log" || rc=$?
+  [[ $rc -eq 1 ]] || { cat "$WORK/bc.log"; fail "--model, config.json $name: exit $rc, expected 1"; }
+  one_line "$WORK/bc.log" "^xtrain_generate: error: .*bc_$name/config.json: $pat"
+  echo "ok   config.json $name: exit 1 from --init-from and --model: $(cat "$WORK/bc.log")"
+}
+bad_config wrong_type 'c["activation_function"] = 7' "activation_function has the wrong JSON type, found 7"
+bad_config missing_field 'del c["n_embd"]' "missing n_embd"
+bad_config unsupported 'c["activation_function"] = "relu"' "activation_function relu is not supported"
 
 # an export made with another tokenizer (two merges swapped: another fingerprint) is refused up front
 cp -r "$WORK/e1" "$WORK/e_tok"

@@ -1,5 +1,6 @@
 // Model directories (src/serve/export.h): export -> load is bitwise in both layouts and both families,
-// the hf layout has GPT-2's names and Conv1D orientation or Llama's names with q/k/v and gate/up split,
+// the hf layout has GPT-2's names and Conv1D orientation or Llama's names with q/k/v and gate/up split
+// (any head size, LlamaConfig's head_dim, also in a directory written by hand),
 // files saved the way transformers does load, configs xtrain does not compute are refused naming the
 // field, mismatches name the tensor with expected and found shapes, and the tokenizer fingerprint an
 // export records refuses another tokenizer (two merges swapped) naming both fingerprints.
@@ -81,8 +82,9 @@ TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families
   TinyTokenizer tok(dir);
   const uint64_t fingerprint = Tokenizer::from_gpt2_files(tok.encoder, tok.bpe).fingerprint();
   int n = 0;
+  // Llamas with a head size other than dim / heads (16 and 6 at dim 32, heads 4) go to the hf layout too
   for (const GPTConfig& cfg : {tiny_config(), tiny_config(2, 8), tiny_config(4, 16), tiny_llama(2, false), tiny_llama(4, true),
-                               tiny_llama(2, true, 16)}) {
+                               tiny_llama(2, true, 16), tiny_llama(2, false, 6)}) {
     const ModelLayout layout = hf_unsupported(cfg).empty() ? ModelLayout::Hf : ModelLayout::Xtrain;
     CAPTURE(cfg.describe());
     const std::vector<float> params = random_params(cfg);
@@ -141,10 +143,22 @@ TEST_CASE("hf layout of a Llama: LlamaForCausalLM's names, q/k/v and gate/up spl
   const GPTConfig tied = tiny_llama(2, true);
   const std::vector<float> tied_params = random_params(tied);
   for (const StTensorF32& x : export_tensors(tied, tied_params, ModelLayout::Hf, storage)) CHECK(x.name != "lm_head.weight");
-  // head_dim other than hidden_size / heads: the xtrain layout only
+  // head_dim 16 != hidden_size 32 / 4 heads: LlamaConfig.head_dim sizes q/k/v_proj's rows and o_proj's columns
   const GPTConfig wide = tiny_llama(2, false, 16);
-  CHECK(error_of([&] { export_tensors(wide, random_params(wide), ModelLayout::Hf, storage); })
-            .find("LlamaForCausalLM layout cannot express this model: --heads 4 x --head-dim 16 != --dim 32") != std::string::npos);
+  CHECK(hf_unsupported(wide).empty());
+  const std::vector<float> wide_params = random_params(wide);
+  std::map<std::string, std::vector<int64_t>> wide_shape;
+  for (const StTensorF32& x : export_tensors(wide, wide_params, ModelLayout::Hf, storage)) wide_shape[x.name] = x.shape;
+  CHECK(wide_shape["model.layers.0.self_attn.q_proj.weight"] == std::vector<int64_t>{64, 32});  // (NH*head_dim, C)
+  CHECK(wide_shape["model.layers.0.self_attn.k_proj.weight"] == std::vector<int64_t>{32, 32});  // (KVH*head_dim, C)
+  CHECK(wide_shape["model.layers.0.self_attn.v_proj.weight"] == std::vector<int64_t>{32, 32});
+  CHECK(wide_shape["model.layers.0.self_attn.o_proj.weight"] == std::vector<int64_t>{32, 64});  // (C, NH*head_dim)
+  CHECK(nlohmann::json::parse(model_config_json(wide, ModelLayout::Hf))["head_dim"] == 16);
+  // GPT-2's config has no head size field: GPT2LMHeadModel keeps refusing it
+  const GPTConfig gpt2_wide = tiny_config(4, 16);
+  CHECK(error_of([&] { export_tensors(gpt2_wide, random_params(gpt2_wide), ModelLayout::Hf, storage); })
+            .find("GPT2LMHeadModel layout cannot express this model: --heads 4 x --head-dim 16 != --dim 32: GPT-2's head size is "
+                  "n_embd / n_head") != std::string::npos);
   // config.json: what transformers' LlamaConfig reads
   const nlohmann::json j = nlohmann::json::parse(model_config_json(cfg, ModelLayout::Hf, 256, 0x0123456789abcdefULL));
   CHECK(j["architectures"] == nlohmann::json::array({"LlamaForCausalLM"}));
@@ -235,7 +249,9 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
       {R"(,"attention_bias":true)", "attention_bias true is not supported"},
       {R"(,"mlp_bias":true)", "mlp_bias true is not supported"},
       {R"(,"hidden_act":"gelu")", "hidden_act gelu is not supported"},
-      {R"(,"head_dim":16)", "head_dim 16 is not supported"},
+      {R"(,"head_dim":0)", "head_dim must be an integer in [1, 1048576], found 0"},
+      {R"(,"head_dim":"16")", "head_dim must be an integer in [1, 1048576], found \"16\""},
+      {R"(,"head_dim":7)", "--head-dim must be even with --arch llama"},
       {R"(,"rms_norm_eps":0)", "rms_norm_eps must be a positive number"},
       {R"(,"rope_theta":"big")", "rope_theta must be a positive number"},
       {R"(,"num_key_value_heads":3)", "inconsistent sizes"},
@@ -253,6 +269,66 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
     CHECK(e.find('\n') == std::string::npos);  // one line
   }
   CHECK(config_error(R"({"model_type":"llama","vocab_size":257})").find("missing hidden_size") != std::string::npos);
+  // head_dim: LlamaConfig's field, any even size; null is absent (hidden_size / num_attention_heads)
+  write_file_atomic(dir.file("config.json"), "{" + base + R"(,"head_dim":16})");
+  CHECK(read_model_config(dir.path.string()).HS == 16);
+  write_file_atomic(dir.file("config.json"), "{" + base + R"(,"head_dim":null})");
+  CHECK(read_model_config(dir.path.string()).HS == 8);
+  const std::string odd_width = R"("model_type":"llama","vocab_size":257,"hidden_size":30,"intermediate_size":48,)"
+                                R"("num_hidden_layers":2,"num_attention_heads":4)";
+  write_file_atomic(dir.file("config.json"), "{" + odd_width + R"(,"head_dim":8})");
+  CHECK(read_model_config(dir.path.string()).HS == 8);  // 30 / 4 is no head size, but head_dim gives one
+  CHECK(config_error("{" + odd_width + "}").find("hidden_size 30 is not divisible by num_attention_heads 4 and there is no head_dim") !=
+        std::string::npos);
+}
+
+TEST_CASE("a LlamaForCausalLM directory with head_dim != hidden_size / heads, written by hand, loads its rows where the model reads them") {
+  // transformers' shapes (modeling_llama.py, head_dim 16, hidden 32, 4 heads, 2 kv heads): q_proj
+  // (NH*head_dim, C) = (64, 32), k/v_proj (KVH*head_dim, C) = (32, 32), o_proj (C, NH*head_dim) = (32, 64)
+  test::ScratchDir dir;
+  write_file_atomic(dir.file("config.json"),
+                    R"({"architectures":["LlamaForCausalLM"],"model_type":"llama","vocab_size":257,"hidden_size":32,)"
+                    R"("intermediate_size":48,"num_hidden_layers":1,"num_attention_heads":4,"num_key_value_heads":2,)"
+                    R"("head_dim":16,"max_position_embeddings":16,"tie_word_embeddings":true})");
+  const std::vector<std::pair<std::string, std::vector<int64_t>>> shapes = {
+      {"model.embed_tokens.weight", {257, 32}},
+      {"model.norm.weight", {32}},
+      {"model.layers.0.input_layernorm.weight", {32}},
+      {"model.layers.0.post_attention_layernorm.weight", {32}},
+      {"model.layers.0.self_attn.q_proj.weight", {64, 32}},
+      {"model.layers.0.self_attn.k_proj.weight", {32, 32}},
+      {"model.layers.0.self_attn.v_proj.weight", {32, 32}},
+      {"model.layers.0.self_attn.o_proj.weight", {32, 64}},
+      {"model.layers.0.mlp.gate_proj.weight", {48, 32}},
+      {"model.layers.0.mlp.up_proj.weight", {48, 32}},
+      {"model.layers.0.mlp.down_proj.weight", {32, 48}}};
+  // every element its own value: tensor k's element i is 10000 k + i (exact in fp32)
+  std::vector<std::vector<float>> values;
+  std::vector<StTensorF32> tensors;
+  for (size_t k = 0; k < shapes.size(); ++k) {
+    size_t n = 1;
+    for (int64_t d : shapes[k].second) n *= size_t(d);
+    values.emplace_back(n);
+    for (size_t i = 0; i < n; ++i) values.back()[i] = float(10000 * k + i);
+  }
+  for (size_t k = 0; k < shapes.size(); ++k) tensors.push_back({shapes[k].first, shapes[k].second, values[k].data()});
+  write_file_atomic(dir.file(kModelFile), safetensors_bytes(tensors, {{"format", "pt"}}));
+  const ModelDir m = load_model_dir(dir.path.string());
+  CHECK(m.layout == ModelLayout::Hf);
+  CHECK(m.cfg.NH == 4);
+  CHECK(m.cfg.KVH == 2);
+  CHECK(m.cfg.HS == 16);
+  const std::vector<ParamTensor> pl = param_layout(m.cfg);
+  const float* qkv = m.params.data() + pl[layer_param_index(0, kQkvW)].offset;   // ((NH + 2 KVH) HS, C) = (128, 32)
+  const float* proj = m.params.data() + pl[layer_param_index(0, kAttProjW)].offset;  // (C, NH HS) = (32, 64)
+  const QkvLayout q = qkv_layout(1, 1, 4, 2, 16);
+  // query head 3, dim 5 is q_proj row 3*16+5; key and value head 1, dim 15 are k/v_proj row 1*16+15
+  CHECK(qkv[size_t(q.q_col(3) + 5) * 32 + 7] == float(10000 * 4 + (3 * 16 + 5) * 32 + 7));
+  CHECK(qkv[size_t(q.k_col(1) + 15) * 32 + 0] == float(10000 * 5 + (1 * 16 + 15) * 32 + 0));
+  CHECK(qkv[size_t(q.v_col(1) + 15) * 32 + 31] == float(10000 * 6 + (1 * 16 + 15) * 32 + 31));
+  CHECK(q.v_col(1) + 16 == pl[layer_param_index(0, kQkvW)].shape[0]);  // v is the last row block
+  CHECK(proj[31 * 64 + 63] == float(10000 * 7 + 31 * 64 + 63));  // o_proj's last element: no transpose
+  CHECK(proj[1 * 64 + 0] == float(10000 * 7 + 64));
 }
 
 TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with two merges swapped, naming both") {

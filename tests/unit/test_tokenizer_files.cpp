@@ -172,6 +172,21 @@ TEST_CASE("loader errors name the file and the cause") {
   write_file(d.file("badmerge.json"), hf_json.dump());
   e = error_of([&] { Tokenizer::from_hf_json(d.file("badmerge.json")); });
   CHECK(e.find("model.merges[1] is neither") != std::string::npos);
+
+  // one string, two ids: tokenizers keeps the first entry and drops the second id; refused, naming both
+  hf_json = tiny_hf();
+  hf_json["added_tokens"].push_back({{"id", 260}, {"content", "<dup>"}, {"special", true}});
+  hf_json["added_tokens"].push_back({{"id", 261}, {"content", "<dup>"}, {"special", true}});
+  write_file(d.file("dup.json"), hf_json.dump());
+  e = error_of([&] { Tokenizer::from_hf_json(d.file("dup.json")); });
+  CHECK(e == d.file("dup.json") + ": added_tokens lists \"<dup>\" twice, with ids 260 and 261 (tokenizers keeps 260 and drops 261; "
+             "give each string one id)");
+  // the same entry twice names one id: nothing is dropped, and it loads
+  hf_json["added_tokens"][2]["id"] = 260;
+  write_file(d.file("dup_same.json"), hf_json.dump());
+  const Tokenizer same = Tokenizer::from_hf_json(d.file("dup_same.json"));
+  CHECK(same.vocab_size() == 261);
+  CHECK(same.encode("a<dup>b") == std::vector<int32_t>{'a', 260, 'b'});
 }
 
 TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name") {
