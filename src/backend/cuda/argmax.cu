@@ -1,6 +1,7 @@
-// Greedy next tokens (Backend::argmax_rows): one block per row of logits. Each thread scans its columns
-// (threadIdx.x, + blockDim.x, ...) for the largest finite value, keeping the first of equal values, and for
-// the lowest non-finite id; the block then combines the threads' candidates by a total order (larger value,
+// Greedy next tokens (Backend::argmax_rows): one block per row of logits. Each thread scans its columns in
+// rising order (16-byte packs p = threadIdx.x, + blockDim.x, ... where the rows are 16-byte aligned, then the
+// columns past the last whole pack; else single columns) for the largest finite value, keeping the first of
+// equal values, and for the lowest non-finite id; the block then combines the threads' candidates by a total order (larger value,
 // then lower id), which picks the same element in any combining order: deterministic, and equal to
 // argmax_code (backend/greedy.h) on the row, the host sampler's greedy rule.
 #include <climits>
@@ -27,16 +28,32 @@ __device__ __forceinline__ Best combine(const Best& a, const Best& b) {
   return r;
 }
 
-// grid (rows), block kThreads. logits of type T (float or bf16, ops.h), rows ld elements apart.
-template <typename T>
+// scan: column i with logit x, seen after every lower column of this thread (so the first non-finite one is
+// the lowest, and strictly larger keeps the first of equal values)
+__device__ __forceinline__ void scan(Best& b, float x, int i) {
+  if (!isfinite(x)) b.bad = min(b.bad, i);
+  else if (b.id < 0 || x > b.x) b.x = x, b.id = i;
+}
+
+// grid (rows), block kThreads. logits of type T (float or bf16, ops.h), rows ld elements apart; kVec: every
+// row starts 16-byte aligned (logits aligned, ld a whole number of packs).
+template <typename T, bool kVec>
 __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* out, const T* logits, int V, int ld) {
   const T* l = logits + size_t(blockIdx.x) * ld;
   Best b{0.0f, -1, INT_MAX};
-  for (int i = threadIdx.x; i < V; i += blockDim.x) {  // rising ids: the first non-finite one is the lowest
-    const float x = to_f(l[i]);
-    if (!isfinite(x)) b.bad = min(b.bad, i);
-    else if (b.id < 0 || x > b.x) b.x = x, b.id = i;  // strictly larger: the first of equal values stays
+  int tail = 0;  // the first column the single-column loop takes
+  if constexpr (kVec) {
+    constexpr int kN = Pack<T>::kN;
+    const int packs = V / kN;
+#pragma unroll 4
+    for (int p = threadIdx.x; p < packs; p += blockDim.x) {
+      const Pack<T> v = load_pack(l + size_t(p) * kN);
+#pragma unroll
+      for (int e = 0; e < kN; ++e) scan(b, to_f(v.v[e]), p * kN + e);
+    }
+    tail = packs * kN;
   }
+  for (int i = tail + threadIdx.x; i < V; i += blockDim.x) scan(b, to_f(l[i]), i);
   for (int off = kWarp / 2; off > 0; off /= 2) {
     const Best o{__shfl_down_sync(0xffffffffu, b.x, off), __shfl_down_sync(0xffffffffu, b.id, off),
                  __shfl_down_sync(0xffffffffu, b.bad, off)};
@@ -59,7 +76,10 @@ void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int row
   if (rows == 0) return;
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    argmax_rows_kernel<T><<<rows, kThreads, 0, ctx.stream>>>(out, static_cast<const T*>(logits), V, ld);
+    if (aligned16(logits) && ld % Pack<T>::kN == 0)
+      argmax_rows_kernel<T, true><<<rows, kThreads, 0, ctx.stream>>>(out, static_cast<const T*>(logits), V, ld);
+    else
+      argmax_rows_kernel<T, false><<<rows, kThreads, 0, ctx.stream>>>(out, static_cast<const T*>(logits), V, ld);
   });
   XT_CUDA_LAUNCH_CHECK();
 }
