@@ -228,6 +228,8 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   BackendOptions bo;
   bo.device = parse_device(vm["device"].as<std::string>());
   bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
+  // bo.weight_copy stays persistent (no --weight-copy here): decoding reads every weight per token, so
+  // per-use copies would round the whole model again for each one.
   phases.lap("reading the model and tokenizer files, encoding the prompt", nullptr);
   std::unique_ptr<Backend> be = make_backend(bo);
   phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles

@@ -138,6 +138,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     bo.local_size = launch.local_size;
     bo.dtype = o.dtype;  // bf16 on the CPU backend is a usage error (make_backend)
     bo.attention = o.attention;  // likewise any route but auto
+    bo.weight_copy = o.weight_copy;  // and per-use (there and with fp32: no copy to make per use)
     be = make_backend(bo);
   });
 

@@ -62,6 +62,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
+  std::string weight_copy = "persistent";
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
@@ -119,6 +120,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
+    ("weight-copy", po::value(&weight_copy)->default_value("persistent"), "persistent | per-use: how bf16 matmuls get bf16 copies of the fp32 weights. persistent: one copy of every weight kept on the GPU, rounded once per forward (2 bytes per parameter of memory); per-use: each matmul rounds its weight into a scratch copy (saves that memory; every weight rounded once more per step, about 1% slower at GPT-2 1.5B on one H200). Results bitwise the same. Needs --dtype bf16 on cuda: per-use is refused with fp32 and on the CPU backend, which keep no copy (docs/cuda.md)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)");
   if (launcher == Launcher::threads)
     sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");
@@ -160,6 +162,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   o.device = parse_device(device);
   o.dtype = parse_dtype(dtype);
   o.attention = parse_attention(attention);
+  o.weight_copy = parse_weight_copy(weight_copy);
   m.maxT = t.seq;
   m.arch = parse_arch(arch);
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");

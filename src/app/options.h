@@ -29,6 +29,7 @@ struct RunOptions {
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype
   Attention attention = Attention::automatic;  // --attention
+  WeightCopy weight_copy = WeightCopy::persistent;  // --weight-copy (not a model property: resume may change it)
   double comm_timeout_s = 300;
   int ranks = 0;  // --ranks (xtrain_threads): rank threads; 0 = every visible GPU
   bool help = false, version = false;  // --help, --version (parse_cli, core/cli.h)

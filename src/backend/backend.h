@@ -42,16 +42,25 @@ enum class DType { automatic, fp32, bf16 };
 // kernels, cuBLAS GEMMs around a softmax kernel, or cuDNN's fused attention (bf16 only). automatic: flash
 // with bf16, gemm with fp32. The CPU backend has one route (the oracle) and takes automatic only.
 enum class Attention { automatic, flash, gemm, cudnn };
+// WeightCopy: --weight-copy, where the CUDA backend's bf16 matmuls get bf16 copies of the fp32 weights
+// (docs/cuda.md, "Matmuls"). persistent: one copy of every weight, rounded once per forward by
+// prepare_weights and kept (2 bytes per parameter); per_use: each matmul rounds its weight into a scratch
+// copy (no lasting memory; every weight rounded once more per step). The products are the same bits.
+// Only bf16 keeps a copy: make_backend refuses per_use with fp32 and on the CPU backend.
+enum class WeightCopy { persistent, per_use };
 
-// parse_device / parse_dtype / parse_attention: "auto" | "cpu" | "cuda", "auto" | "fp32" | "bf16",
-// "auto" | "flash" | "gemm" | "cudnn"; throw UsageError naming the option and the value otherwise.
+// parse_device / parse_dtype / parse_attention / parse_weight_copy: "auto" | "cpu" | "cuda", "auto" | "fp32" |
+// "bf16", "auto" | "flash" | "gemm" | "cudnn", "persistent" | "per-use"; throw UsageError naming the option
+// and the value otherwise.
 // to_string gives the same words back.
 Device parse_device(const std::string& s);
 DType parse_dtype(const std::string& s);
 Attention parse_attention(const std::string& s);
+WeightCopy parse_weight_copy(const std::string& s);
 const char* to_string(Device d);
 const char* to_string(DType t);
 const char* to_string(Attention a);
+const char* to_string(WeightCopy w);
 
 // GpuId: a GPU as the CUDA runtime describes it (cudaDeviceProp): what the MFU peak table (mfu.h)
 // is keyed by.
@@ -429,6 +438,7 @@ struct BackendOptions {
   DType dtype = DType::fp32;  // or automatic (make_backend: bf16 on cuda, fp32 on cpu)
   Attention attention = Attention::automatic;  // CUDA only (UsageError for another on the CPU backend)
   RowKernels rows = RowKernels::fastest;       // per_row: tests comparing the decoder with training
+  WeightCopy weight_copy = WeightCopy::persistent;  // bf16 on CUDA only (UsageError for per_use otherwise)
 };
 
 }  // namespace xtrain

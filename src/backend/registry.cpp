@@ -48,6 +48,12 @@ Attention parse_attention(const std::string& s) {
   throw UsageError("--attention must be auto, flash, gemm or cudnn (got '" + s + "')");
 }
 
+WeightCopy parse_weight_copy(const std::string& s) {
+  if (s == "persistent") return WeightCopy::persistent;
+  if (s == "per-use") return WeightCopy::per_use;
+  throw UsageError("--weight-copy must be persistent or per-use (got '" + s + "')");
+}
+
 int visible_gpu_count() {
 #ifdef XTRAIN_HAVE_CUDA
   return cuda_device_count();
@@ -61,6 +67,7 @@ const char* to_string(DType t) { return t == DType::fp32 ? "fp32" : t == DType::
 const char* to_string(Attention a) {
   return a == Attention::flash ? "flash" : a == Attention::gemm ? "gemm" : a == Attention::cudnn ? "cudnn" : "auto";
 }
+const char* to_string(WeightCopy w) { return w == WeightCopy::per_use ? "per-use" : "persistent"; }
 
 std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
   BackendOptions opts = in;
@@ -73,6 +80,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
 #endif
   // bf16 mixed precision is the fast default on GPUs; the CPU backend trains in fp32.
   if (opts.dtype == DType::automatic) opts.dtype = opts.device == Device::cuda ? DType::bf16 : DType::fp32;
+  // Only bf16 matmuls multiply copies of the weights; asking for another kind of copy elsewhere is a mistake
+  // worth naming (as --attention on the CPU backend), not a silent no-op.
+  if (opts.weight_copy == WeightCopy::per_use && !(opts.device == Device::cuda && opts.dtype == DType::bf16))
+    throw UsageError("--weight-copy per-use needs --dtype bf16 on the CUDA backend (--device cuda); fp32 matmuls "
+                     "read the fp32 weights and keep no copy");
   if (opts.device == Device::cpu) {
     if (opts.dtype != DType::fp32)
       throw UsageError(std::string("--dtype ") + to_string(opts.dtype) +

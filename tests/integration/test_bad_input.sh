@@ -43,6 +43,8 @@ expect "corpus shorter than a batch" 1 "corpus too short" 2 "${OK[@]}" --data "$
 # here only those that show every rank ending: 4 ranks, 2 ranks, and options that differ across ranks.
 expect "batch not divisible (world 4)" 2 "divisible by world size" 4 "${OK[@]}" --batch 6
 expect "unknown option" 2 "usage error: .*--bogus" 2 "${OK[@]}" --bogus 1
+# the CPU backend keeps no bf16 weight copy: per-use is refused on every rank, as --attention is
+expect "--weight-copy per-use on the CPU" 2 "usage error: --weight-copy per-use needs --dtype bf16 on the CUDA backend" 2 "${OK[@]}" --weight-copy per-use
 
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
 # a name that fits NAME_MAX (255) but not with the temporary suffix the write adds: refused at start
@@ -125,6 +127,9 @@ every_rank_exit 2 "--steps differs"
 mpmd -- --attention gemm
 MAX_S=15 expect_cmd "--attention differs across ranks" 2 "--attention gemm on rank 1 but --attention auto on rank 0" "${MPMD[@]}"
 every_rank_exit 2 "--attention differs"
+mpmd -- --weight-copy per-use  # no effect on results, but still one configuration per run
+MAX_S=15 expect_cmd "--weight-copy differs across ranks" 2 "--weight-copy per-use on rank 1 but --weight-copy persistent on rank 0" "${MPMD[@]}"
+every_rank_exit 2 "--weight-copy differs"
 mpmd -- --bogus 1  # a command line bad on rank 1 only: rank 0 must not wait for it
 MAX_S=15 expect_cmd "unknown option on rank 1 only" 2 "^rank 1 \(.*usage error: .*--bogus" "${MPMD[@]}"
 every_rank_exit 2 "unknown option on rank 1"

@@ -197,16 +197,17 @@ TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0
 }
 
 // The bf16 weight mirror (Backend::prepare_weights, once per forward) against per-call weight copies
-// (XTRAIN_CUDA_WEIGHT_MIRROR=off): the same rounding, and cuBLAS(Lt) given the same strides and alignment,
+// (--weight-copy per-use): the same rounding, and cuBLAS(Lt) given the same strides and alignment,
 // so the same bits, with dropout and --recompute 1, 2 (whose backward repeats the fc GEMM and the
 // layernorms). The test model's layout puts some weights on 256-byte boundaries of the mirror (read from
 // it) and some off (copied per call).
 TEST_CASE("bf16 training through the weight mirror gives the bits of per-call weight copies") {
   const std::vector<int32_t> data = corpus(20000, config().V);
-  setenv("XTRAIN_CUDA_WEIGHT_MIRROR", "off", 1);
-  auto per_call = gpu("bf16");
-  unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR");
-  auto mirrored = gpu("bf16");
+  BackendOptions opts{Device::cuda, 0, 1, DType::bf16};
+  opts.weight_copy = WeightCopy::per_use;
+  auto per_call = make_backend(opts);
+  opts.weight_copy = WeightCopy::persistent;
+  auto mirrored = make_backend(opts);
   REQUIRE(per_call->weight_copy_bytes() == 0);  // the switch took
   REQUIRE(mirrored->weight_copy_bytes() == 2);
   for (int recompute : {0, 1, 2}) {
@@ -223,6 +224,16 @@ TEST_CASE("bf16 training through the weight mirror gives the bits of per-call we
 TEST_CASE("dtype is validated: bf16 is refused on the CPU backend, unknown dtypes everywhere") {
   CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::bf16}), UsageError);
   CHECK_THROWS_AS(parse_dtype("fp8"), UsageError);
+}
+
+TEST_CASE("--weight-copy per-use needs bf16 on cuda: fp32 matmuls keep no copy, so it is refused there") {
+  BackendOptions opts{Device::cuda, 0, 1, DType::fp32};
+  opts.weight_copy = WeightCopy::per_use;
+  CHECK_THROWS_AS(make_backend(opts), UsageError);
+  opts.weight_copy = WeightCopy::persistent;  // the default: fp32 keeps no copy all the same
+  CHECK(make_backend(opts)->weight_copy_bytes() == 0);
+  opts.dtype = DType::automatic, opts.weight_copy = WeightCopy::per_use;  // automatic is bf16 on cuda
+  CHECK(make_backend(opts)->weight_copy_bytes() == 0);
 }
 
 TEST_CASE("gpu_id: the device as cudaDeviceProp gives it; the CPU has none; known parts have a peak") {

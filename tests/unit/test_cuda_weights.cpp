@@ -19,16 +19,14 @@
 
 using namespace xtrain;
 
-// The mirror under test is on whatever the caller's environment says: XTRAIN_CUDA_WEIGHT_MIRROR is
-// cleared before main (gpu_test_main.cpp), so before any backend reads it.
-[[maybe_unused]] static const bool kMirrorEnvCleared = (unsetenv("XTRAIN_CUDA_WEIGHT_MIRROR"), true);
-
 namespace {
 
 using Bytes = std::vector<unsigned char>;
 
 Backend& g16() {
+  // the mirror under test: BackendOptions::weight_copy's default, --weight-copy persistent
   static std::unique_ptr<Backend> b = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16});
+  REQUIRE(b->weight_copy_bytes() == 2);
   return *b;
 }
 

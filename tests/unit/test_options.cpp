@@ -51,7 +51,7 @@ CliFailure startup(std::vector<std::string> args, int world) {
     check_world(o, world);
     check_distinct_paths(o, list_data_files(o.data), o.val_data.empty() ? std::vector<std::string>{} : list_data_files(o.val_data));
     BackendOptions bo;
-    bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention;
+    bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention, bo.weight_copy = o.weight_copy;
     make_backend(bo);
   } catch (const std::exception& e) {
     return cli_failure(e);
@@ -108,6 +108,31 @@ TEST_CASE("option values and combinations") {
               "either --tokenizer-json or --encoder-json", 2);
   // make_backend: the CPU backend has one attention route
   usage_error(run, {"--device", "cpu", "--attention", "cudnn"}, "usage error: --attention cudnn needs the CUDA backend", 2);
+  // --weight-copy: two words; per-use only where bf16 matmuls keep a copy (the CPU backend keeps none)
+  usage_error(run, {"--weight-copy", "off"}, "usage error: --weight-copy must be persistent or per-use \\(got 'off'\\)");
+  usage_error(run, {"--weight-copy", "per-use"}, "usage error: --weight-copy per-use needs --dtype bf16 on the CUDA backend", 2);
+  usage_error(run, {"--device", "cpu", "--weight-copy", "per-use"}, "--weight-copy per-use needs --dtype bf16", 2);
+}
+
+TEST_CASE("--weight-copy parses; persistent, the default, is what the CPU backend runs with") {
+  const Run run;
+  std::vector<std::string> args = run.ok();
+  args.insert(args.begin(), "xtrain_mpi");
+  args.insert(args.end(), {"--weight-copy", "per-use"});
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  const RunOptions o = parse_options(static_cast<int>(argv.size()), argv.data());
+  CHECK(o.weight_copy == WeightCopy::per_use);
+  CHECK(parse_weight_copy("persistent") == WeightCopy::persistent);
+  CHECK(std::string(to_string(WeightCopy::per_use)) == "per-use");
+  // compared across ranks with the other options (check_options_agree)
+  bool listed = false;
+  for (const auto& e : o.canonical) listed = listed || (e.first == "--weight-copy" && e.second == "per-use");
+  CHECK(listed);
+  CHECK(startup(run.ok(), 2).exit_code == 0);  // the default on the CPU backend
+  std::vector<std::string> explicit_default = run.ok();
+  explicit_default.insert(explicit_default.end(), {"--weight-copy", "persistent"});
+  CHECK(startup(explicit_default, 2).exit_code == 0);
 }
 
 TEST_CASE("an option given an empty value is refused, not read as 'not given'") {

@@ -140,10 +140,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
       route = Attention::flash;
     }
   }
-  // XTRAIN_CUDA_WEIGHT_MIRROR=off: bf16 weights copied per matmul call instead (side-by-side benchmarks, and
-  // the test that training gives the same bits either way)
-  const char* mirror_env = std::getenv("XTRAIN_CUDA_WEIGHT_MIRROR");
-  mirror_enabled_ = opts.dtype == DType::bf16 && !(mirror_env && std::string(mirror_env) == "off");
+  // --weight-copy per-use: bf16 weights rounded into a scratch copy per matmul call instead of kept (less
+  // memory; the same bits, test_cuda_train). fp32 GEMMs read the fp32 weights: no copy either way.
+  mirror_enabled_ = opts.dtype == DType::bf16 && opts.weight_copy == WeightCopy::persistent;
   rows_ = opts.rows;
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
                    route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{},

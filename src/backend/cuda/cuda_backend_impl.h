@@ -151,7 +151,7 @@ class CudaBackend final : public Backend {
   OpContext ctx_;
   RowKernels rows_ = RowKernels::fastest;  // BackendOptions::rows
   AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
-  bool mirror_enabled_ = false;      // bf16, unless XTRAIN_CUDA_WEIGHT_MIRROR=off
+  bool mirror_enabled_ = false;      // bf16 with --weight-copy persistent
   __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
   size_t mirror_capacity_ = 0;       // its size in elements
   WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
