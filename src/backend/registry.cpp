@@ -83,8 +83,11 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
   // Only bf16 matmuls multiply copies of the weights; asking for another kind of copy elsewhere is a mistake
   // worth naming (as --attention on the CPU backend), not a silent no-op.
   if (opts.weight_copy == WeightCopy::per_use && !(opts.device == Device::cuda && opts.dtype == DType::bf16))
-    throw UsageError("--weight-copy per-use needs --dtype bf16 on the CUDA backend (--device cuda); fp32 matmuls "
-                     "read the fp32 weights and keep no copy");
+    throw UsageError(opts.device == Device::cuda
+                         ? "--weight-copy per-use needs --dtype bf16 on the CUDA backend (--device cuda); fp32 matmuls "
+                           "read the fp32 weights and keep no copy"
+                         : "--weight-copy per-use needs --dtype bf16 on the CUDA backend (--device cuda); the CPU "
+                           "backend trains in fp32 and keeps no copy of the weights");
   if (opts.device == Device::cpu) {
     if (opts.dtype != DType::fp32)
       throw UsageError(std::string("--dtype ") + to_string(opts.dtype) +

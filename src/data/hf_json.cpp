@@ -265,11 +265,11 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
       const int32_t id = bpe::id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"]));
       // One string with two ids: tokenizers 0.23 keeps the first entry and drops the other id, so its
       // vocabulary is smaller than the file's ids say; xtrain refuses rather than guess either size.
-      const auto first = id_of.emplace(content, id).first;
+      const auto [first, fresh] = id_of.emplace(content, id);
       if (first->second != id)
         XT_FAIL(f << ": added_tokens lists \"" << echo_value(content) << "\" twice, with ids " << first->second << " and " << id
                   << " (tokenizers keeps " << first->second << " and drops " << id << "; give each string one id)");
-      raw.specials.emplace_back(content, id);
+      if (fresh) raw.specials.emplace_back(content, id);  // an entry repeated (same string, same id) counts once
     }
   }
   auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f));

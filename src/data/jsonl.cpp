@@ -9,6 +9,7 @@
 #include <functional>
 #include <memory>
 
+#include "core/echo.h"
 #include "core/error.h"
 #include "core/io.h"
 #include "core/json.h"
@@ -109,16 +110,18 @@ namespace {
 // path ends in ".zst"), as for_each_jsonl_document documents them.
 void parse_documents(const std::string& path, const Chunks& chunks, const std::string& field, const DocumentFn& fn) {
   size_t line_no = 0;
+  // the path and the field as error lines quote them (echo_value: one line, whatever they hold)
+  const std::string where = echo_value(path, 1024), field_shown = echo_value(field);
   LineSplitter lines(path, [&](const std::string& line) {
     ++line_no;
     if (blank(line)) return;
     // the one bounded JSON reader (core/json.h): a deeply nested line is refused, never recursed into
-    const nlohmann::json j = parse_json(line, path + ":" + std::to_string(line_no));
-    if (!j.is_object()) XT_FAIL(path << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
+    const nlohmann::json j = parse_json(line, where + ":" + std::to_string(line_no));
+    if (!j.is_object()) XT_FAIL(where << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
     const auto it = j.find(field);
-    if (it == j.end()) XT_FAIL(path << ":" << line_no << ": no \"" << field << "\" field (--jsonl-field)");
+    if (it == j.end()) XT_FAIL(where << ":" << line_no << ": no \"" << field_shown << "\" field (--jsonl-field)");
     if (!it->is_string())
-      XT_FAIL(path << ":" << line_no << ": \"" << field << "\" is a " << it->type_name() << ", not a string");
+      XT_FAIL(where << ":" << line_no << ": \"" << field_shown << "\" is a " << it->type_name() << ", not a string");
     fn(it->get_ref<const std::string&>(), line_no);
   });
   const ChunkFn feed = [&](const char* p, size_t n) { lines.feed(p, n); };

@@ -55,6 +55,9 @@ expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" 
 [[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
 expect "--data /dev/null" 1 "--data /dev/null: cannot read: not a regular file" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
 [[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
+# a token cache's name: in --cache-dir the ranks map the cache, and writing over it would kill them (SIGBUS)
+expect "--metrics named like a token cache" 2 "--metrics .*ends in .tokcache" 2 "${OK[@]}" --cache-dir "$WORK" --metrics "$WORK/0123456789abcdef-0123456789abcdef.tokcache"
+expect "--ckpt named like a token cache" 2 "--ckpt .*ends in .tokcache" 2 "${OK[@]}" --ckpt "$WORK/x.tokcache"
 expect "--metrics in a missing directory" 1 "--metrics .*does not exist" 2 "${OK[@]}" --metrics "$WORK/nodir/m.jsonl"
 # Another user's file in a sticky directory (/tmp's rule): rename(2) may not replace it, so it is
 # refused at start, not after the run. Needs root, to run as that other user (nobody).

@@ -173,7 +173,7 @@ TEST_CASE("--val-data: held-out files are inputs of their own, never a --data fi
   std::ofstream(val) << "Held out.\n";
   usage_error(run, {"--val-data", run.corpus}, "usage error: --val-data .*corpus.txt is also a --data file");
   usage_error(run, {"--val-data", val, "--metrics", val}, "--val-data and --metrics name the same file", 2);
-  usage_error(run, {"--val-data", val, "--cache-dir", "next-to-data", "--ckpt", val + ".tokcache"}, "the token cache and --ckpt name the same file");
+  usage_error(run, {"--val-data", val, "--cache-dir", "next-to-data", "--ckpt", val + ".tokcache"}, "--ckpt .*ends in .tokcache");
   usage_error(run, {"--val-data", run.dir.path.string(), "--data", val}, "usage error: --val-data .* is also a --data file");
   usage_error(run, {"--val-data", val, "--tokens-cache", run.dir.file("c.tokcache")},
               "--tokens-cache names the cache of one --data file; with --val-data");
