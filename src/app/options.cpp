@@ -256,10 +256,9 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   for (size_t k = 0; k < outputs.size(); ++k) {
     // the token caches' name (cache_file_name, next to the data, in --cache-dir): which cache a run maps is
     // known only once the data is hashed, and writing one that the ranks have mapped kills them (SIGBUS)
-    const std::string& out = outputs[k].path;
-    const std::string ext = ".tokcache";
-    if (out.size() >= ext.size() && out.compare(out.size() - ext.size(), ext.size(), ext) == 0)
-      throw UsageError(outputs[k].opt + " " + out + " ends in " + ext + ", the name of token caches: choose another name");
+    if (is_token_cache_name(outputs[k].path))
+      throw UsageError(outputs[k].opt + " " + outputs[k].path + " ends in " + kTokenCacheExt +
+                       ", the name of token caches: choose another name");
     for (const Path& r : reads)
       if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
     for (const Path& c : caches) differ(c, outputs[k]);

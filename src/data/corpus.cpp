@@ -70,8 +70,7 @@ std::vector<std::string> list_data_files(const std::string& spec) {
       std::sort(names.begin(), names.end());
       for (const std::string& n : names) files.push_back((fs::path(path) / n).string());
     } else {
-      const std::string ext = ".tokcache";
-      if (path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0)
+      if (is_token_cache_name(path))
         throw UsageError("--data " + path + ": a token cache, not a text (give the text it was made from)");
       files.push_back(path);
     }

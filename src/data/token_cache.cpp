@@ -239,7 +239,7 @@ TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, in
   // A text that is not a regular file (e.g. /dev/null) has no cache: <text>.tokcache would be created
   // next to a device node.
   if (cache_path.empty() && is_non_regular(path)) return TokenStream(encode());
-  if (cache_path.empty()) cache_path = path + ".tokcache";
+  if (cache_path.empty()) cache_path = path + kTokenCacheExt;
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
     std::cerr << log_prefix << "warning: token cache " << cache_path
               << " exists and is not a regular file; neither reading nor writing it\n";
@@ -309,6 +309,11 @@ TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, in
     }
   }
   return TokenStream(std::move(ids));
+}
+
+bool is_token_cache_name(const std::string& path) {
+  const std::string ext = kTokenCacheExt;
+  return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
 }
 
 }  // namespace xtrain

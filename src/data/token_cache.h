@@ -102,6 +102,11 @@ class MappedTokenCache {
   const unsigned char* bytes_ = nullptr;   // map_ or copy_
 };
 
+// kTokenCacheExt: how every token cache's file name ends (beside its data, or in --cache-dir);
+// is_token_cache_name: whether path ends so (a --data entry or an output with that name is refused).
+inline constexpr const char* kTokenCacheExt = ".tokcache";
+bool is_token_cache_name(const std::string& path);
+
 // kCacheNextToData: the --cache-dir value that keeps each file's cache beside it, <file>.tokcache (a
 // data directory is written into only when asked).
 inline constexpr const char* kCacheNextToData = "next-to-data";
