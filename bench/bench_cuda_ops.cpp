@@ -25,8 +25,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/ops.h"
 #include "bench_args.h"
-#include "core/rng.h"
-#include "model/model.h"
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
 
 using namespace xtrain;
 

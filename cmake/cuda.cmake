@@ -83,6 +83,7 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/src/backend/registry.cpp PROPE
 # Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
 add_executable(bench_cuda_ops ${PROJECT_SOURCE_DIR}/bench/bench_cuda_ops.cpp)
 target_link_libraries(bench_cuda_ops PRIVATE xtrain_model)
+xtrain_internal(bench_cuda_ops)
 set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 # Every cuBLASLt algorithm the heuristic offers for GPT-2 124M's GEMMs, timed (bench/gemm_algos.cpp); not a test.
 add_executable(gemm_algos ${PROJECT_SOURCE_DIR}/bench/gemm_algos.cpp)
@@ -93,6 +94,7 @@ add_executable(gemm_fp8 ${PROJECT_SOURCE_DIR}/bench/gemm_fp8.cu)
 set_target_properties(gemm_fp8 PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}
                                           CUDA_ARCHITECTURES "${CMAKE_CUDA_ARCHITECTURES}")
 target_link_libraries(gemm_fp8 PRIVATE xtrain_backend)
+xtrain_internal(gemm_fp8)
 # CUPTI kernel timeline of a real run (bench/kernel_trace.cpp, loaded via CUDA_INJECTION64_PATH); not a test.
 # Built where CUPTI is found and has the activity record it reads (CUpti_ActivityKernel10, CUDA 12.8+).
 find_library(XTRAIN_CUPTI cupti HINTS ${CUDAToolkit_LIBRARY_DIR} ${CUDAToolkit_LIBRARY_ROOT}/extras/CUPTI/lib64)

@@ -10,21 +10,21 @@
 #include <memory>
 
 #include "app/options.h"
-#include "backend/backend.h"
-#include "backend/registry.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/backend/registry.h>
 #include "comm/agree.h"
-#include "comm/comm.h"
+#include <xtrain/comm/comm.h>
 #include "comm/placement.h"
 #include "core/io.h"
-#include "core/log.h"
-#include "core/stop_signal.h"
-#include "data/corpus.h"
+#include <xtrain/core/log.h>
+#include <xtrain/core/stop_signal.h>
+#include <xtrain/data/corpus.h>
 #include "data/token_cache.h"
-#include "data/tokenizer.h"
-#include "model/model.h"
-#include "serve/export.h"
-#include "train/checkpoint.h"
-#include "train/train.h"
+#include <xtrain/data/tokenizer.h>
+#include <xtrain/model/model.h>
+#include <xtrain/serve/export.h>
+#include <xtrain/train/checkpoint.h>
+#include <xtrain/train/train.h>
 
 namespace xtrain {
 

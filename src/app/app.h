@@ -9,9 +9,9 @@
 #include <memory>
 
 #include "app/options.h"
-#include "backend/backend.h"
-#include "comm/comm.h"
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/comm.h>
+#include <xtrain/comm/mpi/mpi_context.h>
 
 namespace xtrain {
 

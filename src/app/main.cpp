@@ -8,11 +8,11 @@
 #include "app/app.h"
 #include "app/options.h"
 #include "comm/agree.h"
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 #include "core/cli.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/stop_signal.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/log.h>
+#include <xtrain/core/stop_signal.h>
 
 int main(int argc, char** argv) {
   // First: a stop signal at any later point ends the job with exit 3 and a line (stop_signal.h)

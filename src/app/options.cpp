@@ -11,15 +11,15 @@
 #include <sstream>
 
 #include "app/options_resume.h"
-#include "backend/backend.h"
-#include "backend/registry.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/backend/registry.h>
 #include "core/cli.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "data/corpus.h"
+#include <xtrain/data/corpus.h>
 #include "data/token_cache.h"
 #include "data/tokenizer_options.h"
-#include "serve/export.h"
+#include <xtrain/serve/export.h>
 
 namespace po = boost::program_options;
 

@@ -6,11 +6,11 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.h"
-#include "comm/host_collectives.h"
-#include "data/data_format.h"
-#include "data/tokenizer.h"
-#include "train/config.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/host_collectives.h>
+#include <xtrain/data/data_format.h>
+#include <xtrain/data/tokenizer.h>
+#include <xtrain/train/config.h>
 
 namespace xtrain {
 

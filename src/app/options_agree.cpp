@@ -8,9 +8,9 @@
 #include <vector>
 
 #include "app/options.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 namespace xtrain {
 

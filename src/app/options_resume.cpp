@@ -4,8 +4,8 @@
 #include <string>
 
 #include "core/cli.h"
-#include "core/error.h"
-#include "train/checkpoint.h"
+#include <xtrain/core/error.h>
+#include <xtrain/train/checkpoint.h>
 
 namespace xtrain {
 

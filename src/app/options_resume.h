@@ -5,7 +5,7 @@
 #include <functional>
 #include <string>
 
-#include "train/config.h"
+#include <xtrain/train/config.h>
 
 namespace xtrain {
 

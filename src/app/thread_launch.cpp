@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "core/cli.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 namespace xtrain {
 

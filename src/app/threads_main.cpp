@@ -11,14 +11,14 @@
 #include "app/app.h"
 #include "app/options.h"
 #include "app/thread_launch.h"
-#include "backend/backend.h"
-#include "backend/registry.h"
-#include "comm/comm.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/backend/registry.h>
+#include <xtrain/comm/comm.h>
 #include "comm/thread_world.h"
 #include "core/cli.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/stop_signal.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/log.h>
+#include <xtrain/core/stop_signal.h>
 
 namespace {
 

@@ -1,11 +1,11 @@
 // What every backend shares (see backend/backend.h): the checks of op arguments that do not depend on
 // the device, and the names of the memory categories.
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 
 #include <cstdint>
 #include <vector>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -1,11 +1,11 @@
 // The greedy rule of next-token choice (src/backend/greedy.h) and the argument check of Backend::argmax_rows.
 #include "backend/greedy.h"
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 
 #include <cmath>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

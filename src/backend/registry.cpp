@@ -1,17 +1,17 @@
 // The one file that knows which backends and communicators were compiled in (ggml-backend style).
 // XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
-#include "backend/registry.h"
+#include <xtrain/backend/registry.h>
 
 #include <memory>
 #include <string>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "backend/cpu/cpu_backend.h"
-#include "comm/comm.h"
+#include <xtrain/comm/comm.h>
 #include "comm/mpi/comm_mpi.h"
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 #include "comm/thread_world.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #ifdef XTRAIN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
 #endif

@@ -9,7 +9,7 @@
 
 #include <cmath>
 
-#include "backend/qkv_layout.h"  // XT_HOST_DEVICE
+#include <xtrain/backend/qkv_layout.h>  // XT_HOST_DEVICE
 
 namespace xtrain {
 

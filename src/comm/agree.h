@@ -13,10 +13,10 @@
 #include <thread>
 #include <utility>
 
-#include "comm/host_collectives.h"
-#include "core/error.h"
-#include "core/log.h"
-#include "core/stop_signal.h"
+#include <xtrain/comm/host_collectives.h>
+#include <xtrain/core/error.h>
+#include <xtrain/core/log.h>
+#include <xtrain/core/stop_signal.h>
 
 namespace xtrain {
 

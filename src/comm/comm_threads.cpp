@@ -15,7 +15,7 @@
 #include <limits>
 #include <sstream>
 
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 namespace xtrain {
 

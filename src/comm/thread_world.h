@@ -15,8 +15,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "core/error.h"
+#include <xtrain/comm/comm.h>
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -9,9 +9,9 @@
 #include <vector>
 
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 namespace po = boost::program_options;
 

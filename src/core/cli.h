@@ -12,7 +12,7 @@
 #include <initializer_list>
 #include <string>
 
-#include "core/stop_signal.h"  // kExitStopped
+#include <xtrain/core/stop_signal.h>  // kExitStopped
 
 namespace xtrain {
 

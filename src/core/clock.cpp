@@ -1,9 +1,9 @@
 // The host clock (see core/clock.h).
-#include "core/clock.h"
+#include <xtrain/core/clock.h>
 
 #include <chrono>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

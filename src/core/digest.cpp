@@ -3,7 +3,7 @@
 
 #include <openssl/evp.h>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -27,7 +27,7 @@
 #include <stdexcept>
 #include <random>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

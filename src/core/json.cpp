@@ -2,7 +2,7 @@
 #include "core/json.h"
 
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 
 namespace xtrain {

@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <cstring>
 
-#include "core/clock.h"
-#include "core/error.h"
+#include <xtrain/core/clock.h>
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

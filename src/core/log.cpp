@@ -1,5 +1,5 @@
 // Per-rank messages and rank-0 printing (see src/core/log.h).
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 #include <unistd.h>
 

@@ -1,5 +1,5 @@
 // Progress lines for long start-up work. See progress.h.
-#include "core/progress.h"
+#include <xtrain/core/progress.h>
 
 #include <unistd.h>
 
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <sstream>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

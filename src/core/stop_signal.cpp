@@ -1,5 +1,5 @@
 // Stop signals (see src/core/stop_signal.h).
-#include "core/stop_signal.h"
+#include <xtrain/core/stop_signal.h>
 
 #include <unistd.h>
 

@@ -1,6 +1,6 @@
 // The training corpus: --data files, their shared tokenizing and the joined stream (see
 // src/data/corpus.h).
-#include "data/corpus.h"
+#include <xtrain/data/corpus.h>
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -14,9 +14,10 @@
 #include <utility>
 
 #include "comm/agree.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
+#include "data/jsonl.h"
 #include "data/token_cache.h"
 
 namespace xtrain {

@@ -1,15 +1,15 @@
 // --data-format: telling the formats apart and loading those that are not text (see
 // src/data/data_format.h).
-#include "data/data_format.h"
+#include <xtrain/data/data_format.h>
 
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <vector>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
 #include "data/jsonl.h"
 #include "data/token_shard.h"
 

@@ -7,9 +7,9 @@
 
 #include "bpe.h"
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/json.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 #include "hf_pipeline.h"
 
 namespace xtrain {

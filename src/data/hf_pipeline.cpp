@@ -11,7 +11,7 @@
 
 #include <algorithm>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain::bpe {
 

@@ -10,7 +10,7 @@
 #include <memory>
 
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "core/json.h"
 

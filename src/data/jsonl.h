@@ -7,6 +7,9 @@
 #include <string>
 #include <string_view>
 
+#include "data/token_cache.h"
+#include <xtrain/data/tokenizer.h>
+
 namespace xtrain {
 
 // DocumentFn: called with each document's text and its line number (from 1).
@@ -28,5 +31,11 @@ void for_each_jsonl_document(const std::string& path, std::string_view bytes, co
 
 // is_jsonl_name: path ends in ".jsonl" or ".jsonl.zst" (what --data-format auto reads as JSON lines).
 bool is_jsonl_name(const std::string& path);
+
+// jsonl_recipe: the IdsRecipe (token_cache.h) of the JSON lines file at path (".zst": compressed):
+// fingerprint jsonl_fingerprint(tok.fingerprint(), field); encode parses the file's bytes
+// (for_each_jsonl_document) into the ids load_pretokenized_or_jsonl gives, with its errors. tok must
+// outlive the recipe. `rank`: rank 0 prints the "jsonl |" line; -1 none.
+IdsRecipe jsonl_recipe(const Tokenizer& tok, const std::string& field, const std::string& path, int rank = -1);
 
 }  // namespace xtrain

@@ -5,7 +5,7 @@
 #include <algorithm>
 
 #include "bpe.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain::bpe {
 

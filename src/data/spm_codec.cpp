@@ -6,9 +6,9 @@
 
 #include <algorithm>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain::spm {
 

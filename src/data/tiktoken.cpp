@@ -6,10 +6,10 @@
 #include <unordered_set>
 
 #include "bpe.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/tiktoken.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain {
 

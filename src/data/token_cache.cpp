@@ -15,7 +15,7 @@
 #include <mutex>
 #include <utility>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 
 namespace xtrain {

@@ -22,9 +22,9 @@
 #include <string_view>
 #include <vector>
 
-#include "core/progress.h"
-#include "data/token_stream.h"
-#include "data/tokenizer.h"
+#include <xtrain/core/progress.h>
+#include <xtrain/data/token_stream.h>
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain {
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <memory>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/token_cache.h"
 

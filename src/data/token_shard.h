@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "data/token_stream.h"
+#include <xtrain/data/token_stream.h>
 
 namespace xtrain {
 

@@ -1,10 +1,10 @@
 // TokenStream: joined read-only views over stored token ids (see src/data/token_stream.h).
-#include "data/token_stream.h"
+#include <xtrain/data/token_stream.h>
 
 #include <algorithm>
 #include <cstring>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -1,7 +1,7 @@
 // Tokenizer: builds the tables of a byte-level BPE vocabulary (GPT-2's files, tokenizer.json, tiktoken
 // rank files), then encodes text as special-token split -> PCRE2 pre-tokenizer -> cached byte-pair
 // merge of each piece (as tiktoken), or through a tokenizer.json's pipeline (hf_pipeline.h).
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 
 #include <algorithm>
 #include <climits>
@@ -15,7 +15,7 @@
 
 #include "bpe.h"
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "core/json.h"
 #include "data/tiktoken.h"

@@ -1,7 +1,7 @@
 // The shared tokenizer file options (see src/data/tokenizer_options.h).
 #include "data/tokenizer_options.h"
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "data/tiktoken.h"
 
 namespace po = boost::program_options;

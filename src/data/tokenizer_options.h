@@ -8,7 +8,7 @@
 #include <string>
 
 #include "core/cli.h"  // reject_empty_values
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain {
 

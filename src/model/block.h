@@ -7,8 +7,8 @@
 
 #include <functional>
 
-#include "backend/backend.h"
-#include "model/model.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

@@ -7,9 +7,9 @@
 #include <sstream>
 #include <string>
 
-#include "core/error.h"
-#include "core/rng.h"
-#include "model/model.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
 #include "model_acts.h"
 
 namespace xtrain {

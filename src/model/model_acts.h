@@ -5,7 +5,7 @@
 
 #include <cstddef>
 
-#include "model/model.h"
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

@@ -5,9 +5,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "model/block.h"
-#include "model/inference.h"
+#include <xtrain/model/inference.h>
 
 namespace xtrain {
 

@@ -4,10 +4,10 @@
 // before it is added; its masks are recomputed from keys in backward, never stored. Under
 // --recompute the backward also recomputes gelu(fch) (1, with the fc matmul: matmul_gelu_forward; llama:
 // swiglu_forward on the kept fch) and ln1, ln2 (2) just before their use.
-#include "core/error.h"
-#include "core/rng.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
 #include "model/block.h"
-#include "model/model.h"
+#include <xtrain/model/model.h>
 #include "model_acts.h"
 
 namespace xtrain {

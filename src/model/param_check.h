@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "model/model.h"
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

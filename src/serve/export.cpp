@@ -1,7 +1,7 @@
 // Model directory layouts (src/serve/export.h): the tensors of a layout, named and shaped from the
 // parameter table (src/model/model_params.h), used by both the writer (export) and the reader
 // (load_model_dir in model_dir.cpp).
-#include "serve/export.h"
+#include <xtrain/serve/export.h>
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -16,10 +16,10 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/progress.h"
-#include "data/tokenizer.h"
+#include <xtrain/core/progress.h>
+#include <xtrain/data/tokenizer.h>
 #include "serve/export_layout.h"
 #include "model/param_check.h"
 

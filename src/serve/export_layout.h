@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "serve/export.h"
+#include <xtrain/serve/export.h>
 
 namespace xtrain {
 

@@ -11,10 +11,11 @@
 #include <cstring>
 #include <filesystem>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/progress.h"
-#include "serve/export.h"
+#include <xtrain/core/progress.h>
+#include <xtrain/serve/export.h>
+#include "serve/export_commit.h"
 
 namespace xtrain {
 

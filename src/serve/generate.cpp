@@ -1,10 +1,10 @@
 // Generation loop over a Decoder and the UTF-8 streaming of its output (src/serve/generate.h).
-#include "serve/generate.h"
+#include <xtrain/serve/generate.h>
 
 #include <chrono>
 
 #include "backend/greedy.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -10,11 +10,11 @@
 
 #include "core/digest.h"
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/host_memory.h"
 #include "core/io.h"
 #include "core/json.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 #include "export_layout.h"
 #include "model/param_check.h"
 

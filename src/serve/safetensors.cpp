@@ -1,7 +1,7 @@
 // safetensors reader and writer (src/serve/safetensors.h). The checks follow the reference
 // implementation (huggingface/safetensors, safetensors/src/tensor.rs: header limit 100 MB, offsets
 // contiguous from 0 to the end of the buffer, byte size = elements x dtype size).
-#include "serve/safetensors.h"
+#include <xtrain/serve/safetensors.h>
 
 #include <algorithm>
 #include <cstring>
@@ -10,7 +10,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/echo.h"
 #include "core/io.h"
 #include "core/json.h"

@@ -1,5 +1,5 @@
 // Next-token sampling (src/serve/sampler.h): greedy, temperature, top-k, top-p.
-#include "serve/sampler.h"
+#include <xtrain/serve/sampler.h>
 
 #include <algorithm>
 #include <cmath>
@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backend/greedy.h"
-#include "core/error.h"
-#include "core/rng.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
 
 namespace xtrain {
 

@@ -1,14 +1,14 @@
 // The data seam: train/validation split, the batch sampler, the validation windows and the
 // validation loss (see src/train/batches.h).
-#include "train/batches.h"
+#include <xtrain/train/batches.h>
 
 #include <algorithm>
 #include <cmath>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/rng.h"
+#include <xtrain/core/rng.h>
 
 namespace xtrain {
 

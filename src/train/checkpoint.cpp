@@ -6,7 +6,7 @@
 // Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata; a model
 // other than gpt2 adds the family's fields after them (MetaPart::family; header_bytes says whether).
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
-#include "train/checkpoint.h"
+#include <xtrain/train/checkpoint.h>
 
 #include <sys/stat.h>
 
@@ -25,10 +25,10 @@
 #include <utility>
 
 #include "comm/agree.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
-#include "core/progress.h"
+#include <xtrain/core/log.h>
+#include <xtrain/core/progress.h>
 
 namespace xtrain {
 

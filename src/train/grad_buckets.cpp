@@ -3,7 +3,7 @@
 
 #include <sstream>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "comm/comm.h"
-#include "model/model.h"
+#include <xtrain/comm/comm.h>
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

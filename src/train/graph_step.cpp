@@ -4,7 +4,7 @@
 
 #include <cstdio>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -8,11 +8,11 @@
 #include <memory>
 #include <optional>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
-#include "model/model.h"
-#include "train/batches.h"
-#include "train/config.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/comm.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/batches.h>
+#include <xtrain/train/config.h>
 #include "train/grad_buckets.h"
 
 namespace xtrain {

@@ -6,7 +6,7 @@
 #include <set>
 #include <sstream>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "model/model.h"
-#include "train/optim.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/optim.h>
 
 namespace xtrain {
 

@@ -12,10 +12,10 @@
 #include <filesystem>
 #include <sstream>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "core/json.h"
-#include "core/progress.h"
+#include <xtrain/core/progress.h>
 
 namespace xtrain {
 

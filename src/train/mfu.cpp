@@ -1,7 +1,7 @@
 // MFU: FLOPs per token (PaLM convention) and the dense peaks of known NVIDIA GPUs. See mfu.h.
 #include "train/mfu.h"
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

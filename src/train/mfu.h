@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"  // GpuId
-#include "model/model.h"
+#include <xtrain/backend/backend.h>  // GpuId
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

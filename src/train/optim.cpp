@@ -1,10 +1,10 @@
 // LR schedule, clipping factor and AdamW over the flat parameter buffer (see src/train/optim.h).
-#include "train/optim.h"
+#include <xtrain/train/optim.h>
 
 #include <cmath>
 #include <vector>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

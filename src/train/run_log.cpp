@@ -5,7 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 
-#include "core/stop_signal.h"
+#include <xtrain/core/stop_signal.h>
 #include "train/mfu.h"
 
 namespace xtrain {

@@ -6,9 +6,9 @@
 #include <optional>
 #include <string>
 
-#include "backend/backend.h"
-#include "model/model.h"
-#include "train/config.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/config.h>
 #include "train/metrics.h"
 #include "train/run_summary.h"
 #include "train/step.h"

@@ -4,8 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
-#include "core/error.h"
-#include "core/progress.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/progress.h>
 
 namespace xtrain {
 

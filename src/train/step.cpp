@@ -7,7 +7,7 @@
 #include <cstdio>
 #include <vector>
 
-#include "core/stop_signal.h"
+#include <xtrain/core/stop_signal.h>
 #include "train/graph_step.h"
 #include "train/timeline.h"
 

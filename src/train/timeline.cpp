@@ -4,8 +4,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
-#include "model/model.h"
+#include <xtrain/core/error.h>
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

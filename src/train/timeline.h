@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "core/clock.h"
+#include <xtrain/core/clock.h>
 
 namespace xtrain {
 

@@ -1,7 +1,7 @@
 // train_rank: the data-parallel training loop (see src/train/train.h). It reads as the steps of a run
 // (set-up; per step: step, log, validate, checkpoint; summary) and delegates each: the step to
 // StepRunner (step.h), the reports to RunLog (run_log.h), the files to checkpoint.h and timeline.h.
-#include "train/train.h"
+#include <xtrain/train/train.h>
 
 #include <algorithm>
 #include <chrono>
@@ -14,11 +14,11 @@
 #include <string>
 
 #include "comm/agree.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/log.h"
-#include "core/stop_signal.h"
-#include "train/checkpoint.h"
+#include <xtrain/core/log.h>
+#include <xtrain/core/stop_signal.h>
+#include <xtrain/train/checkpoint.h>
 #include "train/memory_report.h"
 #include "train/run_log.h"
 #include "train/step.h"

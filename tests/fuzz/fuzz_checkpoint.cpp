@@ -7,9 +7,9 @@
 #include <cstring>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "train/checkpoint.h"
+#include <xtrain/train/checkpoint.h>
 
 namespace {
 void parse(const std::string& bytes) {

@@ -4,8 +4,8 @@
 #include <cstdint>
 #include <string>
 
-#include "core/error.h"
-#include "serve/safetensors.h"
+#include <xtrain/core/error.h>
+#include <xtrain/serve/safetensors.h>
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   try {

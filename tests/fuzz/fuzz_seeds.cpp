@@ -7,9 +7,9 @@
 #include <string>
 
 #include "core/io.h"
-#include "train/checkpoint.h"
+#include <xtrain/train/checkpoint.h>
 #if __has_include("serve/safetensors.h")
-#include "serve/safetensors.h"
+#include <xtrain/serve/safetensors.h>
 #endif
 
 int main(int argc, char** argv) {

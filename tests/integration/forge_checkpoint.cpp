@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "core/io.h"
-#include "train/checkpoint.h"
+#include <xtrain/train/checkpoint.h>
 
 using namespace xtrain;
 

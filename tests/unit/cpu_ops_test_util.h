@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/rng.h"
+#include <xtrain/core/rng.h>
 
 namespace xtrain::test {
 

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
 #include "cpu_ops_test_util.h"

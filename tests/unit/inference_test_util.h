@@ -13,12 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "backend/greedy.h"
-#include "core/error.h"
-#include "core/rng.h"
-#include "model/model.h"
-#include "serve/sampler.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
+#include <xtrain/serve/sampler.h>
 
 namespace xtrain::test {
 

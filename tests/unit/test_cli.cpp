@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "core/cli.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 using namespace xtrain;
 namespace po = boost::program_options;

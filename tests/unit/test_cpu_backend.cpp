@@ -6,9 +6,9 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
-#include "backend/qkv_layout.h"
-#include "backend/registry.h"
-#include "core/error.h"
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/backend/registry.h>
+#include <xtrain/core/error.h>
 #include "cpu_ops_test_util.h"
 
 namespace cpu = xtrain::cpu;

@@ -7,8 +7,8 @@
 #include <cmath>
 
 #include "backend/cpu/ops.h"
-#include "backend/qkv_layout.h"
-#include "core/error.h"
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/core/error.h>
 #include "cpu_ops_test_util.h"
 
 namespace cpu = xtrain::cpu;

@@ -5,7 +5,7 @@
 #include <doctest/doctest.h>
 
 #include "backend/cpu/ops.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 #include "cpu_ops_test_util.h"
 
 namespace cpu = xtrain::cpu;

@@ -9,7 +9,7 @@
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_llama.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 #include "cpu_ops_test_util.h"
 
 namespace cpu = xtrain::cpu;

@@ -6,8 +6,8 @@
 #include <functional>
 
 #include "backend/cpu/ops.h"
-#include "backend/qkv_layout.h"
-#include "core/error.h"
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/core/error.h>
 #include "cpu_ops_test_util.h"
 
 namespace cpu = xtrain::cpu;

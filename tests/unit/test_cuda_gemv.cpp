@@ -7,7 +7,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemv.h"
 #include "backend/cuda/ops.h"

@@ -18,8 +18,8 @@
 #include "backend/cuda/cuda_backend.h"
 #include "cpu_ops_test_util.h"
 #include "inference_test_util.h"
-#include "model/inference.h"
-#include "serve/generate.h"
+#include <xtrain/model/inference.h>
+#include <xtrain/serve/generate.h>
 
 using namespace xtrain;
 using test::inference_configs;

@@ -7,8 +7,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/backend.h"
-#include "core/error.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/core/error.h>
 #include "cpu_ops_test_util.h"
 #include "cuda_ops_test_util.h"
 

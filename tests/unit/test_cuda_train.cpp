@@ -18,14 +18,14 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cuda/cuda_backend.h"
-#include "backend/registry.h"
+#include <xtrain/backend/registry.h>
 #include "comm/thread_world.h"
-#include "core/error.h"
-#include "core/rng.h"
-#include "model/model.h"
-#include "train/batches.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/batches.h>
 #include "train/mfu.h"
-#include "train/optim.h"
+#include <xtrain/train/optim.h>
 #include "train/step.h"
 
 using namespace xtrain;

@@ -14,8 +14,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "core/rng.h"
-#include "model/model.h"
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
 
 using namespace xtrain;
 

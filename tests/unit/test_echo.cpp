@@ -9,7 +9,7 @@
 
 #include "core/cli.h"
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 using namespace xtrain;
 namespace po = boost::program_options;

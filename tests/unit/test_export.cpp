@@ -13,10 +13,11 @@
 
 #include "error_test_util.h"
 #include "core/digest.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/rng.h"
-#include "serve/export.h"
+#include <xtrain/core/rng.h>
+#include <xtrain/serve/export.h>
+#include "serve/export_commit.h"
 #include "test_tokenizer_util.h"
 
 using namespace xtrain;

@@ -10,11 +10,11 @@
 #include <limits>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "error_test_util.h"
 #include "model/param_check.h"
-#include "serve/export.h"
+#include <xtrain/serve/export.h>
 
 using namespace xtrain;
 using test::error_of;

@@ -13,10 +13,10 @@
 #include "backend/cpu/cpu_backend.h"
 #include "cpu_ops_test_util.h"
 #include "inference_test_util.h"
-#include "model/inference.h"
-#include "model/model.h"
-#include "serve/generate.h"
-#include "serve/sampler.h"
+#include <xtrain/model/inference.h>
+#include <xtrain/model/model.h>
+#include <xtrain/serve/generate.h>
+#include <xtrain/serve/sampler.h>
 
 using namespace xtrain;
 

@@ -16,12 +16,13 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/rng.h"
-#include "data/tokenizer.h"
-#include "model/inference.h"
-#include "serve/export.h"
-#include "serve/generate.h"
-#include "train/checkpoint.h"
+#include <xtrain/core/rng.h>
+#include <xtrain/data/tokenizer.h>
+#include <xtrain/model/inference.h>
+#include <xtrain/serve/export.h>
+#include "serve/export_commit.h"
+#include <xtrain/serve/generate.h>
+#include <xtrain/train/checkpoint.h>
 
 using namespace xtrain;
 namespace fs = std::filesystem;

@@ -9,8 +9,8 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/error.h"
-#include "model/model.h"
+#include <xtrain/core/error.h>
+#include <xtrain/model/model.h>
 #include "train/grad_buckets.h"
 
 using namespace xtrain;

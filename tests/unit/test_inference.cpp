@@ -16,14 +16,14 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/error.h"
-#include "core/rng.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
 #include "cpu_ops_test_util.h"
 #include "inference_test_util.h"
-#include "model/inference.h"
-#include "model/model.h"
-#include "serve/generate.h"
-#include "train/checkpoint.h"
+#include <xtrain/model/inference.h>
+#include <xtrain/model/model.h>
+#include <xtrain/serve/generate.h>
+#include <xtrain/train/checkpoint.h>
 
 using namespace xtrain;
 using test::random_params;

@@ -18,7 +18,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 
 using namespace xtrain;

@@ -12,12 +12,12 @@
 #include <fstream>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/json.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 #include "error_test_util.h"
-#include "serve/export.h"
-#include "serve/safetensors.h"
+#include <xtrain/serve/export.h>
+#include <xtrain/serve/safetensors.h>
 
 using namespace xtrain;
 using test::error_of;

@@ -7,10 +7,10 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
-#include "core/rng.h"
-#include "model/model.h"
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
 #include "train/memory_report.h"
-#include "train/optim.h"
+#include <xtrain/train/optim.h>
 
 using namespace xtrain;
 

@@ -5,7 +5,7 @@
 #include <set>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "train/mfu.h"
 
 using namespace xtrain;

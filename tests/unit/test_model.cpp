@@ -10,10 +10,10 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
-#include "core/error.h"
-#include "core/rng.h"
-#include "model/model.h"
-#include "train/optim.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/optim.h>
 
 using namespace xtrain;
 

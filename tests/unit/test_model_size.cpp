@@ -10,11 +10,11 @@
 #include <fstream>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/host_memory.h"
 #include "error_test_util.h"
-#include "serve/export.h"
-#include "serve/safetensors.h"
+#include <xtrain/serve/export.h>
+#include <xtrain/serve/safetensors.h>
 
 using namespace xtrain;
 using test::error_of;

@@ -3,7 +3,7 @@
 // hostname says. Run with 2 ranks on one machine (ctest test_mpi_context_np2). Exit 0 on success.
 #include <cstdio>
 
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 
 int main(int argc, char** argv) {
   xtrain::MpiContext mpi(&argc, &argv);

@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
-#include "comm/mpi/mpi_context.h"
-#include "core/error.h"
+#include <xtrain/comm/mpi/mpi_context.h>
+#include <xtrain/core/error.h>
 #include "train/grad_buckets.h"
 
 using namespace xtrain;

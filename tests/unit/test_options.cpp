@@ -15,10 +15,10 @@
 #include <vector>
 
 #include "app/options.h"
-#include "backend/registry.h"
+#include <xtrain/backend/registry.h>
 #include "core/cli.h"
-#include "core/error.h"
-#include "data/corpus.h"
+#include <xtrain/core/error.h>
+#include <xtrain/data/corpus.h>
 #include "data/token_cache.h"
 #include "test_tokenizer_util.h"
 

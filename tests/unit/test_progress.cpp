@@ -6,8 +6,8 @@
 #include <cstdio>
 #include <string>
 
-#include "core/error.h"
-#include "core/progress.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/progress.h>
 
 using namespace xtrain;
 

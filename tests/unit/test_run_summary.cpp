@@ -4,7 +4,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "train/run_summary.h"
 
 using namespace xtrain;

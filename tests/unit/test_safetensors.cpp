@@ -6,9 +6,9 @@
 
 #include <cstring>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "serve/safetensors.h"
+#include <xtrain/serve/safetensors.h>
 #include "test_tokenizer_util.h"
 
 using namespace xtrain;

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
-#include "serve/generate.h"
-#include "serve/sampler.h"
+#include <xtrain/core/error.h>
+#include <xtrain/serve/generate.h>
+#include <xtrain/serve/sampler.h>
 
 using namespace xtrain;
 

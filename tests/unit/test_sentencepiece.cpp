@@ -11,9 +11,9 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 #include "data/tokenizer_options.h"
 #include "test_tokenizer_util.h"
 

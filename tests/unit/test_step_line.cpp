@@ -9,7 +9,7 @@
 #include <fstream>
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 #include "train/metrics.h"
 

@@ -14,7 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/tiktoken.h"
 #include "data/tokenizer_options.h"

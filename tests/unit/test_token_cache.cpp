@@ -11,10 +11,11 @@
 #include <filesystem>
 #include <fstream>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "data/corpus.h"
-#include "data/data_format.h"
+#include <xtrain/data/corpus.h>
+#include <xtrain/data/data_format.h>
+#include "data/jsonl.h"
 #include "data/token_cache.h"
 #include "test_tokenizer_util.h"
 

@@ -13,7 +13,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/bpe.h"
 #include "data/token_cache.h"

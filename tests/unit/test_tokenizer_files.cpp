@@ -7,7 +7,7 @@
 #include <fstream>
 #include <functional>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/bpe.h"
 #include "data/tokenizer_options.h"

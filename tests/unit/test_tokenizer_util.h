@@ -13,7 +13,7 @@
 
 #include "core/io.h"
 #include "data/token_cache.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/tokenizer.h>
 #include "data/tokenizer_options.h"
 
 namespace xtrain::test {

@@ -8,7 +8,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 
 namespace xtrain::cpu {
 

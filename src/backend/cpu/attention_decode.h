@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "backend/cpu/attention.h"
-#include "backend/qkv_layout.h"
-#include "core/error.h"
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/core/error.h>
 
 namespace xtrain::cpu {
 

@@ -17,7 +17,7 @@
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_llama.h"
 #include "backend/greedy.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 namespace {

@@ -4,7 +4,7 @@
 
 #include <memory>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 
 namespace xtrain {
 

@@ -10,8 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "core/error.h"
-#include "core/rng.h"
+#include <xtrain/core/error.h>
+#include <xtrain/core/rng.h>
 
 namespace xtrain::cpu {
 

@@ -7,9 +7,9 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 #include "backend/rotary.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain::cpu {
 

@@ -17,7 +17,7 @@
 #include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/flash_attention.h"
 #include "backend/cuda/ops.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 
 namespace xtrain::cuda {
 

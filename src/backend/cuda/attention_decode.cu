@@ -14,8 +14,8 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/ops.h"
-#include "backend/qkv_layout.h"
-#include "core/error.h"
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/core/error.h>
 
 namespace xtrain::cuda {
 

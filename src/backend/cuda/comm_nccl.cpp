@@ -19,7 +19,7 @@
 #include "backend/cuda/cuda_backend_impl.h"
 #include "backend/cuda/cuda_check.h"
 #include "comm/mpi/comm_mpi.h"
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 #include "comm/placement.h"
 
 namespace xtrain {

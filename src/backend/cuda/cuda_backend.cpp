@@ -12,7 +12,7 @@
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/cudnn_attention.h"
 #include "backend/cuda/event_clock.h"
-#include "core/log.h"
+#include <xtrain/core/log.h>
 
 namespace xtrain {
 

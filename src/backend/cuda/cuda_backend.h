@@ -5,8 +5,8 @@
 #include <cstddef>
 #include <memory>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/comm.h>
 
 namespace xtrain {
 

@@ -10,7 +10,7 @@
 
 #include <string>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 // XT_CUDA_CHECK(call): call returns cudaError_t; throws with cudaGetErrorName/String on failure.
 #define XT_CUDA_CHECK(call)                                         \

@@ -10,7 +10,7 @@
 
 #include "backend/cuda/cudnn_graph.h"
 #include "backend/cuda/ops.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 
 namespace xtrain::cuda {
 

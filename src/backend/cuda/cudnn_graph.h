@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain::cuda::cudnn {
 

@@ -3,7 +3,7 @@
 // keep = uniform01(seq_keys[b], j) >= p, x *= keep ? 1/(1-p) : 0, j the index within sequence b.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
-#include "core/rng.h"
+#include <xtrain/core/rng.h>
 
 namespace xtrain::cuda {
 

@@ -2,7 +2,7 @@
 #include "backend/cuda/event_clock.h"
 
 #include "backend/cuda/cuda_check.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain::cuda {
 

@@ -7,7 +7,7 @@
 
 #include <vector>
 
-#include "core/clock.h"
+#include <xtrain/core/clock.h>
 
 namespace xtrain::cuda {
 

@@ -4,7 +4,7 @@
 #pragma once
 
 #include "backend/cuda/ops.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 
 namespace xtrain::cuda {
 

@@ -14,7 +14,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/gemv.h"
 

@@ -5,7 +5,7 @@
 // recorded decoding step serves every position.
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
-#include "backend/qkv_layout.h"
+#include <xtrain/backend/qkv_layout.h>
 #include "backend/rotary.h"
 
 namespace xtrain::cuda {

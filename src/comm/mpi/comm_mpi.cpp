@@ -18,9 +18,9 @@
 #include <vector>
 
 #include "comm/mpi/comm_mpi.h"
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 #include "comm/mpi/comm_mpi_host.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

@@ -3,7 +3,7 @@
 
 #include <memory>
 
-#include "comm/comm.h"
+#include <xtrain/comm/comm.h>
 
 namespace xtrain {
 

@@ -1,6 +1,6 @@
 // MpiContext: MPI bootstrap, node-local rank from the shared-memory split, launcher cross-checks,
 // host-side small collectives and the placement table. See src/comm/mpi/mpi_context.h.
-#include "comm/mpi/mpi_context.h"
+#include <xtrain/comm/mpi/mpi_context.h>
 
 #include <mpi.h>
 #include <unistd.h>
@@ -14,7 +14,7 @@
 
 #include "comm/mpi/comm_mpi_host.h"
 #include "comm/mpi/startup_watchdog.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 namespace xtrain {
 

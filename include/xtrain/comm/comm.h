@@ -14,8 +14,8 @@
 #include <memory>
 #include <string>
 
-#include "comm/host_collectives.h"
-#include "core/clock.h"
+#include <xtrain/comm/host_collectives.h>
+#include <xtrain/core/clock.h>
 
 namespace xtrain {
 

@@ -18,11 +18,11 @@
 #include <vector>
 
 #include "core/cli.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/stop_signal.h"
-#include "data/corpus.h"
-#include "data/data_format.h"
+#include <xtrain/core/stop_signal.h>
+#include <xtrain/data/corpus.h>
+#include <xtrain/data/data_format.h>
 #include "data/token_cache.h"
 #include "data/token_shard.h"
 #include "data/tokenizer_options.h"

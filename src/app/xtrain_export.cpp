@@ -19,13 +19,14 @@
 #include "core/cli.h"
 #include "core/digest.h"
 #include "core/echo.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
 #include "core/json.h"
 #include "core/lock.h"
 #include "data/tokenizer_options.h"
-#include "serve/export.h"
-#include "train/checkpoint.h"
+#include <xtrain/serve/export.h>
+#include "serve/export_commit.h"
+#include <xtrain/train/checkpoint.h>
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

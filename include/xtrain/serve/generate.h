@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "data/tokenizer.h"
-#include "model/inference.h"
-#include "serve/sampler.h"
+#include <xtrain/data/tokenizer.h>
+#include <xtrain/model/inference.h>
+#include <xtrain/serve/sampler.h>
 
 namespace xtrain {
 

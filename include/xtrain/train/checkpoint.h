@@ -11,13 +11,13 @@
 #include <utility>
 #include <vector>
 
-#include "backend/backend.h"
-#include "comm/host_collectives.h"
-#include "core/progress.h"
-#include "model/model.h"
-#include "train/batches.h"
-#include "train/config.h"
-#include "train/optim.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/host_collectives.h>
+#include <xtrain/core/progress.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/batches.h>
+#include <xtrain/train/config.h>
+#include <xtrain/train/optim.h>
 
 namespace xtrain {
 

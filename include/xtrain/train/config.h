@@ -5,8 +5,8 @@
 #include <cstdint>
 #include <string>
 
-#include "model/model.h"
-#include "train/optim.h"
+#include <xtrain/model/model.h>
+#include <xtrain/train/optim.h>
 
 namespace xtrain {
 

@@ -6,9 +6,8 @@
 #include <cstdint>
 #include <string>
 
-#include "data/token_cache.h"
-#include "data/token_stream.h"
-#include "data/tokenizer.h"
+#include <xtrain/data/token_stream.h>
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain {
 
@@ -41,12 +40,6 @@ inline constexpr int kJsonlIdsVersion = 1;
 // tok_fingerprint. So the field, the rule and the tokenizer each change the cache, and a JSON lines
 // cache never matches a text cache of the same bytes.
 uint64_t jsonl_fingerprint(uint64_t tok_fingerprint, const std::string& field);
-
-// jsonl_recipe: the IdsRecipe (token_cache.h) of the JSON lines file at path (".zst": compressed):
-// fingerprint jsonl_fingerprint(tok.fingerprint(), field); encode parses the file's bytes
-// (for_each_jsonl_document) into the ids load_pretokenized_or_jsonl gives, with its errors. tok must
-// outlive the recipe. `rank`: rank 0 prints the "jsonl |" line; -1 none.
-IdsRecipe jsonl_recipe(const Tokenizer& tok, const std::string& field, const std::string& path, int rank = -1);
 
 // load_pretokenized_or_jsonl: the token stream of a file that is not text (format llmc, nanogpt or
 // jsonl, as detect_data_format gave it): token files are memory-mapped and checked against

@@ -8,10 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "comm/host_collectives.h"
-#include "data/data_format.h"
-#include "data/token_stream.h"
-#include "data/tokenizer.h"
+#include <xtrain/comm/host_collectives.h>
+#include <xtrain/data/data_format.h>
+#include <xtrain/data/token_stream.h>
+#include <xtrain/data/tokenizer.h>
 
 namespace xtrain {
 

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "comm/comm.h"
-#include "data/token_stream.h"
-#include "model/model.h"
-#include "train/config.h"
+#include <xtrain/comm/comm.h>
+#include <xtrain/data/token_stream.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/config.h>
 
 namespace xtrain {
 

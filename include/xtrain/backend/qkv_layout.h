@@ -7,7 +7,7 @@
 
 #include <cstddef>
 
-#include "core/error.h"
+#include <xtrain/core/error.h>
 
 #if defined(__CUDACC__)
 #define XT_HOST_DEVICE __host__ __device__

@@ -5,8 +5,8 @@
 
 #include <vector>
 
-#include "backend/backend.h"
-#include "model/model.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

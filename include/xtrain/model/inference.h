@@ -11,8 +11,8 @@
 #include <memory>
 #include <vector>
 
-#include "backend/backend.h"
-#include "model/model.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/model/model.h>
 
 namespace xtrain {
 

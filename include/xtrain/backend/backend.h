@@ -27,7 +27,7 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
+#include <xtrain/core/clock.h>
 
 namespace xtrain {
 

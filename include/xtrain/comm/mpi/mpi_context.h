@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "comm/host_collectives.h"
+#include <xtrain/comm/host_collectives.h>
 
 namespace xtrain {
 

@@ -6,12 +6,12 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
-#include "model/model.h"
-#include "train/batches.h"
-#include "train/config.h"
-#include "train/optim.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/comm.h>
+#include <xtrain/model/model.h>
+#include <xtrain/train/batches.h>
+#include <xtrain/train/config.h>
+#include <xtrain/train/optim.h>
 
 namespace xtrain {
 

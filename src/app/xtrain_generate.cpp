@@ -13,20 +13,20 @@
 #include <utility>
 #include <vector>
 
-#include "backend/registry.h"
+#include <xtrain/backend/registry.h>
 #include "core/cli.h"
-#include "backend/backend.h"
+#include <xtrain/backend/backend.h>
 #include "core/digest.h"
-#include "core/error.h"
+#include <xtrain/core/error.h>
 #include "core/io.h"
-#include "core/progress.h"
+#include <xtrain/core/progress.h>
 #include "data/token_cache.h"
 #include "data/tokenizer_options.h"
-#include "model/inference.h"
-#include "model/model.h"
-#include "serve/export.h"
-#include "serve/generate.h"
-#include "train/checkpoint.h"
+#include <xtrain/model/inference.h>
+#include <xtrain/model/model.h>
+#include <xtrain/serve/export.h>
+#include <xtrain/serve/generate.h>
+#include <xtrain/train/checkpoint.h>
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;

@@ -11,9 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "backend/backend.h"
-#include "backend/qkv_layout.h"
-#include "model/model_params.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/backend/qkv_layout.h>
+#include <xtrain/model/model_params.h>
 
 namespace xtrain {
 

@@ -6,8 +6,8 @@
 #include <memory>
 #include <string>
 
-#include "backend/backend.h"
-#include "comm/comm.h"
+#include <xtrain/backend/backend.h>
+#include <xtrain/comm/comm.h>
 
 namespace xtrain {
 
