@@ -50,7 +50,6 @@ xtrain_find_prefixed(CUDNN cudnn_graph.h cudnn "cuDNN 9 (cudnn_graph.h, libcudnn
 target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/allocator.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/cuda_backend.cpp
-  ${PROJECT_SOURCE_DIR}/src/backend/cuda/comm_nccl.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/event_clock.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/adamw.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/argmax.cu
@@ -79,6 +78,9 @@ target_link_libraries(xtrain_backend PUBLIC CUDA::cudart_static CUDA::cublas CUD
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.
 target_compile_options(xtrain_backend PRIVATE $<$<COMPILE_LANGUAGE:CUDA>:-Xcompiler=-Wall,-Wextra>)
 set_source_files_properties(${PROJECT_SOURCE_DIR}/src/backend/registry.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
+# the NCCL communicator, one layer up (src/distributed): communicators.cpp is the one file that knows of it
+target_sources(xtrain_distributed PRIVATE ${PROJECT_SOURCE_DIR}/src/distributed/nccl_comm.cpp)
+set_source_files_properties(${PROJECT_SOURCE_DIR}/src/distributed/communicators.cpp PROPERTIES COMPILE_DEFINITIONS XTRAIN_HAVE_CUDA)
 
 # Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
 add_executable(bench_cuda_ops ${PROJECT_SOURCE_DIR}/bench/bench_cuda_ops.cpp)

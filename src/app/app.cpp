@@ -12,6 +12,7 @@
 #include "app/options.h"
 #include <xtrain/backend/backend.h>
 #include <xtrain/backend/registry.h>
+#include <xtrain/distributed/communicators.h>
 #include "comm/agree.h"
 #include <xtrain/comm/comm.h>
 #include "comm/placement.h"

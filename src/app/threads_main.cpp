@@ -13,6 +13,7 @@
 #include "app/thread_launch.h"
 #include <xtrain/backend/backend.h>
 #include <xtrain/backend/registry.h>
+#include <xtrain/distributed/communicators.h>
 #include <xtrain/comm/comm.h>
 #include "comm/thread_world.h"
 #include "core/cli.h"

@@ -1,4 +1,5 @@
-// The one file that knows which backends and communicators were compiled in (ggml-backend style).
+// The one file that knows which backends were compiled in (ggml-backend style); the communicators that
+// go with them are made one layer up (src/distributed/communicators.cpp).
 // XTRAIN_HAVE_CUDA is defined for this file only, by cmake/cuda.cmake.
 #include <xtrain/backend/registry.h>
 
@@ -7,10 +8,6 @@
 
 #include <xtrain/backend/backend.h>
 #include "backend/cpu/cpu_backend.h"
-#include <xtrain/comm/comm.h>
-#include "comm/mpi/comm_mpi.h"
-#include <xtrain/comm/mpi/mpi_context.h>
-#include "comm/thread_world.h"
 #include <xtrain/core/error.h>
 #ifdef XTRAIN_HAVE_CUDA
 #include "backend/cuda/cuda_backend.h"
@@ -102,30 +99,6 @@ std::unique_ptr<Backend> make_backend(const BackendOptions& in) {
 #else
   throw Error(std::string("no backend for device ") + to_string(opts.device));  // unreachable: cuda refused above
 #endif
-}
-
-std::unique_ptr<Communicator> make_communicator(MpiContext& mpi, Backend& backend, double comm_timeout_s) {
-  // Picked by the backend's typed kind: NCCL on device memory, MPI on host memory.
-#ifdef XTRAIN_HAVE_CUDA
-  if (backend.kind() == Device::cuda) return make_nccl_communicator(mpi, backend, comm_timeout_s);
-#endif
-  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
-  return make_mpi_communicator(mpi, comm_timeout_s);
-}
-
-
-std::unique_ptr<Communicator> make_thread_rank_communicator(ThreadWorld& world, int rank, HostCollectives& startup,
-                                                            Backend& backend, double comm_timeout_s) {
-  // The same choice as make_communicator: NCCL on device memory (its host side in-process), the
-  // in-process communicator on host memory.
-#ifdef XTRAIN_HAVE_CUDA
-  if (backend.kind() == Device::cuda)
-    return make_nccl_communicator(startup, make_thread_communicator(world, rank, comm_timeout_s), backend,
-                                  comm_timeout_s);
-#endif
-  (void)startup;
-  XT_CHECK(backend.kind() == Device::cpu, "no communicator for backend " << backend.name());
-  return make_thread_communicator(world, rank, comm_timeout_s);
 }
 
 }  // namespace xtrain

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
+#include "distributed/nccl_comm.h"
 #include <xtrain/comm/mpi/mpi_context.h>
 #include <xtrain/core/error.h>
 #include "train/grad_buckets.h"

@@ -8,6 +8,8 @@
 // (the MPI communicator under xtrain_mpi, the in-process one under xtrain_threads), bounded by the
 // same deadline. The ncclUniqueId travels over the start-up collectives: the same code serves one
 // process per GPU and one thread per GPU (ncclCommInitRank on each thread).
+#include "distributed/nccl_comm.h"
+
 #include <chrono>
 #include <map>
 #include <sstream>
