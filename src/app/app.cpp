@@ -24,7 +24,7 @@
 #include <xtrain/data/tokenizer.h>
 #include <xtrain/model/model.h>
 #include <xtrain/serve/export.h>
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/train/train.h>
 
 namespace xtrain {

@@ -9,6 +9,7 @@
 
 #include "app/options.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 

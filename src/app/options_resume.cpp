@@ -5,7 +5,7 @@
 
 #include "core/cli.h"
 #include <xtrain/core/error.h>
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 namespace xtrain {
 

@@ -26,7 +26,7 @@
 #include "data/tokenizer_options.h"
 #include <xtrain/serve/export.h>
 #include "serve/export_commit.h"
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 namespace po = boost::program_options;
 namespace fs = std::filesystem;

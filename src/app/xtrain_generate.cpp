@@ -26,7 +26,7 @@
 #include <xtrain/model/model.h>
 #include <xtrain/serve/export.h>
 #include <xtrain/serve/generate.h>
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 namespace po = boost::program_options;
 using Clock = std::chrono::steady_clock;

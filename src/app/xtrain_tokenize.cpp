@@ -19,6 +19,7 @@
 
 #include "core/cli.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/stop_signal.h>
 #include <xtrain/data/corpus.h>

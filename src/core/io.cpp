@@ -10,7 +10,6 @@
 #include <unistd.h>
 
 #include <csignal>
-#include <xxhash.h>
 
 #include <algorithm>
 #include <deque>
@@ -30,26 +29,6 @@
 #include <xtrain/core/error.h>
 
 namespace xtrain {
-
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h) {
-  // FNV-1a: xor the byte in, then multiply by the 64-bit FNV prime 2^40 + 2^8 + 0xb3.
-  const auto* p = static_cast<const unsigned char*>(data);
-  for (size_t i = 0; i < bytes; ++i) {
-    h ^= p[i];
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
-
-uint64_t xxh3_64(const void* data, size_t bytes) { return XXH3_64bits(data, bytes); }
-
-Xxh3Stream::Xxh3Stream() : state_(XXH3_createState()) {
-  XT_CHECK(state_ != nullptr, "XXH3_createState: out of memory");
-  XXH3_64bits_reset(static_cast<XXH3_state_t*>(state_));
-}
-Xxh3Stream::~Xxh3Stream() { XXH3_freeState(static_cast<XXH3_state_t*>(state_)); }
-void Xxh3Stream::update(const void* data, size_t bytes) { XXH3_64bits_update(static_cast<XXH3_state_t*>(state_), data, bytes); }
-uint64_t Xxh3Stream::digest() const { return XXH3_64bits_digest(static_cast<const XXH3_state_t*>(state_)); }
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   if (this != &o) reset(o.release());

@@ -1,7 +1,6 @@
 // Small file helpers shared by every reader and writer of xtrain's files: whole-file reading, the
 // one atomic writer (checkpoints, token caches, the metrics rewrite) and the start-up check that it
-// can write an output, "same file" by device and inode, and the hashes (FNV-1a for short keys,
-// XXH3-64 for bulk data).
+// can write an output, and "same file" by device and inode. The hashes are in digest.h.
 #pragma once
 
 #include <sys/stat.h>
@@ -14,29 +13,6 @@
 #include <string_view>
 
 namespace xtrain {
-
-// fnv1a64: FNV-1a 64-bit hash of bytes (Fowler, Noll, Vo), chainable through `h`. Byte-serial
-// (~0.4 GB/s): for short keys and formats that already store it (token cache, tokenizer fingerprint).
-uint64_t fnv1a64(const void* data, size_t bytes, uint64_t h = 0xcbf29ce484222325ull);
-
-// xxh3_64: XXH3 64-bit hash of bytes, seed 0 (xxHash, Y. Collet; libxxhash), tens of GB/s: for
-// checkpoints and parameter buffers.
-uint64_t xxh3_64(const void* data, size_t bytes);
-
-// Xxh3Stream: xxh3_64 of bytes given in pieces: digest() after update(a), update(b) equals
-// xxh3_64 of a then b (XXH3 streaming API, seed 0).
-class Xxh3Stream {
- public:
-  Xxh3Stream();
-  ~Xxh3Stream();
-  Xxh3Stream(const Xxh3Stream&) = delete;
-  Xxh3Stream& operator=(const Xxh3Stream&) = delete;
-  void update(const void* data, size_t bytes);
-  uint64_t digest() const;
-
- private:
-  void* state_;  // XXH3_state_t
-};
 
 // UniqueFd: an owned file descriptor, closed when the owner goes (never throws). Move-only.
 class UniqueFd {

@@ -15,6 +15,7 @@
 
 #include "comm/agree.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 #include "data/jsonl.h"

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 #include "data/jsonl.h"

@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/data/tokenizer.h>
 

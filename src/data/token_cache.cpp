@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 
 namespace xtrain {

@@ -16,6 +16,7 @@
 #include "bpe.h"
 #include "core/echo.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include "core/json.h"
 #include "data/tiktoken.h"

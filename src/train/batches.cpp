@@ -7,6 +7,7 @@
 #include <string>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/rng.h>
 

@@ -15,10 +15,11 @@
 
 #include "comm/agree.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 #include <xtrain/core/stop_signal.h>
-#include <xtrain/train/checkpoint.h>
+#include "train/checkpointing.h"
 #include "train/memory_report.h"
 #include "train/run_log.h"
 #include "train/step.h"

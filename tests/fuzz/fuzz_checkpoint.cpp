@@ -8,8 +8,9 @@
 #include <string>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 namespace {
 void parse(const std::string& bytes) {

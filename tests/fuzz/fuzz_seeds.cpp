@@ -7,7 +7,7 @@
 #include <string>
 
 #include "core/io.h"
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 #if __has_include("serve/safetensors.h")
 #include <xtrain/serve/safetensors.h>
 #endif

@@ -1,6 +1,6 @@
 // forge_checkpoint IN OUT FIELD=VALUE... | forge_checkpoint IN --get FIELD: a damaged checkpoint WITH A VALID
 // CHECKSUM, for the tests of the loader's header validation (tests/test_bad_input.sh). The header fields are
-// those of kMetaFields (src/train/checkpoint.h), read and written through that table, so this tool follows the
+// those of kMetaFields (include/xtrain/checkpoint/checkpoint.h), read and written through that table, so this tool follows the
 // format wherever it changes. Edits: a header field by name (an integer for int and u64 fields, a number for
 // float fields); params0=, m0=, v0= set the first float of that array (e.g. nan, -1); the arrays are cut or
 // zero-extended to the header's num_params floats each unless body=keep is given. The XXH3-64 checksum at the
@@ -16,8 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/digest.h"
 #include "core/io.h"
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 using namespace xtrain;
 

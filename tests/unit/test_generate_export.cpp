@@ -22,7 +22,7 @@
 #include <xtrain/serve/export.h>
 #include "serve/export_commit.h"
 #include <xtrain/serve/generate.h>
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 using namespace xtrain;
 namespace fs = std::filesystem;

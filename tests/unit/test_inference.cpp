@@ -23,7 +23,7 @@
 #include <xtrain/model/inference.h>
 #include <xtrain/model/model.h>
 #include <xtrain/serve/generate.h>
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 using namespace xtrain;
 using test::random_params;

@@ -19,6 +19,7 @@
 #include <string>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 
 using namespace xtrain;

@@ -12,6 +12,7 @@
 #include <fstream>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/data/corpus.h>
 #include <xtrain/data/data_format.h>

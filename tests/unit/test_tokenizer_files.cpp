@@ -8,6 +8,7 @@
 #include <functional>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include "data/bpe.h"
 #include "data/tokenizer_options.h"

@@ -11,7 +11,7 @@
 #include <utility>
 #include <vector>
 
-#include "backend/cuda/cuda_backend.h"
+#include "backend/cuda/alloc_stats.h"
 
 namespace xtrain::cuda {
 

@@ -7,6 +7,7 @@
 
 #include <xtrain/backend/backend.h>
 #include <xtrain/comm/comm.h>
+#include "backend/cuda/alloc_stats.h"
 
 namespace xtrain {
 
@@ -23,15 +24,6 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts);
 
 // cuda_device_count: the devices the CUDA runtime sees (0 without GPU or driver; never throws).
 int cuda_device_count();
-
-// CudaAllocStats: the caching allocator's counters (tests assert no cudaMalloc after warm-up).
-struct CudaAllocStats {
-  size_t cuda_malloc_calls = 0;  // cudaMalloc calls since the backend was created
-  size_t cuda_free_calls = 0;    // cudaFree calls since the backend was created
-  size_t bytes_in_use = 0;       // handed out and not yet freed
-  size_t bytes_reserved = 0;     // held from the device (in use + cached)
-  size_t peak_bytes_reserved = 0; // the most bytes_reserved has been
-};
 
 // cuda_alloc_stats: counters of a backend made by make_cuda_backend; throws Error for another one.
 CudaAllocStats cuda_alloc_stats(const Backend& backend);

@@ -1,4 +1,4 @@
-// Checkpoint file format, and the training run's checkpoint save/restore (see src/train/checkpoint.h).
+// The checkpoint file format (<xtrain/checkpoint/checkpoint.h>): writing, parsing and checking a file.
 // Layout (little-endian, native struct packing of fixed-width fields):
 //   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one (kMetaFields, checkpoint.h); float params[n]; float m[n]; float v[n];
@@ -6,7 +6,7 @@
 // Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata; a model
 // other than gpt2 adds the family's fields after them (MetaPart::family; header_bytes says whether).
 // Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
-#include <xtrain/train/checkpoint.h>
+#include <xtrain/checkpoint/checkpoint.h>
 
 #include <sys/stat.h>
 
@@ -24,8 +24,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "comm/agree.h"
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 #include <xtrain/core/progress.h>
@@ -35,7 +35,6 @@ namespace xtrain {
 namespace {
 constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
-constexpr size_t kChunkBytes = size_t{64} << 20;  // reads of at most 64 MB (a progress report after each); copies
 
 struct Writer {
   std::string buf;
@@ -75,8 +74,8 @@ T field_value(const CheckpointMeta& m, const MetaField& f) {
   std::memcpy(&x, field_bytes(m, f), sizeof(T));
   return x;
 }
-// field_text: the value as `<<` prints it ("3", "0.0003", "12345678901"); the hashes (data hash,
-// tokenizer fingerprint) as 16 hex digits, as the export registry and the run summary print them.
+}  // namespace
+
 std::string field_text(const CheckpointMeta& m, const MetaField& f) {
   std::ostringstream os;
   const bool hash = f.offset == offsetof(CheckpointMeta, data_hash) || f.offset == offsetof(CheckpointMeta, tokenizer_fingerprint);
@@ -90,7 +89,6 @@ std::string field_text(const CheckpointMeta& m, const MetaField& f) {
   }
   return os.str();
 }
-// fields_differ: f differs between a and b (floats compared as floats: a NaN differs from itself).
 bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaField& f) {
   switch (f.type) {
     case MetaType::i32: return field_value<int32_t>(a, f) != field_value<int32_t>(b, f);
@@ -99,6 +97,8 @@ bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaF
   }
   return true;
 }
+
+namespace {
 
 // writes_part: whether a header of model m holds the rows of `part` (the family's: not for gpt2).
 bool writes_part(const GPTConfig& m, MetaPart part) { return part == MetaPart::base || m.arch != Arch::gpt2; }
@@ -241,8 +241,8 @@ CheckpointState load_checkpoint(const std::string& path, int rank, const Progres
     std::FILE* f = closer.get();
     buf.resize(static_cast<size_t>(sb.st_size));
     Progress progress("read " + path, buf.size(), rank, progress_options);
-    for (size_t done = 0; done < buf.size();) {  // chunks of kChunkBytes, a progress report after each
-      const size_t k = std::fread(&buf[done], 1, std::min(kChunkBytes, buf.size() - done), f);
+    for (size_t done = 0; done < buf.size();) {  // chunks of kCheckpointChunkBytes, a progress report after each
+      const size_t k = std::fread(&buf[done], 1, std::min(kCheckpointChunkBytes, buf.size() - done), f);
       if (k == 0) {
         if (std::ferror(f)) XT_FAIL("checkpoint " << path << ": read failed: " << std::strerror(errno));
         buf.resize(done);  // shorter than fstat said (changed while reading): the size check below names it
@@ -267,140 +267,6 @@ CheckpointMeta check_checkpoint_file(const std::string& path) {
   const CheckpointMeta meta = parse_header(head, file_size, path, &at);
   check_meta(meta, path);
   return meta;
-}
-
-namespace {
-// impossible_value: "" when every parameter and first moment is finite and every second moment finite
-// and >= 0 (what AdamW keeps), else which value is not. The checksum proves a file's bytes are those
-// written, not that the writer's values were sane: the writer checks before writing, a resume on reading.
-std::string impossible_value(const CheckpointState& st) {
-  const std::pair<const char*, const std::vector<float>*> parts[] = {
-      {"parameter", &st.params}, {"first moment", &st.m}, {"second moment", &st.v}};
-  for (const auto& [what, v] : parts)
-    for (size_t i = 0; i < v->size(); ++i)
-      if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f)) {
-        std::ostringstream os;
-        os << what << " " << i << " is " << (*v)[i];
-        return os.str();
-      }
-  return "";
-}
-
-CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
-  CheckpointMeta m;
-  m.model = model.config();
-  m.step = step;
-  m.batch = cfg.batch;
-  m.grad_accum = cfg.grad_accum;
-  m.total_steps = cfg.schedule_length();
-  m.dropout = cfg.dropout;
-  m.lr = cfg.optim.lr;
-  m.min_lr_frac = cfg.optim.min_lr_frac;
-  m.weight_decay = cfg.optim.weight_decay;
-  m.grad_clip = cfg.optim.grad_clip;
-  m.warmup = cfg.optim.warmup_steps;
-  m.seed = cfg.seed;
-  m.tokenizer_fingerprint = data.tokenizer_fingerprint;
-  m.data_hash = data.hash;
-  m.num_params = model.num_params();
-  m.n_train = data.n_train;
-  return m;
-}
-}  // namespace
-
-uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                          HostCollectives& group, int step) {
-  // Only rank 0 writes (every rank holds identical state). Its copies from the backend run on this, the
-  // backend's, thread, in pieces of kChunkBytes between meetings of every rank (agree_in_steps).
-  auto st = std::make_shared<CheckpointState>();
-  const size_t n = model.num_params();
-  const float* const from[3] = {model.params(), opt.m(), opt.v()};
-  std::vector<float>* const to[3] = {&st->params, &st->m, &st->v};
-  int part = 0;
-  size_t done = 0;
-  agree_in_steps(group, [&] {
-    if (group.rank() != 0) return true;
-    if (part == 0 && done == 0) {  // in the first step, so a failure is agreed too
-      st->meta = make_meta(cfg, data, model, step);
-      for (std::vector<float>* v : to) v->reserve(n);  // no page touched yet
-    }
-    const size_t k = std::min(kChunkBytes / sizeof(float), n - done);
-    to[part]->resize(done + k);  // within the reserved capacity: no reallocation
-    be.copy_to_host(to[part]->data() + done, from[part] + done, k * sizeof(float));
-    done += k;
-    if (done == n) ++part, done = 0;
-    return part == 3;
-  });
-  return agree_while_working(group, [st, path = cfg.ckpt, step, steps = cfg.steps]() -> uint64_t {
-    if (st->params.empty()) return 0;  // not rank 0
-    try {
-      // A finite loss at this step does not make the UPDATED state finite: never replace a good
-      // checkpoint with a blown-up one (a resume would refuse it).
-      if (const std::string bad = impossible_value(*st); !bad.empty()) {
-        std::error_code ec;
-        XT_FAIL("the state after this step is not finite (" << bad << "); not writing " << path
-                                                            << (std::filesystem::exists(path, ec) ? " (the previous checkpoint is kept)"
-                                                                                                  : " (no checkpoint was written before)"));
-      }
-      const uint64_t checksum = save_checkpoint(path, *st);
-      std::printf("step %5d/%d | checkpoint written to %s\n", step, steps, path.c_str());
-      return checksum;
-    } catch (const Error& e) {
-      XT_FAIL("step " << step << ": " << e.what());
-    }
-  });
-}
-
-namespace {
-// check_resume: a loaded checkpoint matches this run (want: make_meta of the run at step 0) and holds
-// possible values; Error naming the option or value otherwise.
-void check_resume(const CheckpointState& st, const CheckpointMeta& want, const std::string& resume, int steps) {
-  const CheckpointMeta& got = st.meta;
-  auto mismatch = [&](const char* what, auto have, auto need) {
-    XT_FAIL("checkpoint " << resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
-                          << need << " now");
-  };
-  // Every field the table says must match, in file order; the model as its description (one line
-  // naming both models). The parameter count is among them: the copies below never take
-  // model.num_params() floats out of vectors of another length.
-  for (const MetaField& f : kMetaFields) {
-    if (f.on_resume == OnResume::may_differ || !fields_differ(got, want, f)) continue;
-    if (f.on_resume == OnResume::model) mismatch("model", got.model.describe(), want.model.describe());
-    mismatch(f.resume_name, field_text(got, f), field_text(want, f));
-  }
-  if (st.params.size() != want.num_params) XT_FAIL("checkpoint " << resume << ": internal size mismatch");
-  if (got.step > steps)
-    XT_FAIL("checkpoint " << resume << " is at step " << got.step << ", past --steps " << steps
-                          << " (a larger --steps extends the run at the schedule's final learning rate)");
-  // got.step == steps: nothing left to train (a requeued job after the last step); not an error.
-  if (const std::string bad = impossible_value(st); !bad.empty())
-    XT_FAIL("checkpoint " << resume << " holds an impossible value: " << bad << " (not written by a healthy run)");
-}
-}  // namespace
-
-int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       HostCollectives& group) {
-  // Reading, parsing and checking the file is host work that may take long: on a worker thread while
-  // the ranks keep meeting (agree_while_working); only the copies to the device below run here.
-  const CheckpointMeta want = make_meta(cfg, data, model, 0);
-  auto loaded = agree_while_working(group, [resume = cfg.resume, steps = cfg.steps, want, rank = group.rank()] {
-    auto st = std::make_shared<CheckpointState>(load_checkpoint(resume, rank));
-    check_resume(*st, want, resume, steps);
-    return st;
-  });
-  const CheckpointState& st = *loaded;
-  const CheckpointMeta& got = st.meta;
-  const size_t bytes = model.num_params() * sizeof(float);
-  be.copy_to_device(model.params(), st.params.data(), bytes);
-  be.copy_to_device(opt.m(), st.m.data(), bytes);
-  be.copy_to_device(opt.v(), st.v.data(), bytes);
-  std::string extended;  // a run longer than the checkpoint's schedule (TrainConfig::schedule_steps)
-  if (cfg.steps > got.total_steps && got.step < cfg.steps)
-    extended = " (extended to --steps " + std::to_string(cfg.steps) + "; steps past the LR schedule's " +
-               std::to_string(got.total_steps) + " at its final learning rate)";
-  print0(group.rank(), "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,
-         got.step == cfg.steps ? " (already at --steps: nothing to train)" : extended.c_str());
-  return got.step;
 }
 
 }  // namespace xtrain

@@ -1,4 +1,4 @@
-// Checkpoints: parameters, AdamW state, step, model config and the identity of the data and
+// The checkpoint file format: parameters, AdamW state, step, model config and the identity of the data and
 // tokenizer, in one file with a header and an XXH3-64 checksum over everything before it.
 // Batch sampling and dropout are counter-based (rng.h), keyed by (seed, step), so seed + step are
 // the whole RNG and data-loader state. Written atomically (write_file_atomic, io.h).
@@ -11,13 +11,8 @@
 #include <utility>
 #include <vector>
 
-#include <xtrain/backend/backend.h>
-#include <xtrain/comm/host_collectives.h>
 #include <xtrain/core/progress.h>
 #include <xtrain/model/model.h>
-#include <xtrain/train/batches.h>
-#include <xtrain/train/config.h>
-#include <xtrain/train/optim.h>
 
 namespace xtrain {
 
@@ -170,6 +165,16 @@ static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::family) == 
                   meta_family_last(kMetaFields, kNumMetaFields),
               "kMetaFields: the family's rows are 16 bytes after the base header");
 
+// field_text: the value of row f in m as `<<` prints it ("3", "0.0003", "12345678901"); the hashes (data
+// hash, tokenizer fingerprint) as 16 hex digits, as the export registry and the run summary print them.
+std::string field_text(const CheckpointMeta& m, const MetaField& f);
+// fields_differ: row f differs between a and b (floats compared as floats: a NaN differs from itself).
+bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaField& f);
+
+// kCheckpointChunkBytes: files are read, and states copied, in pieces of at most 64 MB, with a progress
+// report or a meeting of the ranks after each.
+inline constexpr size_t kCheckpointChunkBytes = size_t{64} << 20;
+
 struct CheckpointState {
   CheckpointMeta meta;
   std::vector<float> params, m, v;  // (num_params) each
@@ -200,25 +205,5 @@ CheckpointMeta check_checkpoint_file(const std::string& path);
 // (progress.h; `progress` says where, e.g. stderr for a tool whose stdout is its output).
 CheckpointState load_checkpoint(const std::string& path, int rank = 0,
                                 const ProgressOptions& progress = long_work_options());
-
-// ---- the training run's side: what goes into a checkpoint and what a resume must match ----
-
-// write_checkpoint: called by every rank of `group` after `step`: rank 0 copies params, AdamW state and
-// metadata to the host, then saves them (save_checkpoint) on a worker thread while every rank keeps
-// meeting under the group's deadline (agree_while_working, agree.h), so a write that outlasts
-// --comm-timeout does not end the job. Returns the file's XXH3-64 checksum on rank 0, 0 elsewhere. A
-// failure (non-finite parameters, which never replace a good checkpoint; an I/O error) ends every
-// rank with AgreedFailure, rank 0 printing "step N: <cause>".
-uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                          HostCollectives& group, int step);
-
-// restore_checkpoint: called by every rank of `group`: each reads cfg.resume on a worker thread while the
-// ranks keep meeting under the deadline (agree_while_working), checks that it matches the model
-// (description and parameter count), data, batch and schedule configuration (--steps, --lr, --warmup,
-// --min-lr-frac, --weight-decay, --grad-clip; Error naming the option otherwise) and holds possible
-// values (finite, second moments >= 0), loads params and AdamW state, and returns the step it was
-// written after. Rank 0 prints the line "resumed from ...". A failure ends every rank (AgreedFailure).
-int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
-                       HostCollectives& group);
 
 }  // namespace xtrain
