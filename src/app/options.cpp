@@ -14,6 +14,7 @@
 #include <xtrain/backend/backend.h>
 #include <xtrain/backend/registry.h>
 #include "core/cli.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include <xtrain/data/corpus.h>
@@ -58,14 +59,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   TrainConfig& t = o.train;
   GPTConfig& m = t.model;
   OptimConfig& oc = t.optim;
-  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   std::string weight_copy = "persistent";
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
+    ("data", po::value(&o.data)->default_value(default_data_file("brown.txt")), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
     ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
@@ -219,6 +219,11 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(o.val_data.empty() || o.tokens_cache.empty(), "--tokens-cache names the cache of one --data file; with --val-data each cache is <file>.tokcache");
   o.data_format = parse_data_format(data_format);
   need(!o.jsonl_field.empty(), "--jsonl-field must not be empty");
+  if (vm["data"].defaulted()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.data, ec))
+      throw UsageError("--data: the default " + o.data + " is missing (" + data_dir_note("--data FILE") + ")");
+  }
   return o;
 }
 
