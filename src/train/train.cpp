@@ -171,7 +171,8 @@ std::string stop_notice(const TrainConfig& cfg, int step, int ckpt_step) {
 
 }  // namespace
 
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
+                       const StepCallback& on_step) {
   const auto t_start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), rank = comm.rank();
   AdamW opt(be, model.num_params());
@@ -212,6 +213,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       // a run stopped by a signal skips its last validation: under mpirun the ranks may be killed soon
       if (!res.stopped && validation_due(cfg, data, step, end))
         validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
+      if (on_step) {
+        StepReport rep;
+        rep.step = step, rep.last_step = end, rep.loss = r.loss, rep.grad_norm = r.grad_norm, rep.lr = r.lr, rep.step_ms = ms;
+        if (res.val_step == step) rep.val_loss = res.val_loss;
+        on_step(rep);
+      }
     }
   } catch (const AgreedFailure&) {
     throw;

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
@@ -26,6 +27,25 @@ struct TrainResult {
   bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
 };
 
+// StepReport: one finished optimizer step, as train_rank's step callback sees it. Every figure but step_ms
+// is all-reduced, so every rank gets the same report.
+struct StepReport {
+  int step = 0;        // the step just finished (from 1)
+  int last_step = 0;   // the run's last step as known now (a stop signal makes it `step`)
+  double loss = 0;     // global mean train loss of the step, nats per token
+  double grad_norm = 0;  // global L2 norm of the averaged gradients, before clipping
+  float lr = 0;        // the step's learning rate (lr_at, optim.h)
+  double step_ms = 0;  // this rank's wall time of the step, milliseconds (not all-reduced)
+  std::optional<double> val_loss;  // the validation loss, when the run validated at this step
+};
+// StepCallback: called by train_rank on every rank after each step, once the step's checkpoint is written
+// and its validation done (so a callback may read the checkpoint file). It runs between the step's
+// collectives and the next step's, on the training thread: it must not use the communicator, and its
+// time adds to the run's. An exception it throws ends the run as a failing step does (Error "step N:
+// <message>"); decide from the report (the same on every rank) so that every rank throws, else the others
+// wait for it in the next step until --comm-timeout.
+using StepCallback = std::function<void(const StepReport&)>;
+
 // train_rank: the training loop every rank runs. Each step one counter-based RNG keyed by
 // (seed, step) draws the whole global batch of B sequence offsets; rank r computes sequences
 // i % world == r, in grad_accum micro-steps; loss is the mean over the global batch; gradients are
@@ -35,10 +55,13 @@ struct TrainResult {
 // record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds and
 // twice the second is named as warm-up; at the end the run summary (run_summary.h) as lines and the
 // `final` record.
+// on_step (may be empty): the step callback above, e.g. an embedding program's own log or early look at
+// the loss (examples/train_callback.cpp); nothing else depends on it.
 // Throws AgreedFailure (after printing) on a non-finite loss.
 // Depends only on the Communicator (never on how the ranks were started): every collective, the
 // agreement checks included, is bounded by its --comm-timeout deadline.
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm);
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
+                       const StepCallback& on_step = {});
 
 // max_param_diff: max over all parameters and ranks of |p_rank - p_rank0| (rank 0's parameters broadcast in
 // pieces of 64 MB, then one max).
