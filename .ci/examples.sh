@@ -2,13 +2,15 @@
 # CI's examples phase (.ci/run): xtrain used as a library, the way docs/embedding.md tells a program to.
 # Installs build/ into a fresh prefix, builds examples/ against it as a CMake project of its own
 # (find_package(xtrain)), then runs each example once on a tiny model, from a directory outside the tree:
-# train_callback on 2 ranks (its callback's lines and a checkpoint), xtrain_export of that checkpoint,
+# train_callback on RANKS ranks (its callback's lines and a checkpoint), xtrain_export of that checkpoint,
 # perplexity of the checkpoint and of its export (the same figure: the two loaders agree), generate from
-# the export. Seconds on 2 cores, besides the build. Usage: .ci/examples.sh [BUILD_DIR] (default build).
+# the export. Seconds on 2 cores, besides the build.
+# Usage: .ci/examples.sh [BUILD_DIR [RANKS]]   (defaults: build, 2; a CUDA build on one GPU needs RANKS 1,
+# as each rank takes a GPU of its own)
 set -euo pipefail
 
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
-build="$(cd "${1:-$root/build}" && pwd)"
+build="$(cd "${1:-$root/build}" && pwd)" ranks="${2:-2}"
 tmp="$(mktemp -d "${TMPDIR:-/tmp}/xtrain-examples.XXXXXX")"
 trap 'rm -rf "$tmp"' EXIT
 
@@ -27,7 +29,7 @@ cd "$tmp"
 head -c 200000 "$XTRAIN_DATA/brown.txt" > train.txt
 head -c 20000 "$XTRAIN_DATA/brown.txt" > score.txt
 
-mpirun --allow-run-as-root --oversubscribe --bind-to none -np 2 "$ex/train_callback" train.txt 4 run.ckpt > train.log \
+mpirun --allow-run-as-root --oversubscribe --bind-to none -np "$ranks" "$ex/train_callback" train.txt 4 run.ckpt > train.log \
   || { cat train.log; fail "train_callback failed"; }
 grep -q '^callback | step 4 | loss ' train.log || { cat train.log; fail "train_callback: no callback line for step 4"; }
 grep -q '^callback | 4 steps | best validation loss ' train.log || { cat train.log; fail "train_callback: no summary line"; }

@@ -71,6 +71,7 @@ int run(int argc, char** argv) {
   const xtrain::Tokenizer tok = xtrain::Tokenizer::from_gpt2_files(encoder_json, vocab_bpe);
   if (fingerprint != 0 && fingerprint != tok.fingerprint())
     throw xtrain::UsageError(from + " was trained with another tokenizer than " + encoder_json);
+  if (cfg.V != tok.vocab_size()) throw xtrain::UsageError(from + ": the model's vocabulary is not the tokenizer's");
   const std::vector<int32_t> ids = tok.encode(read_text(text_file));
   if (ids.size() < 2) throw xtrain::UsageError(text_file + ": fewer than two tokens, nothing to predict");
 
@@ -80,25 +81,19 @@ int run(int argc, char** argv) {
   xtrain::GPT model(cfg, *be);
   be->copy_to_device(model.params(), params.data(), params.size() * sizeof(float));
 
-  // Windows of T = maxT tokens, B at a time; tokens (B,T) and their targets, the tokens shifted by one.
+  // Windows of T = maxT tokens, up to B at a time: consecutive windows are consecutive ids, so the batch
+  // (b,t) is ids[start, start + b*t) and its targets the same ids shifted by one.
   const int T = cfg.maxT, B = 8;
   const size_t windows = (ids.size() - 1 + T - 1) / T;
   double nats = 0;
   size_t predicted = 0;
-  for (size_t w = 0; w < windows;) {
-    const size_t start = w * T;
-    const int t = int(std::min<size_t>(T, ids.size() - 1 - start));  // only the last window is shorter
-    const int b = t < T ? 1 : int(std::min<size_t>(B, (ids.size() - 1 - start) / T));
-    std::vector<int32_t> tokens(size_t(b) * t), targets(size_t(b) * t);
-    for (int i = 0; i < b; ++i)
-      for (int j = 0; j < t; ++j) {
-        tokens[size_t(i) * t + j] = ids[start + size_t(i) * T + j];
-        targets[size_t(i) * t + j] = ids[start + size_t(i) * T + j + 1];
-      }
+  for (size_t start = 0; start < ids.size() - 1;) {
+    const size_t left = ids.size() - 1 - start;  // tokens still to predict
+    const int t = int(std::min<size_t>(T, left)), b = t < T ? 1 : int(std::min<size_t>(B, left / T));
     // forward returns the SUM of the b*t cross-entropies (nats); train = false: no gradients, no dropout
-    nats += model.forward(tokens.data(), targets.data(), b, t, /*train=*/false, /*dloss=*/0.0f, nullptr);
+    nats += model.forward(&ids[start], &ids[start + 1], b, t, /*train=*/false, /*dloss=*/0.0f, nullptr);
     predicted += size_t(b) * t;
-    w += b;
+    start += size_t(b) * t;
   }
   const double loss = nats / double(predicted);
   std::printf("%s: %zu tokens predicted in %zu windows of up to %d | loss %.4f nats/token | perplexity %.2f\n",
