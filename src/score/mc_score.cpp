@@ -125,8 +125,10 @@ McResult score_mc(GPT& model, const McTokens& mc, int rows_per_forward, HostColl
         if (score[m] > top[m]) top[m] = score[m], best[m] = r - mc.first_row[i];  // first of equal maxima
     }
     for (int m = 0; m < 3; ++m) right[m] += best[m] == static_cast<size_t>(mc.items[i].label);
+    res.right_logprob += logprob[mc.first_row[i] + mc.items[i].label];
   }
   const double n = static_cast<double>(n_items);
+  res.right_logprob /= n;
   res.acc = right[0] / n, res.acc_norm = right[1] / n, res.acc_token_mean = right[2] / n;
   return res;
 }

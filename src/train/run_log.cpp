@@ -77,7 +77,8 @@ void RunLog::validation(int step, std::optional<double> val_loss, const std::vec
   for (const EvalFigure& e : evals) {
     nlohmann::json r = {{"type", "eval"}, {"step", step}, {"name", e.name}};
     if (e.mc)
-      r["items"] = e.items, r["acc"] = e.acc, r["acc_norm"] = e.acc_norm, r["acc_token_mean"] = e.acc_token_mean;
+      r["items"] = e.items, r["acc"] = e.acc, r["acc_norm"] = e.acc_norm, r["acc_token_mean"] = e.acc_token_mean,
+      r["right_logprob"] = e.right_logprob;
     else
       r["loss"] = e.loss;
     metrics_.write(r);

@@ -32,7 +32,7 @@ class RunLog {
   // validation: rank 0 prints the validation line of `step`: the validation loss (nats per token; none when
   // nothing is held out) and each eval set's figures, and writes the `val` record and one `eval` record per
   // set: {"type": "eval", "step", "name", "loss"} or {"type": "eval", "step", "name", "items", "acc",
-  // "acc_norm", "acc_token_mean"}.
+  // "acc_norm", "acc_token_mean", "right_logprob"}.
   void validation(int step, std::optional<double> val_loss, const std::vector<EvalFigure>& evals);
   // summary: rank 0 writes the `final` record and prints the summary lines; MFU filled in where known.
   void summary(RunSummary s);

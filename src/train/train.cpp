@@ -127,7 +127,7 @@ void validate(const TrainConfig& cfg, const TrainData& data, GPT& model, Communi
     const McResult r = score_mc(model, s.items, cfg.eval_batch, &comm);
     EvalFigure f;
     f.name = s.name, f.mc = true, f.items = r.items;
-    f.acc = r.acc, f.acc_norm = r.acc_norm, f.acc_token_mean = r.acc_token_mean;
+    f.acc = r.acc, f.acc_norm = r.acc_norm, f.acc_token_mean = r.acc_token_mean, f.right_logprob = r.right_logprob;
     res.evals.push_back(f);
   }
   if (vl) res.val_loss = vl;

@@ -64,10 +64,12 @@ struct McChoiceScore {
 
 // McResult: a file's scores. acc: the share of items whose right choice has the largest logprob; acc_norm: by
 // logprob / bytes of the choice (lm-eval-harness's acc_norm); acc_token_mean: by logprob / tokens (llm.c's
-// "acc_norm" of hellaswag.py). Ties go to the first choice (numpy's argmax).
+// "acc_norm" of hellaswag.py). Ties go to the first choice (numpy's argmax). right_logprob: the mean over the
+// items, in file order, of the right choice's logprob (a continuous figure beside the accuracies).
 struct McResult {
   size_t items = 0;
   double acc = 0, acc_norm = 0, acc_token_mean = 0;
+  double right_logprob = 0;
   std::vector<McChoiceScore> choices;  // per row of McTokens
 };
 

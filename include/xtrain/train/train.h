@@ -23,7 +23,7 @@ struct EvalFigure {
   bool mc = false;
   double loss = 0;
   size_t items = 0;
-  double acc = 0, acc_norm = 0, acc_token_mean = 0;
+  double acc = 0, acc_norm = 0, acc_token_mean = 0, right_logprob = 0;
 };
 
 struct TrainResult {
