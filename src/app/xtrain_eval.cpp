@@ -202,7 +202,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
       per_item.push_back({{"line", mc.items[k].line}, {"label", mc.items[k].label}, {"logprob", lp}, {"tokens", nt}, {"bytes", nb}});
     }
     out["mc"].push_back({{"file", mc_files[i]}, {"items", r.items}, {"acc", r.acc}, {"acc_norm", r.acc_norm},
-                         {"acc_token_mean", r.acc_token_mean}, {"right_logprob", r.right_logprob}, {"seq", mc.T}, {"per_item", per_item}});
+                         {"acc_token_mean", r.acc_token_mean}, {"right_logprob", r.right_logprob}, {"longest_row", mc.T + 1}, {"per_item", per_item}});
   }
   for (size_t i = 0; i < streams.size(); ++i) {
     const size_t n = streams[i].size(), whole = n > 0 ? (n - 1) / seq : 0;

@@ -73,7 +73,7 @@ McTokens tokenize_mc(std::vector<McItem> items, const Tokenizer& tok, const GPTC
 McResult score_mc(GPT& model, const McTokens& mc, int rows_per_forward, HostCollectives* group,
                   const std::function<void(const McProgress&)>& progress) {
   XT_CHECK(rows_per_forward >= 1, "score_mc: rows per forward " << rows_per_forward);
-  const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1, T = mc.T;
+  const int rank = group ? group->rank() : 0, world = group ? group->world_size() : 1;
   const size_t n_items = mc.items.size();
   // forwards: [first item, end item) each, whole items in file order up to rows_per_forward rows
   std::vector<std::pair<size_t, size_t>> forwards;
@@ -90,6 +90,9 @@ McResult score_mc(GPT& model, const McTokens& mc, int rows_per_forward, HostColl
   for (size_t f = rank; f < forwards.size(); f += world) {
     const size_t r0 = mc.first_row[forwards[f].first], r1 = mc.first_row[forwards[f].second];
     const int B = static_cast<int>(r1 - r0);
+    size_t longest = 0;  // T: the forward's longest row (a function of the file alone, as the forward is)
+    for (size_t r = r0; r < r1; ++r) longest = std::max(longest, mc.ids[r].size());
+    const int T = static_cast<int>(longest) - 1;
     fw.tokens.assign(static_cast<size_t>(B) * T, 0);  // padding: id 0 after a row's end, never read
     fw.targets.assign(fw.tokens.size(), 0);
     for (size_t r = r0; r < r1; ++r) {

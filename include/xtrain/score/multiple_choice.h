@@ -45,7 +45,7 @@ struct McTokens {
   std::vector<std::vector<int32_t>> ids;
   std::vector<int> choice_tokens;
   std::vector<size_t> choice_bytes;
-  int T = 0;  // the longest row less its last token: every forward of this file runs (rows, T)
+  int T = 0;  // the longest row less its last token (a forward runs (rows, its own longest row's T))
   size_t rows() const { return ids.size(); }
 };
 
@@ -74,7 +74,8 @@ struct McResult {
 };
 
 // score_mc: every choice of `mc` through `model` in forwards of up to `rows_per_forward` rows (whole items,
-// taken in file order; an item with more choices runs alone) of mc.T positions, without dropout. Forward f
+// taken in file order; an item with more choices runs alone) of as many positions as their longest row,
+// without dropout. Forward f
 // runs on rank f % world of `group` (null: this process does every forward) and the per-choice sums are then
 // summed over the ranks (each from one rank, zeros elsewhere), so every rank gets the same result, bit for
 // bit, at any world size: a forward's content and shape do not depend on the world. `progress` (may be
