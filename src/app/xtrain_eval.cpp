@@ -5,7 +5,6 @@
 // Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
-#include <chrono>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -41,9 +40,6 @@ constexpr const char* kUsage =
     "Usage: xtrain_eval (--ckpt FILE | --model DIR) [--mc FILE]... [--loss FILES]... [options]\n"
     "Scores a trained GPT on multiple-choice files (HellaSwag's format) and held-out data (docs/usage.md, "
     "\"Evaluating\").";
-
-// kProgressSeconds: a long file's progress line on stderr, at most this often.
-constexpr double kProgressSeconds = 5.0;
 
 po::options_description make_options(TokenizerFiles& files) {
   po::options_description o = cli_group("Options");
@@ -185,15 +181,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   out["loss"] = nlohmann::json::array();
   for (size_t i = 0; i < mcs.size(); ++i) {
     const McTokens& mc = mcs[i];
-    const auto t0 = std::chrono::steady_clock::now();
-    double last = 0;
-    const McResult r = score_mc(model, mc, eval_batch, nullptr, [&](const McProgress& p) {
-      const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      if (s - last < kProgressSeconds || p.done == p.total) return;
-      last = s;
-      std::fprintf(stderr, "eval | %s | %zu / %zu items | %.1f items/s | eta %s\n", mc_files[i].c_str(), p.done, p.total,
-                   p.done / s, minutes_seconds(s / p.done * (p.total - p.done)).c_str());
-    });
+    const McResult r = score_mc(model, mc, eval_batch, nullptr, mc_progress_line(mc_files[i], stderr));
     nlohmann::json per_item = nlohmann::json::array();
     for (size_t k = 0; k < mc.items.size(); ++k) {
       nlohmann::json lp = nlohmann::json::array(), nt = nlohmann::json::array(), nb = nlohmann::json::array();

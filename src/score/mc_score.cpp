@@ -5,9 +5,12 @@
 #include <xtrain/score/multiple_choice.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
+#include <memory>
 
 #include <xtrain/core/error.h>
+#include <xtrain/core/progress.h>
 
 namespace xtrain {
 
@@ -134,6 +137,19 @@ McResult score_mc(GPT& model, const McTokens& mc, int rows_per_forward, HostColl
   res.right_logprob /= n;
   res.acc = right[0] / n, res.acc_norm = right[1] / n, res.acc_token_mean = right[2] / n;
   return res;
+}
+
+std::function<void(const McProgress&)> mc_progress_line(const std::string& what, std::FILE* out) {
+  using Clock = std::chrono::steady_clock;
+  auto last = std::make_shared<double>(0.0);
+  return [what, out, last, t0 = Clock::now()](const McProgress& p) {
+    const double s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (s - *last < kMcProgressSeconds || p.done == 0 || p.done >= p.total) return;
+    *last = s;
+    std::fprintf(out, "eval   | %s | %zu / %zu items | %.1f items/s | eta %s\n", what.c_str(), p.done, p.total, p.done / s,
+                 minutes_seconds(s / p.done * static_cast<double>(p.total - p.done)).c_str());
+    std::fflush(out);
+  };
 }
 
 double held_out_loss(GPT& model, const TokenStream& tokens, int T, int max_windows, int rows_per_forward,

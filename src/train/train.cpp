@@ -124,7 +124,10 @@ void validate(const TrainConfig& cfg, const TrainData& data, GPT& model, Communi
     res.evals.push_back(f);
   }
   for (const EvalSets::Mc& s : data.evals.mc) {
-    const McResult r = score_mc(model, s.items, cfg.eval_batch, &comm);
+    // rank 0 names its share of a long file's items as it goes (every rank has about as many)
+    const McResult r = score_mc(model, s.items, cfg.eval_batch, &comm,
+                                comm.rank() == 0 ? mc_progress_line(s.name + " (rank 0's share)", stdout)
+                                                 : std::function<void(const McProgress&)>());
     EvalFigure f;
     f.name = s.name, f.mc = true, f.items = r.items;
     f.acc = r.acc, f.acc_norm = r.acc_norm, f.acc_token_mean = r.acc_token_mean, f.right_logprob = r.right_logprob;

@@ -44,7 +44,9 @@ done
 for np in 2 3; do
   python3 - "$WORK/eval1.txt" "$WORK/eval$np.txt" "$np" <<'PY' || fail "world $np: eval records differ from world 1"
 import json, sys
-kTrainedRel = 1e-4  # 80 steps of last-bit differences in the parameters move a loss by ~1e-6 relative
+# 80 steps of last-bit differences in the parameters moved the Brown loss (~18 nats: a model overfit to other
+# text) by 4.1e-5 relative at world 2 and 3.4e-6 at world 3 (measured); the evaluation's own bits: test_score_world
+kTrainedRel = 1e-3
 a = [json.loads(l) for l in open(sys.argv[1])]
 b = [json.loads(l) for l in open(sys.argv[2])]
 assert len(a) == len(b), (len(a), len(b))

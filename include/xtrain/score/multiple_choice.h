@@ -7,6 +7,7 @@
 #pragma once
 
 #include <cstdint>
+#include <cstdio>
 #include <functional>
 #include <string>
 #include <vector>
@@ -86,5 +87,11 @@ struct McProgress {
 };
 McResult score_mc(GPT& model, const McTokens& mc, int rows_per_forward, HostCollectives* group,
                   const std::function<void(const McProgress&)>& progress = {});
+
+// kMcProgressSeconds: mc_progress_line prints at most this often.
+inline constexpr double kMcProgressSeconds = 5.0;
+// mc_progress_line: a score_mc progress callback that prints "eval   | <what> | <done> / <total> items | <rate>
+// items/s | eta <m>m<s>s" to `out` every kMcProgressSeconds from its creation (none for work that ends sooner).
+std::function<void(const McProgress&)> mc_progress_line(const std::string& what, std::FILE* out);
 
 }  // namespace xtrain
