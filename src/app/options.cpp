@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -16,6 +17,7 @@
 #include "core/cli.h"
 #include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
+#include "core/echo.h"
 #include "core/io.h"
 #include <xtrain/data/corpus.h>
 #include "data/token_cache.h"
@@ -46,8 +48,29 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
     else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
     else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
     else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
+    else if (auto* list = boost::any_cast<std::vector<std::string>>(&v))  // a repeatable option: every value, in order
+      for (size_t k = 0; k < list->size(); ++k) os << (k ? "\n" : "") << (*list)[k];
     else XT_FAIL("option --" << name << " has a type canonical_options does not know");  // a new option type
     out.emplace_back("--" + name, os.str());
+  }
+  return out;
+}
+
+// parse_eval_specs: --eval / --eval-mc values NAME=FILES -> (name, files). A name is letters, digits, '_',
+// '-' and '.' (it is a field of the validation line and of the metrics file); names are unique.
+std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw UsageError(std::string(opt) + " takes NAME=FILES, got '" + echo_value(s) + "'");
+    const std::string name = s.substr(0, eq);
+    for (char c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+        throw UsageError(std::string(opt) + " name '" + echo_value(name) + "': use letters, digits, '_', '-' and '.'");
+    for (const auto& p : out)
+      if (p.first == name) throw UsageError(std::string(opt) + " names the set '" + name + "' twice");
+    out.emplace_back(name, s.substr(eq + 1));
   }
   return out;
 }
@@ -63,6 +86,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   std::string weight_copy = "persistent";
+  std::vector<std::string> eval_specs, eval_mc_specs;
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
     ("data", po::value(&o.data)->default_value(default_data_file("brown.txt")), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
@@ -76,7 +100,10 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
-    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
+    ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: a multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
   std::string arch = "gpt2", tie = "true";
   po::options_description model = cli_group("Model (GPT-2 or Llama layout, pre-norm)");
   model.add_options()
@@ -202,6 +229,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.eval_batch >= 1 && t.eval_batch <= 65536, "--eval-batch must be in [1, 65536]");
+  o.evals = parse_eval_specs(eval_specs, "--eval");
+  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc");
+  for (const auto& a : o.evals)
+    for (const auto& b : o.eval_mcs)
+      if (a.first == b.first) throw UsageError("--eval and --eval-mc both name a set '" + a.first + "'");
+  need(t.val_every > 0 || (o.evals.empty() && o.eval_mcs.empty()), "--eval and --eval-mc need --val-every > 0 (they are scored at every --val-every step)");
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
@@ -238,6 +272,9 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   std::vector<Path> reads, caches, outputs;  // read only; read and written; written
   for (const std::string& f : data_files) reads.push_back({"--data", f});
   for (const std::string& f : val_files) reads.push_back({"--val-data", f});
+  for (const auto& [name, spec] : o.evals)
+    for (const std::string& f : list_data_files(spec)) reads.push_back({"--eval " + name, f});
+  for (const auto& [name, file] : o.eval_mcs) reads.push_back({"--eval-mc " + name, file});
   const size_t n_data = reads.size();
   for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) reads.push_back({opt, path});
   reads.push_back({"--resume", o.train.resume});

@@ -16,6 +16,17 @@
 
 namespace xtrain {
 
+// EvalFigure: one held-out set's figures at a validation step, the same on every rank and at any world
+// size: an --eval set's loss (nats per token; mc false), or an --eval-mc set's items and accuracies
+// (McResult, score/multiple_choice.h).
+struct EvalFigure {
+  std::string name;
+  bool mc = false;
+  double loss = 0;
+  size_t items = 0;
+  double acc = 0, acc_norm = 0, acc_token_mean = 0, right_logprob = 0;
+};
+
 struct TrainResult {
   int first_step = 0, last_step = 0;
   std::vector<double> losses;  // global mean train loss per step run
@@ -23,6 +34,7 @@ struct TrainResult {
   double tok_per_s = 0;        // global tokens per second over the steps after the first
   std::optional<double> val_loss;  // the last validation loss of this run, at val_step
   int val_step = 0;
+  std::vector<EvalFigure> evals;  // the last evaluation of data.evals (at val_step), in their order
   uint64_t ckpt_xxh3 = 0;      // rank 0: XXH3-64 of the last checkpoint written (0 = none, other ranks)
   bool stopped = false;        // a stop signal ended the run early, after last_step (stop_signal.h)
 };
@@ -54,7 +66,10 @@ using StepCallback = std::function<void(const StepReport&)>;
 // writes metrics and checkpoints: per step the step line (every --log-every steps) and a `train`
 // record, with MFU (mfu.h) and device memory where known; a first step of more than a few seconds and
 // twice the second is named as warm-up; at the end the run summary (run_summary.h) as lines and the
-// `final` record.
+// `final` record. At every --val-every step and the last, besides the validation loss, each set of
+// data.evals is scored (score/: held_out_loss over min(--val-seqs, its windows) windows of --seq tokens,
+// score_mc; in forwards of --eval-batch sequences, split across ranks) into the validation line and an
+// `eval` record per set.
 // on_step (may be empty): the step callback above, e.g. an embedding program's own log or early look at
 // the loss (examples/train_callback.cpp); nothing else depends on it.
 // Throws AgreedFailure (after printing) on a non-finite loss.
