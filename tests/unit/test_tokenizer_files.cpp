@@ -192,6 +192,32 @@ TEST_CASE("loader errors name the file and the cause") {
   CHECK(same.encode("a<dup>b") == std::vector<int32_t>{'a', 260, 'b'});
 }
 
+// tiktoken's rule finds a merged token's pairs from its bytes, work quadratic in its length: vocab.bpe's
+// merges may make tokens of at most kMaxTokenBytes, as rank files may hold (test_tiktoken).
+TEST_CASE("vocab.bpe: a merge that makes a token longer than kMaxTokenBytes is refused by file:line") {
+  ScratchDir d;
+  auto write_runs = [&](size_t longest) {  // tokens "aa", "aaa", ... up to `longest` a's, one merge each
+    nlohmann::json v = tiny_vocab();
+    std::string merges = kTinyMerges;
+    for (size_t k = 2; k <= longest; ++k) {
+      v[std::string(k, 'a')] = int(260 + k - 2);
+      merges += std::string(k - 1, 'a') + " a\n";
+    }
+    write_file(d.file("runs.json"), v.dump());
+    write_file(d.file("runs.bpe"), merges);
+  };
+  write_runs(bpe::kMaxTokenBytes);
+  CHECK(Tokenizer::from_gpt2_files(d.file("runs.json"), d.file("runs.bpe")).encode(std::string(bpe::kMaxTokenBytes, 'a')) ==
+        std::vector<int32_t>{int32_t(260 + bpe::kMaxTokenBytes - 2)});
+  write_runs(bpe::kMaxTokenBytes + 1);
+  const std::string e = error_of([&] { Tokenizer::from_gpt2_files(d.file("runs.json"), d.file("runs.bpe")); });
+  INFO(e);
+  // kTinyMerges holds lines 1..4, the merge making k a's is on line k + 3
+  CHECK(e.find(d.file("runs.bpe") + ":" + std::to_string(bpe::kMaxTokenBytes + 4) + ": merge \"") == 0);
+  CHECK(e.find("makes a token of " + std::to_string(bpe::kMaxTokenBytes + 1) + " bytes; at most " +
+               std::to_string(bpe::kMaxTokenBytes) + " are read") != std::string::npos);
+}
+
 TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name") {
   ScratchDir d;
   int n = 0;
