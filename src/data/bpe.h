@@ -117,6 +117,12 @@ class SplitRegex {
   std::unique_ptr<Code> code_;
 };
 
+// kMaxTokenBytes: the longest token a vocabulary whose merges are found from the tokens' bytes
+// (PairRule::kAnySplit: rank files, encoder.json + vocab.bpe) may hold. The Merger looks up every split
+// of every token, work quadratic in a token's length; the longest token of the real vocabularies
+// (r50k, p50k, cl100k, o200k, Llama 3) is 128 bytes.
+inline constexpr size_t kMaxTokenBytes = 256;
+
 // RawVocab: a vocabulary as GPT-2's files and tokenizer.json give it: token strings in GPT-2's byte
 // alphabet, merges as string pairs in rank order, and literal special (added) tokens; what
 // from_gpt2_files and from_hf_json hand to Tokenizer (tokenizer.cpp builds the tables).

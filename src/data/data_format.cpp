@@ -51,17 +51,22 @@ DataFormat detect_data_format(const std::string& path, DataFormat requested) {
 namespace {
 
 // jsonl_ids: the ids of a JSON lines file's documents, as `each` (a for_each_jsonl_document over the
-// file or over its bytes) gives them: each tokenized, tok.eot_id() between consecutive ones (none
-// after the last), the rule join_files applies between files. Rank 0 prints one line.
+// file or over its bytes, checked against the bound it is given) gives them: each tokenized,
+// tok.eot_id() between consecutive ones (none after the last), the rule join_files applies between
+// files. The ids' bytes are held to the same bound (a template's ids on every short document could
+// pass it). Rank 0 prints one line.
 std::vector<int32_t> jsonl_ids(const std::string& path, const Tokenizer& tok, int rank,
-                               const std::function<void(const DocumentFn&)>& each) {
+                               const std::function<void(const DocumentFn&, const JsonlBound&)>& each) {
+  const JsonlBound bound = jsonl_bound();
   std::vector<int32_t> ids;
   size_t docs = 0;
   each([&](const std::string& text, size_t) {
     if (docs++ > 0 && tok.eot_id() >= 0) ids.push_back(tok.eot_id());
     const std::vector<int32_t> doc = tok.encode(text);
+    if ((ids.size() + doc.size()) * sizeof(int32_t) > bound.bytes)
+      jsonl_too_large(path, "its ids take more than", bound);
     ids.insert(ids.end(), doc.begin(), doc.end());
-  });
+  }, bound);
   if (docs > 1 && tok.eot_id() < 0)
     XT_FAIL(path << ": " << docs << " documents, but the tokenizer has no <|endoftext|> token to separate them");
   print0(rank, "jsonl  | %s: %zu documents, %zu tokens\n", path.c_str(), docs, ids.size());
@@ -81,8 +86,8 @@ uint64_t jsonl_fingerprint(uint64_t tok_fingerprint, const std::string& field) {
 
 IdsRecipe jsonl_recipe(const Tokenizer& tok, const std::string& field, const std::string& path, int rank) {
   return IdsRecipe{jsonl_fingerprint(tok.fingerprint(), field), [&tok, field, path, rank](const std::string& bytes) {
-                     return jsonl_ids(path, tok, rank, [&](const DocumentFn& fn) {
-                       for_each_jsonl_document(path, bytes, field, fn);
+                     return jsonl_ids(path, tok, rank, [&](const DocumentFn& fn, const JsonlBound& bound) {
+                       for_each_jsonl_document(path, bytes, field, fn, bound);
                      });
                    }};
 }
@@ -93,7 +98,9 @@ TokenStream load_pretokenized_or_jsonl(const std::string& path, DataFormat forma
     case DataFormat::llmc: return open_llmc_shard(path, tok.vocab_size());
     case DataFormat::nanogpt: return open_nanogpt_bin(path, tok.vocab_size());
     case DataFormat::jsonl:
-      return TokenStream(jsonl_ids(path, tok, rank, [&](const DocumentFn& fn) { for_each_jsonl_document(path, field, fn); }));
+      return TokenStream(jsonl_ids(path, tok, rank, [&](const DocumentFn& fn, const JsonlBound& bound) {
+        for_each_jsonl_document(path, field, fn, bound);
+      }));
     default: XT_CHECK(false, "load_pretokenized_or_jsonl: format " << data_format_name(format));
   }
   return {};

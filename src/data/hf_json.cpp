@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <climits>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "bpe.h"
 #include "core/echo.h"
@@ -51,6 +52,12 @@ const nlohmann::json& array_of(const std::string& f, const nlohmann::json& obj, 
   return obj[key];
 }
 
+// too_many_steps: why a chain longer than kMaxPipelineSteps is refused.
+std::string too_many_steps() {
+  return "more than " + std::to_string(kMaxPipelineSteps) +
+         " steps of one kind, nested Sequences counted flat; real tokenizers chain at most five";
+}
+
 // read_sequence: a "Sequence" step (normalizer, pre-tokenizer or post-processor): its only other field
 // `key` is an array whose items read_item(item, item_path) reads in order.
 template <class ReadItem>
@@ -58,6 +65,7 @@ void read_sequence(const std::string& f, const nlohmann::json& obj, const std::s
                    const ReadItem& read_item) {
   only_keys(f, obj, path, {"type", key});
   const auto& list = array_of(f, obj, path, key);
+  if (list.size() > kMaxPipelineSteps) refuse(f, path + "." + key, list, too_many_steps());
   for (size_t i = 0; i < list.size(); ++i) read_item(list[i], path + "." + key + "[" + std::to_string(i) + "]");
 }
 
@@ -75,6 +83,7 @@ void read_normalizer(const std::string& f, const nlohmann::json& n, const std::s
   for (int i = 0; i < 4; ++i)
     if (type == names[i]) {
       only_keys(f, n, path, {"type"});
+      if (p->normalizers.size() == kMaxPipelineSteps) refuse(f, path, n, too_many_steps());
       p->normalizers.push_back(forms[i]);
       return;
     }
@@ -89,6 +98,8 @@ void read_pre_tokenizer(const std::string& f, const nlohmann::json& t, const std
     });
     return;
   }
+  // before any pattern is compiled: encode nests one call per step (hf_pipeline.cpp)
+  if (p->steps.size() == kMaxPipelineSteps) refuse(f, path, t, too_many_steps());
   PreTokenizerStep st;
   if (type == "ByteLevel") {
     only_keys(f, t, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
@@ -151,12 +162,15 @@ void read_template(const std::string& f, const nlohmann::json& t, const std::str
   p->suffix.insert(p->suffix.end(), after.begin(), after.end());
 }
 
-void read_post_processor(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p) {
+// read_post_processor: *count: the processors read so far (nested Sequences counted flat).
+void read_post_processor(const std::string& f, const nlohmann::json& t, const std::string& path, HfPipeline* p,
+                         size_t* count) {
   if (t.is_null()) return;
   const std::string type = type_of(f, t, path, "post-processor");
+  if (type != "Sequence" && (*count)++ == kMaxPipelineSteps) refuse(f, path, t, too_many_steps());
   if (type == "Sequence") {
     read_sequence(f, t, path, "processors", [&](const nlohmann::json& item, const std::string& at) {
-      read_post_processor(f, item, at, p);
+      read_post_processor(f, item, at, p, count);
     });
   } else if (type == "ByteLevel") {  // offsets only
     only_keys(f, t, path, {"type", "add_prefix_space", "trim_offsets", "use_regex"});
@@ -169,6 +183,50 @@ void read_post_processor(const std::string& f, const nlohmann::json& t, const st
 
 }  // namespace
 
+std::vector<int32_t> added_token_ids(const nlohmann::json& root, const std::string& f) {
+  std::vector<int32_t> ids;
+  if (!root.contains("added_tokens")) return ids;
+  const nlohmann::json& list = root["added_tokens"];
+  if (!list.is_array()) refuse(f, "added_tokens", list, "expected an array; tokenizers refuses the file");
+  static const nlohmann::json none;
+  const nlohmann::json& model = root.contains("model") ? root["model"] : none;
+  const nlohmann::json& vocab = model.is_object() && model.contains("vocab") ? model["vocab"] : none;
+  const int64_t vocab_size = vocab.is_object() ? int64_t(vocab.size()) : 0;  // tokenizers' get_vocab_size
+  std::unordered_map<std::string, int32_t> id_of;  // content -> id (tokenizers' added_tokens_map)
+  int64_t max_id = -1;                             // the largest id in id_of
+  for (const auto& t : list) {
+    if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
+        !t["content"].is_string())
+      XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
+    const std::string& content = t["content"].get_ref<const std::string&>();
+    const int32_t file_id = id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"]));
+    if (content.empty()) {  // tokenizers ignores an empty added token
+      ids.push_back(-1);
+      continue;
+    }
+    const auto seen = id_of.find(content);
+    int64_t id = 0;
+    if (seen != id_of.end()) {
+      // One string with two ids: tokenizers keeps the first entry's and drops the other, so its
+      // vocabulary is smaller than the file's ids say; xtrain refuses rather than guess either size.
+      if (seen->second != file_id)
+        XT_FAIL(f << ": added_tokens lists \"" << echo_value(content) << "\" twice, with ids " << seen->second << " and "
+                  << file_id << " (tokenizers keeps " << seen->second << " and drops " << file_id
+                  << "; give each string one id)");
+      id = seen->second;
+    } else if (vocab.is_object() && vocab.contains(content)) {
+      id = id_value(vocab[content], f + ": model.vocab entry " + json_echo(t["content"]));  // the vocabulary's id
+    } else {
+      id = max_id >= vocab_size || vocab_size == 0 ? max_id + 1 : vocab_size;
+      if (id > INT32_MAX) XT_FAIL(f << ": added_tokens entry " << json_echo(t["content"]) << " would get id " << id);
+    }
+    id_of.emplace(content, int32_t(id));
+    max_id = std::max(max_id, id);
+    ids.push_back(int32_t(id));
+  }
+  return ids;
+}
+
 HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
   HfPipeline p;
   only_keys(f, root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
@@ -179,7 +237,8 @@ HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
   const nlohmann::json& pre = root.value("pre_tokenizer", nlohmann::json());
   if (pre.is_null()) refuse(f, "pre_tokenizer", pre, "the vocabulary is byte-level: a ByteLevel pre-tokenizer is needed");
   read_pre_tokenizer(f, pre, "pre_tokenizer", &p);
-  read_post_processor(f, root.value("post_processor", nlohmann::json()), "post_processor", &p);
+  size_t processors = 0;
+  read_post_processor(f, root.value("post_processor", nlohmann::json()), "post_processor", &p, &processors);
 
   const nlohmann::json& model = root["model"];
   only_keys(f, model, "model", {"type", "vocab", "merges", "dropout", "unk_token", "continuing_subword_prefix",
@@ -193,27 +252,25 @@ HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
     refuse(f, "model.byte_fallback", model["byte_fallback"], "byte fallback goes with a non-byte-level vocabulary");
   p.ignore_merges = flag(f, model, "model", "ignore_merges", false);
 
-  if (root.contains("added_tokens") && root["added_tokens"].is_array())
-    for (size_t i = 0; i < root["added_tokens"].size(); ++i) {
-      const nlohmann::json& t = root["added_tokens"][i];
-      const std::string where = "added_tokens[" + std::to_string(i) + "]";
-      if (!t.is_object() || !t.contains("content") || !t["content"].is_string() || !t.contains("id"))
-        continue;  // from_hf_json names the malformed entry
-      only_keys(f, t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
-      AddedToken a;
-      a.content = t["content"].get<std::string>();
-      a.id = t["id"].is_number_integer() ? t["id"].get<int32_t>() : -1;
-      a.single_word = flag(f, t, where, "single_word", false);
-      a.lstrip = flag(f, t, where, "lstrip", false);
-      a.rstrip = flag(f, t, where, "rstrip", false);
-      a.normalized = flag(f, t, where, "normalized", !flag(f, t, where, "special", false));
-      if (a.content.empty()) continue;  // tokenizers ignores an empty added token
-      std::string n;
-      if (a.normalized)
-        for (NormalForm form : p.normalizers)
-          if (normalize_unicode(form, a.content, &n)) a.content = n;
-      (a.normalized ? p.added_normalized : p.added_raw).push_back(std::move(a));
-    }
+  const std::vector<int32_t> added_ids = added_token_ids(root, f);
+  for (size_t i = 0; i < added_ids.size(); ++i) {
+    const nlohmann::json& t = root["added_tokens"][i];
+    const std::string where = "added_tokens[" + std::to_string(i) + "]";
+    only_keys(f, t, where, {"id", "content", "special", "single_word", "lstrip", "rstrip", "normalized"});
+    AddedToken a;
+    a.content = t["content"].get<std::string>();
+    a.id = added_ids[i];
+    a.single_word = flag(f, t, where, "single_word", false);
+    a.lstrip = flag(f, t, where, "lstrip", false);
+    a.rstrip = flag(f, t, where, "rstrip", false);
+    a.normalized = flag(f, t, where, "normalized", !flag(f, t, where, "special", false));
+    if (a.id < 0) continue;  // an empty content: tokenizers ignores it
+    std::string n;
+    if (a.normalized)
+      for (NormalForm form : p.normalizers)
+        if (normalize_unicode(form, a.content, &n)) a.content = n;
+    (a.normalized ? p.added_normalized : p.added_raw).push_back(std::move(a));
+  }
   // Longest first: the first token found at the smallest position is then the longest there.
   for (auto* list : {&p.added_raw, &p.added_normalized})
     std::stable_sort(list->begin(), list->end(), [](const auto& x, const auto& y) { return x.content.size() > y.content.size(); });
@@ -255,21 +312,12 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
     XT_FAIL(f << ": model.type is " << json_echo(model["type"]) << ", expected \"BPE\"");
   if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
     XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
-  if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
-    std::unordered_map<std::string, int32_t> id_of;  // content -> its first entry's id
-    for (const auto& t : root["added_tokens"]) {
-      if (!t.is_object() || !t.contains("id") || !t.contains("content") || !t["id"].is_number_integer() ||
-          !t["content"].is_string())
-        XT_FAIL(f << ": added_tokens entry without integer \"id\" and string \"content\": " << json_echo(t));
-      const std::string content = t["content"].get<std::string>();
-      const int32_t id = bpe::id_value(t["id"], f + ": added_tokens entry " + json_echo(t["content"]));
-      // One string with two ids: tokenizers 0.23 keeps the first entry and drops the other id, so its
-      // vocabulary is smaller than the file's ids say; xtrain refuses rather than guess either size.
-      const auto [first, fresh] = id_of.emplace(content, id);
-      if (first->second != id)
-        XT_FAIL(f << ": added_tokens lists \"" << echo_value(content) << "\" twice, with ids " << first->second << " and " << id
-                  << " (tokenizers keeps " << first->second << " and drops " << id << "; give each string one id)");
-      if (fresh) raw.specials.emplace_back(content, id);  // an entry repeated (same string, same id) counts once
+  {
+    const std::vector<int32_t> ids = bpe::added_token_ids(root, f);
+    std::unordered_set<std::string> added;  // an entry repeated (same string, same id) counts once
+    for (size_t i = 0; i < ids.size(); ++i) {
+      const std::string& content = root["added_tokens"][i]["content"].get_ref<const std::string&>();
+      if (ids[i] >= 0 && added.insert(content).second) raw.specials.emplace_back(content, ids[i]);
     }
   }
   auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f));

@@ -4,6 +4,7 @@
 // from the file and refuses what it cannot honour; hf_pipeline.cpp runs it. Internal to src/data.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -46,6 +47,11 @@ struct PreTokenizerStep {
   bool byte_level = false;  // the ByteLevel step
 };
 
+// kMaxPipelineSteps: the most normalizers, pre-tokenizer steps or post-processors one tokenizer.json
+// may chain (nested Sequences counted flat). Real files chain at most five (DeepSeek-V3: three Splits
+// and ByteLevel); encode nests one call per pre-tokenizer step, so the bound keeps its stack small.
+inline constexpr size_t kMaxPipelineSteps = 64;
+
 struct HfPipeline {
   std::vector<NormalForm> normalizers;         // in order; empty = none
   std::vector<AddedToken> added_raw;           // matched in the raw text (normalized: false)
@@ -62,10 +68,19 @@ struct HfPipeline {
               const std::function<void(std::string_view, const char*)>& model) const;
 };
 
+// added_token_ids: the id `tokenizers` gives each entry of tokenizer.json's added_tokens, in order, as
+// its deserializer adds them one by one (serialization.rs, AddedVocabulary::add_tokens): -1 for an empty
+// content (ignored); a content added before keeps its id; one in model.vocab gets the vocabulary's id;
+// any other the next id after the vocabulary and the added tokens so far. The file's "id" is only
+// checked against that (tokenizers warns and uses its own). Throws Error "<f>: ..." for added_tokens
+// present and not an array (tokenizers refuses the file), an entry without integer "id" and string
+// "content", and one content listed with two ids.
+std::vector<int32_t> added_token_ids(const nlohmann::json& root, const std::string& f);
+
 // read_hf_pipeline: the pipeline of tokenizer.json `root` (file `f` names it in messages). Throws
 // Error "<f>: <json path> = <value> is not supported (<why>)" for anything it cannot honour exactly
 // (another normalizer, pre-tokenizer or post-processor, byte_fallback, BPE dropout, affixes, unknown
-// fields); the decoder is not read (xtrain decodes to bytes).
+// fields, more than kMaxPipelineSteps steps of a kind); the decoder is not read (xtrain decodes to bytes).
 HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f);
 
 }  // namespace xtrain::bpe

@@ -5,11 +5,14 @@
 #include <zstd.h>
 
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
+#include <filesystem>
 #include <functional>
 #include <memory>
 
 #include "core/echo.h"
+#include "core/host_memory.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "core/json.h"
@@ -104,11 +107,48 @@ bool blank(const std::string& line) { return line.find_first_not_of(" \t\r") == 
 
 bool is_jsonl_name(const std::string& path) { return ends_with(path, ".jsonl") || ends_with(path, ".jsonl.zst"); }
 
+JsonlBound jsonl_bound() {
+  JsonlBound b;
+  b.available = available_host_memory_bytes();
+  b.bytes = b.available > 0 ? b.available / kJsonlMemoryShare : SIZE_MAX;
+  return b;
+}
+
+void jsonl_too_large(const std::string& path, const std::string& what, const JsonlBound& bound) {
+  XT_FAIL(echo_value(path, 1024) << ": " << what << " the JSON lines bound of " << (bound.bytes >> 20)
+                                 << " MiB (a quarter of the memory available, " << (bound.available >> 20)
+                                 << " MiB): split it into smaller files (each is tokenized and cached on its own)");
+}
+
 namespace {
 
+// decompressed_size: the bytes of the JSON lines data: plain_bytes for a plain file; for a .zst the
+// bytes `chunks` decompresses to, counted up to the first chunk past `stop` (nothing kept: at GB/s).
+size_t decompressed_size(const std::string& path, const Chunks& chunks, size_t plain_bytes, size_t stop) {
+  if (!ends_with(path, ".zst")) return plain_bytes;
+  // Thrown past `stop` to end the pass early; only this function sees it.
+  struct Past {};
+  size_t n = 0;
+  try {
+    read_zstd(path, chunks, [&](const char*, size_t k) {
+      n += k;
+      if (n > stop) throw Past{};
+    });
+  } catch (const Past&) {
+  }
+  return n;
+}
+
 // parse_documents: the documents of the JSON lines data that `chunks` gives (zstd-compressed when
-// path ends in ".zst"), as for_each_jsonl_document documents them.
-void parse_documents(const std::string& path, const Chunks& chunks, const std::string& field, const DocumentFn& fn) {
+// path ends in ".zst"), as for_each_jsonl_document documents them, after the size check against bound.
+void parse_documents(const std::string& path, const Chunks& chunks, size_t plain_bytes, const std::string& field,
+                     const DocumentFn& fn, const JsonlBound& bound) {
+  if (bound.bytes != SIZE_MAX) {
+    const size_t n = decompressed_size(path, chunks, plain_bytes, bound.bytes);
+    if (n > bound.bytes)
+      jsonl_too_large(path, ends_with(path, ".zst") ? "decompresses to more than" : "holds " + std::to_string(n >> 20) + " MiB, more than",
+                      bound);
+  }
   size_t line_no = 0;
   // the path and the field as error lines quote them (echo_value: one line, whatever they hold)
   const std::string where = echo_value(path, 1024), field_shown = echo_value(field);
@@ -135,13 +175,16 @@ void parse_documents(const std::string& path, const Chunks& chunks, const std::s
 
 }  // namespace
 
-void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn) {
-  parse_documents(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, field, fn);
+void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn,
+                             const JsonlBound& bound) {
+  std::error_code ec;  // a file that cannot be read: read_chunks names it
+  const auto size = std::filesystem::file_size(path, ec);
+  parse_documents(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, ec ? 0 : size_t(size), field, fn, bound);
 }
 
 void for_each_jsonl_document(const std::string& path, std::string_view bytes, const std::string& field,
-                             const DocumentFn& fn) {
-  parse_documents(path, [&](const ChunkFn& feed) { feed(bytes.data(), bytes.size()); }, field, fn);
+                             const DocumentFn& fn, const JsonlBound& bound) {
+  parse_documents(path, [&](const ChunkFn& feed) { feed(bytes.data(), bytes.size()); }, bytes.size(), field, fn, bound);
 }
 
 }  // namespace xtrain

@@ -15,19 +15,37 @@ namespace xtrain {
 // DocumentFn: called with each document's text and its line number (from 1).
 using DocumentFn = std::function<void(const std::string& text, size_t line)>;
 
+// JsonlBound: how many bytes one JSON lines file may hold, decompressed, and its ids take (4 bytes an
+// id while tokenizing): a quarter of the host memory available when its loading begins (MemAvailable),
+// so that a small .zst of gigabytes of lines is refused in seconds instead of taking the machine's
+// memory. Real text gives about one id per 4 bytes, i.e. ids of about its own size.
+struct JsonlBound {
+  size_t bytes = 0;      // the bound; SIZE_MAX: none (available memory unknown)
+  size_t available = 0;  // the MemAvailable it was taken from, for the message
+};
+inline constexpr size_t kJsonlMemoryShare = 4;  // the bound is available / kJsonlMemoryShare
+JsonlBound jsonl_bound();
+
+// jsonl_too_large: the Error "<path>: <what> the JSON lines bound of N MiB (a quarter of the memory
+// available, M MiB): split it into smaller files (each is tokenized and cached on its own)".
+[[noreturn]] void jsonl_too_large(const std::string& path, const std::string& what, const JsonlBound& bound);
+
 // for_each_jsonl_document: calls fn(text, line) with the string `field` of each line of path in order
 // (line numbers from 1). A path ending in ".zst" is decompressed with libzstd's streaming API. Blank
 // lines (only spaces, tabs, a '\r') are skipped. Throws Error, one line naming path and line:
 // "<path>:<line>: not JSON (<parser's message>)", "...: no \"<field>\" field", "...: \"<field>\" is a
 // <type>, not a string", "...: not a JSON object"; and "<path>: corrupt zstd stream (<libzstd's
-// message>)" or "<path>: zstd stream ends mid-frame (truncated)".
-void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn);
+// message>)" or "<path>: zstd stream ends mid-frame (truncated)". Before the first document, the
+// file's decompressed size (a .zst decompressed once without parsing, at GB/s, up to the bound) is
+// checked against `bound`: jsonl_too_large when it is larger.
+void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn,
+                             const JsonlBound& bound = jsonl_bound());
 
 // for_each_jsonl_document: the same over `bytes`, the file's contents already read (compressed when
 // path ends in ".zst"); path names it in errors. The token cache parses the bytes it hashed, so the
 // ids it stores belong to the content its name and header record.
 void for_each_jsonl_document(const std::string& path, std::string_view bytes, const std::string& field,
-                             const DocumentFn& fn);
+                             const DocumentFn& fn, const JsonlBound& bound = jsonl_bound());
 
 // is_jsonl_name: path ends in ".jsonl" or ".jsonl.zst" (what --data-format auto reads as JSON lines).
 bool is_jsonl_name(const std::string& path);

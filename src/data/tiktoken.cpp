@@ -7,6 +7,7 @@
 
 #include "bpe.h"
 #include <xtrain/core/data_dir.h>
+#include "core/echo.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/tiktoken.h"
@@ -128,18 +129,23 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
     const size_t sp = line.find(' ');
     if (sp == line.npos || line.find(' ', sp + 1) != line.npos)
       XT_FAIL(path << ":" << line_no << ": expected \"<base64 token> <rank>\"");
+    // the line's parts as error lines quote them (echo_value: a NUL or newline byte cannot cut the line)
+    const std::string_view b64 = line.substr(0, sp);
     std::string bytes;
-    if (!decode_base64(line.substr(0, sp), &bytes))
-      XT_FAIL(path << ":" << line_no << ": \"" << line.substr(0, sp) << "\" is not base64");
+    if (!decode_base64(b64, &bytes))
+      XT_FAIL(path << ":" << line_no << ": \"" << echo_value(b64) << "\" is not base64");
+    if (bytes.size() > bpe::kMaxTokenBytes)
+      XT_FAIL(path << ":" << line_no << ": a token of " << bytes.size() << " bytes; at most " << bpe::kMaxTokenBytes
+                   << " are read (the longest of the real rank files has 128)");
     const std::string_view r = line.substr(sp + 1);
     if (r.empty() || r.size() > 9 || !std::all_of(r.begin(), r.end(), [](char c) { return c >= '0' && c <= '9'; }))
-      XT_FAIL(path << ":" << line_no << ": rank \"" << r << "\" is not an integer in 0..999999999");
+      XT_FAIL(path << ":" << line_no << ": rank \"" << echo_value(r) << "\" is not an integer in 0..999999999");
     const size_t rank = std::stoul(std::string(r));
     if (rank > kMaxRank) XT_FAIL(path << ":" << line_no << ": rank " << rank << " is above " << kMaxRank);
     if (rank >= by_rank.size()) by_rank.resize(rank + 1), have.resize(rank + 1, false);
     if (have[rank]) XT_FAIL(path << ":" << line_no << ": rank " << rank << " appears twice");
     auto [it, fresh] = line_of.emplace(bytes, line_no);
-    if (!fresh) XT_FAIL(path << ":" << line_no << ": token " << line.substr(0, sp) << " appears twice (first on line " << it->second << ")");
+    if (!fresh) XT_FAIL(path << ":" << line_no << ": token " << echo_value(b64) << " appears twice (first on line " << it->second << ")");
     have[rank] = true;
     by_rank[rank] = std::move(bytes);
   });

@@ -166,6 +166,10 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw
       return it->second;
     };
     impl->merges.push_back({lookup(a, "left"), lookup(b, "right"), lookup(a + b, "merged")});
+    const size_t bytes = impl->token_bytes[size_t(impl->merges.back()[2])].size();
+    if (raw.rule == bpe::PairRule::kAnySplit && bytes > bpe::kMaxTokenBytes)  // the Merger's work is quadratic in it
+      XT_FAIL(raw.merge_where[i] << ": merge \"" << echo_value(a) << " " << echo_value(b) << "\" makes a token of " << bytes
+                                 << " bytes; at most " << bpe::kMaxTokenBytes << " are read (GPT-2's longest has 128)");
   }
   std::vector<int32_t> whole;  // the model vocabulary (not the specials), for ignore_merges
   if (raw.whole_piece_first)

@@ -164,6 +164,11 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out, uin
     if (j.contains(kTokenizerFingerprintKey) &&
         !(j[kTokenizerFingerprintKey].is_string() && parse_hex64(j[kTokenizerFingerprintKey].get<std::string>(), &fingerprint)))
       XT_FAIL(path << ": " << kTokenizerFingerprintKey << " must be 16 hex digits, found " << json_echo(j[kTokenizerFingerprintKey]));
+    // 0 stands for "none recorded" (check_model_tokenizer then checks nothing), which the key's absence
+    // says; export never writes it, so a zero here would only switch the tokenizer check off.
+    if (j.contains(kTokenizerFingerprintKey) && fingerprint == 0)
+      XT_FAIL(path << ": " << kTokenizerFingerprintKey << " is 0000000000000000, which no tokenizer has (without a "
+                   << "recorded tokenizer the key is left out)");
     if (tokenizer_fingerprint) *tokenizer_fingerprint = fingerprint;
     return c;
   } catch (const json::exception& e) {

@@ -1,13 +1,18 @@
 // fuzz_seeds DIR: writes valid starting inputs for the fuzz targets into DIR/<target>/ (a checkpoint
-// of a tiny model written by save_checkpoint; a safetensors file where that reader is built), so
-// the fuzzer starts from the real format instead of discovering the magic and layout byte by byte.
+// of a tiny model written by save_checkpoint; a safetensors file where that reader is built; the binary
+// token files and a .jsonl.zst), so the fuzzer starts from the real format instead of discovering the
+// magic and layout byte by byte. The text formats' seeds are files in tests/fuzz/seeds/<target>/.
 #include <sys/stat.h>
+
+#include <zstd.h>
 
 #include <cstdio>
 #include <string>
+#include <vector>
 
 #include "core/io.h"
 #include <xtrain/checkpoint/checkpoint.h>
+#include "data/token_shard.h"
 #if __has_include("serve/safetensors.h")
 #include <xtrain/serve/safetensors.h>
 #endif
@@ -33,5 +38,21 @@ int main(int argc, char** argv) {
                             xtrain::safetensors_bytes({{"w", {2, 3}, w}, {"b", {}, w}}, {{"format", "pt"}}),
                             "safetensors seed");
 #endif
+  // JSON lines compressed (the plain ones are in tests/fuzz/seeds/jsonl/)
+  ::mkdir((dir + "/jsonl").c_str(), 0755);
+  const std::string lines = "{\"text\": \"Hello world.\"}\n\n{\"text\": \"a second doc\\n\", \"id\": 2}\n";
+  std::string zst(ZSTD_compressBound(lines.size()), '\0');
+  const size_t zn = ZSTD_compress(zst.data(), zst.size(), lines.data(), lines.size(), 3);
+  if (ZSTD_isError(zn)) return 1;
+  zst.resize(zn);
+  xtrain::write_file_atomic(dir + "/jsonl/docs.jsonl.zst", zst, "jsonl seed");
+  // llm.c shards (uint16 for GPT-2's vocabulary, uint32 past 65536 ids) and a nanoGPT uint16 file
+  ::mkdir((dir + "/token_shard").c_str(), 0755);
+  const std::vector<int32_t> ids = {0, 1, 50256, 464, 3290, 7, 50000};
+  xtrain::write_llmc_shard(dir + "/token_shard/gpt2.bin", ids.data(), ids.size(), 50257);
+  xtrain::write_llmc_shard(dir + "/token_shard/llama3.bin", ids.data(), ids.size(), 128256);
+  std::string raw;
+  for (int32_t id : ids) raw += char(id & 0xff), raw += char(id >> 8);
+  xtrain::write_file_atomic(dir + "/token_shard/train.bin", raw, "nanoGPT seed");
   return 0;
 }

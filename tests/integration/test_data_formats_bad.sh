@@ -81,7 +81,10 @@ for mode in no-cache cache; do
   [[ $mode == cache ]] && MODE=(--cache-dir "$WORK/cache")
   expect "JSON lines: a line not JSON" 1 "notjson.jsonl:2: not valid JSON" "$WORK/bad/notjson.jsonl"
   expect "JSON lines: a line nested 300,000 deep" 1 "deep.jsonl:1: not valid JSON \(nested deeper than" "$WORK/bad/deep.jsonl"
-  expect "JSON lines: a 1 GiB line in a small .zst" 1 "zeros.jsonl.zst:1: a line longer than 256 MiB" "$WORK/bad/zeros.jsonl.zst"
+  # where a quarter of the available memory is under 1 GiB, the file's size is refused before its line
+  expect "JSON lines: a 1 GiB line in a small .zst" 1 \
+    "zeros.jsonl.zst(:1: a line longer than 256 MiB|: decompresses to more than the JSON lines bound of [0-9]+ MiB)" \
+    "$WORK/bad/zeros.jsonl.zst"
   expect "JSON lines: no text field" 1 "nofield.jsonl:3: no \"text\" field" "$WORK/bad/nofield.jsonl"
   expect "JSON lines: field not a string" 1 "number.jsonl:1: \"text\" is a number, not a string" "$WORK/bad/number.jsonl"
   expect "zstd: corrupt stream" 1 "corrupt.jsonl.zst: corrupt zstd stream" "$WORK/bad/corrupt.jsonl.zst"

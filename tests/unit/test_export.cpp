@@ -257,6 +257,8 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
       {R"(,"rope_theta":"big")", "rope_theta must be a positive number"},
       {R"(,"num_key_value_heads":3)", "inconsistent sizes"},
       {R"(,"xtrain_tokenizer_fingerprint":"12")", "xtrain_tokenizer_fingerprint must be 16 hex digits"},
+      // zero is what "none recorded" is held as: read, it would switch the tokenizer check off
+      {R"(,"xtrain_tokenizer_fingerprint":"0000000000000000")", "xtrain_tokenizer_fingerprint is 0000000000000000, which no tokenizer has"},
       {R"(,"tie_word_embeddings":"yes")", "tie_word_embeddings has the wrong JSON type, found \"yes\""},
       {R"(,"attention_bias":"false")", "attention_bias has the wrong JSON type"},
       {R"(,"hidden_act":7)", "hidden_act has the wrong JSON type"},

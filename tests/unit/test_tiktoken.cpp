@@ -17,6 +17,7 @@
 #include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
+#include "data/bpe.h"
 #include "data/tiktoken.h"
 #include "data/tokenizer_options.h"
 #include "error_test_util.h"
@@ -119,6 +120,25 @@ TEST_CASE("rank files: a gap is allowed only at a special token's id (p50k_base'
   const std::string f = p50k_like(100);
   CHECK(error_of([&] { xt::Tokenizer::from_tiktoken(f, "p50k_base"); }) ==
         f + ": rank 100 is missing, and p50k_base has no special token with that id (damaged rank file?)");
+}
+
+// The Merger finds every split of every token, work quadratic in a token's length (a 64 KiB token took
+// 1.7 s, 1 MiB over a minute): a token longer than kMaxTokenBytes is refused by file:line as it is read.
+TEST_CASE("rank files: a token longer than kMaxTokenBytes is refused; a NUL byte in a line is echoed escaped") {
+  xt::test::ScratchDir d;
+  std::string text;
+  for (int b = 0; b < 256; ++b) text += base64(std::string(1, char(b))) + " " + std::to_string(b) + "\n";
+  const std::string longest(xt::bpe::kMaxTokenBytes, 'a');
+  CHECK(xt::read_tiktoken_ranks(write(d, "longest.tiktoken", text + base64(longest) + " 256\n"))[256] == longest);
+  const std::string f = write(d, "long.tiktoken", text + base64(std::string(64 << 10, 'a')) + " 256\n");
+  CHECK(error_of([&] { xt::read_tiktoken_ranks(f); }) ==
+        f + ":257: a token of 65536 bytes; at most " + std::to_string(xt::bpe::kMaxTokenBytes) +
+            " are read (the longest of the real rank files has 128)");
+  // the line's bytes are quoted escaped, so a NUL cannot cut the message where a C string ends
+  const std::string nul = write(d, "nul.tiktoken", text + std::string("IQ\0= 256\n", 9));
+  CHECK(error_of([&] { xt::read_tiktoken_ranks(nul); }) == nul + ":257: \"IQ\\x00=\" is not base64");
+  const std::string rank = write(d, "rank.tiktoken", text + std::string("YWI= 2\0\n", 8));
+  CHECK(error_of([&] { xt::read_tiktoken_ranks(rank); }) == rank + ":257: rank \"2\\x00\" is not an integer in 0..999999999");
 }
 
 TEST_CASE("--tokenizer options: names, default rank file, conflicts") {

@@ -6,6 +6,7 @@
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <filesystem>
@@ -18,6 +19,7 @@
 #include <xtrain/data/data_format.h>
 #include "data/jsonl.h"
 #include "data/token_cache.h"
+#include "error_test_util.h"
 #include "test_tokenizer_util.h"
 
 using namespace xtrain;
@@ -205,6 +207,42 @@ TEST_CASE("load_cached_ids with jsonl_recipe: the ids of the documents, a cache 
   for (const auto& e : fs::directory_iterator(d.path)) names.push_back(e.path().filename().string());
   std::sort(names.begin(), names.end());
   CHECK(names == std::vector<std::string>{"bad.jsonl", "docs.jsonl", "docs.jsonl.tokcache"});
+}
+
+// A small .zst can hold gigabytes of valid lines (62 KB held 2 GB, and the tokenizing rank went past
+// 5.5 GB of memory): the decompressed size is checked against the bound before the first document.
+TEST_CASE("JSON lines: a file past the memory bound is refused before its first document") {
+  ScratchDir d;
+  std::string lines;
+  size_t line_count = 0;
+  for (; lines.size() < (size_t(8) << 20); ++line_count) lines += "{\"text\": \"a a a a a a a a a a a a a a a a a a a a\"}\n";
+  std::string zst(ZSTD_compressBound(lines.size()), '\0');
+  const size_t n = ZSTD_compress(zst.data(), zst.size(), lines.data(), lines.size(), 19);
+  REQUIRE(!ZSTD_isError(n));
+  zst.resize(n);
+  CHECK(zst.size() < lines.size() / 1000);  // the shape of the hostile file: a thousandfold and more
+  const std::string packed = d.file("bomb.jsonl.zst"), plain = d.file("big.jsonl");
+  write_file(packed, zst);
+  write_file(plain, lines);
+  JsonlBound bound;
+  bound.bytes = size_t(1) << 20, bound.available = size_t(4) << 20;
+  size_t docs = 0;
+  const DocumentFn count = [&](const std::string&, size_t) { ++docs; };
+  const std::string tail = " the JSON lines bound of 1 MiB (a quarter of the memory available, 4 MiB): split it into "
+                           "smaller files (each is tokenized and cached on its own)";
+  CHECK(error_of([&] { for_each_jsonl_document(packed, "text", count, bound); }) == packed + ": decompresses to more than" + tail);
+  CHECK(error_of([&] { for_each_jsonl_document(packed, zst, "text", count, bound); }) ==
+        packed + ": decompresses to more than" + tail);
+  CHECK(error_of([&] { for_each_jsonl_document(plain, "text", count, bound); }) == plain + ": holds 8 MiB, more than" + tail);
+  CHECK(docs == 0);
+  // within the bound: every document
+  bound.bytes = lines.size();
+  for_each_jsonl_document(packed, "text", count, bound);
+  CHECK(docs == line_count);
+  // the bound taken from the host: a quarter of MemAvailable
+  const JsonlBound host = jsonl_bound();
+  CHECK(host.available > 0);
+  CHECK(host.bytes == host.available / kJsonlMemoryShare);
 }
 
 TEST_CASE("load_tokens: a new cache is readable by no one who cannot read its text") {

@@ -12,6 +12,7 @@
 #include "core/digest.h"
 #include "core/io.h"
 #include "data/bpe.h"
+#include "data/hf_pipeline.h"
 #include "data/tokenizer_options.h"
 #include "error_test_util.h"
 #include "test_tokenizer_util.h"
@@ -189,6 +190,32 @@ TEST_CASE("loader errors name the file and the cause") {
   const Tokenizer same = Tokenizer::from_hf_json(d.file("dup_same.json"));
   CHECK(same.vocab_size() == 261);
   CHECK(same.encode("a<dup>b") == std::vector<int32_t>{'a', 260, 'b'});
+}
+
+// tiktoken's rule finds a merged token's pairs from its bytes, work quadratic in its length: vocab.bpe's
+// merges may make tokens of at most kMaxTokenBytes, as rank files may hold (test_tiktoken).
+TEST_CASE("vocab.bpe: a merge that makes a token longer than kMaxTokenBytes is refused by file:line") {
+  ScratchDir d;
+  auto write_runs = [&](size_t longest) {  // tokens "aa", "aaa", ... up to `longest` a's, one merge each
+    nlohmann::json v = tiny_vocab();
+    std::string merges = kTinyMerges;
+    for (size_t k = 2; k <= longest; ++k) {
+      v[std::string(k, 'a')] = int(260 + k - 2);
+      merges += std::string(k - 1, 'a') + " a\n";
+    }
+    write_file(d.file("runs.json"), v.dump());
+    write_file(d.file("runs.bpe"), merges);
+  };
+  write_runs(bpe::kMaxTokenBytes);
+  CHECK(Tokenizer::from_gpt2_files(d.file("runs.json"), d.file("runs.bpe")).encode(std::string(bpe::kMaxTokenBytes, 'a')) ==
+        std::vector<int32_t>{int32_t(260 + bpe::kMaxTokenBytes - 2)});
+  write_runs(bpe::kMaxTokenBytes + 1);
+  const std::string e = error_of([&] { Tokenizer::from_gpt2_files(d.file("runs.json"), d.file("runs.bpe")); });
+  INFO(e);
+  // kTinyMerges holds lines 1..4, the merge making k a's is on line k + 3
+  CHECK(e.find(d.file("runs.bpe") + ":" + std::to_string(bpe::kMaxTokenBytes + 4) + ": merge \"") == 0);
+  CHECK(e.find("makes a token of " + std::to_string(bpe::kMaxTokenBytes + 1) + " bytes; at most " +
+               std::to_string(bpe::kMaxTokenBytes) + " are read") != std::string::npos);
 }
 
 TEST_CASE("tokenizer.json fields that change ids are implemented or refused by name") {
@@ -498,5 +525,102 @@ TEST_CASE("encode reports bytes done from inside its loop; the ids do not change
     CHECK(printed.rfind("tokenize big.txt | 1.0 / 2.6 MB (40%) | ", 0) == 0);  // the first report, at 1 MiB
     CHECK(printed.find("\ntokenize big.txt | 2.6 MB in ") != std::string::npos);
     CHECK(std::count(printed.begin(), printed.end(), '\n') == static_cast<long>(done.size()) + 1);
+  }
+}
+
+// Hostile pipelines: encode nests one call per pre-tokenizer step, so a Sequence of 8,000 Splits (a
+// 700 KB file) overflowed the stack; the file is refused as it is read, with the bound in the line.
+TEST_CASE("tokenizer.json: more than kMaxPipelineSteps steps of a kind are refused as the file is read") {
+  ScratchDir d;
+  const nlohmann::json split = {{"type", "Split"}, {"pattern", {{"String", "zq"}}}, {"behavior", "Isolated"}, {"invert", false}};
+  const nlohmann::json byte_level = tiny_hf()["pre_tokenizer"];
+  int n = 0;
+  auto load = [&](const nlohmann::json& j) {
+    const std::string path = d.file("steps" + std::to_string(n++) + ".json");
+    write_file(path, j.dump());
+    return Tokenizer::from_hf_json(path);
+  };
+  auto splits = [&](size_t count) {
+    nlohmann::json j = tiny_hf();
+    j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", nlohmann::json::array()}};
+    for (size_t i = 0; i < count; ++i) j["pre_tokenizer"]["pretokenizers"].push_back(split);
+    j["pre_tokenizer"]["pretokenizers"].push_back(byte_level);
+    return j;
+  };
+  // the bound itself: 63 Splits and ByteLevel load and encode
+  CHECK(load(splits(bpe::kMaxPipelineSteps - 1)).encode("abzqab") == std::vector<int32_t>{257, 'z', 'q', 257});
+  const std::string bound = "more than " + std::to_string(bpe::kMaxPipelineSteps) + " steps of one kind";
+  for (size_t count : {size_t(bpe::kMaxPipelineSteps), size_t(8000)}) {
+    const std::string e = error_of([&] { load(splits(count)); });
+    INFO(e);
+    CHECK(e.find(": pre_tokenizer.pretokenizers = ") != std::string::npos);
+    CHECK(e.find(bound) != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
+  }
+  // nested Sequences are counted flat: 8 of 10 Splits each
+  nlohmann::json j = tiny_hf();
+  nlohmann::json inner = {{"type", "Sequence"}, {"pretokenizers", nlohmann::json::array()}};
+  for (int i = 0; i < 10; ++i) inner["pretokenizers"].push_back(split);
+  j["pre_tokenizer"] = {{"type", "Sequence"}, {"pretokenizers", nlohmann::json::array()}};
+  for (int i = 0; i < 8; ++i) j["pre_tokenizer"]["pretokenizers"].push_back(inner);
+  j["pre_tokenizer"]["pretokenizers"].push_back(byte_level);
+  std::string e = error_of([&] { load(j); });
+  CHECK(e.find(": pre_tokenizer.pretokenizers[6].pretokenizers[4] = ") != std::string::npos);
+  CHECK(e.find(bound) != std::string::npos);
+  // normalizers and post-processors alike (each normalizer is one more pass over the text)
+  j = tiny_hf();
+  j["normalizer"] = {{"type", "Sequence"}, {"normalizers", nlohmann::json::array()}};
+  for (int i = 0; i < 100; ++i) j["normalizer"]["normalizers"].push_back({{"type", "NFC"}});
+  e = error_of([&] { load(j); });
+  CHECK(e.find(": normalizer.normalizers = ") != std::string::npos);
+  CHECK(e.find(bound) != std::string::npos);
+  j = tiny_hf();
+  nlohmann::json procs = {{"type", "Sequence"}, {"processors", nlohmann::json::array()}};
+  for (int i = 0; i < 40; ++i) procs["processors"].push_back({{"type", "ByteLevel"}});
+  j["post_processor"] = {{"type", "Sequence"}, {"processors", {procs, procs}}};
+  e = error_of([&] { load(j); });
+  CHECK(e.find(": post_processor.processors[1].processors[24] = ") != std::string::npos);
+  CHECK(e.find(bound) != std::string::npos);
+}
+
+// added_tokens as tokenizers' deserializer adds them (serialization.rs, AddedVocabulary::add_tokens):
+// the id a token gets, not the file's "id", is what its encodings hold.
+TEST_CASE("tokenizer.json added_tokens: the ids tokenizers gives them") {
+  ScratchDir d;
+  int n = 0;
+  auto load = [&](const nlohmann::json& j) {
+    const std::string path = d.file("added" + std::to_string(n++) + ".json");
+    write_file(path, j.dump());
+    return Tokenizer::from_hf_json(path);
+  };
+  using Ids = std::vector<int32_t>;
+  // content already in the vocabulary (as "ab", id 257) under another id: the vocabulary's id, and the
+  // file's id 260 names no token (tokenizers' vocabulary has 260 ids)
+  nlohmann::json j = tiny_hf();
+  j["added_tokens"].push_back({{"id", 260}, {"content", "ab"}, {"special", true}});
+  Tokenizer t = load(j);
+  CHECK(t.encode("cabc") == Ids{'c', 257, 'c'});
+  CHECK(t.vocab_size() == 260);
+  // an empty content is skipped: no id for it
+  j = tiny_hf();
+  j["added_tokens"].push_back({{"id", 260}, {"content", ""}, {"special", true}});
+  t = load(j);
+  CHECK(t.vocab_size() == 260);
+  CHECK(t.encode("ab") == Ids{257});
+  // ids in the order tokenizers adds them: the next after the vocabulary and the tokens before
+  j = tiny_hf();
+  j["added_tokens"].push_back({{"id", 261}, {"content", "<y>"}, {"special", true}});
+  j["added_tokens"].push_back({{"id", 260}, {"content", "<x>"}, {"special", true}});
+  t = load(j);
+  CHECK(t.encode("<x><y>") == Ids{261, 260});
+  // added_tokens that is not an array: tokenizers refuses the file; so does xtrain, in one line
+  for (const nlohmann::json& bad : {nlohmann::json{{"<|endoftext|>", 259}}, nlohmann::json(nullptr), nlohmann::json("x")}) {
+    j = tiny_hf();
+    j["added_tokens"] = bad;
+    const std::string e = error_of([&] { load(j); });
+    INFO(e);
+    CHECK(e.find(": added_tokens = ") != std::string::npos);
+    CHECK(e.find("expected an array; tokenizers refuses the file") != std::string::npos);
+    CHECK(e.find('\n') == std::string::npos);
   }
 }
