@@ -141,6 +141,7 @@ struct TokenizerFiles {
   std::string tokenizer_model;          // --tokenizer-model: SentencePiece .model; replaces the GPT-2 pair when set
   std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
   bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
+  bool any_given = false;  // any tokenizer option on the command line (else a model directory's may be used)
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 
