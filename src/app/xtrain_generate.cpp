@@ -132,7 +132,7 @@ Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm)
     if (!f.vocab_bpe_given) f.vocab_bpe = lm.merges_txt;
   }
   Tokenizer tok = load_tokenizer(f);
-  check_model_tokenizer(*lm.dir, tok, what);
+  check_model_tokenizer(*lm.dir, tok, what, /*check_files=*/false);  // the fingerprint: the files may be those given
   return tok;
 }
 

@@ -91,7 +91,8 @@ std::string write_byte_level_json(const ByteLevelJson& s) {
     } else {
       text[id] = byte_level_text(s.token_bytes[id]);
     }
-    vocab[text[id]] = int32_t(id);
+    // appended, not vocab[key] =: ordered_json's lookup is linear, and the texts are distinct
+    vocab.get_ref<ojson::object_t&>().ojson::object_t::Container::emplace_back(text[id], int32_t(id));
   }
   for (const auto& [l, r] : s.merges) merges.push_back(ojson::array({text.at(size_t(l)), text.at(size_t(r))}));
   ojson pre;

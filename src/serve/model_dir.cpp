@@ -313,13 +313,13 @@ Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what) {
   return tok;
 }
 
-void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what) {
+void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what, bool check_files) {
   const uint64_t fp = given.fingerprint();
   const std::string drop = ": drop the tokenizer options to use the directory's tokenizer, or give the ones it was trained with";
   if (m.tokenizer_fingerprint != 0 && m.tokenizer_fingerprint != fp)
     throw UsageError(what + " was trained with " + recorded(m) + "; the tokenizer options give " + given.describe() +
                      " (fingerprint " + hex64(fp) + ")" + drop);
-  if (m.vocab_json.empty()) return;
+  if (!check_files || m.vocab_json.empty()) return;
   // its tokenizer files must be the same tokenizer (the ids and merges), however the files are written
   const uint64_t files = load_tokenizer("", m.vocab_json, m.merges_txt).fingerprint();
   if (files != fp)

@@ -113,11 +113,11 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want);
 Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what);
 
 // check_model_tokenizer: the tokenizer `given` by options, about to be used with model directory m,
-// must be the one it was trained with: config.json's fingerprint when recorded, and the directory's own
-// vocab.json + merges.txt when present. Throws UsageError "<what> was trained with <the directory's
+// must be the one it was trained with: config.json's fingerprint when recorded, and (check_files) the
+// directory's own vocab.json + merges.txt when present. Throws UsageError "<what> was trained with <the directory's
 // tokenizer> (fingerprint ..); the tokenizer options give <given> (fingerprint ..): drop them ..."
 // otherwise. `what` names the option, e.g. "--init-from models/run".
-void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what);
+void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what, bool check_files = true);
 
 // export_tensors: the layout's tensors for params (param_layout(cfg) order, num_params floats).
 // `storage` receives the transposed copies that the returned views point into (keep it alive).
