@@ -8,15 +8,24 @@
 # compare logits, then time greedy generation against
 # transformers' generate at batch 1 and 16 on a GPT-2 124M-shaped model (xtrain with and without the
 # decoding step's CUDA graph, which must give the same tokens) and print the time to the first token
-# (xtrain_generate --timing --repeat 5, batch 1, bf16). Exits non-zero at the first
-# failed check. docs/serving.md records a run.
+# (xtrain_generate --timing --repeat 5, batch 1, bf16). Then the tokenizers of exports: a GPT-2 and
+# Llamas trained TOK_STEPS steps with GPT-2's BPE, llama3, cl100k_base, Qwen2.5's tokenizer.json and a
+# SentencePiece Unigram model (tests/vectors/spm_unigram.model), each exported: AutoTokenizer loads the
+# directory, its ids equal xtrain_tokenize's on the texts of tests/vectors/make_tokenizer_vectors.py
+# (Unicode, whitespace runs, digits, special tokens) and the tokenizer's own bos/eos in text, and greedy
+# text through AutoTokenizer + the model equals xtrain_generate --model DIR's (no tokenizer option).
+# Exits non-zero at the first failed check. docs/serving.md records a run.
 #
-# Usage: bench/serving_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 LLAMA_TIED_STEPS=100
-#                                 PY=python3 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
+# Usage: bench/serving_gpu.sh [all | tokenizers]   (tokenizers: only the tokenizer checks)
+#        (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 LLAMA_TIED_STEPS=100 TOK_STEPS=60
+#         PY=python3 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
 set -euo pipefail
 source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 
+MODE=${1:-all}
+[[ $MODE == all || $MODE == tokenizers ]] || { echo "usage: bench/serving_gpu.sh [all | tokenizers]" >&2; exit 2; }
 DATA=${DATA:-data}
+TOK_STEPS=${TOK_STEPS:-60}
 OUT=${OUT:-$(mktemp -d)}
 STEPS=${STEPS:-300}
 LLAMA_TIED_STEPS=${LLAMA_TIED_STEPS:-100}
@@ -91,6 +100,61 @@ check_trained() {
   say "$name: greedy tokens identical across xtrain on $DEVICE, xtrain on cpu$hf_greedy: $(wc -w <"$m.greedy.dev") tokens, $(tr ' ' '\n' <"$m.greedy.dev" | sort -u | wc -l) distinct"
 }
 
+# check_tokenizer NAME ARCH TOKENIZER_OPTIONS...: a model of that tokenizer trained TOK_STEPS steps,
+# exported; AutoTokenizer loads the directory; its ids equal xtrain's on the texts; greedy text through
+# AutoTokenizer + the model equals xtrain_generate --model DIR's with no tokenizer option
+check_tokenizer() {
+  local name=$1 arch=$2 m="$OUT/tok_$1"
+  shift 2
+  say "tokenizer $name: $arch trained $TOK_STEPS steps with $*"
+  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$DATA/brown.txt" "$@" --arch "$arch" \
+    --dim 128 --heads 4 --layers 2 --seq 128 --batch 8 --steps "$TOK_STEPS" --val-every 0 --log-every 100 \
+    --ckpt "$m.ckpt" >"$m.train.log" 2>&1 || { tail -5 "$m.train.log"; fail "$name: training"; }
+  "$BIN/xtrain_export" "$m.ckpt" "$@" --out "$m" | grep '^tokenizer |' || fail "$name: export"
+  # the texts: the reference vectors' (one home: make_tokenizer_vectors.py) and the tokenizer's own
+  # bos/eos in text
+  "$PY" - "$m" "$m.texts.json" <<'PY'
+import json, sys
+sys.path.insert(0, "tests/vectors")
+from make_tokenizer_vectors import HARD_CASES
+d, out = sys.argv[1], sys.argv[2]
+cfg = json.load(open(d + "/tokenizer_config.json"))
+texts = list(HARD_CASES)
+for role in ("bos_token", "eos_token"):
+    if cfg.get(role):
+        texts += [cfg[role], f"Hello{cfg[role]}world", f"end. {cfg[role]}\n\nNext"]
+json.dump(texts, open(out, "w"))
+json.dump(["The jury said", "It was a cold morning in", "1234 5678 plus  3", "Ünïcödé café and 中文"],
+          open(out.replace("texts", "prompts"), "w"))
+PY
+  "$BIN/xtrain_tokenize" "$@" --print-ids-of "$m.texts.json" >"$m.xtrain_ids" || fail "$name: xtrain_tokenize"
+  if [[ "$SKIP_HF" == 1 ]]; then
+    "$BIN/xtrain_generate" --model "$m" --device "$DEVICE" --prompt "The jury said" --temperature 0 --max-new-tokens 8 \
+      >/dev/null || fail "$name: xtrain_generate --model with the directory's tokenizer"
+    say "tokenizer $name: transformers checks skipped (SKIP_HF=1)"
+    return
+  fi
+  hf tokenizer --model "$m" --texts "$m.texts.json" --xtrain-ids "$m.xtrain_ids" || fail "$name: AutoTokenizer ids"
+  hf text-generate --model "$m" --prompts "$m.prompts.json" --xtrain-generate "$BIN/xtrain_generate" \
+    --xtrain-device "$DEVICE" --max-new-tokens 32 || fail "$name: greedy text"
+}
+
+# a GPT-2, and Llamas of GPT-2's BPE, llama3, cl100k_base, Qwen2.5's tokenizer.json, a SentencePiece Unigram model
+tokenizer_checks() {
+  check_tokenizer gpt2 gpt2 "${tok[@]}"
+  check_tokenizer llama_gpt2 llama "${tok[@]}"
+  check_tokenizer llama_llama3 llama --tokenizer llama3 --tokenizer-ranks "$DATA/tokenizers/llama3.tiktoken"
+  check_tokenizer llama_cl100k llama --tokenizer cl100k_base --tokenizer-ranks "$DATA/tokenizers/cl100k_base.tiktoken"
+  check_tokenizer llama_qwen2_5 llama --tokenizer-json "$DATA/tokenizers/qwen2_5/tokenizer.json"
+  check_tokenizer llama_spm_unigram llama --tokenizer-model tests/vectors/spm_unigram.model
+}
+
+if [[ $MODE == tokenizers ]]; then
+  tokenizer_checks
+  say "all tokenizer checks passed ($OUT)"
+  exit 0
+fi
+
 # the default GPT-2 model; Llamas (LlamaForCausalLM): grouped-query with an own head, and tied
 check_trained gpt2 "$STEPS"
 check_trained llama "$STEPS" --arch llama --kv-heads 2 --tie-embeddings false
@@ -134,4 +198,5 @@ if [[ "$SKIP_HF" != 1 ]]; then
 else
   say "transformers GPT-2 import and speed against transformers: skipped (SKIP_HF=1)"
 fi
+tokenizer_checks
 say "all checks passed ($OUT)"

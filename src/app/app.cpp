@@ -147,8 +147,11 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Tokenizer, then the token stream: the node's ranks share tokenizing the files that lack a valid
   // cache, then every rank maps every cache (load_corpus). Long work runs under agree_while_working:
   // the waiting ranks keep meeting (at least once a second) under --comm-timeout.
+  // --init-from DIR with no tokenizer option: the directory's tokenizer (model_dir_tokenizer)
   const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
-    Tokenizer t = load_tokenizer(o.tokenizer);
+    Tokenizer t = !o.tokenizer.any_given && !o.init_from.empty()
+                      ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from)
+                      : load_tokenizer(o.tokenizer);
     return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
   }, OnStopSignal::end_job);
   CorpusOptions corpus;
@@ -169,7 +172,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     init_params = agree_while_working(mpi, [from = o.init_from, model = cfg.model, tok] {
       const ModelDir dir = load_model_dir(from);
       // the run's tokenizer must be the model's: config.json's fingerprint and the directory's files
-      check_model_tokenizer(dir, tok->fingerprint(), "--init-from " + from);
+      check_model_tokenizer(dir, *tok, "--init-from " + from);
       return fit_to_config(dir, model);
     }, OnStopSignal::end_job);
   TokenStream tokens = load_corpus(mpi, launch.local_rank, launch.local_size, data_files, tok, corpus);
@@ -217,6 +220,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     std::printf("model  | %s | %s parameters (+%zu in wte's %d zero padding rows)\n", cfg.model.describe().c_str(),
                 human(model.num_params() - padding).c_str(), padding, cfg.model.Vp() - cfg.model.V);
     if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
+    if (!o.init_from.empty() && !o.tokenizer.any_given)
+      std::printf("init   | tokenizer from %s: %s\n", o.init_from.c_str(), tok->describe().c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     for (const EvalSets::Loss& s : data.evals.loss)

@@ -119,7 +119,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("ffn", po::value(&ffn)->default_value(0), "MLP hidden width (0 = 4 x dim)")
     ("seq", po::value(&t.seq)->default_value(128), "T: tokens per sequence (context length)")
     ("dropout", po::value(&t.dropout)->default_value(0.0f, "0"), "dropout probability on embeddings and residual branches")
-    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT2LMHeadModel or LlamaForCausalLM directory with model.safetensors + config.json); the model options above that are not given (--arch and the Llama options included) come from its config.json; with --resume, the checkpoint's weights win");
+    ("init-from", po::value(&o.init_from)->default_value(""), "start from the weights in this model directory (xtrain_export output, or a Hugging Face GPT2LMHeadModel or LlamaForCausalLM directory with model.safetensors + config.json); the model options above that are not given (--arch and the Llama options included) come from its config.json, and with no tokenizer option the tokenizer is the directory's (tokenizer.model, tokenizer.json, or vocab.json + merges.txt); with --resume, the checkpoint's weights win");
   po::options_description train = cli_group("Training");
   train.add_options()
     ("batch", po::value(&t.batch)->default_value(16), "GLOBAL sequences per optimizer step (all ranks, all micro-steps)")

@@ -1,5 +1,5 @@
-// xtrain_export: checkpoint -> model directory (model.safetensors, config.json, vocab.json,
-// merges.txt) in the Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM) or
+// xtrain_export: checkpoint -> model directory (model.safetensors, config.json, generation_config.json
+// and the model's tokenizer as tokenizer.json and its configuration, export.h) in the Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM) or
 // xtrain's own (docs/serving.md); prints md5 and
 // sha256 of model.safetensors, records them in a JSON registry, and verifies a checkpoint or an
 // export against the registry. Exit codes (core/cli.h): 0 success, 1 error or digest mismatch, 2 usage
@@ -37,7 +37,7 @@ namespace {
 
 struct Options {
   std::string input, out, format = "auto", registry, name, verify;
-  TokenizerFiles tokenizer;  // --encoder-json, --vocab-bpe (no --tokenizer-json: the export writes the GPT-2 pair or none)
+  TokenizerFiles tokenizer;  // the run's tokenizer options: the tokenizer the export writes
   bool replace = false;
   std::string exit_text;  // --help or --version: print this and exit 0, nothing else checked
 };
@@ -47,16 +47,18 @@ Options parse(int argc, char** argv) {
   CliSpec spec{"xtrain_export",
                "Usage: xtrain_export CKPT --out DIR [options]\n"
                "       xtrain_export --verify NAME --registry FILE (CKPT | DIR)\n"
-               "Writes DIR/model.safetensors, config.json, vocab.json and merges.txt (all or nothing) and prints the\n"
-               "md5 and sha256 of model.safetensors; the same checkpoint always gives the same bytes. A model\n"
-               "trained with another tokenizer than the default GPT-2 files gets no vocab.json and merges.txt",
+               "Writes DIR/model.safetensors, config.json, generation_config.json and the model's tokenizer as\n"
+               "tokenizer.json, tokenizer_config.json and special_tokens_map.json (with vocab.json + merges.txt for\n"
+               "GPT-2's files, tokenizer.model for a SentencePiece model), all or nothing, and prints the md5 and\n"
+               "sha256 of model.safetensors; the same checkpoint always gives the same bytes. Give the training\n"
+               "run's tokenizer options (default: GPT-2's files); another tokenizer than the checkpoint's is refused",
                cli_group("Options"), {}, {}};
   po::options_description& opts = spec.options;
   opts.add_options()
     ("out", po::value(&o.out), "output directory (created if absent; default: none)")
     ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM); xtrain = xtrain's own names (any shape, e.g. GPT-2 with --kv-heads < --heads); auto = hf when it can express the model, else xtrain");
   add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
-                                            "the one the model was trained with, written as merges.txt", false});
+                                            "the one the model was trained with, written as merges.txt"});
   opts.add_options()
     ("registry", po::value(&o.registry), "JSON registry file (it and its directory created if absent): an export records NAME -> md5, sha256, layout, model config, step, data hash (default: none)")
     ("name", po::value(&o.name), "registry name of this export (default: the --out directory's name)")
@@ -70,8 +72,8 @@ Options parse(int argc, char** argv) {
     o.exit_text = args.help ? args.help_text : args.version_text;
     return o;
   }
-  reject_empty_values(vm, {"out", "registry", "name", "verify", "encoder-json", "vocab-bpe"});
-  read_tokenizer_options(vm, o.tokenizer);  // which of the GPT-2 files were named (gpt2_defaults)
+  reject_empty_values(vm, {"out", "registry", "name", "verify"});
+  read_tokenizer_options(vm, o.tokenizer);
   if (o.input.empty()) throw UsageError("give a checkpoint (or, with --verify, an export directory)");
   if (o.verify.empty() && fs::is_directory(o.input)) throw UsageError(o.input + " is a directory: export takes a checkpoint file");
   if (o.format != "auto" && o.format != "hf" && o.format != "xtrain") throw UsageError("--format must be hf, xtrain or auto");
@@ -135,8 +137,7 @@ class RegistryLock {
 ExportFiles export_checkpoint(const std::string& ckpt, ModelLayout layout, const Options& o, CheckpointMeta* meta) {
   const CheckpointState st = load_checkpoint(ckpt);
   *meta = st.meta;
-  return make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe, st.meta.tokenizer_fingerprint,
-                     o.tokenizer.gpt2_defaults());
+  return make_export(st.meta.model, st.params, layout, load_tokenizer(o.tokenizer), st.meta.tokenizer_fingerprint);
 }
 
 ModelLayout pick_layout(const std::string& format, const GPTConfig& cfg) {
@@ -185,9 +186,10 @@ int verify(const Options& o) {
 // (the checkpoint, the tokenizer files) or another of its outputs; UsageError naming both otherwise.
 // Checked before anything is read or written.
 void check_outputs_apart(const Options& o) {
-  const std::vector<std::string> inputs = {o.input, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe};
+  std::vector<std::string> inputs = {o.input};
+  for (const auto& [option, path] : tokenizer_inputs(o.tokenizer)) inputs.push_back(path);
   std::vector<std::string> outputs;
-  for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile}) outputs.push_back((fs::path(o.out) / f).string());
+  for (const char* f : kExportFileNames) outputs.push_back((fs::path(o.out) / f).string());
   if (!o.registry.empty()) {
     for (const std::string& out : outputs)
       if (same_file(o.registry, out)) throw UsageError("--registry " + o.registry + " is also the export's " + out);
@@ -217,8 +219,8 @@ int run(const Options& o) {
   }
   const CheckpointState st = load_checkpoint(o.input);
   const ModelLayout layout = pick_layout(o.format, st.meta.model);
-  const ExportFiles files = make_export(st.meta.model, st.params, layout, o.tokenizer.encoder_json, o.tokenizer.vocab_bpe,
-                                       st.meta.tokenizer_fingerprint, o.tokenizer.gpt2_defaults());
+  const Tokenizer tok = load_tokenizer(o.tokenizer);
+  const ExportFiles files = make_export(st.meta.model, st.params, layout, tok, st.meta.tokenizer_fingerprint);
   // All or nothing: the files replace the previous export together, and are undone (the previous
   // files come back) when the registry cannot record them.
   ExportCommit commit(o.out, files);
@@ -245,10 +247,10 @@ int run(const Options& o) {
   std::printf("md5    %s  %s\nsha256 %s  %s\n", md5.c_str(), path.c_str(), sha.c_str(), path.c_str());
   if (!o.registry.empty())
     std::printf("registry | %s: %s %s\n", o.registry.c_str(), o.name.c_str(), replaced ? "replaced" : "recorded");
-  if (!files.count(kVocabFile))
-    std::printf("note   | the model's tokenizer (fingerprint %s) is not the GPT-2 files %s + %s: no vocab.json and merges.txt "
-                "written (give xtrain_generate --model the run's tokenizer options)\n",
-                hex64(st.meta.tokenizer_fingerprint).c_str(), o.tokenizer.encoder_json.c_str(), o.tokenizer.vocab_bpe.c_str());
+  std::printf("tokenizer | %s (fingerprint %s): %s", tok.describe().c_str(), hex64(tok.fingerprint()).c_str(), kTokenizerJsonFile);
+  for (const char* f : {kTokenizerConfigFile, kSpecialTokensMapFile, kVocabFile, kMergesFile, kSentencePieceFile})
+    if (files.count(f)) std::printf(", %s", f);
+  std::printf("\n");
   return 0;
 }
 

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -44,7 +45,7 @@ po::options_description make_options(TokenizerFiles& files) {
   po::options_description o = cli_group("Options");
   o.add_options()
       ("ckpt", po::value<std::string>(), "xtrain checkpoint to generate from (xtrain_mpi --ckpt; default: none)")
-      ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out; default: none)")
+      ("model", po::value<std::string>(), "export directory to generate from (xtrain_export --out; with no tokenizer option, its tokenizer: tokenizer.model, tokenizer.json, or vocab.json + merges.txt; default: none)")
       ("prompt", po::value<std::string>(), "prompt text (default, and empty: start from <|endoftext|>, GPT-2's unconditional start)")
       ("prompt-file", po::value<std::string>(), "file whose bytes are the prompt (default: none)")
       ("prompt-ids", po::value<std::string>(),
@@ -79,6 +80,7 @@ po::options_description make_options(TokenizerFiles& files) {
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
        "generations 2..N) and the steady decoding speed over them; 1..1000");
   add_tokenizer_options(o, files, {"with --model: DIR/vocab.json unless given", "with --model: DIR/merges.txt unless given"});
+  // (with --model and no tokenizer option at all, the directory's tokenizer: model_dir_tokenizer)
   return o;
 }
 
@@ -89,6 +91,7 @@ struct LoadedModel {
   uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded (exports made by transformers)
   std::string fingerprint_source;      // where tokenizer_fingerprint was recorded (for messages)
   std::string vocab_json, merges_txt;  // an export's tokenizer files ("" when absent)
+  std::optional<ModelDir> dir;         // --model: the directory (its params moved out)
 };
 
 LoadedModel load_model(const po::variables_map& vm) {
@@ -109,20 +112,28 @@ LoadedModel load_model(const po::variables_map& vm) {
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
   m.tokenizer_fingerprint = d.tokenizer_fingerprint;
   m.fingerprint_source = "its config.json";
+  m.dir = std::move(d);
   return m;
 }
 
-// load_tokenizer_for: the options' tokenizer, except that with an export holding vocab.json and
-// merges.txt, each of --encoder-json / --vocab-bpe not given on the command line is the export's file
-// (as --help says), not the data/gpt2 default.
+// load_tokenizer_for: with --model and no tokenizer option, the directory's tokenizer
+// (model_dir_tokenizer); else the options' tokenizer, checked against the directory's
+// (check_model_tokenizer), except that with an export holding vocab.json and merges.txt, each of
+// --encoder-json / --vocab-bpe not given on the command line is the export's file (as --help says), not
+// the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (!files.tokenizer_json.empty() || !files.tokenizer_model.empty() || !tokenizer_ranks_path(files).empty() || lm.vocab_json.empty() ||
-      lm.merges_txt.empty())
-    return load_tokenizer(files);
+  if (!lm.dir) return load_tokenizer(files);
+  const std::string what = "--model " + lm.dir->dir;
+  if (!files.any_given) return model_dir_tokenizer(*lm.dir, what);
   TokenizerFiles f = files;
-  if (!f.encoder_json_given) f.encoder_json = lm.vocab_json;
-  if (!f.vocab_bpe_given) f.vocab_bpe = lm.merges_txt;
-  return load_tokenizer(f);
+  const bool gpt2_pair = files.tokenizer_json.empty() && files.tokenizer_model.empty() && tokenizer_ranks_path(files).empty();
+  if (gpt2_pair && !lm.vocab_json.empty() && !lm.merges_txt.empty()) {
+    if (!f.encoder_json_given) f.encoder_json = lm.vocab_json;
+    if (!f.vocab_bpe_given) f.vocab_bpe = lm.merges_txt;
+  }
+  Tokenizer tok = load_tokenizer(f);
+  check_model_tokenizer(*lm.dir, tok, what, /*check_files=*/false);  // the fingerprint: the files may be those given
+  return tok;
 }
 
 // check_dump_logits_target: --dump-logits must not name any file this run reads (the checkpoint, the
@@ -135,7 +146,7 @@ void check_dump_logits_target(const po::variables_map& vm) {
   for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "tokenizer-model", "tokenizer-ranks", "encoder-json", "vocab-bpe"})
     if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());
   if (vm.count("model"))
-    for (const char* f : {kModelFile, kConfigFile, kVocabFile, kMergesFile})
+    for (const char* f : kExportFileNames)
       inputs.push_back(vm["model"].as<std::string>() + "/" + f);
   for (const std::string& in : inputs)
     if (same_file(out, in)) throw UsageError("--dump-logits " + out + " is an input of this run (" + in + "); not overwriting it");

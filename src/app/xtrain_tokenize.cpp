@@ -3,6 +3,7 @@
 // Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 #include <fcntl.h>
+#include <nlohmann/json.hpp>
 #include <unistd.h>
 
 #include <algorithm>
@@ -21,6 +22,7 @@
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
+#include "core/json.h"
 #include <xtrain/core/stop_signal.h>
 #include <xtrain/data/corpus.h>
 #include <xtrain/data/data_format.h>
@@ -36,7 +38,7 @@ constexpr const char* kUsage =
     "Usage: xtrain_tokenize [--encoder-json F --vocab-bpe F | --tokenizer-json F | --tokenizer NAME [--tokenizer-ranks F]\n"
     "                        | --tokenizer-model F.model]\n"
     "                       (--input TEXT [--output CACHE] | --input FILES --shard-tokens N --output NAME\n"
-    "                        | --print-ids TEXT | --decode IDS)\n"
+    "                        | --print-ids TEXT | --print-ids-of FILE | --decode IDS)\n"
     "Byte-level BPE: GPT-2 (tiktoken \"gpt2\" ids), a tiktoken encoding or a Hugging Face tokenizer.json; or a SentencePiece model (docs/tokenizers.md).";
 
 // make_options: this tool's options; the tokenizer files are bound to `files`.
@@ -51,6 +53,7 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
       ("data-format", po::value<std::string>()->default_value("auto"), "with --shard-tokens: format of the --input files, as the trainer's --data-format")
       ("jsonl-field", po::value<std::string>()->default_value("text"), "with --shard-tokens: the JSON lines field holding each document")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
+      ("print-ids-of", po::value<std::string>(), "a JSON array of texts: print the ids of each, one line per text in order (an empty line for no ids), as --print-ids does for one (default: none)")
       ("decode", po::value<std::string>(),
        "ids in [0, vocabulary size) separated by spaces or commas; writes their bytes and a newline (default: none)");
   return o;
@@ -209,11 +212,20 @@ int write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& file
 }
 
 int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
-  const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("decode"));
-  if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --decode");
+  const int modes = int(vm.count("input")) + int(vm.count("print-ids")) + int(vm.count("print-ids-of")) + int(vm.count("decode"));
+  if (modes != 1) throw xtrain::UsageError("give exactly one of --input, --print-ids, --print-ids-of, --decode");
   if (vm.count("output") && !vm.count("input")) throw xtrain::UsageError("--output needs --input");
   xtrain::read_tokenizer_options(vm, files);
-  xtrain::reject_empty_values(vm, {"input", "output", "cache-dir"});
+  xtrain::reject_empty_values(vm, {"input", "output", "cache-dir", "print-ids-of"});
+  // --print-ids-of: read (and its JSON checked) before the tokenizer loads
+  std::vector<std::string> texts;
+  if (vm.count("print-ids-of")) {
+    const std::string path = vm["print-ids-of"].as<std::string>();
+    const nlohmann::json j = xtrain::read_json_file(path);
+    if (!j.is_array() || !std::all_of(j.begin(), j.end(), [](const nlohmann::json& t) { return t.is_string(); }))
+      XT_FAIL(path << ": expected a JSON array of strings (--print-ids-of)");
+    for (const auto& t : j) texts.push_back(t.get<std::string>());
+  }
   if (vm.count("shard-tokens")) {
     if (!vm.count("input")) throw xtrain::UsageError("--shard-tokens needs --input");
     return write_shards(vm, files, vm["input"].as<std::string>(), vm.count("output") ? vm["output"].as<std::string>() : "",
@@ -237,10 +249,13 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
   const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);
   const double load_s = seconds_since(t0);
 
-  if (vm.count("print-ids")) {
-    const std::vector<int32_t> ids = tok.encode(vm["print-ids"].as<std::string>());
-    for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
-    std::cout << "\n";
+  if (vm.count("print-ids") || vm.count("print-ids-of")) {
+    if (vm.count("print-ids")) texts = {vm["print-ids"].as<std::string>()};
+    for (const std::string& text : texts) {
+      const std::vector<int32_t> ids = tok.encode(text);
+      for (size_t i = 0; i < ids.size(); ++i) std::cout << (i ? " " : "") << ids[i];
+      std::cout << "\n";
+    }
   } else if (vm.count("decode")) {
     const std::string bytes = tok.decode(xtrain::parse_token_ids(vm["decode"].as<std::string>(), "--decode", tok.vocab_size()));
     std::cout.write(bytes.data(), std::streamsize(bytes.size()));

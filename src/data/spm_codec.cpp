@@ -74,6 +74,7 @@ std::unique_ptr<Codec> Codec::load(const std::string& path) {
                                    << (f == kPieces ? "pieces" : f == kTrainerSpec ? "trainer spec" : "normalizer spec")
                                    << "; a truncated file?)");
   c->fingerprint_ = fnv1a64(bytes.data(), bytes.size(), fnv1a64("xtrain-spm-v1", 13));
+  c->bytes_ = bytes;
   std::vector<int32_t> nl, ab, a;  // a: "a" then "b" appended
   c->encode_call("\n", &nl);
   c->encode_call("a\nb", &ab);
@@ -122,5 +123,11 @@ std::string Codec::decode(const std::vector<int32_t>& ids) const {
 
 int Codec::vocab_size() const { return sp_->GetPieceSize(); }
 int Codec::eos_id() const { return sp_->eos_id(); }
+std::string Codec::piece(int id) const { return sp_->IdToPiece(id); }
+
+int Codec::special_id(const std::string& role) const {
+  const int id = role == "bos" ? sp_->bos_id() : role == "eos" ? sp_->eos_id() : role == "unk" ? sp_->unk_id() : sp_->pad_id();
+  return id >= 0 && id < vocab_size() ? id : -1;
+}
 
 }  // namespace xtrain::spm

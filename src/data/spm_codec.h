@@ -38,6 +38,13 @@ class Codec {
 
   int vocab_size() const;
   int eos_id() const;  // -1 when the model has none
+  // special_id: the model's "bos" | "eos" | "unk" | "pad" id, -1 when it has none.
+  int special_id(const std::string& role) const;
+  std::string piece(int id) const;  // the piece's text ("<s>", "\xe2\x96\x81the", "<0x0A>")
+  const std::string& model_bytes() const { return bytes_; }  // the .model file as loaded
+  // hf_tokenizer_json: the model as a Hugging Face tokenizer.json that `tokenizers` encodes to the
+  // library's ids (hf_json_write.cpp); Error naming what it cannot express exactly.
+  std::string hf_tokenizer_json() const;
   // drops_newlines: the model's normalizer turns a newline into whitespace that it removes when
   // extra (spm_train's default nmt_nfkc with remove_extra_whitespaces and a dummy prefix), so a text
   // split after a newline encodes to the concatenation of its parts: the probe is exactly that, on
@@ -51,6 +58,7 @@ class Codec {
   Codec();
   std::unique_ptr<sentencepiece::SentencePieceProcessor> sp_;
   std::string path_;
+  std::string bytes_;
   bool drops_newlines_ = false;
   uint64_t fingerprint_ = 0;
   void encode_call(std::string_view text, std::vector<int32_t>* out) const;

@@ -153,6 +153,12 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
   return by_rank;
 }
 
+std::string tiktoken_hf_pattern(const std::string& name) {
+  const Builtin& b = find_builtin(name);
+  // cl100k_base until tiktoken 0.7 (openai_public.py), the same text as Llama 3's pattern
+  return b.pattern == std::string(kCl100kPattern) ? kLlama3Pattern : b.pattern;
+}
+
 std::vector<std::string> tiktoken_names() {
   std::vector<std::string> n;
   for (const auto& b : builtins()) n.push_back(b.name);

@@ -19,6 +19,12 @@ std::vector<std::string> read_tiktoken_ranks(const std::string& path);
 // decode_base64: RFC 4648 base64 with canonical '=' padding -> bytes; false for anything else.
 bool decode_base64(std::string_view in, std::string* out);
 
+// tiktoken_hf_pattern: the split pattern of encoding `name` as an export's tokenizer.json writes it for
+// `tokenizers` (Oniguruma, Ruby syntax), which reads tiktoken's possessive `{1,3}+` as a repeat of the
+// group and `$` as the end of a line: cl100k_base's earlier form without them (the one transformers'
+// TikTokenConverter uses, equal in its splits), the others as tiktoken writes them.
+std::string tiktoken_hf_pattern(const std::string& name);
+
 // tiktoken_names: the built-in encodings --tokenizer accepts besides gpt2, in a fixed order.
 std::vector<std::string> tiktoken_names();
 

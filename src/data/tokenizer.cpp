@@ -22,6 +22,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "data/tiktoken.h"
+#include "hf_json_write.h"
 #include "hf_pipeline.h"
 #include "spm_codec.h"
 
@@ -65,6 +66,8 @@ int32_t end_of_text_id(const std::vector<std::pair<std::string, int32_t>>& speci
 constexpr size_t kMaxCachedPieceBytes = 256;
 // Bound on cache entries: ~100 MB worst case, far above the distinct words of any real corpus.
 constexpr size_t kMaxCacheEntries = 1u << 20;
+// Unassigned ids a tokenizer.json may leave below its special tokens (o200k_base: 18).
+constexpr int64_t kMaxSpecialGap = 1 << 16;
 
 }  // namespace
 
@@ -79,6 +82,10 @@ struct Tokenizer::Impl {
   std::unique_ptr<spm::Codec> spm;                          // set for a SentencePiece model: it does all
   bpe::PreTokenizer pre;
   std::unique_ptr<bpe::HfPipeline> hf;                      // tokenizer.json's pipeline, else null
+  Kind kind = Kind::Gpt2Files;
+  std::string name;                                         // tiktoken: the encoding (cl100k_base)
+  std::string pattern;                                      // tiktoken: the split pattern
+  std::vector<std::string> files;                           // what it was read from
   Impl() = default;
   explicit Impl(const std::string& pattern) : pre(pattern) {}
   mutable std::mutex cache_mu;
@@ -108,14 +115,19 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw
   for (const auto& [s, id] : raw.specials) special_of.emplace(s, id);
   // Ids are dense 0..n-1; bound them by the number of entries before allocating anything, so a
   // huge or sparse id is one clear error instead of an overflow or gigabytes of tables.
+  // Special (added) tokens above the model's vocabulary may leave ids unassigned, as tokenizers allows
+  // and tiktoken's cl100k_base and o200k_base do (an export's tokenizer.json of them has such gaps):
+  // at most kMaxSpecialGap ids past the entries.
   const int64_t entries = static_cast<int64_t>(raw.vocab.size() + raw.specials.size());
-  int32_t vocab_size = 0;
+  int32_t vocab_size = 0, model_size = 0;
   for (const auto* list : {&raw.vocab, &raw.specials})
     for (const auto& [s, id] : *list) {
-      if (id < 0 || id >= entries)
-        XT_FAIL(f << ": token \"" << echo_value(s) << "\" has id " << id << ", outside 0.." << entries - 1
+      const int64_t limit = list == &raw.vocab ? entries : entries + kMaxSpecialGap;
+      if (id < 0 || id >= limit)
+        XT_FAIL(f << ": token \"" << echo_value(s) << "\" has id " << id << ", outside 0.." << limit - 1
                   << " (ids must be dense)");
       vocab_size = std::max(vocab_size, id + 1);
+      if (list == &raw.vocab && !special_of.count(s)) model_size = std::max(model_size, id + 1);
     }
   impl->token_bytes.resize(size_t(vocab_size));
   std::vector<bool> seen(size_t(vocab_size), false);
@@ -142,8 +154,12 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw
     define(id, text, text);
     impl->specials.emplace_back(text, id);
   }
-  for (int32_t id = 0; id < vocab_size; ++id)
-    if (!seen[size_t(id)]) XT_FAIL(f << ": id " << id << " has no token (ids must be 0.." << vocab_size - 1 << ")");
+  for (int32_t id = 0; id < vocab_size; ++id) {
+    if (seen[size_t(id)]) continue;
+    if (id < model_size) XT_FAIL(f << ": id " << id << " has no token (ids must be 0.." << vocab_size - 1 << ")");
+    if (impl->unassigned.empty()) impl->unassigned.assign(size_t(vocab_size), false);
+    impl->unassigned[size_t(id)] = true;  // between the model's vocabulary and a special token
+  }
 
   std::array<int32_t, 256> byte_ids{};
   for (int b = 0; b < 256; ++b) {
@@ -261,6 +277,7 @@ Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
     put_bytes(!impl->unassigned.empty() && impl->unassigned[id] ? std::string("\xff<unassigned>") : impl->token_bytes[id]);
   for (const auto& [s, id] : v.specials) put_bytes(s + "=" + std::to_string(id));
   impl->fingerprint = h;
+  impl->kind = Kind::Tiktoken, impl->name = v.name, impl->pattern = v.pattern, impl->files = {v.file};
   std::sort(impl->specials.begin(), impl->specials.end(),
             [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
   return Tokenizer(std::move(impl));
@@ -317,6 +334,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
   });
   raw.file = encoder_json + " + " + vocab_bpe;
   Tokenizer t(Impl::build(raw));
+  t.impl_->files = {encoder_json, vocab_bpe};
   // In GPT-2's files every token that is neither a single byte nor special is made by exactly one
   // merge (50257 = 256 + 50000 + 1), so fewer merges than such tokens means a cut vocab.bpe, which
   // would otherwise train silently with a weaker tokenizer.
@@ -330,6 +348,7 @@ Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std:
 Tokenizer Tokenizer::from_raw(const bpe::RawVocab& raw, std::unique_ptr<bpe::HfPipeline> pipeline) {
   auto impl = Impl::build(raw);
   impl->hf = std::move(pipeline);
+  impl->kind = Kind::HfJson, impl->files = {raw.file};
   if (impl->hf) impl->specials.clear();  // the pipeline matches its added tokens itself, with their flags
   return Tokenizer(std::move(impl));
 }
@@ -339,6 +358,7 @@ Tokenizer Tokenizer::from_sentencepiece(const std::string& model_file) {
   impl->spm = spm::Codec::load(model_file);
   impl->eot = impl->spm->eos_id();
   impl->fingerprint = impl->spm->fingerprint();
+  impl->kind = Kind::SentencePiece, impl->files = {model_file};
   return Tokenizer(std::move(impl));
 }
 
@@ -398,6 +418,74 @@ std::string Tokenizer::decode(const std::vector<int32_t>& ids) const {
 int Tokenizer::vocab_size() const { return impl_->spm ? impl_->spm->vocab_size() : int(impl_->token_bytes.size()); }
 int Tokenizer::eot_id() const { return impl_->eot; }
 uint64_t Tokenizer::fingerprint() const { return impl_->fingerprint; }
+void Tokenizer::adopt_fingerprint(uint64_t original) { impl_->fingerprint = original; }
+Tokenizer::Kind Tokenizer::kind() const { return impl_->kind; }
+const std::vector<std::string>& Tokenizer::source_files() const { return impl_->files; }
+
+std::string Tokenizer::describe() const {
+  switch (impl_->kind) {
+    case Kind::Gpt2Files: return "GPT-2 BPE " + impl_->files.at(0) + " + " + impl_->files.at(1);
+    case Kind::Tiktoken: return "tiktoken " + impl_->name;
+    case Kind::HfJson: return "tokenizer.json " + impl_->files.at(0);
+    case Kind::SentencePiece: break;
+  }
+  return "SentencePiece " + impl_->files.at(0);
+}
+
+Tokenizer::HfTokenRoles Tokenizer::hf_token_roles() const {
+  HfTokenRoles r;
+  auto set = [&](std::string* name, int32_t* id, int32_t v) {
+    if (v < 0) return;
+    *id = v;
+    *name = impl_->spm ? impl_->spm->piece(v) : impl_->token_bytes.at(size_t(v));
+  };
+  if (impl_->spm) {
+    set(&r.bos, &r.bos_id, impl_->spm->special_id("bos"));
+    set(&r.eos, &r.eos_id, impl_->spm->special_id("eos"));
+    set(&r.unk, &r.unk_id, impl_->spm->special_id("unk"));
+    set(&r.pad, &r.pad_id, impl_->spm->special_id("pad"));
+    return r;
+  }
+  set(&r.eos, &r.eos_id, impl_->eot);
+  if (impl_->kind == Kind::Gpt2Files) {  // Hugging Face's gpt2: <|endoftext|> in every role
+    set(&r.bos, &r.bos_id, impl_->eot);
+    set(&r.unk, &r.unk_id, impl_->eot);
+  } else if (impl_->kind == Kind::Tiktoken) {
+    for (const auto& [s, id] : impl_->specials)
+      if (s == "<|begin_of_text|>") set(&r.bos, &r.bos_id, id);
+  } else if (impl_->hf && !impl_->hf->prefix.empty()) {
+    set(&r.bos, &r.bos_id, impl_->hf->prefix.front());
+    r.add_bos = true;
+  }
+  return r;
+}
+
+std::string Tokenizer::hf_tokenizer_json() const {
+  if (impl_->spm) return impl_->spm->hf_tokenizer_json();
+  if (impl_->kind == Kind::HfJson) return read_file(impl_->files.at(0));  // the file itself: same fingerprint
+  bpe::ByteLevelJson j;
+  j.token_bytes = impl_->token_bytes;
+  for (size_t id = 0; id < impl_->unassigned.size(); ++id)
+    if (impl_->unassigned[id]) j.token_bytes[id].clear();
+  j.special.assign(j.token_bytes.size(), false);
+  for (const auto& [s, id] : impl_->specials) j.special[size_t(id)] = true;
+  if (impl_->kind == Kind::Gpt2Files) {  // transformers' GPT2Converter: vocab.bpe's merges, ByteLevel's regex
+    j.specials_in_vocab = true;
+    for (const auto& m : impl_->merges) j.merges.emplace_back(m[0], m[1]);
+  } else {  // TikTokenConverter: merges from the ranks (specials are no ranks), whole pieces first
+    std::vector<std::string> ranks = j.token_bytes;
+    for (const auto& [s, id] : impl_->specials) ranks[size_t(id)].clear();
+    j.merges = bpe::merges_from_ranks(ranks);
+    j.pattern = tiktoken_hf_pattern(impl_->name);
+    j.ignore_merges = true;
+  }
+  return bpe::write_byte_level_json(j);
+}
+
+std::string Tokenizer::sentencepiece_model() const {
+  if (!impl_->spm) XT_FAIL(describe() << ": not a SentencePiece model");
+  return impl_->spm->model_bytes();
+}
 
 void check_tokenizer_choice(const std::string& tokenizer_json, bool encoder_json_given, bool vocab_bpe_given) {
   if (!tokenizer_json.empty() && (encoder_json_given || vocab_bpe_given))

@@ -60,6 +60,9 @@ void read_tokenizer_options(const po::variables_map& vm, TokenizerFiles& files) 
   } else if (ranks_given) {
     throw UsageError("--tokenizer-ranks needs --tokenizer NAME (one of the tiktoken encodings)");
   }
+  files.any_given = false;
+  for (const char* o : {"encoder-json", "vocab-bpe", "tokenizer", "tokenizer-ranks", "tokenizer-json", "tokenizer-model"})
+    files.any_given = files.any_given || (vm.count(o) && !vm[o].defaulted());
   files.encoder_json_given = vm.count("encoder-json") && !vm["encoder-json"].defaulted();
   files.vocab_bpe_given = vm.count("vocab-bpe") && !vm["vocab-bpe"].defaulted();
   check_tokenizer_choice(files.tokenizer_json, files.encoder_json_given, files.vocab_bpe_given);

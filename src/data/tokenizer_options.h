@@ -29,7 +29,7 @@ void add_tokenizer_options(boost::program_options::options_description& desc, To
                            const TokenizerOptionNotes& notes = {});
 
 // read_tokenizer_options: after po::store + po::notify of those options, records which of the GPT-2
-// files were given on the command line and applies check_tokenizer_choice (UsageError: both
+// files were given on the command line (and whether any tokenizer option was: TokenizerFiles::any_given) and applies check_tokenizer_choice (UsageError: both
 // --tokenizer-json and --encoder-json/--vocab-bpe given).
 // Also refuses an empty path for any of the three (reject_empty_values, core/cli.h), an unknown
 // --tokenizer name, GPT-2 files given with a tiktoken --tokenizer, --tokenizer-ranks without one, and

@@ -124,7 +124,7 @@ double json_float(float f) {
 }
 }  // namespace
 
-std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id, uint64_t tokenizer_fingerprint) {
+std::string model_config_json(const GPTConfig& c, ModelLayout layout, const ConfigTokens& t) {
   nlohmann::json j;
   if (layout == ModelLayout::Hf && c.llama()) {
     // transformers' LlamaConfig: every field its LlamaForCausalLM reads, with the values xtrain computes
@@ -139,7 +139,6 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
          {"mlp_bias", false},               {"tie_word_embeddings", c.tied()},
          {"torch_dtype", "float32"},        {"initializer_range", 0.02},
          {"pretraining_tp", 1},             {"use_cache", true}};
-    if (eot_id >= 0) j["bos_token_id"] = j["eos_token_id"] = eot_id;
   } else {
     j = {{"vocab_size", c.V}, {"n_positions", c.maxT}, {"n_embd", c.C}, {"n_layer", c.L}, {"n_head", c.NH},
          {"n_inner", c.F},    {"torch_dtype", "float32"}};
@@ -157,53 +156,115 @@ std::string model_config_json(const GPTConfig& c, ModelLayout layout, int eot_id
       j["model_type"] = "gpt2";
       j["architectures"] = {"GPT2LMHeadModel"};
       for (const char* k : {"attn_pdrop", "embd_pdrop", "resid_pdrop", "summary_first_dropout"}) j[k] = 0.0;
-      if (eot_id >= 0) j["bos_token_id"] = j["eos_token_id"] = eot_id;
     } else {
       j["model_type"] = kXtrainModelType;
       j["n_kv_head"] = c.KVH;
       j["head_dim"] = c.HS;
-      if (eot_id >= 0) j["eos_token_id"] = eot_id;
     }
   }
-  if (tokenizer_fingerprint != 0) j[kTokenizerFingerprintKey] = hex64(tokenizer_fingerprint);
+  // the special-token ids as the tokenizer defines them (PretrainedConfig's bos/eos/pad_token_id)
+  if (t.bos_id >= 0) j["bos_token_id"] = t.bos_id;
+  if (t.eos_id >= 0) j["eos_token_id"] = t.eos_id;
+  if (t.pad_id >= 0) j["pad_token_id"] = t.pad_id;
+  if (t.fingerprint != 0) j[kTokenizerFingerprintKey] = hex64(t.fingerprint);
+  if (!t.json_sha256.empty()) j[kTokenizerJsonShaKey] = t.json_sha256;
+  if (!t.label.empty()) j[kTokenizerLabelKey] = t.label;
   return j.dump(2) + "\n";
 }
 
-ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
-                        const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint,
-                        bool tokenizer_files_optional) {
+namespace {
+
+// tokenizer_label: kTokenizerLabelKey's value: what the tokenizer is, without local paths.
+std::string tokenizer_label(const Tokenizer& tok) {
+  switch (tok.kind()) {
+    case Tokenizer::Kind::Gpt2Files: return "GPT-2 BPE";
+    case Tokenizer::Kind::Tiktoken: return tok.describe();
+    case Tokenizer::Kind::HfJson: return "tokenizer.json";
+    case Tokenizer::Kind::SentencePiece: break;
+  }
+  return "SentencePiece";
+}
+
+// tokenizer_files: the tokenizer's files of an export (tokenizer.json, tokenizer_config.json,
+// special_tokens_map.json, and vocab.json + merges.txt or tokenizer.model) into *files; its ids and
+// identity into *t (config.json).
+void tokenizer_files(const Tokenizer& tok, const GPTConfig& cfg, ExportFiles* files, ConfigTokens* t) {
+  std::string json;
+  try {
+    json = tok.hf_tokenizer_json();
+  } catch (const Error& e) {
+    XT_FAIL("tokenizer " << tok.describe() << " cannot be exported as a tokenizer.json that gives its ids: " << e.what()
+                         << "; not exporting");
+  }
+  const Tokenizer::HfTokenRoles r = tok.hf_token_roles();
+  t->bos_id = r.bos_id, t->eos_id = r.eos_id, t->pad_id = r.pad_id;
+  t->fingerprint = tok.fingerprint();
+  t->label = tokenizer_label(tok);
+  // a tokenizer.json that is not the run's own file reads back with another fingerprint: its sha256 lets
+  // a reader give it the model's (kTokenizerJsonShaKey)
+  if (tok.kind() == Tokenizer::Kind::Tiktoken) t->json_sha256 = sha256_hex(json);
+  (*files)[kTokenizerJsonFile] = std::move(json);
+  // tokenizer_config.json: the generic fast tokenizer over tokenizer.json (no class of a model family,
+  // whose own defaults, a BOS added or a slow tokenizer converted, would change the ids), the roles as
+  // the tokenizer defines them, a BOS only where the tokenizer adds one (training joined documents with
+  // encode's ids: no BOS otherwise)
+  nlohmann::ordered_json cfg_json = {{"tokenizer_class", "PreTrainedTokenizerFast"}};
+  nlohmann::ordered_json map = nlohmann::ordered_json::object();
+  for (const auto& [key, value] : {std::pair<const char*, const std::string*>{"bos_token", &r.bos}, {"eos_token", &r.eos},
+                                   {"unk_token", &r.unk}, {"pad_token", &r.pad}})
+    if (!value->empty()) cfg_json[key] = map[key] = *value;
+  cfg_json["add_bos_token"] = r.add_bos;
+  cfg_json["add_eos_token"] = false;
+  cfg_json["model_max_length"] = cfg.maxT;
+  cfg_json["clean_up_tokenization_spaces"] = false;
+  (*files)[kTokenizerConfigFile] = cfg_json.dump(2) + "\n";
+  (*files)[kSpecialTokensMapFile] = map.dump(2) + "\n";
+  if (tok.kind() == Tokenizer::Kind::Gpt2Files) {  // the pair as today, for tools that read only those
+    (*files)[kVocabFile] = read_file(tok.source_files().at(0));
+    (*files)[kMergesFile] = read_file(tok.source_files().at(1));
+  }
+  if (tok.kind() == Tokenizer::Kind::SentencePiece) (*files)[kSentencePieceFile] = tok.sentencepiece_model();
+}
+
+}  // namespace
+
+ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const Tokenizer& tok,
+                        uint64_t tokenizer_fingerprint) {
   // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
   if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
     XT_FAIL("the weights are not finite: " << bad << "; not exporting");
-  // The GPT-2 pair is the one form xtrain writes a tokenizer in. Optional: a model trained with another
-  // tokenizer (another fingerprint, or the files absent) gets none, and its fingerprint alone.
-  std::unique_ptr<Tokenizer> tok;
-  try {
-    tok = std::make_unique<Tokenizer>(Tokenizer::from_gpt2_files(encoder_json, vocab_bpe));
-  } catch (const Error&) {
-    if (!tokenizer_files_optional || tokenizer_fingerprint == 0) throw;
-  }
-  if (tok && tokenizer_fingerprint != 0 && tok->fingerprint() != tokenizer_fingerprint) {
-    if (!tokenizer_files_optional)
-      XT_FAIL("tokenizer " << encoder_json << " + " << vocab_bpe << " (fingerprint " << hex64(tok->fingerprint())
-                           << ") is not the one the model was trained with (" << hex64(tokenizer_fingerprint) << ")");
-    tok.reset();
-  }
-  if (tok && tok->vocab_size() != cfg.V)
-    XT_FAIL("tokenizer " << encoder_json << " has " << tok->vocab_size() << " tokens, the model " << cfg.V
-                         << " (give the --encoder-json/--vocab-bpe the model was trained with)");
+  if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
+    XT_FAIL("tokenizer " << tok.describe() << " (fingerprint " << hex64(tok.fingerprint())
+                         << ") is not the one the model was trained with (" << hex64(tokenizer_fingerprint)
+                         << "): give the run's tokenizer options (--tokenizer NAME, --tokenizer-json FILE, --tokenizer-model FILE "
+                            "or --encoder-json/--vocab-bpe)");
+  if (tok.vocab_size() != cfg.V)
+    XT_FAIL("tokenizer " << tok.describe() << " has " << tok.vocab_size() << " tokens, the model " << cfg.V
+                         << " (give the tokenizer options the model was trained with)");
   std::vector<std::vector<float>> storage;
   const std::vector<StTensorF32> tensors = export_tensors(cfg, params, layout, storage);
+  ExportFiles files;
+  ConfigTokens t;
+  tokenizer_files(tok, cfg, &files, &t);
   // "format": "pt" is what transformers' from_pretrained requires of safetensors metadata
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"xtrain_layout", layout_name(layout)}};
-  ExportFiles files;
   files[kModelFile] = safetensors_bytes(tensors, meta);
-  files[kConfigFile] = model_config_json(cfg, layout, tok ? tok->eot_id() : -1, tok ? tok->fingerprint() : tokenizer_fingerprint);
-  if (tok) {
-    files[kVocabFile] = read_file(encoder_json);
-    files[kMergesFile] = read_file(vocab_bpe);
-  }
+  files[kConfigFile] = model_config_json(cfg, layout, t);
+  // generation_config.json: GenerationConfig's special-token ids (generate stops at eos_token_id)
+  nlohmann::json gen = nlohmann::json::object();
+  if (t.bos_id >= 0) gen["bos_token_id"] = t.bos_id;
+  if (t.eos_id >= 0) gen["eos_token_id"] = t.eos_id;
+  if (t.pad_id >= 0) gen["pad_token_id"] = t.pad_id;
+  files[kGenerationConfigFile] = gen.dump(2) + "\n";
   return files;
+}
+
+ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const std::string& encoder_json,
+                        const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
+  // the weights first, as the other overload checks them before anything else
+  if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
+    XT_FAIL("the weights are not finite: " << bad << "; not exporting");
+  return make_export(cfg, params, layout, Tokenizer::from_gpt2_files(encoder_json, vocab_bpe), tokenizer_fingerprint);
 }
 
 }  // namespace xtrain

@@ -78,7 +78,7 @@ ExportCommit::ExportCommit(const std::string& dir, const ExportFiles& files)
     }
     // A previous export's file that this one does not hold (a regular file under one of the export's
     // names) is kept under its backup name and removed.
-    for (const char* name : {kModelFile, kConfigFile, kVocabFile, kMergesFile}) {
+    for (const char* name : kExportFileNames) {
       struct stat st{};
       if (files.count(name) || ::fstatat(out_.dir_fd, name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
       (void)::unlinkat(out_.dir_fd, backup_name(name).c_str(), 0);

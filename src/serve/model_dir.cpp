@@ -176,9 +176,23 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out, uin
   }
 }
 
-ModelDir load_model_dir(const std::string& dir) {
+ModelDir read_model_dir(const std::string& dir) {
   ModelDir m;
   m.cfg = read_model_config(dir, &m.layout, &m.tokenizer_fingerprint);
+  m.dir = dir;
+  const fs::path vocab = fs::path(dir) / kVocabFile, merges = fs::path(dir) / kMergesFile;
+  if (fs::is_regular_file(vocab) && fs::is_regular_file(merges)) m.vocab_json = vocab.string(), m.merges_txt = merges.string();
+  if (fs::is_regular_file(fs::path(dir) / kTokenizerJsonFile)) m.tokenizer_json = (fs::path(dir) / kTokenizerJsonFile).string();
+  if (fs::is_regular_file(fs::path(dir) / kSentencePieceFile)) m.tokenizer_model = (fs::path(dir) / kSentencePieceFile).string();
+  const std::string config = (fs::path(dir) / kConfigFile).string();
+  const json j = read_json_file(config);
+  m.tokenizer_json_sha256 = field<std::string>(j, kTokenizerJsonShaKey, "", config);
+  m.tokenizer_label = field<std::string>(j, kTokenizerLabelKey, "", config);
+  return m;
+}
+
+ModelDir load_model_dir(const std::string& dir) {
+  ModelDir m = read_model_dir(dir);
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
   // What config.json and the file ask for, against the host's memory before any of it is taken: the
@@ -238,8 +252,6 @@ ModelDir load_model_dir(const std::string& dir) {
   // the impossible value (model/param_check.h): refused here, not as a sampler check or a NaN loss later
   if (const std::string bad = non_finite_param(m.cfg, m.params); !bad.empty())
     XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
-  const fs::path vocab = fs::path(dir) / kVocabFile, merges = fs::path(dir) / kMergesFile;
-  if (fs::is_regular_file(vocab) && fs::is_regular_file(merges)) m.vocab_json = vocab.string(), m.merges_txt = merges.string();
   return m;
 }
 
@@ -276,17 +288,48 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   return out;
 }
 
-void check_model_tokenizer(const ModelDir& m, uint64_t tokenizer_fingerprint, const std::string& what) {
-  if (m.tokenizer_fingerprint != 0 && m.tokenizer_fingerprint != tokenizer_fingerprint)
-    throw UsageError(what + " was trained with tokenizer fingerprint " + hex64(m.tokenizer_fingerprint) +
-                     " (its config.json), the tokenizer given has " + hex64(tokenizer_fingerprint) +
-                     " (give the tokenizer files it was trained with)");
-  if (m.vocab_json.empty()) return;
+namespace {
+// recorded: the directory's tokenizer as config.json names it, for messages
+std::string recorded(const ModelDir& m) {
+  return (m.tokenizer_label.empty() ? std::string("the tokenizer") : m.tokenizer_label) + " (fingerprint " +
+         hex64(m.tokenizer_fingerprint) + ", its config.json)";
+}
+}  // namespace
+
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what) {
+  if (!m.has_tokenizer())
+    throw UsageError(what + ": " + m.dir + " holds no tokenizer (no " + kSentencePieceFile + ", " + kTokenizerJsonFile + " or " +
+                     kVocabFile + " + " + kMergesFile + "): give the tokenizer options the model was trained with");
+  std::string file;
+  Tokenizer tok = [&] {
+    if (!m.tokenizer_model.empty()) return file = m.tokenizer_model, Tokenizer::from_sentencepiece(m.tokenizer_model);
+    if (!m.tokenizer_json.empty()) return file = m.tokenizer_json, Tokenizer::from_hf_json(m.tokenizer_json);
+    return file = m.vocab_json, Tokenizer::from_gpt2_files(m.vocab_json, m.merges_txt);
+  }();
+  // the export's converted tokenizer.json: the model's fingerprint (kTokenizerJsonShaKey)
+  if (file == m.tokenizer_json && !m.tokenizer_json_sha256.empty() && m.tokenizer_fingerprint != 0 &&
+      sha256_hex(read_file(file)) == m.tokenizer_json_sha256)
+    tok.adopt_fingerprint(m.tokenizer_fingerprint);
+  if (m.tokenizer_fingerprint != 0 && tok.fingerprint() != m.tokenizer_fingerprint)
+    XT_FAIL(what << ": " << file << " (fingerprint " << hex64(tok.fingerprint()) << ") is not the tokenizer the model was trained with, "
+                 << recorded(m) << "; give the run's tokenizer options");
+  if (tok.vocab_size() != m.cfg.V)
+    XT_FAIL(what << ": " << file << " has " << tok.vocab_size() << " tokens, config.json's vocab_size is " << m.cfg.V);
+  return tok;
+}
+
+void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what, bool check_files) {
+  const uint64_t fp = given.fingerprint();
+  const std::string drop = ": drop the tokenizer options to use the directory's tokenizer, or give the ones it was trained with";
+  if (m.tokenizer_fingerprint != 0 && m.tokenizer_fingerprint != fp)
+    throw UsageError(what + " was trained with " + recorded(m) + "; the tokenizer options give " + given.describe() +
+                     " (fingerprint " + hex64(fp) + ")" + drop);
+  if (!check_files || m.vocab_json.empty()) return;
   // its tokenizer files must be the same tokenizer (the ids and merges), however the files are written
   const uint64_t files = load_tokenizer("", m.vocab_json, m.merges_txt).fingerprint();
-  if (files != tokenizer_fingerprint)
+  if (files != fp)
     throw UsageError(what + " was trained with another tokenizer: its vocab.json and merges.txt have fingerprint " + hex64(files) +
-                     ", the tokenizer given has " + hex64(tokenizer_fingerprint) + " (give the files it was trained with)");
+                     "; the tokenizer options give " + given.describe() + " (fingerprint " + hex64(fp) + ")" + drop);
 }
 
 }  // namespace xtrain

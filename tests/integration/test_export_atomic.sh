@@ -59,7 +59,8 @@ blocks = {k.split(".")[2] for k in h if k.startswith("transformer.h.")}
 assert len(blocks) == layers, (layers, sorted(blocks))
 PY
 done
-[[ -z $(ls -A "$WORK/race" | grep -v -e '^config\.json$' -e '^model\.safetensors$' -e '^vocab\.json$' -e '^merges\.txt$') ]] ||
+[[ -z $(ls -A "$WORK/race" | grep -v -x -e config.json -e model.safetensors -e vocab.json -e merges.txt -e tokenizer.json \
+        -e tokenizer_config.json -e special_tokens_map.json -e generation_config.json) ]] ||
   { ls -la "$WORK/race"; fail "staging, backup or lock files left behind"; }
 echo "concurrent exports into one directory: consistent pairs, nothing left behind (no lock file either)"
 echo "PASS"

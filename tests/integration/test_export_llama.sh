@@ -7,7 +7,7 @@
 # checkpoint and from its export gives the same logits (bitwise) and the same greedy tokens. Then the
 # tokenizer fingerprint the export records: a same-size tokenizer with two merges swapped is refused by
 # --model and --init-from with one line naming both fingerprints; a model trained with another tokenizer
-# (tiktoken r50k, when its rank file is there) exports with no tokenizer files and a note.
+# (tiktoken r50k, when its rank file is there) is refused with GPT-2's files and exports with its own.
 source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
@@ -100,39 +100,43 @@ JSON
   echo "ok   $variant: export -> --init-from -> export byte-identical; logits and 40 greedy tokens equal from checkpoint and export"
 done
 
-# The fingerprint: two merges swapped (same size, another tokenizer). In the export's own merges.txt:
-# xtrain_generate --model reads it by default and is refused; as the run's --vocab-bpe: --init-from is.
+# The fingerprint: two merges swapped (same size, another tokenizer). In the export's own merges.txt
+# (its tokenizer.json removed, so that --model reads the pair): xtrain_generate --model is refused naming
+# the file; as the run's --vocab-bpe: --init-from is, naming both tokenizers and the options to drop.
 d="$WORK/untied"
 cp -r "$d/e1" "$WORK/e_tok"
+rm "$WORK/e_tok/tokenizer.json"
 { head -n -2 "$d/e1/merges.txt"; tail -n 1 "$d/e1/merges.txt"; tail -n 2 "$d/e1/merges.txt" | head -n 1; } > "$WORK/swapped.bpe"
 cp "$WORK/swapped.bpe" "$WORK/e_tok/merges.txt"
 fp=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["xtrain_tokenizer_fingerprint"])' "$d/e1/config.json")
 rc=0
 "$GEN" --model "$WORK/e_tok" --prompt "The" --max-new-tokens 2 > /dev/null 2> "$WORK/tk.log" || rc=$?
-[[ $rc -eq 2 ]] || { cat "$WORK/tk.log"; fail "--model with two merges swapped: exit $rc, expected 2"; }
-one_line "$WORK/tk.log" "the tokenizer given (fingerprint [0-9a-f]\{16\}) is not the one the model was trained with ($fp, its config.json)"
-grep -q "fingerprint $fp)" "$WORK/tk.log" && fail "the swapped tokenizer has the model's fingerprint"
+[[ $rc -eq 1 ]] || { cat "$WORK/tk.log"; fail "--model with two merges swapped: exit $rc, expected 1"; }
+one_line "$WORK/tk.log" "e_tok/vocab.json (fingerprint [0-9a-f]\{16\}) is not the tokenizer the model was trained with, GPT-2 BPE (fingerprint $fp, its config.json)"
 cat "$WORK/tk.log"
 rc=0
 "$XT" --data "$WORK/corpus.txt" --encoder-json "${TOK[1]}" --vocab-bpe "$WORK/swapped.bpe" --init-from "$d/e1" --steps 1 --batch 4 \
   --val-every 0 > "$WORK/tk2.log" 2>&1 || rc=$?
 [[ $rc -eq 2 ]] || { cat "$WORK/tk2.log"; fail "--init-from with two merges swapped: exit $rc, expected 2"; }
-one_line "$WORK/tk2.log" "usage error: --init-from .*untied/e1 was trained with tokenizer fingerprint $fp (its config.json), the tokenizer given has [0-9a-f]\{16\}"
+one_line "$WORK/tk2.log" "usage error: --init-from .*untied/e1 was trained with GPT-2 BPE (fingerprint $fp, its config.json); the tokenizer options give GPT-2 BPE .*swapped.bpe (fingerprint [0-9a-f]\{16\}): drop the tokenizer options"
 cat "$WORK/tk2.log"
 
-# A model trained with another tokenizer: no tokenizer files, a note, the fingerprint recorded
+# A model trained with another tokenizer: exported with the default GPT-2 files, refused naming the options;
+# with its own (--tokenizer r50k_base), its tokenizer.json replaces the GPT-2 pair of a previous export
 ranks="${XTRAIN_DATA_DIR:-}/tokenizers/r50k_base.tiktoken"
 if [[ -f "$ranks" ]]; then
   "$XT" --data "$WORK/corpus.txt" --tokenizer r50k_base --tokenizer-ranks "$ranks" "${LLAMA[@]}" --steps 1 --ckpt "$WORK/r.ckpt" \
     > "$WORK/r.log" 2>&1 || { cat "$WORK/r.log"; fail "training with r50k_base"; }
-  cp -r "$d/e1" "$WORK/e_r"  # over an export that has tokenizer files: they go
-  "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" > "$WORK/er.log" || fail "export of a model trained with r50k_base"
-  grep -q "^note   | the model's tokenizer (fingerprint [0-9a-f]\{16\}) is not the GPT-2 files" "$WORK/er.log" || { cat "$WORK/er.log"; fail "note"; }
-  [[ ! -e "$WORK/e_r/vocab.json" && ! -e "$WORK/e_r/merges.txt" ]] || fail "tokenizer files left next to a model of another tokenizer"
-  "$GEN" --model "$WORK/e_r" --tokenizer r50k_base --tokenizer-ranks "$ranks" --prompt "The" --max-new-tokens 2 > /dev/null 2>&1 ||
-    fail "generate from an export with the run's tokenizer options"
-  echo "ok   a model of tiktoken r50k_base: exported without tokenizer files, with a note; generates with --tokenizer"
+  cp -r "$d/e1" "$WORK/e_r"  # over an export that has GPT-2's files: they go
+  rc=0; "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" > "$WORK/er.log" 2>&1 || rc=$?
+  [[ $rc -eq 1 ]] && grep -q "is not the one the model was trained with (.*): give the run's tokenizer options (--tokenizer NAME" "$WORK/er.log" ||
+    { cat "$WORK/er.log"; fail "export of an r50k_base model with GPT-2's files: exit $rc"; }
+  cmp "$d/e1/model.safetensors" "$WORK/e_r/model.safetensors" || fail "a refused export changed the directory"
+  "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" --tokenizer r50k_base --tokenizer-ranks "$ranks" > "$WORK/er.log" || fail "export with --tokenizer r50k_base"
+  grep -q "^tokenizer | tiktoken r50k_base (fingerprint [0-9a-f]\{16\}): tokenizer.json" "$WORK/er.log" || { cat "$WORK/er.log"; fail "tokenizer line"; }
+  [[ ! -e "$WORK/e_r/vocab.json" && ! -e "$WORK/e_r/merges.txt" ]] || fail "GPT-2 files left next to a model of another tokenizer"
+  "$GEN" --model "$WORK/e_r" --prompt "The" --max-new-tokens 2 > /dev/null 2>&1 || fail "generate from an export with its own tokenizer"
+  echo "ok   a model of tiktoken r50k_base: refused with GPT-2's files; exported with its tokenizer.json, generates with no option"
 else
   echo "skip the export of a model of another tokenizer: $ranks absent"
 fi
-echo "PASS"

@@ -161,7 +161,9 @@ TEST_CASE("hf layout of a Llama: LlamaForCausalLM's names, q/k/v and gate/up spl
             .find("GPT2LMHeadModel layout cannot express this model: --heads 4 x --head-dim 16 != --dim 32: GPT-2's head size is "
                   "n_embd / n_head") != std::string::npos);
   // config.json: what transformers' LlamaConfig reads
-  const nlohmann::json j = nlohmann::json::parse(model_config_json(cfg, ModelLayout::Hf, 256, 0x0123456789abcdefULL));
+  ConfigTokens ids;
+  ids.bos_id = 255, ids.eos_id = 256, ids.fingerprint = 0x0123456789abcdefULL;
+  const nlohmann::json j = nlohmann::json::parse(model_config_json(cfg, ModelLayout::Hf, ids));
   CHECK(j["architectures"] == nlohmann::json::array({"LlamaForCausalLM"}));
   CHECK(j["model_type"] == "llama");
   CHECK(j["num_key_value_heads"] == 2);
@@ -173,7 +175,9 @@ TEST_CASE("hf layout of a Llama: LlamaForCausalLM's names, q/k/v and gate/up spl
   CHECK(j["hidden_act"] == "silu");
   CHECK(j["attention_bias"] == false);
   CHECK(j["mlp_bias"] == false);
-  CHECK(j["bos_token_id"] == 256);
+  CHECK(j["bos_token_id"] == 255);  // each role its own id, as the tokenizer defines them
+  CHECK(j["eos_token_id"] == 256);
+  CHECK(!j.contains("pad_token_id"));  // none defined: none written
   CHECK(j[kTokenizerFingerprintKey] == "0123456789abcdef");
 }
 
@@ -347,37 +351,39 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
   write_export(out, make_export(cfg, random_params(cfg), ModelLayout::Hf, tok.encoder, tok.bpe, fp));
   const ModelDir m = load_model_dir(out);
   CHECK(m.tokenizer_fingerprint == fp);
-  check_model_tokenizer(m, fp, "--model " + out);  // the model's own: accepted
+  const Tokenizer mine = Tokenizer::from_gpt2_files(tok.encoder, tok.bpe), theirs = Tokenizer::from_gpt2_files(swapped.encoder, swapped.bpe);
+  check_model_tokenizer(m, mine, "--model " + out);  // the model's own: accepted
   std::string e;
   try {
-    check_model_tokenizer(m, fp_swapped, "--model " + out);
+    check_model_tokenizer(m, theirs, "--model " + out);
   } catch (const UsageError& u) {
     e = u.what();
   }
-  CHECK(e == "--model " + out + " was trained with tokenizer fingerprint " + hex64(fp) +
-                 " (its config.json), the tokenizer given has " + hex64(fp_swapped) + " (give the tokenizer files it was trained with)");
+  CHECK(e == "--model " + out + " was trained with GPT-2 BPE (fingerprint " + hex64(fp) +
+                 ", its config.json); the tokenizer options give " + theirs.describe() + " (fingerprint " + hex64(fp_swapped) +
+                 "): drop the tokenizer options to use the directory's tokenizer, or give the ones it was trained with");
+  // with no option, the directory's own tokenizer: tokenizer.json, the model's fingerprint
+  const Tokenizer own = model_dir_tokenizer(m, "--model " + out);
+  CHECK(own.kind() == Tokenizer::Kind::HfJson);
+  CHECK(own.fingerprint() == fp);
   // the directory's own merges.txt swapped under a recorded fingerprint: the files are named
   write_file_atomic(out + "/" + kMergesFile, read_file(swapped.bpe));
   try {
-    check_model_tokenizer(load_model_dir(out), fp, "--init-from " + out);
+    check_model_tokenizer(load_model_dir(out), mine, "--init-from " + out);
   } catch (const UsageError& u) {
     e = u.what();
   }
-  CHECK(e.find("its vocab.json and merges.txt have fingerprint " + hex64(fp_swapped) + ", the tokenizer given has " + hex64(fp)) !=
-        std::string::npos);
-  // another tokenizer at export time: refused naming both, unless the files were only defaults
+  CHECK(e.find("its vocab.json and merges.txt have fingerprint " + hex64(fp_swapped) + "; the tokenizer options give " + mine.describe() +
+               " (fingerprint " + hex64(fp) + ")") != std::string::npos);
+  // its tokenizer.json replaced by another tokenizer's: refused naming the file and both fingerprints
+  write_file_atomic(out + "/" + kTokenizerJsonFile, theirs.hf_tokenizer_json());
+  CHECK(error_of([&] { model_dir_tokenizer(load_model_dir(out), "--model " + out); })
+            .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with, GPT-2 BPE (fingerprint " +
+                  hex64(fp)) != std::string::npos);
+  // another tokenizer at export time: refused naming both
   CHECK(error_of([&] { make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp); })
             .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=
         std::string::npos);
-  const ExportFiles none = make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp, true);
-  CHECK(none.count(kVocabFile) == 0);
-  CHECK(none.count(kMergesFile) == 0);
-  CHECK(nlohmann::json::parse(none.at(kConfigFile))[kTokenizerFingerprintKey] == hex64(fp));
-  // written over the export with tokenizer files: the old ones go (no model paired with another's tokenizer)
-  write_export(out, none);
-  CHECK(!std::filesystem::exists(out + "/" + kVocabFile));
-  CHECK(!std::filesystem::exists(out + "/" + kMergesFile));
-  CHECK(load_model_dir(out).vocab_json.empty());
 }
 
 TEST_CASE("hf layout: GPT-2 names, Conv1D (in, out) weights, V rows of wte, no lm_head") {

@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
@@ -154,4 +155,41 @@ TEST_CASE("--tokenizer-model: declared with the other tokenizer options, alone")
   xt::TokenizerFiles m;
   m.tokenizer_model = vec("spm_bpe.model");
   CHECK(xt::load_tokenizer(m).fingerprint() == xt::Tokenizer::from_sentencepiece(vec("spm_bpe.model")).fingerprint());
+}
+
+TEST_CASE("SentencePiece as tokenizer.json: a Unigram model with the identity normalizer is written piece by piece, others refused") {
+  const xt::Tokenizer t = xt::Tokenizer::from_sentencepiece(vec("spm_unigram.model"));
+  sentencepiece::SentencePieceProcessor sp;
+  REQUIRE(sp.Load(vec("spm_unigram.model")).ok());
+  const nlohmann::json j = nlohmann::json::parse(t.hf_tokenizer_json());
+  const nlohmann::json& m = j["model"];
+  CHECK(m["type"] == "Unigram");
+  CHECK(m["byte_fallback"] == true);  // the model's (make_spm_vectors.py: --byte_fallback=true)
+  CHECK(m["unk_id"] == sp.unk_id());
+  REQUIRE(m["vocab"].size() == size_t(sp.GetPieceSize()));
+  for (int id = 0; id < sp.GetPieceSize(); ++id) {  // every piece at its id, with the library's score
+    CHECK(m["vocab"][id][0] == sp.IdToPiece(id));
+    CHECK(m["vocab"][id][1].get<double>() == double(sp.GetScore(id)));
+  }
+  // the dummy prefix and the escaped spaces of the library's identity normalizer; no pre-tokenizer
+  CHECK(j["normalizer"]["normalizers"][0] == nlohmann::json{{"type", "Prepend"}, {"prepend", "\xe2\x96\x81"}});
+  CHECK(j["normalizer"]["normalizers"][1]["content"] == "\xe2\x96\x81");
+  CHECK(j["pre_tokenizer"].is_null());
+  CHECK(j["post_processor"].is_null());  // no BOS added: encode adds none
+  std::set<int> special;
+  for (const auto& a : j["added_tokens"]) special.insert(a["id"].get<int>());
+  CHECK(special == std::set<int>{sp.unk_id(), sp.bos_id(), sp.eos_id()});  // the control and unknown pieces
+  const xt::Tokenizer::HfTokenRoles r = t.hf_token_roles();
+  CHECK(r.bos == "<s>");
+  CHECK(r.eos == "</s>");
+  CHECK(r.eos_id == sp.eos_id());
+  CHECK(!r.add_bos);
+  // spm_bpe: a BPE model with spm_train's nmt_nfkc normalizer: refused naming what
+  std::string e;
+  try {
+    xt::Tokenizer::from_sentencepiece(vec("spm_bpe.model")).hf_tokenizer_json();
+  } catch (const xt::Error& err) {
+    e = err.what();
+  }
+  CHECK(e.find("spm_bpe.model: a SentencePiece BPE model: only Unigram models are converted to tokenizer.json") != std::string::npos);
 }

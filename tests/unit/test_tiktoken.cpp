@@ -242,7 +242,59 @@ int run_hf_vectors() {
   return failed ? 1 : checked ? 0 : 77;
 }
 
+// run_export_vectors: each tokenizer an export writes as tokenizer.json (GPT-2's files, every tiktoken
+// encoding, a tokenizer.json) written by hf_tokenizer_json and read back by from_hf_json must give the
+// reference ids of its vector file, special tokens included, and decode them back to the text; GPT-2's
+// and a tokenizer.json's keep their fingerprint (the same vocabulary, merges and pipeline). Returns as
+// run_vectors.
+int run_export_vectors() {
+  const char* shared = std::getenv("XTRAIN_SHARED_DATA");
+  const std::filesystem::path gpt2 = std::filesystem::path(shared ? shared : "/nonexistent") / "gpt2";
+  struct Case {
+    std::string name, vectors;
+    std::filesystem::path file;
+  };
+  std::vector<Case> cases = {{"gpt2", "hf_gpt2.json", gpt2 / "encoder.json"},
+                             {"qwen2", "hf_qwen2.json", data_dir() / "tokenizers" / "qwen2_5" / "tokenizer.json"}};
+  for (const std::string& name : xt::tiktoken_names())
+    if (name != "p50k_edit")  // p50k_base's ranks with more specials: p50k_base covers the ranks
+      cases.push_back({name, "tiktoken_" + name + ".json", data_dir() / "tokenizers" / (name + ".tiktoken")});
+  xt::test::ScratchDir d;
+  int checked = 0, failed = 0;
+  for (const Case& c : cases) {
+    const auto vec = vector_dir() / c.vectors;
+    if (!std::filesystem::exists(vec) || !std::filesystem::exists(c.file)) {
+      std::printf("%s: skipped (%s or %s missing)\n", c.name.c_str(), vec.c_str(), c.file.c_str());
+      continue;
+    }
+    const xt::Tokenizer orig = c.name == "gpt2"    ? xt::Tokenizer::from_gpt2_files(c.file.string(), (gpt2 / "vocab.bpe").string())
+                               : c.name == "qwen2" ? xt::Tokenizer::from_hf_json(c.file.string())
+                                                   : xt::Tokenizer::from_tiktoken(c.file.string(), c.name);
+    const std::string json_file = write(d, c.name + ".json", orig.hf_tokenizer_json());
+    const xt::Tokenizer back = xt::Tokenizer::from_hf_json(json_file);
+    int bad = check_vectors(c.name + " (exported tokenizer.json)", back, nlohmann::json::parse(xt::read_file(vec.string())),
+                            c.name != "qwen2");
+    if (back.vocab_size() != orig.vocab_size() && ++bad)
+      std::printf("%s: %d ids read back, %d written\n", c.name.c_str(), back.vocab_size(), orig.vocab_size());
+    const bool same_fingerprint = orig.kind() != xt::Tokenizer::Kind::Tiktoken;
+    if (same_fingerprint && back.fingerprint() != orig.fingerprint() && ++bad)
+      std::printf("%s: fingerprint %s read back, %s written\n", c.name.c_str(), xt::hex64(back.fingerprint()).c_str(),
+                  xt::hex64(orig.fingerprint()).c_str());
+    failed += bad > 0;
+    ++checked;
+  }
+  return failed ? 1 : checked ? 0 : 77;
+}
+
 int main(int argc, char** argv) {
+  if (argc == 2 && std::strcmp(argv[1], "--export-vectors") == 0) {
+    try {
+      return run_export_vectors();
+    } catch (const std::exception& e) {
+      std::printf("error: %s\n", e.what());
+      return 1;
+    }
+  }
   if (argc == 2 && (std::strcmp(argv[1], "--vectors") == 0 || std::strcmp(argv[1], "--hf-vectors") == 0)) {
     try {
       return std::strcmp(argv[1], "--vectors") == 0 ? run_vectors() : run_hf_vectors();

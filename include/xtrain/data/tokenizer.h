@@ -71,6 +71,41 @@ class Tokenizer {
   // fingerprint: 64-bit hash of vocabulary, merges and special tokens; token caches and checkpoints
   // record it so that data tokenized with another vocabulary is refused.
   uint64_t fingerprint() const;
+  // adopt_fingerprint: a tokenizer.json that an export converted from another tokenizer (a tiktoken
+  // encoding) gives that tokenizer's ids but hashes to another value; read back from the export it
+  // takes the original's fingerprint, so caches and checkpoints made with either agree. Only the
+  // model-directory reader calls it, after checking the file is the one the export wrote
+  // (serve/export.h: kTokenizerJsonFingerprintKey).
+  void adopt_fingerprint(uint64_t original);
+
+  // What the tokenizer is, for exports and messages.
+  enum class Kind { Gpt2Files, Tiktoken, HfJson, SentencePiece };
+  Kind kind() const;
+  // describe: "GPT-2 BPE <encoder.json> + <vocab.bpe>", "tiktoken cl100k_base", "tokenizer.json <file>",
+  // "SentencePiece <file>".
+  std::string describe() const;
+  // source_files: the files it was read from (GPT-2: encoder.json and vocab.bpe; else one).
+  const std::vector<std::string>& source_files() const;
+
+  // HfTokenRoles: the tokens Hugging Face's tokenizer_config.json names, as this tokenizer defines
+  // them ("" / -1 where it has none), and whether encode puts the BOS first (a tokenizer.json's
+  // TemplateProcessing). GPT-2's files: <|endoftext|> is bos, eos and unk (Hugging Face's gpt2);
+  // tiktoken: eos = eot_id(), llama3 also bos <|begin_of_text|>; tokenizer.json: eos = eot_id(), bos =
+  // the post-processor's first id; SentencePiece: the model's bos/eos/unk/pad pieces.
+  struct HfTokenRoles {
+    std::string bos, eos, unk, pad;
+    int32_t bos_id = -1, eos_id = -1, unk_id = -1, pad_id = -1;
+    bool add_bos = false;
+  };
+  HfTokenRoles hf_token_roles() const;
+  // hf_tokenizer_json: this tokenizer as a Hugging Face tokenizer.json (the `tokenizers` library's
+  // serialisation) that gives the same ids (src/data/hf_json_write.cpp): GPT-2's files and tiktoken
+  // encodings as a byte-level BPE (tiktoken: transformers' TikTokenConverter: merges recovered from the
+  // ranks, ignore_merges, the encoding's split pattern); a tokenizer.json: the file's bytes;
+  // SentencePiece: a Unigram model. Throws Error "<what>: <why>" for what it cannot express exactly.
+  std::string hf_tokenizer_json() const;
+  // sentencepiece_model: the .model bytes (SentencePiece only; Error otherwise).
+  std::string sentencepiece_model() const;
 
  private:
   struct Impl;
@@ -106,6 +141,7 @@ struct TokenizerFiles {
   std::string tokenizer_model;          // --tokenizer-model: SentencePiece .model; replaces the GPT-2 pair when set
   std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
   bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
+  bool any_given = false;  // any tokenizer option on the command line (else a model directory's may be used)
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 

@@ -1,7 +1,9 @@
 // Model directories: what `xtrain_export` writes and what `xtrain_mpi --init-from` and
-// `xtrain_generate --model` read. A directory holds model.safetensors, config.json and, when the model's
-// tokenizer is a GPT-2 BPE pair, vocab.json (= encoder.json) and merges.txt (= vocab.bpe), in one of two
-// layouts (docs/serving.md):
+// `xtrain_generate --model` read. A directory holds model.safetensors, config.json, generation_config.json
+// and the tokenizer the model was trained with in the form transformers' AutoTokenizer loads with no
+// other package: tokenizer.json, tokenizer_config.json and special_tokens_map.json (plus vocab.json and
+// merges.txt for GPT-2's files, tokenizer.model for a SentencePiece model), in one of two layouts
+// (docs/serving.md):
 //   hf:     Hugging Face's class of the model's family.
 //           gpt2: GPT2LMHeadModel (tensor names transformer.*, Conv1D (in, out) weights, V rows of wte,
 //           head tied to wte); config.json model_type "gpt2". Needs KVH == NH and NH*HS == C.
@@ -21,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include <xtrain/data/tokenizer.h>
 #include <xtrain/model/model.h>
 #include <xtrain/serve/safetensors.h>
 
@@ -33,9 +36,26 @@ inline constexpr const char* kModelFile = "model.safetensors";
 inline constexpr const char* kConfigFile = "config.json";
 inline constexpr const char* kVocabFile = "vocab.json";   // GPT-2 encoder.json
 inline constexpr const char* kMergesFile = "merges.txt";  // GPT-2 vocab.bpe
+inline constexpr const char* kTokenizerJsonFile = "tokenizer.json";
+inline constexpr const char* kTokenizerConfigFile = "tokenizer_config.json";
+inline constexpr const char* kSpecialTokensMapFile = "special_tokens_map.json";
+inline constexpr const char* kSentencePieceFile = "tokenizer.model";  // a SentencePiece model
+inline constexpr const char* kGenerationConfigFile = "generation_config.json";
+// kExportFileNames: every file an export may write (a previous export's file that this one does not
+// write is removed; none of them may be an input of the export).
+inline constexpr const char* kExportFileNames[] = {kModelFile,          kConfigFile,          kVocabFile,
+                                                   kMergesFile,         kTokenizerJsonFile,   kTokenizerConfigFile,
+                                                   kSpecialTokensMapFile, kSentencePieceFile, kGenerationConfigFile};
 // config.json's key for the tokenizer fingerprint (Tokenizer::fingerprint, as 16 hex digits); configs
 // written by transformers have none. transformers keeps an unknown key as a config attribute.
 inline constexpr const char* kTokenizerFingerprintKey = "xtrain_tokenizer_fingerprint";
+// The export's tokenizer.json converted from another form (a tiktoken encoding) hashes to another
+// fingerprint than the model's: config.json records the file's sha256 under this key, and a reader whose
+// tokenizer.json has that sha256 gives the tokenizer read from it the model's fingerprint
+// (Tokenizer::adopt_fingerprint), so caches and checkpoints made with the original agree with it.
+inline constexpr const char* kTokenizerJsonShaKey = "xtrain_tokenizer_json_sha256";
+// What the tokenizer is ("tiktoken cl100k_base", "GPT-2 BPE", "tokenizer.json", "SentencePiece"), for messages.
+inline constexpr const char* kTokenizerLabelKey = "xtrain_tokenizer";
 const char* layout_name(ModelLayout l);  // "hf" | "xtrain"
 // hf_architecture: transformers' class of cfg's family ("GPT2LMHeadModel" | "LlamaForCausalLM").
 const char* hf_architecture(const GPTConfig& cfg);
@@ -49,8 +69,12 @@ struct ModelDir {
   GPTConfig cfg;
   std::vector<float> params;  // (num_params) in param_layout(cfg) order; wte rows [V, Vp) zero
   ModelLayout layout = ModelLayout::Hf;
+  std::string dir;
   std::string vocab_json, merges_txt;  // tokenizer paths inside the directory ("" when absent)
+  std::string tokenizer_json, tokenizer_model;  // tokenizer.json, tokenizer.model ("" when absent)
   uint64_t tokenizer_fingerprint = 0;  // config.json's kTokenizerFingerprintKey; 0 when absent
+  std::string tokenizer_json_sha256, tokenizer_label;  // config.json's kTokenizerJsonShaKey, kTokenizerLabelKey
+  bool has_tokenizer() const { return !tokenizer_model.empty() || !tokenizer_json.empty() || !vocab_json.empty(); }
 };
 
 // read_model_config: cfg from <dir>/config.json (either layout; the hf layout also accepts configs
@@ -71,17 +95,29 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout = nullpt
 // Throws Error naming the file, and for a wrong tensor "tensor <name>: expected shape [..], found [..]";
 // a missing or unexpected tensor is an Error naming it.
 ModelDir load_model_dir(const std::string& dir);
+// read_model_dir: load_model_dir without the weights (params empty): config.json and the tokenizer
+// files present, for picking the tokenizer before the weights are read.
+ModelDir read_model_dir(const std::string& dir);
 
 // fit_to_config: adapts a loaded model to a training config that may differ only in maxT (fewer
 // positions: the first rows of wpe are kept) and must otherwise equal it; throws Error naming the
 // family field (arch, tie, eps, theta) or the tensor with expected and found shape otherwise.
 std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want);
 
-// check_model_tokenizer: the tokenizer about to be used with model directory m (fingerprint
-// tokenizer_fingerprint) must be the one it was trained with: config.json's fingerprint when recorded,
-// and the directory's own vocab.json + merges.txt when present. Throws UsageError "<what>: ..." naming
-// both fingerprints otherwise. `what` names the option, e.g. "--init-from models/run".
-void check_model_tokenizer(const ModelDir& m, uint64_t tokenizer_fingerprint, const std::string& what);
+// model_dir_tokenizer: the tokenizer of model directory m, for runs given no tokenizer option:
+// tokenizer.model (SentencePiece) when present, else tokenizer.json (a byte-level BPE one, as
+// Tokenizer::from_hf_json reads), else vocab.json + merges.txt. A tokenizer.json whose sha256 is
+// config.json's kTokenizerJsonShaKey takes config.json's fingerprint. Throws UsageError "<what>: <dir>
+// holds no tokenizer ..." when there is none, Error when the file read is not the tokenizer config.json
+// records (another fingerprint) or its vocabulary is not the model's.
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what);
+
+// check_model_tokenizer: the tokenizer `given` by options, about to be used with model directory m,
+// must be the one it was trained with: config.json's fingerprint when recorded, and (check_files) the
+// directory's own vocab.json + merges.txt when present. Throws UsageError "<what> was trained with <the directory's
+// tokenizer> (fingerprint ..); the tokenizer options give <given> (fingerprint ..): drop them ..."
+// otherwise. `what` names the option, e.g. "--init-from models/run".
+void check_model_tokenizer(const ModelDir& m, const Tokenizer& given, const std::string& what, bool check_files = true);
 
 // export_tensors: the layout's tensors for params (param_layout(cfg) order, num_params floats).
 // `storage` receives the transposed copies that the returned views point into (keep it alive).
@@ -89,24 +125,33 @@ void check_model_tokenizer(const ModelDir& m, uint64_t tokenizer_fingerprint, co
 std::vector<StTensorF32> export_tensors(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
                                         std::vector<std::vector<float>>& storage);
 
+// ConfigTokens: what config.json records of the tokenizer: the special-token ids (-1: none), the
+// fingerprint (0: none) and, for a converted tokenizer.json, its sha256 and the tokenizer's label.
+struct ConfigTokens {
+  int bos_id = -1, eos_id = -1, pad_id = -1;
+  uint64_t fingerprint = 0;
+  std::string json_sha256, label;
+};
+
 // model_config_json: config.json text for cfg in that layout (deterministic: sorted keys, 2-space
 // indent, trailing newline). hf gpt2: model_type gpt2, architectures [GPT2LMHeadModel], n_embd, n_layer,
 // n_head, n_positions, n_inner, vocab_size, layer_norm_epsilon 1e-5, activation_function
 // gelu_new, dropouts 0, torch_dtype float32, tie_word_embeddings true. hf llama: transformers'
-// LlamaConfig fields (docs/serving.md lists them). eos (and for hf bos) token id eot_id when >= 0;
-// kTokenizerFingerprintKey when tokenizer_fingerprint != 0.
-std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, int eot_id = -1, uint64_t tokenizer_fingerprint = 0);
+// LlamaConfig fields (docs/serving.md lists them). bos_token_id, eos_token_id, pad_token_id where
+// defined; kTokenizerFingerprintKey, kTokenizerJsonShaKey, kTokenizerLabelKey where set.
+std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, const ConfigTokens& tokens = {});
 
-// Bytes of a whole export, in memory: file name -> contents (model.safetensors, config.json with the
-// tokenizer fingerprint, vocab.json, merges.txt). Deterministic for given inputs. Throws Error when the
-// tokenizer files do not load, their vocabulary size is not cfg.V or (when tokenizer_fingerprint != 0,
-// e.g. a checkpoint's) their fingerprint differs, and export_tensors' error for hf. With
-// tokenizer_files_optional (the files were defaults, not named by the user) and a known
-// tokenizer_fingerprint, files that do not load or have another fingerprint are left out instead: the
-// export then has no vocab.json / merges.txt and records tokenizer_fingerprint.
+// Bytes of a whole export, in memory: file name -> contents: model.safetensors, config.json,
+// generation_config.json and the tokenizer (the header comment lists the files; docs/serving.md which
+// file each tokenizer gives). Deterministic for given inputs. Throws Error when tok's fingerprint is not
+// tokenizer_fingerprint (when != 0, e.g. a checkpoint's), naming both and the options that pick a
+// tokenizer, when its vocabulary size is not cfg.V, when it cannot be written as a tokenizer.json
+// exactly (Tokenizer::hf_tokenizer_json's reason), and export_tensors' error for hf.
 using ExportFiles = std::map<std::string, std::string>;
+ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const Tokenizer& tok,
+                        uint64_t tokenizer_fingerprint = 0);
+// make_export with GPT-2's encoder.json + vocab.bpe (loaded by Tokenizer::from_gpt2_files).
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout,
-                        const std::string& encoder_json, const std::string& vocab_bpe,
-                        uint64_t tokenizer_fingerprint = 0, bool tokenizer_files_optional = false);
+                        const std::string& encoder_json, const std::string& vocab_bpe, uint64_t tokenizer_fingerprint = 0);
 
 }  // namespace xtrain
