@@ -4,6 +4,7 @@
 
 #include <boost/program_options.hpp>
 #include <charconv>
+#include <utility>
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
@@ -176,9 +177,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     take("dim", m.C, f.C), take("heads", m.NH, f.NH), take("kv-heads", kv_heads, f.KVH), take("head-dim", head_dim, f.HS);
     take("layers", m.L, f.L), take("ffn", ffn, f.F), take("seq", t.seq, f.maxT);
     if (vm["arch"].defaulted()) arch = to_string(f.arch);
-    if (f.llama() && vm["tie-embeddings"].defaulted()) tie = f.tied() ? "true" : "false";
-    if (f.llama() && vm["norm-eps"].defaulted()) m.norm_eps = f.norm_eps;
-    if (f.llama() && vm["rope-theta"].defaulted()) m.rope_theta = f.rope_theta;
+    if (f.traits().untied_head && vm["tie-embeddings"].defaulted()) tie = f.tied() ? "true" : "false";
+    if (f.rmsnorm() && vm["norm-eps"].defaulted()) m.norm_eps = f.norm_eps;
+    if (f.rotary() && vm["rope-theta"].defaulted()) m.rope_theta = f.rope_theta;
   }
   // --resume: the model, batch and schedule options not given come from the checkpoint
   take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
@@ -194,9 +195,11 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   m.arch = parse_arch(arch);
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
   m.tie_embeddings = tie == "true" ? 1 : 0;
-  if (!m.llama())  // the family's options, given with gpt2: one line naming the option (GPTConfig::validate)
-    for (const char* opt : {"norm-eps", "rope-theta", "tie-embeddings"})
-      if (!vm[opt].defaulted()) throw UsageError(std::string("--") + opt + " needs --arch llama");
+  // a family's options, given with a family without the part that reads them: one line naming the option
+  // (GPTConfig::validate checks the values)
+  for (const auto& [opt, has] : {std::pair{"norm-eps", m.rmsnorm()}, std::pair{"rope-theta", m.rotary()},
+                                 std::pair{"tie-embeddings", m.traits().untied_head}})
+    if (!has && !vm[opt].defaulted()) throw UsageError(std::string("--") + opt + " needs --arch llama");
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
   // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far

@@ -25,7 +25,8 @@ void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainCo
   // the model family first: a llama checkpoint resumes as llama with its head, norm and rotary settings
   if (!given("arch")) model.arch = to_string(c.model.arch);
   if (!given("tie-embeddings")) model.tie = c.model.tie_embeddings ? "true" : "false";
-  if (c.model.llama()) take("norm-eps", m.norm_eps, c.model.norm_eps), take("rope-theta", m.rope_theta, c.model.rope_theta);
+  if (c.model.rmsnorm()) take("norm-eps", m.norm_eps, c.model.norm_eps);
+  if (c.model.rotary()) take("rope-theta", m.rope_theta, c.model.rope_theta);
   take("dim", m.C, c.model.C), take("heads", m.NH, c.model.NH), take("kv-heads", model.kv_heads, c.model.KVH);
   take("head-dim", model.head_dim, c.model.HS), take("layers", m.L, c.model.L), take("ffn", model.ffn, c.model.F);
   take("seq", t.seq, c.model.maxT), take("dropout", t.dropout, c.dropout);

@@ -18,6 +18,7 @@
 #include <cstring>
 #include <filesystem>
 #include <iomanip>
+#include <iterator>
 #include <memory>
 #include <sstream>
 #include <string>
@@ -160,7 +161,9 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
       case MetaRange::step: ok = field_value<int32_t>(m, f) >= 0; break;
       case MetaRange::grad_accum: ok = field_value<int32_t>(m, f) > 0 && field_value<int32_t>(m, f) <= m.batch; break;
       case MetaRange::fraction: ok = field_value<float>(m, f) >= 0.0f && field_value<float>(m, f) < 1.0f; break;
-      case MetaRange::arch: ok = field_value<int32_t>(m, f) == int32_t(Arch::gpt2) || field_value<int32_t>(m, f) == int32_t(Arch::llama); break;
+      case MetaRange::arch:  // one of the families (kFamilyTraits: one row per Arch, in order)
+        ok = field_value<int32_t>(m, f) >= 0 && size_t(field_value<int32_t>(m, f)) < std::size(kFamilyTraits);
+        break;
       case MetaRange::flag: ok = field_value<int32_t>(m, f) == 0 || field_value<int32_t>(m, f) == 1; break;
     }
     if (!ok) bad(f.name, field_text(m, f));

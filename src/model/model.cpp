@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
+#include <iterator>
 #include <sstream>
 #include <string>
 
@@ -28,30 +29,40 @@ void GPTConfig::validate() const {
   need(HS > 0, "--head-dim must be positive");
   need(F > 0, "--ffn must be positive");
   check_size();
-  if (!llama()) {
-    need(arch == Arch::gpt2, "--arch: unknown model family " + std::to_string(int(arch)));
-    need(tie_embeddings == 1, "--tie-embeddings false needs --arch llama (GPT-2's head is always wte)");
-    need(rope_theta == GPTConfig().rope_theta, "--rope-theta needs --arch llama (GPT-2 has learned positions)");
-    need(norm_eps == GPTConfig().norm_eps, "--norm-eps needs --arch llama (GPT-2's LayerNorm eps is 1e-5)");
-    return;
+  need(static_cast<int>(arch) >= 0 && static_cast<size_t>(arch) < std::size(kFamilyTraits),
+       "--arch: unknown model family " + std::to_string(int(arch)));
+  // the family's fields: each only where the family has the part that reads it (traits())
+  const GPTConfig defaults;
+  if (!traits().untied_head) need(tie_embeddings == 1, "--tie-embeddings false needs --arch llama (GPT-2's head is always wte)");
+  if (!rotary()) need(rope_theta == defaults.rope_theta, "--rope-theta needs --arch llama (GPT-2 has learned positions)");
+  if (!rmsnorm()) need(norm_eps == defaults.norm_eps, "--norm-eps needs --arch llama (GPT-2's LayerNorm eps is 1e-5)");
+  if (rotary())
+    need(HS % 2 == 0, "--head-dim must be even with --arch " + std::string(traits().name) +
+                          " (rotary embeddings rotate channel pairs), got " + std::to_string(HS));
+  if (rmsnorm()) {
+    char eps_range[128];
+    std::snprintf(eps_range, sizeof eps_range,
+                  "--norm-eps must be in [%g, %g] (RMSNorm's epsilon; Llama models use 1e-5 or 1e-6)", kMinNormEps,
+                  kMaxNormEps);
+    need(norm_eps >= kMinNormEps && norm_eps <= kMaxNormEps, eps_range);  // false for nan too
   }
-  need(HS % 2 == 0, "--head-dim must be even with --arch llama (rotary embeddings rotate channel pairs), got " +
-                        std::to_string(HS));
-  char eps_range[128];
-  std::snprintf(eps_range, sizeof eps_range, "--norm-eps must be in [%g, %g] (RMSNorm's epsilon; Llama models use 1e-5 or 1e-6)",
-                kMinNormEps, kMaxNormEps);
-  need(norm_eps >= kMinNormEps && norm_eps <= kMaxNormEps, eps_range);  // false for nan too
-  need(std::isfinite(rope_theta) && rope_theta > 1, "--rope-theta must be finite and > 1");
+  if (rotary()) need(std::isfinite(rope_theta) && rope_theta > 1, "--rope-theta must be finite and > 1");
   need(tie_embeddings == 0 || tie_embeddings == 1, "--tie-embeddings must be true or false");
 }
 
 Arch parse_arch(const std::string& s) {
-  if (s == "gpt2") return Arch::gpt2;
-  if (s == "llama") return Arch::llama;
-  throw UsageError("--arch must be gpt2 or llama, got '" + s + "'");
+  std::string names;
+  for (const FamilyTraits& f : kFamilyTraits) {
+    if (s == f.name) return f.arch;
+    names += (names.empty() ? "" : &f == std::end(kFamilyTraits) - 1 ? " or " : ", ") + std::string(f.name);
+  }
+  throw UsageError("--arch must be " + names + ", got '" + s + "'");
 }
 
-const char* to_string(Arch a) { return a == Arch::llama ? "llama" : "gpt2"; }
+const char* to_string(Arch a) {
+  const int i = static_cast<int>(a);
+  return i >= 0 && static_cast<size_t>(i) < std::size(kFamilyTraits) ? kFamilyTraits[i].name : "gpt2";
+}
 
 void GPTConfig::check_size() const {
   for (const SizeLimit& s : kSizeLimits)
@@ -64,8 +75,12 @@ std::string GPTConfig::describe() const {
   std::ostringstream os;
   os << "V=" << V << " T=" << maxT << " C=" << C << " L=" << L << " NH=" << NH << " KVH=" << KVH
      << " HS=" << HS << " F=" << F;
-  if (llama())  // gpt2's line stays as it was
-    os << " arch=llama norm_eps=" << norm_eps << " rope_theta=" << rope_theta << " tied=" << (tied() ? 1 : 0);
+  if (arch != GPTConfig().arch) {  // the default family's line names no family fields
+    os << " arch=" << traits().name;
+    if (rmsnorm()) os << " norm_eps=" << norm_eps;
+    if (rotary()) os << " rope_theta=" << rope_theta;
+    if (traits().untied_head) os << " tied=" << (tied() ? 1 : 0);
+  }
   return os.str();
 }
 
@@ -79,7 +94,7 @@ int param_dim(const GPTConfig& c, ParamDim d) {
     case ParamDim::A: return c.NH * c.HS;
     case ParamDim::KV: return c.KVH * c.HS;
     case ParamDim::F: return c.F;
-    case ParamDim::FC: return c.llama() ? 2 * c.F : c.F;
+    case ParamDim::FC: return c.fc_width();
     case ParamDim::count: break;
   }
   XT_FAIL("param_dim: no such dimension");
@@ -122,7 +137,8 @@ GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be),
 bool param_present(const GPTConfig& c, const ParamSpec& s) {
   switch (s.in) {
     case ParamIn::all: return true;
-    case ParamIn::gpt2: return !c.llama();
+    // GPT-2's parts that another family may lack: wpe (the one maxT row: learned positions) and the biases
+    case ParamIn::gpt2: return s.rows == ParamDim::maxT ? c.traits().positions == PositionKind::learned : c.traits().biases;
     case ParamIn::untied: return !c.tied();
   }
   return true;
@@ -145,8 +161,9 @@ void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
 void GPT::init_params(uint64_t seed) {
   std::vector<float> host(num_params_);
   const uint64_t base = hash_key(seed, kRngInit);
-  // llama: N(0, 0.02) for every matrix, no residual scaling (model_params.h, ParamInit)
-  const double std_w = 0.02, std_proj = cfg_.llama() ? std_w : 0.02 / std::sqrt(2.0 * cfg_.L);
+  // residual projections N(0, 0.02/sqrt(2L)) where the family scales them (GPT-2), else N(0, 0.02) as
+  // every other matrix (Llama; model_params.h, ParamInit)
+  const double std_w = 0.02, std_proj = cfg_.traits().scaled_residual_init ? 0.02 / std::sqrt(2.0 * cfg_.L) : std_w;
   for (size_t i = 0; i < layout_.size(); ++i) {
     const ParamTensor& t = layout_[i];
     float* p = host.data() + t.offset;

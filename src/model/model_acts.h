@@ -12,12 +12,12 @@ namespace xtrain {
 // activations: kPerLayerActs per layer, then the global ones (offset L * kPerLayerActs); the
 // tables below give one row for each, in this order
 enum LayerAct {
-  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchGelu, kRes3,
+  kLn1, kLn1Mean, kLn1Rstd, kQkv, kAtty, kAtt, kRes2, kLn2, kLn2Mean, kLn2Rstd, kFch, kFchAct, kRes3,
   kPerLayerActs
 };
 enum GlobalAct {
   kEncoded, kLnf, kLnfMean, kLnfRstd, kLogits, kLosses, kBranch,
-  kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchGelu, kNumGlobalActs
+  kDRes, kDTmpC, kDTmpC2, kDQkv, kDAtty, kDFch, kDFchAct, kNumGlobalActs
 };
 
 // Storage of an activation buffer: `act` in the backend's activation type
@@ -28,7 +28,7 @@ enum class ActStore { act, fp32 };
 // The sizes the table is written in (elements). N = B*T positions; att = the attention scratch of
 // one layer, Backend::attention_scratch_count(B,T,NH,KVH,HS): (B,NH,T,T) probabilities on the CPU, less
 // on the CUDA flash route (B,NH,T,HS+1).
-// FC: the fc layer's outputs, F (gpt2) or 2F (llama: [gate | up], swiglu_forward's input).
+// FC: the fc layer's outputs, GPTConfig::fc_width(): F, or 2F for SwiGLU ([gate | up], swiglu_forward's input).
 enum class ActDim { one, N, C, QKV, A, F, FC, Vp, att, count };
 struct ActDims {
   size_t size[static_cast<int>(ActDim::count)];
@@ -36,27 +36,27 @@ struct ActDims {
 };
 inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
   return ActDims{{1, size_t(B) * T, size_t(c.C), size_t(c.qkv_width()), size_t(c.NH) * c.HS, size_t(c.F),
-                  size_t(c.llama() ? 2 * c.F : c.F), size_t(c.Vp()), att}};
+                  size_t(c.fc_width()), size_t(c.Vp()), att}};
 }
 
 // Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
-// 1 recomputes gelu(fch) in the backward (matmul_gelu_forward, the forward's op: it rewrites fch with the
-// same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded sum); 2 also the layernorm outputs ln1, ln2 (layernorm_forward
-// on the layer's kept input; it rewrites the kept per-layer mean, rstd with the same values, as
-// llm.c does). llama: 1 recomputes swiglu(fch) from the kept fch (swiglu_forward), 2 also ln1, ln2
-// (rmsnorm_forward on the kept input; rstd rewritten with the same values); qkv is kept in every mode,
-// already rotated (rotary_forward in place), as the attention backward reads it. A recomputed buffer is written by the same op on the same inputs as in the forward, or
-// (ln1 and ln2, which the forward writes with residual_layernorm_forward) by the op that this fused op
-// must equal bit for bit (Backend::residual_layernorm_forward), so results are bitwise those of
-// --recompute 0.
+// 1 recomputes act(fch) in the backward: GELU with matmul_gelu_forward, the forward's op (it rewrites fch
+// with the same values, at the cost of the fc GEMM again, since a fused backend's GELU reads the unrounded
+// sum), SwiGLU with swiglu_forward from the kept fch; 2 also the norm outputs ln1, ln2 (norm_forward on the
+// layer's kept input; it rewrites the kept per-layer statistics with the same values, as llm.c does). qkv
+// is kept in every mode, already rotated (rotary_forward in place), as the attention backward reads it. A
+// recomputed buffer is written by the same op on the same inputs as in the forward, or (ln1 and ln2, which
+// the forward writes with residual_norm_forward) by the op that this fused op must equal bit for bit
+// (Backend::residual_layernorm_forward, residual_rmsnorm_forward), so results are bitwise those of
+// --recompute 0 (block_backward, BlockRecompute).
 constexpr int kMaxRecompute = 2;
 constexpr int kKept = kMaxRecompute + 1;  // shared_from of a buffer every layer keeps for itself
 
 // One table row: buffer `id` holds rows x cols elements of storage `store`. A per-layer row is one
 // buffer per layer while recompute < shared_from, and one buffer shared by all layers (layer 0's)
 // from recompute >= shared_from: the forward overwrites it layer by layer and the backward
-// recomputes it before its one use. Only rows the backward (model_step.cpp) recomputes may be
-// shared: ln1, ln2 (layernorm_forward) and fch_gelu (matmul_gelu_forward). Global rows are one buffer anyway.
+// recomputes it before its one use. Only rows the backward (block_backward) recomputes may be
+// shared: ln1, ln2 (norm_forward) and fch_act (the MLP activation). Global rows are one buffer anyway.
 struct ActSpec {
   int id;
   const char* name;  // the memory report's name (train/memory_report.h)
@@ -78,8 +78,8 @@ constexpr ActSpec kLayerActTable[] = {  // per layer l; last column: shared from
     {kLn2, "ln2", ActDim::N, ActDim::C, ActStore::act, 2},            // (B,T,C)    ln2(res2)
     {kLn2Mean, "ln2.mean", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
     {kLn2Rstd, "ln2.rstd", ActDim::one, ActDim::N, ActStore::fp32, kKept}, // (B,T)
-    {kFch, "fch", ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (GELU's input; llama: [gate | up])
-    {kFchGelu, "fch_gelu", ActDim::N, ActDim::F, ActStore::act, 1},        // (B,T,F)    gelu(fch) (llama: swiglu(fch))
+    {kFch, "fch", ActDim::N, ActDim::FC, ActStore::act, kKept},       // (B,T,FC)   fc output (the activation's input; SwiGLU: [gate | up])
+    {kFchAct, "fch_act", ActDim::N, ActDim::F, ActStore::act, 1},         // (B,T,F)    act(fch): gelu(fch), or swiglu(fch)
     {kRes3, "res3", ActDim::N, ActDim::C, ActStore::act, kKept},       // (B,T,C)    res2 + MLP branch: the next layer's input
 };
 constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reused by every layer
@@ -98,7 +98,7 @@ constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reu
     {kDQkv, "dqkv", ActDim::N, ActDim::QKV, ActStore::act},     // (B,T,(NH+2*KVH)*HS)
     {kDAtty, "datty", ActDim::N, ActDim::A, ActStore::act},      // (B,T,NH*HS)
     {kDFch, "dfch", ActDim::N, ActDim::FC, ActStore::act},      // (B,T,FC)
-    {kDFchGelu, "dfch_gelu", ActDim::N, ActDim::F, ActStore::act},   // (B,T,F)
+    {kDFchAct, "dfch_act", ActDim::N, ActDim::F, ActStore::act},    // (B,T,F)
 };
 
 // The tables list every buffer once, in enum order (acts_ is indexed by the enums).

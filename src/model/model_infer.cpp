@@ -1,6 +1,6 @@
 // Decoder: the inference forward with a key/value cache (src/model/inference.h). The blocks are the
 // training forward's (block_forward, src/model/block.h) without dropout and loss; attention reads and
-// extends the cache through Backend::attention_decode; llama's rotary runs at the absolute positions
+// extends the cache through Backend::attention_decode; rotary runs at the absolute positions
 // from the device position the attention reads too.
 #include <chrono>
 #include <cstring>
@@ -32,7 +32,7 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
       num_params_(model.num_params()),
       use_graph_(cuda_graph) {
   XT_CHECK(B >= 1, "decoder batch must be >= 1 (got " << B << ")");
-  wte_ = model.tensor(kWte), wpe_ = model.tensor(kWpe);  // wpe_ null for llama
+  wte_ = model.tensor(kWte), wpe_ = model.tensor(kWpe);  // wpe_ null without learned positions
   head_ = model.head();
   lnfw_ = model.tensor(final_param_index(cfg_.L, kLnfW)), lnfb_ = model.tensor(final_param_index(cfg_.L, kLnfB));
   for (int l = 0; l < cfg_.L; ++l) layers_.push_back(model.block_weights(l));
@@ -40,7 +40,7 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
   auto act = [&](size_t count) { return DeviceBuffer<unsigned char>(be_, count * ab); };
   x_ = act(N * C), x2_ = act(N * C), ln_ = act(N * C), branch_ = act(N * C);
   qkv_ = act(N * cfg_.qkv_width()), atty_ = act(N * cfg_.NH * cfg_.HS);
-  fch_ = act(N * (cfg_.llama() ? 2 * cfg_.F : cfg_.F)), fgelu_ = act(N * cfg_.F);  // fch: [gate | up] for llama
+  fch_ = act(N * cfg_.fc_width()), fch_act_ = act(N * cfg_.F);  // fch: [gate | up] for SwiGLU
   mean_ = DeviceBuffer<float>(be_, N), rstd_ = DeviceBuffer<float>(be_, N);
   tokens_ = DeviceBuffer<int32_t>(be_, 1 + N);
   ids_ = DeviceBuffer<int32_t>(be_, B);
@@ -68,8 +68,8 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
     norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), layers_[0][kLn1W], layers_[0][kLn1B], N);
   else
     norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N);
-  const BlockActs a{ln_.get(),     qkv_.get(),    atty_.get(), branch_.get(), x2_.get(),    ln_.get(),
-                    mean_.get(),   rstd_.get(),   fch_.get(),  fgelu_.get(),  branch_.get(), x_.get()};
+  const BlockActs a{ln_.get(),   qkv_.get(),  atty_.get(), branch_.get(),  x2_.get(),     ln_.get(),
+                    mean_.get(), rstd_.get(), fch_.get(),  fch_act_.get(), branch_.get(), x_.get()};
   for (int l = 0; l < L; ++l) {
     const NextNorm next{ln_.get(), mean_.get(), rstd_.get(), l + 1 < L ? layers_[l + 1][kLn1W] : lnfw_,
                         l + 1 < L ? layers_[l + 1][kLn1B] : lnfb_};
@@ -80,7 +80,7 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
     };
     block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention, BlockDropout(), pos_dev_);
   }
-  // head (wte, or llama's lm_head) over ln_ = lnf(x): every new position, or the last new position of each sequence
+  // head (wte, or the untied lm_head) over ln_ = lnf(x): every new position, or the last new position of each sequence
   if (all_positions || Tn == 1) {
     be_.matmul_forward(logits_.get(), ln_.get(), head_, nullptr, N, C, Vp);  // (N,Vp); N = B_ when Tn == 1
   } else {
@@ -105,7 +105,7 @@ void Decoder::step(const int32_t* tokens, int Tn, bool all_positions, bool argma
   staging_.insert(staging_.end(), tokens, tokens + N);
   be_.copy_to_device(tokens_.get(), staging_.data(), sizeof(int32_t) * staging_.size());
 
-  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn) (llama: no wpe;
+  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn) (no wpe with rotary positions;
   // rotary reads the position from pos_dev_ in the blocks)
   be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ ? wpe_ + size_t(pos_) * C : nullptr, B_, Tn, C);
   logit_rows_ = all_positions ? N : B_;

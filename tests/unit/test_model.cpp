@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -38,6 +39,40 @@ void random_tokens(std::vector<int32_t>& v, int V, uint64_t key) {
 }
 
 }  // namespace
+
+TEST_CASE("family traits: the families' parts, --arch's words and the refusals of fields a family lacks") {
+  GPTConfig g = tiny_config(), l = tiny_llama_config(0);
+  CHECK((!g.rmsnorm() && !g.rotary() && !g.swiglu() && g.traits().biases && g.traits().scaled_residual_init &&
+         !g.traits().untied_head));
+  CHECK((l.rmsnorm() && l.rotary() && l.swiglu() && !l.traits().biases && !l.traits().scaled_residual_init &&
+         l.traits().untied_head));
+  CHECK(g.fc_width() == g.F);
+  CHECK(l.fc_width() == 2 * l.F);  // [gate | up]
+  for (const FamilyTraits& f : kFamilyTraits) {
+    CHECK(parse_arch(f.name) == f.arch);
+    CHECK(std::string(to_string(f.arch)) == f.name);
+  }
+  CHECK_THROWS_WITH_AS(parse_arch("mistral"), "--arch must be gpt2 or llama, got 'mistral'", UsageError);
+  // absent parts: no wpe, biases of zero elements for llama; both present for gpt2
+  for (const ParamTensor& t : param_layout(l))
+    if (t.spec->in == ParamIn::gpt2) CHECK_MESSAGE(t.count == 0, t.name);
+  for (const ParamTensor& t : param_layout(g)) CHECK_MESSAGE((t.count > 0) == (t.spec->in != ParamIn::untied), t.name);
+  // a field read only by a part the family lacks is refused, naming the option
+  GPTConfig bad = g;
+  bad.rope_theta = 500.0f;
+  CHECK_THROWS_WITH_AS(bad.validate(), "--rope-theta needs --arch llama (GPT-2 has learned positions)", UsageError);
+  bad = g, bad.tie_embeddings = 0;
+  CHECK_THROWS_WITH_AS(bad.validate(), "--tie-embeddings false needs --arch llama (GPT-2's head is always wte)",
+                       UsageError);
+  bad = l, bad.HS = 3, bad.NH = 4, bad.C = 12;
+  CHECK_THROWS_WITH_AS(bad.validate(),
+                       "--head-dim must be even with --arch llama (rotary embeddings rotate channel pairs), got 3",
+                       UsageError);
+  bad = g, bad.arch = static_cast<Arch>(7);
+  CHECK_THROWS_WITH_AS(bad.validate(), "--arch: unknown model family 7", UsageError);
+  CHECK(l.describe().find(" arch=llama norm_eps=1e-05 rope_theta=10000 tied=0") != std::string::npos);
+  CHECK(g.describe().find("arch") == std::string::npos);  // the default family's line names no family fields
+}
 
 TEST_CASE("parameter layout is contiguous, complete and decays only 2-D weights") {
   GPTConfig c = tiny_config();

@@ -97,7 +97,7 @@ class Decoder {
   const float* head_ = nullptr;  // the output head: wte when tied, else lm_head
   std::vector<BlockWeights> layers_;  // per block, views into the model's parameters
   // activations in the backend's activation type (bytes), for up to B*maxT rows; statistics fp32
-  DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fgelu_, logits_;
+  DeviceBuffer<unsigned char> x_, x2_, ln_, qkv_, atty_, branch_, fch_, fch_act_, logits_;
   DeviceBuffer<float> mean_, rstd_;
   DeviceBuffer<int32_t> tokens_;  // the first new position (pos_dev_), then up to B*maxT token ids (tok_dev_)
   int32_t *pos_dev_ = nullptr, *tok_dev_ = nullptr;

@@ -17,11 +17,42 @@
 
 namespace xtrain {
 
+struct BlockActs;   // src/model/block.h
+struct BlockGrads;
+
 // Arch: the model family (--arch; Hugging Face's model_type names). Stored as int32 in checkpoints.
 enum class Arch : int32_t { gpt2 = 0, llama = 1 };
 // parse_arch: "gpt2" | "llama"; throws UsageError naming --arch otherwise. to_string gives the word back.
 Arch parse_arch(const std::string& s);
 const char* to_string(Arch a);
+
+// The family traits: what each part of a model is, one row per family (kFamilyTraits). The model code
+// (block, step, decoder, layout, init, validation) asks GPTConfig::traits(), never the family, so a new
+// family built from these parts is one row here (docs/extending.md says what else a new part needs).
+enum class NormKind { layernorm, rmsnorm };  // LayerNorm (w, b; eps 1e-5) or RMSNorm (w; eps norm_eps)
+enum class PositionKind { learned, rotary }; // wpe added to the token embeddings, or rotary on q, k (rope_theta)
+enum class MlpKind { gelu, swiglu };         // fc (F) then GELU, or fc (2F: [gate | up]) then SwiGLU
+struct FamilyTraits {
+  Arch arch;
+  const char* name;          // --arch's word (Hugging Face's model_type)
+  NormKind norm;
+  PositionKind positions;
+  MlpKind mlp;
+  bool biases;               // the linear layers and norms have biases (model_params.h: the ParamIn::gpt2 vectors)
+  bool scaled_residual_init; // normal_residual rows N(0, 0.02/sqrt(2L)) (GPT-2 sec. 2.3), else N(0, 0.02)
+  bool untied_head;          // --tie-embeddings false is allowed (its own lm_head)
+};
+inline constexpr FamilyTraits kFamilyTraits[] = {
+    // arch        name     norm                positions             mlp              biases scaled untied
+    {Arch::gpt2, "gpt2", NormKind::layernorm, PositionKind::learned, MlpKind::gelu, true, true, false},
+    {Arch::llama, "llama", NormKind::rmsnorm, PositionKind::rotary, MlpKind::swiglu, false, false, true},
+};
+constexpr bool families_in_order() {
+  for (int i = 0; i < int(sizeof(kFamilyTraits) / sizeof(kFamilyTraits[0])); ++i)
+    if (static_cast<int>(kFamilyTraits[i].arch) != i) return false;
+  return true;
+}
+static_assert(families_in_order(), "kFamilyTraits: one row per Arch, in enum order");
 
 // The accepted RMSNorm epsilons (--norm-eps, a model directory's rms_norm_eps): Llama models use 1e-5
 // or 1e-6 and Hugging Face configs go down to 1e-12; the epsilon is added to a mean square of ~1, so a
@@ -43,6 +74,15 @@ struct GPTConfig {
   float norm_eps = 1e-5f;       // RMSNorm's eps (llama; GPT-2's LayerNorm keeps its 1e-5, backend.h), in [kMinNormEps, kMaxNormEps]
   float rope_theta = 10000.0f;  // rotary base theta (llama; backend/rotary.h)
   int32_t tie_embeddings = 1;   // 1: the head is wte; 0: its own lm_head (llama only). int32: checkpoint field
+  // traits: the family's parts (kFamilyTraits); the model code asks these, not the family
+  const FamilyTraits& traits() const { return kFamilyTraits[static_cast<int>(arch)]; }
+  bool rmsnorm() const { return traits().norm == NormKind::rmsnorm; }
+  bool rotary() const { return traits().positions == PositionKind::rotary; }
+  bool swiglu() const { return traits().mlp == MlpKind::swiglu; }
+  // fc_width: the fc layer's outputs, F, or 2F for SwiGLU ([gate | up], swiglu_forward's (N,2F) input)
+  int fc_width() const { return swiglu() ? 2 * F : F; }
+  // llama: the family itself, for the file formats that name it (Hugging Face's config.json and tensor
+  // names, src/serve); the model code asks traits() instead
   bool llama() const { return arch == Arch::llama; }
   bool tied() const { return tie_embeddings != 0; }
   int qkv_width() const { return QkvLayout::row_width(NH, KVH, HS); }  // qkv row (qkv_layout.h)
@@ -129,7 +169,7 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
 class GPT {
  public:
   // recompute (--recompute, llm.c's): 0 keeps every layer's activations for the backward; 1 keeps
-  // one GELU output buffer for all layers and recomputes gelu(fch) in the backward; 2 also shares
+  // one MLP activation output buffer for all layers and recomputes act(fch) in the backward; 2 also shares
   // the layernorm outputs ln1, ln2 and recomputes them from the kept layer input (mean/rstd kept).
   // Same ops on the same inputs: losses and gradients are bitwise those of 0; only memory and time
   // change (model_acts.h says which buffers are shared). Throws Error outside [0, 2].
@@ -207,6 +247,10 @@ class GPT {
   void* act(int l, int which) const;
   void* gact(int which) const;
   float* param(int layer, int which);
+  // block_acts: layer l's activation buffers for block_forward / block_backward; block_grads: its
+  // parameter gradients (views into grads(), null where absent)
+  BlockActs block_acts(int l) const;
+  BlockGrads block_grads(int l);
 
   GPTConfig cfg_;
   Backend& be_;

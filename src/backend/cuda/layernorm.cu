@@ -1,5 +1,6 @@
 // LayerNorm (Ba et al. 2016), eps 1e-5 (GPT-2 / PyTorch default). One warp per row for the row
-// statistics and dinp; dw and db as deterministic column sums, per block of rows by the backward's row
+// statistics and dinp (the forward in the row norms' launch shape, row_norm.cuh; the backward in blocks of
+// kBackwardWarps rows that also sum dw and db); dw and db as deterministic column sums, per block of rows by the backward's row
 // kernel up to C = 1024, by the separate column reduction beyond. fp32 arithmetic on
 // activations of type T (float or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN
 // elements) when C and the pointers allow, else element by element (kN = 1), same code.
@@ -12,7 +13,6 @@ namespace xtrain::cuda {
 
 namespace {
 constexpr float kLayerNormEps = 1e-5f;
-constexpr int kRowsPerBlock = 4;  // warps per block, one row each
 
 // out (N,C) = (x - mean) * rstd * w + b; two-pass variance (no cancellation for large means).
 // out, inp: activations; statistics fp32. C % kN == 0.
@@ -23,7 +23,7 @@ constexpr int kRowsPerBlock = 4;  // warps per block, one row each
 template <typename T, int kN, bool kAdd>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const float* w,
                                          const float* b, int N, int C, const T* inp2, T* res) {
-  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const T* x = (kAdd ? res : inp) + size_t(row) * C;
   const int nv = C / kN;
@@ -167,22 +167,13 @@ struct ParamGradTerms {
 // launch_layernorm_forward: layernorm_forward, or with inp2 and res the fused residual_layernorm_forward.
 void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd, const void* inp,
                               const float* w, const float* b, int N, int C, const void* inp2, void* res) {
-  if (N <= 0 || C <= 0) return;
-  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  const bool add = res != nullptr;
-  with_act(ctx, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    const T* x = static_cast<const T*>(inp);
-    const T* x2 = static_cast<const T*>(inp2);
-    T* r = static_cast<T*>(res);
-    const bool vec = vec_rows<T>(C, {out, inp, w, b}) && (!add || (aligned16(inp2) && aligned16(res)));
-    constexpr int kV = Pack<T>::kN;
-    const auto kernel = vec ? (add ? layernorm_forward_kernel<T, kV, true> : layernorm_forward_kernel<T, kV, false>)
-                            : (add ? layernorm_forward_kernel<T, 1, true> : layernorm_forward_kernel<T, 1, false>);
-    kernel<<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, mean, rstd, x, w, b, N, C, x2, r);
+  launch_row_norm(ctx, N, C, {out, inp, w, b}, inp2, res, [&](auto shape) {
+    using S = decltype(shape);
+    using T = typename S::type;
+    layernorm_forward_kernel<T, S::kN, S::kAdd><<<shape.grid, shape.block, 0, ctx.stream>>>(
+        static_cast<T*>(out), mean, rstd, static_cast<const T*>(inp), w, b, N, C, static_cast<const T*>(inp2),
+        static_cast<T*>(res));
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 

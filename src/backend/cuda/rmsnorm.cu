@@ -1,5 +1,5 @@
 // RMSNorm (Zhang & Sennrich 2019; transformers' LlamaRMSNorm), forward, the fused residual add + forward,
-// and backward. One warp per row for the statistic and dinp, as layernorm.cu; dw as a deterministic
+// and backward. One warp per row for the statistic and dinp, in the row norms' launch shape (row_norm.cuh); dw as a deterministic
 // column sum (column_reduce.cuh: fixed chunks, double partials, no atomics). fp32 arithmetic on
 // activations of type T (float or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN elements)
 // when C and the pointers allow (vec_rows), else element by element (kN = 1), same code.
@@ -11,7 +11,6 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr int kRowsPerBlock = 4;  // warps per block, one row each (forward and backward)
 
 // out (N,C) = x * rstd * w, rstd = 1 / sqrt(mean_c(x^2) + eps). out, inp: activations; rstd fp32, may be
 // null. kAdd (residual_rmsnorm_forward): x = res = inp + inp2 rounded to T as residual_forward rounds it,
@@ -21,7 +20,7 @@ constexpr int kRowsPerBlock = 4;  // warps per block, one row each (forward and 
 template <typename T, int kN, bool kAdd>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const float* w, int N, int C, float eps,
                                        const T* inp2, T* res) {
-  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const T* x = (kAdd ? res : inp) + size_t(row) * C;
   const int nv = C / kN;
@@ -48,7 +47,7 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
 template <typename T, int kN>
 __global__ void rmsnorm_backward_kernel(T* dinp, const T* dout, const T* inp, const float* w, const float* rstd,
                                         int N, int C) {
-  const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const T* x = inp + size_t(row) * C;
   const T* dy = dout + size_t(row) * C;
@@ -91,22 +90,13 @@ struct RmsWeightTerm {
 // launch_rmsnorm_forward: rmsnorm_forward, or with inp2 and res the fused residual_rmsnorm_forward.
 void launch_rmsnorm_forward(const OpContext& ctx, void* out, float* rstd, const void* inp, const float* w, int N,
                             int C, float eps, const void* inp2, void* res) {
-  if (N <= 0 || C <= 0) return;
-  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  const bool add = res != nullptr;
-  with_act(ctx, [&](auto tag) {
-    using T = decltype(tag);
-    T* o = static_cast<T*>(out);
-    const T* x = static_cast<const T*>(inp);
-    const T* x2 = static_cast<const T*>(inp2);
-    T* r = static_cast<T*>(res);
-    const bool vec = vec_rows<T>(C, {out, inp, w}) && (!add || (aligned16(inp2) && aligned16(res)));
-    constexpr int kV = Pack<T>::kN;
-    const auto kernel = vec ? (add ? rmsnorm_forward_kernel<T, kV, true> : rmsnorm_forward_kernel<T, kV, false>)
-                            : (add ? rmsnorm_forward_kernel<T, 1, true> : rmsnorm_forward_kernel<T, 1, false>);
-    kernel<<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(o, rstd, x, w, N, C, eps, x2, r);
+  launch_row_norm(ctx, N, C, {out, inp, w}, inp2, res, [&](auto shape) {
+    using S = decltype(shape);
+    using T = typename S::type;
+    rmsnorm_forward_kernel<T, S::kN, S::kAdd><<<shape.grid, shape.block, 0, ctx.stream>>>(
+        static_cast<T*>(out), rstd, static_cast<const T*>(inp), w, N, C, eps, static_cast<const T*>(inp2),
+        static_cast<T*>(res));
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 
@@ -123,18 +113,17 @@ void residual_rmsnorm_forward(const OpContext& ctx, void* res, void* out, float*
 void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* dout, const void* inp, const float* w,
                       const float* rstd, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  const unsigned blocks = unsigned((N + kRowsPerBlock - 1) / kRowsPerBlock);
+  launch_row_norm(ctx, N, C, {dinp, dout, inp, w}, nullptr, nullptr, [&](auto shape) {
+    using S = decltype(shape);
+    using T = typename S::type;
+    rmsnorm_backward_kernel<T, S::kN><<<shape.grid, shape.block, 0, ctx.stream>>>(
+        static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), w, rstd, N, C);
+  });
+  // dw: a second pass over dout and inp; the fused per-block sums of layernorm_backward would save it
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    T* dx = static_cast<T*>(dinp);
-    const T* dy = static_cast<const T*>(dout);
-    const T* x = static_cast<const T*>(inp);
-    const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
-    const auto kernel = vec ? rmsnorm_backward_kernel<T, Pack<T>::kN> : rmsnorm_backward_kernel<T, 1>;
-    kernel<<<blocks, kRowsPerBlock * kWarp, 0, ctx.stream>>>(dx, dy, x, w, rstd, N, C);
-    XT_CUDA_LAUNCH_CHECK();
-    // dw: a second pass over dout and inp; the fused per-block sums of layernorm_backward would save it
-    column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{dy, x, rstd, C}, N, C);
+    column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{static_cast<const T*>(dout), static_cast<const T*>(inp), rstd, C},
+                                N, C);
   });
 }
 
