@@ -86,11 +86,12 @@ int main(int argc, char** argv) {
     const char* name;
     int IC, OC, per_step;
   };
-  const std::vector<Linear> linears = {{"qkv", C, QKV, L}, {"attn_proj", A, C, L}, {"fc", C, F, L},
-                                       {"fc_proj", F, C, L}, {"head", C, Vp, 1}};
+  const std::vector<Linear> linears = {
+      {"qkv", C, QKV, L}, {"attn_proj", A, C, L}, {"fc", C, F, L}, {"fc_proj", F, C, L}, {"head", C, Vp, 1}};
   double gemm_ms = 0, gemm_cpu_ms = 0, flops = 0;
   for (const Linear& l : linears) {
-    const std::vector<float> inp = random_floats(size_t(N) * l.IC, 1, 1.0f), w = random_floats(size_t(l.OC) * l.IC, 2, 0.02f),
+    const std::vector<float> inp = random_floats(size_t(N) * l.IC, 1, 1.0f),
+                             w = random_floats(size_t(l.OC) * l.IC, 2, 0.02f),
                              dout = random_floats(size_t(N) * l.OC, 3, 1e-3f);
     std::vector<float> out(size_t(N) * l.OC), dinp(size_t(N) * l.IC), dw(size_t(l.OC) * l.IC);
     struct Gemm {
@@ -100,18 +101,29 @@ int main(int argc, char** argv) {
     };
     const std::vector<Gemm> gemms = {
         {"fwd", N, l.OC, l.IC,
-         [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l.OC, l.IC, 1.0f, inp.data(), l.IC, w.data(), l.IC, 0.0f, out.data(), l.OC); }},
+         [&] {
+           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, l.OC, l.IC, 1.0f, inp.data(), l.IC, w.data(), l.IC,
+                       0.0f, out.data(), l.OC);
+         }},
         {"dinp", N, l.IC, l.OC,
-         [&] { cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l.IC, l.OC, 1.0f, dout.data(), l.OC, w.data(), l.IC, 0.0f, dinp.data(), l.IC); }},
+         [&] {
+           cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, l.IC, l.OC, 1.0f, dout.data(), l.OC, w.data(),
+                       l.IC, 0.0f, dinp.data(), l.IC);
+         }},
         {"dw", l.OC, l.IC, N,
-         [&] { cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.OC, l.IC, N, 1.0f, dout.data(), l.OC, inp.data(), l.IC, 1.0f, dw.data(), l.IC); }},
+         [&] {
+           cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, l.OC, l.IC, N, 1.0f, dout.data(), l.OC, inp.data(),
+                       l.IC, 1.0f, dw.data(), l.IC);
+         }},
     };
     for (const Gemm& g : gemms) {
       const Timing t = time(reps, g.run);
       const double f = 2.0 * g.M * g.Nn * g.K;
       gemm_ms += t.ms * l.per_step, gemm_cpu_ms += t.cpu_ms * l.per_step, flops += f * l.per_step;
-      std::printf("{\"op\": \"gemm.%s.%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"per_step\": %d, \"ms\": %.3f, \"cpu_ms\": %.3f, \"gflops\": %.1f}\n",
-                  l.name, g.kind, g.M, g.Nn, g.K, l.per_step, t.ms, t.cpu_ms, f / t.ms * 1e-6);
+      std::printf(
+          "{\"op\": \"gemm.%s.%s\", \"M\": %d, \"N\": %d, \"K\": %d, \"per_step\": %d, \"ms\": %.3f, \"cpu_ms\": %.3f, "
+          "\"gflops\": %.1f}\n",
+          l.name, g.kind, g.M, g.Nn, g.K, l.per_step, t.ms, t.cpu_ms, f / t.ms * 1e-6);
     }
   }
 
@@ -132,10 +144,11 @@ int main(int argc, char** argv) {
   xtrain::DeviceBuffer<int32_t> tgt(b, N);
   b.copy_to_device(tgt.get(), targets.data(), tgt.bytes());
   auto logits = buf(size_t(N) * Vp, 9, 3.0f), losses = buf(N, 10, 0.0f);
-  auto x = buf(NC, 11, 1.0f), y = buf(NC, 12, 1.0f), w = buf(C, 13, 1.0f), bias = buf(C, 14, 0.1f), dw = buf(C, 15, 0.0f),
-       db = buf(C, 16, 0.0f), mean = buf(N, 17, 0.0f), rstd = buf(N, 18, 1.0f);
+  auto x = buf(NC, 11, 1.0f), y = buf(NC, 12, 1.0f), w = buf(C, 13, 1.0f), bias = buf(C, 14, 0.1f),
+       dw = buf(C, 15, 0.0f), db = buf(C, 16, 0.0f), mean = buf(N, 17, 0.0f), rstd = buf(N, 18, 1.0f);
   auto qkv = buf(size_t(N) * QKV, 19, 1.0f), dqkv = buf(size_t(N) * QKV, 20, 0.0f), atty = buf(size_t(N) * A, 21, 1.0f),
-       datty = buf(size_t(N) * A, 22, 1.0f), att = buf(b.attention_scratch_count(B, T, cfg.NH, cfg.KVH, cfg.HS), 23, 0.0f);
+       datty = buf(size_t(N) * A, 22, 1.0f),
+       att = buf(b.attention_scratch_count(B, T, cfg.NH, cfg.KVH, cfg.HS), 23, 0.0f);
   auto fch = buf(size_t(N) * F, 24, 1.0f), fchg = buf(size_t(N) * F, 25, 0.0f), dfch = buf(size_t(N) * F, 26, 1.0f);
   xtrain::GPT model(cfg, b);
   model.init_params(1);
@@ -150,27 +163,44 @@ int main(int argc, char** argv) {
   };
   const std::vector<Op> ops = {
       {"cross_entropy_forward_backward", 1,
-       [&] { b.cross_entropy_forward_backward(losses->get(), logits->get(), logits->get(), tgt.get(), dloss, N, V, Vp); }},
-      {"attention_forward", L, [&] { b.attention_forward(atty->get(), att->get(), qkv->get(), B, T, cfg.NH, cfg.KVH, cfg.HS); }},
+       [&] {
+         b.cross_entropy_forward_backward(losses->get(), logits->get(), logits->get(), tgt.get(), dloss, N, V, Vp);
+       }},
+      {"attention_forward", L,
+       [&] { b.attention_forward(atty->get(), att->get(), qkv->get(), B, T, cfg.NH, cfg.KVH, cfg.HS); }},
       {"attention_backward", L,
-       [&] { b.attention_backward(dqkv->get(), datty->get(), qkv->get(), atty->get(), att->get(), B, T, cfg.NH, cfg.KVH, cfg.HS, xtrain::Grad::assign); }},
+       [&] {
+         b.attention_backward(dqkv->get(), datty->get(), qkv->get(), atty->get(), att->get(), B, T, cfg.NH, cfg.KVH,
+                              cfg.HS, xtrain::Grad::assign);
+       }},
       {"gelu_forward", L, [&] { b.gelu_forward(fchg->get(), fch->get(), size_t(N) * F); }},
-      {"gelu_backward", L, [&] { b.gelu_backward(dfch->get(), fch->get(), fchg->get(), size_t(N) * F, xtrain::Grad::assign); }},
+      {"gelu_backward", L,
+       [&] { b.gelu_backward(dfch->get(), fch->get(), fchg->get(), size_t(N) * F, xtrain::Grad::assign); }},
       {"residual_layernorm_forward", 2 * L,
-       [&] { b.residual_layernorm_forward(y->get(), x->get(), mean->get(), rstd->get(), x->get(), y->get(), w->get(), bias->get(), N, C); }},
+       [&] {
+         b.residual_layernorm_forward(y->get(), x->get(), mean->get(), rstd->get(), x->get(), y->get(), w->get(),
+                                      bias->get(), N, C);
+       }},
       {"layernorm_backward", 2 * L + 1,
-       [&] { b.layernorm_backward(y->get(), dw->get(), db->get(), x->get(), x->get(), w->get(), mean->get(), rstd->get(), N, C); }},
+       [&] {
+         b.layernorm_backward(y->get(), dw->get(), db->get(), x->get(), x->get(), w->get(), mean->get(), rstd->get(), N,
+                              C);
+       }},
       {"encoder_forward", 1, [&] { b.encoder_forward(x->get(), tgt.get(), model.params(), model.params(), B, T, C); }},
       {"encoder_backward", 1, [&] { b.encoder_backward(g->get(), g->get(), x->get(), tgt.get(), B, T, C); }},
       {"zero_grads", 1, [&] { b.zero(g->get(), P * sizeof(float)); }},
       {"sum_squares (grad norm)", 1, [&] { (void)b.sum_squares(g->get(), P); }},
-      {"adamw_update", 1, [&] { b.adamw_update(model.params(), g->get(), m->get(), v->get(), spans, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }},
+      {"adamw_update", 1,
+       [&] {
+         b.adamw_update(model.params(), g->get(), m->get(), v->get(), spans, 1e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1);
+       }},
   };
   double ops_ms = 0, ops_cpu_ms = 0;
   for (const Op& o : ops) {
     const Timing t = time(reps, o.run);
     ops_ms += t.ms * o.per_step, ops_cpu_ms += t.cpu_ms * o.per_step;
-    std::printf("{\"op\": \"%s\", \"per_step\": %d, \"ms\": %.3f, \"cpu_ms\": %.3f}\n", o.name, o.per_step, t.ms, t.cpu_ms);
+    std::printf("{\"op\": \"%s\", \"per_step\": %d, \"ms\": %.3f, \"cpu_ms\": %.3f}\n", o.name, o.per_step, t.ms,
+                t.cpu_ms);
   }
 
   // ---- the step itself ----
@@ -184,10 +214,11 @@ int main(int argc, char** argv) {
     opt.step(model, ++t_step, 1e-4f, 1.0f, oc);
   });
   std::printf("{\"op\": \"step\", \"ms\": %.3f, \"cpu_ms\": %.3f}\n", step.ms, step.cpu_ms);
-  std::printf("{\"summary\": \"B=%d T=%d: one rank's step against its GEMMs alone\", \"gemm_ms\": %.2f, \"gemm_cpu_ms\": %.2f, "
-              "\"gemm_gflops\": %.1f, \"ops_ms\": %.2f, \"ops_cpu_ms\": %.2f, \"step_ms\": %.2f, \"step_cpu_ms\": %.2f, "
-              "\"step_over_gemm\": %.3f, \"step_over_gemm_cpu\": %.3f}\n",
-              B, T, gemm_ms, gemm_cpu_ms, flops / gemm_ms * 1e-6, ops_ms, ops_cpu_ms, step.ms, step.cpu_ms,
-              step.ms / gemm_ms, step.cpu_ms / gemm_cpu_ms);
+  std::printf(
+      "{\"summary\": \"B=%d T=%d: one rank's step against its GEMMs alone\", \"gemm_ms\": %.2f, \"gemm_cpu_ms\": %.2f, "
+      "\"gemm_gflops\": %.1f, \"ops_ms\": %.2f, \"ops_cpu_ms\": %.2f, \"step_ms\": %.2f, \"step_cpu_ms\": %.2f, "
+      "\"step_over_gemm\": %.3f, \"step_over_gemm_cpu\": %.3f}\n",
+      B, T, gemm_ms, gemm_cpu_ms, flops / gemm_ms * 1e-6, ops_ms, ops_cpu_ms, step.ms, step.cpu_ms, step.ms / gemm_ms,
+      step.cpu_ms / gemm_cpu_ms);
   return 0;
 }

@@ -1,7 +1,8 @@
 // The CPU backend's vectorized kernels (src/backend/cpu/vec_ops.h) at sizes that leave vector tails (T, HS, counts
 // not multiples of 8; grouped-query heads): the float reference's bits where they keep its arithmetic (attention,
 // AdamW, the matmul's assigned dinp and bias sums), and correctly rounded to float (against long double and the double
-// reference) where they replace a libm call (the cross-entropy over GPT-2's vocabulary, GELU over the whole float range).
+// reference) where they replace a libm call (the cross-entropy over GPT-2's vocabulary, GELU over the whole float
+// range).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -23,7 +24,9 @@ using xtrain::Grad;
 namespace {
 using Floats = std::vector<float>;
 
-Floats random_floats(size_t n, uint64_t key, double lo = -1.0, double hi = 1.0) { return to_float(random_vec(n, key, lo, hi)); }
+Floats random_floats(size_t n, uint64_t key, double lo = -1.0, double hi = 1.0) {
+  return to_float(random_vec(n, key, lo, hi));
+}
 
 DeviceBuffer<float> up(Backend& be, const Floats& v) {
   DeviceBuffer<float> d(be, v.size());
@@ -73,8 +76,8 @@ TEST_CASE("vectorized CPU kernels keep the float reference's bits: attention, Ad
   Floats out(dout.size()), att(size_t(B) * NH * T * T), dqkv = dqkv0;
   cpu::attention_forward(out.data(), att.data(), qkv.data(), B, T, NH, KVH, HS);
   cpu::attention_backward(dqkv.data(), dout.data(), qkv.data(), att.data(), B, T, NH, KVH, HS);
-  auto qkv_d = up(*be, qkv), dout_d = up(*be, dout), out_d = up(*be, Floats(out.size())), att_d = up(*be, Floats(att.size())),
-       dqkv_d = up(*be, dqkv0);
+  auto qkv_d = up(*be, qkv), dout_d = up(*be, dout), out_d = up(*be, Floats(out.size())),
+       att_d = up(*be, Floats(att.size())), dqkv_d = up(*be, dqkv0);
   be->attention_forward(out_d.get(), att_d.get(), qkv_d.get(), B, T, NH, KVH, HS);
   be->attention_backward(dqkv_d.get(), dout_d.get(), qkv_d.get(), out_d.get(), att_d.get(), B, T, NH, KVH, HS);
   check_same_bits("attention out", down(*be, out_d), out);
@@ -89,8 +92,8 @@ TEST_CASE("vectorized CPU kernels keep the float reference's bits: attention, Ad
     const Floats g = random_floats(P, 10 + t);
     auto g_d = up(*be, g);
     cpu::adamw_update(param.data(), g.data(), m.data(), v.data(), P, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f, t);
-    be->adamw_update(param_d.get(), g_d.get(), m_d.get(), v_d.get(), {{0, P, true}}, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f, 0.7f,
-                     t);
+    be->adamw_update(param_d.get(), g_d.get(), m_d.get(), v_d.get(), {{0, P, true}}, 1e-2f, 0.9f, 0.95f, 1e-8f, 0.1f,
+                     0.7f, t);
   }
   check_same_bits("adamw param", down(*be, param_d), param);
   check_same_bits("adamw m", down(*be, m_d), m);
@@ -99,12 +102,14 @@ TEST_CASE("vectorized CPU kernels keep the float reference's bits: attention, Ad
   // matmul_backward with Grad::assign (the GEMM's beta 0) over a dinp full of NaN: the bits of += into zeros; the
   // bias gradient is each column of dout summed over the rows in order, in double
   constexpr int N = 37, IC = 20, OC = 13;
-  const Floats x = random_floats(size_t(N) * IC, 5), w = random_floats(size_t(OC) * IC, 6), dy = random_floats(size_t(N) * OC, 7);
+  const Floats x = random_floats(size_t(N) * IC, 5), w = random_floats(size_t(OC) * IC, 6),
+               dy = random_floats(size_t(N) * OC, 7);
   Floats dinp(size_t(N) * IC, 0.0f), dw(size_t(OC) * IC, 0.0f), dbias(OC, 0.0f);
   cpu::matmul_backward(dinp.data(), dw.data(), dbias.data(), dy.data(), x.data(), w.data(), N, IC, OC);
   auto x_d = up(*be, x), w_d = up(*be, w), dy_d = up(*be, dy), dw_d = up(*be, Floats(dw.size())),
        dbias_d = up(*be, Floats(OC)), dinp_d = up(*be, Floats(dinp.size(), std::numeric_limits<float>::quiet_NaN()));
-  be->matmul_backward(dinp_d.get(), dw_d.get(), dbias_d.get(), dy_d.get(), x_d.get(), w_d.get(), N, IC, OC, Grad::assign);
+  be->matmul_backward(dinp_d.get(), dw_d.get(), dbias_d.get(), dy_d.get(), x_d.get(), w_d.get(), N, IC, OC,
+                      Grad::assign);
   check_same_bits("matmul dinp (assigned over NaN)", down(*be, dinp_d), dinp);
   check_same_bits("matmul dw", down(*be, dw_d), dw);
   Floats column_sums(OC);
@@ -134,7 +139,8 @@ TEST_CASE("vectorized cross-entropy over GPT-2's vocabulary and GELU: the exact 
   be->copy_to_device(tgt_d.get(), targets.data(), tgt_d.bytes());
   auto logits_d = up(*be, logits), losses_d = up(*be, Floats(N)), d_d = up(*be, Floats(logits.size()));
   be->cross_entropy_forward_backward(losses_d.get(), d_d.get(), logits_d.get(), tgt_d.get(), float(dloss), N, V, Vp);
-  check_ulps("cross entropy losses", down(*be, losses_d), std::vector<long double>(ref_losses.begin(), ref_losses.end()));
+  check_ulps("cross entropy losses", down(*be, losses_d),
+             std::vector<long double>(ref_losses.begin(), ref_losses.end()));
   const Floats d = down(*be, d_d);
   check_ulps("cross entropy dlogits", d, std::vector<long double>(ref_d.begin(), ref_d.end()));
   for (int n = 0; n < N; ++n) CHECK(d[size_t(n) * Vp + V] == 0.0f);  // padded columns
@@ -184,7 +190,8 @@ TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bi
     vec::gelu_backward(dx.data(), x.data(), y.data(), x.size(), false);
     vec::adamw_update(p.data(), y.data(), m.data(), v.data(), x.size(), 1e-2, 0.9, 0.95, 1e-8, 0.1, 0.5, 1);
     Floats all;
-    for (const Floats* f : {&out, &att, &dqkv, &losses, &d, &y, &dx, &p, &m, &v}) all.insert(all.end(), f->begin(), f->end());
+    for (const Floats* f : {&out, &att, &dqkv, &losses, &d, &y, &dx, &p, &m, &v})
+      all.insert(all.end(), f->begin(), f->end());
     return all;
   };
   const vec::Build widest = vec::use_build(vec::Build::automatic);

@@ -1,7 +1,7 @@
 // vec_ops.h's kernels, written with GCC/Clang vector extensions of W doubles: each kernel is a template over W,
 // built three times, for AVX-512 (W = 8), AVX2 (W = 4) and the x86-64 baseline (SSE2, W = 2), and the widest the
-// CPU runs is used (g_build; use_build for tests). Elements are independent across lanes, except the cross-entropy's sum of
-// exponentials, which keeps 8 partial sums at every W, so the width changes no bits. The file is compiled with
+// CPU runs is used (g_build; use_build for tests). Elements are independent across lanes, except the cross-entropy's
+// sum of exponentials, which keeps 8 partial sums at every W, so the width changes no bits. The file is compiled with
 // -ffp-contract=off (src/CMakeLists.txt): no a*b+c is fused into one rounding, so every build, and the scalar
 // tails of a row, give each element the same bits; and with -fno-math-errno, so that a lane's sqrt is one
 // instruction (the correctly rounded root all the same).
@@ -112,7 +112,7 @@ XT_LANES_INLINE D<W> exp_lanes(D<W> x) {
   using I = typename Lanes<W>::I;
   x = x < -708.0 ? splat<W>(-708.0) : x;
   x = x > 709.0 ? splat<W>(709.0) : x;
-  const double shifter = 0x1.8p52;  // adding it rounds to an integer, kept in the low mantissa bits
+  const double shifter = 0x1.8p52;                   // adding it rounds to an integer, kept in the low mantissa bits
   const D<W> t = x * 0x1.71547652b82fep0 + shifter;  // x log2(e) + shifter
   const D<W> n = t - shifter;
   const D<W> r = (x - n * 0x1.62e42fee00000p-1) - n * 0x1.a39ef35793c76p-33;  // x - n ln2hi - n ln2lo
@@ -280,15 +280,14 @@ XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float*
 }
 
 template <int W>
-XT_LANES_INLINE void attention_backward_impl(float* dqkv, const float* dout, const float* qkv, const float* att,
-                                             int B, int T, int NH, int KVH, int HS) {
+XT_LANES_INLINE void attention_backward_impl(float* dqkv, const float* dout, const float* qkv, const float* att, int B,
+                                             int T, int NH, int KVH, int HS) {
   const QkvLayout L = qkv_layout(B, T, NH, KVH, HS);
   const double scale = 1.0 / std::sqrt(double(HS));
   const size_t Tp = round_up(size_t(T)), HSp = round_up(size_t(HS));
   // per batch row: values transposed, vt[kh][i][t2] (W positions' dP = dout . v as one vector), keys as rows
   // kr[kh][t2][i]; in double, zero-padded
-  std::vector<double> vt(size_t(KVH) * HS * Tp, 0.0), kr(size_t(KVH) * T * HSp, 0.0), dp(Tp), dy(HSp), qd(HSp),
-      dq(HSp);
+  std::vector<double> vt(size_t(KVH) * HS * Tp, 0.0), kr(size_t(KVH) * T * HSp, 0.0), dp(Tp), dy(HSp), qd(HSp), dq(HSp);
   auto lanes = [&](size_t c) { return std::min(size_t(W), size_t(HS) - c); };  // of the vector at channel c
   for (int b = 0; b < B; ++b) {
     for (int kh = 0; kh < KVH; ++kh)
@@ -374,19 +373,22 @@ std::atomic<Build> g_build{widest()};  // what the kernels run (use_build)
 // XT_VEC_BUILDS(name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2> for
 // the baseline) and name itself, which calls the one in use (g_build).
 #if defined(__x86_64__)
-#define XT_VEC_BUILDS(name, impl, params, args)                                               \
-  namespace {                                                                                 \
-  __attribute__((target("avx512f"))) void name##_avx512 params { impl<8> args; }              \
-  __attribute__((target("avx2"))) void name##_avx2 params { impl<4> args; }                   \
-  void name##_baseline params { impl<2> args; }                                               \
-  }                                                                                           \
-  void name params {                                                                          \
-    switch (g_build.load(std::memory_order_relaxed)) {                                        \
-      case Build::avx512: return name##_avx512 args;                                          \
-      case Build::avx2: return name##_avx2 args;                                              \
-      default: break;                                                                         \
-    }                                                                                         \
-    name##_baseline args;                                                                     \
+#define XT_VEC_BUILDS(name, impl, params, args)                                  \
+  namespace {                                                                    \
+  __attribute__((target("avx512f"))) void name##_avx512 params { impl<8> args; } \
+  __attribute__((target("avx2"))) void name##_avx2 params { impl<4> args; }      \
+  void name##_baseline params { impl<2> args; }                                  \
+  }                                                                              \
+  void name params {                                                             \
+    switch (g_build.load(std::memory_order_relaxed)) {                           \
+      case Build::avx512:                                                        \
+        return name##_avx512 args;                                               \
+      case Build::avx2:                                                          \
+        return name##_avx2 args;                                                 \
+      default:                                                                   \
+        break;                                                                   \
+    }                                                                            \
+    name##_baseline args;                                                        \
   }
 #else
 #define XT_VEC_BUILDS(name, impl, params, args) \
@@ -409,14 +411,15 @@ XT_VEC_BUILDS(attention_backward, attention_backward_impl,
                int HS),
               (dqkv, dout, qkv, att, B, T, NH, KVH, HS))
 XT_VEC_BUILDS(adamw_update, adamw_impl,
-              (float* param, const float* grad, float* m, float* v, size_t count, double lr, double beta1,
-               double beta2, double eps, double weight_decay, double grad_scale, int t),
+              (float* param, const float* grad, float* m, float* v, size_t count, double lr, double beta1, double beta2,
+               double eps, double weight_decay, double grad_scale, int t),
               (param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t))
 
 Build use_build(Build b) {
   const Build top = widest();
   if (b == Build::automatic) b = top;
-  XT_CHECK(top == Build::avx512 || b != Build::avx512, "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F");
+  XT_CHECK(top == Build::avx512 || b != Build::avx512,
+           "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F");
   XT_CHECK(top != Build::baseline || b == Build::baseline, "the AVX2 build of the CPU kernels needs a CPU with AVX2");
   g_build.store(b);
   return b;
