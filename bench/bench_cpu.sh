@@ -3,11 +3,14 @@
 # each world size, runs
 #   mpirun -np W build/xtrain_mpi --device cpu <workload> --steps S --val-every 0 --metrics F
 # and prints one JSON object per run: steady-state global tok/s and step ms (steps after the first
-# WARMUP, from the metrics file), the scaling against world 1 and the command. The workload is the
+# WARMUP, from the metrics file), the scaling against world 1, the whole run's wall seconds and CPU
+# seconds (user + sys of mpirun and every rank, start-up included: on cores shared with other work the
+# figure that wall time hides) and the command. The workload is the
 # built-in default model (C=128, L=4, NH=4, T=128, 16 sequences per step; the README's first command)
 # unless ARGS says otherwise. Speed belongs here, not in the tests. A run that fails prints
 # {"world", "error": xtrain's error line, "log"} instead; the exit status is 0 when every run
-# succeeded, 1 when any failed, 2 for a bad WORLDS.
+# succeeded, 1 when any failed, 2 for a bad WORLDS. One rank's step split into its GEMMs (timed alone) and
+# its other ops: build/bench_cpu_ops (bench/bench_cpu_ops.cpp).
 # Usage: bench/bench_cpu.sh     (env: BIN=build DATA=data STEPS=20 WARMUP=3 WORLDS="1 2" (positive
 #                                 integers) ARGS="..." LOGDIR=<tmp>)
 set -euo pipefail
@@ -24,19 +27,22 @@ for w in "${worlds[@]}"; do
   [[ $w =~ ^[1-9][0-9]{0,5}$ ]] || { echo "bench_cpu.sh: WORLDS must be positive integers (got '$w')" >&2; exit 2; }
 done
 xt_logdir
+TIMEFORMAT='%R %U %S'  # bash's `time`: wall, user and sys seconds of the command and its children
 echo "# bench_cpu.sh on $(hostname): $(nproc) cores, $(lscpu | sed -n 's/^Model name: *//p')"
 
-# record W LOG METRICS CMD BASE: the JSON line of a finished run (BASE: world 1's tok/s, or "")
+# record W LOG METRICS WARMUP CMD BASE TIMES: the JSON line of a finished run (BASE: world 1's tok/s, or "";
+# TIMES: the file of `time`'s "wall user sys")
 record() {
   "$PY" - "$@" <<'PY'
 import json, os, sys
 sys.path.insert(0, os.environ["XT_BENCH_DIR"])
 from steady import steady
-w, log, metrics, warmup, cmd, base = sys.argv[1:7]
+w, log, metrics, warmup, cmd, base, times = sys.argv[1:8]
 s = steady(metrics, int(warmup))
+wall, user, system = (float(x) for x in open(times).read().split()[-3:])
 rec = {"world": int(w), "tok_per_s": round(s["tok_per_s"]), "step_ms": round(s["step_ms"], 2),
        "timed_steps": s["timed_steps"], "model": open(log).read().split("model  | ")[1].split("\n")[0],
-       "command": cmd}
+       "run_wall_s": round(wall, 1), "run_cpu_s": round(user + system, 1), "command": cmd}
 if base:
     rec["speedup_vs_world1"] = round(s["tok_per_s"] / float(base), 3)
 print(json.dumps(rec))
@@ -45,11 +51,11 @@ PY
 
 base="" failed=0
 for w in "${worlds[@]}"; do
-  log="$LOGDIR/w$w.log" metrics="$LOGDIR/w$w.jsonl" err="$LOGDIR/w$w.err"
+  log="$LOGDIR/w$w.log" metrics="$LOGDIR/w$w.jsonl" err="$LOGDIR/w$w.err" times="$LOGDIR/w$w.time"
   cmd=(mpirun --allow-run-as-root --oversubscribe -np "$w" "$BIN/xtrain_mpi" --device cpu "${args[@]}" "${XT_DATA_ARGS[@]}"
        --val-every 0 --steps "$STEPS" --log-every 10 --metrics "$metrics")
-  if ! xt_train "$log" "$metrics" "${cmd[@]}" 2> "$err" \
-     || ! out=$(record "$w" "$log" "$metrics" "$WARMUP" "$(xt_quote "${cmd[@]}")" "$base" 2>> "$err"); then
+  if ! { time xt_train "$log" "$metrics" "${cmd[@]}" 2> "$err"; } 2> "$times" \
+     || ! out=$(record "$w" "$log" "$metrics" "$WARMUP" "$(xt_quote "${cmd[@]}")" "$base" "$times" 2>> "$err"); then
     failed=$((failed + 1))
     "$PY" -c 'import json, sys; print(json.dumps({"world": int(sys.argv[1]), "error": sys.argv[2], "log": sys.argv[3]}))' \
       "$w" "$(cat "$err")" "$log"

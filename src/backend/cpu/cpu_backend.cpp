@@ -1,5 +1,6 @@
 // CpuBackend: Backend over aligned host memory; every op forwards to the float instantiation of the
-// reference templates in ops.h / attention.h. Copies are memcpy; synchronize is a no-op.
+// reference templates in ops.h / attention.h, or, for the cross-entropy, GELU, attention and AdamW, to their
+// vectorized float kernels (vec_ops.h: the references' arithmetic). Copies are memcpy; synchronize is a no-op.
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
@@ -16,6 +17,7 @@
 #include "backend/cpu/attention_decode.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/ops_llama.h"
+#include "backend/cpu/vec_ops.h"
 #include "backend/greedy.h"
 #include <xtrain/core/error.h>
 
@@ -161,28 +163,26 @@ class CpuBackend final : public Backend {
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
                        const float* w, int N, int IC, int OC, Grad dinp_mode) override {
-    clear_for(dinp_mode, dinp, size_t(N) * IC);
-    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC);
+    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC, dinp_mode == Grad::accumulate);
   }
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override {
-    cpu::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
+    cpu::vec::attention_forward(F(out), att, F(qkv), B, T, NH, KVH, HS);
   }
   void attention_backward(void* dqkv, const void* dout, const void* qkv, const void* /*out: att has the probabilities*/,
                           const float* att, int B, int T, int NH, int KVH, int HS, Grad dqkv_mode) override {
     clear_for(dqkv_mode, dqkv, qkv_layout(B, T, NH, KVH, HS).qkv_count());
-    cpu::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
+    cpu::vec::attention_backward(F(dqkv), F(dout), F(qkv), att, B, T, NH, KVH, HS);
   }
   void attention_decode(void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn, const int32_t* pos,
                         int maxT, int NH, int KVH, int HS) override {
     cpu::attention_decode(F(out), F(kcache), F(vcache), F(qkv), B, Tn, *pos, maxT, NH, KVH, HS);  // host memory
   }
   void gelu_forward(void* out, const void* inp, size_t count) override {
-    cpu::gelu_forward(F(out), F(inp), count);
+    cpu::vec::gelu_forward(F(out), F(inp), count);
   }
   void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override {
-    clear_for(dinp_mode, dinp, count);
-    cpu::gelu_backward(F(dinp), F(inp), F(dout), count);
+    cpu::vec::gelu_backward(F(dinp), F(inp), F(dout), count, dinp_mode == Grad::assign);
   }
   void residual_forward(void* out, const void* a, const void* b, size_t count) override {
     cpu::residual_forward(F(out), F(a), F(b), count);
@@ -193,7 +193,7 @@ class CpuBackend final : public Backend {
   }
   void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits,
                                       const int32_t* targets, float dloss, int N, int V, int Vp) override {
-    cpu::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
+    cpu::vec::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
   }
   void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) override {
     check_argmax_rows_args(rows, V, ld);
@@ -207,7 +207,7 @@ class CpuBackend final : public Backend {
     check_adamw_args(spans, t);
     for (const ParamSpan& s : spans) {
       const size_t o = s.offset;
-      cpu::adamw_update(param + o, grad + o, m + o, v + o, s.count, lr, beta1, beta2, eps,
+      cpu::vec::adamw_update(param + o, grad + o, m + o, v + o, s.count, lr, beta1, beta2, eps,
                         s.decay ? weight_decay : 0.0f, grad_scale, t);
     }
   }

@@ -1,5 +1,6 @@
 // The CPU backend: a full Backend over host memory, and the oracle the other backends are tested
-// against. Its ops are the float instantiations of the templates in src/backend/cpu/ops.h.
+// against. Its ops are the float instantiations of the templates in src/backend/cpu/ops.h, or their
+// vectorized float kernels with the same arithmetic (vec_ops.h: cross-entropy, GELU, attention, AdamW).
 #pragma once
 
 #include <memory>

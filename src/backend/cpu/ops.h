@@ -6,9 +6,11 @@
 
 #include <cblas.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <vector>
 
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
@@ -132,23 +134,23 @@ void matmul_forward(Real* out, const Real* inp, const Real* w, const Real* bias,
   }
 }
 
-// matmul_backward: dout (N,OC) -> dinp (N,IC) += dout w, dw (OC,IC) += dout^T inp, dbias (OC) +=
-// column sums of dout (dbias may be null)
+// matmul_backward: dout (N,OC) -> dinp (N,IC) += dout w (= when accumulate_dinp is false: the GEMM's beta 0, the
+// same bits as += into zeros), dw (OC,IC) += dout^T inp, dbias (OC) += column sums of dout (dbias may be null)
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const Real* inp, const Real* w,
-                     int N, int IC, int OC) {
+                     int N, int IC, int OC, bool accumulate_dinp = true) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
-  if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
-  if (IC > 0) {
-    gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, Real(1), dout, OC, w, IC, Real(1), dinp, IC);
+  if (OC == 0) {  // empty sums: BLAS may not touch C when K == 0
+    if (!accumulate_dinp) std::fill(dinp, dinp + size_t(N) * IC, Real(0));
+  } else if (N > 0 && IC > 0) {
+    gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, Real(1), dout, OC, w, IC, Real(accumulate_dinp ? 1 : 0), dinp, IC);
     gemm(CblasTrans, CblasNoTrans, OC, IC, N, Real(1), dout, OC, inp, IC, Real(1), dw, IC);
   }
-  if (dbias) {
-    for (int o = 0; o < OC; ++o) {
-      double s = 0.0;
-      for (size_t n = 0; n < size_t(N); ++n) s += dout[n * OC + o];
-      dbias[o] += Real(s);
-    }
+  if (dbias && N > 0 && OC > 0) {
+    std::vector<double> s(size_t(OC), 0.0);  // row by row: each column summed over n in order, rows read once
+    for (size_t n = 0; n < size_t(N); ++n)
+      for (int o = 0; o < OC; ++o) s[o] += dout[n * OC + o];
+    for (int o = 0; o < OC; ++o) dbias[o] += Real(s[o]);
   }
 }
 
