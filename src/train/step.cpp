@@ -1,5 +1,5 @@
 // The data-parallel training step (see src/train/step.h): micro-steps with gradient accumulation, the
-// gradient all-reduce (bucketed or single), the loss all-reduce that carries the stop flag, clipping, AdamW.
+// gradient all-reduce (bucketed or single), the loss all-reduce that carries the stop flag, clipping, the optimizer.
 #include "train/step.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 namespace xtrain {
 
 StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-                       AdamW& opt, StepTimeline* tl)
+                       Optimizer& opt, StepTimeline* tl)
     : cfg_(cfg), data_(data), model_(model), be_(be), comm_(comm), opt_(opt), tl_(tl), oc_(cfg.optim) {
   const int world = comm.world_size(), rank = comm.rank(), T = cfg.seq;
   oc_.total_steps = cfg.schedule_length();
@@ -75,9 +75,9 @@ StepResult StepRunner::step(int step) {
     return r;
   }
   r.lr = lr_at(oc_, step);
-  opt_.step(model_, step, r.lr, clip_scale(oc_, r.grad_norm), oc_);
+  opt_.step(model_, step, clip_scale(oc_, r.grad_norm), oc_);
   be_.synchronize();
-  if (tl_) tl_->phase("loss all-reduce, gradient norm, AdamW");
+  if (tl_) tl_->phase(opt_.muon() ? "loss all-reduce, gradient norm, Muon and AdamW" : "loss all-reduce, gradient norm, AdamW");
   return r;
 }
 
@@ -103,7 +103,7 @@ double StepRunner::eager_step(int step) {
     model_.set_grad_ready_hook(nullptr);
   }
   if (buckets_) {
-    buckets_->finish();  // clipping and AdamW read every bucket's result
+    buckets_->finish();  // clipping and the optimizer read every bucket's result
   } else if (reduce_grads_) {
     const size_t c0 = tl ? tl->mark() : 0;
     comm_.all_reduce(model_.grads(), n, ReduceOp::avg);  // the one gradient collective per step
