@@ -115,8 +115,8 @@ bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaF
 
 namespace {
 
-// writes_part: whether a header of model m holds the rows of `part` (the family's: not for gpt2).
-bool writes_part(const GPTConfig& m, MetaPart part) { return part == MetaPart::base || m.arch != Arch::gpt2; }
+// writes_part: whether a format-04 header of model m holds the rows of `part` (the family's: not for gpt2).
+bool writes_part(const GPTConfig& m, MetaPart part) { return part != MetaPart::family || m.arch != Arch::gpt2; }
 
 void put_meta(Writer& w, const CheckpointMeta& m) {
   for (const MetaField& f : kMetaFields)

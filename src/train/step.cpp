@@ -44,6 +44,14 @@ StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model
   }
   if (rank == 0 && reduce_grads_ && !buckets_)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
+  if (rank == 0 && opt.muon()) {  // what Muon takes and how its work is split
+    const Muon& mu = *opt.muon();
+    std::printf("optimizer: muon on %zu matrices of %zu shapes (%.1f MiB of momentum), AdamW on the other tensors",
+                mu.matrices().size(), mu.num_shapes(), mu.count() * sizeof(float) / (1024.0 * 1024.0));
+    if (world > 1)
+      std::printf("; each of the %d ranks orthogonalizes its share, one all-reduce shares the updates", world);
+    std::printf("\n");
+  }
   if (cuda_graph_wanted(cfg, be, comm)) {
     if (reduce_grads_ && !buckets_)  // --bucket-mb 0: one bucket, started when the backward ends
       buckets_.emplace(comm, plan_grad_buckets(model.layout(), 0));

@@ -1,14 +1,18 @@
 // Muon and the schedules on the CPU backend (the oracle): the Newton-Schulz iteration's defining property,
 // the momentum with Nesterov against a plain reference, a whole Muon step of a model against one written
-// out in double, the fused matrices' parts, the learning-rate adjustments and the wsd / linear schedules.
+// out in double, the fused matrices' parts, the learning-rate adjustments, the wsd / linear schedules and
+// the checkpoint's optimizer fields.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
@@ -303,4 +307,35 @@ TEST_CASE("schedules: cosine, linear and wsd; a wsd run extended in its stable p
   CHECK(parse_muon_adjust("match_rms_adamw") == MuonAdjust::match_rms_adamw);
   CHECK_THROWS_AS(parse_optimizer("sgd"), UsageError);
   CHECK(std::string(to_string(LrSchedule::linear)) == "linear");
+}
+
+TEST_CASE("checkpoint format 04: the optimizer's fields and Muon's momentum round-trip, for both families") {
+  for (Arch arch : {Arch::gpt2, Arch::llama}) {
+    CheckpointState st;
+    st.meta.model.arch = arch;
+    st.meta.step = 3, st.meta.batch = 4, st.meta.total_steps = 10, st.meta.num_params = 6;
+    st.meta.optimizer = 1, st.meta.lr_schedule = 1, st.meta.decay_frac = 0.25f, st.meta.beta2 = 0.99f;
+    st.meta.muon_lr = 0.02f, st.meta.muon_momentum = 0.95f, st.meta.muon_ns_steps = 5, st.meta.muon_adjust = 1;
+    st.meta.muon_matrices = 1, st.meta.muon_count = 4;
+    st.params = {1, 2, 3, 4, 5, 6}, st.m = {0, 0, 0, 0, 1, 1}, st.v = {0, 0, 0, 0, 2, 2};
+    st.momentum = {0.5f, -0.5f, 0.25f, 8.0f};
+    const std::string path = "test_muon_" + std::string(arch == Arch::gpt2 ? "gpt2" : "llama") + ".ckpt";
+    save_checkpoint(path, st);
+    const CheckpointState back = load_checkpoint(path);
+    CHECK(back.meta.optimizer == 1);
+    CHECK(back.meta.lr_schedule == 1);
+    CHECK(back.meta.decay_frac == 0.25f);
+    CHECK(back.meta.beta2 == 0.99f);
+    CHECK(back.meta.muon_adjust == 1);
+    CHECK(back.meta.muon_count == 4);
+    CHECK(back.momentum == st.momentum);
+    CHECK(back.params == st.params);
+    CHECK(back.v == st.v);
+    CHECK(back.meta.model.arch == arch);
+    // a momentum count past the parameters is refused in one line, before any size arithmetic
+    st.meta.muon_count = 7, st.momentum.resize(7);
+    save_checkpoint(path, st);
+    CHECK_THROWS_WITH_AS(load_checkpoint(path), doctest::Contains("muon_count = 7 is out of range"), Error);
+    std::remove(path.c_str());
+  }
 }

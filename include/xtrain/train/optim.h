@@ -131,6 +131,7 @@ class Muon {
   float* momentum() { return momentum_.get(); }
   size_t count() const { return momentum_.count(); }
   const std::vector<MuonMatrix>& matrices() const { return mats_; }
+  size_t num_shapes() const { return groups_.size(); }
   std::vector<MemoryEntry> memory_entries() const {
     return {{"muon.momentum", momentum_.bytes(), "fp32", "Muon momentum buffers, its matrices in buffer order",
              MemoryCategory::optimizer, {momentum_.get()}},
