@@ -5,6 +5,7 @@
 #include <cmath>
 #include <vector>
 
+#include <xtrain/core/error.h>
 #include "cuda_ops_test_util.h"
 
 using namespace xtrain;
