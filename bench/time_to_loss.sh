@@ -38,11 +38,11 @@ COMMON=(--data "${SHARD}_000000.bin" --encoder-json "$DATA/gpt2/encoder.json" --
         "${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every 25 --val-seqs 64 --log-every 100 --device cuda)
 failed=0
 for lr in $ADAMW_LRS; do
-  mpirun -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
+  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
     > "$RUNS/xt-adamw-$lr.log" 2>&1 || { echo "xtrain adamw lr $lr failed: $RUNS/xt-adamw-$lr.log"; failed=1; }
 done
 for lr in $MUON_LRS; do
-  mpirun -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$MUON_ADAMW_LR" \
+  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$MUON_ADAMW_LR" \
     --metrics "$RUNS/xt-muon-$lr.jsonl" > "$RUNS/xt-muon-$lr.log" 2>&1 ||
     { echo "xtrain muon lr $lr failed: $RUNS/xt-muon-$lr.log"; failed=1; }
 done
