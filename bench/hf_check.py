@@ -10,6 +10,12 @@ comes from config.json's model_type: gpt2 -> GPT2LMHeadModel, llama -> LlamaForC
                one file per prompt); prints the max abs difference per prompt; exit 1 above --tol
                (default 1e-4).
   generate     transformers' greedy generation: one line of new token ids per prompt, and tok/s.
+  mc           scores a multiple-choice file (HellaSwag's JSON lines or context/choices/answer) with
+               transformers in fp32 as xtrain_eval does (context tokens, then those of " " + choice, cut
+               from the left to the context + 1; the sum of the choice tokens' log-probabilities) and
+               compares with `xtrain_eval --mc FILE --json F` (--xtrain-json F): every choice's sum within
+               --tol (default 1e-4), the same token counts, and acc, acc_norm, acc_token_mean identical
+               (exit 1 otherwise). The tokenizer is the export's vocab.json + merges.txt.
   make-random  a randomly initialised GPT2LMHeadModel(GPT2Config(...)) or, with --arch llama,
                LlamaForCausalLM(LlamaConfig(...)) (grouped-query with --n-kv-head, untied with
                --untied) saved by save_pretrained (safetensors), with the GPT-2 tokenizer files, for
@@ -142,6 +148,91 @@ def cmd_generate(a):
           file=sys.stderr)
 
 
+def read_mc(path):
+    """(line, context, choices, label) of each item, by xtrain's rules (include/xtrain/score/multiple_choice.h)."""
+    items = []
+    for no, line in enumerate(Path(path).read_text(encoding="utf-8").split("\n"), start=1):
+        if not line.strip(" \t\r"):
+            continue
+        r = json.loads(line)
+        if "endings" in r:
+            ctx = r["ctx"] if "ctx" in r else r["ctx_a"] + (" " + r["ctx_b"] if r["ctx_b"] else "")
+            items.append((no, ctx, r["endings"], int(r["label"])))
+        else:
+            items.append((no, r["context"], r["choices"], int(r["answer"])))
+    return items
+
+
+def accuracies(items, sums, tokens):
+    """acc, acc_norm (by UTF-8 bytes), acc_token_mean; ties to the first choice (numpy's argmax)."""
+    right = [0, 0, 0]
+    for (_, _, choices, label), s, n in zip(items, sums, tokens):
+        nbytes = [len(c.encode("utf-8")) for c in choices]
+        for m, score in enumerate((s, [x / b for x, b in zip(s, nbytes)], [x / k for x, k in zip(s, n)])):
+            right[m] += score.index(max(score)) == label  # the first of equal maxima
+    return [r / len(items) for r in right]
+
+
+def cmd_mc(a):
+    import torch
+    from transformers import GPT2TokenizerFast
+
+    torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
+    torch.backends.cudnn.allow_tf32 = False
+    model = load(a.model, a.device)
+    d = Path(a.model)
+    if not (d / "vocab.json").exists() or not (d / "merges.txt").exists():
+        sys.exit(f"{a.model}: no vocab.json + merges.txt to tokenize with")
+    tok = GPT2TokenizerFast(vocab_file=str(d / "vocab.json"), merges_file=str(d / "merges.txt"))
+    cfg = model.config
+    max_len = getattr(cfg, "n_positions", None) or cfg.max_position_embeddings
+    items = read_mc(a.file)
+    ours = json.loads(Path(a.xtrain_json).read_text())
+    mine = [m for m in ours["mc"] if Path(m["file"]).name == Path(a.file).name]
+    if len(mine) != 1:
+        sys.exit(f"{a.xtrain_json}: no (or several) --mc results for {Path(a.file).name}")
+    ours = mine[0]
+    if len(ours["per_item"]) != len(items):
+        sys.exit(f"{a.xtrain_json}: {len(ours['per_item'])} items, {a.file} has {len(items)}")
+    sums, counts, worst, t0 = [], [], 0.0, time.perf_counter()
+    for (no, ctx, choices, _), x in zip(items, ours["per_item"]):
+        if x["line"] != no:
+            sys.exit(f"item at line {no}: xtrain's is at line {x['line']}")
+        c_ids = tok.encode(ctx)
+        rows, ns = [], []
+        for ch in choices:
+            e = tok.encode(" " + ch)
+            rows.append((c_ids + e)[-(max_len + 1):])
+            ns.append(len(e))
+        T = max(len(r) for r in rows) - 1
+        inp = torch.zeros((len(rows), T), dtype=torch.long)
+        mask = torch.zeros((len(rows), T), dtype=torch.long)
+        for i, r in enumerate(rows):
+            inp[i, :len(r) - 1] = torch.tensor(r[:-1])
+            mask[i, :len(r) - 1] = 1  # right padding: causal attention never reads it
+        with torch.no_grad():
+            logits = model(inp.to(a.device), attention_mask=mask.to(a.device)).logits.float()
+        logp = torch.log_softmax(logits, dim=-1).double().cpu()
+        s = []
+        for i, (r, n) in enumerate(zip(rows, ns)):
+            L = len(r) - 1
+            tgt = torch.tensor(r[1:])[L - n:]
+            s.append(logp[i, L - n:L].gather(1, tgt[:, None]).sum().item())
+        if ns != x["tokens"]:
+            sys.exit(f"{a.file}:{no}: choice token counts {ns} here, {x['tokens']} in xtrain's")
+        worst = max(worst, max(abs(p - q) for p, q in zip(s, x["logprob"])))
+        sums.append(s)
+        counts.append(ns)
+    theirs = accuracies(items, sums, counts)
+    names = ("acc", "acc_norm", "acc_token_mean")
+    same = all(theirs[k] == ours[n] for k, n in enumerate(names))
+    print(f"{a.file}: {len(items)} items, {sum(map(len, sums))} choices in {time.perf_counter() - t0:.1f} s; "
+          f"max |log-prob sum diff| {worst:.3e} (tolerance {a.tol:g})")
+    for k, n in enumerate(names):
+        print(f"  {n}: transformers {theirs[k]:.6f}, xtrain {ours[n]:.6f}" + ("" if theirs[k] == ours[n] else "  DIFFERENT"))
+    sys.exit(0 if worst <= a.tol and same else 1)
+
+
 def cmd_make_random(a):
     import torch
     from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
@@ -192,6 +283,11 @@ def main():
     s.add_argument("--batch", type=int, default=1, help="each prompt repeated this many times (speed runs)")
     s.add_argument("--ignore-eos", action="store_true", help="do not stop at <|endoftext|>")
     s.set_defaults(fn=cmd_generate)
+    s = sub.add_parser("mc", parents=[dev], help="multiple-choice scores against xtrain_eval --json")
+    s.add_argument("--file", required=True, help="the --mc file xtrain_eval scored")
+    s.add_argument("--xtrain-json", required=True, help="what xtrain_eval --json wrote for it")
+    s.add_argument("--tol", type=float, default=1e-4, help="max abs difference of a choice's sum (default 1e-4)")
+    s.set_defaults(fn=cmd_mc)
     s = sub.add_parser("make-random", help="random GPT2LMHeadModel or LlamaForCausalLM saved with save_pretrained")
     s.add_argument("--out", required=True)
     s.add_argument("--arch", choices=("gpt2", "llama"), default="gpt2")

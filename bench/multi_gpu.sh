@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Multi-GPU gates, placement, throughput and failure on one GPU host.
-# Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
+# Runs on the GPU host itself, from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/multi_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # Prints: the GPU gates (tests/integration/test_gpu_gates.sh: gpt2 and llama, fp32 and bf16, world 2/4/8 vs 1, mpirun and
 # threads, placement), the placement table, the duplicate-GPU refusal, seed-config tok/s at world 1

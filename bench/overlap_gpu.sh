@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The bucketed gradient all-reduce overlapped with the backward pass on one GPU host.
-# Runs ON the GPU machine from the repository root, with build-gpu/xtrain_mpi and data/ present.
+# Runs on the GPU host itself, from the repository root, with build-gpu/xtrain_mpi and data/ present.
 # Usage: bench/overlap_gpu.sh OUTDIR [NP]      (NP = ranks = GPUs, default 2)
 # For GPT-2 124M (T 1024, 32 sequences per GPU) and the design configuration (T 256, 64 sequences
 # per GPU), bf16: steady-state tok/s (median of the steps after WARMUP, default 5) at world 1 (its step a

@@ -11,7 +11,7 @@ set -euo pipefail
 usage() {
   cat <<'EOF'
 Usage: bench/scaling.sh [--help] OUTDIR
-Run from the repository root on the GPU machine (data/ set up by scripts/setup.sh).
+Run from the repository root on the GPU host (data/ set up by scripts/setup.sh).
 Environment:
   BIN    directory with xtrain_threads and xtrain_mpi (default: build-gpu; DEVICE=cpu: build)
   DEVICE     cuda (default) or cpu: a dry run of the script itself with a tiny model, worlds 1 2

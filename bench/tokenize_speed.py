@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Tokenizing speed of xtrain against tiktoken, one core each, on the same text (docs/benchmarks.md).
+"""Tokenizing speed of xtrain against tiktoken, one core each, on the same text (bench/results/tokenize_cpu_2026-12.md).
 
   python3 bench/tokenize_speed.py --bin build --ranks data/tokenizers \\
       --text ../shared/data/tinyshakespeare.txt --text ../shared/data/tinystories-train-1000.txt --mb 50

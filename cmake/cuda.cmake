@@ -40,6 +40,7 @@ function(xtrain_find_prefixed NAME HEADER LIB WHAT)
   add_library(xtrain_${lower} INTERFACE)
   target_include_directories(xtrain_${lower} INTERFACE ${${NAME}_INCLUDE_DIR})
   target_link_libraries(xtrain_${lower} INTERFACE ${${NAME}_LIBRARY})
+  install(TARGETS xtrain_${lower} EXPORT xtrainTargets)  # the library's own absolute paths
 endfunction()
 
 xtrain_find_prefixed(NCCL nccl.h nccl "NCCL (nccl.h, libnccl.so)")

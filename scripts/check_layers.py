@@ -11,7 +11,8 @@ LINK xtrain_<layer>...) in src/CMakeLists.txt) may include what the layers it li
 Three rules besides:
 - a public header (include/xtrain/) includes only <xtrain/...> and standard C++ headers (<vector>, ...);
 - a file outside src/ and include/ (tests, examples, benchmarks) includes only <xtrain/...>, the standard
-  library, third-party headers and files beside it, unless it belongs to a target registered INTERNAL
+  library, third-party headers and files beside it (held to the same rule), never a private header of
+  src/ ("core/io.h" or <core/io.h>), unless it belongs to a target registered INTERNAL
   (xtrain_add_unit_test/xtrain_add_mpi_test ... INTERNAL, or xtrain_internal(target)): those test or
   time internals and may include src/'s private headers;
 - every include of a layer's header names a file that exists.
@@ -170,6 +171,8 @@ def main(repo):
                 check_outside(os.path.normpath(beside), seen)  # a helper beside it: held to the same rule
                 continue
             target, file = target_of(kind, name)
+            if target is None and kind == '<' and layer_of(name) is not None and os.path.exists(os.path.join(src, name)):
+                target, kind = layer_of(name), '"'  # <core/io.h>: a private header, however it is named
             if target is None:
                 continue
             if kind == '"':

@@ -2,9 +2,10 @@
 """check_words.py: fails on words that mean nothing to a reader of the repository.
 
 Two kinds, in every tracked text file (git ls-files): tracker numbers ("issue" or "ticket" followed by
-a number, or a bare "#" and one or two digits), and the words of the lab the work was done in
-(machines "lent", machine "kinds" such as the provider's H200 names). A comment names the behaviour or
-the reason instead; docs name the hardware ("two H200s with NVLink") and what was measured when.
+a number, or a bare "#" and one or two digits), and words that describe where the work was done rather
+than the project (how a machine was obtained or called, who else was busy on it, files outside the
+repository). A comment names the behaviour or the reason instead; docs name the hardware ("two H200s
+with NVLink", "a 2-core virtual machine") and what was measured when.
 An upstream project's issue cited by URL (github.com/NVIDIA/nccl/issues/123) passes: only the bare
 tracker style is matched, never a path. #include, #define, colours (#fff, #1f77b4), shell's $# and
 ${#x}, printf's %#x and HTML's &#39; do not match. This file is exempt: it spells out what it looks for.
@@ -26,6 +27,12 @@ RULES = [
     (re.compile(r'nvidia-h200|\bmachine kinds?\b|\bkinds? of machines?\b|\b(?:one|two|four|eight|\d)-GPU kind\b'
                 r'|\bdevice machine\b', re.I),
      "the lab's name for a machine: name the hardware (e.g. two H200s with NVLink)"),
+    (re.compile(r'\bthe GPU machine\b|\b(?:development|dev|this) VM\b', re.I),
+     "a name for where the work was done: name the hardware (e.g. one H200, a 2-core virtual machine)"),
+    (re.compile(r'\bother engineers\b|\bengineers\W+(?:builds?|compil\w*|jobs?|tests?)\b|\bin the workspace\b', re.I),
+     "who else used the machine: give the load (e.g. load average 10 on 2 cores) instead"),
+    (re.compile(r'shared/(?:DEVICE|LAUNCHERS|DESIGN|CONVENTIONS|LAYERS|README)\.md'),
+     "a file outside the repository: say the fact here, or cite a public source"),
 ]
 SELF = 'scripts/check_words.py'
 

@@ -1,10 +1,12 @@
 #!/usr/bin/python3
 """Plot xtrain metrics files (--metrics, JSON lines) as PNG and/or SVG with matplotlib.
 
-Three panels against the optimizer step: train loss (solid) and validation loss (dashed, dots),
-tokens per second, learning rate; one colour per file. Records read: "train" (step, loss, lr,
-tok_per_s) and "val" (step, val_loss); others ("final") are skipped. A step recorded twice (files
-appended by hand, resumed runs) keeps its later record.
+Three panels against the optimizer step: train loss (solid), validation loss (dashed, dots) and each
+--eval set's loss (dotted, one marker shape per set), tokens per second, learning rate; with --eval-mc
+sets a fourth, their acc_norm (solid) and acc (dashed); one colour per file. Records read: "train"
+(step, loss, lr, tok_per_s), "val" (step, val_loss) and "eval" (step, name, loss or acc and acc_norm);
+others ("final") are skipped. A step recorded twice (files appended by hand, resumed runs) keeps its
+later record.
 
 Examples:
   tools/plot_metrics.py run.jsonl -o run.png
@@ -24,9 +26,10 @@ class MetricsError(Exception):
 
 
 def load(path):
-    """Reads one metrics file. Returns (train, val): train maps step -> (loss, lr, tok_per_s),
-    val maps step -> val_loss; a later record of a step replaces an earlier one."""
-    train, val = {}, {}
+    """Reads one metrics file. Returns (train, val, evals): train maps step -> (loss, lr, tok_per_s),
+    val maps step -> val_loss, evals maps an eval set's name -> step -> its loss (a float; --eval) or
+    (acc, acc_norm) (--eval-mc); a later record of a step replaces an earlier one."""
+    train, val, evals = {}, {}, {}
     try:
         with open(path, encoding="utf-8") as f:
             for n, line in enumerate(f, 1):
@@ -39,13 +42,16 @@ def load(path):
                         train[int(r["step"])] = (float(r["loss"]), float(r["lr"]), float(r["tok_per_s"]))
                     elif kind == "val":
                         val[int(r["step"])] = float(r["val_loss"])
+                    elif kind == "eval":
+                        fig = (float(r["acc"]), float(r["acc_norm"])) if "acc" in r else float(r["loss"])
+                        evals.setdefault(str(r["name"]), {})[int(r["step"])] = fig
                 except (ValueError, KeyError, TypeError, AttributeError) as e:
                     raise MetricsError(f"{path}:{n}: not a metrics record ({type(e).__name__}: {e})") from None
     except OSError as e:
         raise MetricsError(f"{path}: {e.strerror}") from None
-    if not train and not val:
-        raise MetricsError(f"{path}: no train or val records")
-    return train, val
+    if not train and not val and not evals:
+        raise MetricsError(f"{path}: no train, val or eval records")
+    return train, val, evals
 
 
 def parse_run(arg):
@@ -59,16 +65,22 @@ def parse_run(arg):
 
 
 def plot(runs, outs, title):
-    """runs: [(label, train, val)] as load() returns them; outs: paths ending in .png or .svg."""
+    """runs: [(label, train, val, evals)] as load() returns them; outs: paths ending in .png or .svg."""
     import matplotlib
     matplotlib.use("Agg")  # no display needed
     import matplotlib.pyplot as plt
 
     matplotlib.rcParams["svg.hashsalt"] = "xtrain"  # the same input gives the same SVG
-    fig, (ax_loss, ax_tok, ax_lr) = plt.subplots(
-        3, 1, figsize=FIG_SIZE, sharex=True, gridspec_kw={"height_ratios": [2.2, 1, 1]})
+    has_mc = any(isinstance(f, tuple) for run in runs for e in run[3].values() for f in e.values())
+    if has_mc:
+        fig, (ax_loss, ax_acc, ax_tok, ax_lr) = plt.subplots(
+            4, 1, figsize=FIG_SIZE, sharex=True, gridspec_kw={"height_ratios": [2.2, 1.4, 1, 1]})
+    else:
+        fig, (ax_loss, ax_tok, ax_lr) = plt.subplots(
+            3, 1, figsize=FIG_SIZE, sharex=True, gridspec_kw={"height_ratios": [2.2, 1, 1]})
     colors = plt.rcParams["axes.prop_cycle"].by_key()["color"]
-    for i, (label, train, val) in enumerate(runs):
+    shapes = "s^vDP*X"  # one marker shape per eval set
+    for i, (label, train, val, evals) in enumerate(runs):
         c = colors[i % len(colors)]
         steps = sorted(train)
         marker = "o" if len(steps) == 1 else None  # one point draws no line
@@ -81,6 +93,14 @@ def plot(runs, outs, title):
             vs = sorted(val)
             ax_loss.plot(vs, [val[s] for s in vs], color=c, lw=1.5, ls="--", marker="o", ms=3.5,
                          label=f"{label} val")
+        for k, (name, e) in enumerate(sorted(evals.items())):
+            es = sorted(e)
+            m = shapes[k % len(shapes)]
+            if isinstance(e[es[0]], tuple):
+                ax_acc.plot(es, [e[s][1] for s in es], color=c, lw=1.4, marker=m, ms=3.5, label=f"{label} {name} acc_norm")
+                ax_acc.plot(es, [e[s][0] for s in es], color=c, lw=1.0, ls="--", marker=m, ms=2.5, label=f"{label} {name} acc")
+            else:
+                ax_loss.plot(es, [e[s] for s in es], color=c, lw=1.2, ls=":", marker=m, ms=3.5, label=f"{label} {name}")
     ax_loss.set_ylabel("loss (nats/token)")
     ax_loss.set_title(title)
     ax_loss.legend(fontsize="small")
@@ -89,7 +109,10 @@ def plot(runs, outs, title):
     ax_lr.set_ylabel("learning rate")
     ax_lr.ticklabel_format(axis="y", style="sci", scilimits=(-2, 3))
     ax_lr.set_xlabel("optimizer step")
-    for ax in (ax_loss, ax_tok, ax_lr):
+    if has_mc:
+        ax_acc.set_ylabel("multiple-choice\naccuracy")
+        ax_acc.legend(fontsize="x-small")
+    for ax in (ax_loss, ax_tok, ax_lr) + ((ax_acc,) if has_mc else ()):
         ax.grid(True, color="#dddddd", lw=0.6)
     fig.align_ylabels()
     fig.tight_layout()

@@ -23,6 +23,7 @@
 #include "data/token_cache.h"
 #include <xtrain/data/tokenizer.h>
 #include <xtrain/model/model.h>
+#include <xtrain/score/multiple_choice.h>
 #include <xtrain/serve/export.h>
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/train/train.h>
@@ -178,6 +179,19 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   agree(mpi, [&] {
     data = make_train_data(std::move(tokens), tok->fingerprint(), cfg, val_files.empty() ? nullptr : &val_tokens);
   });
+  // the eval sets: every rank reads them (a bad item is one line naming its file, line and field)
+  for (const auto& [name, spec] : o.evals) {
+    std::vector<std::string> files;
+    agree(mpi, [&] { files = list_data_files(spec); });
+    TokenStream s = load_corpus(mpi, launch.local_rank, launch.local_size, files, tok, corpus);
+    agree(mpi, [&] {
+      if (s.size() < static_cast<size_t>(cfg.seq) + 1)
+        XT_FAIL("--eval " << name << ": " << s.size() << " tokens, less than one window of --seq " << cfg.seq << " + 1");
+    });
+    data.evals.loss.push_back({name, std::move(s)});
+  }
+  for (const auto& [name, file] : o.eval_mcs)
+    agree(mpi, [&] { data.evals.mc.push_back({name, tokenize_mc(read_mc_file(file), *tok, cfg.model, file)}); });
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
   end_if_stopped(mpi, before);
@@ -205,6 +219,12 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
+    for (const EvalSets::Loss& s : data.evals.loss)
+      std::printf("eval   | %s | %s tokens: loss over %zu windows of %d at every --val-every\n", s.name.c_str(),
+                  human(s.tokens.size()).c_str(), std::min<size_t>(cfg.val_seqs, (s.tokens.size() - 1) / cfg.seq), cfg.seq);
+    for (const EvalSets::Mc& s : data.evals.mc)
+      std::printf("eval   | %s | %zu multiple-choice items (%zu choices, up to %d tokens each) at every --val-every\n",
+                  s.name.c_str(), s.items.items.size(), s.items.rows(), s.items.T + 1);
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
     if (cfg.optim.warmup_steps > cfg.steps)  // linear warmup (lr_at): the last step's rate is its peak

@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <cmath>
 #include <filesystem>
+#include <cctype>
 #include <cstdlib>
 #include <sstream>
 
@@ -14,7 +15,9 @@
 #include <xtrain/backend/backend.h>
 #include <xtrain/backend/registry.h>
 #include "core/cli.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
+#include "core/echo.h"
 #include "core/io.h"
 #include <xtrain/data/corpus.h>
 #include "data/token_cache.h"
@@ -45,8 +48,29 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
     else if (auto* u = boost::any_cast<uint64_t>(&v)) os << *u;
     else if (auto* b = boost::any_cast<bool>(&v)) os << (*b ? "true" : "false");
     else if (auto* str = boost::any_cast<std::string>(&v)) os << *str;
+    else if (auto* list = boost::any_cast<std::vector<std::string>>(&v))  // a repeatable option: every value, in order
+      for (size_t k = 0; k < list->size(); ++k) os << (k ? "\n" : "") << (*list)[k];
     else XT_FAIL("option --" << name << " has a type canonical_options does not know");  // a new option type
     out.emplace_back("--" + name, os.str());
+  }
+  return out;
+}
+
+// parse_eval_specs: --eval / --eval-mc values NAME=FILES -> (name, files). A name is letters, digits, '_',
+// '-' and '.' (it is a field of the validation line and of the metrics file); names are unique.
+std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt) {
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const std::string& s : specs) {
+    const size_t eq = s.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
+      throw UsageError(std::string(opt) + " takes NAME=FILES, got '" + echo_value(s) + "'");
+    const std::string name = s.substr(0, eq);
+    for (char c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
+        throw UsageError(std::string(opt) + " name '" + echo_value(name) + "': use letters, digits, '_', '-' and '.'");
+    for (const auto& p : out)
+      if (p.first == name) throw UsageError(std::string(opt) + " names the set '" + name + "' twice");
+    out.emplace_back(name, s.substr(eq + 1));
   }
   return out;
 }
@@ -58,15 +82,15 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   TrainConfig& t = o.train;
   GPTConfig& m = t.model;
   OptimConfig& oc = t.optim;
-  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   std::string weight_copy = "persistent";
   std::string optimizer = "adamw", lr_schedule = "cosine", muon_adjust = "original";
+  std::vector<std::string> eval_specs, eval_mc_specs;
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
-    ("data", po::value(&o.data)->default_value(dd + "/brown.txt"), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
+    ("data", po::value(&o.data)->default_value(default_data_file("brown.txt")), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
     ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
@@ -77,7 +101,10 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
-    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation");
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
+    ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: a multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
   std::string arch = "gpt2", tie = "true";
   po::options_description model = cli_group("Model (GPT-2 or Llama layout, pre-norm)");
   model.add_options()
@@ -126,13 +153,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("memory-report", po::bool_switch(&t.memory_report), "after the last step, rank 0 prints every buffer its allocator holds (parameters, gradients, optimizer state, activations by table row, the backend's workspaces and cache) summed by category, beside the allocator's peak (docs/cuda.md, \"Memory\")")
     ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
-    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (not yet the default: not yet run on two GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
+    ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (off by default with several GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
   po::options_description sys = cli_group("System");
   sys.add_options()
     ("device", po::value(&device)->default_value("auto"), ("auto | cpu | cuda (compiled in: " + compiled_backends() + ")").c_str())
     ("dtype", po::value(&dtype)->default_value("auto"), "auto | fp32 | bf16 (auto: bf16 on cuda, fp32 on cpu; bf16: CUDA only: bf16 activations and tensor-core matmuls, fp32 weights and optimizer state)")
     ("attention", po::value(&attention)->default_value("auto"), "auto | flash | gemm | cudnn: the CUDA attention route (auto: cudnn with bf16, where cuDNN has a deterministic plan for the shape, else flash; gemm with fp32. cudnn: cuDNN's fused attention, bf16 only; flash: FlashAttention-2 kernels; gemm: cuBLAS GEMMs around a softmax kernel; shapes a route does not take go to flash, then gemm; docs/cuda.md)")
-    ("weight-copy", po::value(&weight_copy)->default_value("persistent"), "persistent | per-use: how bf16 matmuls get bf16 copies of the fp32 weights. persistent: one copy of every weight kept on the GPU, rounded once per forward (2 bytes per parameter of memory); per-use: each matmul rounds its weight into a scratch copy (saves that memory; every weight rounded once more per step, about 1% slower at GPT-2 1.5B on one H200). Results bitwise the same. Needs --dtype bf16 on cuda: per-use is refused with fp32 and on the CPU backend, which keep no copy (docs/cuda.md)")
+    ("weight-copy", po::value(&weight_copy)->default_value("persistent"), "persistent | per-use: how bf16 matmuls get bf16 copies of the fp32 weights. persistent: one copy of every weight kept on the GPU, rounded once per forward (2 bytes per parameter of memory); per-use: each matmul rounds its weight into a scratch copy (saves that memory; every weight rounded once per use instead of once per step: a little slower, docs/benchmarks.md). Results bitwise the same. Needs --dtype bf16 on cuda: per-use is refused with fp32 and on the CPU backend, which keep no copy (docs/cuda.md)")
     ("comm-timeout", po::value(&o.comm_timeout_s)->default_value(300.0, "300"), "seconds one collective (NCCL or MPI) may wait for the other ranks before the job aborts naming rank, step and operation (1 to 1e6; the ranks keep meeting while some work alone: tokenizing, rank 0 writing a checkpoint)");
   if (launcher == Launcher::threads)
     sys.add_options()("ranks", po::value(&o.ranks)->default_value(0), "ranks, one thread each (0 = one per visible GPU; required with the CPU backend)");
@@ -225,6 +252,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.eval_batch >= 1 && t.eval_batch <= 65536, "--eval-batch must be in [1, 65536]");
+  o.evals = parse_eval_specs(eval_specs, "--eval");
+  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc");
+  for (const auto& a : o.evals)
+    for (const auto& b : o.eval_mcs)
+      if (a.first == b.first) throw UsageError("--eval and --eval-mc both name a set '" + a.first + "'");
+  need(t.val_every > 0 || (o.evals.empty() && o.eval_mcs.empty()), "--eval and --eval-mc need --val-every > 0 (they are scored at every --val-every step)");
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
@@ -242,6 +276,11 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(o.val_data.empty() || o.tokens_cache.empty(), "--tokens-cache names the cache of one --data file; with --val-data each cache is <file>.tokcache");
   o.data_format = parse_data_format(data_format);
   need(!o.jsonl_field.empty(), "--jsonl-field must not be empty");
+  if (vm["data"].defaulted()) {
+    std::error_code ec;
+    if (!std::filesystem::exists(o.data, ec))
+      throw UsageError("--data: the default " + o.data + " is missing (" + data_dir_note("--data FILE") + ")");
+  }
   return o;
 }
 
@@ -256,6 +295,9 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   std::vector<Path> reads, caches, outputs;  // read only; read and written; written
   for (const std::string& f : data_files) reads.push_back({"--data", f});
   for (const std::string& f : val_files) reads.push_back({"--val-data", f});
+  for (const auto& [name, spec] : o.evals)
+    for (const std::string& f : list_data_files(spec)) reads.push_back({"--eval " + name, f});
+  for (const auto& [name, file] : o.eval_mcs) reads.push_back({"--eval-mc " + name, file});
   const size_t n_data = reads.size();
   for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) reads.push_back({opt, path});
   reads.push_back({"--resume", o.train.resume});

@@ -25,6 +25,8 @@ struct RunOptions {
   std::string cache_dir;       // --cache-dir: content-keyed caches' directory, kCacheNextToData, "" = the
                                // per-user default (default_token_cache_dir, token_cache.h)
   TokenizerFiles tokenizer;    // --encoder-json, --vocab-bpe, --tokenizer-json
+  // --eval NAME=FILES and --eval-mc NAME=FILE (repeatable), in command-line order: (name, files)
+  std::vector<std::pair<std::string, std::string>> evals, eval_mcs;
   std::string init_from;       // model directory to start from (xtrain_export or HF GPT-2; "" = init_params)
   Device device = Device::automatic;  // --device, parsed once here
   DType dtype = DType::automatic;     // --dtype

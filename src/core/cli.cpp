@@ -19,7 +19,7 @@ namespace xtrain {
 
 const char* const kCliPolicy =
     "Option names are never abbreviated; an option given twice takes its last value\n"
-    "(a job script may append overrides).\n";
+    "(a job script may append overrides), except the options marked repeatable, which take every value.\n";
 
 po::options_description cli_group(const std::string& title) { return po::options_description(title, 110, 55); }
 
@@ -36,11 +36,17 @@ const char* xtrain_version() { return XTRAIN_VERSION; }
 
 namespace {
 // keep_last: of the options given more than once, only the last occurrence (in command-line order
-// otherwise). "-h" and "--help" share their key.
-void keep_last(std::vector<po::option>& options) {
+// otherwise), except the repeatable ones (a composing value, e.g. --eval NAME=FILES), which keep every one.
+// "-h" and "--help" share their key.
+void keep_last(std::vector<po::option>& options, const po::options_description& all) {
   std::vector<po::option> last;
   for (auto it = options.rbegin(); it != options.rend(); ++it) {
+    const po::option_description* d = all.find_nothrow(it->string_key, false);
     bool seen = false;
+    if (d && d->semantic()->is_composing()) {
+      last.insert(last.begin(), *it);
+      continue;
+    }
     for (const po::option& o : last) seen = seen || o.string_key == it->string_key;
     if (!seen) last.insert(last.begin(), *it);
   }
@@ -90,7 +96,7 @@ CliArgs parse_cli(const CliSpec& spec, int argc, const char* const argv[]) {
     const int style = po::command_line_style::default_style & ~po::command_line_style::allow_guessing;
     po::parsed_options parsed =
         po::command_line_parser(argc, argv).options(all).positional(spec.positional).style(style).run();
-    keep_last(parsed.options);
+    keep_last(parsed.options, all);
     po::store(parsed, a.vm);
     po::notify(a.vm);
   } catch (const po::too_many_positional_options_error&) {

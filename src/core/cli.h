@@ -1,8 +1,10 @@
 // The command line of every front end (xtrain_mpi, xtrain_threads, xtrain_tokenize, xtrain_generate,
-// xtrain_export): one parser over Boost.Program_options with one policy, one --help / --version style,
+// xtrain_export, xtrain_eval): one parser over Boost.Program_options with one policy, one --help / --version style,
 // and one mapping from exceptions to messages and exit codes. The policy: option names are never
 // abbreviated (`--ste` is not `--steps`), a word that is not an option is refused unless the program
-// declares positionals, and an option given twice takes its LAST value (job scripts append overrides).
+// declares positionals, and an option given twice takes its LAST value (job scripts append overrides),
+// except a repeatable one (declared with a composing vector value, its --help saying "repeatable"), which
+// takes every value in order.
 #pragma once
 
 #include <boost/program_options.hpp>

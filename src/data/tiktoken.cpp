@@ -6,6 +6,7 @@
 #include <unordered_set>
 
 #include "bpe.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/tiktoken.h"
@@ -153,7 +154,7 @@ std::vector<std::string> tiktoken_names() {
 }
 
 std::string tiktoken_default_file(const std::string& name) {
-  return std::string(XTRAIN_DEFAULT_DATA_DIR) + "/tokenizers/" + find_builtin(name).file;
+  return default_data_file(std::string("tokenizers/") + find_builtin(name).file);
 }
 
 Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_file, const std::string& name) {

@@ -23,7 +23,7 @@ bool decode_base64(std::string_view in, std::string* out);
 std::vector<std::string> tiktoken_names();
 
 // tiktoken_default_file: where scripts/setup.sh --tokenizers puts the rank file of `name`
-// (XTRAIN_DEFAULT_DATA_DIR/tokenizers/<name>.tiktoken; p50k_edit shares p50k_base's). UsageError
+// (<data directory>/tokenizers/<name>.tiktoken, core/data_dir.h; p50k_edit shares p50k_base's). UsageError
 // for an unknown name.
 std::string tiktoken_default_file(const std::string& name);
 

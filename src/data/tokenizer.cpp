@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <climits>
 #include <filesystem>
+#include <tuple>
 #include <cstdint>
 #include <mutex>
 #include <sstream>
@@ -15,6 +16,7 @@
 
 #include "bpe.h"
 #include "core/echo.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
@@ -459,10 +461,19 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
   if (!ranks.empty()) {
     std::error_code ec;
     if (!std::filesystem::exists(ranks, ec))
-      throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks +
-                       " is missing (run scripts/setup.sh --tokenizers, or give --tokenizer-ranks FILE)");
+      throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks + " is missing (run scripts/setup.sh " +
+                       "--tokenizers, or give --tokenizer-ranks FILE" +
+                       (files.tokenizer_ranks.empty() ? "; " + data_dir_note("--tokenizer-ranks FILE") : std::string()) + ")");
     return Tokenizer::from_tiktoken(ranks, files.tokenizer);
   }
+  if (files.tokenizer_json.empty())
+    for (const auto& [given, path, option] : {std::tuple{files.encoder_json_given, files.encoder_json, "--encoder-json"},
+                                              std::tuple{files.vocab_bpe_given, files.vocab_bpe, "--vocab-bpe"}}) {
+      std::error_code ec;
+      if (!given && !std::filesystem::exists(path, ec))
+        throw UsageError(std::string(option) + ": the default " + path + " is missing (" +
+                         data_dir_note(std::string(option) + " FILE") + ")");
+    }
   return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
 }
 

@@ -1,6 +1,7 @@
 // The shared tokenizer file options (see src/data/tokenizer_options.h).
 #include "data/tokenizer_options.h"
 
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "data/tiktoken.h"
 
@@ -15,11 +16,10 @@ std::string with_note(const std::string& help, const std::string& note) {
 }  // namespace
 
 void add_tokenizer_options(po::options_description& desc, TokenizerFiles& files, const TokenizerOptionNotes& notes) {
-  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
   desc.add_options()
-    ("encoder-json", po::value(&files.encoder_json)->default_value(dd + "/gpt2/encoder.json"),
+    ("encoder-json", po::value(&files.encoder_json)->default_value(default_data_file("gpt2/encoder.json")),
      with_note("OpenAI GPT-2 encoder.json (token -> id)", notes.encoder_json).c_str())
-    ("vocab-bpe", po::value(&files.vocab_bpe)->default_value(dd + "/gpt2/vocab.bpe"),
+    ("vocab-bpe", po::value(&files.vocab_bpe)->default_value(default_data_file("gpt2/vocab.bpe")),
      with_note("OpenAI GPT-2 vocab.bpe (merges in rank order)", notes.vocab_bpe).c_str());
   std::string names;
   for (const std::string& n : tiktoken_names()) names += (names.empty() ? "" : ", ") + n;
@@ -30,7 +30,7 @@ void add_tokenizer_options(po::options_description& desc, TokenizerFiles& files,
       "its split pattern and special tokens: " + names + " (docs/tokenizers.md)").c_str())
     ("tokenizer-ranks", po::value(&files.tokenizer_ranks)->default_value(""),
      ("rank file of the --tokenizer encoding (\"<base64 token> <rank>\" lines; Llama 3's tokenizer.model is one) "
-      "(default: " + dd + "/tokenizers/<name>.tiktoken, fetched by scripts/setup.sh --tokenizers)").c_str());
+      "(default: " + default_data_file("tokenizers/<name>.tiktoken") + ", fetched by scripts/setup.sh --tokenizers; the data directory: $XTRAIN_DATA, else <prefix>/share/xtrain, else a build tree's source data/)").c_str());
   if (notes.hf_json)
     desc.add_options()("tokenizer-json", po::value(&files.tokenizer_json)->default_value(""),
                        "Hugging Face tokenizer.json; when given, it replaces --encoder-json/--vocab-bpe (default: none)")

@@ -20,10 +20,10 @@ struct TokenizerOptionNotes {
   bool hf_json = true;
 };
 
-// add_tokenizer_options: adds --encoder-json and --vocab-bpe (defaults XTRAIN_DEFAULT_DATA_DIR/gpt2/
+// add_tokenizer_options: adds --encoder-json and --vocab-bpe (defaults <data directory>/gpt2/
 // encoder.json and vocab.bpe, the files scripts/setup.sh fetches) and --tokenizer-json (default none)
 // to `desc`, bound to `files`, at this point of desc's --help order; also --tokenizer (default gpt2),
-// --tokenizer-ranks (default: the encoding's file under XTRAIN_DEFAULT_DATA_DIR/tokenizers) and
+// --tokenizer-ranks (default: the encoding's file under <data directory>/tokenizers; core/data_dir.h) and
 // --tokenizer-model (a SentencePiece model, default none).
 void add_tokenizer_options(boost::program_options::options_description& desc, TokenizerFiles& files,
                            const TokenizerOptionNotes& notes = {});

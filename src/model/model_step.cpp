@@ -44,6 +44,12 @@ double GPT::loss_sum(int B, int T) {
   return be_.sum(static_cast<const float*>(gact(kLosses)), static_cast<size_t>(B) * T);
 }
 
+void GPT::position_losses(float* out, int B, int T) {
+  XT_CHECK(B > 0 && B <= B_ && T == T_, "position_losses(B=" << B << ", T=" << T << ") outside the buffers (B <= "
+                                                             << B_ << ", T = " << T_ << ")");
+  be_.copy_to_host(out, gact(kLosses), static_cast<size_t>(B) * T * sizeof(float));
+}
+
 void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout) {
   XT_CHECK(B == batch_B_ && T == batch_T_ && B > 0,
            "forward_pass(B=" << B << ", T=" << T << ") without set_batch of that shape");

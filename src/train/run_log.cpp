@@ -58,10 +58,31 @@ void RunLog::step(int step, int end, const StepResult& r, double ms) {
   metrics_.write(train_record(st));
 }
 
-void RunLog::validation(int step, double val_loss) {
+void RunLog::validation(int step, std::optional<double> val_loss, const std::vector<EvalFigure>& evals) {
   if (rank_ != 0) return;
-  std::printf("step %5d/%d | val loss %.4f\n", step, cfg_.steps, val_loss);
-  metrics_.write({{"type", "val"}, {"step", step}, {"val_loss", val_loss}});
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "step %5d/%d", step, cfg_.steps);
+  std::string line = buf;
+  if (val_loss) std::snprintf(buf, sizeof buf, " | val loss %.4f", *val_loss), line += buf;
+  for (const EvalFigure& e : evals) {
+    if (e.mc)
+      std::snprintf(buf, sizeof buf, " | %s acc %.4f acc_norm %.4f acc_token_mean %.4f", e.name.c_str(), e.acc,
+                    e.acc_norm, e.acc_token_mean);
+    else
+      std::snprintf(buf, sizeof buf, " | %s loss %.4f", e.name.c_str(), e.loss);
+    line += buf;
+  }
+  std::printf("%s\n", line.c_str());
+  if (val_loss) metrics_.write({{"type", "val"}, {"step", step}, {"val_loss", *val_loss}});
+  for (const EvalFigure& e : evals) {
+    nlohmann::json r = {{"type", "eval"}, {"step", step}, {"name", e.name}};
+    if (e.mc)
+      r["items"] = e.items, r["acc"] = e.acc, r["acc_norm"] = e.acc_norm, r["acc_token_mean"] = e.acc_token_mean,
+      r["right_logprob"] = e.right_logprob;
+    else
+      r["loss"] = e.loss;
+    metrics_.write(r);
+  }
 }
 
 void RunLog::summary(RunSummary s) {

@@ -5,10 +5,12 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <xtrain/backend/backend.h>
 #include <xtrain/model/model.h>
 #include <xtrain/train/config.h>
+#include <xtrain/train/train.h>
 #include "train/metrics.h"
 #include "train/run_summary.h"
 #include "train/step.h"
@@ -27,8 +29,11 @@ class RunLog {
   // prints the step line every --log-every steps and at the first and last, names a slow first step as
   // warm-up after the second, and writes the `train` record.
   void step(int step, int end, const StepResult& r, double ms);
-  // validation: rank 0 prints the validation loss (nats per token) of `step` and writes the `val` record.
-  void validation(int step, double val_loss);
+  // validation: rank 0 prints the validation line of `step`: the validation loss (nats per token; none when
+  // nothing is held out) and each eval set's figures, and writes the `val` record and one `eval` record per
+  // set: {"type": "eval", "step", "name", "loss"} or {"type": "eval", "step", "name", "items", "acc",
+  // "acc_norm", "acc_token_mean", "right_logprob"}.
+  void validation(int step, std::optional<double> val_loss, const std::vector<EvalFigure>& evals);
   // summary: rank 0 writes the `final` record and prints the summary lines; MFU filled in where known.
   void summary(RunSummary s);
 

@@ -20,6 +20,8 @@
 #include <xtrain/core/log.h>
 #include <xtrain/core/stop_signal.h>
 #include "train/checkpointing.h"
+#include <xtrain/score/held_out.h>
+#include <xtrain/score/multiple_choice.h>
 #include "train/memory_report.h"
 #include "train/run_log.h"
 #include "train/step.h"
@@ -100,19 +102,41 @@ class RunTimeline {
 // validation_due / checkpoint_due: every --val-every / --ckpt-every steps and at the run's last step.
 // Something is held out exactly when make_train_data kept a validation part (--val-fraction > 0 or
 // --val-data, with --val-every > 0).
+// The eval sets (data.evals) are scored at the same steps, also when nothing is held out.
 bool validation_due(const TrainConfig& cfg, const TrainData& data, int step, int end) {
-  return cfg.val_every > 0 && data.tokens.size() > data.n_train && (step % cfg.val_every == 0 || step == end);
+  return cfg.val_every > 0 && (data.tokens.size() > data.n_train || !data.evals.empty()) &&
+         (step % cfg.val_every == 0 || step == end);
 }
 bool checkpoint_due(const TrainConfig& cfg, int step, int end) {
   return !cfg.ckpt.empty() && (step == end || (cfg.ckpt_every > 0 && step % cfg.ckpt_every == 0));
 }
 
-// validate: the validation loss at `step` (collective), into res and the log.
+// validate: the validation loss at `step` (when something is held out) and the eval sets' figures
+// (collective), into res and the log.
 void validate(const TrainConfig& cfg, const TrainData& data, GPT& model, Communicator& comm, int micro_local,
               int step, RunLog& log, TrainResult& res) {
-  const double vl = validation_loss(cfg, data, model, comm, micro_local);
-  res.val_loss = vl, res.val_step = step;
-  log.validation(step, vl);
+  std::optional<double> vl;
+  if (data.tokens.size() > data.n_train) vl = validation_loss(cfg, data, model, comm, micro_local);
+  res.evals.clear();
+  for (const EvalSets::Loss& s : data.evals.loss) {
+    EvalFigure f;
+    f.name = s.name;
+    f.loss = held_out_loss(model, s.tokens, cfg.seq, cfg.val_seqs, cfg.eval_batch, &comm);
+    res.evals.push_back(f);
+  }
+  for (const EvalSets::Mc& s : data.evals.mc) {
+    // rank 0 names its share of a long file's items as it goes (every rank has about as many)
+    const McResult r = score_mc(model, s.items, cfg.eval_batch, &comm,
+                                comm.rank() == 0 ? mc_progress_line(s.name + " (rank 0's share)", stdout)
+                                                 : std::function<void(const McProgress&)>());
+    EvalFigure f;
+    f.name = s.name, f.mc = true, f.items = r.items;
+    f.acc = r.acc, f.acc_norm = r.acc_norm, f.acc_token_mean = r.acc_token_mean, f.right_logprob = r.right_logprob;
+    res.evals.push_back(f);
+  }
+  if (vl) res.val_loss = vl;
+  res.val_step = step;
+  log.validation(step, vl, res.evals);
 }
 
 // summary_of: the run summary of `res` (rank 0's view), without MFU and timeline (RunLog, RunTimeline).
@@ -171,7 +195,8 @@ std::string stop_notice(const TrainConfig& cfg, int step, int ckpt_step) {
 
 }  // namespace
 
-TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm) {
+TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
+                       const StepCallback& on_step) {
   const auto t_start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), rank = comm.rank();
   Optimizer opt(be, comm, model, cfg.optim);
@@ -212,6 +237,12 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
       // a run stopped by a signal skips its last validation: under mpirun the ranks may be killed soon
       if (!res.stopped && validation_due(cfg, data, step, end))
         validate(cfg, data, model, comm, runner.micro_local(), step, log, res);
+      if (on_step) {
+        StepReport rep;
+        rep.step = step, rep.last_step = end, rep.loss = r.loss, rep.grad_norm = r.grad_norm, rep.lr = r.lr, rep.step_ms = ms;
+        if (res.val_step == step) rep.val_loss = res.val_loss;
+        on_step(rep);
+      }
     }
   } catch (const AgreedFailure&) {
     throw;

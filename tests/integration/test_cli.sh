@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One command-line policy in all five programs (core/cli.h): --version prints "<program> <version>",
+# One command-line policy in all six programs (core/cli.h): --version prints "<program> <version>",
 # --help a usage line, the options and the policy (exit 0); an abbreviated option name and a stray
 # word are usage errors (exit 2); an option given twice takes its last value, shown by a value that
 # the program's first check names (or, with the last value good, the next check failing instead).
@@ -26,7 +26,7 @@ MPI1=("$B/xtrain_mpi")  # a singleton MPI process, as a one-rank job
 THR=("$B/xtrain_threads" --ranks 1)
 GEN_ARGS=(--ckpt "$WORK/none.ckpt" --prompt hi "${TOK[@]}")
 versions=""
-for p in xtrain_mpi xtrain_threads xtrain_tokenize xtrain_generate xtrain_export; do
+for p in xtrain_mpi xtrain_threads xtrain_tokenize xtrain_generate xtrain_export xtrain_eval; do
   cmd=("$B/$p")
   [[ $p == xtrain_mpi ]] && cmd=("${MPI1[@]}")
   run 0 "^$p [0-9]+\.[0-9]+\.[0-9]+$" "${cmd[@]}" --version
@@ -51,6 +51,7 @@ cmp -s "$WORK/mpi.err" "$WORK/thr.err" && echo "ok   xtrain_mpi and xtrain_threa
 run 2 "^xtrain_tokenize: usage error: .*'--print-id'" "$B/xtrain_tokenize" "${TOK[@]}" --print-id x
 run 2 "^xtrain_generate: usage error: .*'--temp'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --temp 0
 run 2 "^xtrain_generate: usage error: .*'--max-new'" "$B/xtrain_generate" "${GEN_ARGS[@]}" --max-new 2
+run 2 "^xtrain_eval: usage error: .*'--max-seq'" "$B/xtrain_eval" --ckpt "$WORK/none.ckpt" --mc x --max-seq 2
 run 2 "^xtrain_export: usage error: .*'--form'" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --form hf
 # --norm-eps out of range (1e-300 reads as float 0, 1e-45 as a denormal): one line giving the range
 for eps in 1e-300 1e-45 0 -1 inf nan 2; do

@@ -1,5 +1,5 @@
 // core/cli: parse_cli's one policy (no abbreviations, no undeclared positional words, the last value
-// of a repeated option, switches included), --help and --version texts, and the mapping of
+// of a repeated option, switches included, and every value of a repeatable one), --help and --version texts, and the mapping of
 // exceptions to messages and exit codes that every main uses.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
@@ -20,12 +20,14 @@ struct Program {
   int steps = 0;
   std::string name, input;
   bool quiet = false;
+  std::vector<std::string> sets;  // --set, repeatable
   CliSpec spec{"prog", "Usage: prog [options]\nDoes little.", cli_group("Options"), {}, {}};
   explicit Program(bool with_input = false) {
     spec.options.add_options()
       ("steps", po::value(&steps)->default_value(10), "steps")
       ("name", po::value(&name), "a name (default: none)")
-      ("quiet", po::bool_switch(&quiet), "say less");
+      ("quiet", po::bool_switch(&quiet), "say less")
+      ("set", po::value(&sets)->composing(), "repeatable");
     if (with_input) {
       spec.hidden.add_options()("input", po::value(&input));
       spec.positional.add("input", 1);
@@ -49,6 +51,16 @@ TEST_CASE("an option given twice takes its last value; others keep theirs") {
   Program q;
   q.parse({});
   CHECK(q.steps == 10);  // the default
+}
+
+TEST_CASE("a repeatable option takes every value, in order; the others still their last") {
+  Program p;
+  p.parse({"--set", "a=1", "--steps", "3", "--set", "b=2", "--steps", "4", "--set", "a=1"});
+  CHECK(p.sets == std::vector<std::string>{"a=1", "b=2", "a=1"});
+  CHECK(p.steps == 4);
+  Program q;
+  q.parse({"--steps", "5"});
+  CHECK(q.sets.empty());
 }
 
 TEST_CASE("abbreviations, unknown options and stray words are usage errors") {

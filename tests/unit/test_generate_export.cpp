@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/data/tokenizer.h>
 #include <xtrain/model/inference.h>
@@ -29,8 +30,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const std::string kEncoder = std::string(XTRAIN_DEFAULT_DATA_DIR) + "/gpt2/encoder.json";
-const std::string kVocabBpe = std::string(XTRAIN_DEFAULT_DATA_DIR) + "/gpt2/vocab.bpe";
+const std::string kEncoder = xtrain::default_data_file("gpt2/encoder.json");
+const std::string kVocabBpe = xtrain::default_data_file("gpt2/vocab.bpe");
 const std::vector<std::string> kPrompts = {"The jury said", "In the beginning", "Hello, world!",
                                            "He asked whether", "Numbers: 1, 2, 3,"};
 constexpr int kNewTokens = 64;

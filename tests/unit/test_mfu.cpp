@@ -99,7 +99,7 @@ TEST_CASE("gpu_peak_table: one row per name, every figure dense and cited") {
 
 TEST_CASE("mfu: achieved over peak FLOP/s, over all devices") {
   const double fpt = flops_per_token(gpt2_124m(), 1024);
-  // docs/benchmarks.md: GPT-2 124M bf16 on one H200 at 395.9K tok/s is 34.4% MFU.
+  // bench/results/training_h200_2026-11.md: GPT-2 124M bf16 on one H200 at 395.9K tok/s is 34.4% MFU.
   CHECK(mfu(395.9e3, fpt, 989.5e12, 1) == doctest::Approx(0.3441).epsilon(1e-3));
   // Two devices at twice the tokens: the same utilization.
   CHECK(mfu(2 * 395.9e3, fpt, 989.5e12, 2) == doctest::Approx(mfu(395.9e3, fpt, 989.5e12, 1)));

@@ -187,3 +187,32 @@ TEST_CASE("--val-data: held-out files are inputs of their own, never a --data fi
   INFO(f.message);
   CHECK(f.exit_code == 0);
 }
+
+TEST_CASE("--eval and --eval-mc: repeatable NAME=FILES, in order; inputs that no output may be") {
+  const Run run;
+  const std::string ev = run.dir.file("ev.txt"), mc = run.dir.file("hs.jsonl");
+  std::ofstream(ev) << "Held out.\n";
+  std::ofstream(mc) << "{}\n";
+  std::vector<std::string> args = run.ok();
+  args.insert(args.end(), {"--val-every", "10", "--eval", "b=" + ev, "--eval-mc", "hs=" + mc, "--eval", "a=" + run.corpus});
+  args.insert(args.begin(), "xtrain_mpi");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  const RunOptions o = parse_options(static_cast<int>(argv.size()), argv.data());
+  REQUIRE(o.evals.size() == 2);
+  CHECK(o.evals[0] == std::pair<std::string, std::string>{"b", ev});
+  CHECK(o.evals[1] == std::pair<std::string, std::string>{"a", run.corpus});
+  REQUIRE(o.eval_mcs.size() == 1);
+  CHECK(o.eval_mcs[0].first == "hs");
+  bool found = false;  // the ranks compare every value of a repeatable option
+  for (const auto& [name, text] : o.canonical) found = found || (name == "--eval" && text == "b=" + ev + "\na=" + run.corpus);
+  CHECK(found);
+  usage_error(run, {"--val-every", "10", "--eval", "nofiles"}, "usage error: --eval takes NAME=FILES, got 'nofiles'");
+  usage_error(run, {"--val-every", "10", "--eval", "a b=" + ev}, "usage error: --eval name 'a b': use letters");
+  usage_error(run, {"--val-every", "10", "--eval", "x=" + ev, "--eval", "x=" + ev}, "--eval names the set 'x' twice");
+  usage_error(run, {"--val-every", "10", "--eval", "x=" + ev, "--eval-mc", "x=" + mc}, "--eval and --eval-mc both name a set 'x'");
+  usage_error(run, {"--eval", "x=" + ev}, "--eval and --eval-mc need --val-every > 0");
+  usage_error(run, {"--eval-batch", "0"}, "--eval-batch must be in \\[1, 65536\\]");
+  usage_error(run, {"--val-every", "10", "--eval-mc", "hs=" + mc, "--metrics", mc}, "--eval-mc hs and --metrics name the same file");
+  usage_error(run, {"--val-every", "10", "--eval", "e=" + ev, "--ckpt", ev}, "--eval e and --ckpt name the same file");
+}

@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """tools/plot_metrics.py on a one-step file, a resumed file (a step recorded twice: the later record
-wins) and several files: it writes a valid PNG (signature, IHDR size, non-trivial length) and an SVG;
+wins), a file with --eval and --eval-mc records (their own curves and accuracy panel) and several files: it writes a valid PNG (signature, IHDR size, non-trivial length) and an SVG;
 --help works; bad input is a one-line error with exit 1 (usage errors: 2). Run with the Python that
 has matplotlib (ctest: XTRAIN_PLOT_PYTHON)."""
 import importlib.util
@@ -63,10 +63,11 @@ def main():
     resumed = os.path.join(tmp, "resumed.jsonl")
     write(resumed, [train(s, 10 - s * 0.5) for s in range(1, 9)] + [""] +
           [train(s, 5 - s * 0.1, tok=2000.0) for s in range(7, 11)] + [{"type": "val", "step": 10, "val_loss": 4.2}])
-    t, v = tool.load(resumed)
+    t, v, e = tool.load(resumed)
     check(sorted(t) == list(range(1, 11)), "resumed file: every step once")
     check(t[7] == (4.3, 1e-3, 2000.0) and t[6] == (7.0, 1e-3, 1000.0), "resumed file: the later record of step 7 wins")
     check(v == {10: 4.2}, "resumed file: val record")
+    check(e == {}, "resumed file: no eval records")
     svg = os.path.join(tmp, "resumed.svg")
     r = run(resumed, "-o", os.path.join(tmp, "resumed.png"), "-o", svg)
     check(r.returncode == 0, f"resumed file: exit {r.returncode} {r.stderr.strip()}")
@@ -81,6 +82,21 @@ def main():
     check(os.path.getsize(several) != os.path.getsize(os.path.join(tmp, "resumed.png")),
           "several files: a different picture than one of them alone")
 
+    # Eval sets: --eval losses beside the validation loss, --eval-mc accuracies in a panel of their own
+    evals = os.path.join(tmp, "evals.jsonl")
+    write(evals, [train(s, 10 - s * 0.5) for s in range(1, 11)] +
+          [r for s in (5, 10) for r in ({"type": "val", "step": s, "val_loss": 9 - s * 0.4},
+                                         {"type": "eval", "step": s, "name": "wiki", "loss": 9.5 - s * 0.3},
+                                         {"type": "eval", "step": s, "name": "hs", "items": 40, "acc": 0.25 + s * 0.01,
+                                          "acc_norm": 0.26 + s * 0.01, "acc_token_mean": 0.25, "right_logprob": -9.0})])
+    t, v, e = tool.load(evals)
+    check(e == {"wiki": {5: 8.0, 10: 6.5}, "hs": {5: (0.3, 0.31), 10: (0.35, 0.36)}}, f"eval records: {e}")
+    r = run(evals, "-o", os.path.join(tmp, "evals.png"))
+    check(r.returncode == 0, f"eval records: exit {r.returncode} {r.stderr.strip()}")
+    check_png(os.path.join(tmp, "evals.png"), "eval records")
+    check(os.path.getsize(os.path.join(tmp, "evals.png")) != os.path.getsize(os.path.join(tmp, "resumed.png")),
+          "eval records: a picture of its own")
+
     # Bad input: exit 1 and one line naming the file (and line).
     broken = os.path.join(tmp, "broken.jsonl")
     write(broken, [train(1, 10.0), '{"type": "train", "step": 2, "loss": '])
@@ -88,7 +104,7 @@ def main():
     write(empty, [{"type": "final", "step": 0}])
     for args, want in (([broken], "broken.jsonl:2: not a metrics record"),
                        ([os.path.join(tmp, "missing.jsonl")], "missing.jsonl: No such file"),
-                       ([empty], "empty.jsonl: no train or val records")):
+                       ([empty], "empty.jsonl: no train, val or eval records")):
         r = run(*args, "-o", os.path.join(tmp, "bad.png"))
         lines = r.stderr.strip().splitlines()
         check(r.returncode == 1 and len(lines) == 1 and want in lines[0], f"bad input {want!r}: {r.stderr.strip()}")

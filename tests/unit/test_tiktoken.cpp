@@ -14,6 +14,7 @@
 #include <nlohmann/json.hpp>
 
 #include "core/digest.h"
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "data/tiktoken.h"
@@ -124,7 +125,7 @@ TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   const auto parse = xt::test::parse_tokenizer_options;
   xt::TokenizerFiles f;
   parse({"--tokenizer", "o200k_base"}, f);
-  CHECK(xt::tokenizer_ranks_path(f) == std::string(XTRAIN_DEFAULT_DATA_DIR) + "/tokenizers/o200k_base.tiktoken");
+  CHECK(xt::tokenizer_ranks_path(f) == xt::default_data_file("tokenizers/o200k_base.tiktoken"));
   xt::TokenizerFiles g;
   parse({"--tokenizer", "llama3", "--tokenizer-ranks", "/x/tokenizer.model"}, g);
   CHECK(xt::tokenizer_ranks_path(g) == "/x/tokenizer.model");
@@ -167,7 +168,7 @@ std::filesystem::path vector_dir() {
 }
 std::filesystem::path data_dir() {
   const char* r = std::getenv("XTRAIN_DATA_DIR");
-  return r ? r : XTRAIN_DEFAULT_DATA_DIR;
+  return r ? r : xtrain::default_data_dir().path;
 }
 
 // run_vectors: each tests/vectors/tiktoken_<name>.json against its rank file; returns 0 (all equal),

@@ -7,6 +7,7 @@
 #include <fstream>
 #include <functional>
 
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
@@ -416,7 +417,7 @@ static TokenizerFiles parse_tokenizer_options(std::vector<std::string> args, con
 }
 
 TEST_CASE("tokenizer options: defaults, given flags, the choice rule, one loader") {
-  const std::string dd = XTRAIN_DEFAULT_DATA_DIR;
+  const std::string dd = xtrain::default_data_dir().path;
   TokenizerFiles f = parse_tokenizer_options({});
   CHECK(f.encoder_json == dd + "/gpt2/encoder.json");
   CHECK(f.vocab_bpe == dd + "/gpt2/vocab.bpe");

@@ -175,6 +175,10 @@ class GPT {
   void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
   void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout);
   double loss_sum(int B, int T);
+  // position_losses: the per-position losses (B,T) of the last forward run on the device (nats, fp32, the
+  // cross-entropy kernel's own values: -log p(target)) copied to `out` (host, B*T floats); the evaluations
+  // (src/eval/) read the log-probabilities of chosen positions from them. Same bounds as loss_sum.
+  void position_losses(float* out, int B, int T);
   // buffers_generation: changes whenever the activation or batch buffers are reallocated (a larger
   // batch), so a graph recorded with their addresses knows it must be recorded again.
   uint64_t buffers_generation() const { return buffers_generation_; }

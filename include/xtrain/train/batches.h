@@ -6,22 +6,42 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include <xtrain/comm/comm.h>
 #include <xtrain/data/token_stream.h>
 #include <xtrain/model/model.h>
+#include <xtrain/score/multiple_choice.h>
 #include <xtrain/train/config.h>
 
 namespace xtrain {
 
+// EvalSets: the held-out sets scored at every --val-every besides the validation loss, identical on every
+// rank: --eval NAME=FILES (a loss over their windows, held_out_loss) and --eval-mc NAME=FILE (multiple
+// choice, score_mc), in command-line order.
+struct EvalSets {
+  struct Loss {
+    std::string name;
+    TokenStream tokens;
+  };
+  struct Mc {
+    std::string name;
+    McTokens items;
+  };
+  std::vector<Loss> loss;
+  std::vector<Mc> mc;
+  bool empty() const { return loss.empty() && mc.empty(); }
+};
+
 // TrainData: the token stream, identical on every rank (read-only views, e.g. memory-mapped token
-// caches); split [0, n_train) train, rest validation.
+// caches); split [0, n_train) train, rest validation; and the other held-out sets (evals).
 struct TrainData {
   TokenStream tokens;
   size_t n_train = 0;
   uint64_t hash = 0;                   // xxh3_64 of the whole token stream as int32 little-endian ids (io.h)
   uint64_t tokenizer_fingerprint = 0;
+  EvalSets evals;
 };
 
 // make_train_data: splits tokens by val_fraction (nothing is held out when validation is off) and

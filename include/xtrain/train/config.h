@@ -33,7 +33,9 @@ struct TrainConfig {
   uint64_t seed = 1337;    // init, batch sampling and dropout streams
   double val_fraction = 0.1;  // tail of the token stream held out for validation
   int val_every = 25;      // validation every N steps (and at the last step); 0 = never
-  int val_seqs = 64;       // validation sequences (global) per evaluation
+  int val_seqs = 64;       // validation sequences (global) per evaluation; also per --eval set
+  int eval_batch = 8;      // sequences per forward of the evaluations (--eval windows, --eval-mc choices): the
+                           // same at any world size, so their figures are too (src/score/)
   int log_every = 1;       // print a step line every N steps (metrics file gets every step)
   std::string ckpt;        // checkpoint path ("" = none)
   int ckpt_every = 0;      // also write the checkpoint every N steps (0 = only at the end)

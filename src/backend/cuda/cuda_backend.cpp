@@ -50,7 +50,7 @@ cublasComputeType_t gemm_compute(DType dtype) {
 
 // resolve_attention: --attention resolved for this dtype (OpContext::attention). auto: cuDNN's fused
 // attention with bf16 (deterministic and about 2x faster than the flash kernels on an H200: docs/cuda.md,
-// docs/benchmarks.md), falling back to flash per shape (CudnnAttention::usable); with fp32 the GEMM route,
+// bench/results/training_h200_2026-12.md), falling back to flash per shape (CudnnAttention::usable); with fp32 the GEMM route,
 // whose fp32 products are cuBLAS SGEMMs, faster than the flash kernels' fp32 CUDA-core products. cuDNN's
 // fused attention takes bf16 only.
 Attention resolve_attention(Attention requested, DType dtype) {

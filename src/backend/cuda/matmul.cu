@@ -149,7 +149,7 @@ void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, co
 // fixed-order column reduction of column_reduce.cuh). Not cuBLASLt's BGRADB epilogue: with it the heuristic
 // picks split-K algorithms with a reduce kernel plus a separate bias-gradient kernel per call, and the plain
 // GEMM plus one column sum measured faster (seed config +1.4% tok/s, GPT-2 124M within noise; one H200,
-// docs/benchmarks.md "Small kernels").
+// bench/results/training_h200_2026-12.md "Small kernels").
 void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
                        int OC) {
   const LinearGemm g = linear_dw(N, IC, OC);

@@ -93,7 +93,7 @@ class MpiCommunicator final : public Communicator {
   void all_reduce(float* buf, size_t count, ReduceOp op) override {
     // From a copy, not MPI_IN_PLACE: Open MPI's non-blocking all-reduce (libnbc) takes its binomial
     // reduce + broadcast for in-place buffers and its bandwidth-bound ring otherwise (a micro-benchmark
-    // on the development VM, 2 ranks: 64 MiB in 0.30 s in place, 0.03 s from a copy). One host copy of the
+    // on a 2-core virtual machine, 2 ranks: 64 MiB in 0.30 s in place, 0.03 s from a copy). One host copy of the
     // gradients, kept between steps. MPI counts are int: chunks of at most INT_MAX elements.
     if (send_.size() < count) send_.resize(count);
     std::copy(buf, buf + count, send_.begin());

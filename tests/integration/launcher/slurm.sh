@@ -2,7 +2,7 @@
 # slurm.sh — a private Slurm (slurmctld on the bridge address, one slurmd per namespace node) for the
 # launcher tests. Source after nodes.sh/common.sh; call slurm_up after nodes_up, slurm_down at exit.
 # The config is written to $XT_TMP/slurm (never /etc/slurm); clients find it through SLURM_CONF.
-# Config choices are the ones verified on these machines (../../shared/LAUNCHERS.md in the workspace).
+# Config choices: the smallest Slurm configuration that runs slurmctld and slurmd on one host as root.
 
 XT_SLURMCTLD_PORT=6917  # not Slurm's default 6817, so a system slurmctld is never reached by mistake
 XT_GPUS_PER_NODE=2      # fake GPUs (a count, no device files) so sbatch --gpus-per-node is accepted

@@ -1,0 +1,92 @@
+// The data directory, resolved at run time (<xtrain/core/data_dir.h>): $XTRAIN_DATA, the install prefix
+// of the running program, the source tree of the build tree it runs from.
+#include <xtrain/core/data_dir.h>
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+namespace xtrain {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+bool is_dir(const fs::path& p) {
+  std::error_code ec;
+  return fs::is_directory(p, ec);
+}
+
+// source_of_build_tree: the source directory named by dir/CMakeCache.txt (CMAKE_HOME_DIRECTORY) when that
+// cache is xtrain's own (CMAKE_PROJECT_NAME xtrain; not a program's that embeds xtrain), else "".
+std::string source_of_build_tree(const fs::path& dir) {
+  std::ifstream in(dir / "CMakeCache.txt");
+  const std::string home = "CMAKE_HOME_DIRECTORY:INTERNAL=", project = "CMAKE_PROJECT_NAME:STATIC=";
+  std::string line, src;
+  bool ours = false;
+  for (int n = 0; n < 100000 && std::getline(in, line); ++n) {
+    if (line.compare(0, home.size(), home) == 0) src = line.substr(home.size());
+    if (line == project + "xtrain") ours = true;
+  }
+  return ours ? src : "";
+}
+
+DataDir resolve() {
+  DataDir d;
+  if (const char* env = std::getenv("XTRAIN_DATA"); env != nullptr && *env != '\0') {
+    d.path = env;
+    while (d.path.size() > 1 && d.path.back() == '/') d.path.pop_back();
+    d.origin = "$XTRAIN_DATA";
+    d.looked = "$XTRAIN_DATA (" + d.path + ")";
+    return d;
+  }
+  d.looked = "$XTRAIN_DATA (unset)";
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (ec || exe.empty()) {
+    d.looked += ", the program's own path (unreadable: /proc/self/exe)";
+    return d;
+  }
+  const fs::path bin = exe.parent_path();
+  if (bin.filename() == "bin") {
+    const fs::path share = bin.parent_path() / "share" / "xtrain";
+    if (is_dir(share)) return {share.string(), "the install prefix", d.looked + ", " + share.string()};
+    d.looked += ", " + share.string() + " (absent)";
+  }
+  // A program of a build tree sits in the tree's top (the programs) or below it (tests, benchmarks).
+  for (fs::path dir = bin; !dir.empty(); dir = dir.parent_path()) {
+    const std::string src = source_of_build_tree(dir);
+    if (!src.empty()) {
+      const fs::path data = fs::path(src) / "data";
+      if (is_dir(data)) return {data.string(), "the source tree of this build", d.looked + ", " + data.string()};
+      d.looked += ", " + data.string() + " (absent)";
+      break;
+    }
+    if (dir == dir.parent_path()) break;
+  }
+  return d;
+}
+
+}  // namespace
+
+const DataDir& default_data_dir() {
+  static const DataDir d = resolve();
+  return d;
+}
+
+std::string default_data_file(const std::string& rel) {
+  const DataDir& d = default_data_dir();
+  return (d.path.empty() ? std::string("<data directory not found>") : d.path) + "/" + rel;
+}
+
+std::string data_dir_note(const std::string& option) {
+  const DataDir& d = default_data_dir();
+  const std::string where = d.path.empty() ? "no data directory found; looked in " + d.looked
+                                           : "data directory " + d.path + ", from " + d.origin;
+  return where + "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give " + option;
+}
+
+}  // namespace xtrain
