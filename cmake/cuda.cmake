@@ -69,6 +69,9 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemv.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/layernorm.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/matmul.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/muon_apply.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/muon_momentum.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/newton_schulz.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/reduce.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/residual.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/rmsnorm.cu

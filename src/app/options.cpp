@@ -87,6 +87,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
   std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
   std::string weight_copy = "persistent";
+  std::string optimizer = "adamw", lr_schedule = "cosine", muon_adjust = "original";
   std::vector<std::string> eval_specs, eval_mc_specs;
   po::options_description data = cli_group("Data and tokenizer");
   data.add_options()
@@ -128,10 +129,21 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("bucket-mb", po::value(&t.bucket_mb)->default_value(25.0, "25"), "gradient all-reduce bucket size in MiB: buckets start during the backward pass, last layers first (0 = one all-reduce after it; bitwise the same result with xtrain_threads on CPUs, at world 2, and at world 3 under Open MPI; at world >= 4 under MPI or NCCL possibly not in the last bits, docs/scaling.md)")
     ("steps", po::value(&t.steps)->default_value(100), "optimizer steps (with --resume: the checkpoint's; a larger value extends the run, its steps past the checkpoint's LR schedule at the schedule's final learning rate)")
     ("stop-after", po::value(&t.stop_after)->default_value(0), "end this run after N steps, writing --ckpt; the LR schedule still spans --steps (time-limited jobs; 0 = off)")
-    ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate")
+    ("optimizer", po::value(&optimizer)->default_value("adamw"), "adamw | muon. adamw: AdamW on every tensor; muon: Muon (as torch.optim.Muon: Nesterov momentum, quintic Newton-Schulz orthogonalization) on the blocks' matrices (attention q/k/v and output, MLP fc/gate/up and down; a fused q/k/v or gate/up matrix per part) and AdamW at --lr on the rest (embeddings, head, norms, biases); docs/usage.md, \"Optimizers and schedules\"")
+    ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate (AdamW's; with --optimizer muon, of the tensors Muon does not take)")
+    ("lr-schedule", po::value(&lr_schedule)->default_value("cosine"), "cosine | wsd | linear: after the linear warmup, cosine decay to lr x --min-lr-frac at --steps; wsd (warmup-stable-decay): the peak until the last --decay-frac of the run, then a linear decay (a resume with a larger --steps in the stable phase keeps it and decays at the new end); linear: a linear decay")
+    ("decay-frac", po::value(&oc.decay_frac)->default_value(0.2f, "0.2"), "wsd: the share of the run its decay takes (0 to 1)")
     ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
-    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "cosine decay ends at lr x this")
+    ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "the schedule decays to lr x this")
     ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only)")
+    ("beta1", po::value(&oc.beta1)->default_value(0.9f, "0.9"), "AdamW beta1 (first-moment decay, in [0, 1))")
+    ("beta2", po::value(&oc.beta2)->default_value(0.95f, "0.95"), "AdamW beta2 (second-moment decay, in [0, 1))")
+    ("adam-eps", po::value(&oc.eps)->default_value(1e-8f, "1e-8"), "AdamW epsilon (added to the root of the second moment)")
+    ("muon-lr", po::value(&oc.muon.lr)->default_value(0.02f, "0.02"), "Muon's peak learning rate (--optimizer muon; the schedule scales it as --lr)")
+    ("muon-momentum", po::value(&oc.muon.momentum)->default_value(0.95f, "0.95"), "Muon's momentum (Nesterov), in [0, 1)")
+    ("muon-weight-decay", po::value(&oc.muon.weight_decay)->default_value(0.0f, "0"), "Muon's decoupled weight decay: param *= 1 - lr x this each step")
+    ("muon-ns-steps", po::value(&oc.muon.ns_steps)->default_value(5), "Newton-Schulz steps per Muon update (1 to 99)")
+    ("muon-adjust", po::value(&muon_adjust)->default_value("original"), "original | match_rms_adamw: Muon's learning rate per (rows, cols) matrix, torch.optim.Muon's adjust_lr_fn: original: lr x sqrt(max(1, rows/cols)); match_rms_adamw: lr x 0.2 sqrt(max(rows, cols)) (update RMS as AdamW's: reuse AdamW's lr and weight decay)")
     ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
     ("seed", po::value(&seed)->default_value(seed), "seed of initialization, batch sampling and dropout")
     ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
@@ -183,7 +195,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   }
   // --resume: the model, batch and schedule options not given come from the checkpoint
   take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
-                       &seed);
+                       &seed, OptimizerOptions{optimizer, lr_schedule, muon_adjust});
   o.canonical = canonical_options(spec.options, vm);
   t.seed = parse_seed(seed);
   read_tokenizer_options(vm, o.tokenizer);
@@ -191,6 +203,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   o.dtype = parse_dtype(dtype);
   o.attention = parse_attention(attention);
   o.weight_copy = parse_weight_copy(weight_copy);
+  oc.kind = parse_optimizer(optimizer);
+  oc.schedule = parse_lr_schedule(lr_schedule);
+  oc.muon.adjust = parse_muon_adjust(muon_adjust);
   m.maxT = t.seq;
   m.arch = parse_arch(arch);
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
@@ -229,6 +244,14 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(oc.min_lr_frac >= 0 && oc.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
   need(oc.weight_decay >= 0, "--weight-decay must be >= 0");
   need(oc.grad_clip >= 0, "--grad-clip must be >= 0");
+  need(oc.beta1 >= 0 && oc.beta1 < 1, "--beta1 must be in [0, 1)");
+  need(oc.beta2 >= 0 && oc.beta2 < 1, "--beta2 must be in [0, 1)");
+  need(std::isfinite(oc.eps) && oc.eps > 0, "--adam-eps must be positive and finite");
+  need(oc.decay_frac >= 0 && oc.decay_frac <= 1, "--decay-frac must be in [0, 1]");
+  need(std::isfinite(oc.muon.lr) && oc.muon.lr > 0, "--muon-lr must be positive and finite");
+  need(oc.muon.momentum >= 0 && oc.muon.momentum < 1, "--muon-momentum must be in [0, 1)");
+  need(std::isfinite(oc.muon.weight_decay) && oc.muon.weight_decay >= 0, "--muon-weight-decay must be >= 0 and finite");
+  need(oc.muon.ns_steps >= 1 && oc.muon.ns_steps <= 99, "--muon-ns-steps must be between 1 and 99");
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");

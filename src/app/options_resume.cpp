@@ -10,7 +10,7 @@
 namespace xtrain {
 
 void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
-                          std::string* seed) {
+                          std::string* seed, OptimizerOptions optim) {
   if (t.resume.empty()) return;
   CheckpointMeta c;
   try {
@@ -35,15 +35,32 @@ void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainCo
   take("min-lr-frac", t.optim.min_lr_frac, c.min_lr_frac), take("weight-decay", t.optim.weight_decay, c.weight_decay);
   take("grad-clip", t.optim.grad_clip, c.grad_clip);
   if (!given("seed")) *seed = std::to_string(c.seed);
+  // the optimizer and schedule (a format-03 file: AdamW, cosine, the betas and eps of then)
+  OptimConfig& oc = t.optim;
+  const auto kind = static_cast<OptimizerKind>(c.optimizer);
+  const auto schedule = static_cast<LrSchedule>(c.lr_schedule);
+  if (!given("optimizer")) optim.optimizer = to_string(kind);
+  if (!given("lr-schedule")) optim.lr_schedule = to_string(schedule);
+  if (schedule == LrSchedule::wsd) take("decay-frac", oc.decay_frac, c.decay_frac);
+  take("beta1", oc.beta1, c.beta1), take("beta2", oc.beta2, c.beta2), take("adam-eps", oc.eps, c.adam_eps);
+  if (kind == OptimizerKind::muon) {
+    take("muon-lr", oc.muon.lr, c.muon_lr), take("muon-momentum", oc.muon.momentum, c.muon_momentum);
+    take("muon-weight-decay", oc.muon.weight_decay, c.muon_weight_decay);
+    take("muon-ns-steps", oc.muon.ns_steps, c.muon_ns_steps);
+    if (!given("muon-adjust")) optim.muon_adjust = to_string(static_cast<MuonAdjust>(c.muon_adjust));
+  }
   if (!given("steps")) {
     if (c.step > c.total_steps)
       throw UsageError("--resume " + t.resume + " is at step " + std::to_string(c.step) + ", past its LR schedule of " +
                        std::to_string(c.total_steps) + " steps (an extended run): give --steps to say where it ends");
     t.steps = c.total_steps;
   }
-  // A longer run than the checkpoint's schedule extends it: the schedule keeps its length. A shorter
-  // --steps than the schedule is the resume comparison's mismatch error.
-  if (t.steps > c.total_steps) t.schedule_steps = c.total_steps;
+  // A longer run than the checkpoint's schedule extends it: the schedule keeps its length, or a wsd run
+  // in its stable phase plans its decay again at the new end (wsd_replans). A shorter --steps than the
+  // schedule is the resume comparison's mismatch error.
+  const LrSchedule now = given("lr-schedule") ? parse_lr_schedule(optim.lr_schedule) : schedule;
+  if (t.steps > c.total_steps && !(now == schedule && wsd_replans(schedule, c.step, c.total_steps, c.warmup, c.decay_frac, t.steps)))
+    t.schedule_steps = c.total_steps;
 }
 
 }  // namespace xtrain

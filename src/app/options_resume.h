@@ -18,16 +18,24 @@ struct ModelOptions {
   std::string& tie;
 };
 
+// OptimizerOptions: --optimizer, --lr-schedule and --muon-adjust as their words.
+struct OptimizerOptions {
+  std::string& optimizer;
+  std::string& lr_schedule;
+  std::string& muon_adjust;
+};
+
 // take_from_checkpoint: when t.resume names a readable checkpoint, every option among --arch,
 // --tie-embeddings, --norm-eps, --rope-theta, --dim, --heads, --kv-heads, --head-dim, --layers, --ffn, --seq, --dropout, --batch, --grad-accum, --steps, --lr,
-// --warmup, --min-lr-frac, --weight-decay, --grad-clip and --seed for which given("name") is false
+// --warmup, --min-lr-frac, --weight-decay, --grad-clip, --seed, --optimizer, --lr-schedule, --decay-frac,
+// --beta1, --beta2, --adam-eps and the --muon-* options for which given("name") is false
 // takes the checkpoint's value (*seed as decimal text); one that was given keeps its value, and the
 // resume comparison (restore_checkpoint) names it when it differs. --steps beyond the checkpoint's
 // schedule length extends the run: t.schedule_steps keeps that length (later steps run at the final
-// learning rate). A checkpoint that cannot be read is left to the run's own checks, which name the
+// learning rate), unless a wsd schedule is planned again (wsd_replans, optim.h: schedule_steps stays 0). A checkpoint that cannot be read is left to the run's own checks, which name the
 // cause. Throws UsageError when the checkpoint is past its schedule (an extended run) and --steps is
 // not given.
 void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
-                          std::string* seed);
+                          std::string* seed, OptimizerOptions optim);
 
 }  // namespace xtrain

@@ -23,6 +23,12 @@ void check_adamw_args(const std::vector<ParamSpan>& spans, int t) {
   }
 }
 
+void check_newton_schulz_args(int batch, int rows, int cols, int steps) {
+  XT_CHECK(batch >= 0 && rows >= 1 && cols >= 1 && steps >= 0,
+           "newton_schulz of " << batch << " matrices (" << rows << ", " << cols << "), " << steps
+                               << " steps: needs batch >= 0, rows and cols >= 1, steps >= 0");
+}
+
 const char* to_string(MemoryCategory c) {
   static const char* const names[] = {"parameters", "gradients", "optimizer", "activations", "workspace", "other"};
   static_assert(sizeof(names) / sizeof(names[0]) == size_t(MemoryCategory::count), "one name per MemoryCategory");

@@ -1,11 +1,13 @@
 // The checkpoint file format (<xtrain/checkpoint/checkpoint.h>): writing, parsing and checking a file.
 // Layout (little-endian, native struct packing of fixed-width fields):
-//   char magic[8] = "XTCKPT03" (format version in the last two characters); u32 header_bytes;
+//   char magic[8] = "XTCKPT04" (format version in the last two characters); u32 header_bytes;
 //   CheckpointMeta fields one by one (kMetaFields, checkpoint.h); float params[n]; float m[n]; float v[n];
-//   u64 XXH3-64 (seed 0) of all bytes before it.
+//   float momentum[muon_count]; u64 XXH3-64 (seed 0) of all bytes before it.
 // Version 03 added the schedule (lr, min_lr_frac, weight_decay, grad_clip, warmup) to the metadata; a model
 // other than gpt2 adds the family's fields after them (MetaPart::family; header_bytes says whether).
-// Other versions (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line naming both.
+// Version 04 adds the optimizer's fields (MetaPart::optim) and Muon's momentum; version 03 is still read
+// (an AdamW run: no momentum). Others (01: FNV-1a 64 checksum; 02: no schedule) are refused with one line
+// naming both.
 #include <xtrain/checkpoint/checkpoint.h>
 
 #include <sys/stat.h>
@@ -34,7 +36,8 @@
 namespace xtrain {
 
 namespace {
-constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};
+constexpr char kMagic[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '4'};
+constexpr char kMagic03[8] = {'X', 'T', 'C', 'K', 'P', 'T', '0', '3'};  // read: an AdamW run
 constexpr size_t kMagicStem = 6;  // "XTCKPT"; the last two characters are the format version
 
 struct Writer {
@@ -80,6 +83,18 @@ T field_value(const CheckpointMeta& m, const MetaField& f) {
 std::string field_text(const CheckpointMeta& m, const MetaField& f) {
   std::ostringstream os;
   const bool hash = f.offset == offsetof(CheckpointMeta, data_hash) || f.offset == offsetof(CheckpointMeta, tokenizer_fingerprint);
+  // the option words of the enumerations (train/optim.h's order), as the user gave them
+  static const char* const optimizers[] = {"adamw", "muon"}, *const schedules[] = {"cosine", "wsd", "linear"},
+                           *const adjusts[] = {"original", "match_rms_adamw"};
+  const auto word = [&](const char* const* words, int n) -> const char* {
+    const int32_t v = field_value<int32_t>(m, f);
+    return v >= 0 && v < n ? words[v] : nullptr;
+  };
+  const char* w = f.offset == offsetof(CheckpointMeta, optimizer)     ? word(optimizers, 2)
+                  : f.offset == offsetof(CheckpointMeta, lr_schedule) ? word(schedules, 3)
+                  : f.offset == offsetof(CheckpointMeta, muon_adjust) ? word(adjusts, 2)
+                                                                      : nullptr;
+  if (w) return w;
   switch (f.type) {
     case MetaType::i32: os << field_value<int32_t>(m, f); break;
     case MetaType::f32: os << field_value<float>(m, f); break;
@@ -101,8 +116,8 @@ bool fields_differ(const CheckpointMeta& a, const CheckpointMeta& b, const MetaF
 
 namespace {
 
-// writes_part: whether a header of model m holds the rows of `part` (the family's: not for gpt2).
-bool writes_part(const GPTConfig& m, MetaPart part) { return part == MetaPart::base || m.arch != Arch::gpt2; }
+// writes_part: whether a format-04 header of model m holds the rows of `part` (the family's: not for gpt2).
+bool writes_part(const GPTConfig& m, MetaPart part) { return part != MetaPart::family || m.arch != Arch::gpt2; }
 
 void put_meta(Writer& w, const CheckpointMeta& m) {
   for (const MetaField& f : kMetaFields)
@@ -110,12 +125,15 @@ void put_meta(Writer& w, const CheckpointMeta& m) {
 }
 
 // get_meta: the header of header_bytes bytes: the base rows, then the family's when the size says so
-// (otherwise their defaults: gpt2). Another size is left to the caller's check.
-CheckpointMeta get_meta(Reader& r, uint32_t header_bytes) {
+// (otherwise their defaults: gpt2), then the optimizer's in format 04 (v04; otherwise their defaults:
+// AdamW). Another size is left to the caller's check.
+CheckpointMeta get_meta(Reader& r, uint32_t header_bytes, bool v04) {
   CheckpointMeta m;
-  const bool family = header_bytes == kMetaBytes + kMetaFamilyBytes;
+  const size_t optim = v04 ? kMetaOptimBytes : 0;
+  const bool family = header_bytes == kMetaBytes + kMetaFamilyBytes + optim;
   for (const MetaField& f : kMetaFields)
-    if (f.part == MetaPart::base || family) r.get(reinterpret_cast<char*>(&m) + f.offset, f.bytes());
+    if (f.part == MetaPart::base || (f.part == MetaPart::family && family) || (f.part == MetaPart::optim && v04))
+      r.get(reinterpret_cast<char*>(&m) + f.offset, f.bytes());
   return m;
 }
 
@@ -123,7 +141,8 @@ CheckpointMeta get_meta(Reader& r, uint32_t header_bytes) {
 
 uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   const size_t n = st.meta.num_params;
-  XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n, "checkpoint state sizes");
+  XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n && st.momentum.size() == st.meta.muon_count,
+           "checkpoint state sizes");
   Writer w;
   w.buf.append(kMagic, sizeof(kMagic));
   Writer meta;
@@ -133,6 +152,7 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   w.put_floats(st.params);
   w.put_floats(st.m);
   w.put_floats(st.v);
+  w.put_floats(st.momentum);
   const uint64_t checksum = xxh3_64(w.buf.data(), w.buf.size());
   w.put(checksum);
   Progress progress("write " + path, w.buf.size(), 0, long_work_options());
@@ -165,6 +185,7 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
         ok = field_value<int32_t>(m, f) >= 0 && size_t(field_value<int32_t>(m, f)) < std::size(kFamilyTraits);
         break;
       case MetaRange::flag: ok = field_value<int32_t>(m, f) == 0 || field_value<int32_t>(m, f) == 1; break;
+      case MetaRange::schedule: ok = field_value<int32_t>(m, f) >= 0 && field_value<int32_t>(m, f) <= 2; break;
     }
     if (!ok) bad(f.name, field_text(m, f));
   }
@@ -175,27 +196,34 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
 CheckpointMeta parse_header(const std::string& buf, size_t file_size, const std::string& path, size_t* body_at) {
   if (buf.size() < sizeof(kMagic) + 4 || std::memcmp(buf.data(), kMagic, kMagicStem) != 0)
     XT_FAIL("checkpoint " << path << ": not an xtrain checkpoint (bad magic)");
-  if (std::memcmp(buf.data(), kMagic, sizeof(kMagic)) != 0)
+  const bool v04 = std::memcmp(buf.data(), kMagic, sizeof(kMagic)) == 0;
+  if (!v04 && std::memcmp(buf.data(), kMagic03, sizeof(kMagic03)) != 0)
     XT_FAIL("checkpoint " << path << ": format version " << buf.substr(kMagicStem, 2) << ", this xtrain reads version "
-                          << std::string(kMagic + kMagicStem, 2) << " only (written by another xtrain version)");
+                          << std::string(kMagic03 + kMagicStem, 2) << " and " << std::string(kMagic + kMagicStem, 2)
+                          << " only (written by another xtrain version)");
   Reader r{buf, sizeof(kMagic), path};
   const uint32_t header_bytes = r.get<uint32_t>();
   const size_t meta_start = r.pos;
-  const CheckpointMeta meta = get_meta(r, header_bytes);
+  const CheckpointMeta meta = get_meta(r, header_bytes, v04);
   if (r.pos - meta_start != header_bytes)
     XT_FAIL("checkpoint " << path << ": header of " << header_bytes << " bytes, expected " << (r.pos - meta_start)
                           << " (written by another xtrain version)");
   // The size check comes before anything else reads num_params, and cannot overflow: n is compared
   // against what the file holds, not multiplied first.
-  const uint64_t n = meta.num_params;
+  const uint64_t n = meta.num_params, k = meta.muon_count;
+  // Muon's state covers some of the parameters: k <= n, so the floats (3n + k <= 4n) are bounded as n is
+  if (k > n)
+    XT_FAIL("checkpoint " << path << ": header field muon_count = " << k << " is out of range (more than the "
+                          << n << " parameters; damaged file?)");
   const size_t body = file_size - r.pos;  // >= 0: get_meta read r.pos bytes of the file
   if (body < sizeof(uint64_t) || n > (body - sizeof(uint64_t)) / (3 * sizeof(float)) ||
-      body != 3 * n * sizeof(float) + sizeof(uint64_t)) {
-    const bool fits = n <= (SIZE_MAX - r.pos - sizeof(uint64_t)) / (3 * sizeof(float));
+      body != (3 * n + k) * sizeof(float) + sizeof(uint64_t)) {
+    const bool fits = n <= (SIZE_MAX - r.pos - sizeof(uint64_t)) / (4 * sizeof(float));
     if (!fits) XT_FAIL("checkpoint " << path << ": header claims " << n << " parameters, more than any file can hold");
-    const size_t expect = r.pos + 3 * n * sizeof(float) + sizeof(uint64_t);
+    const size_t expect = r.pos + (3 * n + k) * sizeof(float) + sizeof(uint64_t);
     XT_FAIL("checkpoint " << path << ": " << file_size << " bytes, expected " << expect << " for " << n
-                          << " parameters" << (file_size < expect ? " (truncated)" : " (trailing bytes)"));
+                          << " parameters" << (k ? " and " + std::to_string(k) + " Muon momentum values" : std::string())
+                          << (file_size < expect ? " (truncated)" : " (trailing bytes)"));
   }
   *body_at = r.pos;
   return meta;
@@ -219,6 +247,8 @@ CheckpointState parse_checkpoint(const std::string& buf, const std::string& path
     std::memcpy(v->data(), buf.data() + r.pos, n * sizeof(float));
     r.pos += n * sizeof(float);
   }
+  st.momentum.resize(st.meta.muon_count);  // <= n (parse_header)
+  if (!st.momentum.empty()) std::memcpy(st.momentum.data(), buf.data() + r.pos, st.momentum.size() * sizeof(float));
   return st;
 }
 

@@ -32,7 +32,7 @@ namespace {
 // written, not that the writer's values were sane: the writer checks before writing, a resume on reading.
 std::string impossible_value(const CheckpointState& st) {
   const std::pair<const char*, const std::vector<float>*> parts[] = {
-      {"parameter", &st.params}, {"first moment", &st.m}, {"second moment", &st.v}};
+      {"parameter", &st.params}, {"first moment", &st.m}, {"second moment", &st.v}, {"Muon momentum", &st.momentum}};
   for (const auto& [what, v] : parts)
     for (size_t i = 0; i < v->size(); ++i)
       if (!std::isfinite((*v)[i]) || (v == &st.v && (*v)[i] < 0.0f)) {
@@ -43,7 +43,13 @@ std::string impossible_value(const CheckpointState& st) {
   return "";
 }
 
-CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step) {
+// wsd_replans of a checkpoint's header, resumed for a schedule of new_total steps.
+bool wsd_replans(const CheckpointMeta& m, int new_total) {
+  return wsd_replans(static_cast<LrSchedule>(m.lr_schedule), m.step, m.total_steps, m.warmup, m.decay_frac, new_total);
+}
+
+CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GPT& model, int step,
+                         const std::vector<MuonMatrix>& muon) {
   CheckpointMeta m;
   m.model = model.config();
   m.step = step;
@@ -61,32 +67,47 @@ CheckpointMeta make_meta(const TrainConfig& cfg, const TrainData& data, const GP
   m.data_hash = data.hash;
   m.num_params = model.num_params();
   m.n_train = data.n_train;
+  const OptimConfig& oc = cfg.optim;
+  m.optimizer = static_cast<int32_t>(oc.kind);
+  m.lr_schedule = static_cast<int32_t>(oc.schedule);
+  m.decay_frac = oc.schedule == LrSchedule::wsd ? oc.decay_frac : 0.0f;  // 0 where it does not apply
+  m.beta1 = oc.beta1, m.beta2 = oc.beta2, m.adam_eps = oc.eps;
+  if (oc.kind == OptimizerKind::muon) {  // the muon_* stay 0 in an AdamW run's file
+    m.muon_lr = oc.muon.lr, m.muon_momentum = oc.muon.momentum, m.muon_weight_decay = oc.muon.weight_decay;
+    m.muon_ns_steps = oc.muon.ns_steps, m.muon_adjust = static_cast<int32_t>(oc.muon.adjust);
+    m.muon_matrices = static_cast<int32_t>(muon.size());
+    for (const MuonMatrix& x : muon) m.muon_count += x.count();
+  }
   return m;
 }
 }  // namespace
 
-uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+uint64_t write_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, Optimizer& opt, Backend& be,
                           HostCollectives& group, int step) {
   // Only rank 0 writes (every rank holds identical state). Its copies from the backend run on this, the
   // backend's, thread, in pieces of kCheckpointChunkBytes between meetings of every rank (agree_in_steps).
   auto st = std::make_shared<CheckpointState>();
   const size_t n = model.num_params();
-  const float* const from[3] = {model.params(), opt.m(), opt.v()};
-  std::vector<float>* const to[3] = {&st->params, &st->m, &st->v};
+  Muon* muon = opt.muon();
+  const float* const from[4] = {model.params(), opt.adamw().m(), opt.adamw().v(), muon ? muon->momentum() : nullptr};
+  std::vector<float>* const to[4] = {&st->params, &st->m, &st->v, &st->momentum};
+  const size_t sizes[4] = {n, n, n, muon ? muon->count() : 0};
   int part = 0;
   size_t done = 0;
   agree_in_steps(group, [&] {
     if (group.rank() != 0) return true;
     if (part == 0 && done == 0) {  // in the first step, so a failure is agreed too
-      st->meta = make_meta(cfg, data, model, step);
-      for (std::vector<float>* v : to) v->reserve(n);  // no page touched yet
+      st->meta = make_meta(cfg, data, model, step, muon ? muon->matrices() : std::vector<MuonMatrix>{});
+      for (int i = 0; i < 4; ++i) to[i]->reserve(sizes[i]);  // no page touched yet
     }
-    const size_t k = std::min(kCheckpointChunkBytes / sizeof(float), n - done);
+    while (part < 4 && done == sizes[part]) ++part, done = 0;  // an empty part (no Muon) has nothing to copy
+    if (part == 4) return true;
+    const size_t k = std::min(kCheckpointChunkBytes / sizeof(float), sizes[part] - done);
     to[part]->resize(done + k);  // within the reserved capacity: no reallocation
     be.copy_to_host(to[part]->data() + done, from[part] + done, k * sizeof(float));
     done += k;
-    if (done == n) ++part, done = 0;
-    return part == 3;
+    while (part < 4 && done == sizes[part]) ++part, done = 0;
+    return part == 4;
   });
   return agree_while_working(group, [st, path = cfg.ckpt, step, steps = cfg.steps]() -> uint64_t {
     if (st->params.empty()) return 0;  // not rank 0
@@ -112,6 +133,7 @@ namespace {
 // check_resume: a loaded checkpoint matches this run (want: make_meta of the run at step 0) and holds
 // possible values; Error naming the option or value otherwise.
 void check_resume(const CheckpointState& st, const CheckpointMeta& want, const std::string& resume, int steps) {
+  const bool replans = wsd_replans(st.meta, want.total_steps);  // a wsd run extended in its stable phase
   const CheckpointMeta& got = st.meta;
   auto mismatch = [&](const char* what, auto have, auto need) {
     XT_FAIL("checkpoint " << resume << " does not match this run: " << what << " is " << have << " in the checkpoint, "
@@ -122,6 +144,7 @@ void check_resume(const CheckpointState& st, const CheckpointMeta& want, const s
   // model.num_params() floats out of vectors of another length.
   for (const MetaField& f : kMetaFields) {
     if (f.on_resume == OnResume::may_differ || !fields_differ(got, want, f)) continue;
+    if (replans && f.offset == offsetof(CheckpointMeta, total_steps)) continue;
     if (f.on_resume == OnResume::model) mismatch("model", got.model.describe(), want.model.describe());
     mismatch(f.resume_name, field_text(got, f), field_text(want, f));
   }
@@ -135,11 +158,12 @@ void check_resume(const CheckpointState& st, const CheckpointMeta& want, const s
 }
 }  // namespace
 
-int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, AdamW& opt, Backend& be,
+int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model, Optimizer& opt, Backend& be,
                        HostCollectives& group) {
   // Reading, parsing and checking the file is host work that may take long: on a worker thread while
   // the ranks keep meeting (agree_while_working); only the copies to the device below run here.
-  const CheckpointMeta want = make_meta(cfg, data, model, 0);
+  Muon* muon = opt.muon();
+  const CheckpointMeta want = make_meta(cfg, data, model, 0, muon ? muon->matrices() : std::vector<MuonMatrix>{});
   auto loaded = agree_while_working(group, [resume = cfg.resume, steps = cfg.steps, want, rank = group.rank()] {
     auto st = std::make_shared<CheckpointState>(load_checkpoint(resume, rank));
     check_resume(*st, want, resume, steps);
@@ -149,10 +173,14 @@ int restore_checkpoint(const TrainConfig& cfg, const TrainData& data, GPT& model
   const CheckpointMeta& got = st.meta;
   const size_t bytes = model.num_params() * sizeof(float);
   be.copy_to_device(model.params(), st.params.data(), bytes);
-  be.copy_to_device(opt.m(), st.m.data(), bytes);
-  be.copy_to_device(opt.v(), st.v.data(), bytes);
+  be.copy_to_device(opt.adamw().m(), st.m.data(), bytes);
+  be.copy_to_device(opt.adamw().v(), st.v.data(), bytes);
+  if (muon) be.copy_to_device(muon->momentum(), st.momentum.data(), muon->count() * sizeof(float));
   std::string extended;  // a run longer than the checkpoint's schedule (TrainConfig::schedule_steps)
-  if (cfg.steps > got.total_steps && got.step < cfg.steps)
+  if (wsd_replans(got, want.total_steps) && got.step < cfg.steps)
+    extended = " (extended to --steps " + std::to_string(cfg.steps) + ": the stable phase goes on, the decay is "
+               "planned again over the last steps)";
+  else if (cfg.steps > got.total_steps && got.step < cfg.steps)
     extended = " (extended to --steps " + std::to_string(cfg.steps) + "; steps past the LR schedule's " +
                std::to_string(got.total_steps) + " at its final learning rate)";
   print0(group.rank(), "resumed from %s at step %d%s\n", cfg.resume.c_str(), got.step,

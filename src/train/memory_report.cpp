@@ -22,10 +22,10 @@ size_t MemoryReport::total() const {
   return s;
 }
 
-MemoryReport memory_report(const GPT& model, const AdamW& opt, const Backend& be) {
+MemoryReport memory_report(const GPT& model, const std::vector<MemoryEntry>& optimizer, const Backend& be) {
   MemoryReport r;
   r.entries = model.memory_entries();
-  for (MemoryEntry& e : opt.memory_entries()) r.entries.push_back(std::move(e));
+  for (const MemoryEntry& e : optimizer) r.entries.push_back(e);
   // The named buffers' blocks: each block once, its size against the bytes its entries requested.
   std::set<const void*> blocks;
   size_t requested = 0, held = 0;

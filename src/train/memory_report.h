@@ -29,7 +29,13 @@ struct MemoryReport {
 // memory_report: the report of what `be` holds now for `model` and `opt` (call it after a step, when the
 // activations exist and the step's scratch has been taken). Throws Error when an entry names a block the
 // backend does not know (a buffer of another backend).
-MemoryReport memory_report(const GPT& model, const AdamW& opt, const Backend& be);
+MemoryReport memory_report(const GPT& model, const std::vector<MemoryEntry>& optimizer, const Backend& be);
+inline MemoryReport memory_report(const GPT& model, const AdamW& opt, const Backend& be) {
+  return memory_report(model, opt.memory_entries(), be);
+}
+inline MemoryReport memory_report(const GPT& model, const Optimizer& opt, const Backend& be) {
+  return memory_report(model, opt.memory_entries(), be);
+}
 
 // format_memory_report: the printed table: one line per entry (name, MiB, bytes, dtype, category, why),
 // sorted by category then size, each category's sum, the total beside the allocator's peak and their

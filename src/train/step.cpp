@@ -1,5 +1,5 @@
 // The data-parallel training step (see src/train/step.h): micro-steps with gradient accumulation, the
-// gradient all-reduce (bucketed or single), the loss all-reduce that carries the stop flag, clipping, AdamW.
+// gradient all-reduce (bucketed or single), the loss all-reduce that carries the stop flag, clipping, the optimizer.
 #include "train/step.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 namespace xtrain {
 
 StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-                       AdamW& opt, StepTimeline* tl)
+                       Optimizer& opt, StepTimeline* tl)
     : cfg_(cfg), data_(data), model_(model), be_(be), comm_(comm), opt_(opt), tl_(tl), oc_(cfg.optim) {
   const int world = comm.world_size(), rank = comm.rank(), T = cfg.seq;
   oc_.total_steps = cfg.schedule_length();
@@ -44,6 +44,14 @@ StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model
   }
   if (rank == 0 && reduce_grads_ && !buckets_)
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
+  if (rank == 0 && opt.muon()) {  // what Muon takes and how its work is split
+    const Muon& mu = *opt.muon();
+    std::printf("optimizer: muon on %zu matrices of %zu shapes (%.1f MiB of momentum), AdamW on the other tensors",
+                mu.matrices().size(), mu.num_shapes(), mu.count() * sizeof(float) / (1024.0 * 1024.0));
+    if (world > 1)
+      std::printf("; each of the %d ranks orthogonalizes its share, one all-reduce shares the updates", world);
+    std::printf("\n");
+  }
   if (cuda_graph_wanted(cfg, be, comm)) {
     if (reduce_grads_ && !buckets_)  // --bucket-mb 0: one bucket, started when the backward ends
       buckets_.emplace(comm, plan_grad_buckets(model.layout(), 0));
@@ -75,9 +83,9 @@ StepResult StepRunner::step(int step) {
     return r;
   }
   r.lr = lr_at(oc_, step);
-  opt_.step(model_, step, r.lr, clip_scale(oc_, r.grad_norm), oc_);
+  opt_.step(model_, step, clip_scale(oc_, r.grad_norm), oc_);
   be_.synchronize();
-  if (tl_) tl_->phase("loss all-reduce, gradient norm, AdamW");
+  if (tl_) tl_->phase(opt_.muon() ? "loss all-reduce, gradient norm, Muon and AdamW" : "loss all-reduce, gradient norm, AdamW");
   return r;
 }
 
@@ -103,7 +111,7 @@ double StepRunner::eager_step(int step) {
     model_.set_grad_ready_hook(nullptr);
   }
   if (buckets_) {
-    buckets_->finish();  // clipping and AdamW read every bucket's result
+    buckets_->finish();  // clipping and the optimizer read every bucket's result
   } else if (reduce_grads_) {
     const size_t c0 = tl ? tl->mark() : 0;
     comm_.all_reduce(model_.grads(), n, ReduceOp::avg);  // the one gradient collective per step

@@ -24,7 +24,7 @@ class StepTimeline;
 struct StepResult {
   double loss = 0;       // global mean train loss of the step: nats per token over cfg.batch * T tokens
   double grad_norm = 0;  // global L2 norm of the averaged gradients, before clipping
-  float lr = 0;          // learning rate of this step (lr_at); 0 when the step was not finite
+  float lr = 0;          // AdamW's learning rate of this step (lr_at); 0 when the step was not finite
   bool stop = false;     // a stop signal reached some rank (stop_signal.h): the run ends after this step
   bool finite = true;    // loss and grad_norm finite; when false no update was applied
 };
@@ -36,8 +36,8 @@ struct StepResult {
 //   the local mean) and backward, gradients accumulated; the gradients averaged over ranks (--bucket-mb
 //   buckets started from the last micro-step's backward, grad_buckets.h, or one all-reduce after it; none
 //   at world 1); the loss sums and the stop flag summed over ranks in one host all-reduce; the global
-//   gradient norm; then, when both are finite, global-norm clipping and AdamW at lr_at(step)
-//   (optim.h), and Backend::synchronize.
+//   gradient norm; then, when both are finite, global-norm clipping and the optimizer (--optimizer: AdamW,
+//   or Muon and AdamW) at the schedule's learning rates (lr_at, optim.h), and Backend::synchronize.
 // Every rank must call step with the same s, in the same order (the collectives pair up); the parameters
 // stay bitwise identical across ranks since every rank applies the same update to the same gradients.
 // From the runner's second step on, a step may run as one recorded CUDA graph (graph_step.h; the same
@@ -47,7 +47,7 @@ struct StepResult {
 class StepRunner {
  public:
   StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
-             AdamW& opt, StepTimeline* tl);
+             Optimizer& opt, StepTimeline* tl);
   ~StepRunner();
   StepRunner(const StepRunner&) = delete;
   StepRunner& operator=(const StepRunner&) = delete;
@@ -64,7 +64,7 @@ class StepRunner {
   GPT& model_;
   Backend& be_;
   Communicator& comm_;
-  AdamW& opt_;
+  Optimizer& opt_;
   StepTimeline* tl_;
   OptimConfig oc_;
   int micro_local_;

@@ -199,7 +199,7 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
                        const StepCallback& on_step) {
   const auto t_start = std::chrono::steady_clock::now();
   const int world = comm.world_size(), rank = comm.rank();
-  AdamW opt(be, model.num_params());
+  Optimizer opt(be, comm, model, cfg.optim);
   int start = 0;
   // Input checks agreed across ranks before the first training collective (agree.h).
   if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, comm); });

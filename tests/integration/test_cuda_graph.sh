@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # --cuda-graph: the step's forward and backward recorded as a CUDA graph at step 2 and
 # launched from then on give the losses of launching every kernel exactly (metrics text) and a
-# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2 and with validation passes
+# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2, with --optimizer muon and with validation passes
 # between steps (they use the batch and loss buffers the graph reads): on one GPU with --cuda-graph auto
 # and on, and, where two GPUs are visible, at world 2 with --cuda-graph on (the bucketed NCCL gradient
 # all-reduce recorded inside the graph; several buckets, one bucket, --bucket-mb 0), under mpirun and
@@ -42,6 +42,8 @@ check_same bf16 mpi 1 auto --dtype bf16
 check_same fp32 mpi 1 auto --dtype fp32
 check_same recompute2 mpi 1 auto --dtype bf16 --recompute 2
 check_same bf16-on mpi 1 on --dtype bf16
+# Muon runs after the recorded step, as AdamW does: its state and updates the same bits (checkpoints included)
+check_same muon mpi 1 auto --dtype bf16 --optimizer muon --lr-schedule wsd
 ngpu=$(nvidia-smi -L | grep -c '^GPU ')
 if ((ngpu >= 2)); then
   # 0.3 MiB buckets: several for this model (a layer is 0.75 MiB, the tied embedding 24.6 MiB)

@@ -3,7 +3,8 @@
 # global batch stream; grad accumulation 2 at world 1 equals world 2; dropout masks do not depend
 # on the world size. The same for ranks that are threads of one xtrain_threads process,
 # which must also train what mpirun processes train at the same world size. Figures are printed by
-# gate_compare.py. Usage: test_gates.sh FAMILY (common.sh's XT_FAMILIES; a ctest test each).
+# gate_compare.py. Usage: test_gates.sh FAMILY [OPTIMIZER] (common.sh's XT_FAMILIES; adamw, the default, or
+# muon; a ctest test each).
 source "$(dirname "$0")/common.sh"
 # Per family (common.sh): extra options, and what the world 2 log must show. llama: the gradient
 # all-reduce in buckets of 0.02 MiB (about one block each) started during the backward, so the overlap
@@ -17,10 +18,11 @@ declare -A WANT_LOG=(
   [llama]="arch=llama .*tied=0
 gradient all-reduce: [2-9][0-9]* buckets"
 )
-FAMILY=${1:?usage: test_gates.sh FAMILY (${XT_FAMILIES[*]})}
+FAMILY=${1:?usage: test_gates.sh FAMILY (${XT_FAMILIES[*]}) [adamw|muon]}
+OPTIMIZER=${2:-adamw}
 xt_family "$FAMILY"
 read -ra EXTRA <<< "${EXTRA_ARGS[$FAMILY]}"
-FAM+=("${EXTRA[@]}")
+FAM+=("${EXTRA[@]}" --optimizer "$OPTIMIZER")
 echo "family $FAMILY: ${FAM[*]}"
 xt_data
 CMP="$(dirname "$0")/gate_compare.py"
@@ -38,6 +40,10 @@ grep -A5 "^rank" "$WORK/w4.jsonl.log" | head -6
 while read -r want; do
   grep -q "$want" "$WORK/w2.jsonl.log" || { cat "$WORK/w2.jsonl.log"; echo "FAIL: $FAMILY: no '$want' in the world 2 log"; exit 1; }
 done <<< "${WANT_LOG[$FAMILY]}"
+if [[ $OPTIMIZER == muon ]]; then  # each of the 2 ranks orthogonalizes its share
+  grep -q "optimizer: muon on .* matrices .* each of the 2 ranks" "$WORK/w2.jsonl.log" ||
+    { cat "$WORK/w2.jsonl.log"; echo "FAIL: no Muon line in the world 2 log"; exit 1; }
+fi
 python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w2.jsonl" --label "$FAMILY: world 2 vs 1"
 python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w4.jsonl" --label "$FAMILY: world 4 vs 1"
 run 1 acc.jsonl --grad-accum 2

@@ -80,6 +80,9 @@ struct ParamSpan {
 // overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
 void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+// check_newton_schulz_args: throws Error unless batch >= 0, rows >= 1, cols >= 1 and steps >= 0
+// (Backend::newton_schulz).
+void check_newton_schulz_args(int batch, int rows, int cols, int steps);
 // check_argmax_rows_args: throws Error unless rows >= 0, V >= 1 and ld >= V (Backend::argmax_rows).
 void check_argmax_rows_args(int rows, int V, int ld);
 
@@ -377,7 +380,35 @@ class Backend {
   virtual void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                             float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                             int t) = 0;
+
+  // ---- Muon (Jordan et al. 2024; PyTorch's torch.optim.Muon, torch/optim/_muon.py, is the definition) ----
+  // muon_momentum: momentum with Nesterov over count elements, as torch.optim.Muon's step:
+  //   g = grad * grad_scale; buf = buf.lerp(g, 1 - momentum); out = nesterov ? g.lerp(buf, momentum) : buf,
+  // with torch.lerp's arithmetic: lerp(a, b, w) = w < 0.5 ? a + w (b - a) : b - (b - a)(1 - w). buf, out (count)
+  // fp32 (out the update Newton-Schulz then orthogonalizes); grad (count) fp32.
+  virtual void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
+                             float grad_scale) = 0;
+  // newton_schulz: x (batch, rows, cols) fp32, in place -> the quintic Newton-Schulz iteration of each matrix
+  // (torch.optim.Muon's _zeropower_via_newtonschulz): X = the matrix, transposed when rows > cols (so X X^T
+  // is the smaller Gram matrix); X /= max(||X||_F, eps); `steps` times: A = X X^T, B = b A + c A A,
+  // X = a X + B X; transposed back. (a, b, c) = kMuonNsCoefficients. It acts on each singular value s of
+  // X / ||X||_F alone (s -> a s + b s^3 + c s^5 per step): after 5 steps every s >= 0.003 lies in
+  // [0.68, 1.21] (kMuonNsBand; the coefficients trade exact convergence to 1 for slope at zero). The CPU backend runs in
+  // fp32; CUDA in bf16 on tensor cores (as PyTorch, which rounds to bf16 on every device), fp32
+  // accumulation, batched over the matrices. Throws Error unless batch >= 0, rows, cols >= 1 and steps >= 0.
+  virtual void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) = 0;
+  // muon_apply: param (count) = param * decay - lr * update: decay = 1 - lr * weight_decay (the
+  // unadjusted lr, as torch.optim.Muon), lr the adjusted learning rate; update (count) fp32.
+  virtual void muon_apply(float* param, const float* update, size_t count, float decay, float lr) = 0;
 };
+
+// kMuonNsCoefficients: (a, b, c) of the quintic Newton-Schulz iteration (Keller Jordan's Muon;
+// torch.optim.Muon's DEFAULT_A, DEFAULT_B, DEFAULT_C). kMuonEps: its default eps (torch's EPS).
+inline constexpr float kMuonNsCoefficients[3] = {3.4445f, -4.7750f, 2.0315f};
+inline constexpr float kMuonEps = 1e-7f;
+// kMuonNsBand: where 5 steps take every singular value in [0.003, 1] (the scalar map iterated; in the
+// iteration's band); the CPU tests check it (test_muon).
+inline constexpr float kMuonNsBand[2] = {0.68f, 1.21f};
 
 // DeviceBuffer: RAII owner of `count` elements of T in a backend's memory.
 template <typename T>

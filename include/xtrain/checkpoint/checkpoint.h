@@ -1,5 +1,6 @@
-// The checkpoint file format: parameters, AdamW state, step, model config and the identity of the data and
-// tokenizer, in one file with a header and an XXH3-64 checksum over everything before it.
+// The checkpoint file format: parameters, optimizer state (AdamW's moments; with Muon its momentum buffers
+// too), step, model config, optimizer and schedule, and the identity of the data and tokenizer, in one file
+// with a header and an XXH3-64 checksum over everything before it.
 // Batch sampling and dropout are counter-based (rng.h), keyed by (seed, step), so seed + step are
 // the whole RNG and data-loader state. Written atomically (write_file_atomic, io.h).
 #pragma once
@@ -32,24 +33,39 @@ struct CheckpointMeta {
   uint64_t data_hash = 0;     // TrainData::hash: XXH3-64 of the token stream
   uint64_t n_train = 0;       // tokens in the training part (the rest is held out for validation)
   uint64_t num_params = 0;
+  // format 04: the optimizer and the rest of the schedule. A format-03 file reads as an AdamW run with
+  // the cosine schedule and the betas and eps every run had then (the defaults below). Fields that do
+  // not apply to the run hold 0 (decay_frac without wsd, the muon_* with adamw), so they always match.
+  int32_t optimizer = 0;      // OptimizerKind (train/optim.h): 0 adamw, 1 muon
+  int32_t lr_schedule = 0;    // LrSchedule: 0 cosine, 1 wsd, 2 linear
+  float decay_frac = 0;       // wsd's decay share of the run
+  float beta1 = 0.9f, beta2 = 0.95f, adam_eps = 1e-8f;
+  float muon_lr = 0, muon_momentum = 0, muon_weight_decay = 0;
+  int32_t muon_ns_steps = 0;
+  int32_t muon_adjust = 0;    // MuonAdjust: 0 original, 1 match_rms_adamw
+  int32_t muon_matrices = 0;  // the matrices Muon orthogonalizes (muon_matrices, train/optim.h)
+  uint64_t muon_count = 0;    // floats of Muon's momentum buffers after v (<= num_params)
 };
 
-// ---- the header's field table: every CheckpointMeta field once, in file order (format 03) ----
+// ---- the header's field table: every CheckpointMeta field once, in file order (format 04) ----
 // It drives writing, reading and range-checking the header and the resume comparison
 // (checkpoint.cpp). The static checks below fail the build when a member of CheckpointMeta has no
-// row, a row's type is not its member's, or the base header's size leaves format 03. The family's
-// rows (MetaPart::family: arch, norm_eps, rope_theta, tie) follow the base header and are written only
-// for a model other than gpt2, so a gpt2 checkpoint is the format-03 file it always was; the header's
-// byte count (u32 header_bytes) says which of the two a file holds, and a header without them reads as
-// gpt2 with the defaults. An xtrain from before them refuses a llama checkpoint (header size).
+// row, a row's type is not its member's, or a part's size changes (another format version). The
+// family's rows (MetaPart::family: arch, norm_eps, rope_theta, tie) follow the base header and are
+// written only for a model other than gpt2; the header's byte count (u32 header_bytes) says whether a
+// file holds them, and a header without them reads as gpt2 with the defaults. The optimizer's rows
+// (MetaPart::optim) come last, in every format-04 file; a format-03 file (still read) has none and reads
+// with their defaults (AdamW, cosine, the betas and eps of then).
 
 enum class MetaType { i32, f32, u64 };  // stored as int32_t, float, uint64_t (native byte order)
-// Which header a row belongs to: the base (every file) or the family's rows (files of a non-gpt2 model).
-enum class MetaPart { base, family };
+// Which header a row belongs to: the base (every file), the family's rows (files of a non-gpt2 model) or
+// the optimizer's (format 04).
+enum class MetaPart { base, family, optim };
 // The values a header field may hold, checked on every read (a damaged file can carry any value
 // behind a valid checksum): any; positive (> 0); step: >= 0 (past total_steps in a run extended past its
-// schedule); grad_accum: [1, batch]; fraction: [0, 1); arch: an Arch value; flag: 0 or 1.
-enum class MetaRange { any, positive, step, grad_accum, fraction, arch, flag };
+// schedule); grad_accum: [1, batch]; fraction: [0, 1); arch: an Arch value; flag: 0 or 1; schedule: an
+// LrSchedule value (0, 1, 2).
+enum class MetaRange { any, positive, step, grad_accum, fraction, arch, flag, schedule };
 // How a resume compares the field with this run's value. model: must match, reported as the model
 // description (GPTConfig::describe: both models in one message); must_match: must match, the message
 // names `resume_name` (the option that sets it, or what the value is); may_differ: not compared (the
@@ -85,6 +101,10 @@ constexpr MetaType checked_meta_type() {
 #define XT_META_FAMILY_FIELD(member, name, type, range)                                                  \
   MetaField{name, checked_meta_type<MetaType::type, decltype(std::declval<CheckpointMeta&>().member)>(), \
             offsetof(CheckpointMeta, member), MetaRange::range, OnResume::model, "model", MetaPart::family}
+// XT_META_OPTIM_FIELD: a row of the optimizer's part (format 04), compared on resume.
+#define XT_META_OPTIM_FIELD(member, name, type, range, resume_name)                                       \
+  MetaField{name, checked_meta_type<MetaType::type, decltype(std::declval<CheckpointMeta&>().member)>(), \
+            offsetof(CheckpointMeta, member), MetaRange::range, OnResume::must_match, resume_name, MetaPart::optim}
 
 constexpr MetaField kMetaFields[] = {  // name, type, values it may hold, resume comparison
     XT_META_FIELD(model.V, "V", i32, positive, model, "model"),
@@ -118,12 +138,28 @@ constexpr MetaField kMetaFields[] = {  // name, type, values it may hold, resume
     XT_META_FAMILY_FIELD(model.norm_eps, "norm_eps", f32, positive),
     XT_META_FAMILY_FIELD(model.rope_theta, "rope_theta", f32, positive),
     XT_META_FAMILY_FIELD(model.tie_embeddings, "tie", i32, flag),
+    // the optimizer's fields: in every format-04 file (see above)
+    XT_META_OPTIM_FIELD(optimizer, "optimizer", i32, flag, "--optimizer"),
+    XT_META_OPTIM_FIELD(lr_schedule, "lr_schedule", i32, schedule, "--lr-schedule"),
+    XT_META_OPTIM_FIELD(decay_frac, "decay_frac", f32, any, "--decay-frac"),
+    XT_META_OPTIM_FIELD(beta1, "beta1", f32, fraction, "--beta1"),
+    XT_META_OPTIM_FIELD(beta2, "beta2", f32, fraction, "--beta2"),
+    XT_META_OPTIM_FIELD(adam_eps, "adam_eps", f32, any, "--adam-eps"),
+    XT_META_OPTIM_FIELD(muon_lr, "muon_lr", f32, any, "--muon-lr"),
+    XT_META_OPTIM_FIELD(muon_momentum, "muon_momentum", f32, any, "--muon-momentum"),
+    XT_META_OPTIM_FIELD(muon_weight_decay, "muon_weight_decay", f32, any, "--muon-weight-decay"),
+    XT_META_OPTIM_FIELD(muon_ns_steps, "muon_ns_steps", i32, step, "--muon-ns-steps"),
+    XT_META_OPTIM_FIELD(muon_adjust, "muon_adjust", i32, flag, "--muon-adjust"),
+    XT_META_OPTIM_FIELD(muon_matrices, "muon_matrices", i32, step, "Muon's matrix count"),
+    XT_META_OPTIM_FIELD(muon_count, "muon_count", u64, any, "Muon's state size"),
 };
 #undef XT_META_FIELD
 #undef XT_META_FAMILY_FIELD
+#undef XT_META_OPTIM_FIELD
 constexpr int kNumMetaFields = sizeof(kMetaFields) / sizeof(MetaField);
 constexpr size_t kMetaBytes = 112;  // format 03's base header: the u32 header_bytes of every gpt2 file
 constexpr size_t kMetaFamilyBytes = 16;  // the family's rows after it (a llama file's header: 128 bytes)
+constexpr size_t kMetaOptimBytes = 56;   // the optimizer's rows, last (format 04)
 
 // meta_fields_disjoint: no two rows share a byte, each range is on a type it applies to.
 // meta_fields_bytes: what the rows write.
@@ -134,7 +170,8 @@ constexpr bool meta_fields_disjoint(const MetaField* t, int n) {
     const MetaRange r = t[i].range;
     if ((r == MetaRange::step || r == MetaRange::grad_accum) && t[i].type != MetaType::i32) return false;
     if (r == MetaRange::fraction && t[i].type != MetaType::f32) return false;
-    if ((r == MetaRange::arch || r == MetaRange::flag) && t[i].type != MetaType::i32) return false;
+    if ((r == MetaRange::arch || r == MetaRange::flag || r == MetaRange::schedule) && t[i].type != MetaType::i32)
+      return false;
   }
   return true;
 }
@@ -148,10 +185,10 @@ constexpr size_t meta_part_bytes(const MetaField* t, int n, MetaPart part) {
   for (int i = 0; i < n; ++i) sum += t[i].part == part ? t[i].bytes() : 0;
   return sum;
 }
-// the family's rows come last: a file's header is a prefix of the table
+// the rows in part order (base, family, optim): a file's header is the table without the parts it lacks
 constexpr bool meta_family_last(const MetaField* t, int n) {
   for (int i = 1; i < n; ++i)
-    if (t[i - 1].part == MetaPart::family && t[i].part == MetaPart::base) return false;
+    if (static_cast<int>(t[i - 1].part) > static_cast<int>(t[i].part)) return false;
   return true;
 }
 static_assert(std::is_standard_layout_v<CheckpointMeta>, "offsetof needs a standard-layout CheckpointMeta");
@@ -164,6 +201,8 @@ static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::base) == kM
 static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::family) == kMetaFamilyBytes &&
                   meta_family_last(kMetaFields, kNumMetaFields),
               "kMetaFields: the family's rows are 16 bytes after the base header");
+static_assert(meta_part_bytes(kMetaFields, kNumMetaFields, MetaPart::optim) == kMetaOptimBytes,
+              "kMetaFields: the optimizer's rows are 56 bytes, last");
 
 // field_text: the value of row f in m as `<<` prints it ("3", "0.0003", "12345678901"); the hashes (data
 // hash, tokenizer fingerprint) as 16 hex digits, as the export registry and the run summary print them.
@@ -178,6 +217,7 @@ inline constexpr size_t kCheckpointChunkBytes = size_t{64} << 20;
 struct CheckpointState {
   CheckpointMeta meta;
   std::vector<float> params, m, v;  // (num_params) each
+  std::vector<float> momentum;      // (muon_count): Muon's momentum buffers, its matrices in buffer order
 };
 
 // save_checkpoint: writes `path` atomically; a crash leaves either the old file or the new one.
@@ -188,7 +228,7 @@ uint64_t save_checkpoint(const std::string& path, const CheckpointState& st);
 
 // parse_checkpoint: the bytes of a checkpoint file -> state; `path` names it in errors. Throws Error
 // "checkpoint <path>: <why>" for bad magic, another format version, a truncated file, a size that
-// does not match the header's parameter count, a checksum mismatch, or a header field out of range
+// does not match the header's parameter and Muon state counts, a checksum mismatch, or a header field out of range
 // (a dimension, batch, grad_accum or parameter count <= 0, a step < 0, dropout outside [0, 1)). Never reads outside `bytes` (fuzzed: tests/fuzz).
 CheckpointState parse_checkpoint(const std::string& bytes, const std::string& path);
 

@@ -1,6 +1,6 @@
 // The parameter table: every parameter tensor of both model families (GPTConfig::arch) once, with its
-// shape in model dimensions, where it exists, its initialisation, whether AdamW weight decay applies and
-// its Hugging Face names (GPT-2: transformers' modeling_gpt2.py GPT2Model; Llama: modeling_llama.py
+// shape in model dimensions, where it exists, its initialisation, whether AdamW weight decay applies, which
+// optimizer updates it under --optimizer muon, and its Hugging Face names (GPT-2: transformers' modeling_gpt2.py GPT2Model; Llama: modeling_llama.py
 // LlamaForCausalLM, fused rows split by HfPart) (llm.c's ParameterTensors). param_layout (offsets), init_params, the decay mask, the
 // block's and the decoder's weight lookups and the export/import name map (src/serve/export.cpp) derive from it.
 #pragma once
@@ -75,6 +75,10 @@ struct ParamSpec {
   // no transposes (nn.Linear keeps (out, in) as xtrain). A fused row is split into hf_llama_parts.
   const char* hf_llama = "";
   HfParts hf_llama_parts = {};
+  // With --optimizer muon: Muon updates this tensor (the blocks' hidden matrices), AdamW the others
+  // (embeddings, the output head, norms, biases), as Muon's authors and torch.optim.Muon's docs advise.
+  // A fused matrix is orthogonalized per part (muon_parts, src/train/muon.h): q, k, v and gate, up apart.
+  bool muon = false;
   constexpr bool matrix() const { return cols != ParamDim::one; }
 };
 
@@ -89,11 +93,11 @@ constexpr ParamSpec kLayerParamTable[] = {  // per block l
     {kLn1B, "ln1.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_1.bias", false, ParamIn::gpt2,
      ""},  // (C)
     {kQkvW, "attn.qkv.w", ParamDim::QKV, ParamDim::C, ParamInit::normal, true, "attn.c_attn.weight", true, ParamIn::all,
-     "", {kQkvHfParts, 3}},  // (QKV,C)
+     "", {kQkvHfParts, 3}, true},  // (QKV,C)
     {kQkvB, "attn.qkv.b", ParamDim::QKV, ParamDim::one, ParamInit::zeros, false, "attn.c_attn.bias", false, ParamIn::gpt2,
      ""},  // (QKV)
     {kAttProjW, "attn.proj.w", ParamDim::C, ParamDim::A, ParamInit::normal_residual, true, "attn.c_proj.weight", true, ParamIn::all,
-     "self_attn.o_proj.weight"},  // (C,A)
+     "self_attn.o_proj.weight", {}, true},  // (C,A)
     {kAttProjB, "attn.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "attn.c_proj.bias", false, ParamIn::gpt2,
      ""},  // (C)
     {kLn2W, "ln2.w", ParamDim::C, ParamDim::one, ParamInit::ones, false, "ln_2.weight", false, ParamIn::all,
@@ -101,11 +105,11 @@ constexpr ParamSpec kLayerParamTable[] = {  // per block l
     {kLn2B, "ln2.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "ln_2.bias", false, ParamIn::gpt2,
      ""},  // (C)
     {kFcW, "mlp.fc.w", ParamDim::FC, ParamDim::C, ParamInit::normal, true, "mlp.c_fc.weight", true, ParamIn::all,
-     "", {kFcHfParts, 2}},  // (FC,C) llama: [gate; up]
+     "", {kFcHfParts, 2}, true},  // (FC,C) llama: [gate; up]
     {kFcB, "mlp.fc.b", ParamDim::FC, ParamDim::one, ParamInit::zeros, false, "mlp.c_fc.bias", false, ParamIn::gpt2,
      ""},  // (FC)
     {kFcProjW, "mlp.proj.w", ParamDim::C, ParamDim::F, ParamInit::normal_residual, true, "mlp.c_proj.weight", true, ParamIn::all,
-     "mlp.down_proj.weight"},  // (C,F) llama: down
+     "mlp.down_proj.weight", {}, true},  // (C,F) llama: down
     {kFcProjB, "mlp.proj.b", ParamDim::C, ParamDim::one, ParamInit::zeros, false, "mlp.c_proj.bias", false, ParamIn::gpt2,
      ""},  // (C)
 };
@@ -144,6 +148,7 @@ constexpr bool well_formed(const ParamSpec* t, int n) {
     if (!*t[i].hf_name != (t[i].in == ParamIn::untied) || !llama_named != (t[i].in == ParamIn::gpt2))
       return false;  // a name exactly where the row exists
     if (*t[i].hf_llama && t[i].hf_llama_parts.count > 0) return false;  // one name or parts, not both
+    if (t[i].muon && !t[i].matrix()) return false;  // Muon is for 2-D tensors only
   }
   return true;
 }
@@ -162,5 +167,15 @@ static_assert([] {
     if (s.hf_transpose != s.matrix()) return false;
   return !kEmbedParamTable[kWte].hf_transpose && !kEmbedParamTable[kWpe].hf_transpose;
 }(), "a block's matrices, and only they, are transposed in the hf layout");
+// Muon takes exactly the blocks' matrices: never an embedding, the head or a vector.
+static_assert([] {
+  for (const ParamSpec& s : kLayerParamTable)
+    if (s.muon != s.matrix()) return false;
+  for (const ParamSpec& s : kEmbedParamTable)
+    if (s.muon) return false;
+  for (const ParamSpec& s : kFinalParamTable)
+    if (s.muon) return false;
+  return true;
+}(), "Muon updates the blocks' matrices, and only they");
 
 }  // namespace xtrain

@@ -211,6 +211,20 @@ class CpuBackend final : public Backend {
                         s.decay ? weight_decay : 0.0f, grad_scale, t);
     }
   }
+  void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
+                     float grad_scale) override {
+    cpu::muon_momentum(buf, out, grad, count, momentum, nesterov, grad_scale);
+  }
+  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override {
+    check_newton_schulz_args(batch, rows, cols, steps);
+    const size_t r = std::min(rows, cols), c = std::max(rows, cols);
+    std::vector<float> work(2 * r * c + 2 * r * r);
+    for (int b = 0; b < batch; ++b)
+      cpu::newton_schulz(x + size_t(b) * rows * cols, rows, cols, steps, eps, work.data());
+  }
+  void muon_apply(float* param, const float* update, size_t count, float decay, float lr) override {
+    cpu::muon_apply(param, update, count, decay, lr);
+  }
 
  private:
   RowKernels rows_;

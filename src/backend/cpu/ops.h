@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <vector>
 
+#include <xtrain/backend/backend.h>
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 
@@ -269,6 +270,57 @@ void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t count,
     v[i] = Real(vi);
     const double p = param[i];
     param[i] = Real(p - lr * ((mi / bc1) / (std::sqrt(vi / bc2) + eps) + weight_decay * p));
+  }
+}
+
+// lerp: torch.lerp's arithmetic (ATen's lerp, weight < 0.5 from a, else from b), in fp32.
+inline float lerp(float a, float b, float w) { return w < 0.5f ? a + w * (b - a) : b - (b - a) * (1.0f - w); }
+
+// muon_momentum: Backend::muon_momentum over count elements, fp32 as torch.optim.Muon's step.
+inline void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
+                          float grad_scale) {
+  const float w = 1.0f - momentum;
+  for (size_t i = 0; i < count; ++i) {
+    const float g = grad[i] * grad_scale;
+    buf[i] = lerp(buf[i], g, w);
+    out[i] = nesterov ? lerp(g, buf[i], momentum) : buf[i];
+  }
+}
+
+// newton_schulz: Backend::newton_schulz of one matrix x (rows, cols) in place, fp32 (OpenBLAS GEMMs).
+// work: at least 2 r c + 2 r r floats, r = min(rows, cols), c = max(rows, cols).
+inline void newton_schulz(float* x, int rows, int cols, int steps, float eps, float* work) {
+  const bool tall = rows > cols;
+  const int r = tall ? cols : rows, c = tall ? rows : cols;
+  const size_t rc = size_t(r) * c;
+  float* X = work;            // (r, c)
+  float* Xn = X + rc;         // (r, c)
+  float* A = Xn + rc;         // (r, r) X X^T
+  float* Bm = A + size_t(r) * r;  // (r, r) b A + c A A
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) (tall ? X[size_t(j) * c + i] : X[size_t(i) * c + j]) = x[size_t(i) * cols + j];
+  double ss = 0;
+  for (size_t i = 0; i < rc; ++i) ss += double(X[i]) * X[i];
+  const float norm = std::max(static_cast<float>(std::sqrt(ss)), eps);
+  for (size_t i = 0; i < rc; ++i) X[i] /= norm;
+  const float ca = kMuonNsCoefficients[0], cb = kMuonNsCoefficients[1], cc = kMuonNsCoefficients[2];
+  for (int k = 0; k < steps; ++k) {
+    gemm(CblasNoTrans, CblasTrans, r, r, c, 1.0f, X, c, X, c, 0.0f, A, r);
+    std::copy(A, A + size_t(r) * r, Bm);
+    gemm(CblasNoTrans, CblasNoTrans, r, r, r, cc, A, r, A, r, cb, Bm, r);
+    std::copy(X, X + rc, Xn);
+    gemm(CblasNoTrans, CblasNoTrans, r, c, r, 1.0f, Bm, r, X, c, ca, Xn, c);
+    std::swap(X, Xn);
+  }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) x[size_t(i) * cols + j] = tall ? X[size_t(j) * c + i] : X[size_t(i) * c + j];
+}
+
+// muon_apply: param = param * decay - lr * update (count), fp32 as torch's mul_ then add_(alpha=-lr).
+inline void muon_apply(float* param, const float* update, size_t count, float decay, float lr) {
+  for (size_t i = 0; i < count; ++i) {
+    const float p = param[i] * decay;
+    param[i] = p + (-lr) * update[i];
   }
 }
 

@@ -487,6 +487,18 @@ void CudaBackend::adamw_update(float* param, const float* grad, float* m, float*
   cuda::adamw_update(ctx_, adamw_table_, param, grad, m, v, spans, lr, beta1, beta2, eps, weight_decay, grad_scale,
                      t);
 }
+void CudaBackend::muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
+                                float grad_scale) {
+  cuda::muon_momentum(ctx_, buf, out, grad, count, momentum, nesterov, grad_scale);
+}
+void CudaBackend::newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) {
+  check_newton_schulz_args(batch, rows, cols, steps);
+  cuda::newton_schulz(ctx_, x, batch, rows, cols, steps, eps);
+}
+void CudaBackend::muon_apply(float* param, const float* update, size_t count, float decay, float lr) {
+  weights_written(param, count * sizeof(float));
+  cuda::muon_apply(ctx_, param, update, count, decay, lr);
+}
 
 }  // namespace cuda
 }  // namespace xtrain

@@ -109,6 +109,10 @@ class CudaBackend final : public Backend {
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                     float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                     int t) override;
+  void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
+                     float grad_scale) override;
+  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override;
+  void muon_apply(float* param, const float* update, size_t count, float decay, float lr) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }

@@ -182,6 +182,13 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int
 
 // kAdamWTableTag: the allocator tag of AdamWTable's block (the memory report names it).
 constexpr const char* kAdamWTableTag = "AdamW chunk table";
+// Muon's ops (Backend::muon_momentum, newton_schulz, muon_apply): muon_momentum.cu, newton_schulz.cu (bf16
+// tensor-core GEMMs batched over the matrices, scratch from ctx.alloc), muon_apply.cu.
+void muon_momentum(const OpContext& ctx, float* buf, float* out, const float* grad, size_t count, float momentum,
+                   bool nesterov, float grad_scale);
+void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps);
+void muon_apply(const OpContext& ctx, float* param, const float* update, size_t count, float decay, float lr);
+
 // AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
 // most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
 // change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.

@@ -1,0 +1,57 @@
+// Muon's CUDA ops against the CPU oracle: the bf16 tensor-core Newton-Schulz batched over matrices of one
+// shape (wide, tall and square, GPT-2 124M's shapes among them), the momentum with Nesterov and the update.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <vector>
+
+#include <xtrain/core/error.h>
+#include "cuda_ops_test_util.h"
+
+using namespace xtrain;
+using namespace xtrain::test::gpu;
+
+namespace {
+// bf16 Newton-Schulz (as PyTorch runs it) vs the fp32 CPU oracle: the input and every product of the 5 steps
+// are rounded to bf16 (2^-8 relative each, ~15 roundings, each step's polynomial with slope up to a = 3.4 on
+// the small singular values), so a few 1e-2 norm-wise (max|diff| / max|ref|); a transposed operand, a
+// missing coefficient or a wrong stride gives O(1).
+constexpr double kBf16NsRel = 5e-2;
+}  // namespace
+
+TEST_CASE("newton_schulz: bf16 tensor cores batched over the matrices vs the fp32 CPU oracle") {
+  struct Shape {
+    int batch, rows, cols;
+  };
+  for (const Shape& s : {Shape{3, 768, 768}, Shape{2, 3072, 768}, Shape{2, 768, 3072}, Shape{4, 24, 8}, Shape{1, 8, 24},
+                         Shape{0, 16, 16}}) {
+    CAPTURE(s.batch);
+    CAPTURE(s.rows);
+    CAPTURE(s.cols);
+    const size_t n = size_t(s.batch) * s.rows * s.cols;
+    Twin<float> x(rnd(n, 401 + s.rows, -0.02, 0.02));  // gradient-sized values: the norm, not the scale, matters
+    be().cpu->newton_schulz(x.c.get(), s.batch, s.rows, s.cols, 5, kMuonEps);
+    be().gpu->newton_schulz(x.g.get(), s.batch, s.rows, s.cols, 5, kMuonEps);
+    if (n > 0) expect_close("newton_schulz", x, kBf16NsRel);
+  }
+  // a shape-mismatched argument is refused as on the CPU
+  DeviceBuffer<float> y(*be().gpu, 4);
+  CHECK_THROWS_AS(be().gpu->newton_schulz(y.get(), 1, 0, 4, 5, kMuonEps), Error);
+}
+
+TEST_CASE("muon_momentum and muon_apply: the CPU oracle's fp32 arithmetic") {
+  const size_t n = 100003;
+  Twin<float> buf(filled(n)), out(filled(n)), p(rnd(n, 501));
+  for (int t = 1; t <= 3; ++t) {
+    Twin<float> grad(rnd(n, 510 + t, -0.1, 0.1));
+    for (Backend* b : {be().cpu.get(), be().gpu.get()}) {
+      const bool gpu = b == be().gpu.get();
+      b->muon_momentum(gpu ? buf.g.get() : buf.c.get(), gpu ? out.g.get() : out.c.get(),
+                       gpu ? grad.g.get() : grad.c.get(), n, 0.95f, true, 0.7f);
+      b->muon_apply(gpu ? p.g.get() : p.c.get(), gpu ? out.g.get() : out.c.get(), n, 0.998f, 0.02f * t);
+    }
+  }
+  expect_close("muon momentum", buf, kFp32Rel);
+  expect_close("muon update", out, kFp32Rel);
+  expect_close("muon param", p, kFp32Rel);
+}
