@@ -34,6 +34,9 @@ void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainCo
   take("min-lr-frac", t.optim.min_lr_frac, c.min_lr_frac), take("weight-decay", t.optim.weight_decay, c.weight_decay);
   take("grad-clip", t.optim.grad_clip, c.grad_clip);
   if (!given("seed")) *seed = std::to_string(c.seed);
+  // the held-out split is part of the run: the checkpoint's, unless an option that sets it is given (a
+  // --val-every change that keeps the split is then allowed; one that changes it is the resume mismatch)
+  if (!given("val-fraction") && !given("val-every") && !given("val-data")) t.resume_n_train = c.n_train;
   if (!given("steps")) {
     if (c.step > c.total_steps)
       throw UsageError("--resume " + t.resume + " is at step " + std::to_string(c.step) + ", past its LR schedule of " +
