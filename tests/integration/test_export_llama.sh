@@ -110,7 +110,7 @@ fp=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["xtrain_tok
 rc=0
 "$GEN" --model "$WORK/e_tok" --prompt "The" --max-new-tokens 2 > /dev/null 2> "$WORK/tk.log" || rc=$?
 [[ $rc -eq 2 ]] || { cat "$WORK/tk.log"; fail "--model with two merges swapped: exit $rc, expected 2"; }
-one_line "$WORK/tk.log" "the tokenizer given (fingerprint [0-9a-f]\{16\}) is not the one the model was trained with ($fp, its config.json)"
+one_line "$WORK/tk.log" "the model was trained with the tokenizer of fingerprint $fp (its config.json), not the one loaded (.*merges.txt, fingerprint [0-9a-f]\{16\})"
 grep -q "fingerprint $fp)" "$WORK/tk.log" && fail "the swapped tokenizer has the model's fingerprint"
 cat "$WORK/tk.log"
 rc=0
