@@ -1,6 +1,7 @@
 // run_training: from parsed options to a finished training run (see src/app/app.h).
 #include "app/app.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -86,6 +87,17 @@ void print_stop_hint(const std::string& ckpt, const RankLaunch& launch) {
     std::printf("stop   | Ctrl-C ends the run after the current step %s\n", saves.c_str());
 }
 
+// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
+// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
+// /tmp) is refused in one line, as an output through another user's symlink is (io.h).
+void check_cache_dir_owner(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
+                           << ") nor root; not reading or writing token caches in it");
+}
+
 // lock_ckpt: rank 0's exclusive lock on "<--ckpt>.lock", beside the file the path resolves to (every
 // spelling of it, a symlink included, takes the same lock), held for the whole run: a second job given
 // the same --ckpt is refused at start-up in one line, instead of both writing it and one losing.
@@ -132,6 +144,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_writable(o.train.metrics, "--metrics");
       check_writable(o.train.timeline, "--timeline");
     }
+    if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) {
       check_readable_file(o.train.resume, "--resume");
