@@ -31,3 +31,15 @@ grep -qxF "scripts/setup.sh --tests && $ci_cmd" "$root/README.md" ||
   fail "README.md has no line 'scripts/setup.sh --tests && $ci_cmd' (.ci/run's test_cmd)"
 grep -q '^phase setup scripts/setup.sh --tests$' "$root/.ci/run" || fail ".ci/run does not set up with --tests"
 echo "README's test command is .ci/run's"
+
+# the README walkthrough's outputs (--ckpt, --metrics, --out, -o) are ignored by git, so following it
+# leaves no untracked files (skipped outside a git checkout)
+if git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
+  walk="$(sed -n '/^## Walkthrough/,/^## The options/p' "$root/README.md")"
+  outs="$(grep -oE -- '(--ckpt|--metrics|--out|-o) [^ ]+' <<< "$walk" | awk '{print $2}' | sort -u)"
+  [[ -n "$outs" ]] || fail "no outputs found in the README walkthrough"
+  for o in $outs; do
+    git -C "$root" check-ignore -q --no-index "$o" || fail "the README walkthrough's output $o is not ignored by git (.gitignore)"
+  done
+  echo "the walkthrough's outputs are ignored by git: $(echo $outs)"
+fi
