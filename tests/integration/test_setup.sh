@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set-up in two layers: the `programs` target builds the five programs and no test, scripts/setup.sh
+# Set-up in two layers: the `programs` target builds the six programs and no test, scripts/setup.sh
 # installs the test extras (Slurm, munge, clang, doctest, matplotlib) only with --tests, and the
 # README's test command is .ci/run's, after `scripts/setup.sh --tests`.
 set -euo pipefail
@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # `ninja -t query`: "programs:", "  input: phony", the inputs one per line, "  outputs:"
 deps="$(ninja -C "$build" -t query programs | sed -n '/input:/,/outputs:/{/:/d;p}' | tr -d ' ' | sort)"
-want="$(printf '%s\n' xtrain_export xtrain_generate xtrain_mpi xtrain_threads xtrain_tokenize | sort)"
+want="$(printf '%s\n' xtrain_eval xtrain_export xtrain_generate xtrain_mpi xtrain_threads xtrain_tokenize | sort)"
 [[ "$deps" == "$want" ]] || fail "programs builds: $(echo $deps), want: $(echo $want)"
 echo "programs target: $(echo $deps)"
 
