@@ -146,7 +146,8 @@ def main(argv):
         plot(runs, outs, a.title)
     except ImportError as e:
         print(f"plot_metrics.py: error: {e} in {sys.executable} (install the Debian package python3-matplotlib: "
-              "scripts/setup.sh, and run the script as tools/plot_metrics.py, whose interpreter is /usr/bin/python3)",
+              "scripts/setup.sh --tests, or apt-get install python3-matplotlib; and run the script as "
+              "tools/plot_metrics.py, whose interpreter is /usr/bin/python3)",
               file=sys.stderr)
         return 1
     except OSError as e:

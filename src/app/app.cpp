@@ -1,6 +1,7 @@
 // run_training: from parsed options to a finished training run (see src/app/app.h).
 #include "app/app.h"
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -17,6 +18,7 @@
 #include <xtrain/comm/comm.h>
 #include "comm/placement.h"
 #include "core/io.h"
+#include "core/lock.h"
 #include <xtrain/core/log.h>
 #include <xtrain/core/stop_signal.h>
 #include <xtrain/data/corpus.h>
@@ -85,6 +87,26 @@ void print_stop_hint(const std::string& ckpt, const RankLaunch& launch) {
     std::printf("stop   | Ctrl-C ends the run after the current step %s\n", saves.c_str());
 }
 
+// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
+// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
+// /tmp) is refused in one line, as an output through another user's symlink is (io.h).
+void check_cache_dir_owner(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
+                           << ") nor root; not reading or writing token caches in it");
+}
+
+// lock_ckpt: rank 0's exclusive lock on "<--ckpt>.lock", beside the file the path resolves to (every
+// spelling of it, a symlink included, takes the same lock), held for the whole run: a second job given
+// the same --ckpt is refused at start-up in one line, instead of both writing it and one losing.
+std::unique_ptr<DirLock> lock_ckpt(const std::string& ckpt) {
+  const OutputLocation loc = locate_output(ckpt, "--ckpt");
+  return std::make_unique<DirLock>(loc.dir_fd, loc.name + ".lock", loc.path() + ".lock", "--ckpt lock", "xtrain",
+                                   "another run writing this --ckpt", /*max_wait_s=*/0);
+}
+
 }  // namespace
 
 int run_training(const RunOptions& o, MpiContext& mpi) {
@@ -105,16 +127,24 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // OnStopSignal::end_job), with exit 3 and one line, never by the signal itself.
   const char* const before = "before training started";
   end_if_stopped(mpi, before);
+  // and at once a line from rank 0's handler, as during a step: mpirun's Ctrl-C may kill the ranks
+  // before their next meeting (train_rank replaces it when training starts)
+  if (rank == 0)
+    set_stop_notice("stop   | ", std::string(" ") + before + ": the job ends at the ranks' next meeting and saves nothing" +
+                                     (o.train.resume.empty() ? "" : " (" + o.train.resume + " is kept as it was)"));
 
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
   std::vector<std::string> data_files, val_files;
+  std::unique_ptr<DirLock> ckpt_lock;  // rank 0, with --ckpt: until the run ends
   agree(mpi, [&] {
     if (rank == 0) {
       check_writable(o.train.ckpt, "--ckpt");
+      if (!o.train.ckpt.empty()) ckpt_lock = lock_ckpt(o.train.ckpt);
       check_writable(o.train.metrics, "--metrics");
       check_writable(o.train.timeline, "--timeline");
     }
+    if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) {
       check_readable_file(o.train.resume, "--resume");
@@ -222,6 +252,9 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     if (!o.init_from.empty() && o.train.resume.empty()) std::printf("init   | weights from %s\n", o.init_from.c_str());
     if (!o.init_from.empty() && !o.tokenizer.any_given)
       std::printf("init   | tokenizer from %s: %s\n", o.init_from.c_str(), tok->describe().c_str());
+    if (!o.init_from.empty() && !o.train.resume.empty())  // a requeued fine-tuning job keeps its command line
+      std::printf("note   | --init-from %s is not read: the weights come from --resume %s\n", o.init_from.c_str(),
+                  o.train.resume.c_str());
     std::printf("data   | %s | %s tokens: %s train, %s val\n", o.data.c_str(), human(data.tokens.size()).c_str(),
                 human(data.n_train).c_str(), human(data.tokens.size() - data.n_train).c_str());
     for (const EvalSets::Loss& s : data.evals.loss)
@@ -247,8 +280,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     const std::string saved = cfg.ckpt.empty()
                                   ? std::string("nothing saved (no --ckpt)")
                                   : "checkpoint " + cfg.ckpt + " written; resume with: the same command and --resume " + cfg.ckpt;
-    print0(rank, "stopped | by %s after step %d: %s (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
-           r.last_step, saved.c_str(), kExitStopped);
+    print0(rank, "stopped | by %s after step %d: %s (%s\n", sig ? signal_name(sig) : "a signal on another rank",
+           r.last_step, saved.c_str(), stop_exit_words(sig));
     return kExitStopped;
   }
   return 0;

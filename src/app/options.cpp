@@ -176,7 +176,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   o.help = args.help, o.version = args.version;
   o.help_text = std::move(args.help_text), o.version_text = std::move(args.version_text);
   if (o.help || o.version) return o;
-  reject_empty_values(vm, {"data", "tokens-cache", "cache-dir", "init-from", "ckpt", "resume", "metrics", "timeline"});
+  reject_empty_values(vm, {"data", "val-data", "tokens-cache", "cache-dir", "init-from", "ckpt", "resume", "metrics", "timeline"});
   if (!o.init_from.empty()) {
     GPTConfig f;
     try {

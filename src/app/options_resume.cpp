@@ -49,6 +49,9 @@ void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainCo
     take("muon-ns-steps", oc.muon.ns_steps, c.muon_ns_steps);
     if (!given("muon-adjust")) optim.muon_adjust = to_string(static_cast<MuonAdjust>(c.muon_adjust));
   }
+  // the held-out split is part of the run: the checkpoint's, unless an option that sets it is given (a
+  // --val-every change that keeps the split is then allowed; one that changes it is the resume mismatch)
+  if (!given("val-fraction") && !given("val-every") && !given("val-data")) t.resume_n_train = c.n_train;
   if (!given("steps")) {
     if (c.step > c.total_steps)
       throw UsageError("--resume " + t.resume + " is at step " + std::to_string(c.step) + ", past its LR schedule of " +

@@ -34,7 +34,8 @@ struct OptimizerOptions {
 // schedule length extends the run: t.schedule_steps keeps that length (later steps run at the final
 // learning rate), unless a wsd schedule is planned again (wsd_replans, optim.h: schedule_steps stays 0). A checkpoint that cannot be read is left to the run's own checks, which name the
 // cause. Throws UsageError when the checkpoint is past its schedule (an extended run) and --steps is
-// not given.
+// not given. The held-out split (t.resume_n_train) is the checkpoint's when none of --val-fraction,
+// --val-every and --val-data is given.
 void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
                           std::string* seed, OptimizerOptions optim);
 

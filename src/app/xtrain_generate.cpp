@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -21,6 +22,7 @@
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include <xtrain/core/progress.h>
+#include "data/tiktoken.h"
 #include "data/token_cache.h"
 #include "data/tokenizer_options.h"
 #include <xtrain/model/inference.h>
@@ -136,12 +138,51 @@ Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm)
   return tok;
 }
 
+// tokenizer_mismatch: the line for a model trained with another tokenizer than the one loaded: what was
+// loaded (the files, and whether they are the defaults), the model's fingerprint and where it is recorded,
+// the encoding of that fingerprint when it is one of the tiktoken encodings whose rank file is installed
+// (the run's option then), else the options that name a tokenizer.
+std::string tokenizer_mismatch(const TokenizerFiles& files, const Tokenizer& tok, const LoadedModel& lm) {
+  const bool gpt2_pair = files.tokenizer_json.empty() && files.tokenizer_model.empty() && tokenizer_ranks_path(files).empty();
+  const bool defaults = gpt2_pair && files.gpt2_defaults();
+  std::string loaded;
+  if (gpt2_pair && !lm.vocab_json.empty() && !lm.merges_txt.empty()) {  // load_tokenizer_for: the directory's files
+    loaded = (files.encoder_json_given ? "--encoder-json " + files.encoder_json : lm.vocab_json) + " + " +
+             (files.vocab_bpe_given ? "--vocab-bpe " + files.vocab_bpe : lm.merges_txt);
+  } else {
+    for (const auto& [opt, path] : tokenizer_inputs(files)) loaded += (loaded.empty() ? "" : " + ") + opt + " " + path;
+    if (defaults) loaded = "no tokenizer option given: the default GPT-2 files " + loaded;
+  }
+  std::string hint;
+  for (const std::string& name : tiktoken_names()) {
+    if (!tokenizer_ranks_path(files).empty() && name == files.tokenizer) continue;  // the one that did not match
+    std::error_code ec;
+    if (!std::filesystem::exists(tiktoken_default_file(name), ec)) continue;
+    try {
+      if (Tokenizer::from_tiktoken(tiktoken_default_file(name), name).fingerprint() == lm.tokenizer_fingerprint) {
+        hint = "it is --tokenizer " + name;
+        break;
+      }
+    } catch (const Error&) {
+    }
+  }
+  if (hint.empty())
+    hint = "give the tokenizer options of its training run: --tokenizer NAME, --tokenizer-json FILE, --tokenizer-model FILE or "
+           "--encoder-json FILE --vocab-bpe FILE";
+  return "the model was trained with the tokenizer of fingerprint " + hex64(lm.tokenizer_fingerprint) + " (" + lm.fingerprint_source +
+         "), not the one loaded (" + loaded +
+         ", fingerprint " + hex64(tok.fingerprint()) + "): " + hint;
+}
+
 // check_dump_logits_target: --dump-logits must not name any file this run reads (the checkpoint, the
 // model directory's files, the tokenizer files, the prompt file; UsageError naming both otherwise)
 // and must be writable (check_writable: Error), checked before the model loads.
 void check_dump_logits_target(const po::variables_map& vm) {
   if (!vm.count("dump-logits")) return;
   const std::string out = vm["dump-logits"].as<std::string>();
+  // as the trainer's outputs: a token cache's name, which training ranks may have mapped (SIGBUS if rewritten)
+  if (is_token_cache_name(out))
+    throw UsageError("--dump-logits " + out + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
   std::vector<std::string> inputs;
   for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "tokenizer-model", "tokenizer-ranks", "encoder-json", "vocab-bpe"})
     if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());
@@ -203,7 +244,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
   read_tokenizer_options(vm, files);
-  reject_empty_values(vm, {"ckpt", "model", "prompt-file", "dump-logits"});
+  reject_empty_values(vm, {"ckpt", "model", "prompt-file", "prompt-ids", "dump-logits"});
   check_dump_logits_target(vm);
 
   Phases phases;
@@ -231,8 +272,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                      std::to_string(lm.config.maxT));
 
   if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
-    throw UsageError("the tokenizer given (fingerprint " + hex64(tok.fingerprint()) + ") is not the one the model was trained with (" +
-                     hex64(lm.tokenizer_fingerprint) + ", " + lm.fingerprint_source + ")");
+    throw UsageError(tokenizer_mismatch(files, tok, lm));
   if (lm.config.V != tok.vocab_size())
     throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
                      std::to_string(tok.vocab_size()) + ")");

@@ -141,6 +141,7 @@ CheckpointMeta get_meta(Reader& r, uint32_t header_bytes, bool v04) {
 
 uint64_t save_checkpoint(const std::string& path, const CheckpointState& st) {
   const size_t n = st.meta.num_params;
+  check_model_config(st.meta.model, "checkpoint " + path + ": not written: the model");  // none the readers refuse
   XT_CHECK(st.params.size() == n && st.m.size() == n && st.v.size() == n && st.momentum.size() == st.meta.muon_count,
            "checkpoint state sizes");
   Writer w;
@@ -189,6 +190,14 @@ void check_meta(const CheckpointMeta& m, const std::string& path) {
     }
     if (!ok) bad(f.name, field_text(m, f));
   }
+  // the model the header describes: one that xtrain builds (check_model_config, the check of config.json and
+  // of exports too), holding the parameters the header counts; so --resume, xtrain_generate and
+  // xtrain_export refuse the same files with the same line
+  check_model_config(m.model, "checkpoint " + path + ": the model in its header (" + m.model.describe() + ") is invalid");
+  if (m.num_params != m.model.num_params())
+    XT_FAIL("checkpoint " << path << ": header field num_params = " << m.num_params << " does not match its model (" << m.model.describe()
+                          << (m.model.llama() ? "" : " arch=gpt2") << "), which has " << m.model.num_params()
+                          << " parameters (damaged file?)");
 }
 // parse_header: the header of a checkpoint file of file_size bytes whose first bytes (all of them, or its
 // head) are buf: magic, version, header size, and the file size against the header's parameter count.

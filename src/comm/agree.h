@@ -57,8 +57,8 @@ inline void end_if_stopped(HostCollectives& group, const char* when) {
   group.all_reduce_max_host(&stop, 1);
   if (stop == 0) return;
   const int sig = stop_signal_received();
-  print0(group.rank(), "stopped | by %s %s: nothing saved (exit %d)\n", sig ? signal_name(sig) : "a signal on another rank",
-         when, kExitStopped);
+  print0(group.rank(), "stopped | by %s %s: nothing saved (%s\n", sig ? signal_name(sig) : "a signal on another rank",
+         when, stop_exit_words(sig));
   throw AgreedFailure(kExitStopped);
 }
 

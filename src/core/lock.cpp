@@ -36,6 +36,10 @@ DirLock::DirLock(int dir_fd, const std::string& name, const std::string& path, c
         XT_FAIL(what << " " << path << ": " << std::strerror(saved));
       }
       const double waited = host_seconds() - start;
+      if (max_wait_s <= 0) {  // not waited for: refused at once
+        ::close(fd_), ::close(dir_fd_);
+        XT_FAIL(what << " " << path << ": held by " << holder << " (remove the lock file if none runs)");
+      }
       if (waited > max_wait_s) {
         ::close(fd_), ::close(dir_fd_);
         XT_FAIL(what << " " << path << ": held by another process for " << max_wait_s << " s (" << holder

@@ -13,7 +13,8 @@ class DirLock {
   // waiting, prints "<program>: waiting for <what> <path> (<holder>)" once on stderr. Throws Error
   // "<what> <path>: <strerror>" when the file cannot be opened or locked, and "<what> <path>: held by
   // another process for <max_wait_s> s (<holder>; remove the lock file if none runs)" after max_wait_s.
-  // path names the lock file in messages.
+  // With max_wait_s <= 0 a held lock is refused at once: "<what> <path>: held by <holder> (remove the
+  // lock file if none runs)". path names the lock file in messages.
   DirLock(int dir_fd, const std::string& name, const std::string& path, const std::string& what,
           const std::string& program, const std::string& holder, double max_wait_s = 600);
   // Removes the lock file, then closes it, which releases the flock (never throws): no lock file is

@@ -85,4 +85,10 @@ const char* signal_name(int sig) {
   }
 }
 
+const char* stop_exit_words(int sig) {
+  static_assert(kExitStopped == 3, "stop_exit_words spells the exit code");
+  return sig == SIGCONT ? "the ranks exit 3; the shell sees mpirun's own status, 1 after Ctrl-C or SIGTERM to mpirun)"
+                        : "exit 3)";
+}
+
 }  // namespace xtrain

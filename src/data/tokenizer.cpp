@@ -551,11 +551,14 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
   if (!files.tokenizer_model.empty()) return Tokenizer::from_sentencepiece(files.tokenizer_model);
   const std::string ranks = tokenizer_ranks_path(files);
   if (!ranks.empty()) {
+    // a rank file given that is missing is a bad input file (exit 1) like any other; the default one missing
+    // is a usage error as every missing default of the data directory is (an option or the set-up supplies it)
     std::error_code ec;
+    if (!files.tokenizer_ranks.empty() && !std::filesystem::exists(ranks, ec))
+      XT_FAIL("--tokenizer-ranks " << ranks << ": no such file");
     if (!std::filesystem::exists(ranks, ec))
       throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks + " is missing (run scripts/setup.sh " +
-                       "--tokenizers, or give --tokenizer-ranks FILE" +
-                       (files.tokenizer_ranks.empty() ? "; " + data_dir_note("--tokenizer-ranks FILE") : std::string()) + ")");
+                       "--tokenizers, or give --tokenizer-ranks FILE; " + data_dir_note("--tokenizer-ranks FILE") + ")");
     return Tokenizer::from_tiktoken(ranks, files.tokenizer);
   }
   if (files.tokenizer_json.empty())

@@ -40,7 +40,7 @@ void add_tokenizer_options(po::options_description& desc, TokenizerFiles& files,
 }
 
 void read_tokenizer_options(const po::variables_map& vm, TokenizerFiles& files) {
-  reject_empty_values(vm, {"encoder-json", "vocab-bpe", "tokenizer-json", "tokenizer", "tokenizer-model"});
+  reject_empty_values(vm, {"encoder-json", "vocab-bpe", "tokenizer-json", "tokenizer", "tokenizer-model", "tokenizer-ranks"});
   const bool ranks_given = !files.tokenizer_ranks.empty();
   if (!files.tokenizer_model.empty()) {
     const bool other = (!files.tokenizer.empty() && files.tokenizer != "gpt2") || ranks_given ||

@@ -20,6 +20,7 @@ void GPTConfig::validate() const {
     if (!ok) throw UsageError(msg);
   };
   need(V > 0, "vocabulary size must be positive");
+  need(V <= kMaxVocab, "vocabulary size " + std::to_string(V) + " is too large (limit " + std::to_string(kMaxVocab) + ")");
   need(maxT > 0, "--seq must be positive");
   need(C > 0, "--dim must be positive");
   need(L > 0, "--layers must be positive");
@@ -48,6 +49,19 @@ void GPTConfig::validate() const {
   }
   if (rotary()) need(std::isfinite(rope_theta) && rope_theta > 1, "--rope-theta must be finite and > 1");
   need(tie_embeddings == 0 || tie_embeddings == 1, "--tie-embeddings must be true or false");
+}
+
+void check_model_config(const GPTConfig& cfg, const std::string& what) {
+  try {
+    cfg.validate();
+  } catch (const UsageError& e) {
+    XT_FAIL(what << ": " << e.what());
+  }
+}
+
+size_t GPTConfig::num_params() const {
+  const std::vector<ParamTensor> pl = param_layout(*this);
+  return pl.back().offset + pl.back().count;
 }
 
 Arch parse_arch(const std::string& s) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -115,6 +116,8 @@ namespace {
 // json_float: f as the shortest decimal that reads back as f (1e-5f -> 1e-05, not 9.999999747378752e-06),
 // so config.json shows the value given on the command line and a reader's float(double) gives f back.
 double json_float(float f) {
+  // JSON has no inf or NaN (nlohmann writes them as null, which readers take as "absent": the default)
+  XT_CHECK(std::isfinite(f), "config.json: a non-finite number (" << f << ") is never written");
   char buf[32];
   for (int digits = 1; digits <= 9; ++digits) {
     std::snprintf(buf, sizeof buf, "%.*g", digits, double(f));
@@ -125,6 +128,7 @@ double json_float(float f) {
 }  // namespace
 
 std::string model_config_json(const GPTConfig& c, ModelLayout layout, const ConfigTokens& t) {
+  check_model_config(c, "config.json: not writing the model");  // one the readers refuse is never written
   nlohmann::json j;
   if (layout == ModelLayout::Hf && c.llama()) {
     // transformers' LlamaConfig: every field its LlamaForCausalLM reads, with the values xtrain computes
@@ -230,6 +234,8 @@ void tokenizer_files(const Tokenizer& tok, const GPTConfig& cfg, ExportFiles* fi
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const Tokenizer& tok,
                         uint64_t tokenizer_fingerprint) {
+  // the check of every reader (check_model_config): an export that --model would refuse is never written
+  check_model_config(cfg, "the model (" + cfg.describe() + ") is invalid; not exporting");
   // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
   if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
     XT_FAIL("the weights are not finite: " << bad << "; not exporting");

@@ -12,6 +12,10 @@
 
 namespace xtrain {
 
+// kExportLockName: the lock file of a model directory, held by ExportCommit from before its first file is
+// staged until after the last rename; a reader (load_model_dir) refuses a directory whose lock is held.
+inline constexpr const char* kExportLockName = ".xtrain-export.lock";
+
 // ExportCommit: replaces the files of a model directory all together or not at all. The constructor
 // opens dir (created if absent; never through another user's symlink, open_output_directory), takes
 // an exclusive lock on dir/.xtrain-export.lock (DirLock: waited for with a line, at most 600 s),

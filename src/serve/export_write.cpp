@@ -20,7 +20,6 @@
 namespace xtrain {
 
 namespace {
-constexpr const char* kLockName = ".xtrain-export.lock";
 std::string staged_name(const std::string& name) { return ".xtrain-export.new." + name; }
 std::string backup_name(const std::string& name) { return ".xtrain-export.prev." + name; }
 
@@ -39,7 +38,7 @@ ExportCommit::ExportCommit(const std::string& dir, const ExportFiles& files)
   auto path_of = [&](const std::string& name) { return (std::filesystem::path(dir) / name).string(); };
   // One export into a directory at a time: two at once would otherwise leave one checkpoint's
   // config.json next to the other's model.safetensors.
-  lock_ = std::make_unique<DirLock>(out_.dir_fd, kLockName, path_of(kLockName), "the export lock", "xtrain_export",
+  lock_ = std::make_unique<DirLock>(out_.dir_fd, kExportLockName, path_of(kExportLockName), "the export lock", "xtrain_export",
                                     "another export into this directory");
   // Refused before anything is written: a symlink planted in dir (renaming over it would be fine, but
   // it says someone meant the file to live elsewhere) and a name that is a directory, FIFO or device.

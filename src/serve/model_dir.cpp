@@ -1,6 +1,12 @@
 // Reading model directories (src/serve/export.h): config.json -> GPTConfig, model.safetensors
 // -> xtrain's flat parameter buffer, through the same layout table the exporter writes with.
+#include <fcntl.h>
+#include <sys/file.h>
 #include <sys/stat.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
 
 #include <cmath>
 #include <filesystem>
@@ -16,6 +22,7 @@
 #include "core/json.h"
 #include <xtrain/data/tokenizer.h>
 #include "export_layout.h"
+#include "export_commit.h"
 #include "model/param_check.h"
 
 namespace xtrain {
@@ -144,11 +151,7 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
     if (!field<bool>(j, "scale_attn_weights", true, path)) XT_FAIL(path << ": scale_attn_weights false is not supported");
     if (field<bool>(j, "scale_attn_by_inverse_layer_idx", false, path)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
   }
-  try {
-    c.validate();
-  } catch (const UsageError& e) {
-    XT_FAIL(path << ": inconsistent sizes: " << e.what());
-  }
+  check_model_config(c, path + ": the model is invalid");  // the check of checkpoints and exports too
   if (layout_out) *layout_out = layout;
   return c;
 }
@@ -176,6 +179,50 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out, uin
   }
 }
 
+namespace {
+// export_running: whether an export into dir holds its lock now (ExportCommit, export_commit.h). A lock
+// file left by a killed export is not held.
+bool export_running(const std::string& dir) {
+  const int fd = ::open((fs::path(dir) / kExportLockName).c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) return false;
+  const bool held = ::flock(fd, LOCK_SH | LOCK_NB) != 0 && errno == EWOULDBLOCK;
+  ::close(fd);
+  return held;
+}
+
+// DirFiles: (device, inode) of the directory's model, config and tokenizer files, (0, 0) for one that is absent. An export
+// renames new files over the old ones (new inodes), so a read between two equal snapshots, with no
+// export holding the lock at the end, read one export's files, never a mix of two.
+using DirFiles = std::array<std::pair<dev_t, ino_t>, 6>;
+DirFiles dir_files(const std::string& dir) {
+  DirFiles ids{};
+  const char* names[6] = {kModelFile, kConfigFile, kVocabFile, kMergesFile, kTokenizerJsonFile, kSentencePieceFile};
+  for (size_t i = 0; i < ids.size(); ++i) {
+    struct stat st{};
+    if (::stat((fs::path(dir) / names[i]).c_str(), &st) == 0) ids[i] = {st.st_dev, st.st_ino};
+  }
+  return ids;
+}
+
+void refuse_if_exporting(const std::string& dir) {
+  if (export_running(dir))
+    XT_FAIL("model directory " << dir << ": an export into it is running (" << kExportLockName
+                               << " is held); read it when the export has ended");
+}
+
+ModelDir read_model_files(const std::string& dir);  // every file, the weights included (below)
+}  // namespace
+
+ModelDir load_model_dir(const std::string& dir) {
+  refuse_if_exporting(dir);
+  const DirFiles before = dir_files(dir);
+  ModelDir m = read_model_files(dir);
+  if (dir_files(dir) != before)
+    XT_FAIL("model directory " << dir << ": its files were replaced while they were read (an export into it); read it again");
+  refuse_if_exporting(dir);  // one that began while the files were read, not done renaming
+  return m;
+}
+
 ModelDir read_model_dir(const std::string& dir) {
   ModelDir m;
   m.cfg = read_model_config(dir, &m.layout, &m.tokenizer_fingerprint);
@@ -191,7 +238,8 @@ ModelDir read_model_dir(const std::string& dir) {
   return m;
 }
 
-ModelDir load_model_dir(const std::string& dir) {
+namespace {
+ModelDir read_model_files(const std::string& dir) {
   ModelDir m = read_model_dir(dir);
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
@@ -254,6 +302,7 @@ ModelDir load_model_dir(const std::string& dir) {
     XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
   return m;
 }
+}  // namespace
 
 std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want) {
   const GPTConfig& have = m.cfg;

@@ -27,13 +27,18 @@ TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, co
                           const TokenStream* val_tokens) {
   TrainData d;
   d.tokenizer_fingerprint = tokenizer_fingerprint;
-  const bool use_val = cfg.val_every > 0 && (val_tokens || cfg.val_fraction > 0);
+  // --resume without the split's options: the checkpoint's split (resume_n_train), whatever --val-every
+  // and --val-fraction default to now; more than the stream holds is other data, which the data hash names
+  const bool resume_split = !val_tokens && cfg.resume_n_train > 0 && cfg.resume_n_train <= tokens.size();
+  const bool use_val = resume_split ? cfg.resume_n_train < tokens.size() : cfg.val_every > 0 && (val_tokens || cfg.val_fraction > 0);
   if (val_tokens) {  // held out by --val-data: the training part is the whole --data stream
     d.n_train = tokens.size();
     if (use_val) tokens.append(*val_tokens);
   }
   const size_t n = tokens.size();
-  if (!val_tokens)
+  if (resume_split)
+    d.n_train = static_cast<size_t>(cfg.resume_n_train);
+  else if (!val_tokens)
     d.n_train = use_val ? static_cast<size_t>(static_cast<double>(n) * (1.0 - cfg.val_fraction)) : n;
   // One global batch of distinct windows must fit in the training part (plus the shifted target).
   const size_t need = static_cast<size_t>(cfg.batch) * cfg.seq + 1;

@@ -193,6 +193,16 @@ std::string stop_notice(const TrainConfig& cfg, int step, int ckpt_step) {
   return s + "this run saved nothing";
 }
 
+// start_notice: the line for a stop signal between the start of train_rank (the --resume load included)
+// and the first step's notice; the ranks agree on the stop in step start+1's collectives, as in a step.
+std::string start_notice(const TrainConfig& cfg) {
+  std::string s = " before the first step" + (cfg.resume.empty() ? std::string() : " (restoring " + cfg.resume + ")") +
+                  ": the run ends after its first step";
+  if (cfg.ckpt.empty()) return s + "; nothing is saved (no --ckpt)";
+  s += " and writes " + cfg.ckpt + "; no 'stopped |' line after this one means the ranks were killed first: ";
+  return s + cfg.ckpt + (cfg.resume == cfg.ckpt ? " is kept as it was" : " is not written by this run");
+}
+
 }  // namespace
 
 TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model, Backend& be, Communicator& comm,
@@ -201,6 +211,9 @@ TrainResult train_rank(const TrainConfig& cfg, const TrainData& data, GPT& model
   const int world = comm.world_size(), rank = comm.rank();
   Optimizer opt(be, comm, model, cfg.optim);
   int start = 0;
+  // a stop signal from here to the first step (a large --resume takes seconds to read and copy): the
+  // line at once, as in a step, since mpirun's Ctrl-C may kill the ranks before they reach a step
+  if (rank == 0) set_stop_notice("stop   | ", start_notice(cfg));
   // Input checks agreed across ranks before the first training collective (agree.h).
   if (!cfg.resume.empty()) agree(comm, [&] { start = restore_checkpoint(cfg, data, model, opt, be, comm); });
   const uint64_t h = params_hash(model, be);

@@ -28,8 +28,8 @@ int main(int argc, char** argv) {
   st.meta.model.V = 4, st.meta.model.maxT = 2, st.meta.model.C = 2, st.meta.model.L = 1;
   st.meta.model.NH = 1, st.meta.model.KVH = 1, st.meta.model.HS = 2, st.meta.model.F = 8;
   st.meta.step = 1, st.meta.batch = 2, st.meta.grad_accum = 1, st.meta.total_steps = 3;
-  st.meta.num_params = 5;
-  st.params = {1, 2, 3, 4, 5}, st.m = {0, 0, 0, 0, 1}, st.v = {1, 1, 1, 1, 0};
+  st.meta.num_params = st.meta.model.num_params();  // the reader refuses a count that is not its model's
+  st.params.assign(st.meta.num_params, 0.5f), st.m.assign(st.meta.num_params, 0.0f), st.v.assign(st.meta.num_params, 1.0f);
   xtrain::save_checkpoint(dir + "/checkpoint/tiny.ckpt", st);
 #if __has_include("serve/safetensors.h")
   ::mkdir((dir + "/safetensors").c_str(), 0755);

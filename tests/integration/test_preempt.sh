@@ -7,7 +7,7 @@
 # without --ckpt: exit 3 and "nothing saved". Then SIGINT to mpirun itself (Ctrl-C): mpirun's SIGCONT
 # starts the stop, the checkpoint is written before mpirun's SIGKILL and xtrain's stopped line is the
 # last; it resumes. Last, SIGUSR1 before training starts (xtrain_mpi and xtrain_threads): exit 3 and
-# one line, not death by the signal.
+# one line, not death by the signal; a stop while a run starts gets rank 0's stop line at once.
 source "$(dirname "$0")/common.sh"
 xt_data
 kBoundS=20  # signal to exit of every rank; seen: ~2 s (one step, a checkpoint, MPI teardown)
@@ -104,6 +104,9 @@ last=$(tail -n 1 "$WORK/int.log")
   || { cat "$WORK/int.log"; echo "FAIL: the last line after Ctrl-C to mpirun is not xtrain's stopped line"; exit 1; }
 grep -Eq "^stop   \| mpirun ending the job .* during step [0-9]+: the run ends after it .*and writes $WORK/int.ckpt" "$WORK/int.log" \
   || { cat "$WORK/int.log"; echo "FAIL: no stop notice when the signal came"; exit 1; }
+# the shell sees mpirun's status, not the ranks' 3: the stopped line says which it is
+[[ $rc -eq 1 && "$last" == *"(the ranks exit 3; the shell sees mpirun's own status, 1 after Ctrl-C or SIGTERM to mpirun)" ]] \
+  || { echo "FAIL: Ctrl-C to mpirun: exit $rc, and the stopped line gives another: $last"; exit 1; }
 "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --resume "$WORK/int.ckpt" --ckpt "$WORK/int.ckpt" --stop-after 1 > "$WORK/int_resume.log" 2>&1 \
   || { cat "$WORK/int_resume.log"; echo "FAIL: the checkpoint of a Ctrl-C stop does not resume"; exit 1; }
 echo "Ctrl-C to mpirun (exit $rc): $last; it resumes"
@@ -140,4 +143,23 @@ early() {  # early NAME PROGRAM N CMD...: run CMD, SIGUSR1 to its N PROGRAM proc
 }
 early early_mpi xtrain_mpi 2 "${MPIRUN[@]}" -q -np 2 "$XT" "${ARGS[@]}"
 early early_threads xtrain_threads 1 "$XT_THREADS" --ranks 2 "${ARGS[@]}"
+
+# 6. A stop signal while the run starts (here: while a second --data file is tokenized, seconds after the
+# first file's line) gets rank 0's "stop   |" line at once, as a step does: mpirun's Ctrl-C may kill the
+# ranks before they meet again, and the line is then all the user sees.
+for _ in 1 2 3 4 5 6 7 8 9 10 11 12; do cat "$WORK/corpus.txt"; done > "$WORK/big.txt"
+"${MPIRUN[@]}" -q -np 1 "$XT" --data "$WORK/corpus.txt,$WORK/big.txt" "${TOK[@]}" "${TINY[@]}" --no-cache --steps 5 \
+  > "$WORK/start.log" 2>&1 &
+job=$!
+t0=$SECONDS
+until grep -q "^tokenize .*corpus.txt" "$WORK/start.log"; do
+  ((SECONDS - t0 < 60)) && kill -0 $job 2>/dev/null || { cat "$WORK/start.log"; echo "FAIL: no tokenize line"; exit 1; }
+  sleep 0.05
+done
+kill -USR1 "$job"
+rc=0
+wait $job || rc=$?
+grep -q "^stop   | SIGUSR1 before training started: the job ends at the ranks' next meeting and saves nothing$" "$WORK/start.log" \
+  && ((rc == 3)) || { cat "$WORK/start.log"; echo "FAIL: a stop while starting: exit $rc, no stop line at once"; exit 1; }
+echo "a stop while starting: exit 3, $(grep '^stop   |' "$WORK/start.log")"
 echo "PASS"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Set-up in two layers: the `programs` target builds the five programs and no test, scripts/setup.sh
+# Set-up in two layers: the `programs` target builds the six programs and no test, scripts/setup.sh
 # installs the test extras (Slurm, munge, clang, doctest, matplotlib) only with --tests, and the
 # README's test command is .ci/run's, after `scripts/setup.sh --tests`.
 set -euo pipefail
@@ -9,7 +9,7 @@ fail() { echo "FAIL: $*"; exit 1; }
 
 # `ninja -t query`: "programs:", "  input: phony", the inputs one per line, "  outputs:"
 deps="$(ninja -C "$build" -t query programs | sed -n '/input:/,/outputs:/{/:/d;p}' | tr -d ' ' | sort)"
-want="$(printf '%s\n' xtrain_export xtrain_generate xtrain_mpi xtrain_threads xtrain_tokenize | sort)"
+want="$(printf '%s\n' xtrain_eval xtrain_export xtrain_generate xtrain_mpi xtrain_threads xtrain_tokenize | sort)"
 [[ "$deps" == "$want" ]] || fail "programs builds: $(echo $deps), want: $(echo $want)"
 echo "programs target: $(echo $deps)"
 
@@ -31,3 +31,15 @@ grep -qxF "scripts/setup.sh --tests && $ci_cmd" "$root/README.md" ||
   fail "README.md has no line 'scripts/setup.sh --tests && $ci_cmd' (.ci/run's test_cmd)"
 grep -q '^phase setup scripts/setup.sh --tests$' "$root/.ci/run" || fail ".ci/run does not set up with --tests"
 echo "README's test command is .ci/run's"
+
+# the README walkthrough's outputs (--ckpt, --metrics, --out, -o) are ignored by git, so following it
+# leaves no untracked files (skipped outside a git checkout)
+if git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
+  walk="$(sed -n '/^## Walkthrough/,/^## The options/p' "$root/README.md")"
+  outs="$(grep -oE -- '(--ckpt|--metrics|--out|-o) [^ ]+' <<< "$walk" | awk '{print $2}' | sort -u)"
+  [[ -n "$outs" ]] || fail "no outputs found in the README walkthrough"
+  for o in $outs; do
+    git -C "$root" check-ignore -q --no-index "$o" || fail "the README walkthrough's output $o is not ignored by git (.gitignore)"
+  done
+  echo "the walkthrough's outputs are ignored by git: $(echo $outs)"
+fi

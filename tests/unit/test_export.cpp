@@ -3,12 +3,16 @@
 // (any head size, LlamaConfig's head_dim, also in a directory written by hand),
 // files saved the way transformers does load, configs xtrain does not compute are refused naming the
 // field, mismatches name the tensor with expected and found shapes, and the tokenizer fingerprint an
-// export records refuses another tokenizer (two merges swapped) naming both fingerprints.
+// export records refuses another tokenizer (two merges swapped) naming both fingerprints, and a model the
+// readers refuse (odd head size, kv heads not dividing heads, eps or theta non-finite or out of range) is
+// never exported.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstring>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <set>
 
 #include "error_test_util.h"
@@ -259,7 +263,7 @@ TEST_CASE("config.json: Llama variants xtrain does not compute are refused namin
       {R"(,"head_dim":7)", "--head-dim must be even with --arch llama"},
       {R"(,"rms_norm_eps":0)", "rms_norm_eps must be a positive number"},
       {R"(,"rope_theta":"big")", "rope_theta must be a positive number"},
-      {R"(,"num_key_value_heads":3)", "inconsistent sizes"},
+      {R"(,"num_key_value_heads":3)", "the model is invalid: --kv-heads (3) must divide"},
       {R"(,"xtrain_tokenizer_fingerprint":"12")", "xtrain_tokenizer_fingerprint must be 16 hex digits"},
       // zero is what "none recorded" is held as: read, it would switch the tokenizer check off
       {R"(,"xtrain_tokenizer_fingerprint":"0000000000000000")", "xtrain_tokenizer_fingerprint is 0000000000000000, which no tokenizer has"},
@@ -483,4 +487,49 @@ TEST_CASE("config.json: GPT-2 variants xtrain does not compute are refused") {
   CHECK(config_error("{" + base + R"(,"n_inner":-3})").find("n_inner must be an integer") != std::string::npos);
   CHECK(config_error("not json").find("not valid JSON") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"activation_function":null})").find("activation_function has the wrong JSON type, found null") != std::string::npos);
+}
+
+TEST_CASE("a model the readers refuse is never exported: config.json gets no null for a non-finite eps or theta") {
+  // the configurations a damaged checkpoint can carry (its header behind a valid checksum), each refused by
+  // check_model_config, the one check of every loader (checkpoint, config.json) and writer (export)
+  test::ScratchDir dir;
+  const TinyTokenizer tok(dir);
+  const float inf = std::numeric_limits<float>::infinity();
+  struct Bad {
+    const char* what;
+    std::function<void(GPTConfig&)> edit;
+    const char* why;
+  };
+  const std::vector<Bad> bad = {
+      {"head size 15", [](GPTConfig& c) { c.HS = 15; }, "--head-dim must be even with --arch llama"},
+      {"head size 1", [](GPTConfig& c) { c.HS = 1; }, "--head-dim must be even with --arch llama"},
+      {"kv heads 3 of 4", [](GPTConfig& c) { c.KVH = 3; }, "--kv-heads (3) must divide --heads (4)"},
+      {"eps +inf", [&](GPTConfig& c) { c.norm_eps = inf; }, "--norm-eps must be in"},
+      {"eps 1e30", [](GPTConfig& c) { c.norm_eps = 1e30f; }, "--norm-eps must be in"},
+      {"eps 1e-30", [](GPTConfig& c) { c.norm_eps = 1e-30f; }, "--norm-eps must be in"},
+      {"eps nan", [](GPTConfig& c) { c.norm_eps = std::nanf(""); }, "--norm-eps must be in"},
+      {"theta +inf", [&](GPTConfig& c) { c.rope_theta = inf; }, "--rope-theta must be finite and > 1"},
+      {"theta 0.5", [](GPTConfig& c) { c.rope_theta = 0.5f; }, "--rope-theta must be finite and > 1"},
+      {"vocabulary 2^30", [](GPTConfig& c) { c.V = 1 << 30; }, "vocabulary size 1073741824 is too large"},
+  };
+  for (const Bad& b : bad) {
+    CAPTURE(b.what);
+    GPTConfig c = tiny_llama(2, false);
+    b.edit(c);
+    const std::vector<float> params(c.V < (1 << 20) ? c.num_params() : 1, 0.5f);
+    for (ModelLayout layout : {ModelLayout::Hf, ModelLayout::Xtrain}) {
+      const std::string json_error = error_of([&] { model_config_json(c, layout); });
+      CHECK(json_error.find(b.why) != std::string::npos);
+      const std::string export_error =
+          error_of([&] { make_export(c, params, layout, tok.encoder, tok.bpe, 0, true); });
+      CHECK(export_error.find(b.why) != std::string::npos);
+      CHECK(export_error.find("not exporting") != std::string::npos);
+      CHECK(export_error.find('\n') == std::string::npos);
+    }
+  }
+  // and the good one still writes its numbers
+  const GPTConfig good = tiny_llama(2, false);
+  const nlohmann::json j = nlohmann::json::parse(model_config_json(good, ModelLayout::Xtrain));
+  CHECK(j["rms_norm_eps"].get<double>() == 1e-6);
+  CHECK(j["rope_theta"].get<double>() == 500000.0);
 }

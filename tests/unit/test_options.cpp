@@ -144,6 +144,9 @@ TEST_CASE("an option given an empty value is refused, not read as 'not given'") 
   usage_error(run, {"--timeline", ""}, "usage error: --timeline was given an empty value");
   usage_error(run, {"--vocab-bpe", ""}, "usage error: --vocab-bpe was given an empty value");
   usage_error(run, {"--data", ""}, "usage error: --data was given an empty value");
+  // the options whose default is "none" (an empty string inside): given empty, refused all the same
+  usage_error(run, {"--val-data", ""}, "usage error: --val-data was given an empty value");
+  usage_error(run, {"--tokenizer", "cl100k_base", "--tokenizer-ranks", ""}, "usage error: --tokenizer-ranks was given an empty value");
 }
 
 TEST_CASE("batch not divisible by world size x grad-accum") {

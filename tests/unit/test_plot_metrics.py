@@ -8,6 +8,7 @@ import json
 import os
 import shutil
 import struct
+import subprocess
 import sys
 import tempfile
 
@@ -111,6 +112,17 @@ def main():
     r = run(one, "-o", os.path.join(tmp, "out.pdf"))
     check(r.returncode == 2 and "must end in .png or .svg" in r.stderr, "output name without .png/.svg: usage error")
     check(not os.path.exists(os.path.join(tmp, "bad.png")), "no picture written on bad input")
+
+    # Without matplotlib: one line naming the ways that install it (set-up without --tests does not)
+    fake = os.path.join(tmp, "no-matplotlib", "matplotlib")
+    os.makedirs(fake)
+    with open(os.path.join(fake, "__init__.py"), "w") as f:
+        f.write('raise ImportError("No module named matplotlib (a test stand-in)")\n')
+    r = subprocess.run([sys.executable, TOOL, one, "-o", os.path.join(tmp, "none.png")], capture_output=True, text=True,
+                       env=dict(os.environ, PYTHONPATH=os.path.dirname(fake)))
+    lines = r.stderr.strip().splitlines()
+    check(r.returncode == 1 and len(lines) == 1 and "scripts/setup.sh --tests" in lines[0] and
+          "apt-get install python3-matplotlib" in lines[0], f"no matplotlib: {r.stderr.strip()}")
 
     print(f"{len(failures)} failure(s)" + (f"; pictures kept in {tmp}" if failures else ""))
     if not failures:

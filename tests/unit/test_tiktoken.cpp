@@ -160,7 +160,20 @@ TEST_CASE("--tokenizer options: names, default rank file, conflicts") {
   xt::TokenizerFiles m;
   m.tokenizer = "cl100k_base";
   m.tokenizer_ranks = "/nonexistent/cl100k_base.tiktoken";
-  CHECK(error_of([&] { xt::load_tokenizer(m); }).find("is missing (run scripts/setup.sh --tokenizers") != std::string::npos);
+  // a missing input file is exit 1 (Error, not UsageError); given, it is named as the option given
+  CHECK_THROWS_AS(xt::load_tokenizer(m), xt::Error);
+  try {
+    xt::load_tokenizer(m);
+  } catch (const xt::UsageError&) {
+    FAIL("a missing --tokenizer-ranks file is a usage error");
+  } catch (const xt::Error& e) {
+    CHECK(std::string(e.what()).find("--tokenizer-ranks /nonexistent/cl100k_base.tiktoken: no such file") != std::string::npos);
+  }
+  xt::TokenizerFiles d;  // the default file missing: the way to get it
+  d.tokenizer = "cl100k_base";
+  if (!std::filesystem::exists(xt::tokenizer_ranks_path(d))) {
+    CHECK(error_of([&] { xt::load_tokenizer(d); }).find("is missing (run scripts/setup.sh --tokenizers") != std::string::npos);
+  }
 }
 
 // check_vectors: every case of the vector file `vec` against `tok`, and decode(encode(x)) == x when

@@ -35,4 +35,9 @@ void set_stop_notice(const std::string& prefix, const std::string& text);
 // mpirun)", else "a signal".
 const char* signal_name(int sig);
 
+// stop_exit_words: how a stopped run's line ends, after "(": "exit 3)", and for mpirun ending the job
+// (SIGCONT) also that mpirun's own exit status is what the shell sees (Open MPI's mpirun exits 1 after
+// Ctrl-C or SIGTERM, whatever the ranks return).
+const char* stop_exit_words(int sig);
+
 }  // namespace xtrain

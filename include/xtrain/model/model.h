@@ -95,6 +95,9 @@ struct GPTConfig {
   // dimension and product stays far from 2^31.
   static constexpr int kMaxDim = 1 << 16, kMaxHeads = 1 << 12, kMaxHeadDim = 1 << 12, kMaxLayers = 1 << 12,
                        kMaxFfn = 1 << 18, kMaxSeq = 1 << 20;
+  // the vocabulary (set by the tokenizer, no option): the largest real ones hold ~262k tokens; the
+  // limit keeps Vp() and V x C far from int overflow
+  static constexpr int kMaxVocab = 1 << 24;
   // check_size: throws UsageError "<option> = <value> is too large (limit <limit>)" for the first size
   // above its limit (kSizeLimits, in its order); sizes <= 0 pass (validate names them). The one check
   // of the limits: validate() calls it, and the trainer's options call it on the sizes as given,
@@ -104,8 +107,16 @@ struct GPTConfig {
   // (check_size), for an odd head size with llama (rotary pairs), a non-positive or non-finite
   // --norm-eps / --rope-theta, and for llama fields other than their defaults with gpt2.
   void validate() const;
+  // num_params: the floats of the flat parameter buffer of this model (param_layout's elements).
+  size_t num_params() const;
   std::string describe() const;  // one line for logs
 };
+
+// check_model_config: the one check of a model configuration read from or written to a file (a
+// checkpoint's header, config.json, an export): validate(), as Error "<what>: <validate's message>"
+// (exit 1: the file's content, not the command line, is wrong). Every loader and writer calls it, so a
+// model one of them refuses is refused by all, and no file records a model xtrain cannot build.
+void check_model_config(const GPTConfig& cfg, const std::string& what);
 
 // The size limits, each with the option that sets the size (messages name it; for a checkpoint or
 // config.json too, as the option is how a user changes it).

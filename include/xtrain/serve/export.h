@@ -93,7 +93,9 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout = nullpt
 // attn.masked_bias / rotary_emb.inv_freq buffers and, for a tied head, an lm_head.weight equal to the
 // token embedding are ignored; F16/BF16 widened).
 // Throws Error naming the file, and for a wrong tensor "tensor <name>: expected shape [..], found [..]";
-// a missing or unexpected tensor is an Error naming it.
+// a missing or unexpected tensor is an Error naming it. Never a mix of two exports: a directory whose
+// export lock is held (an export into it running), or whose files were replaced while they were read,
+// is refused in one line (Error "model directory <dir>: ...; read it again").
 ModelDir load_model_dir(const std::string& dir);
 // read_model_dir: load_model_dir without the weights (params empty): config.json and the tokenizer
 // files present, for picking the tokenizer before the weights are read.

@@ -48,7 +48,8 @@ struct TrainData {
 // checks that both parts are long enough for the configuration and that every id is in [0, V);
 // throws Error with the numbers otherwise. One pass over the stream (the range check and the hash).
 // With val_tokens (--val-data, e.g. llm.c's val shards): tokens are all for training, val_tokens are
-// appended as the held-out part (when --val-every > 0) and val_fraction is not used.
+// appended as the held-out part (when --val-every > 0) and val_fraction is not used. Without them,
+// cfg.resume_n_train (a --resume's recorded split, at most the stream's size) is the training part.
 TrainData make_train_data(TokenStream tokens, uint64_t tokenizer_fingerprint, const TrainConfig& cfg,
                           const TokenStream* val_tokens = nullptr);
 

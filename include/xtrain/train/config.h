@@ -33,6 +33,9 @@ struct TrainConfig {
   uint64_t seed = 1337;    // init, batch sampling and dropout streams
   double val_fraction = 0.1;  // tail of the token stream held out for validation
   int val_every = 25;      // validation every N steps (and at the last step); 0 = never
+  // --resume: the checkpoint's training tokens (its held-out split), used instead of val_fraction's split
+  // when none of --val-fraction, --val-every, --val-data is given; 0 = split by val_fraction
+  uint64_t resume_n_train = 0;
   int val_seqs = 64;       // validation sequences (global) per evaluation; also per --eval set
   int eval_batch = 8;      // sequences per forward of the evaluations (--eval windows, --eval-mc choices): the
                            // same at any world size, so their figures are too (src/score/)
