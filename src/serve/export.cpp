@@ -267,7 +267,8 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
 
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const std::string& encoder_json,
                         const std::string& vocab_bpe, uint64_t tokenizer_fingerprint) {
-  // the weights first, as the other overload checks them before anything else
+  // the model and the weights first, as the other overload checks them before anything else
+  check_model_config(cfg, "the model (" + cfg.describe() + ") is invalid; not exporting");
   if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
     XT_FAIL("the weights are not finite: " << bad << "; not exporting");
   return make_export(cfg, params, layout, Tokenizer::from_gpt2_files(encoder_json, vocab_bpe), tokenizer_fingerprint);

@@ -521,7 +521,7 @@ TEST_CASE("a model the readers refuse is never exported: config.json gets no nul
       const std::string json_error = error_of([&] { model_config_json(c, layout); });
       CHECK(json_error.find(b.why) != std::string::npos);
       const std::string export_error =
-          error_of([&] { make_export(c, params, layout, tok.encoder, tok.bpe, 0, true); });
+          error_of([&] { make_export(c, params, layout, tok.encoder, tok.bpe, 0); });
       CHECK(export_error.find(b.why) != std::string::npos);
       CHECK(export_error.find("not exporting") != std::string::npos);
       CHECK(export_error.find('\n') == std::string::npos);
