@@ -61,7 +61,7 @@ assert h["model.layers.1.self_attn.o_proj.weight"]["shape"] == [32, 4 * hs]  # (
 assert h["model.layers.0.mlp.gate_proj.weight"]["shape"] == [48, 32] and h["model.layers.0.mlp.down_proj.weight"]["shape"] == [32, 48]
 print(f"{variant}: config.json and tensor names are LlamaForCausalLM's")
 PY
-  # round trip: --init-from on 2 ranks, a step that cannot move a weight (lr 1e-30, see test_export.sh),
+  # round trip: --init-from on 2 ranks, a step that cannot move a weight (lr 1e-30, see test_export_tool.sh),
   # export again: the same bytes; the model options (the Llama ones included) come from config.json
   "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" --init-from "$d/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 \
     --val-every 0 --ckpt "$d/b.ckpt" > "$d/import.log" 2>&1 || { cat "$d/import.log"; fail "$variant: --init-from"; }

@@ -1,5 +1,6 @@
 // MFU: the FLOPs-per-token formula on GPT-2 124M (parameter count as llm.c reports it), the peak table
-// lookup for known and unknown GPUs, and the ratio. Part of test_watch (main in test_progress.cpp).
+// lookup for known and unknown GPUs, and the ratio.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <set>

@@ -1,5 +1,5 @@
 // Progress lines (non-terminal and terminal modes, rate limit, rank 0 only) with an injected clock, so
-// nothing here waits. test_watch: this file holds main; also test_mfu.cpp, test_run_summary.cpp.
+// nothing here waits.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 

@@ -1,5 +1,6 @@
 // Run summary: the fields of the `final` metrics record and the printed lines, for a full GPU-like
-// run, a CPU run without optional figures, and a resumed run with no step left. Part of test_watch.
+// run, a CPU run without optional figures, and a resumed run with no step left.
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <string>

@@ -1,5 +1,6 @@
 // The step line and the `train` metrics record from one StepStats: MFU and device memory appear where
-// known (GPUs) and are absent, not zero, where not (CPU). Part of test_watch.
+// known (GPUs) and are absent, not zero, where not (CPU).
+#define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
 #include <unistd.h>
