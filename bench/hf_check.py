@@ -15,7 +15,7 @@ comes from config.json's model_type: gpt2 -> GPT2LMHeadModel, llama -> LlamaForC
                from the left to the context + 1; the sum of the choice tokens' log-probabilities) and
                compares with `xtrain_eval --mc FILE --json F` (--xtrain-json F): every choice's sum within
                --tol (default 1e-4), the same token counts, and acc, acc_norm, acc_token_mean identical
-               (exit 1 otherwise). The tokenizer is the export's vocab.json + merges.txt.
+               (exit 1 otherwise). The tokenizer is the export's own (AutoTokenizer).
   tokenizer    AutoTokenizer.from_pretrained(DIR) loads the directory's tokenizer with no other package,
                and its ids (encode with the tokenizer's own special tokens, as xtrain encodes) equal
                xtrain's for every text of --texts (a JSON array; --xtrain-ids: what `xtrain_tokenize
@@ -183,15 +183,15 @@ def accuracies(items, sums, tokens):
 
 def cmd_mc(a):
     import torch
-    from transformers import GPT2TokenizerFast
+    from transformers import AutoTokenizer
 
     torch.backends.cuda.matmul.allow_tf32 = False  # fp32 means fp32
     torch.backends.cudnn.allow_tf32 = False
     model = load(a.model, a.device)
-    d = Path(a.model)
-    if not (d / "vocab.json").exists() or not (d / "merges.txt").exists():
-        sys.exit(f"{a.model}: no vocab.json + merges.txt to tokenize with")
-    tok = GPT2TokenizerFast(vocab_file=str(d / "vocab.json"), merges_file=str(d / "merges.txt"))
+    # the export's own tokenizer.json, as a user of the export loads it; no special tokens added (xtrain's
+    # contexts and choices are plain text)
+    tok = AutoTokenizer.from_pretrained(a.model)
+    encode = lambda text: tok.encode(text, add_special_tokens=False)
     cfg = model.config
     max_len = getattr(cfg, "n_positions", None) or cfg.max_position_embeddings
     items = read_mc(a.file)
@@ -206,10 +206,10 @@ def cmd_mc(a):
     for (no, ctx, choices, _), x in zip(items, ours["per_item"]):
         if x["line"] != no:
             sys.exit(f"item at line {no}: xtrain's is at line {x['line']}")
-        c_ids = tok.encode(ctx)
+        c_ids = encode(ctx)
         rows, ns = [], []
         for ch in choices:
-            e = tok.encode(" " + ch)
+            e = encode(" " + ch)
             rows.append((c_ids + e)[-(max_len + 1):])
             ns.append(len(e))
         T = max(len(r) for r in rows) - 1

@@ -76,7 +76,7 @@ def main():
         xt = torch.from_file(fout, size=n, dtype=torch.float32).clone()
 
     if a.device == "cpu":  # the same iteration without its bf16 cast: fp32 throughout
-        def ns_fp32(grad, ns_coefficients, ns_steps, eps, use_addmm):
+        def ns_fp32(grad, ns_coefficients, ns_steps, eps, *_):  # torch 2.11 passes these four; later ones more
             a_, b_, c_ = ns_coefficients
             x = grad.float()
             if grad.size(0) > grad.size(1):

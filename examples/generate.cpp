@@ -6,11 +6,11 @@
 //   cmake -S examples -B build-examples -DCMAKE_PREFIX_PATH=<prefix> && cmake --build build-examples
 // Run:
 //   build-examples/generate MODEL_DIR ["PROMPT"] [MAX_NEW_TOKENS]
-//   e.g. xtrain_export --ckpt run.ckpt --out run-model && build-examples/generate run-model "The jury" 40
+//   e.g. xtrain_export run.ckpt --out run-model && build-examples/generate run-model "The jury" 40
 // Samples at temperature 0.8 among the 40 most probable tokens (seed 1337), stops at <|endoftext|>.
-// The tokenizer is the directory's vocab.json + merges.txt, else GPT-2's files in the data directory
-// (<xtrain/core/data_dir.h>); it must be the one the model was trained with. Exit 0, 1 (runtime error) or
-// 2 (usage error), with one line on stderr.
+// The tokenizer is the directory's own (model_dir_tokenizer: tokenizer.json, tokenizer.model or vocab.json
+// + merges.txt, checked against config.json). Exit 0, 1 (runtime error) or 2 (usage error), with one line
+// on stderr.
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
@@ -18,7 +18,6 @@
 #include <vector>
 
 #include <xtrain/backend/registry.h>
-#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include <xtrain/data/tokenizer.h>
 #include <xtrain/model/inference.h>
@@ -28,15 +27,6 @@
 
 namespace {
 
-// data_file: `rel` in the data directory (<xtrain/core/data_dir.h>); a program outside <prefix>/bin finds
-// it through $XTRAIN_DATA. UsageError saying where it was looked for when there is none.
-std::string data_file(const std::string& rel) {
-  const xtrain::DataDir& d = xtrain::default_data_dir();
-  if (d.path.empty())
-    throw xtrain::UsageError("no data directory for " + rel + " (looked in " + d.looked + "); set XTRAIN_DATA to <prefix>/share/xtrain");
-  return d.path + "/" + rel;
-}
-
 int run(int argc, char** argv) {
   if (argc < 2 || argc > 4) throw xtrain::UsageError("usage: generate MODEL_DIR [\"PROMPT\"] [MAX_NEW_TOKENS]");
   const std::string dir = argv[1], prompt_text = argc > 2 ? argv[2] : "";
@@ -45,13 +35,10 @@ int run(int argc, char** argv) {
   if (argc > 3 && (*end != '\0' || max_new < 1 || max_new > 100000))
     throw xtrain::UsageError("MAX_NEW_TOKENS must be an integer in [1, 100000], got '" + std::string(argv[3]) + "'");
 
-  // The model's config and fp32 weights on the host; then the tokenizer it was trained with.
+  // The model's config and fp32 weights on the host; then the tokenizer it was trained with, from the
+  // directory (its tokenizer.json, tokenizer.model or vocab.json + merges.txt; Error when none matches).
   xtrain::ModelDir m = xtrain::load_model_dir(dir);
-  const bool own = !m.vocab_json.empty() && !m.merges_txt.empty();
-  const xtrain::Tokenizer tok = xtrain::Tokenizer::from_gpt2_files(
-      own ? m.vocab_json : data_file("gpt2/encoder.json"),
-      own ? m.merges_txt : data_file("gpt2/vocab.bpe"));
-  xtrain::check_model_tokenizer(m, tok.fingerprint(), dir);  // UsageError naming both fingerprints
+  const xtrain::Tokenizer tok = xtrain::model_dir_tokenizer(m, dir);
 
   // The backend (CUDA when compiled in and a GPU is visible, else the CPU) and the weights on it.
   xtrain::BackendOptions bo;

@@ -122,7 +122,8 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw
   int32_t vocab_size = 0, model_size = 0;
   for (const auto* list : {&raw.vocab, &raw.specials})
     for (const auto& [s, id] : *list) {
-      const int64_t limit = list == &raw.vocab ? entries : entries + kMaxSpecialGap;
+      const bool special = list == &raw.specials || special_of.count(s);  // a special listed in the vocab too
+      const int64_t limit = special ? entries + kMaxSpecialGap : entries;
       if (id < 0 || id >= limit)
         XT_FAIL(f << ": token \"" << echo_value(s) << "\" has id " << id << ", outside 0.." << limit - 1
                   << " (ids must be dense)");
@@ -472,7 +473,10 @@ std::string Tokenizer::hf_tokenizer_json() const {
   if (impl_->kind == Kind::Gpt2Files) {  // transformers' GPT2Converter: vocab.bpe's merges, ByteLevel's regex
     j.specials_in_vocab = true;
     for (const auto& m : impl_->merges) j.merges.emplace_back(m[0], m[1]);
-  } else {  // TikTokenConverter: merges from the ranks (specials are no ranks), whole pieces first
+  } else {  // TikTokenConverter: merges from the ranks (specials are no ranks), whole pieces first; the specials
+    // also in model.vocab, so tokenizers gives each its own id across the gap of unassigned ids below them
+    // (cl100k_base, o200k_base) instead of the next id after the vocabulary
+    j.specials_in_vocab = true;
     std::vector<std::string> ranks = j.token_bytes;
     for (const auto& [s, id] : impl_->specials) ranks[size_t(id)].clear();
     j.merges = bpe::merges_from_ranks(ranks);
