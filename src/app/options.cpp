@@ -314,6 +314,9 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   if (o.tokens_cache.empty() && o.cache_dir == kCacheNextToData)
     for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  // the lock beside --ckpt (held by rank 0 for the whole run, removed at its end) is written too: an output
+  // given its name would be lost with it
+  if (!o.train.ckpt.empty()) outputs.push_back({"--ckpt's lock file", o.train.ckpt + ".lock"});
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
   };

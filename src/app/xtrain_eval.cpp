@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <iostream>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,7 @@ struct LoadedModel {
   std::vector<float> params;
   uint64_t tokenizer_fingerprint = 0;  // 0 = not recorded
   std::string source, vocab_json, merges_txt;
+  std::optional<ModelDir> dir;  // --model: the directory (its weights moved into params)
 };
 
 LoadedModel load_model(const po::variables_map& vm) {
@@ -92,11 +94,15 @@ LoadedModel load_model(const po::variables_map& vm) {
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
   m.tokenizer_fingerprint = d.tokenizer_fingerprint;
   m.source = "its config.json";
+  m.dir = std::move(d);
   return m;
 }
 
-// load_tokenizer_for: as xtrain_generate: an export's vocab.json and merges.txt unless tokenizer files are given.
+// load_tokenizer_for: as xtrain_generate: with --model and no tokenizer option, the directory's tokenizer
+// (model_dir_tokenizer: its tokenizer.json, tokenizer.model or vocab.json + merges.txt); else an export's
+// vocab.json and merges.txt unless tokenizer files are given.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
+  if (lm.dir && !files.any_given) return model_dir_tokenizer(*lm.dir, "--model " + lm.dir->dir);
   if (!files.tokenizer_json.empty() || !files.tokenizer_model.empty() || !tokenizer_ranks_path(files).empty() ||
       lm.vocab_json.empty() || lm.merges_txt.empty())
     return load_tokenizer(files);

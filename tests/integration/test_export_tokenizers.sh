@@ -45,6 +45,9 @@ PY
   "$GEN" --ckpt "$d/a.ckpt" "${tok[@]}" "${gen[@]}" > "$d/ckpt.ids" 2> "$d/gen1.log" || { cat "$d/gen1.log"; fail "$name: generate from the checkpoint"; }
   "$GEN" --model "$d/e" "${gen[@]}" > "$d/export.ids" 2> "$d/gen2.log" || { cat "$d/gen2.log"; fail "$name: generate from the export, no tokenizer option"; }
   cmp "$d/ckpt.ids" "$d/export.ids" || fail "$name: greedy ids from the checkpoint and from the export (its own tokenizer) differ"
+  printf '{"context": "The jury said", "choices": ["it was fine", "the cat sat"], "answer": 0}\n' > "$d/mc.jsonl"
+  "${XTRAIN_BIN_DIR}/xtrain_eval" --model "$d/e" --mc "$d/mc.jsonl" > /dev/null 2> "$d/eval.log" ||
+    { cat "$d/eval.log"; fail "$name: xtrain_eval --model with the directory's tokenizer, no tokenizer option"; }
   # --init-from with no tokenizer option: the directory's tokenizer, whose fingerprint is the model's
   "$XT" --data "$WORK/corpus.txt" --init-from "$d/e" --steps 1 --batch 4 --val-every 0 --ckpt "$d/b.ckpt" > "$d/init.log" 2>&1 ||
     { cat "$d/init.log"; fail "$name: --init-from with the directory's tokenizer"; }
