@@ -213,7 +213,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     data = make_train_data(std::move(tokens), tok->fingerprint(), cfg, val_files.empty() ? nullptr : &val_tokens);
   });
   // the eval sets: every rank reads them (a bad item is one line naming its file, line and field)
-  for (const auto& [name, spec] : o.evals) {
+  for (const auto& eval : o.evals) {
+    const std::string &name = eval.first, &spec = eval.second;  // named: C++17 lambdas cannot capture bindings
     std::vector<std::string> files;
     agree(mpi, [&] { files = list_data_files(spec); });
     TokenStream s = load_corpus(mpi, launch.local_rank, launch.local_size, files, tok, corpus);
@@ -223,8 +224,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     });
     data.evals.loss.push_back({name, std::move(s)});
   }
-  for (const auto& [name, file] : o.eval_mcs)
+  for (const auto& mc : o.eval_mcs) {
+    const std::string &name = mc.first, &file = mc.second;
     agree(mpi, [&] { data.evals.mc.push_back({name, tokenize_mc(read_mc_file(file), *tok, cfg.model, file)}); });
+  }
   agree(mpi, [&] { check_same_on_all_ranks(mpi, data.hash, "the token stream of " + o.data); });
 
   end_if_stopped(mpi, before);

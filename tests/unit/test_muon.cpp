@@ -312,12 +312,15 @@ TEST_CASE("schedules: cosine, linear and wsd; a wsd run extended in its stable p
 TEST_CASE("checkpoint format 04: the optimizer's fields and Muon's momentum round-trip, for both families") {
   for (Arch arch : {Arch::gpt2, Arch::llama}) {
     CheckpointState st;
-    st.meta.model.arch = arch;
-    st.meta.step = 3, st.meta.batch = 4, st.meta.total_steps = 10, st.meta.num_params = 6;
+    GPTConfig& mc = st.meta.model;  // a real (tiny) model: a header's parameter count must be its model's
+    mc.arch = arch, mc.V = 16, mc.maxT = 4, mc.C = 8, mc.L = 1, mc.NH = 2, mc.KVH = 2, mc.HS = 4, mc.F = 16;
+    const size_t n = mc.num_params();
+    st.meta.step = 3, st.meta.batch = 4, st.meta.total_steps = 10, st.meta.num_params = n;
     st.meta.optimizer = 1, st.meta.lr_schedule = 1, st.meta.decay_frac = 0.25f, st.meta.beta2 = 0.99f;
     st.meta.muon_lr = 0.02f, st.meta.muon_momentum = 0.95f, st.meta.muon_ns_steps = 5, st.meta.muon_adjust = 1;
     st.meta.muon_matrices = 1, st.meta.muon_count = 4;
-    st.params = {1, 2, 3, 4, 5, 6}, st.m = {0, 0, 0, 0, 1, 1}, st.v = {0, 0, 0, 0, 2, 2};
+    st.params.assign(n, 1.5f), st.m.assign(n, 0.0f), st.v.assign(n, 2.0f);
+    st.params[0] = 1, st.params[n - 1] = 6, st.m[n - 1] = 1;
     st.momentum = {0.5f, -0.5f, 0.25f, 8.0f};
     const std::string path = "test_muon_" + std::string(arch == Arch::gpt2 ? "gpt2" : "llama") + ".ckpt";
     save_checkpoint(path, st);
@@ -333,9 +336,10 @@ TEST_CASE("checkpoint format 04: the optimizer's fields and Muon's momentum roun
     CHECK(back.v == st.v);
     CHECK(back.meta.model.arch == arch);
     // a momentum count past the parameters is refused in one line, before any size arithmetic
-    st.meta.muon_count = 7, st.momentum.resize(7);
+    st.meta.muon_count = n + 1, st.momentum.resize(n + 1);
     save_checkpoint(path, st);
-    CHECK_THROWS_WITH_AS(load_checkpoint(path), doctest::Contains("muon_count = 7 is out of range"), Error);
+    const std::string why = "muon_count = " + std::to_string(n + 1) + " is out of range";
+    CHECK_THROWS_WITH_AS(load_checkpoint(path), doctest::Contains(why.c_str()), Error);
     std::remove(path.c_str());
   }
 }
