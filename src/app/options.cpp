@@ -314,9 +314,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   if (o.tokens_cache.empty() && o.cache_dir == kCacheNextToData)
     for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
   outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
-  // the lock beside --ckpt (held by rank 0 for the whole run, removed at its end) is written too: an output
-  // given its name would be lost with it
-  if (!o.train.ckpt.empty()) outputs.push_back({"--ckpt's lock file", o.train.ckpt + ".lock"});
+
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
   };
@@ -335,6 +333,11 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
+  // the lock beside --ckpt (held by rank 0 for the whole run, removed at its end): an output given its name
+  // would be lost with it
+  if (!o.train.ckpt.empty())
+    for (const Path& out : outputs)
+      if (out.opt != "--ckpt") differ({"--ckpt's lock file", o.train.ckpt + ".lock"}, out);
   // Then no output inside a --data or --val-data directory: the next run would read it as a shard.
   std::vector<Path> dirs;
   for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});

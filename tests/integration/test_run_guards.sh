@@ -124,7 +124,7 @@ kill -USR1 "$first"
 rc=0; wait "$first" || rc=$?
 [[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" ]] || fail "the first job: exit $rc (want 3), lock file left: $(ls "$WORK"/shared.ckpt.lock 2>&1)"
 expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
-expect "--metrics named as the --ckpt lock" 2 "--metrics and --ckpt's lock file name the same file" \
+expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
 
 [[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }

@@ -40,5 +40,5 @@ words=$(wc -w <<< "$out")
 ((words >= 5)) && echo "ok   xtrain_generate: $words words: $(head -c 80 <<< "$out" | tr '\n' ' ')" || fail "generate wrote '$out'"
 rc=0; "$XTRAIN_BIN_DIR/xtrain_generate" --ckpt "$WORK/a.ckpt" --tokenizer-model "$vec/spm_unigram.model" --prompt x \
   --max-new-tokens 2 > /dev/null 2> "$WORK/g2.err" || rc=$?
-[[ $rc -eq 2 ]] && grep -q "not the one the model was trained with" "$WORK/g2.err" && echo "ok   xtrain_generate with another model: refused" \
+[[ $rc -eq 2 ]] && grep -q "the model was trained with the tokenizer of fingerprint .*not the one loaded" "$WORK/g2.err" && echo "ok   xtrain_generate with another model: refused" \
   || { cat "$WORK/g2.err"; fail "xtrain_generate with another model: exit $rc"; }
