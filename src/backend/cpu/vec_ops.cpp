@@ -232,6 +232,25 @@ XT_LANES_INLINE void gelu_backward_impl(float* dinp, const float* inp, const flo
   }
 }
 
+// pack_kv: batch row b's keys and values of every key/value head, in double (exact copies of the floats):
+// one of them transposed, tr[kh][i][t2] (row stride Tp), the other as rows, rows[kh][t2][i] (row stride HSp);
+// keys_transposed picks which (the forward's scores read keys by position, the backward's dP values). The
+// padding is left as it is (zero).
+void pack_kv(const float* qkv, const QkvLayout& L, int b, int T, int KVH, int HS, size_t Tp, size_t HSp,
+             bool keys_transposed, double* tr, double* rows) {
+  for (int kh = 0; kh < KVH; ++kh)
+    for (int t2 = 0; t2 < T; ++t2) {
+      const float* k = qkv + L.k(b, t2, kh);
+      const float* v = qkv + L.v(b, t2, kh);
+      const float* x = keys_transposed ? k : v;
+      const float* y = keys_transposed ? v : k;
+      for (int i = 0; i < HS; ++i) {
+        tr[(size_t(kh) * HS + i) * Tp + t2] = x[i];
+        rows[(size_t(kh) * T + t2) * HSp + i] = y[i];
+      }
+    }
+}
+
 template <int W>
 XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH,
                                             int HS) {
@@ -242,15 +261,7 @@ XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float*
   // vr[kh][t2][i]; both in double (exact copies of the floats), zero-padded to whole vectors
   std::vector<double> kt(size_t(KVH) * HS * Tp, 0.0), vr(size_t(KVH) * T * HSp, 0.0), p(Tp), acc(HSp);
   for (int b = 0; b < B; ++b) {
-    for (int kh = 0; kh < KVH; ++kh)
-      for (int t2 = 0; t2 < T; ++t2) {
-        const float* k = qkv + L.k(b, t2, kh);
-        const float* v = qkv + L.v(b, t2, kh);
-        for (int i = 0; i < HS; ++i) {
-          kt[(size_t(kh) * HS + i) * Tp + t2] = k[i];
-          vr[(size_t(kh) * T + t2) * HSp + i] = v[i];
-        }
-      }
+    pack_kv(qkv, L, b, T, KVH, HS, Tp, HSp, /*keys_transposed=*/true, kt.data(), vr.data());
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < NH; ++h) {
         const int kh = L.kv_head(h);
@@ -290,15 +301,7 @@ XT_LANES_INLINE void attention_backward_impl(float* dqkv, const float* dout, con
   std::vector<double> vt(size_t(KVH) * HS * Tp, 0.0), kr(size_t(KVH) * T * HSp, 0.0), dp(Tp), dy(HSp), qd(HSp), dq(HSp);
   auto lanes = [&](size_t c) { return std::min(size_t(W), size_t(HS) - c); };  // of the vector at channel c
   for (int b = 0; b < B; ++b) {
-    for (int kh = 0; kh < KVH; ++kh)
-      for (int t2 = 0; t2 < T; ++t2) {
-        const float* k = qkv + L.k(b, t2, kh);
-        const float* v = qkv + L.v(b, t2, kh);
-        for (int i = 0; i < HS; ++i) {
-          vt[(size_t(kh) * HS + i) * Tp + t2] = v[i];
-          kr[(size_t(kh) * T + t2) * HSp + i] = k[i];
-        }
-      }
+    pack_kv(qkv, L, b, T, KVH, HS, Tp, HSp, /*keys_transposed=*/false, vt.data(), kr.data());
     for (int t = 0; t < T; ++t)
       for (int h = 0; h < NH; ++h) {
         const int kh = L.kv_head(h);
