@@ -8,6 +8,7 @@
 
 #include <xtrain/core/error.h>
 #include "core/digest.h"
+#include "data/protobuf_wire.h"
 #include "core/io.h"
 #include <xtrain/data/tokenizer.h>
 
@@ -19,29 +20,7 @@ namespace {
 // developers.google.com/protocol-buffers/docs/encoding), or false when the bytes do not walk to the
 // end as fields. The library parses the whole message; this walk only tells which fields are there.
 bool top_level_fields(std::string_view b, std::vector<uint32_t>* fields) {
-  size_t i = 0;
-  auto varint = [&](uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64 && i < b.size(); shift += 7) {
-      const uint8_t c = uint8_t(b[i++]);
-      *v |= uint64_t(c & 0x7F) << shift;
-      if (!(c & 0x80)) return true;
-    }
-    return false;
-  };
-  while (i < b.size()) {
-    uint64_t key = 0, v = 0;
-    if (!varint(&key)) return false;
-    fields->push_back(uint32_t(key >> 3));
-    switch (key & 7) {
-      case 0: if (!varint(&v)) return false; break;
-      case 1: v = 8; if (b.size() - i < v) return false; i += v; break;
-      case 2: if (!varint(&v) || b.size() - i < v) return false; i += v; break;
-      case 5: v = 4; if (b.size() - i < v) return false; i += v; break;
-      default: return false;
-    }
-  }
-  return true;
+  return for_each_field(b, [&](uint32_t field, uint32_t, uint64_t, std::string_view) { fields->push_back(field); });
 }
 
 // ModelProto's fields (sentencepiece_model.proto): pieces 1, trainer_spec 2, normalizer_spec 3.
