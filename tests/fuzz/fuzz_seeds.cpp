@@ -1,5 +1,5 @@
 // fuzz_seeds DIR: writes valid starting inputs for the fuzz targets into DIR/<target>/ (a checkpoint
-// of a tiny model written by save_checkpoint; a safetensors file where that reader is built; the binary
+// of a tiny model written by save_checkpoint; a safetensors file; the binary
 // token files and a .jsonl.zst), so the fuzzer starts from the real format instead of discovering the
 // magic and layout byte by byte. The text formats' seeds are files in tests/fuzz/seeds/<target>/.
 #include <sys/stat.h>
@@ -13,9 +13,7 @@
 #include "core/io.h"
 #include <xtrain/checkpoint/checkpoint.h>
 #include "data/token_shard.h"
-#if __has_include("serve/safetensors.h")
 #include <xtrain/serve/safetensors.h>
-#endif
 
 int main(int argc, char** argv) {
   if (argc != 2) {
@@ -31,13 +29,11 @@ int main(int argc, char** argv) {
   st.meta.num_params = st.meta.model.num_params();  // the reader refuses a count that is not its model's
   st.params.assign(st.meta.num_params, 0.5f), st.m.assign(st.meta.num_params, 0.0f), st.v.assign(st.meta.num_params, 1.0f);
   xtrain::save_checkpoint(dir + "/checkpoint/tiny.ckpt", st);
-#if __has_include("serve/safetensors.h")
   ::mkdir((dir + "/safetensors").c_str(), 0755);
   const float w[6] = {1, 2, 3, 4, 5, 6};
   xtrain::write_file_atomic(dir + "/safetensors/tiny.safetensors",
                             xtrain::safetensors_bytes({{"w", {2, 3}, w}, {"b", {}, w}}, {{"format", "pt"}}),
                             "safetensors seed");
-#endif
   // JSON lines compressed (the plain ones are in tests/fuzz/seeds/jsonl/)
   ::mkdir((dir + "/jsonl").c_str(), 0755);
   const std::string lines = "{\"text\": \"Hello world.\"}\n\n{\"text\": \"a second doc\\n\", \"id\": 2}\n";
