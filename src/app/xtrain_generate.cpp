@@ -128,7 +128,7 @@ LoadedModel load_model(const po::variables_map& vm, const std::function<float*(c
 // --encoder-json / --vocab-bpe not given on the command line is the export's file (as --help says), not
 // the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (!lm.dir) return load_tokenizer(files);
+  if (!lm.dir) return load_tokenizer(files);  // files.cache_dir: the tables of the last start (run below)
   const std::string what = "--model " + lm.dir->dir;
   if (!files.any_given) return model_dir_tokenizer(*lm.dir, what);
   TokenizerFiles f = files;
@@ -248,6 +248,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
   read_tokenizer_options(vm, files);
+  files.cache_dir = default_token_cache_dir();  // the per-user cache directory of the trainer's default (token_cache.h)
   reject_empty_values(vm, {"ckpt", "model", "prompt-file", "prompt-ids", "dump-logits"});
   check_dump_logits_target(vm);
 
