@@ -13,7 +13,8 @@ MODE=(--no-cache)  # how the data is read: --no-cache, or --cache-dir "$WORK/cac
 mkdir "$WORK/out" "$WORK/bad"
 
 # expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s, its first rank line
-# matches PATTERN, and $WORK/out and $WORK/cache hold no file
+# matches PATTERN, and $WORK/out and $WORK/cache hold no file (but the tokenizer's tables, written before
+# the data is read: data/tokenizer_cache.h)
 expect() {
   local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
   shift 4
@@ -22,7 +23,7 @@ expect() {
   local line
   line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
   if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)) && [[ -z $(ls -A "$WORK/out") ]] &&
-     [[ -z $(find "$WORK/cache" -type f 2> /dev/null) ]]; then
+     [[ -z $(find "$WORK/cache" -type f ! -name '*.toktables' 2> /dev/null) ]]; then
     printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
   else
     printf 'FAIL %-34s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
