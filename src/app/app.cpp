@@ -98,13 +98,14 @@ void check_cache_dir_owner(const std::string& dir) {
                            << ") nor root; not reading or writing token caches in it");
 }
 
-// lock_ckpt: rank 0's exclusive lock on "<--ckpt>.lock", beside the file the path resolves to (every
-// spelling of it, a symlink included, takes the same lock), held for the whole run: a second job given
-// the same --ckpt is refused at start-up in one line, instead of both writing it and one losing.
-std::unique_ptr<DirLock> lock_ckpt(const std::string& ckpt) {
-  const OutputLocation loc = locate_output(ckpt, "--ckpt");
-  return std::make_unique<DirLock>(loc.dir_fd, loc.name + ".lock", loc.path() + ".lock", "--ckpt lock", "xtrain",
-                                   "another run writing this --ckpt", /*max_wait_s=*/0);
+// lock_output: rank 0's exclusive lock on "<output>.lock", beside the file the path resolves to (every
+// spelling of it, a symlink or a relative path included, takes the same lock), held for the whole run:
+// a second job given the same --ckpt, --metrics or --timeline is refused at start-up in one line naming
+// the output and the job that holds it (its pid and host), instead of both writing it and one losing.
+std::unique_ptr<DirLock> lock_output(const OutputFile& out) {
+  const OutputLocation loc = locate_output(out.path, out.opt);
+  return std::make_unique<DirLock>(loc.dir_fd, loc.name + ".lock", loc.path() + ".lock", out.opt + " lock", "xtrain",
+                                   "another run writing this " + out.opt, /*max_wait_s=*/0);
 }
 
 }  // namespace
@@ -136,14 +137,13 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
   std::vector<std::string> data_files, val_files;
-  std::unique_ptr<DirLock> ckpt_lock;  // rank 0, with --ckpt: until the run ends
+  std::vector<std::unique_ptr<DirLock>> output_locks;  // rank 0: one per output, until the run ends
   agree(mpi, [&] {
-    if (rank == 0) {
-      check_writable(o.train.ckpt, "--ckpt");
-      if (!o.train.ckpt.empty()) ckpt_lock = lock_ckpt(o.train.ckpt);
-      check_writable(o.train.metrics, "--metrics");
-      check_writable(o.train.timeline, "--timeline");
-    }
+    if (rank == 0)
+      for (const OutputFile& out : run_outputs(o)) {
+        check_writable(out.path, out.opt.c_str());
+        output_locks.push_back(lock_output(out));
+      }
     if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) {

@@ -287,6 +287,14 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   return o;
 }
 
+std::vector<OutputFile> run_outputs(const RunOptions& o) {
+  std::vector<OutputFile> out;
+  for (const OutputFile& f : {OutputFile{"--ckpt", o.train.ckpt}, OutputFile{"--metrics", o.train.metrics},
+                              OutputFile{"--timeline", o.train.timeline}})
+    if (!f.path.empty()) out.push_back(f);
+  return out;
+}
+
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files) {
   struct Path {
@@ -313,7 +321,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
   if (o.tokens_cache.empty() && o.cache_dir == kCacheNextToData)
     for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
-  outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  for (const OutputFile& f : run_outputs(o)) outputs.push_back({f.opt, f.path});
 
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
@@ -333,11 +341,15 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
-  // the lock beside --ckpt (held by rank 0 for the whole run, removed at its end): an output given its name
-  // would be lost with it
-  if (!o.train.ckpt.empty())
-    for (const Path& out : outputs)
-      if (out.opt != "--ckpt") differ({"--ckpt's lock file", o.train.ckpt + ".lock"}, out);
+  // the lock beside each output (held by rank 0 for the whole run, truncated and removed at its end): an
+  // input or another output given its name would be lost with it
+  for (const Path& out : outputs) {
+    const Path lock{out.opt + "'s lock file", out.path + ".lock"};
+    for (const Path& other : outputs)
+      if (other.opt != out.opt) differ(lock, other);
+    for (const Path& r : reads) differ(r, lock);
+    for (const Path& c : caches) differ(c, lock);
+  }
   // Then no output inside a --data or --val-data directory: the next run would read it as a shard.
   std::vector<Path> dirs;
   for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});

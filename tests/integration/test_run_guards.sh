@@ -2,7 +2,8 @@
 # What a run, a checkpoint and a model directory guard against: a checkpoint of a model xtrain cannot build
 # (odd head size, kv heads not dividing heads, eps or theta non-finite or out of range, a tie or arch that
 # disagrees with the parameter count) refused in one line by --resume, xtrain_generate and xtrain_export
-# alike, and never exported; two jobs given one --ckpt (the second refused); a model directory read while
+# alike, and never exported; two jobs given one output (--ckpt, --metrics, --timeline; the second refused,
+# naming the first); a model directory read while
 # an export into it runs (refused); --resume taking the held-out split from the checkpoint; the tokenizer
 # a model needs, named; empty option values and a missing rank file; the stop line while a run starts.
 source "$(dirname "$0")/common.sh"
@@ -114,15 +115,43 @@ grep -q "^step     3/3 | val loss" "$WORK/ok.log" || fail "no validation at the 
 expect "resume with --val-every 0 (another split)" 1 "does not match this run: training tokens" \
   "${MPI1[@]}" "${DATA[@]}" --val-every 0 --resume "$WORK/v.ckpt" --steps 3
 
-# ---- two jobs given one --ckpt: the second is refused while the first runs ----
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 100000 --log-every 1 --ckpt "$WORK/shared.ckpt" > "$WORK/first.log" 2>&1 &
+# ---- two jobs given one output (--ckpt, --metrics, --timeline; by a symlink or a relative path too): the
+# second is refused while the first runs, naming the output and the first job's pid and host ----
+mkdir "$WORK/outs" && ln -s "$WORK/outs" "$WORK/outlink"
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 100000 --log-every 1 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/outs/m.jsonl" \
+  --timeline "$WORK/outs/t.json" > "$WORK/first.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do grep -q "^step " "$WORK/first.log" && break; sleep 0.1; done
-expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: held by another run writing this --ckpt" \
+held="held by another run writing this"
+who="xtrain pid [0-9]+ on host $(hostname); remove the lock file if none runs"
+expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: $held --ckpt \($who\)" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
+expect "a second job on the same --metrics" 1 "--metrics lock .*outs/m.jsonl.lock: $held --metrics \($who\)" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/other.ckpt" --metrics "$WORK/outs/m.jsonl"
+expect "the same --metrics through a symlinked directory" 1 "--metrics lock .*m.jsonl.lock: $held --metrics" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/outlink/m.jsonl"
+expect "the same --timeline as a relative path" 1 "--timeline lock .*t.json.lock: $held --timeline" \
+  env -C "$WORK/outs" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --timeline t.json
+[[ ! -e "$WORK/other.ckpt" && ! -e "$WORK/other.ckpt.lock" ]] || fail "the refused job left other.ckpt or its lock"
 kill -USR1 "$first"
 rc=0; wait "$first" || rc=$?
-[[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" ]] || fail "the first job: exit $rc (want 3), lock file left: $(ls "$WORK"/shared.ckpt.lock 2>&1)"
+[[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" && ! -e "$WORK/outs/m.jsonl.lock" && ! -e "$WORK/outs/t.json.lock" ]] ||
+  fail "the first job: exit $rc (want 3), lock files left: $(ls "$WORK"/*.lock "$WORK"/outs/*.lock 2>&1)"
+python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$WORK/outs/m.jsonl" || fail "the first job's --metrics is damaged"
+# two jobs started at once on one --metrics: exactly one runs, the other is refused
+for j in 1 2; do
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 --metrics "$WORK/race.jsonl" > "$WORK/race$j.log" 2>&1 &
+  pids[j]=$!
+done
+rcs=""; for j in 1 2; do rc=0; wait "${pids[j]}" || rc=$?; rcs="$rcs $rc"; done
+# (each job takes its locks before it tokenizes, and trains for seconds: the two always overlap)
+if [[ $rcs == " 0 1" || $rcs == " 1 0" ]]; then
+  grep -qE -- "--metrics lock .*race.jsonl.lock: $held --metrics \(xtrain pid [0-9]+ on host" "$WORK"/race?.log ||
+    fail "jobs started at once: the refusal does not name the other job: $(grep -h lock "$WORK"/race?.log)"
+else
+  fail "jobs started at once: exits$rcs (want one 0 and one 1)"; tail -3 "$WORK"/race?.log
+fi
+echo "ok   two jobs started at once on one --metrics: exits$rcs"
 expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
 expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
