@@ -2,10 +2,11 @@
 # What a run, a checkpoint and a model directory guard against: a checkpoint of a model xtrain cannot build
 # (odd head size, kv heads not dividing heads, eps or theta non-finite or out of range, a tie or arch that
 # disagrees with the parameter count) refused in one line by --resume, xtrain_generate and xtrain_export
-# alike, and never exported; two jobs given one output (--ckpt, --metrics, --timeline; the second refused,
-# naming the first); a model directory read while
-# an export into it runs (refused); --resume taking the held-out split from the checkpoint; the tokenizer
-# a model needs, named; empty option values and a missing rank file; the stop line while a run starts.
+# alike, and never exported; a special-token id outside the vocabulary in a model directory (refused); two
+# jobs given one output (--ckpt, --metrics, --timeline; the second refused, naming the first); a model
+# directory read while an export into it runs (refused); --resume taking the held-out split from the
+# checkpoint; the tokenizer a model needs, named; empty option values and a missing rank file; the stop
+# line while a run starts.
 source "$(dirname "$0")/common.sh"
 xt_data
 B="$XTRAIN_BIN_DIR"
@@ -99,6 +100,15 @@ expect "generate --model during an export into it" 1 "model directory .*m: an ex
 kill "$holder"
 wait "$holder" 2> /dev/null || true
 "$GEN" --model "$WORK/m" --max-new-tokens 1 > /dev/null 2>&1 || fail "--model after the export ended"
+# a special-token id outside the vocabulary in config.json or generation_config.json: refused by every reader
+for file in config.json generation_config.json; do
+  rm -rf "$WORK/m_ids" && cp -r "$WORK/m" "$WORK/m_ids"
+  python3 -c 'import json, sys
+p = sys.argv[1]; j = json.load(open(p)); j["eos_token_id"] = 50257; json.dump(j, open(p, "w"))' "$WORK/m_ids/$file"
+  why="$file: the model.* (is|are) invalid: eos_token_id 50257 is not a token id of the vocabulary \(vocab_size 50257: ids 0 to 50256\)"
+  expect "generate --model, eos_token_id 50257 in $file" 1 "$why" "$GEN" --model "$WORK/m_ids" --max-new-tokens 1
+  expect "--init-from, eos_token_id 50257 in $file" 1 "$why" "${MPI1[@]}" "${DATA[@]}" --init-from "$WORK/m_ids" --steps 1
+done
 # --resume with --init-from: the directory is not read, and the run says so
 "${MPI1[@]}" "${DATA[@]}" --resume "$WORK/g.ckpt" --init-from "$WORK/m" --steps 3 > "$WORK/init.log" 2>&1 || { cat "$WORK/init.log"; fail "resume with --init-from"; }
 grep -q "^note   | --init-from $WORK/m is not read: the weights come from --resume" "$WORK/init.log" || fail "no note on --init-from with --resume"
