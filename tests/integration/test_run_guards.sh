@@ -132,15 +132,15 @@ mkdir "$WORK/outs" && ln -s "$WORK/outs" "$WORK/outlink"
   --timeline "$WORK/outs/t.json" > "$WORK/first.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do grep -q "^step " "$WORK/first.log" && break; sleep 0.1; done
-held="held by another run writing this"
+held="held by another run writing this file"
 who="xtrain pid [0-9]+ on host $(hostname); remove the lock file if none runs"
-expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: $held --ckpt \($who\)" \
+expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: $held \($who\)" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
-expect "a second job on the same --metrics" 1 "--metrics lock .*outs/m.jsonl.lock: $held --metrics \($who\)" \
+expect "a second job on the same --metrics" 1 "--metrics lock .*outs/m.jsonl.lock: $held \($who\)" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/other.ckpt" --metrics "$WORK/outs/m.jsonl"
-expect "the same --metrics through a symlinked directory" 1 "--metrics lock .*m.jsonl.lock: $held --metrics" \
+expect "the same --metrics through a symlinked directory" 1 "--metrics lock .*m.jsonl.lock: $held" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/outlink/m.jsonl"
-expect "the same --timeline as a relative path" 1 "--timeline lock .*t.json.lock: $held --timeline" \
+expect "the same --timeline as a relative path" 1 "--timeline lock .*t.json.lock: $held" \
   env -C "$WORK/outs" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --timeline t.json
 [[ ! -e "$WORK/other.ckpt" && ! -e "$WORK/other.ckpt.lock" ]] || fail "the refused job left other.ckpt or its lock"
 kill -USR1 "$first"
@@ -148,20 +148,30 @@ rc=0; wait "$first" || rc=$?
 [[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" && ! -e "$WORK/outs/m.jsonl.lock" && ! -e "$WORK/outs/t.json.lock" ]] ||
   fail "the first job: exit $rc (want 3), lock files left: $(ls "$WORK"/*.lock "$WORK"/outs/*.lock 2>&1)"
 python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$WORK/outs/m.jsonl" || fail "the first job's --metrics is damaged"
-# two jobs started at once on one --metrics: exactly one runs, the other is refused
-for j in 1 2; do
-  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 --metrics "$WORK/race.jsonl" > "$WORK/race$j.log" 2>&1 &
-  pids[j]=$!
-done
-rcs=""; for j in 1 2; do rc=0; wait "${pids[j]}" || rc=$?; rcs="$rcs $rc"; done
-# (each job takes its locks before it tokenizes, and trains for seconds: the two always overlap)
-if [[ $rcs == " 0 1" || $rcs == " 1 0" ]]; then
-  grep -qE -- "--metrics lock .*race.jsonl.lock: $held --metrics \(xtrain pid [0-9]+ on host" "$WORK"/race?.log ||
-    fail "jobs started at once: the refusal does not name the other job: $(grep -h lock "$WORK"/race?.log)"
-else
-  fail "jobs started at once: exits$rcs (want one 0 and one 1)"; tail -3 "$WORK"/race?.log
-fi
-echo "ok   two jobs started at once on one --metrics: exits$rcs"
+# two jobs started at once on one --metrics, and two whose outputs cross (one's --ckpt the other's --metrics;
+# the locks are taken in one order): exactly one runs, the other is refused naming it. Each job takes its
+# locks before it tokenizes and trains for seconds, so the two always overlap.
+at_once() {  # at_once NAME ARGS1 -- ARGS2
+  local name=$1 a=() b=() j rc rcs=""
+  shift
+  while [[ $1 != -- ]]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 "${a[@]}" > "$WORK/at_once1.log" 2>&1 &
+  local p1=$!
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 "${b[@]}" > "$WORK/at_once2.log" 2>&1 &
+  local p2=$!
+  for j in $p1 $p2; do rc=0; wait "$j" || rc=$?; rcs="$rcs $rc"; done
+  if [[ $rcs == " 0 1" || $rcs == " 1 0" ]] &&
+     grep -qE -- "lock .*: $held \(xtrain pid [0-9]+ on host" "$WORK"/at_once?.log; then
+    echo "ok   $name: exits$rcs: $(grep -h "lock" "$WORK"/at_once?.log)"
+  else
+    fail "$name: exits$rcs (want one 0 and one 1, naming the other job)"; tail -n 3 "$WORK"/at_once?.log
+  fi
+}
+at_once "two jobs started at once on one --metrics" --metrics "$WORK/race.jsonl" -- --metrics "$WORK/race.jsonl"
+at_once "two jobs started at once, outputs crossed" --ckpt "$WORK/x.out" --metrics "$WORK/y.out" -- \
+  --ckpt "$WORK/y.out" --metrics "$WORK/x.out"
 expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
 expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
