@@ -92,13 +92,21 @@ fi
 # ---- a model directory is never read half-replaced: while an export into it holds its lock, refused ----
 "$EXP" "$WORK/g.ckpt" --out "$WORK/m" > /dev/null
 python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(60)' "$WORK/m/.xtrain-export.lock" &
-holder=$!  # one process holding the lock as an export does (ExportCommit)
+f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); f.write("xtrain_export pid 4242 on host h1\n"); f.flush(); time.sleep(60)' \
+  "$WORK/m/.xtrain-export.lock" &
+holder=$!  # one process holding the lock as an export does (ExportCommit), its pid and host recorded
 for _ in $(seq 100); do flock -n "$WORK/m/.xtrain-export.lock" true || break; sleep 0.1; done
 expect "generate --model during an export into it" 1 "model directory .*m: an export into it is running" \
   "$GEN" --model "$WORK/m" --max-new-tokens 1
+# a second export into it waits, naming the export it waits for, and writes once that one has ended
+"$EXP" "$WORK/g.ckpt" --out "$WORK/m" > /dev/null 2> "$WORK/wait.err" &
+exporter=$!
+for _ in $(seq 100); do grep -q waiting "$WORK/wait.err" && break; sleep 0.1; done
 kill "$holder"
 wait "$holder" 2> /dev/null || true
+wait "$exporter" || fail "the export that waited: exit $?"
+grep -qE "^xtrain_export: waiting for the export lock .*m/.xtrain-export.lock \(another export into this directory: xtrain_export pid 4242 on host h1\)$" \
+  "$WORK/wait.err" || fail "the waiting export does not name the one it waits for: $(cat "$WORK/wait.err")"
 "$GEN" --model "$WORK/m" --max-new-tokens 1 > /dev/null 2>&1 || fail "--model after the export ended"
 # a special-token id outside the vocabulary in config.json or generation_config.json: refused by every reader
 for file in config.json generation_config.json; do
