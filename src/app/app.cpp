@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <tuple>
 
 #include "app/options.h"
 #include <xtrain/backend/backend.h>
@@ -98,13 +100,38 @@ void check_cache_dir_owner(const std::string& dir) {
                            << ") nor root; not reading or writing token caches in it");
 }
 
-// lock_ckpt: rank 0's exclusive lock on "<--ckpt>.lock", beside the file the path resolves to (every
-// spelling of it, a symlink included, takes the same lock), held for the whole run: a second job given
-// the same --ckpt is refused at start-up in one line, instead of both writing it and one losing.
-std::unique_ptr<DirLock> lock_ckpt(const std::string& ckpt) {
-  const OutputLocation loc = locate_output(ckpt, "--ckpt");
-  return std::make_unique<DirLock>(loc.dir_fd, loc.name + ".lock", loc.path() + ".lock", "--ckpt lock", "xtrain",
-                                   "another run writing this --ckpt", /*max_wait_s=*/0);
+// lock_outputs: rank 0's exclusive lock on "<output>.lock" for each output, beside the file the path
+// resolves to (every spelling of it, a symlink or a relative path included, takes the same lock), held for
+// the whole run: a second job given the same --ckpt, --metrics or --timeline is refused at start-up in
+// one line naming the output and the job that holds it (its pid and host), instead of both writing it
+// and one losing. Taken in one order of every job (the directory's device and inode, then the name), so
+// of two jobs started at once whose outputs cross (one's --ckpt the other's --metrics) one runs.
+std::vector<std::unique_ptr<DirLock>> lock_outputs(const std::vector<OutputFile>& outputs) {
+  struct Located {
+    const OutputFile* out;
+    OutputLocation loc;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<Located> all;
+  for (const OutputFile& out : outputs) {
+    OutputLocation loc = locate_output(out.path, out.opt);
+    struct stat st{};
+    if (::fstat(loc.dir_fd, &st) != 0) XT_FAIL(out.opt << " " << out.path << ": " << std::strerror(errno));
+    all.push_back({&out, std::move(loc), st.st_dev, st.st_ino});
+  }
+  std::vector<size_t> order(all.size());  // (OutputLocation moves but is not assignable: sort indices)
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {
+    return std::tie(all[i].dev, all[i].ino, all[i].loc.name) < std::tie(all[j].dev, all[j].ino, all[j].loc.name);
+  });
+  std::vector<std::unique_ptr<DirLock>> locks;
+  for (size_t i : order) {
+    const Located& l = all[i];
+    locks.push_back(std::make_unique<DirLock>(l.loc.dir_fd, l.loc.name + ".lock", l.loc.path() + ".lock", l.out->opt + " lock",
+                                              "xtrain", "another run writing this file", /*max_wait_s=*/0));
+  }
+  return locks;
 }
 
 }  // namespace
@@ -136,13 +163,12 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
   std::vector<std::string> data_files, val_files;
-  std::unique_ptr<DirLock> ckpt_lock;  // rank 0, with --ckpt: until the run ends
+  std::vector<std::unique_ptr<DirLock>> output_locks;  // rank 0: one per output, until the run ends
   agree(mpi, [&] {
     if (rank == 0) {
-      check_writable(o.train.ckpt, "--ckpt");
-      if (!o.train.ckpt.empty()) ckpt_lock = lock_ckpt(o.train.ckpt);
-      check_writable(o.train.metrics, "--metrics");
-      check_writable(o.train.timeline, "--timeline");
+      const std::vector<OutputFile> outputs = run_outputs(o);
+      for (const OutputFile& out : outputs) check_writable(out.path, out.opt.c_str());
+      output_locks = lock_outputs(outputs);
     }
     if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");

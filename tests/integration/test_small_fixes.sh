@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
-# option starts from <|endoftext|>; a warmup longer than the run is named in one note.
+# option starts from <|endoftext|>; a warmup longer than the run is named in one note; $XTRAIN_DATA naming a
+# file is called "not a directory".
 source "$(dirname "$0")/common.sh"
 xt_data
 fail() { echo "FAIL: $*"; exit 1; }
@@ -47,3 +48,13 @@ echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prom
 "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 3 >"$WORK/warm3.log" 2>&1 || fail "warmup 3 run"
 ! grep -q "^note .*--warmup" "$WORK/warm3.log" || fail "a note for --warmup 3 --steps 3: $(grep note "$WORK/warm3.log")"
 echo "warmup longer than the run: $(grep '^note ' "$WORK/warm.log")"
+
+# $XTRAIN_DATA naming a file, not a directory: a defaulted file's message says so (exit 2, one line)
+set +e
+XTRAIN_DATA="$WORK/corpus.txt" "${MPIRUN[@]}" -q -np 1 "$XT" "${TINY[@]}" --steps 1 >"$WORK/dd.out" 2>"$WORK/dd.err"
+rc=$?
+set -e
+[[ $rc == 2 && $(wc -l <"$WORK/dd.err") == 1 ]] &&
+  grep -qF -- "--data: the default $WORK/corpus.txt/brown.txt is missing (data directory $WORK/corpus.txt, from \$XTRAIN_DATA, is not a directory (a file or device); set XTRAIN_DATA" "$WORK/dd.err" ||
+  { cat "$WORK/dd.out" "$WORK/dd.err"; fail "XTRAIN_DATA naming a file: exit $rc"; }
+echo "XTRAIN_DATA naming a file: $(cat "$WORK/dd.err")"
