@@ -4,7 +4,6 @@
 # option starts from <|endoftext|>; a warmup longer than the run is named in one note.
 source "$(dirname "$0")/common.sh"
 xt_data
-fail() { echo "FAIL: $*"; exit 1; }
 
 # SIGUSR1 to mpirun (forwarded to every rank) after step 3: the run stops after a step, exit 3
 "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 500 --log-every 1 --ckpt "$WORK/s.ckpt" >"$WORK/stop.log" 2>&1 &
@@ -15,7 +14,7 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fail "stopped run: exit $rc, want 3"; }
+[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fatal "stopped run: exit $rc, want 3"; }
 last="$(grep '^step .*/500 | loss' "$WORK/stop.log" | tail -1)"
 first="$(grep '^step .*/500 | loss' "$WORK/stop.log" | head -1)"
 [[ "$first" == *"| eta "* ]] || fail "a running step without eta: $first"
@@ -47,3 +46,4 @@ echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prom
 "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 3 >"$WORK/warm3.log" 2>&1 || fail "warmup 3 run"
 ! grep -q "^note .*--warmup" "$WORK/warm3.log" || fail "a note for --warmup 3 --steps 3: $(grep note "$WORK/warm3.log")"
 echo "warmup longer than the run: $(grep '^note ' "$WORK/warm.log")"
+xt_finish
