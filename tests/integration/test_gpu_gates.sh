@@ -46,7 +46,7 @@ check_placement() {  # check_placement LOG NP: rank r's device carries bus id BU
       bad=1
     fi
   done
-  ((bad == 0)) && echo "placement $(basename "$1"): rank r on GPU r (bus ${BUS[*]:0:$2}) PASS"
+  if ((bad == 0)); then echo "placement $(basename "$1"): rank r on GPU r (bus ${BUS[*]:0:$2}) PASS"; fi
 }
 for family in "${XT_FAMILIES[@]}"; do
   xt_family "$family"
