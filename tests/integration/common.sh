@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # The helpers of every shell test (sourced first thing): programs, a scratch directory, test data, the
 # model families, launchers, and one way to count failures. Needs XTRAIN_BIN_DIR (tests/CMakeLists.txt).
 # Test data: a 400 KB excerpt of data/brown.txt (scripts/setup.sh) with the GPT-2 files in data/gpt2,
