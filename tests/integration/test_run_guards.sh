@@ -12,8 +12,6 @@ xt_data
 B="$XTRAIN_BIN_DIR"
 GEN="$B/xtrain_generate"
 EXP="$B/xtrain_export"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # expect NAME CODE PATTERN command...: the exit code, and ONE line of stderr (after the tools' progress
 # lines) matching PATTERN (grep -E)
 expect() {
@@ -29,13 +27,12 @@ expect() {
     sed 's/^/     | /' "$WORK/err" | head -10
   fi
 }
-forge() { "${XTRAIN_FORGE_CHECKPOINT:?}" "$1" "$WORK/$2" "${@:3}"; }
 MPI1=("${MPIRUN[@]}" -q -np 1 "$XT")  # -q: no Open MPI banner after xtrain's own line
 
 # two small checkpoints: gpt2, and a llama with its own head (2 steps, nothing held out: TINY's --val-every 0)
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; exit 1; }
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fatal "training g.ckpt"; }
 "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --arch llama --tie-embeddings false --steps 2 --ckpt "$WORK/l.ckpt" > "$WORK/l.log" 2>&1 ||
-  { cat "$WORK/l.log"; exit 1; }
+  { cat "$WORK/l.log"; fatal "training l.ckpt"; }
 
 # ---- a model the readers refuse: every reader refuses it alike, and no export of it is written ----
 for edit in "HS=15:--head-dim must be even" "HS=1:--head-dim must be even" "KVH=3:--kv-heads \(3\) must divide --heads \(4\)" \
@@ -127,7 +124,7 @@ cp "$WORK/g.ckpt" "$WORK/split.ckpt"
 expect_ok() { local name=$1 rc=0; shift; "$@" > "$WORK/ok.log" 2>&1 || rc=$?; [[ $rc -eq 0 ]] && echo "ok   $name" || { fail "$name: exit $rc"; tail -5 "$WORK/ok.log"; }; }
 expect_ok "resume of a run with nothing held out, split not repeated" "${MPI1[@]}" "${DATA[@]}" --resume "$WORK/split.ckpt" --ckpt "$WORK/split.ckpt" --steps 3
 # a run that holds out the tail: a --val-every change that keeps the split is allowed; --val-every 0 changes it
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --val-every 2 --val-seqs 8 --steps 2 --ckpt "$WORK/v.ckpt" > "$WORK/v.log" 2>&1 || { cat "$WORK/v.log"; exit 1; }
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --val-every 2 --val-seqs 8 --steps 2 --ckpt "$WORK/v.ckpt" > "$WORK/v.log" 2>&1 || { cat "$WORK/v.log"; fatal "training v.ckpt"; }
 expect_ok "resume with another --val-every, same split" "${MPI1[@]}" "${DATA[@]}" --val-every 3 --val-seqs 8 --resume "$WORK/v.ckpt" --steps 3
 grep -q "^step     3/3 | val loss" "$WORK/ok.log" || fail "no validation at the resumed run's end (the split held out nothing?)"
 expect "resume with --val-every 0 (another split)" 1 "does not match this run: training tokens" \
@@ -184,5 +181,4 @@ expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" 
 expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
 
-[[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }
-echo "all cases passed"
+xt_finish "all cases passed"

@@ -5,7 +5,6 @@
 # file is called "not a directory".
 source "$(dirname "$0")/common.sh"
 xt_data
-fail() { echo "FAIL: $*"; exit 1; }
 
 # SIGUSR1 to mpirun (forwarded to every rank) after step 3: the run stops after a step, exit 3
 "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 500 --log-every 1 --ckpt "$WORK/s.ckpt" >"$WORK/stop.log" 2>&1 &
@@ -16,7 +15,7 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fail "stopped run: exit $rc, want 3"; }
+[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fatal "stopped run: exit $rc, want 3"; }
 last="$(grep '^step .*/500 | loss' "$WORK/stop.log" | tail -1)"
 first="$(grep '^step .*/500 | loss' "$WORK/stop.log" | head -1)"
 [[ "$first" == *"| eta "* ]] || fail "a running step without eta: $first"
@@ -58,3 +57,4 @@ set -e
   grep -qF -- "--data: the default $WORK/corpus.txt/brown.txt is missing (data directory $WORK/corpus.txt, from \$XTRAIN_DATA, is not a directory (a file or device); set XTRAIN_DATA" "$WORK/dd.err" ||
   { cat "$WORK/dd.out" "$WORK/dd.err"; fail "XTRAIN_DATA naming a file: exit $rc"; }
 echo "XTRAIN_DATA naming a file: $(cat "$WORK/dd.err")"
+xt_finish

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "error_test_util.h"
+#include "fixtures.h"
 #include "core/digest.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
@@ -55,11 +56,7 @@ struct TinyTokenizer {
   }
 };
 
-GPTConfig tiny_config(int kvh = 4, int hs = 8) {
-  GPTConfig c;
-  c.V = 257, c.maxT = 16, c.C = 32, c.L = 2, c.NH = 4, c.KVH = kvh, c.HS = hs, c.F = 48;
-  return c;
-}
+GPTConfig tiny_config(int kvh = 4, int hs = 8) { return test::model_config(257, 16, 32, 2, 4, kvh, hs, 48); }
 
 // tiny_llama: a Llama of tiny_config's sizes, tied or with its own head, eps and theta off their defaults
 GPTConfig tiny_llama(int kvh, bool tied, int hs = 8) {
