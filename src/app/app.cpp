@@ -89,17 +89,6 @@ void print_stop_hint(const std::string& ckpt, const RankLaunch& launch) {
     std::printf("stop   | Ctrl-C ends the run after the current step %s\n", saves.c_str());
 }
 
-// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
-// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
-// /tmp) is refused in one line, as an output through another user's symlink is (io.h).
-void check_cache_dir_owner(const std::string& dir) {
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
-  if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
-                           << ") nor root; not reading or writing token caches in it");
-}
-
 // lock_outputs: rank 0's exclusive lock on "<output>.lock" for each output, beside the file the path
 // resolves to (every spelling of it, a symlink or a relative path included, takes the same lock), held for
 // the whole run: a second job given the same --ckpt, --metrics or --timeline is refused at start-up in
@@ -177,7 +166,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
     }
     data_files = list_data_files(o.data);
-    if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
+    if (!o.val_data.empty()) val_files = list_data_files(o.val_data, "--val-data");
     check_distinct_paths(o, data_files, val_files);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
@@ -212,7 +201,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   }, OnStopSignal::end_job);
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
-  corpus.cache_dir = o.cache_dir.empty() ? default_token_cache_dir() : o.cache_dir == kCacheNextToData ? "" : o.cache_dir;
+  corpus.cache_dir = token_cache_dir(o.cache_dir);
   if (o.cache_dir.empty() && corpus.cache_dir.empty() && !o.no_cache) {  // never the data directory unasked
     print0(rank, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;
@@ -242,7 +231,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   for (const auto& eval : o.evals) {
     const std::string &name = eval.first, &spec = eval.second;  // named: C++17 lambdas cannot capture bindings
     std::vector<std::string> files;
-    agree(mpi, [&] { files = list_data_files(spec); });
+    agree(mpi, [&] { files = list_data_files(spec, "--eval " + name); });
     TokenStream s = load_corpus(mpi, launch.local_rank, launch.local_size, files, tok, corpus);
     agree(mpi, [&] {
       if (s.size() < static_cast<size_t>(cfg.seq) + 1)

@@ -79,14 +79,16 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
   return out;
 }
 
-// parse_eval_specs: --eval / --eval-mc values NAME=FILES -> (name, files). A name is letters, digits, '_',
-// '-' and '.' (it is a field of the validation line and of the metrics file); names are unique.
-std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt) {
+// parse_eval_specs: --eval values NAME=FILES, --eval-mc values NAME=FILE (form: what the option takes, as
+// its --help says) -> (name, files). A name is letters, digits, '_', '-' and '.' (it is a field of the
+// validation line and of the metrics file); names are unique.
+std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt,
+                                                                  const char* form) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& s : specs) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      throw UsageError(std::string(opt) + " takes NAME=FILES, got '" + echo_value(s) + "'");
+      throw UsageError(std::string(opt) + " takes " + form + ", got '" + echo_value(s) + "'");
     const std::string name = s.substr(0, eq);
     for (char c : name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
@@ -126,7 +128,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
     ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
-    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: a multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: one multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer; zstd-compressed when FILE ends in .zst) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
   std::string arch = "gpt2", tie = "true";
   po::options_description model = cli_group("Model (GPT-2 or Llama layout, pre-norm)");
@@ -305,8 +307,8 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
   need(t.eval_batch >= 1 && t.eval_batch <= 65536, "--eval-batch must be in [1, 65536]");
-  o.evals = parse_eval_specs(eval_specs, "--eval");
-  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc");
+  o.evals = parse_eval_specs(eval_specs, "--eval", "NAME=FILES");
+  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc", "NAME=FILE");
   for (const auto& a : o.evals)
     for (const auto& b : o.eval_mcs)
       if (a.first == b.first) throw UsageError("--eval and --eval-mc both name a set '" + a.first + "'");
@@ -356,7 +358,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   for (const std::string& f : data_files) reads.push_back({"--data", f});
   for (const std::string& f : val_files) reads.push_back({"--val-data", f});
   for (const auto& [name, spec] : o.evals)
-    for (const std::string& f : list_data_files(spec)) reads.push_back({"--eval " + name, f});
+    for (const std::string& f : list_data_files(spec, "--eval " + name)) reads.push_back({"--eval " + name, f});
   for (const auto& [name, file] : o.eval_mcs) reads.push_back({"--eval-mc " + name, file});
   const size_t n_data = reads.size();
   for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) reads.push_back({opt, path});
@@ -403,7 +405,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   std::vector<Path> dirs;
   for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});
   if (!o.val_data.empty())
-    for (const std::string& entry : data_spec_entries(o.val_data)) dirs.push_back({"--val-data", entry});
+    for (const std::string& entry : data_spec_entries(o.val_data, "--val-data")) dirs.push_back({"--val-data", entry});
   for (const Path& dir : dirs) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir.path, ec)) continue;
