@@ -4,11 +4,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <memory>
+#include <tuple>
 
 #include "app/options.h"
 #include <xtrain/backend/backend.h>
@@ -87,24 +89,38 @@ void print_stop_hint(const std::string& ckpt, const RankLaunch& launch) {
     std::printf("stop   | Ctrl-C ends the run after the current step %s\n", saves.c_str());
 }
 
-// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
-// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
-// /tmp) is refused in one line, as an output through another user's symlink is (io.h).
-void check_cache_dir_owner(const std::string& dir) {
-  struct stat st{};
-  if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
-  if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
-                           << ") nor root; not reading or writing token caches in it");
-}
-
-// lock_ckpt: rank 0's exclusive lock on "<--ckpt>.lock", beside the file the path resolves to (every
-// spelling of it, a symlink included, takes the same lock), held for the whole run: a second job given
-// the same --ckpt is refused at start-up in one line, instead of both writing it and one losing.
-std::unique_ptr<DirLock> lock_ckpt(const std::string& ckpt) {
-  const OutputLocation loc = locate_output(ckpt, "--ckpt");
-  return std::make_unique<DirLock>(loc.dir_fd, loc.name + ".lock", loc.path() + ".lock", "--ckpt lock", "xtrain",
-                                   "another run writing this --ckpt", /*max_wait_s=*/0);
+// lock_outputs: rank 0's exclusive lock on "<output>.lock" for each output, beside the file the path
+// resolves to (every spelling of it, a symlink or a relative path included, takes the same lock), held for
+// the whole run: a second job given the same --ckpt, --metrics or --timeline is refused at start-up in
+// one line naming the output and the job that holds it (its pid and host), instead of both writing it
+// and one losing. Taken in one order of every job (the directory's device and inode, then the name), so
+// of two jobs started at once whose outputs cross (one's --ckpt the other's --metrics) one runs.
+std::vector<std::unique_ptr<DirLock>> lock_outputs(const std::vector<OutputFile>& outputs) {
+  struct Located {
+    const OutputFile* out;
+    OutputLocation loc;
+    dev_t dev;
+    ino_t ino;
+  };
+  std::vector<Located> all;
+  for (const OutputFile& out : outputs) {
+    OutputLocation loc = locate_output(out.path, out.opt);
+    struct stat st{};
+    if (::fstat(loc.dir_fd, &st) != 0) XT_FAIL(out.opt << " " << out.path << ": " << std::strerror(errno));
+    all.push_back({&out, std::move(loc), st.st_dev, st.st_ino});
+  }
+  std::vector<size_t> order(all.size());  // (OutputLocation moves but is not assignable: sort indices)
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::sort(order.begin(), order.end(), [&](size_t i, size_t j) {
+    return std::tie(all[i].dev, all[i].ino, all[i].loc.name) < std::tie(all[j].dev, all[j].ino, all[j].loc.name);
+  });
+  std::vector<std::unique_ptr<DirLock>> locks;
+  for (size_t i : order) {
+    const Located& l = all[i];
+    locks.push_back(std::make_unique<DirLock>(l.loc.dir_fd, l.loc.name + ".lock", l.loc.path() + ".lock", l.out->opt + " lock",
+                                              "xtrain", "another run writing this file", /*max_wait_s=*/0));
+  }
+  return locks;
 }
 
 }  // namespace
@@ -136,13 +152,12 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Output and resume paths are checked before the (possibly long) data loading and training, so
   // an unwritable --ckpt or --metrics is found in seconds, not after the run.
   std::vector<std::string> data_files, val_files;
-  std::unique_ptr<DirLock> ckpt_lock;  // rank 0, with --ckpt: until the run ends
+  std::vector<std::unique_ptr<DirLock>> output_locks;  // rank 0: one per output, until the run ends
   agree(mpi, [&] {
     if (rank == 0) {
-      check_writable(o.train.ckpt, "--ckpt");
-      if (!o.train.ckpt.empty()) ckpt_lock = lock_ckpt(o.train.ckpt);
-      check_writable(o.train.metrics, "--metrics");
-      check_writable(o.train.timeline, "--timeline");
+      const std::vector<OutputFile> outputs = run_outputs(o);
+      for (const OutputFile& out : outputs) check_writable(out.path, out.opt.c_str());
+      output_locks = lock_outputs(outputs);
     }
     if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
@@ -151,7 +166,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       check_checkpoint_file(o.train.resume);  // damaged or truncated: refused now, not after the corpus
     }
     data_files = list_data_files(o.data);
-    if (!o.val_data.empty()) val_files = list_data_files(o.val_data);
+    if (!o.val_data.empty()) val_files = list_data_files(o.val_data, "--val-data");
     check_distinct_paths(o, data_files, val_files);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
@@ -180,7 +195,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // --init-from DIR with no tokenizer option: the directory's tokenizer (model_dir_tokenizer)
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
-  corpus.cache_dir = o.cache_dir.empty() ? default_token_cache_dir() : o.cache_dir == kCacheNextToData ? "" : o.cache_dir;
+  corpus.cache_dir = token_cache_dir(o.cache_dir);
   // the tokenizer's derived tables are kept beside the token caches (data/tokenizer_cache.h), not with
   // --no-cache or next to the data
   const std::string tables_dir = o.no_cache ? "" : corpus.cache_dir;
@@ -221,7 +236,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   for (const auto& eval : o.evals) {
     const std::string &name = eval.first, &spec = eval.second;  // named: C++17 lambdas cannot capture bindings
     std::vector<std::string> files;
-    agree(mpi, [&] { files = list_data_files(spec); });
+    agree(mpi, [&] { files = list_data_files(spec, "--eval " + name); });
     TokenStream s = load_corpus(mpi, launch.local_rank, launch.local_size, files, tok, corpus);
     agree(mpi, [&] {
       if (s.size() < static_cast<size_t>(cfg.seq) + 1)

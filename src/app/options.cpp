@@ -30,6 +30,28 @@ namespace po = boost::program_options;
 namespace xtrain {
 
 namespace {
+// kOptionScopes: the options a run reads only with one value of another option: the family's, the
+// schedule's, the optimizer's. Given with another value, such an option is a usage error naming both
+// ("--decay-frac needs --lr-schedule wsd (this run's --lr-schedule is cosine, which does not read it)"),
+// never silently unused, as most HPC tools do; --help says it after the option's text (scoped_help).
+// The one home of these scopes: parse_options checks every row.
+struct OptionScope {
+  const char* option;  // without "--"
+  const char* needs;   // the option that decides (without "--")
+  const char* value;   // its value that reads `option`
+};
+constexpr OptionScope kOptionScopes[] = {
+    {"norm-eps", "arch", "llama"},         {"rope-theta", "arch", "llama"},         {"tie-embeddings", "arch", "llama"},
+    {"decay-frac", "lr-schedule", "wsd"},  {"muon-lr", "optimizer", "muon"},        {"muon-momentum", "optimizer", "muon"},
+    {"muon-weight-decay", "optimizer", "muon"}, {"muon-ns-steps", "optimizer", "muon"}, {"muon-adjust", "optimizer", "muon"}};
+
+// scoped_help: an option's --help text, with the scope kOptionScopes gives it ("; only with --optimizer muon").
+std::string scoped_help(const char* option, const std::string& text) {
+  for (const OptionScope& s : kOptionScopes)
+    if (std::string(option) == s.option) return text + " (only with --" + s.needs + " " + s.value + ")";
+  return text;
+}
+
 // canonical_options: every option's parsed value as ("--name", text), in --help order (defaults
 // included; not --help and --version, which parse_cli adds): the configuration that
 // check_options_agree compares across ranks.
@@ -57,14 +79,16 @@ std::vector<std::pair<std::string, std::string>> canonical_options(const po::opt
   return out;
 }
 
-// parse_eval_specs: --eval / --eval-mc values NAME=FILES -> (name, files). A name is letters, digits, '_',
-// '-' and '.' (it is a field of the validation line and of the metrics file); names are unique.
-std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt) {
+// parse_eval_specs: --eval values NAME=FILES, --eval-mc values NAME=FILE (form: what the option takes, as
+// its --help says) -> (name, files). A name is letters, digits, '_', '-' and '.' (it is a field of the
+// validation line and of the metrics file); names are unique.
+std::vector<std::pair<std::string, std::string>> parse_eval_specs(const std::vector<std::string>& specs, const char* opt,
+                                                                  const char* form) {
   std::vector<std::pair<std::string, std::string>> out;
   for (const std::string& s : specs) {
     const size_t eq = s.find('=');
     if (eq == std::string::npos || eq == 0 || eq + 1 == s.size())
-      throw UsageError(std::string(opt) + " takes NAME=FILES, got '" + echo_value(s) + "'");
+      throw UsageError(std::string(opt) + " takes " + form + ", got '" + echo_value(s) + "'");
     const std::string name = s.substr(0, eq);
     for (char c : name)
       if (!std::isalnum(static_cast<unsigned char>(c)) && c != '_' && c != '-' && c != '.')
@@ -104,15 +128,15 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
     ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
     ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
-    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: a multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
+    ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: one multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer; zstd-compressed when FILE ends in .zst) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
   std::string arch = "gpt2", tie = "true";
   po::options_description model = cli_group("Model (GPT-2 or Llama layout, pre-norm)");
   model.add_options()
     ("arch", po::value(&arch)->default_value("gpt2"), "gpt2 | llama: the model family (Hugging Face model_type). gpt2: LayerNorm, learned positions, GELU MLP, biases, tied head; llama: RMSNorm, rotary positions, SwiGLU MLP (--ffn is its intermediate size), no biases (docs/design.md, \"Model\")")
-    ("norm-eps", po::value(&m.norm_eps)->default_value(1e-5f, "1e-5"), "RMSNorm epsilon (--arch llama only)")
-    ("rope-theta", po::value(&m.rope_theta)->default_value(10000.0f, "10000"), "rotary embedding base theta (--arch llama only)")
-    ("tie-embeddings", po::value(&tie)->default_value("true"), "true | false: the output head is the token embedding wte (true) or its own matrix lm_head (false: --arch llama only)")
+    ("norm-eps", po::value(&m.norm_eps)->default_value(1e-5f, "1e-5"), scoped_help("norm-eps", "RMSNorm epsilon").c_str())
+    ("rope-theta", po::value(&m.rope_theta)->default_value(10000.0f, "10000"), scoped_help("rope-theta", "rotary embedding base theta").c_str())
+    ("tie-embeddings", po::value(&tie)->default_value("true"), scoped_help("tie-embeddings", "true | false: the output head is the token embedding wte (true) or its own matrix lm_head (false; gpt2's head is always wte)").c_str())
     ("dim", po::value(&m.C)->default_value(128), "C: model width")
     ("heads", po::value(&m.NH)->default_value(4), "NH: query heads")
     ("kv-heads", po::value(&kv_heads)->default_value(0), "KVH: key/value heads for grouped-query attention (0 = --heads)")
@@ -132,18 +156,18 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("optimizer", po::value(&optimizer)->default_value("adamw"), "adamw | muon. adamw: AdamW on every tensor; muon: Muon (as torch.optim.Muon: Nesterov momentum, quintic Newton-Schulz orthogonalization) on the blocks' matrices (attention q/k/v and output, MLP fc/gate/up and down; a fused q/k/v or gate/up matrix per part) and AdamW at --lr on the rest (embeddings, head, norms, biases); docs/usage.md, \"Optimizers and schedules\"")
     ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate (AdamW's; with --optimizer muon, of the tensors Muon does not take)")
     ("lr-schedule", po::value(&lr_schedule)->default_value("cosine"), "cosine | wsd | linear: after the linear warmup, cosine decay to lr x --min-lr-frac at --steps; wsd (warmup-stable-decay): the peak until the last --decay-frac of the run, then a linear decay (a resume with a larger --steps in the stable phase keeps it and decays at the new end); linear: a linear decay")
-    ("decay-frac", po::value(&oc.decay_frac)->default_value(0.2f, "0.2"), "wsd: the share of the run its decay takes (0 to 1)")
+    ("decay-frac", po::value(&oc.decay_frac)->default_value(0.2f, "0.2"), scoped_help("decay-frac", "the share of the run wsd's decay takes, in (0, 1]: at least one step (round(decay-frac x steps) >= 1)").c_str())
     ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
     ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "the schedule decays to lr x this")
-    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only)")
+    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only): param *= 1 - lr x this each step; >= 0, and lr x this at most 1")
     ("beta1", po::value(&oc.beta1)->default_value(0.9f, "0.9"), "AdamW beta1 (first-moment decay, in [0, 1))")
     ("beta2", po::value(&oc.beta2)->default_value(0.95f, "0.95"), "AdamW beta2 (second-moment decay, in [0, 1))")
     ("adam-eps", po::value(&oc.eps)->default_value(1e-8f, "1e-8"), "AdamW epsilon (added to the root of the second moment)")
-    ("muon-lr", po::value(&oc.muon.lr)->default_value(0.02f, "0.02"), "Muon's peak learning rate (--optimizer muon; the schedule scales it as --lr)")
-    ("muon-momentum", po::value(&oc.muon.momentum)->default_value(0.95f, "0.95"), "Muon's momentum (Nesterov), in [0, 1)")
-    ("muon-weight-decay", po::value(&oc.muon.weight_decay)->default_value(0.0f, "0"), "Muon's decoupled weight decay: param *= 1 - lr x this each step")
-    ("muon-ns-steps", po::value(&oc.muon.ns_steps)->default_value(5), "Newton-Schulz steps per Muon update (1 to 99)")
-    ("muon-adjust", po::value(&muon_adjust)->default_value("original"), "original | match_rms_adamw: Muon's learning rate per (rows, cols) matrix, torch.optim.Muon's adjust_lr_fn: original: lr x sqrt(max(1, rows/cols)); match_rms_adamw: lr x 0.2 sqrt(max(rows, cols)) (update RMS as AdamW's: reuse AdamW's lr and weight decay)")
+    ("muon-lr", po::value(&oc.muon.lr)->default_value(0.02f, "0.02"), scoped_help("muon-lr", "Muon's peak learning rate, positive and finite as --lr (the schedule scales it as --lr)").c_str())
+    ("muon-momentum", po::value(&oc.muon.momentum)->default_value(0.95f, "0.95"), scoped_help("muon-momentum", "Muon's momentum (Nesterov), in [0, 1) as --beta1").c_str())
+    ("muon-weight-decay", po::value(&oc.muon.weight_decay)->default_value(0.0f, "0"), scoped_help("muon-weight-decay", "Muon's decoupled weight decay: param *= 1 - lr x this each step; bounded as --weight-decay: >= 0, and --muon-lr x this at most 1").c_str())
+    ("muon-ns-steps", po::value(&oc.muon.ns_steps)->default_value(5), scoped_help("muon-ns-steps", "Newton-Schulz steps per Muon update (1 to 99)").c_str())
+    ("muon-adjust", po::value(&muon_adjust)->default_value("original"), scoped_help("muon-adjust", "original | match_rms_adamw: Muon's learning rate per (rows, cols) matrix, torch.optim.Muon's adjust_lr_fn: original: lr x sqrt(max(1, rows/cols)); match_rms_adamw: lr x 0.2 sqrt(max(rows, cols)) (update RMS as AdamW's: reuse AdamW's lr and weight decay)").c_str())
     ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
     ("seed", po::value(&seed)->default_value(seed), "seed of initialization, batch sampling and dropout")
     ("ckpt", po::value(&t.ckpt)->default_value(""), "checkpoint file written by rank 0 at the end (atomic)")
@@ -210,11 +234,17 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   m.arch = parse_arch(arch);
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
   m.tie_embeddings = tie == "true" ? 1 : 0;
-  // a family's options, given with a family without the part that reads them: one line naming the option
-  // (GPTConfig::validate checks the values)
-  for (const auto& [opt, has] : {std::pair{"norm-eps", m.rmsnorm()}, std::pair{"rope-theta", m.rotary()},
-                                 std::pair{"tie-embeddings", m.traits().untied_head}})
-    if (!has && !vm[opt].defaulted()) throw UsageError(std::string("--") + opt + " needs --arch llama");
+  // an option given with a value of another that does not read it (kOptionScopes): one line naming both.
+  // The values after --init-from and --resume took theirs (an option they take is not "given").
+  const std::pair<const char*, std::string> chosen[] = {
+      {"arch", to_string(m.arch)}, {"lr-schedule", to_string(oc.schedule)}, {"optimizer", to_string(oc.kind)}};
+  for (const OptionScope& sc : kOptionScopes) {
+    if (vm[sc.option].defaulted()) continue;
+    for (const auto& [opt, value] : chosen)
+      if (std::string(sc.needs) == opt && value != sc.value)
+        throw UsageError(std::string("--") + sc.option + " needs --" + sc.needs + " " + sc.value + " (this run's --" +
+                         sc.needs + " is " + value + ", which does not read it)");
+  }
   m.KVH = kv_heads > 0 ? kv_heads : m.NH;
   if (m.NH <= 0) throw UsageError("--heads must be positive");
   // Sizes are bounded before any arithmetic in int: every tensor dimension and product stays far
@@ -227,8 +257,21 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   if (head_dim == 0 && m.C % m.NH != 0) throw UsageError("--dim must be divisible by --heads (or give --head-dim)");
   if (kv_heads < 0 || head_dim < 0 || ffn < 0) throw UsageError("--kv-heads, --head-dim and --ffn must be >= 0");
   m.validate();
-  auto need = [](bool ok, const char* msg) {
+  auto need = [](bool ok, const std::string& msg) {
     if (!ok) throw UsageError(msg);
+  };
+  // One bound per kind of value, shared by AdamW's options and their Muon counterparts (--muon-lr as
+  // --lr, --muon-momentum as --beta1, --muon-weight-decay as --weight-decay). Decoupled weight decay
+  // multiplies the weights by 1 - lr x wd each step (at the peak lr): past lr x wd = 1 that factor
+  // turns negative and flips every weight's sign each step.
+  auto learning_rate = [&](const char* opt, float lr) { need(std::isfinite(lr) && lr > 0, std::string(opt) + " must be positive and finite"); };
+  auto moment_decay = [&](const char* opt, float beta) { need(beta >= 0 && beta < 1, std::string(opt) + " must be in [0, 1)"); };
+  auto weight_decay = [&](const char* opt, float wd, const char* lr_opt, float lr) {
+    need(std::isfinite(wd) && wd >= 0, std::string(opt) + " must be >= 0 and finite");
+    std::ostringstream os;
+    os << opt << " " << wd << " x " << lr_opt << " " << lr << " = " << double(wd) * lr
+       << " must be at most 1 (decoupled weight decay multiplies the weights by 1 - lr x weight decay each step)";
+    need(double(wd) * lr <= 1, os.str());
   };
   need(t.batch > 0, "--batch must be positive");
   need(t.seq > 0, "--seq must be positive");
@@ -236,28 +279,36 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.grad_accum > 0, "--grad-accum must be positive");
   need(std::isfinite(t.bucket_mb) && t.bucket_mb >= 0 && t.bucket_mb <= 1e6, "--bucket-mb must be between 0 and 1e6");
   need(t.dropout >= 0.0f && t.dropout < 1.0f, "--dropout must be in [0, 1)");
-  need(std::isfinite(oc.lr) && oc.lr > 0, "--lr must be positive and finite");
-  need(std::isfinite(oc.weight_decay) && std::isfinite(oc.grad_clip) && std::isfinite(o.comm_timeout_s),
-       "--weight-decay, --grad-clip and --comm-timeout must be finite");
+  learning_rate("--lr", oc.lr);
+  weight_decay("--weight-decay", oc.weight_decay, "--lr", oc.lr);
+  need(std::isfinite(oc.grad_clip) && std::isfinite(o.comm_timeout_s), "--grad-clip and --comm-timeout must be finite");
   need(t.grad_accum <= t.batch, "--grad-accum must not exceed --batch");
   need(oc.warmup_steps >= 0, "--warmup must be >= 0");
   need(oc.min_lr_frac >= 0 && oc.min_lr_frac <= 1, "--min-lr-frac must be in [0, 1]");
-  need(oc.weight_decay >= 0, "--weight-decay must be >= 0");
   need(oc.grad_clip >= 0, "--grad-clip must be >= 0");
-  need(oc.beta1 >= 0 && oc.beta1 < 1, "--beta1 must be in [0, 1)");
-  need(oc.beta2 >= 0 && oc.beta2 < 1, "--beta2 must be in [0, 1)");
+  moment_decay("--beta1", oc.beta1);
+  moment_decay("--beta2", oc.beta2);
   need(std::isfinite(oc.eps) && oc.eps > 0, "--adam-eps must be positive and finite");
-  need(oc.decay_frac >= 0 && oc.decay_frac <= 1, "--decay-frac must be in [0, 1]");
-  need(std::isfinite(oc.muon.lr) && oc.muon.lr > 0, "--muon-lr must be positive and finite");
-  need(oc.muon.momentum >= 0 && oc.muon.momentum < 1, "--muon-momentum must be in [0, 1)");
-  need(std::isfinite(oc.muon.weight_decay) && oc.muon.weight_decay >= 0, "--muon-weight-decay must be >= 0 and finite");
+  need(oc.decay_frac > 0 && oc.decay_frac <= 1, "--decay-frac must be in (0, 1]");
+  if (oc.schedule == LrSchedule::wsd) {  // the decay has at least one step (wsd_decay_start rounds it)
+    const int S = t.schedule_length();
+    const long decay = std::lround(static_cast<double>(oc.decay_frac) * S);
+    std::ostringstream os;
+    os << "--decay-frac " << oc.decay_frac << " of a " << S << "-step schedule is round(" << double(oc.decay_frac) * S
+       << ") = 0 decay steps: the run would end at its peak learning rate; give --decay-frac >= " << 1.0 / S
+       << " (one step) or another --lr-schedule";
+    need(decay >= 1, os.str());
+  }
+  learning_rate("--muon-lr", oc.muon.lr);
+  moment_decay("--muon-momentum", oc.muon.momentum);
+  weight_decay("--muon-weight-decay", oc.muon.weight_decay, "--muon-lr", oc.muon.lr);
   need(oc.muon.ns_steps >= 1 && oc.muon.ns_steps <= 99, "--muon-ns-steps must be between 1 and 99");
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
   need(t.eval_batch >= 1 && t.eval_batch <= 65536, "--eval-batch must be in [1, 65536]");
-  o.evals = parse_eval_specs(eval_specs, "--eval");
-  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc");
+  o.evals = parse_eval_specs(eval_specs, "--eval", "NAME=FILES");
+  o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc", "NAME=FILE");
   for (const auto& a : o.evals)
     for (const auto& b : o.eval_mcs)
       if (a.first == b.first) throw UsageError("--eval and --eval-mc both name a set '" + a.first + "'");
@@ -287,6 +338,14 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   return o;
 }
 
+std::vector<OutputFile> run_outputs(const RunOptions& o) {
+  std::vector<OutputFile> out;
+  for (const OutputFile& f : {OutputFile{"--ckpt", o.train.ckpt}, OutputFile{"--metrics", o.train.metrics},
+                              OutputFile{"--timeline", o.train.timeline}})
+    if (!f.path.empty()) out.push_back(f);
+  return out;
+}
+
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files) {
   struct Path {
@@ -299,7 +358,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   for (const std::string& f : data_files) reads.push_back({"--data", f});
   for (const std::string& f : val_files) reads.push_back({"--val-data", f});
   for (const auto& [name, spec] : o.evals)
-    for (const std::string& f : list_data_files(spec)) reads.push_back({"--eval " + name, f});
+    for (const std::string& f : list_data_files(spec, "--eval " + name)) reads.push_back({"--eval " + name, f});
   for (const auto& [name, file] : o.eval_mcs) reads.push_back({"--eval-mc " + name, file});
   const size_t n_data = reads.size();
   for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) reads.push_back({opt, path});
@@ -313,7 +372,7 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
   if (!o.tokens_cache.empty()) caches.push_back({"--tokens-cache", o.tokens_cache});
   if (o.tokens_cache.empty() && o.cache_dir == kCacheNextToData)
     for (size_t i = 0; i < n_data; ++i) caches.push_back({"the token cache", reads[i].path + ".tokcache"});
-  outputs = {{"--ckpt", o.train.ckpt}, {"--metrics", o.train.metrics}, {"--timeline", o.train.timeline}};
+  for (const OutputFile& f : run_outputs(o)) outputs.push_back({f.opt, f.path});
 
   const auto differ = [](const Path& a, const Path& b) {
     if (same_file(a.path, b.path)) throw UsageError(a.opt + " and " + b.opt + " name the same file (" + b.path + ")");
@@ -333,16 +392,20 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
-  // the lock beside --ckpt (held by rank 0 for the whole run, removed at its end): an output given its name
-  // would be lost with it
-  if (!o.train.ckpt.empty())
-    for (const Path& out : outputs)
-      if (out.opt != "--ckpt") differ({"--ckpt's lock file", o.train.ckpt + ".lock"}, out);
+  // the lock beside each output (held by rank 0 for the whole run, truncated and removed at its end): an
+  // input or another output given its name would be lost with it
+  for (const Path& out : outputs) {
+    const Path lock{out.opt + "'s lock file", out.path + ".lock"};
+    for (const Path& other : outputs)
+      if (other.opt != out.opt) differ(lock, other);
+    for (const Path& r : reads) differ(r, lock);
+    for (const Path& c : caches) differ(c, lock);
+  }
   // Then no output inside a --data or --val-data directory: the next run would read it as a shard.
   std::vector<Path> dirs;
   for (const std::string& entry : data_spec_entries(o.data)) dirs.push_back({"--data", entry});
   if (!o.val_data.empty())
-    for (const std::string& entry : data_spec_entries(o.val_data)) dirs.push_back({"--val-data", entry});
+    for (const std::string& entry : data_spec_entries(o.val_data, "--val-data")) dirs.push_back({"--val-data", entry});
   for (const Path& dir : dirs) {
     std::error_code ec;
     if (!std::filesystem::is_directory(dir.path, ec)) continue;

@@ -41,6 +41,16 @@ struct RunOptions {
   std::vector<std::pair<std::string, std::string>> canonical;
 };
 
+// OutputFile: a file a training run writes, and the option that names it.
+struct OutputFile {
+  std::string opt, path;
+};
+
+// run_outputs: the files a training run writes (rank 0), those given, in this order: --ckpt, --metrics,
+// --timeline. The one list of them: check_distinct_paths compares them with the inputs and each other,
+// and run_rank checks each is writable and locks it ("<path>.lock" beside it) for the whole run.
+std::vector<OutputFile> run_outputs(const RunOptions& o);
+
 enum class Launcher { mpi, threads };  // xtrain_mpi (one process per rank), xtrain_threads
 
 // parse_options: fills RunOptions through parse_cli (core/cli.h: no abbreviations, no positional
@@ -67,8 +77,9 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // --timeline; each token cache (--tokens-cache or <file>.tokcache, also with --no-cache) is both.
 // val_files (list_data_files(o.val_data), or none) are inputs named --val-data, and none may be a
 // --data file ("--val-data <v> is also a --data file (<d>)").
-// --resume and --ckpt may be the same file (a requeued job). Throws UsageError "<opt> and <opt> name
-// the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
+// --resume and --ckpt may be the same file (a requeued job). Each output's lock file ("<path>.lock",
+// run_outputs) is neither an input nor another output (the lock truncates and removes it). Throws
+// UsageError "<opt> and <opt> name the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
 // later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files = {});

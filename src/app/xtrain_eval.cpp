@@ -10,13 +10,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <nlohmann/json.hpp>
 
 #include <xtrain/backend/backend.h>
 #include <xtrain/backend/registry.h>
-#include "comm/thread_world.h"
+#include "comm/solo_group.h"
 #include "core/cli.h"
 #include "core/digest.h"
 #include <xtrain/core/error.h>
@@ -49,7 +50,8 @@ po::options_description make_options(TokenizerFiles& files) {
       ("model", po::value<std::string>(), "export directory to score (xtrain_export --out, or a Hugging Face GPT2LMHeadModel or LlamaForCausalLM directory; default: none)")
       ("mc", po::value<std::vector<std::string>>()->composing(),
        "multiple-choice JSON lines file, repeatable: HellaSwag's (ctx or ctx_a/ctx_b, endings, label) or the generic "
-       "form (context, choices, answer); reports acc, acc_norm and acc_token_mean (default: none)")
+       "form (context, choices, answer), zstd-compressed when FILE ends in .zst; reports acc, acc_norm and "
+       "acc_token_mean (default: none)")
       ("loss", po::value<std::vector<std::string>>()->composing(),
        "held-out data, repeatable, as xtrain_mpi --data (a file, a directory of shards or a comma-separated list, any "
        "--data-format): the mean loss over consecutive windows of --seq tokens (default: none)")
@@ -61,6 +63,10 @@ po::options_description make_options(TokenizerFiles& files) {
        "same value gives the trainer's figures bit for bit)")
       ("data-format", po::value<std::string>()->default_value("auto"), "format of the --loss files, as xtrain_mpi --data-format")
       ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document")
+      ("cache-dir", po::value<std::string>()->default_value(""),
+       "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
+       "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
+      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache)")
       ("json", po::value<std::string>(),
        "also write FILE: one JSON object with each set's figures and, for --mc, every item's per-choice "
        "log-probability sums (full precision), token counts and byte lengths (default: none)")
@@ -78,18 +84,38 @@ struct LoadedModel {
   std::optional<ModelDir> dir;  // --model: the directory (its weights moved into params)
 };
 
+// prefixed: e (an Error) with "opt: " in front of its message, of the same kind (usage error or not).
+[[noreturn]] void throw_prefixed(const Error& e, const std::string& opt) {
+  if (dynamic_cast<const UsageError*>(&e)) throw UsageError(opt + ": " + e.what());
+  throw Error(opt + ": " + e.what());
+}
+
+// named: fn(), an error of which that does not start with `opt` getting "opt: " in front, so that every
+// error from an input names the option that gave it ("--mc: hs.jsonl:12: endings[2]: ...").
+template <typename Fn>
+auto named(const std::string& opt, Fn&& fn) -> decltype(fn()) {
+  try {
+    return fn();
+  } catch (const AgreedFailure&) {
+    throw;
+  } catch (const Error& e) {
+    if (std::string_view(e.what()).substr(0, opt.size()) == opt) throw;
+    throw_prefixed(e, opt);
+  }
+}
+
 LoadedModel load_model(const po::variables_map& vm) {
   LoadedModel m;
   if (vm.count("ckpt")) {
     ProgressOptions progress = long_work_options();
     progress.out = stderr;  // stdout is the table or the JSON
-    CheckpointState st = load_checkpoint(vm["ckpt"].as<std::string>(), 0, progress);
+    CheckpointState st = named("--ckpt", [&] { return load_checkpoint(vm["ckpt"].as<std::string>(), 0, progress); });
     m.config = st.meta.model, m.params = std::move(st.params);
     m.tokenizer_fingerprint = st.meta.tokenizer_fingerprint;
     m.source = "the checkpoint";
     return m;
   }
-  ModelDir d = load_model_dir(vm["model"].as<std::string>());
+  ModelDir d = named("--model", [&] { return load_model_dir(vm["model"].as<std::string>()); });
   m.config = d.cfg, m.params = std::move(d.params);
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
   m.tokenizer_fingerprint = d.tokenizer_fingerprint;
@@ -112,6 +138,22 @@ Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm)
   return load_tokenizer(f);
 }
 
+// load_named_tokenizer: load_tokenizer_for, an error that quotes one of the tokenizer files given getting
+// that file's option in front ("--vocab-bpe: merges.txt:3: expected a merge ..."), one from the files of
+// --model's directory "--model".
+Tokenizer load_named_tokenizer(const TokenizerFiles& files, const LoadedModel& lm) {
+  try {
+    return load_tokenizer_for(files, lm);
+  } catch (const Error& e) {
+    const std::string what = e.what();
+    if (what.rfind("--", 0) == 0) throw;  // names its option already
+    for (const auto& [opt, path] : tokenizer_inputs(files))
+      if (what.find(path) != std::string::npos) throw_prefixed(e, opt);
+    if (lm.dir) throw_prefixed(e, "--model");
+    throw;
+  }
+}
+
 std::vector<std::string> list_of(const po::variables_map& vm, const char* name) {
   return vm.count(name) ? vm[name].as<std::vector<std::string>>() : std::vector<std::string>{};
 }
@@ -129,12 +171,21 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (max_seqs < 0) throw UsageError("--max-seqs must be >= 0");
   if (seq < 0) throw UsageError("--seq must be >= 0");
   read_tokenizer_options(vm, files);
-  reject_empty_values(vm, {"ckpt", "model", "json"});
+  reject_empty_values(vm, {"ckpt", "model", "json", "cache-dir"});
   const std::string json = vm.count("json") ? vm["json"].as<std::string>() : std::string();
-  if (!json.empty()) {  // never over an input, and writable, before the (possibly long) scoring
+  const std::string cache_dir = vm["cache-dir"].as<std::string>();
+  const bool no_cache = vm["no-cache"].as<bool>();
+  std::vector<std::vector<std::string>> loss_files;
+  for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
+  if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
+    if (is_token_cache_name(json))
+      throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
     std::vector<std::string> inputs = mc_files;
-    for (const std::string& spec : loss_sets)
-      for (const std::string& f : list_data_files(spec)) inputs.push_back(f);
+    for (const auto& files : loss_files)
+      for (const std::string& f : files) {
+        inputs.push_back(f);
+        if (!no_cache && cache_dir == kCacheNextToData) inputs.push_back(f + kTokenCacheExt);
+      }
     for (const char* o : {"ckpt", "tokenizer-json", "tokenizer-model", "tokenizer-ranks", "encoder-json", "vocab-bpe"})
       if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());
     for (const std::string& in : inputs)
@@ -145,16 +196,21 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   corpus.format = parse_data_format(vm["data-format"].as<std::string>());
   corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
   if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
-  corpus.cache_dir = default_token_cache_dir();
-  corpus.no_cache = corpus.cache_dir.empty();
+  corpus.option = "--loss";
+  // the trainer's caches, found and written as it does (docs/usage.md, "Data and token caches")
+  corpus.no_cache = no_cache;
+  corpus.cache_dir = token_cache_dir(cache_dir);
+  if (cache_dir.empty() && corpus.cache_dir.empty() && !no_cache && !loss_sets.empty()) {  // never the data directory unasked
+    std::printf("cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
+    corpus.no_cache = true;
+  }
+  if (!no_cache && !cache_dir.empty() && cache_dir != kCacheNextToData) check_cache_dir_owner(cache_dir);
   // the files first: a bad item is refused in seconds, before the model is read
   std::vector<std::vector<McItem>> items;
-  for (const std::string& f : mc_files) items.push_back(read_mc_file(f));
-  std::vector<std::vector<std::string>> loss_files;
-  for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s));
+  for (const std::string& f : mc_files) items.push_back(named("--mc", [&] { return read_mc_file(f); }));
 
   LoadedModel lm = load_model(vm);
-  const auto tok = std::make_shared<const Tokenizer>(load_tokenizer_for(files, lm));
+  const auto tok = std::make_shared<const Tokenizer>(load_named_tokenizer(files, lm));
   if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok->fingerprint())
     throw UsageError("the tokenizer given (fingerprint " + hex64(tok->fingerprint()) +
                      ") is not the one the model was trained with (" + hex64(lm.tokenizer_fingerprint) + ", " + lm.source + ")");
@@ -165,11 +221,12 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (seq > lm.config.maxT)
     throw UsageError("--seq " + std::to_string(seq) + " is longer than the model's context " + std::to_string(lm.config.maxT));
   std::vector<McTokens> mcs;
-  for (size_t i = 0; i < mc_files.size(); ++i) mcs.push_back(tokenize_mc(std::move(items[i]), *tok, lm.config, mc_files[i]));
-  ThreadWorld one(1);  // load_corpus is collective: a world of this one process
-  const std::unique_ptr<Communicator> group = make_thread_communicator(one, 0, 300.0);
+  for (size_t i = 0; i < mc_files.size(); ++i)
+    mcs.push_back(named("--mc", [&] { return tokenize_mc(std::move(items[i]), *tok, lm.config, mc_files[i]); }));
+  SoloGroup one;  // load_corpus is collective: a world of this one process, whose errors are this tool's
   std::vector<TokenStream> streams;
-  for (const auto& f : loss_files) streams.push_back(load_corpus(*group, 0, 1, f, tok, corpus));
+  for (size_t i = 0; i < loss_files.size(); ++i)
+    streams.push_back(named("--loss", [&] { return load_corpus(one, 0, 1, loss_files[i], tok, corpus); }));
 
   BackendOptions bo;
   bo.device = parse_device(vm["device"].as<std::string>());

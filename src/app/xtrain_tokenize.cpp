@@ -165,7 +165,7 @@ int write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& file
   if (shard_tokens <= 0) throw xtrain::UsageError("--shard-tokens must be positive");
   if (name.empty()) throw xtrain::UsageError("--shard-tokens needs --output NAME (the shards' name prefix)");
   const xtrain::DataFormat format = xtrain::parse_data_format(vm["data-format"].as<std::string>());
-  const std::vector<std::string> inputs = xtrain::list_data_files(spec);
+  const std::vector<std::string> inputs = xtrain::list_data_files(spec, "--input");
   std::vector<xtrain::DataFormat> formats;
   for (const std::string& f : inputs) formats.push_back(xtrain::detect_data_format(f, format));
   xtrain::check_writable(shard_path(name, 0), "--output");

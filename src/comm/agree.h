@@ -23,9 +23,14 @@ namespace xtrain {
 // agree: runs fn on every rank, then agrees with one collective whether any rank failed. If so, the
 // lowest failing rank prints "rank R (host): <message>" and every rank throws AgreedFailure with
 // exit code 2 for a UsageError, else 1. group: the MpiContext at start-up, the Communicator (whose
-// collectives are bounded by --comm-timeout) during training.
+// collectives are bounded by --comm-timeout) during training. A solo group (HostCollectives::solo)
+// has no one to agree with: fn's exception propagates as thrown, unprinted.
 template <typename Fn>
 void agree(HostCollectives& group, Fn&& fn) {
+  if (group.solo()) {
+    fn();
+    return;
+  }
   std::string msg;
   int code = 0;
   try {

@@ -34,26 +34,38 @@ std::string source_of_build_tree(const fs::path& dir) {
   return ours ? src : "";
 }
 
-DataDir resolve() {
+// xtrain_data_problem: what keeps path (from $XTRAIN_DATA) from being a data directory, "" when nothing.
+std::string xtrain_data_problem(const std::string& path) {
+  std::error_code ec;
+  const fs::file_status st = fs::status(path, ec);
+  if (st.type() == fs::file_type::not_found) return "does not exist";
+  if (ec) return "cannot be examined: " + ec.message();  // a permission, a loop, a name too long
+  if (st.type() != fs::file_type::directory) return "is not a directory (a file or device)";
+  return "";
+}
+
+}  // namespace
+
+DataDir find_data_dir(const char* env, const std::string& exe_path) {
   DataDir d;
-  if (const char* env = std::getenv("XTRAIN_DATA"); env != nullptr && *env != '\0') {
+  if (env != nullptr && *env != '\0') {
     d.path = env;
     while (d.path.size() > 1 && d.path.back() == '/') d.path.pop_back();
     d.origin = "$XTRAIN_DATA";
     d.looked = "$XTRAIN_DATA (" + d.path + ")";
+    d.problem = xtrain_data_problem(d.path);
     return d;
   }
-  d.looked = "$XTRAIN_DATA (unset)";
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (ec || exe.empty()) {
+  d.looked = env == nullptr ? "$XTRAIN_DATA (unset)" : "$XTRAIN_DATA (set but empty: passed over)";
+  const fs::path exe = exe_path;
+  if (exe.empty()) {
     d.looked += ", the program's own path (unreadable: /proc/self/exe)";
     return d;
   }
   const fs::path bin = exe.parent_path();
   if (bin.filename() == "bin") {
     const fs::path share = bin.parent_path() / "share" / "xtrain";
-    if (is_dir(share)) return {share.string(), "the install prefix", d.looked + ", " + share.string()};
+    if (is_dir(share)) return {share.string(), "the install prefix", d.looked + ", " + share.string(), ""};
     d.looked += ", " + share.string() + " (absent)";
   }
   // A program of a build tree sits in the tree's top (the programs) or below it (tests, benchmarks).
@@ -61,7 +73,7 @@ DataDir resolve() {
     const std::string src = source_of_build_tree(dir);
     if (!src.empty()) {
       const fs::path data = fs::path(src) / "data";
-      if (is_dir(data)) return {data.string(), "the source tree of this build", d.looked + ", " + data.string()};
+      if (is_dir(data)) return {data.string(), "the source tree of this build", d.looked + ", " + data.string(), ""};
       d.looked += ", " + data.string() + " (absent)";
       break;
     }
@@ -70,10 +82,12 @@ DataDir resolve() {
   return d;
 }
 
-}  // namespace
-
 const DataDir& default_data_dir() {
-  static const DataDir d = resolve();
+  static const DataDir d = [] {
+    std::error_code ec;
+    const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    return find_data_dir(std::getenv("XTRAIN_DATA"), ec ? std::string() : exe.string());
+  }();
   return d;
 }
 
@@ -82,11 +96,13 @@ std::string default_data_file(const std::string& rel) {
   return (d.path.empty() ? std::string("<data directory not found>") : d.path) + "/" + rel;
 }
 
-std::string data_dir_note(const std::string& option) {
-  const DataDir& d = default_data_dir();
+std::string data_dir_note(const DataDir& d, const std::string& option) {
   const std::string where = d.path.empty() ? "no data directory found; looked in " + d.looked
-                                           : "data directory " + d.path + ", from " + d.origin;
+                                           : "data directory " + d.path + ", from " + d.origin +
+                                                 (d.problem.empty() ? "" : ", " + d.problem);
   return where + "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give " + option;
 }
+
+std::string data_dir_note(const std::string& option) { return data_dir_note(default_data_dir(), option); }
 
 }  // namespace xtrain

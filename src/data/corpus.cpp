@@ -27,17 +27,17 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// check_data_file: path is a regular file (after symlinks) that this process may read.
-void check_data_file(const std::string& path) {
+// check_data_file: path is a regular file (after symlinks) that this process may read; opt names the option.
+void check_data_file(const std::string& path, const std::string& opt) {
   std::error_code ec;
   const fs::file_status st = fs::status(path, ec);
   if (ec || !fs::exists(st))
-    XT_FAIL("cannot read " << path << ": " << (ec ? ec.message() : std::string("No such file or directory")));
+    XT_FAIL(opt << ": cannot read " << path << ": " << (ec ? ec.message() : std::string("No such file or directory")));
   if (!fs::is_regular_file(st))
-    XT_FAIL("--data " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
-  if (::access(path.c_str(), R_OK) != 0) XT_FAIL("cannot read " << path << ": " << std::strerror(errno));
+    XT_FAIL(opt << " " << path << ": cannot read: not a regular file (a directory, FIFO or device)");
+  if (::access(path.c_str(), R_OK) != 0) XT_FAIL(opt << ": cannot read " << path << ": " << std::strerror(errno));
   if (starts_with_token_cache_magic(path))
-    throw UsageError("--data " + path + ": a token cache (it starts with the cache's magic), not a text");
+    throw UsageError(opt + " " + path + ": a token cache (it starts with the cache's magic), not a text");
 }
 
 bool is_shard_name(const std::string& name) {
@@ -46,45 +46,45 @@ bool is_shard_name(const std::string& name) {
 
 }  // namespace
 
-std::vector<std::string> data_spec_entries(const std::string& spec) {
+std::vector<std::string> data_spec_entries(const std::string& spec, const std::string& opt) {
   std::vector<std::string> entries;
   size_t at = 0;
   for (;;) {
     const size_t comma = spec.find(',', at);
     const std::string path = spec.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
-    if (path.empty()) throw UsageError("--data \"" + spec + "\": an empty path in the list");
+    if (path.empty()) throw UsageError(opt + " \"" + spec + "\": an empty path in the list");
     entries.push_back(path);
     if (comma == std::string::npos) return entries;
     at = comma + 1;
   }
 }
 
-std::vector<std::string> list_data_files(const std::string& spec) {
+std::vector<std::string> list_data_files(const std::string& spec, const std::string& opt) {
   std::vector<std::string> files;
-  for (const std::string& path : data_spec_entries(spec)) {
+  for (const std::string& path : data_spec_entries(spec, opt)) {
     std::error_code ec;
     if (fs::is_directory(path, ec)) {
       std::vector<std::string> names;
       for (fs::directory_iterator it(path, ec), end; !ec && it != end; it.increment(ec))
         if (is_shard_name(it->path().filename().string())) names.push_back(it->path().filename().string());
-      if (ec) XT_FAIL("--data " << path << ": cannot read the directory: " << ec.message());
-      if (names.empty()) XT_FAIL("--data " << path << ": no data files in the directory");
+      if (ec) XT_FAIL(opt << " " << path << ": cannot read the directory: " << ec.message());
+      if (names.empty()) XT_FAIL(opt << " " << path << ": no data files in the directory");
       std::sort(names.begin(), names.end());
       for (const std::string& n : names) files.push_back((fs::path(path) / n).string());
     } else {
       if (is_token_cache_name(path))
-        throw UsageError("--data " + path + ": a token cache, not a text (give the text it was made from)");
+        throw UsageError(opt + " " + path + ": a token cache, not a text (give the text it was made from)");
       files.push_back(path);
     }
   }
   std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file listed twice would be trained on twice
   for (const std::string& f : files) {
-    check_data_file(f);
+    check_data_file(f, opt);
     struct stat st{};
-    if (::stat(f.c_str(), &st) != 0) XT_FAIL("cannot read " << f << ": " << std::strerror(errno));
+    if (::stat(f.c_str(), &st) != 0) XT_FAIL(opt << ": cannot read " << f << ": " << std::strerror(errno));
     const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), f);
     if (!fresh)
-      throw UsageError("--data lists one file twice: " + it->second + " and " + f +
+      throw UsageError(opt + " lists one file twice: " + it->second + " and " + f +
                        (it->second == f ? "" : " (the same file)"));
   }
   return files;
@@ -108,11 +108,11 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
   const std::string log_prefix = rank_prefix(rank, group.host());
   if (files.size() > 1 && !opt.tokens_cache.empty())
     throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(files.size()) +
-                     " --data files each cache is <file>.tokcache");
+                     " " + opt.option + " files each cache is <file>.tokcache");
   // Without a separator the last token of one file would be followed by the first of the next as if
   // one text went on: refused rather than joined silently (join_files).
   if (files.size() > 1 && tok->eot_id() < 0)
-    throw UsageError("--data names " + std::to_string(files.size()) +
+    throw UsageError(opt.option + " names " + std::to_string(files.size()) +
                      " files, but the tokenizer has no <|endoftext|> token to separate them; join them into one file "
                      "or use a tokenizer with <|endoftext|>");
   // every rank detects every file's format (a few bytes each); a refused .bin ends every rank

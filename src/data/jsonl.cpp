@@ -139,10 +139,10 @@ size_t decompressed_size(const std::string& path, const Chunks& chunks, size_t p
   return n;
 }
 
-// parse_documents: the documents of the JSON lines data that `chunks` gives (zstd-compressed when
-// path ends in ".zst"), as for_each_jsonl_document documents them, after the size check against bound.
-void parse_documents(const std::string& path, const Chunks& chunks, size_t plain_bytes, const std::string& field,
-                     const DocumentFn& fn, const JsonlBound& bound) {
+// for_each_nonblank_line: the non-blank lines of the JSON lines data that `chunks` gives (zstd-compressed when
+// path ends in ".zst"), as for_each_jsonl_line documents them, after the size check against bound.
+void for_each_nonblank_line(const std::string& path, const Chunks& chunks, size_t plain_bytes, const LineFn& fn,
+                   const JsonlBound& bound) {
   if (bound.bytes != SIZE_MAX) {
     const size_t n = decompressed_size(path, chunks, plain_bytes, bound.bytes);
     if (n > bound.bytes)
@@ -150,19 +150,9 @@ void parse_documents(const std::string& path, const Chunks& chunks, size_t plain
                       bound);
   }
   size_t line_no = 0;
-  // the path and the field as error lines quote them (echo_value: one line, whatever they hold)
-  const std::string where = echo_value(path, 1024), field_shown = echo_value(field);
   LineSplitter lines(path, [&](const std::string& line) {
     ++line_no;
-    if (blank(line)) return;
-    // the one bounded JSON reader (core/json.h): a deeply nested line is refused, never recursed into
-    const nlohmann::json j = parse_json(line, where + ":" + std::to_string(line_no));
-    if (!j.is_object()) XT_FAIL(where << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
-    const auto it = j.find(field);
-    if (it == j.end()) XT_FAIL(where << ":" << line_no << ": no \"" << field_shown << "\" field (--jsonl-field)");
-    if (!it->is_string())
-      XT_FAIL(where << ":" << line_no << ": \"" << field_shown << "\" is a " << it->type_name() << ", not a string");
-    fn(it->get_ref<const std::string&>(), line_no);
+    if (!blank(line)) fn(line, line_no);
   });
   const ChunkFn feed = [&](const char* p, size_t n) { lines.feed(p, n); };
   if (ends_with(path, ".zst")) {
@@ -173,13 +163,39 @@ void parse_documents(const std::string& path, const Chunks& chunks, size_t plain
   lines.finish();
 }
 
+// parse_documents: the documents of the lines for_each_nonblank_line gives, as for_each_jsonl_document documents them.
+void parse_documents(const std::string& path, const Chunks& chunks, size_t plain_bytes, const std::string& field,
+                     const DocumentFn& fn, const JsonlBound& bound) {
+  // the path and the field as error lines quote them (echo_value: one line, whatever they hold)
+  const std::string where = echo_value(path, 1024), field_shown = echo_value(field);
+  for_each_nonblank_line(path, chunks, plain_bytes, [&](std::string_view line, size_t line_no) {
+    // the one bounded JSON reader (core/json.h): a deeply nested line is refused, never recursed into
+    const nlohmann::json j = parse_json(line, where + ":" + std::to_string(line_no));
+    if (!j.is_object()) XT_FAIL(where << ":" << line_no << ": not a JSON object (a " << j.type_name() << ")");
+    const auto it = j.find(field);
+    if (it == j.end()) XT_FAIL(where << ":" << line_no << ": no \"" << field_shown << "\" field (--jsonl-field)");
+    if (!it->is_string())
+      XT_FAIL(where << ":" << line_no << ": \"" << field_shown << "\" is a " << it->type_name() << ", not a string");
+    fn(it->get_ref<const std::string&>(), line_no);
+  }, bound);
+}
+
+// file_size_or_zero: the file's size on disk; 0 when it cannot be read (read_chunks then names it)
+size_t file_size_or_zero(const std::string& path) {
+  std::error_code ec;
+  const auto size = std::filesystem::file_size(path, ec);
+  return ec ? 0 : size_t(size);
+}
+
 }  // namespace
 
 void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn,
                              const JsonlBound& bound) {
-  std::error_code ec;  // a file that cannot be read: read_chunks names it
-  const auto size = std::filesystem::file_size(path, ec);
-  parse_documents(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, ec ? 0 : size_t(size), field, fn, bound);
+  parse_documents(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, file_size_or_zero(path), field, fn, bound);
+}
+
+void for_each_jsonl_line(const std::string& path, const LineFn& fn, const JsonlBound& bound) {
+  for_each_nonblank_line(path, [&](const ChunkFn& feed) { read_chunks(path, feed); }, file_size_or_zero(path), fn, bound);
 }
 
 void for_each_jsonl_document(const std::string& path, std::string_view bytes, const std::string& field,

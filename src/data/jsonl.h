@@ -41,6 +41,16 @@ JsonlBound jsonl_bound();
 void for_each_jsonl_document(const std::string& path, const std::string& field, const DocumentFn& fn,
                              const JsonlBound& bound = jsonl_bound());
 
+// LineFn: called with each non-blank line (without its '\n') and its line number (from 1).
+using LineFn = std::function<void(std::string_view line, size_t line_no)>;
+
+// for_each_jsonl_line: the reading beneath for_each_jsonl_document, for JSON lines whose objects are
+// not documents (xtrain_eval's and --eval-mc's multiple-choice items): calls fn(line, line_no) for
+// each line of path in order, blank lines skipped, a path ending in ".zst" decompressed as a stream.
+// The same bounds and errors: a line over kJsonMaxBytes, the decompressed size against `bound`
+// (jsonl_too_large), a corrupt or truncated zstd stream, a file that cannot be read.
+void for_each_jsonl_line(const std::string& path, const LineFn& fn, const JsonlBound& bound = jsonl_bound());
+
 // for_each_jsonl_document: the same over `bytes`, the file's contents already read (compressed when
 // path ends in ".zst"); path names it in errors. The token cache parses the bytes it hashed, so the
 // ids it stores belong to the content its name and header record.

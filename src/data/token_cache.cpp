@@ -207,6 +207,19 @@ std::string default_token_cache_dir() {
   return "";
 }
 
+std::string token_cache_dir(const std::string& cache_dir_option) {
+  if (cache_dir_option.empty()) return default_token_cache_dir();
+  return cache_dir_option == kCacheNextToData ? "" : cache_dir_option;
+}
+
+void check_cache_dir_owner(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
+  if (st.st_uid != ::geteuid() && st.st_uid != 0)
+    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
+                           << ") nor root; not reading or writing token caches in it");
+}
+
 std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint) {
   char name[64];
   std::snprintf(name, sizeof name, "%016llx-%016llx.tokcache", static_cast<unsigned long long>(text_hash),

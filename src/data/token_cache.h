@@ -116,6 +116,18 @@ inline constexpr const char* kCacheNextToData = "next-to-data";
 // "" when neither is set.
 std::string default_token_cache_dir();
 
+// token_cache_dir: the cache directory (CorpusOptions::cache_dir) of a --cache-dir value, the trainer's
+// and xtrain_eval's: "" (not given) gives default_token_cache_dir() (itself "" when neither variable is
+// set: the caller then caches nothing and says so), kCacheNextToData gives "" (each cache beside its
+// file), any other value itself.
+std::string token_cache_dir(const std::string& cache_dir_option);
+
+// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
+// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
+// /tmp) is refused in one line (Error "--cache-dir <dir>: owned by uid ..."), as an output through another
+// user's symlink is (io.h). An absent directory passes (this user makes it with the first cache).
+void check_cache_dir_owner(const std::string& dir);
+
 // keyed_cache_path: the cache of a text in a cache directory, named by its content and the tokenizer:
 // "<dir>/<xxh3_64 of the text, 16 hex>-<tokenizer fingerprint, 16 hex>.tokcache". A copied, moved or
 // touched text finds its cache; two texts never share one.

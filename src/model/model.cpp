@@ -51,12 +51,18 @@ void GPTConfig::validate() const {
   need(tie_embeddings == 0 || tie_embeddings == 1, "--tie-embeddings must be true or false");
 }
 
-void check_model_config(const GPTConfig& cfg, const std::string& what) {
+void check_model_config(const GPTConfig& cfg, const std::string& what, const std::vector<TokenIdField>& token_ids) {
   try {
     cfg.validate();
   } catch (const UsageError& e) {
     XT_FAIL(what << ": " << e.what());
   }
+  // an id past the vocabulary names no row of wte or the head (transformers' generate would index
+  // out of range); a negative one none at all
+  for (const TokenIdField& t : token_ids)
+    if (t.id < 0 || t.id >= cfg.V)
+      XT_FAIL(what << ": " << t.field << " " << t.id << " is not a token id of the vocabulary (vocab_size " << cfg.V
+                   << ": ids 0 to " << cfg.V - 1 << ")");
 }
 
 size_t GPTConfig::num_params() const {

@@ -1,12 +1,12 @@
 // Reading multiple-choice files (see include/xtrain/score/multiple_choice.h): HellaSwag's JSON lines as
-// published and a generic form; every refusal names the file, the line and the field.
+// published and a generic form, plain or .zst; every refusal names the file, the line and the field.
 #include <xtrain/score/multiple_choice.h>
 
 #include <string>
 
-#include "core/io.h"
 #include "core/json.h"
 #include <xtrain/core/error.h>
+#include "data/jsonl.h"
 
 namespace xtrain {
 
@@ -81,10 +81,9 @@ McItem parse_item(const Line& l) {
 }  // namespace
 
 std::vector<McItem> read_mc_file(const std::string& path) {
-  const std::string bytes = read_file(path);
   std::vector<McItem> items;
-  for_each_line(bytes, [&](size_t no, std::string_view line) {
-    if (line.find_first_not_of(" \t\r") == std::string_view::npos) return;
+  // the JSON lines reader of --data (data/jsonl.h): streamed, .zst decompressed, lines and size bounded
+  for_each_jsonl_line(path, [&](std::string_view line, size_t no) {
     const std::string where = path + ":" + std::to_string(no);
     const nlohmann::json obj = parse_json(line, where);
     if (!obj.is_object()) XT_FAIL(where << ": the line must be a JSON object, got " << json_echo(obj));

@@ -127,8 +127,16 @@ double json_float(float f) {
 }
 }  // namespace
 
+std::vector<TokenIdField> ConfigTokens::ids() const {
+  std::vector<TokenIdField> out;
+  for (const auto& [field, id] : {std::pair{"bos_token_id", bos_id}, {"eos_token_id", eos_id}, {"pad_token_id", pad_id}})
+    if (id != -1) out.push_back({field, id});
+  return out;
+}
+
 std::string model_config_json(const GPTConfig& c, ModelLayout layout, const ConfigTokens& t) {
-  check_model_config(c, "config.json: not writing the model");  // one the readers refuse is never written
+  // one the readers refuse is never written, nor token ids they refuse
+  check_model_config(c, "config.json: not writing the model", t.ids());
   nlohmann::json j;
   if (layout == ModelLayout::Hf && c.llama()) {
     // transformers' LlamaConfig: every field its LlamaForCausalLM reads, with the values xtrain computes
@@ -252,6 +260,9 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
   ExportFiles files;
   ConfigTokens t;
   tokenizer_files(tok, cfg, &files, &t);
+  // the special-token ids config.json, generation_config.json and tokenizer_config.json record: tokens
+  // of the model's vocabulary, checked as every reader checks them
+  check_model_config(cfg, "tokenizer " + tok.describe() + ": its special tokens do not fit the model; not exporting", t.ids());
   // "format": "pt" is what transformers' from_pretrained requires of safetensors metadata
   const std::map<std::string, std::string> meta = {{"format", "pt"}, {"xtrain_layout", layout_name(layout)}};
   files[kModelFile] = safetensors_bytes(tensors, meta);

@@ -11,6 +11,7 @@
 #include <cmath>
 #include <filesystem>
 #include <functional>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
@@ -58,6 +59,34 @@ T field(const json& j, const char* key, T fallback, const std::string& path) {
 }
 
 // config_from_json: the sizes of config.json; Error naming a field of the wrong type.
+// token_id_fields: the special-token ids of a config.json or generation_config.json (PretrainedConfig's
+// and GenerationConfig's bos_token_id, eos_token_id, pad_token_id: an integer, or a list of them, as
+// Llama 3 gives several eos ids; absent or null: none), for check_model_config. Error naming the field
+// for another JSON type.
+std::vector<TokenIdField> token_id_fields(const json& j, const std::string& path) {
+  std::vector<TokenIdField> out;
+  auto id_of = [&](const json& v, const std::string& name) {
+    if (v.is_number_unsigned()) {  // past long long: kept out of range, the message quoting the JSON
+      const uint64_t u = v.get<uint64_t>();
+      if (u > static_cast<uint64_t>(std::numeric_limits<long long>::max()))
+        XT_FAIL(path << ": " << name << " " << json_echo(v) << " is not a token id of the vocabulary");
+      return out.push_back({name, static_cast<long long>(u)});
+    }
+    if (!v.is_number_integer())
+      XT_FAIL(path << ": " << name << " must be an integer token id (or a list of them), found " << json_echo(v));
+    out.push_back({name, v.get<long long>()});
+  };
+  for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
+    if (!j.contains(key) || j[key].is_null()) continue;
+    if (!j[key].is_array()) {
+      id_of(j[key], key);
+      continue;
+    }
+    for (size_t i = 0; i < j[key].size(); ++i) id_of(j[key][i], std::string(key) + "[" + std::to_string(i) + "]");
+  }
+  return out;
+}
+
 GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* layout_out) {
   const std::string type = field<std::string>(j, "model_type", "", path);
   if (type != "gpt2" && type != "llama" && type != kXtrainModelType)
@@ -152,7 +181,8 @@ GPTConfig config_from_json(const json& j, const std::string& path, ModelLayout* 
     if (!field<bool>(j, "scale_attn_weights", true, path)) XT_FAIL(path << ": scale_attn_weights false is not supported");
     if (field<bool>(j, "scale_attn_by_inverse_layer_idx", false, path)) XT_FAIL(path << ": scale_attn_by_inverse_layer_idx is not supported");
   }
-  check_model_config(c, path + ": the model is invalid");  // the check of checkpoints and exports too
+  // the check of checkpoints and exports too, with the special-token ids config.json records
+  check_model_config(c, path + ": the model is invalid", token_id_fields(j, path));
   if (layout_out) *layout_out = layout;
   return c;
 }
@@ -174,6 +204,14 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout_out, uin
       XT_FAIL(path << ": " << kTokenizerFingerprintKey << " is 0000000000000000, which no tokenizer has (without a "
                    << "recorded tokenizer the key is left out)");
     if (tokenizer_fingerprint) *tokenizer_fingerprint = fingerprint;
+    // generation_config.json, where present: its special-token ids are the model's tokens too
+    const std::string gen_path = (fs::path(dir) / kGenerationConfigFile).string();
+    std::error_code ec;
+    if (fs::exists(gen_path, ec)) {
+      const json g = read_json_file(gen_path);
+      if (!g.is_object()) XT_FAIL(gen_path << ": not a JSON object");
+      check_model_config(c, gen_path + ": the model's special tokens are invalid", token_id_fields(g, gen_path));
+    }
     return c;
   } catch (const json::exception& e) {
     XT_FAIL(path << ": a field has the wrong type (" << e.what() << ")");

@@ -5,30 +5,13 @@
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=60  # seconds; a hang in a collective would hit this
-fails=0
-# expect NAME CODE PATTERN NP args... : run, check exit code, that stderr matches PATTERN and that
-# the job ended within MAX_S seconds (default BOUND; set it as `MAX_S=15 expect ...`)
+# expect NAME CODE PATTERN NP args...: common.sh's expect_cmd for xtrain_mpi on NP ranks: the exit code,
+# stderr's rank line matching PATTERN, the job ended within MAX_S seconds (default BOUND; set it as
+# `MAX_S=15 expect ...`)
 expect() {
   local name=$1 code=$2 pattern=$3 np=$4
   shift 4
   expect_cmd "$name" "$code" "$pattern" "${MPIRUN[@]}" -np "$np" "$XT" "$@"
-}
-# expect_cmd NAME CODE PATTERN command... : as expect, for any command line (MPMD runs)
-expect_cmd() {
-  local name=$1 code=$2 pattern=$3
-  shift 3
-  local t0=$SECONDS rc=0
-  timeout -s KILL $BOUND "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
-  local line
-  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 <= ${MAX_S:-$BOUND})); then
-    printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
-  else
-    printf 'FAIL %-34s exit %d (want %d) in %ds (limit %ds), message: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) \
-      "${MAX_S:-$BOUND}" "${line:-<none>}"
-    sed 's/^/     | /' "$WORK/err" | head -20
-    fails=$((fails + 1))
-  fi
 }
 OK=("${DATA[@]}" "${TINY[@]}")
 expect "missing corpus" 1 "cannot read .*nope.txt" 2 "${OK[@]}" --data "$WORK/nope.txt"
@@ -52,9 +35,9 @@ expect "--ckpt name too long to write" 1 "--ckpt .*: cannot create files in .*: 
 mkfifo "$WORK/fifo"
 expect "--ckpt is a FIFO" 1 "--ckpt .*is not a regular file" 2 "${OK[@]}" --ckpt "$WORK/fifo"
 expect "--metrics is a FIFO" 1 "--metrics .*is not a regular file" 2 "${OK[@]}" --metrics "$WORK/fifo"
-[[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
+[[ -p "$WORK/fifo" ]] || fail "the FIFO was replaced"
 expect "--data /dev/null" 1 "--data /dev/null: cannot read: not a regular file" 1 "${TOK[@]}" "${TINY[@]}" --data /dev/null
-[[ ! -e /dev/null.tokcache ]] || { echo "FAIL: --data /dev/null created /dev/null.tokcache"; fails=$((fails+1)); }
+[[ ! -e /dev/null.tokcache ]] || fail "--data /dev/null created /dev/null.tokcache"
 # a token cache's name: in --cache-dir the ranks map the cache, and writing over it would kill them (SIGBUS)
 expect "--metrics named like a token cache" 2 "--metrics .*ends in .tokcache" 2 "${OK[@]}" --cache-dir "$WORK" --metrics "$WORK/0123456789abcdef-0123456789abcdef.tokcache"
 expect "--ckpt named like a token cache" 2 "--ckpt .*ends in .tokcache" 2 "${OK[@]}" --ckpt "$WORK/x.tokcache"
@@ -67,7 +50,7 @@ if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
     echo old > "$WORK/sticky/$o.out"
     MAX_S=15 expect_cmd "--$o: root's file in a sticky dir" 1 "--$o .*$o.out: cannot replace it: .*sticky is a sticky directory" \
       runuser -u nobody -- "$XT" "${TOK[@]}" "${TINY[@]}" --data "$WORK/sticky/corpus.txt" --no-cache --steps 100 --"$o" "$WORK/sticky/$o.out"
-    [[ $(cat "$WORK/sticky/$o.out") == old ]] || { echo "FAIL: --$o replaced root's file"; fails=$((fails+1)); }
+    [[ $(cat "$WORK/sticky/$o.out") == old ]] || fail "--$o replaced root's file"
   done
   # The reverse: an unprivileged user (nobody) links a name in the sticky directory to a root-only file,
   # and root's job is given that name. The link is not followed (neither this user's nor root's):
@@ -78,13 +61,13 @@ if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
     runuser -u nobody -- ln -s "$WORK/secret/$o.victim" "$WORK/sticky/$o.lnk"
     MAX_S=15 expect "--$o: nobody's symlink in a sticky dir" 1 "$o.lnk: is a symlink owned by uid [0-9]+, neither this user .* nor root; not writing through it" \
       2 "${TOK[@]}" "${TINY[@]}" --data "$WORK/sticky/corpus.txt" --no-cache --steps 2 --"$o" "$WORK/sticky/$o.lnk"
-    [[ $(cat "$WORK/secret/$o.victim") == precious ]] || { echo "FAIL: --$o wrote through nobody's symlink"; fails=$((fails+1)); }
+    [[ $(cat "$WORK/secret/$o.victim") == precious ]] || fail "--$o wrote through nobody's symlink"
   done
   # the same through a directory: nobody's symlink to a root-only directory, a new file named below it
   runuser -u nobody -- ln -s "$WORK/secret" "$WORK/sticky/dirlink"
   MAX_S=15 expect "--ckpt below nobody's directory symlink" 1 "dirlink is a symlink owned by uid [0-9]+, neither this user" \
     2 "${OK[@]}" --steps 2 --ckpt "$WORK/sticky/dirlink/new.ckpt"
-  [[ ! -e "$WORK/secret/new.ckpt" ]] || { echo "FAIL: --ckpt wrote below nobody's directory symlink"; fails=$((fails+1)); }
+  [[ ! -e "$WORK/secret/new.ckpt" ]] || fail "--ckpt wrote below nobody's directory symlink"
 else
   echo "skip sticky-directory cases: they need root (runuser -u nobody)"
 fi
@@ -101,7 +84,7 @@ MAX_S=15 expect "--tokenizer-model is text" 1 "--tokenizer-model .*corpus.txt: n
 MAX_S=15 expect "--tokenizer-model truncated" 1 "--tokenizer-model .*cut.model: not a SentencePiece model" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-model "$WORK/cut.model"
 MAX_S=15 expect "--tokenizer-model is a directory" 1 "--tokenizer-model .*no-shards.*not a regular file" 2 --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-model "$WORK/no-shards"
 MAX_S=15 expect "--tokens-cache is a FIFO" 1 "--tokens-cache .*fifo: cannot read" 2 "${OK[@]}" --tokens-cache "$WORK/fifo"
-[[ -p "$WORK/fifo" ]] || { echo "FAIL: the FIFO was replaced"; fails=$((fails+1)); }
+[[ -p "$WORK/fifo" ]] || fail "the FIFO was replaced"
 # options that differ across ranks (MPMD command lines): one line naming the option; every rank exits 2
 mpmd() {  # mpmd ARGS_RANK0 -- ARGS_RANK1: sets MPMD, the command; each rank's exit code goes to $WORK/mpmd.rc.RANK
   local a=() b=()
@@ -116,7 +99,7 @@ mpmd() {  # mpmd ARGS_RANK0 -- ARGS_RANK1: sets MPMD, the command; each rank's e
 }
 every_rank_exit() {  # every_rank_exit CODE NAME
   [[ "$(cat "$WORK/mpmd.rc.0" 2>/dev/null) $(cat "$WORK/mpmd.rc.1" 2>/dev/null)" == "$1 $1" ]] \
-    || { echo "FAIL $2: rank exit codes $(cat "$WORK"/mpmd.rc.* 2>/dev/null | tr '\n' ' '), want $1 on both"; fails=$((fails+1)); }
+    || fail "$2: rank exit codes $(cat "$WORK"/mpmd.rc.* 2>/dev/null | tr '\n' ' '), want $1 on both"
 }
 mpmd --batch 8 -- --batch 16
 MAX_S=15 expect_cmd "--batch differs across ranks" 2 "usage error: the options differ across ranks: --batch 16 on rank 1 but --batch 8 on rank 0" "${MPMD[@]}"
@@ -141,7 +124,7 @@ cp "$WORK/corpus.txt" "$WORK/notes.txt"
 printf 'my notes\n' > "$WORK/notes.md"
 "${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --tokens-cache "$WORK/notes.md" --steps 1 > /dev/null 2>&1 || true
 grep -qx "my notes" "$WORK/notes.md" && echo "ok   a --tokens-cache that is not a cache is left untouched" \
-  || { echo "FAIL --tokens-cache overwrote a file that is not a token cache"; fails=$((fails+1)); }
+  || fail "--tokens-cache overwrote a file that is not a token cache"
 
 # errors that name the file or the cause (bad JSON, symlink loops, long paths) and tokenizer options;
 # nothing in $WORK but the test's own out/err may change
@@ -170,7 +153,7 @@ expect "5000-character --data path" 1 "cannot read .*xxxx: File name too long" 2
 rc=0; (ulimit -v 2000000; timeout -s KILL $BOUND "$XT" "${OK[@]}" --data /dev/zero --no-cache > /dev/null 2> "$WORK/err") || rc=$?
 if [[ $rc -eq 1 ]] && [[ $(grep -c . "$WORK/err") -eq 1 ]] && grep -qE "/dev/zero: (out of memory|.*not a regular file)" "$WORK/err"; then
   echo "ok   --data /dev/zero                    exit 1: $(cat "$WORK/err")"
-else echo "FAIL --data /dev/zero: exit $rc"; head -5 "$WORK/err"; fails=$((fails + 1)); fi
+else fail "--data /dev/zero: exit $rc"; head -5 "$WORK/err"; fi
 if [[ -f "$hf" ]]; then
   expect "tokenizer.json Metaspace pre-tokenizer" 1 "meta.json: pre_tokenizer = .* of type \"Metaspace\" is not supported" 2 \
     --data "$WORK/corpus.txt" "${TINY[@]}" --tokenizer-json "$WORK/meta.json"
@@ -182,11 +165,11 @@ fi
 # a model that cannot fit: one line with the estimate, before anything is allocated
 expect "model larger than memory" 1 "the model needs about [0-9.]+ GiB per rank \\([0-9]+ parameters" 2 "${OK[@]}" \
   --dim 16384 --heads 128 --layers 64 --no-cache
-[[ "$(snapshot)" == "$before" ]] || { echo "FAIL: files outside the outputs changed"; diff <(echo "$before") <(snapshot) | head; fails=$((fails + 1)); }
+[[ "$(snapshot)" == "$before" ]] || { fail "files outside the outputs changed"; diff <(echo "$before") <(snapshot) | head; }
 
 # checkpoints: make a good one, then damage copies of it
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 4 --stop-after 2 --ckpt "$WORK/good.ckpt" > "$WORK/mk.log" 2>&1 \
-  || { cat "$WORK/mk.log"; exit 1; }
+  || { cat "$WORK/mk.log"; fatal "the good checkpoint to damage: training failed"; }
 cp "$WORK/good.ckpt" "$WORK/flip.ckpt"
 printf '\x55' | dd of="$WORK/flip.ckpt" bs=1 seek=5000 conv=notrunc status=none
 expect "corrupt checkpoint (flipped byte)" 1 "checksum mismatch" 2 "${OK[@]}" --steps 4 --resume "$WORK/flip.ckpt"
@@ -204,37 +187,36 @@ for changed in "--lr 1e-3" "--warmup 3" "--min-lr-frac 0.2" "--weight-decay 0" "
   expect "resume with another ${changed%% *}" 1 "does not match this run: ${changed%% *} is" 2 "${OK[@]}" --steps 4 $changed --resume "$WORK/good.ckpt"
 done
 # header fields edited behind a valid checksum (tests/integration/forge_checkpoint.cpp): one line, no crash, no over-read
-forge() { "${XTRAIN_FORGE_CHECKPOINT:?}" "$WORK/good.ckpt" "$WORK/$1" "${@:2}"; }
-n=$("$XTRAIN_FORGE_CHECKPOINT" "$WORK/good.ckpt" --get num_params)
-forge zero.ckpt num_params=0
+n=$(forge "$WORK/good.ckpt" --get num_params)
+forge "$WORK/good.ckpt" zero.ckpt num_params=0
 expect "checkpoint claiming 0 parameters" 1 "header field num_params = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zero.ckpt"
-forge short.ckpt num_params=$((n - 1))
+forge "$WORK/good.ckpt" short.ckpt num_params=$((n - 1))
 expect "checkpoint claiming N-1 parameters" 1 "header field num_params = $((n - 1)) does not match its model .*which has $n parameters" 2 "${OK[@]}" --steps 4 --resume "$WORK/short.ckpt"
-forge huge.ckpt num_params=$((1 << 62)) body=keep
+forge "$WORK/good.ckpt" huge.ckpt num_params=$((1 << 62)) body=keep
 expect "checkpoint claiming 2^62 parameters" 1 "expected .* (truncated)|more than any file can hold" 2 "${OK[@]}" --steps 4 --resume "$WORK/huge.ckpt"
-forge negstep.ckpt step=-3
+forge "$WORK/good.ckpt" negstep.ckpt step=-3
 expect "checkpoint at a negative step" 1 "header field step = -3 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/negstep.ckpt"
-forge zerodim.ckpt C=0
+forge "$WORK/good.ckpt" zerodim.ckpt C=0
 expect "checkpoint with a zero dimension" 1 "header field C = 0 is out of range" 2 "${OK[@]}" --steps 4 --resume "$WORK/zerodim.ckpt"
 # values a healthy run never writes, behind a valid checksum: refused naming the value
-forge nanparam.ckpt params0=nan
+forge "$WORK/good.ckpt" nanparam.ckpt params0=nan
 expect "checkpoint holding a NaN parameter" 1 "impossible value: parameter 0 is nan" 2 "${OK[@]}" --steps 4 --resume "$WORK/nanparam.ckpt"
-forge negv.ckpt v0=-1
+forge "$WORK/good.ckpt" negv.ckpt v0=-1
 expect "checkpoint with a negative second moment" 1 "impossible value: second moment 0 is -1" 2 "${OK[@]}" --steps 4 --resume "$WORK/negv.ckpt"
 expect "checkpoint of another split" 1 "does not match this run: training tokens" 2 "${OK[@]}" --steps 4 --val-every 5 --resume "$WORK/good.ckpt"
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
 # good checkpoint (written at step 1) is neither overwritten nor left half-written
 expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
-[[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || { echo "FAIL: no good checkpoint before the blow-up"; fails=$((fails+1)); }
-if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then echo "FAIL: temporary checkpoint left behind"; fails=$((fails+1)); fi
+[[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || fail "no good checkpoint before the blow-up"
+if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then fail "temporary checkpoint left behind"; fi
 "${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 --ckpt "$WORK/nan2.ckpt" > /dev/null 2>"$WORK/err2" \
-  || grep -q "non-finite" "$WORK/err2" || { echo "FAIL: the kept checkpoint does not load"; cat "$WORK/err2"; fails=$((fails+1)); }
+  || grep -q "non-finite" "$WORK/err2" || { fail "the kept checkpoint does not load"; cat "$WORK/err2"; }
 
 # a launcher that started several tasks while MPI sees one process (no mpirun here)
 rc=0; PMI_SIZE=4 timeout -s KILL $BOUND "$XT" "${OK[@]}" > /dev/null 2> "$WORK/err" || rc=$?
 if [[ $rc -eq 1 ]] && grep -q "world of 1" "$WORK/err"; then echo "ok   launcher/MPI mismatch                 exit 1: $(head -1 "$WORK/err")"
-else echo "FAIL launcher/MPI mismatch: exit $rc"; cat "$WORK/err"; fails=$((fails+1)); fi
+else fail "launcher/MPI mismatch: exit $rc"; cat "$WORK/err"; fi
 
 # a rank killed with SIGKILL mid-run ends the whole job non-zero promptly
 "${MPIRUN[@]}" -np 2 "$XT" "${OK[@]}" --steps 100000 > "$WORK/kill.log" 2>&1 &
@@ -243,9 +225,7 @@ job=$!
 mine="$XT .*$WORK/"
 victim=""
 for _ in $(seq 300); do
-  for p in $(pgrep -f "$mine" || true); do
-    if tr '\0' '\n' < "/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=1"; then victim=$p; fi
-  done
+  victim=$(rank_pid "$mine" 1)
   [[ -n "$victim" ]] && grep -q "^step" "$WORK/kill.log" && break
   sleep 0.1
 done
@@ -256,6 +236,6 @@ wait $job && jrc=0 || jrc=$?
 if [[ $rc -eq 0 && $jrc -ne 0 ]] && ! pgrep -f "$mine" > /dev/null; then
   echo "ok   rank 1 killed with SIGKILL          job exit $jrc after $((SECONDS - t0))s, no rank left"
 else
-  echo "FAIL kill -9 of rank 1: job exit $jrc, wait rc $rc"; pkill -9 -f "$mine" || true; fails=$((fails+1))
+  fail "kill -9 of rank 1: job exit $jrc, wait rc $rc"; pkill -9 -f "$mine" || true
 fi
-[[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }
+xt_finish

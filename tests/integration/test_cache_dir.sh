@@ -6,17 +6,11 @@
 # that is a directory is a warning, not an error naming an option that was not given.
 source "$(dirname "$0")/common.sh"
 xt_data
-fails=0
 ARGS=("${TOK[@]}" "${TINY[@]}" --steps 1)
-check() {  # check TEXT COMMAND...
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
 run() {  # run NAME NP ARGS...: xtrain_mpi, log in $WORK/NAME.log
   local name=$1 np=$2
   shift 2
-  "${MPIRUN[@]}" -np "$np" "$XT" "${ARGS[@]}" "$@" > "$WORK/$name.log" 2>&1 || { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
+  xt_run_ok "$name" mpi "$np" "${ARGS[@]}" "$@"
 }
 keyed() { compgen -G "$1/[0-9a-f]*-[0-9a-f]*.tokcache" > /dev/null; }  # keyed DIR: a content-named cache in DIR
 count() { local n; n=$(compgen -G "$1/*.tokcache" | wc -l); [[ $n == "$2" ]]; }
@@ -47,7 +41,7 @@ ro_run() {  # ro_run NAME: the data directory read-only (a read-only bind mount 
   else
     chmod 555 "$WORK/ro"
     "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$WORK/ro" --cache-dir "$WORK/rc" > "$WORK/$1.log" 2>&1
-  fi || { cat "$WORK/$1.log"; echo "FAIL: run $1"; exit 1; }
+  fi || { cat "$WORK/$1.log"; fatal "run $1"; }
 }
 ro_run ro1
 grep '^cache' "$WORK/ro1.log"
@@ -96,5 +90,4 @@ run jb2 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
 check "next-to-data, another --jsonl-field: the first field's cache is not reused" grep -q "tokenized now: 1 on 1 rank" "$WORK/jb2.log"
 run jb3 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
 check "next-to-data: then reused" grep -q "tokenized now: none" "$WORK/jb3.log"
-((fails == 0)) || { echo "$fails failure(s)"; exit 1; }
-echo PASS
+xt_finish

@@ -6,8 +6,6 @@
 source "$(dirname "$0")/common.sh"
 xt_data
 B="$XTRAIN_BIN_DIR"
-fails=0
-fail() { echo "FAIL $*"; fails=$((fails + 1)); }
 # run CODE PATTERN command...: exit CODE and the one line of stderr (or stdout, for exit 0) matching
 # PATTERN; rank lines of xtrain_mpi count as the line.
 run() {
@@ -82,4 +80,4 @@ for side in first second; do
 done
 # empty values stay refused, also as the last of two
 run 2 "^xtrain_export: usage error: --out was given an empty value" "$B/xtrain_export" "$WORK/none.ckpt" --out "$WORK/d" --out ""
-[[ $fails -eq 0 ]]
+xt_finish

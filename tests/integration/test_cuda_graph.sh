@@ -19,23 +19,20 @@ check_same() {  # check_same NAME LAUNCHER NP MODE ARGS...: --cuda-graph MODE vs
   local name=$1 launcher=$2 np=$3 mode=$4
   shift 4
   for g in "$mode" off; do
-    xt_run "$launcher" "$np" "${ARGS[@]}" "$@" --cuda-graph "$g" --ckpt "$WORK/$name.$g.ckpt" \
-      --metrics "$WORK/$name.$g.jsonl" > "$WORK/$name.$g.log" 2>&1 \
-      || { tail -n 20 "$WORK/$name.$g.log"; echo "FAIL: $name --cuda-graph $g"; exit 1; }
+    xt_run_ok "$name.$g" "$launcher" "$np" "${ARGS[@]}" "$@" --cuda-graph "$g" --ckpt "$WORK/$name.$g.ckpt" \
+      --metrics "$WORK/$name.$g.jsonl"
   done
   local want="cuda graph: step 2's forward and backward recorded"
   ((np > 1)) && want="cuda graph: step 2's forward and backward with the gradient all-reduce recorded"
   grep -q "$want" "$WORK/$name.$mode.log" \
-    || { cat "$WORK/$name.$mode.log"; echo "FAIL: $name: no graph recorded"; exit 1; }
-  ! grep "cuda graph" "$WORK/$name.off.log" || { echo "FAIL: $name: --cuda-graph off printed a graph line"; exit 1; }
-  xt_losses "$WORK/$name.$mode.jsonl" > "$WORK/$name.$mode.losses"
-  [[ $(wc -l < "$WORK/$name.$mode.losses") == 12 ]] || { echo "FAIL: $name: want 12 train records"; exit 1; }
-  xt_losses "$WORK/$name.off.jsonl" | diff "$WORK/$name.$mode.losses" - \
-    || { echo "FAIL: $name: losses with the graph differ from launching every kernel"; exit 1; }
-  cmp "$WORK/$name.$mode.ckpt" "$WORK/$name.off.ckpt" || { echo "FAIL: $name: checkpoints differ"; exit 1; }
-  grep -q '"type": *"val"' "$WORK/$name.$mode.jsonl" || { echo "FAIL: $name: no validation record"; exit 1; }
+    || { cat "$WORK/$name.$mode.log"; fatal "$name: no graph recorded"; }
+  ! grep "cuda graph" "$WORK/$name.off.log" || fatal "$name: --cuda-graph off printed a graph line"
+  same_losses "$name.$mode.jsonl" "$name.off.jsonl" 1 12 \
+    || fatal "$name: the 12 losses with the graph differ from launching every kernel"
+  cmp "$WORK/$name.$mode.ckpt" "$WORK/$name.off.ckpt" || fatal "$name: checkpoints differ"
+  grep -q '"type": *"val"' "$WORK/$name.$mode.jsonl" || fatal "$name: no validation record"
   cmp <(grep '"val"' "$WORK/$name.$mode.jsonl") <(grep '"val"' "$WORK/$name.off.jsonl") \
-    || { echo "FAIL: $name: validation losses differ"; exit 1; }
+    || fatal "$name: validation losses differ"
   echo "$name: 12 losses, validation and the final checkpoint identical with and without the CUDA graph"
 }
 check_same bf16 mpi 1 auto --dtype bf16
@@ -51,9 +48,9 @@ if ((ngpu >= 2)); then
   check_same w2-fp32 mpi 2 on --dtype fp32
   check_same w2-one mpi 2 on --dtype bf16 --bucket-mb 0
   check_same w2-threads threads 2 on --dtype bf16 --bucket-mb 0.3
-  xt_run mpi 2 "${ARGS[@]}" > "$WORK/w2auto.log" 2>&1 || { tail -n 20 "$WORK/w2auto.log"; echo "FAIL: world 2 auto"; exit 1; }
+  xt_run_ok w2auto mpi 2 "${ARGS[@]}"
   grep -qF "cuda graph: not used (several ranks: --cuda-graph on records their step too)" "$WORK/w2auto.log" \
-    || { grep "cuda graph" "$WORK/w2auto.log"; echo "FAIL: world 2 auto: no line saying why there is no graph"; exit 1; }
+    || { grep "cuda graph" "$WORK/w2auto.log"; fatal "world 2 auto: no line saying why there is no graph"; }
   echo "world 2, --cuda-graph auto: no graph (the run says why), trained"
 else
   echo "world 2 cases skipped: $ngpu GPU visible"
@@ -61,10 +58,10 @@ fi
 for case in "--grad-accum 2|--grad-accum > 1" "--dropout 0.1|--dropout > 0" "--timeline $WORK/tl.json|--timeline"; do
   extra=${case%%|*} reason=${case#*|}
   read -r -a e <<<"$extra"
-  xt_run mpi 1 "${ARGS[@]}" "${e[@]}" > "$WORK/noelig.log" 2>&1 || { tail -n 20 "$WORK/noelig.log"; echo "FAIL: $extra"; exit 1; }
-  ! grep -q "recorded" "$WORK/noelig.log" || { echo "FAIL: $extra recorded a graph"; exit 1; }
+  xt_run_ok noelig mpi 1 "${ARGS[@]}" "${e[@]}"
+  ! grep -q "recorded" "$WORK/noelig.log" || fatal "$extra recorded a graph"
   grep -qF "cuda graph: not used ($reason" "$WORK/noelig.log" \
-    || { grep "cuda graph" "$WORK/noelig.log"; echo "FAIL: $extra: no line saying why there is no graph"; exit 1; }
+    || { grep "cuda graph" "$WORK/noelig.log"; fatal "$extra: no line saying why there is no graph"; }
   echo "$extra: no graph (the run says why), trained"
 done
 set +e
@@ -72,5 +69,5 @@ set +e
 rc=$?
 set -e
 grep -q "usage error: --cuda-graph must be auto, on or off" "$WORK/bad.log" && [[ $rc == 2 ]] \
-  || { cat "$WORK/bad.log"; echo "FAIL: --cuda-graph yes not a usage error (rc $rc)"; exit 1; }
+  || { cat "$WORK/bad.log"; fatal "--cuda-graph yes not a usage error (rc $rc)"; }
 echo "--cuda-graph yes refused"

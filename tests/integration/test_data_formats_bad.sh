@@ -7,32 +7,23 @@
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=30  # seconds for an error case; a hang in a collective would hit it
-fails=0
-ARGS=("${TOK[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/out/m.jsonl" --ckpt "$WORK/out/c.bin")
+MAX_S=$((BOUND - 1))  # expect_cmd: ended in under BOUND s
+ARGS=("${TOK[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/outputs/m.jsonl" --ckpt "$WORK/outputs/c.bin")
 MODE=(--no-cache)  # how the data is read: --no-cache, or --cache-dir "$WORK/cache" (JSON lines below)
-mkdir "$WORK/out" "$WORK/bad"
+mkdir "$WORK/outputs" "$WORK/bad"
 
-# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s, its first rank line
-# matches PATTERN, and $WORK/out and $WORK/cache hold no file (but the tokenizer's tables, written before
-# the data is read: data/tokenizer_cache.h)
+# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE in under BOUND s, its first rank line
+# matches PATTERN (common.sh's expect_cmd), and $WORK/outputs and $WORK/cache hold no file (but the
+# tokenizer's tables, written before the data is read: data/tokenizer_cache.h)
 expect() {
-  local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
+  local name=$1 code=$2 pattern=$3 data=$4
   shift 4
   [[ ${MODE[0]} == --no-cache ]] || name="$name (cached)"
-  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" "${MODE[@]}" --data "$data" "$@" > "$WORK/stdout" 2> "$WORK/err" || rc=$?
-  local line
-  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)) && [[ -z $(ls -A "$WORK/out") ]] &&
-     [[ -z $(find "$WORK/cache" -type f ! -name '*.toktables' 2> /dev/null) ]]; then
-    printf 'ok   %-34s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
-  else
-    printf 'FAIL %-34s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
-    sed 's/^/     | /' "$WORK/err" | head -10
-    ls -A "$WORK/out"
-    find "$WORK/cache" -type f 2> /dev/null
-    fails=$((fails + 1))
-  fi
-  rm -rf "${WORK:?}/out"/*
+  expect_cmd "$name" "$code" "$pattern" "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" "${MODE[@]}" --data "$data" "$@"
+  local left
+  left=$(ls -A "$WORK/outputs"; find "$WORK/cache" -type f ! -name '*.toktables' 2> /dev/null || true)
+  [[ -z $left ]] || fail "$name: files written: ${left//$'\n'/ }"
+  rm -rf "${WORK:?}/outputs"/*
 }
 # shard NAME MAGIC VERSION COUNT IDS-DTYPE IDS...: an llm.c shard written by Python as llm.c does
 shard() {
@@ -94,5 +85,4 @@ done
 MODE=(--no-cache)
 expect "--data-format unknown" 2 "--data-format csv: expected auto, text, llmc, nanogpt or jsonl" "$WORK/corpus.txt" --data-format csv
 
-echo "$fails failure(s)"
-((fails == 0))
+xt_finish

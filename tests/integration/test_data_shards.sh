@@ -7,24 +7,16 @@
 source "$(dirname "$0")/common.sh"
 xt_data
 BOUND=30  # seconds for an error case; a hang in a collective would hit it
-fails=0
+MAX_S=$((BOUND - 1))  # expect_cmd: ended in under BOUND s
 mkdir "$WORK/shards" "$WORK/joined"
 split -n l/3 -d --additional-suffix=.txt "$WORK/corpus.txt" "$WORK/shards/part-"
 s=("$WORK"/shards/part-0{0,1,2}.txt)
 { cat "${s[0]}"; printf '<|endoftext|>'; cat "${s[1]}"; printf '<|endoftext|>'; cat "${s[2]}"; } > "$WORK/joined/all.txt"
 ARGS=("${TOK[@]}" "${TINY[@]}" --steps 10 --cache-dir next-to-data)  # this test is about caches beside the data
 
-run() {  # run LAUNCHER NP NAME DATA
-  xt_run "$1" "$2" "${ARGS[@]}" --data "$4" --metrics "$WORK/$3.jsonl" > "$WORK/$3.log" 2>&1 \
-    || { cat "$WORK/$3.log"; echo "FAIL: run $3"; exit 1; }
-  xt_losses "$WORK/$3.jsonl" > "$WORK/$3.losses"
+run() {  # run LAUNCHER NP NAME DATA: metrics in NAME.jsonl
+  xt_run_ok "$3" "$1" "$2" "${ARGS[@]}" --data "$4" --metrics "$WORK/$3.jsonl"
 }
-check() {  # check CONDITION-TEXT COMMAND...: count a failure when the command fails
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
-same_losses() { diff -q "$WORK/$1.losses" "$WORK/$2.losses" > /dev/null && [[ $(wc -l < "$WORK/$1.losses") == 10 ]]; }
 tokenized() {  # tokenized LOG FILES RANKS: rank 0's cache line (FILES 0: "none")
   if [[ $2 == 0 ]]; then grep -q "tokenized now: none |" "$WORK/$1.log"; else grep -q "tokenized now: $2 on $3 rank" "$WORK/$1.log"; fi
 }
@@ -35,7 +27,7 @@ check "a cache written by xtrain_tokenize is mapped, not re-tokenized" tokenized
 run mpi 2 s2 "$WORK/shards"
 grep "^cache" "$WORK/s2.log"
 check "world 2: 3 shards tokenized once, shared by 2 ranks" tokenized s2 3 2
-check "world 2: shards train bitwise what the joined file trains" same_losses j2 s2
+check "world 2: shards train bitwise what the joined file trains" same_losses j2.jsonl s2.jsonl 1 10
 check "every shard has its cache" test -s "${s[0]}.tokcache" -a -s "${s[1]}.tokcache" -a -s "${s[2]}.tokcache"
 mtimes=$(stat -c %Y.%y "$WORK"/shards/*.tokcache)
 
@@ -43,34 +35,23 @@ run mpi 1 j1 "$WORK/joined/all.txt"
 run mpi 1 s1 "$WORK/shards"
 check "world 1: caches reused, nothing tokenized" tokenized s1 0 0
 check "world 1: caches not rewritten" test "$mtimes" == "$(stat -c %Y.%y "$WORK"/shards/*.tokcache)"
-check "world 1: shards train bitwise what the joined file trains" same_losses j1 s1
+check "world 1: shards train bitwise what the joined file trains" same_losses j1.jsonl s1.jsonl 1 10
 
 rm "$WORK"/shards/*.tokcache
 run threads 2 t2 "$WORK/shards"
 check "xtrain_threads world 2: 3 shards tokenized by 2 ranks" tokenized t2 3 2
-check "xtrain_threads world 2 equals mpirun world 2 bitwise" same_losses s2 t2
+check "xtrain_threads world 2 equals mpirun world 2 bitwise" same_losses s2.jsonl t2.jsonl 1 10
 
 head -c 100 "${s[1]}.tokcache" > "$WORK/cut" && mv "$WORK/cut" "${s[1]}.tokcache"
 run mpi 2 r2 "$WORK/shards"
 check "a truncated cache is named in a warning and rebuilt" grep -q "warning: token cache ${s[1]}.tokcache is truncated" "$WORK/r2.log"
 check "only that shard is tokenized again" tokenized r2 1 1
-check "the rebuilt cache trains the same" same_losses s2 r2
+check "the rebuilt cache trains the same" same_losses s2.jsonl r2.jsonl 1 10
 
-# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE within BOUND s and its first rank line
-# matches PATTERN
+# expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE in under BOUND s and its first rank line
+# matches PATTERN (common.sh's expect_cmd)
 expect() {
-  local name=$1 code=$2 pattern=$3 data=$4 t0=$SECONDS rc=0
-  shift 4
-  timeout -s KILL $BOUND "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$data" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
-  local line
-  line=$(grep -m1 -E "^rank [0-9]+ \(" "$WORK/err" || true)
-  if [[ $rc -eq $code ]] && grep -qE -- "$pattern" <<< "$line" && ((SECONDS - t0 < BOUND)); then
-    printf 'ok   %-32s exit %d in %2ds: %s\n' "$name" "$rc" $((SECONDS - t0)) "$line"
-  else
-    printf 'FAIL %-32s exit %d (want %d) in %ds: %s\n' "$name" "$rc" "$code" $((SECONDS - t0)) "${line:-<none>}"
-    sed 's/^/     | /' "$WORK/err" | head -10
-    fails=$((fails + 1))
-  fi
+  expect_cmd "$1" "$2" "$3" "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" --data "$4" "${@:5}"
 }
 mkdir "$WORK/empty"
 expect "empty directory" 1 "--data .*empty: no data files in the directory" "$WORK/empty"
@@ -118,5 +99,4 @@ python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); del e["<|endofte
   "${TOK[1]}" "$WORK/no-eot.json"
 expect "3 shards, no <|endoftext|>" 2 "usage error: --data names 3 files, but the tokenizer has no <.endoftext.>" \
   "$WORK/shards" --encoder-json "$WORK/no-eot.json"
-((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
-echo "all data shard checks passed"
+xt_finish "all data shard checks passed"

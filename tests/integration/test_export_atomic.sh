@@ -6,12 +6,11 @@
 source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
-fail() { echo "FAIL: $*"; exit 1; }
 # two checkpoints that differ in depth, hence in config.json and in model.safetensors
 GPT2=("${DATA[@]}" --dim 32 --heads 4 --seq 32 --batch 4 --val-every 0 --log-every 10 --steps 1)
-"$XT" "${GPT2[@]}" --layers 1 --ckpt "$WORK/l1.ckpt" > "$WORK/t1.log" 2>&1 || { cat "$WORK/t1.log"; fail "training 1"; }
-"$XT" "${GPT2[@]}" --layers 2 --ckpt "$WORK/l2.ckpt" > "$WORK/t2.log" 2>&1 || { cat "$WORK/t2.log"; fail "training 2"; }
-"$EXPORT" "$WORK/l1.ckpt" --out "$WORK/out" "${TOK[@]}" > /dev/null || fail "first export"
+"$XT" "${GPT2[@]}" --layers 1 --ckpt "$WORK/l1.ckpt" > "$WORK/t1.log" 2>&1 || { cat "$WORK/t1.log"; fatal "training 1"; }
+"$XT" "${GPT2[@]}" --layers 2 --ckpt "$WORK/l2.ckpt" > "$WORK/t2.log" 2>&1 || { cat "$WORK/t2.log"; fatal "training 2"; }
+"$EXPORT" "$WORK/l1.ckpt" --out "$WORK/out" "${TOK[@]}" > /dev/null || fatal "first export"
 cp -a "$WORK/out" "$WORK/before"
 same_as_before() {  # the export directory holds exactly the files of the first export, byte for byte
   diff -r "$WORK/before" "$WORK/out" > /dev/null || { ls -la "$WORK/out"; fail "$1: the previous export changed"; }
@@ -63,4 +62,4 @@ done
         -e tokenizer_config.json -e special_tokens_map.json -e generation_config.json) ]] ||
   { ls -la "$WORK/race"; fail "staging, backup or lock files left behind"; }
 echo "concurrent exports into one directory: consistent pairs, nothing left behind (no lock file either)"
-echo "PASS"
+xt_finish

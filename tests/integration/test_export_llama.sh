@@ -12,10 +12,6 @@ source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
 GEN="${XTRAIN_BIN_DIR}/xtrain_generate"
-fail() { echo "FAIL: $*"; exit 1; }
-one_line() {  # one_line LOG PATTERN: the log has exactly one line and it matches
-  [[ $(wc -l < "$1") -eq 1 ]] && grep -q -- "$2" "$1" || { cat "$1"; fail "expected one line matching '$2'"; }
-}
 LLAMA=(--arch llama --dim 32 --heads 4 --layers 2 --seq 32 --ffn 48 --norm-eps 1e-6 --rope-theta 500000 --batch 4 --val-every 0 --log-every 10)
 
 # untied GQA, tied, and untied GQA with a head size other than dim / heads (LlamaConfig's head_dim 16: q_proj
@@ -29,8 +25,8 @@ for variant in untied tied head_dim16; do
   esac
   d="$WORK/$variant"
   mkdir -p "$d"
-  "$XT" "${DATA[@]}" "${LLAMA[@]}" "${opts[@]}" --steps 3 --ckpt "$d/a.ckpt" > "$d/train.log" 2>&1 || { cat "$d/train.log"; fail "$variant: training"; }
-  "$EXPORT" "$d/a.ckpt" --out "$d/e1" "${TOK[@]}" > "$d/e1.log" || fail "$variant: export"
+  "$XT" "${DATA[@]}" "${LLAMA[@]}" "${opts[@]}" --steps 3 --ckpt "$d/a.ckpt" > "$d/train.log" 2>&1 || { cat "$d/train.log"; fatal "$variant: training"; }
+  "$EXPORT" "$d/a.ckpt" --out "$d/e1" "${TOK[@]}" > "$d/e1.log" || fatal "$variant: export"
   grep -q "layout hf" "$d/e1.log" || fail "$variant: a Llama exports in the hf layout, whatever its head size"
   # config.json and the safetensors header, read by the spec with the Python standard library
   python3 - "$d/e1" "$variant" "$kvh" "$hs" <<'PY'
@@ -64,7 +60,7 @@ PY
   # round trip: --init-from on 2 ranks, a step that cannot move a weight (lr 1e-30, see test_export_tool.sh),
   # export again: the same bytes; the model options (the Llama ones included) come from config.json
   "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" --init-from "$d/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 \
-    --val-every 0 --ckpt "$d/b.ckpt" > "$d/import.log" 2>&1 || { cat "$d/import.log"; fail "$variant: --init-from"; }
+    --val-every 0 --ckpt "$d/b.ckpt" > "$d/import.log" 2>&1 || { cat "$d/import.log"; fatal "$variant: --init-from"; }
   tied=$([[ $variant == tied ]] && echo 1 || echo 0)
   grep -q "V=50257 T=32 C=32 L=2 NH=4 KVH=$kvh HS=$hs F=48 arch=llama norm_eps=1e-06 rope_theta=500000 tied=$tied" "$d/import.log" ||
     { cat "$d/import.log"; fail "$variant: model options from config.json"; }
@@ -126,7 +122,7 @@ cat "$WORK/tk2.log"
 ranks="${XTRAIN_DATA_DIR:-}/tokenizers/r50k_base.tiktoken"
 if [[ -f "$ranks" ]]; then
   "$XT" --data "$WORK/corpus.txt" --tokenizer r50k_base --tokenizer-ranks "$ranks" "${LLAMA[@]}" --steps 1 --ckpt "$WORK/r.ckpt" \
-    > "$WORK/r.log" 2>&1 || { cat "$WORK/r.log"; fail "training with r50k_base"; }
+    > "$WORK/r.log" 2>&1 || { cat "$WORK/r.log"; fatal "training with r50k_base"; }
   cp -r "$d/e1" "$WORK/e_r"  # over an export that has GPT-2's files: they go
   rc=0; "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" > "$WORK/er.log" 2>&1 || rc=$?
   [[ $rc -eq 1 ]] && grep -q "is not the one the model was trained with (.*): give the run's tokenizer options (--tokenizer NAME" "$WORK/er.log" ||
@@ -140,3 +136,4 @@ if [[ -f "$ranks" ]]; then
 else
   echo "skip the export of a model of another tokenizer: $ranks absent"
 fi
+xt_finish

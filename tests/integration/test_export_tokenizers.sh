@@ -12,7 +12,6 @@ source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
 GEN="${XTRAIN_BIN_DIR}/xtrain_generate"
-fail() { echo "FAIL: $*"; exit 1; }
 dd="${XTRAIN_DATA_DIR:-}"
 vec="$(dirname "$0")/../vectors"
 LLAMA=(--arch llama --dim 32 --heads 4 --kv-heads 2 --layers 2 --seq 32 --ffn 48 --batch 4 --val-every 0 --log-every 10)
@@ -24,8 +23,8 @@ check_kind() {  # check_kind NAME FILE-THAT-MUST-EXIST TOKENIZER-OPTIONS...
   if [[ ! -e $need ]]; then echo "skip $name: $need absent"; return; fi
   mkdir -p "$d"
   "$XT" --data "$WORK/corpus.txt" "${tok[@]}" "${LLAMA[@]}" --steps 2 --ckpt "$d/a.ckpt" > "$d/train.log" 2>&1 ||
-    { cat "$d/train.log"; fail "$name: training"; }
-  "$EXPORT" "$d/a.ckpt" --out "$d/e" "${tok[@]}" > "$d/export.log" 2>&1 || { cat "$d/export.log"; fail "$name: export"; }
+    { cat "$d/train.log"; fatal "$name: training"; }
+  "$EXPORT" "$d/a.ckpt" --out "$d/e" "${tok[@]}" > "$d/export.log" 2>&1 || { cat "$d/export.log"; fatal "$name: export"; }
   for f in tokenizer.json tokenizer_config.json special_tokens_map.json generation_config.json; do
     [[ -s "$d/e/$f" ]] || fail "$name: no $f"
   done
@@ -76,10 +75,11 @@ fi
 # a SentencePiece model that tokenizers cannot reproduce (nmt_nfkc normalizer): refused naming it
 if [[ -e "$vec/spm_bpe.model" ]]; then
   "$XT" --data "$WORK/corpus.txt" --tokenizer-model "$vec/spm_bpe.model" "${LLAMA[@]}" --steps 1 --ckpt "$WORK/bpe.ckpt" > "$WORK/bpe.log" 2>&1 ||
-    { cat "$WORK/bpe.log"; fail "training with spm_bpe"; }
+    { cat "$WORK/bpe.log"; fatal "training with spm_bpe"; }
   rc=0; "$EXPORT" "$WORK/bpe.ckpt" --out "$WORK/e_bpe" --tokenizer-model "$vec/spm_bpe.model" > "$WORK/ebpe.log" 2>&1 || rc=$?
   [[ $rc -eq 1 && ! -e "$WORK/e_bpe/model.safetensors" ]] || { cat "$WORK/ebpe.log"; fail "spm_bpe export: exit $rc"; }
   grep -q "cannot be exported as a tokenizer.json that gives its ids: .*BPE model" "$WORK/ebpe.log" || { cat "$WORK/ebpe.log"; fail "spm_bpe message"; }
   echo "ok   refused: $(grep -m1 "cannot be exported" "$WORK/ebpe.log")"
 fi
 [[ $ran -gt 0 ]] || exit 77
+xt_finish

@@ -12,17 +12,13 @@ source "$(dirname "$0")/common.sh"
 xt_data
 EXPORT="${XTRAIN_BIN_DIR}/xtrain_export"
 GEN="${XTRAIN_BIN_DIR}/xtrain_generate"
-fail() { echo "FAIL: $*"; exit 1; }
-one_line() {  # one_line LOG PATTERN: the log has exactly one line and it matches
-  [[ $(wc -l < "$1") -eq 1 ]] && grep -q -- "$2" "$1" || { cat "$1"; fail "expected one line matching '$2'"; }
-}
 # GPT-2 shaped (kv-heads = heads, heads x head-dim = dim); a plain process, no launcher needed
 GPT2=("${DATA[@]}" --dim 32 --heads 4 --layers 2 --seq 32 --batch 4 --val-every 0 --log-every 10)
-"$XT" "${GPT2[@]}" --steps 3 --ckpt "$WORK/a.ckpt" > "$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fail "training"; }
+"$XT" "${GPT2[@]}" --steps 3 --ckpt "$WORK/a.ckpt" > "$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fatal "training"; }
 
 # 1. deterministic bytes; the digests printed are those of the file
-"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e1" "${TOK[@]}" --registry "$WORK/reg.json" --name tiny > "$WORK/e1.log" || fail "export"
-"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e2" "${TOK[@]}" > "$WORK/e2.log" || fail "second export"
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e1" "${TOK[@]}" --registry "$WORK/reg.json" --name tiny > "$WORK/e1.log" || fatal "export"
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e2" "${TOK[@]}" > "$WORK/e2.log" || fatal "second export"
 cat "$WORK/e1.log"
 for f in model.safetensors config.json vocab.json merges.txt; do cmp "$WORK/e1/$f" "$WORK/e2/$f" || fail "$f differs between exports"; done
 md5=$(md5sum < "$WORK/e1/model.safetensors" | cut -d' ' -f1)
@@ -78,7 +74,7 @@ cat "$WORK/v.log"
 # the checkpoint, export it again: the same model.safetensors. Model options come from config.json;
 # both ranks load the directory and end with identical parameters.
 "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" --init-from "$WORK/e1" --steps 1 --batch 4 --lr 1e-30 --warmup 0 --weight-decay 0 --val-every 0 \
-  --ckpt "$WORK/b.ckpt" > "$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fail "--init-from"; }
+  --ckpt "$WORK/b.ckpt" > "$WORK/import.log" 2>&1 || { cat "$WORK/import.log"; fatal "--init-from"; }
 grep -q "V=50257 T=32 C=32 L=2 NH=4 KVH=4 HS=8 F=128" "$WORK/import.log" || { cat "$WORK/import.log"; fail "model options from config.json"; }
 grep -q "max parameter difference across 2 ranks: 0.000e+00" "$WORK/import.log" || { cat "$WORK/import.log"; fail "ranks differ"; }
 "$EXPORT" "$WORK/b.ckpt" --out "$WORK/e3" "${TOK[@]}" > /dev/null || fail "export after import"
@@ -134,7 +130,7 @@ set -e
 one_line "$WORK/tk.log" "usage error: --init-from .*e_tok was trained with another tokenizer"
 
 # 5. grouped-query attention: xtrain layout by default, --format hf refused with the reason
-"$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fail "GQA training"; }
+"$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fatal "GQA training"; }
 set +e
 "$EXPORT" "$WORK/g.ckpt" --out "$WORK/g_hf" --format hf "${TOK[@]}" > "$WORK/ghf.log" 2>&1
 rc=$?
@@ -253,4 +249,4 @@ if [[ -w /dev/full ]]; then
   [[ $rc -eq 1 ]] || fail ">/dev/full: exit $rc"
   one_line "$WORK/full.log" "cannot write the standard output"
 fi
-echo "PASS"
+xt_finish

@@ -30,19 +30,18 @@ LAUNCHER=mpi
 run() {  # run NP OUT [extra args], under $LAUNCHER
   local np=$1 out=$2
   shift 2
-  xt_run "$LAUNCHER" "$np" "${DATA[@]}" "${TINY[@]}" "${FAM[@]}" --steps 20 --metrics "$WORK/$out" "$@" > "$WORK/$out.log" 2>&1 \
-    || { cat "$WORK/$out.log"; echo "FAIL: run $out"; exit 1; }
+  xt_run_ok "$out" "$LAUNCHER" "$np" "${DATA[@]}" "${TINY[@]}" "${FAM[@]}" --steps 20 --metrics "$WORK/$out" "$@"
 }
 run 1 w1.jsonl
 run 2 w2.jsonl
 run 4 w4.jsonl
 grep -A5 "^rank" "$WORK/w4.jsonl.log" | head -6
 while read -r want; do
-  grep -q "$want" "$WORK/w2.jsonl.log" || { cat "$WORK/w2.jsonl.log"; echo "FAIL: $FAMILY: no '$want' in the world 2 log"; exit 1; }
+  grep -q "$want" "$WORK/w2.jsonl.log" || { cat "$WORK/w2.jsonl.log"; fatal "$FAMILY: no '$want' in the world 2 log"; }
 done <<< "${WANT_LOG[$FAMILY]}"
 if [[ $OPTIMIZER == muon ]]; then  # each of the 2 ranks orthogonalizes its share
   grep -q "optimizer: muon on .* matrices .* each of the 2 ranks" "$WORK/w2.jsonl.log" ||
-    { cat "$WORK/w2.jsonl.log"; echo "FAIL: no Muon line in the world 2 log"; exit 1; }
+    { cat "$WORK/w2.jsonl.log"; fatal "no Muon line in the world 2 log"; }
 fi
 python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w2.jsonl" --label "$FAMILY: world 2 vs 1"
 python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w4.jsonl" --label "$FAMILY: world 4 vs 1"

@@ -7,21 +7,16 @@
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
 # longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
 # (scripts/setup.sh).
-set -euo pipefail
-dd="${XTRAIN_DATA_DIR:-}"
-[[ -f "$dd/gpt2/encoder.json" && -f "$dd/gpt2/vocab.bpe" && -f "$dd/brown.txt" ]] \
-  || { echo "SKIP: no data/gpt2 or data/brown.txt (run scripts/setup.sh)"; exit 77; }
-BIN="${XTRAIN_BIN_DIR:?}"
+source "$(dirname "$0")/common.sh"
+# the programs' default tokenizer files are data/gpt2's, so data/ itself (not ../shared/data: xt_data)
+xt_data_dir gpt2/encoder.json gpt2/vocab.bpe brown.txt
+BIN="$XTRAIN_BIN_DIR"
 GEN="$BIN/xtrain_generate"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-fail() { echo "FAIL $*"; fails=$((fails+1)); }
 
-head -c 20000 "$dd/brown.txt" > "$tmp/small.txt"
-"$BIN/xtrain_mpi" --data "$tmp/small.txt" --no-cache --dim 32 --heads 4 --layers 1 --seq 96 --batch 2 --steps 2 \
-  --val-every 0 --ckpt "$tmp/m.ckpt" > "$tmp/train.log" 2>&1 || { cat "$tmp/train.log"; exit 1; }
-"$BIN/xtrain_export" "$tmp/m.ckpt" --out "$tmp/export" > "$tmp/export.log"
+head -c 20000 "$DD/brown.txt" > "$WORK/small.txt"
+"$BIN/xtrain_mpi" --data "$WORK/small.txt" --no-cache --dim 32 --heads 4 --layers 1 --seq 96 --batch 2 --steps 2 \
+  --val-every 0 --ckpt "$WORK/m.ckpt" > "$WORK/train.log" 2>&1 || { cat "$WORK/train.log"; fatal "training the model"; }
+"$BIN/xtrain_export" "$WORK/m.ckpt" --out "$WORK/export" > "$WORK/export.log"
 
 # every option is documented
 help=$("$GEN" --help)
@@ -35,40 +30,40 @@ done
 prompts=("The jury said" "In the beginning" "Hello, world!" "He asked whether" "Numbers: 1, 2, 3,")
 for p in "${prompts[@]}"; do
   for mode in "--temperature 1 --seed 7" "--temperature 0"; do
-    a=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
-    b=$("$GEN" --model "$tmp/export" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
+    a=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
+    b=$("$GEN" --model "$WORK/export" --prompt "$p" $mode --max-new-tokens 64 --ignore-eos --print-ids 2> /dev/null)
     [[ $(wc -w <<< "$a") -eq 64 ]] || fail "$p ($mode): $(wc -w <<< "$a") tokens, want 64"
     [[ "$a" == "$b" ]] && echo "ok   ckpt == export: $p ($mode)" || fail "ckpt != export for '$p' ($mode): '$a' vs '$b'"
   done
 done
 
 # seeds: the same seed repeats, another seed differs; --batch 2 draws sequence 0 from the same stream
-s1=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
-s1b=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
-s2=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 2 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
-sb=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids --batch 2 2> /dev/null)
+s1=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+s1b=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+s2=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The" --seed 2 --max-new-tokens 32 --ignore-eos --print-ids 2> /dev/null)
+sb=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The" --seed 1 --max-new-tokens 32 --ignore-eos --print-ids --batch 2 2> /dev/null)
 [[ "$s1" == "$s1b" ]] && echo "ok   seed 1 repeats" || fail "seed 1 does not repeat"
 [[ "$s1" != "$s2" ]] && echo "ok   seed 2 differs" || fail "seeds 1 and 2 give the same tokens"
 [[ "$(head -n 1 <<< "$sb")" == "$s1" && "$(sed -n 2p <<< "$sb")" != "$s1" ]] && echo "ok   --batch 2" \
   || fail "--batch 2: sequence 0 should equal the batch-1 run and sequence 1 differ"
 
 # streamed text starts with the prompt; --prompt-file gives the prompt's tokens; speed line on stderr
-printf 'The jury said' > "$tmp/prompt.txt"
-text=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-file "$tmp/prompt.txt" --max-new-tokens 8 2> "$tmp/err")
+printf 'The jury said' > "$WORK/prompt.txt"
+text=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt-file "$WORK/prompt.txt" --max-new-tokens 8 2> "$WORK/err")
 [[ "$text" == "The jury said"* ]] || fail "streamed text does not start with the prompt: '$text'"
-ids=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 8 --print-ids 2> /dev/null)
-[[ "$ids" == $("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" --max-new-tokens 8 --print-ids 2> /dev/null) ]] \
+ids=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 8 --print-ids 2> /dev/null)
+[[ "$ids" == $("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The jury said" --max-new-tokens 8 --print-ids 2> /dev/null) ]] \
   && echo "ok   --prompt-ids" || fail "--prompt-ids 464 9002 531 and --prompt 'The jury said' differ"
-grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$tmp/err" && echo "ok   $(cat "$tmp/err")" || fail "speed line: $(cat "$tmp/err")"
+grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$WORK/err" && echo "ok   $(cat "$WORK/err")" || fail "speed line: $(cat "$WORK/err")"
 
 # --timing: one 'timing | PHASE: MS ms' line per phase of the cold start, then steady decoding (24 new tokens:
 # 1 from the prompt's logits, 23 one-token steps, of which the first is timed apart); the CPU records no graph.
 # --repeat 3: two warm generations after the first, each with the tokens of a single run (seeded sampling and
 # greedy; the tool fails on a difference), and their figures on one 'repeat |' line
 for mode in "--temperature 1 --seed 3" "--temperature 0"; do
-  one=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids 2> /dev/null)
-  rep=$("$GEN" --ckpt "$tmp/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids \
-        --timing --repeat 3 2> "$tmp/err") || fail "--timing --repeat 3 ($mode): $(cat "$tmp/err")"
+  one=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids 2> /dev/null)
+  rep=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt "The jury said" $mode --max-new-tokens 24 --ignore-eos --print-ids \
+        --timing --repeat 3 2> "$WORK/err") || fail "--timing --repeat 3 ($mode): $(cat "$WORK/err")"
   [[ -n "$one" && "$rep" == "$one" ]] && echo "ok   --repeat 3 prints the tokens of one run ($mode)" \
     || fail "--repeat 3 ($mode): '$rep' vs '$one'"
   ms='[0-9]+\.[0-9]{3} ms'
@@ -76,20 +71,20 @@ for mode in "--temperature 1 --seed 3" "--temperature 0"; do
                "weights to the device" \
                "decoder allocation and weight preparation" "prompt to first token \(3 tokens x 1\)" \
                "first one-token step \(recording included\)"; do
-    [[ $(grep -cE "^timing \| $phase: $ms\$" "$tmp/err") -eq 1 ]] || fail "--timing ($mode): no line for '$phase': $(cat "$tmp/err")"
+    [[ $(grep -cE "^timing \| $phase: $ms\$" "$WORK/err") -eq 1 ]] || fail "--timing ($mode): no line for '$phase': $(cat "$WORK/err")"
   done
-  grep -qE "^timing \| steady decoding: 22 tokens in $ms, [0-9]+\.[0-9] tok/s\$" "$tmp/err" \
-    || fail "--timing ($mode): steady decoding line: $(cat "$tmp/err")"
-  ! grep -q "recording the one-token graph" "$tmp/err" || fail "--timing ($mode): the CPU recorded a graph?"
+  grep -qE "^timing \| steady decoding: 22 tokens in $ms, [0-9]+\.[0-9] tok/s\$" "$WORK/err" \
+    || fail "--timing ($mode): steady decoding line: $(cat "$WORK/err")"
+  ! grep -q "recording the one-token graph" "$WORK/err" || fail "--timing ($mode): the CPU recorded a graph?"
   grep -qE "^repeat \| 3 generations, the same tokens each time; warm prompt to first token: median $ms over generations 2\.\.3; steady decoding: 46 tokens at [0-9]+\.[0-9] tok/s\$" \
-    "$tmp/err" && echo "ok   $(grep '^repeat |' "$tmp/err")" || fail "--repeat 3 ($mode): $(cat "$tmp/err")"
+    "$WORK/err" && echo "ok   $(grep '^repeat |' "$WORK/err")" || fail "--repeat 3 ($mode): $(cat "$WORK/err")"
 done
-grep '^timing |' "$tmp/err"
+grep '^timing |' "$WORK/err"
 
 # --dump-logits: "Hello, world!" is 4 tokens: 4 x 50257 float32
-"$GEN" --model "$tmp/export" --prompt "Hello, world!" --dump-logits "$tmp/l.bin" --max-new-tokens 0 > "$tmp/out" 2> /dev/null
-[[ $(stat -c %s "$tmp/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$tmp/l.bin")"
-[[ ! -s "$tmp/out" ]] || fail "--max-new-tokens 0 printed text"
+"$GEN" --model "$WORK/export" --prompt "Hello, world!" --dump-logits "$WORK/l.bin" --max-new-tokens 0 > "$WORK/out" 2> /dev/null
+[[ $(stat -c %s "$WORK/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$WORK/l.bin")"
+[[ ! -s "$WORK/out" ]] || fail "--max-new-tokens 0 printed text"
 
 # errors: usage -> 2 ("usage error: .. (see --help)"), runtime -> 1 ("error: .."), one line each, never a
 # hang (a FIFO as input must not block: timeout)
@@ -97,96 +92,96 @@ expect_rc() {  # expect_rc RC ARGS...
   local want=$1 rc=0 prefix='^xtrain_generate: error: '
   shift
   [[ $want -eq 2 ]] && prefix='^xtrain_generate: usage error: .* (see --help)$'
-  timeout 60 "$GEN" "$@" > /dev/null 2> "$tmp/err" || rc=$?
-  [[ $rc -eq $want && $(wc -l < "$tmp/err") -eq 1 ]] && grep -q "$prefix" "$tmp/err" && echo "ok   exit $rc: $(cat "$tmp/err")" \
-    || fail "$* -> exit $rc (want $want): $(cat "$tmp/err")"
+  timeout 60 "$GEN" "$@" > /dev/null 2> "$WORK/err" || rc=$?
+  [[ $rc -eq $want && $(wc -l < "$WORK/err") -eq 1 ]] && grep -q "$prefix" "$WORK/err" && echo "ok   exit $rc: $(cat "$WORK/err")" \
+    || fail "$* -> exit $rc (want $want): $(cat "$WORK/err")"
 }
 expect_rc 2 --prompt x
-expect_rc 2 --ckpt "$tmp/m.ckpt" --model "$tmp/export" --prompt x
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --prompt-file "$tmp/prompt.txt"
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --temperature -1
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --top-p 0
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --bogus
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1 x"
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids 50257
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids -1
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "1,,2"
-grep -q -- '--prompt-ids: an empty id between commas in "1,,2"' "$tmp/err" || fail "--prompt-ids 1,,2: $(cat "$tmp/err")"
-expect_rc 1 --ckpt "$tmp/missing.ckpt" --prompt x
-expect_rc 1 --model "$tmp/missing_dir" --prompt x
+expect_rc 2 --ckpt "$WORK/m.ckpt" --model "$WORK/export" --prompt x
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --prompt-file "$WORK/prompt.txt"
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --temperature -1
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --top-p 0
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --bogus
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt-ids "1 x"
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt-ids 50257
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt-ids -1
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt-ids "1,,2"
+grep -q -- '--prompt-ids: an empty id between commas in "1,,2"' "$WORK/err" || fail "--prompt-ids 1,,2: $(cat "$WORK/err")"
+expect_rc 1 --ckpt "$WORK/missing.ckpt" --prompt x
+expect_rc 1 --model "$WORK/missing_dir" --prompt x
 # --model DIR with one tokenizer file given: the other is DIR's (vocab.json, merges.txt), as --help says,
 # not the data/gpt2 default; so DIR's broken file is the one that fails, and a file given wins over DIR's
-cp -r "$tmp/export" "$tmp/fewmerges" && head -n 2 "$tmp/export/merges.txt" > "$tmp/fewmerges/merges.txt"
-cp -r "$tmp/export" "$tmp/badvocab" && echo '[]' > "$tmp/badvocab/vocab.json"
-expect_rc 1 --model "$tmp/fewmerges" --encoder-json "$dd/gpt2/encoder.json" --prompt x
-grep -q "fewmerges/merges.txt: 1 merges" "$tmp/err" || fail "--model DIR --encoder-json F does not use DIR/merges.txt"
-expect_rc 1 --model "$tmp/badvocab" --vocab-bpe "$dd/gpt2/vocab.bpe" --prompt x
-grep -q "badvocab/vocab.json" "$tmp/err" || fail "--model DIR --vocab-bpe F does not use DIR/vocab.json"
-"$GEN" --model "$tmp/fewmerges" --vocab-bpe "$dd/gpt2/vocab.bpe" --prompt x --max-new-tokens 1 > /dev/null 2>&1 \
+cp -r "$WORK/export" "$WORK/fewmerges" && head -n 2 "$WORK/export/merges.txt" > "$WORK/fewmerges/merges.txt"
+cp -r "$WORK/export" "$WORK/badvocab" && echo '[]' > "$WORK/badvocab/vocab.json"
+expect_rc 1 --model "$WORK/fewmerges" --encoder-json "$DD/gpt2/encoder.json" --prompt x
+grep -q "fewmerges/merges.txt: 1 merges" "$WORK/err" || fail "--model DIR --encoder-json F does not use DIR/merges.txt"
+expect_rc 1 --model "$WORK/badvocab" --vocab-bpe "$DD/gpt2/vocab.bpe" --prompt x
+grep -q "badvocab/vocab.json" "$WORK/err" || fail "--model DIR --vocab-bpe F does not use DIR/vocab.json"
+"$GEN" --model "$WORK/fewmerges" --vocab-bpe "$DD/gpt2/vocab.bpe" --prompt x --max-new-tokens 1 > /dev/null 2>&1 \
   && echo "ok   --model DIR --vocab-bpe F: F, not DIR/merges.txt" || fail "--model DIR --vocab-bpe F does not use F"
 # --dump-logits never overwrites an input of the run (through a symlink neither)
-cp -r "$tmp/export" "$tmp/dl" && cp "$tmp/m.ckpt" "$tmp/x.ckpt" && ln -s "$tmp/x.ckpt" "$tmp/x.link"
-sum_before=$(cat "$tmp/dl/model.safetensors" "$tmp/x.ckpt" "$tmp/prompt.txt" | md5sum)
-expect_rc 2 --model "$tmp/dl" --prompt x --dump-logits "$tmp/dl/model.safetensors"
-grep -q "is an input of this run" "$tmp/err" || fail "--dump-logits over the model: $(cat "$tmp/err")"
-expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt x --dump-logits "$tmp/x.ckpt"
-expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt x --dump-logits "$tmp/x.link"
-expect_rc 2 --ckpt "$tmp/x.ckpt" --prompt-file "$tmp/prompt.txt" --dump-logits "$tmp/prompt.txt"
-expect_rc 2 --model "$tmp/dl" --prompt x --dump-logits "$tmp/dl/vocab.json"
-[[ $(cat "$tmp/dl/model.safetensors" "$tmp/x.ckpt" "$tmp/prompt.txt" | md5sum) == "$sum_before" ]] \
+cp -r "$WORK/export" "$WORK/dl" && cp "$WORK/m.ckpt" "$WORK/x.ckpt" && ln -s "$WORK/x.ckpt" "$WORK/x.link"
+sum_before=$(cat "$WORK/dl/model.safetensors" "$WORK/x.ckpt" "$WORK/prompt.txt" | md5sum)
+expect_rc 2 --model "$WORK/dl" --prompt x --dump-logits "$WORK/dl/model.safetensors"
+grep -q "is an input of this run" "$WORK/err" || fail "--dump-logits over the model: $(cat "$WORK/err")"
+expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt x --dump-logits "$WORK/x.ckpt"
+expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt x --dump-logits "$WORK/x.link"
+expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt-file "$WORK/prompt.txt" --dump-logits "$WORK/prompt.txt"
+expect_rc 2 --model "$WORK/dl" --prompt x --dump-logits "$WORK/dl/vocab.json"
+[[ $(cat "$WORK/dl/model.safetensors" "$WORK/x.ckpt" "$WORK/prompt.txt" | md5sum) == "$sum_before" ]] \
   && echo "ok   inputs untouched by --dump-logits" || fail "--dump-logits changed an input"
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --seed -1
-grep -q -- "--seed must be an integer" "$tmp/err" || fail "--seed -1: $(cat "$tmp/err")"
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --batch 1000000000
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --cuda-graph yes
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --repeat 0
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits ""
-grep -q -- "--dump-logits was given an empty value" "$tmp/err" || fail "--dump-logits \"\": $(cat "$tmp/err")"
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --seed -1
+grep -q -- "--seed must be an integer" "$WORK/err" || fail "--seed -1: $(cat "$WORK/err")"
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --batch 1000000000
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --cuda-graph yes
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --repeat 0
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --dump-logits ""
+grep -q -- "--dump-logits was given an empty value" "$WORK/err" || fail "--dump-logits \"\": $(cat "$WORK/err")"
 # a prompt longer than the context (96) is refused up front, before any text is streamed
-expect_rc 2 --ckpt "$tmp/m.ckpt" --prompt-ids "$(yes 464 | head -n 97 | tr '\n' ' ')"
-grep -q "the prompt has 97 tokens; the model's context is 96" "$tmp/err" || fail "long prompt: $(cat "$tmp/err")"
-expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits "$tmp/no/such/dir/l.bin" --max-new-tokens 0
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt-ids "$(yes 464 | head -n 97 | tr '\n' ' ')"
+grep -q "the prompt has 97 tokens; the model's context is 96" "$WORK/err" || fail "long prompt: $(cat "$WORK/err")"
+expect_rc 1 --ckpt "$WORK/m.ckpt" --prompt x --dump-logits "$WORK/no/such/dir/l.bin" --max-new-tokens 0
 # --dump-logits never writes through another user's symlink (nobody's link in a sticky directory to a
 # root-only file); needs root, to make the link as nobody
 if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
-  chmod o+x "$tmp" && mkdir -m 1777 "$tmp/sticky" && mkdir -m 700 "$tmp/secret"
-  echo precious > "$tmp/secret/victim" && chmod 600 "$tmp/secret/victim"
-  runuser -u nobody -- ln -s "$tmp/secret/victim" "$tmp/sticky/l.bin"
-  expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --max-new-tokens 0 --dump-logits "$tmp/sticky/l.bin"
-  grep -q "l.bin: is a symlink owned by uid [0-9]*, neither this user" "$tmp/err" || fail "--dump-logits nobody's link: $(cat "$tmp/err")"
-  [[ $(cat "$tmp/secret/victim") == precious ]] && echo "ok   --dump-logits: nobody's symlink not followed" \
+  chmod o+x "$WORK" && mkdir -m 1777 "$WORK/sticky" && mkdir -m 700 "$WORK/secret"
+  echo precious > "$WORK/secret/victim" && chmod 600 "$WORK/secret/victim"
+  runuser -u nobody -- ln -s "$WORK/secret/victim" "$WORK/sticky/l.bin"
+  expect_rc 1 --ckpt "$WORK/m.ckpt" --prompt x --max-new-tokens 0 --dump-logits "$WORK/sticky/l.bin"
+  grep -q "l.bin: is a symlink owned by uid [0-9]*, neither this user" "$WORK/err" || fail "--dump-logits nobody's link: $(cat "$WORK/err")"
+  [[ $(cat "$WORK/secret/victim") == precious ]] && echo "ok   --dump-logits: nobody's symlink not followed" \
     || fail "--dump-logits wrote through nobody's symlink"
 else
   echo "skip --dump-logits through another user's symlink: needs root (runuser -u nobody)"
 fi
 # inputs that are not regular files: refused at once with one line (a FIFO would block, /dev/zero never ends)
-mkfifo "$tmp/fifo"
-mkdir "$tmp/fifo_cfg" "$tmp/fifo_model"
-cp "$tmp/export/"* "$tmp/fifo_cfg/" && cp "$tmp/export/"* "$tmp/fifo_model/"
-rm "$tmp/fifo_cfg/config.json" "$tmp/fifo_model/model.safetensors"
-mkfifo "$tmp/fifo_cfg/config.json" "$tmp/fifo_model/model.safetensors"
-expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt-file "$tmp/fifo"
-grep -q "cannot read .*fifo: not a regular file" "$tmp/err" || fail "--prompt-file FIFO: $(cat "$tmp/err")"
-expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt-file /dev/zero
-grep -q "cannot read /dev/zero: not a regular file" "$tmp/err" || fail "--prompt-file /dev/zero: $(cat "$tmp/err")"
-expect_rc 1 --ckpt "$tmp/fifo" --prompt x
-grep -q "not a regular file" "$tmp/err" || fail "--ckpt FIFO: $(cat "$tmp/err")"
-expect_rc 1 --model "$tmp/fifo_cfg" --prompt x
-grep -q "not a regular file" "$tmp/err" || fail "config.json FIFO: $(cat "$tmp/err")"
-expect_rc 1 --model "$tmp/fifo_model" --prompt x
-grep -q "not a regular file" "$tmp/err" || fail "model.safetensors FIFO: $(cat "$tmp/err")"
-expect_rc 1 --ckpt "$tmp/m.ckpt" --prompt x --dump-logits "$tmp/fifo" --max-new-tokens 0
-[[ -p "$tmp/fifo" ]] || fail "--dump-logits replaced the FIFO"
+mkfifo "$WORK/fifo"
+mkdir "$WORK/fifo_cfg" "$WORK/fifo_model"
+cp "$WORK/export/"* "$WORK/fifo_cfg/" && cp "$WORK/export/"* "$WORK/fifo_model/"
+rm "$WORK/fifo_cfg/config.json" "$WORK/fifo_model/model.safetensors"
+mkfifo "$WORK/fifo_cfg/config.json" "$WORK/fifo_model/model.safetensors"
+expect_rc 1 --ckpt "$WORK/m.ckpt" --prompt-file "$WORK/fifo"
+grep -q "cannot read .*fifo: not a regular file" "$WORK/err" || fail "--prompt-file FIFO: $(cat "$WORK/err")"
+expect_rc 1 --ckpt "$WORK/m.ckpt" --prompt-file /dev/zero
+grep -q "cannot read /dev/zero: not a regular file" "$WORK/err" || fail "--prompt-file /dev/zero: $(cat "$WORK/err")"
+expect_rc 1 --ckpt "$WORK/fifo" --prompt x
+grep -q "not a regular file" "$WORK/err" || fail "--ckpt FIFO: $(cat "$WORK/err")"
+expect_rc 1 --model "$WORK/fifo_cfg" --prompt x
+grep -q "not a regular file" "$WORK/err" || fail "config.json FIFO: $(cat "$WORK/err")"
+expect_rc 1 --model "$WORK/fifo_model" --prompt x
+grep -q "not a regular file" "$WORK/err" || fail "model.safetensors FIFO: $(cat "$WORK/err")"
+expect_rc 1 --ckpt "$WORK/m.ckpt" --prompt x --dump-logits "$WORK/fifo" --max-new-tokens 0
+[[ -p "$WORK/fifo" ]] || fail "--dump-logits replaced the FIFO"
 # a crafted config.json with a huge size is refused before any allocation, with the limit xtrain_mpi uses
-cp -r "$tmp/export" "$tmp/huge"
-sed -i 's/"n_layer": [0-9]*/"n_layer": 1048576/' "$tmp/huge/config.json"
-expect_rc 1 --model "$tmp/huge" --prompt x
-grep -q -- "--layers = 1048576 is too large (limit 4096)" "$tmp/err" || fail "huge config: $(cat "$tmp/err")"
+cp -r "$WORK/export" "$WORK/huge"
+sed -i 's/"n_layer": [0-9]*/"n_layer": 1048576/' "$WORK/huge/config.json"
+expect_rc 1 --model "$WORK/huge" --prompt x
+grep -q -- "--layers = 1048576 is too large (limit 4096)" "$WORK/err" || fail "huge config: $(cat "$WORK/err")"
 # stdout write errors are exit 1 with one line
 if [[ -w /dev/full ]]; then
   rc=0
-  "$GEN" --ckpt "$tmp/m.ckpt" --prompt x --max-new-tokens 4 > /dev/full 2> "$tmp/err" || rc=$?
-  [[ $rc -eq 1 && $(wc -l < "$tmp/err") -eq 1 ]] && grep -q "cannot write the standard output" "$tmp/err" \
-    && echo "ok   >/dev/full: $(cat "$tmp/err")" || fail ">/dev/full -> exit $rc: $(cat "$tmp/err")"
+  "$GEN" --ckpt "$WORK/m.ckpt" --prompt x --max-new-tokens 4 > /dev/full 2> "$WORK/err" || rc=$?
+  [[ $rc -eq 1 && $(wc -l < "$WORK/err") -eq 1 ]] && grep -q "cannot write the standard output" "$WORK/err" \
+    && echo "ok   >/dev/full: $(cat "$WORK/err")" || fail ">/dev/full -> exit $rc: $(cat "$WORK/err")"
 fi
-[[ $fails -eq 0 ]]
+xt_finish

@@ -32,23 +32,21 @@ echo "$NGPU GPUs visible: ${BUS[*]}"
 
 GATE=(--dim 256 --heads 8 --kv-heads 4 --layers 4 --seq 256 --batch 32 --steps 20 --val-every 0 --log-every 10
       --lr 1e-3 --warmup 5 --dropout 0.1 --grad-accum 2 --device cuda)
-fails=0
 run() {  # run LAUNCHER NP DTYPE -> $OUTD/<family>_<launcher>_<dtype>_w<np>.{jsonl,log}, family options in FAM
   local launcher=$1 np=$2 dtype=$3 out="$OUTD/${family}_$1_$3_w$2"
   xt_run "$launcher" "$np" "${DATA[@]}" "${GATE[@]}" "${FAM[@]}" --dtype "$dtype" --metrics "$out.jsonl" \
-    > "$out.log" 2>&1 || { tail -n 20 "$out.log"; echo "FAIL: $family $launcher world $np $dtype"; exit 1; }
+    > "$out.log" 2>&1 || { tail -n 20 "$out.log"; fatal "$family $launcher world $np $dtype"; }
 }
 check_placement() {  # check_placement LOG NP: rank r's device carries bus id BUS[r]
   local r bus bad=0
   for ((r = 0; r < $2; ++r)); do
     bus=$(awk -v r="$r" 'f && $1 == r { print $NF; exit } /^rank +host/ { f = 1 }' "$1" | tr -d '()' | tr A-F a-f)
     if [[ -z "$bus" || "${bus#*:}" != "${BUS[$r]#*:}" ]]; then
-      echo "placement FAIL: $(basename "$1"): rank $r on '$bus', expected GPU $r at ${BUS[$r]}"
+      fail "placement: $(basename "$1"): rank $r on '$bus', expected GPU $r at ${BUS[$r]}"
       bad=1
     fi
   done
-  ((bad == 0)) && echo "placement $(basename "$1"): rank r on GPU r (bus ${BUS[*]:0:$2}) PASS"
-  fails=$((fails + bad))
+  if ((bad == 0)); then echo "placement $(basename "$1"): rank r on GPU r (bus ${BUS[*]:0:$2}) PASS"; fi
 }
 for family in "${XT_FAMILIES[@]}"; do
   xt_family "$family"
@@ -59,13 +57,12 @@ for family in "${XT_FAMILIES[@]}"; do
       for launcher in mpi threads; do
         run "$launcher" "$np" "$dtype"
         python3 "$CMP" "$OUTD/${family}_mpi_${dtype}_w1.jsonl" "$OUTD/${family}_${launcher}_${dtype}_w$np.jsonl" \
-          --label "$family $dtype $launcher world $np vs world 1" || fails=$((fails + 1))
+          --label "$family $dtype $launcher world $np vs world 1" || fail "$family $dtype $launcher world $np vs world 1"
         check_placement "$OUTD/${family}_${launcher}_${dtype}_w$np.log" "$np"
       done
       python3 "$CMP" "$OUTD/${family}_mpi_${dtype}_w$np.jsonl" "$OUTD/${family}_threads_${dtype}_w$np.jsonl" \
-        --label "$family $dtype world $np: threads vs processes" || fails=$((fails + 1))
+        --label "$family $dtype world $np: threads vs processes" || fail "$family $dtype world $np: threads vs processes"
     done
   done
 done
-((fails == 0)) || { echo "FAIL: $fails gate(s) failed"; exit 1; }
-echo "all GPU gates pass"
+xt_finish "all GPU gates pass"

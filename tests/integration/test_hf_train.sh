@@ -8,12 +8,6 @@ source "$(dirname "$0")/common.sh"
 xt_data
 Q="${XTRAIN_DATA_DIR:-}/tokenizers/qwen2_5/tokenizer.json"
 [[ -f "$Q" ]] || { echo "SKIP: $Q missing (scripts/setup.sh --tokenizers)"; exit 77; }
-fails=0
-check() {  # check WHAT COMMAND...
-  local what=$1
-  shift
-  if "$@"; then echo "ok   $what"; else echo "FAIL $what"; fails=$((fails + 1)); fi
-}
 
 ids=$("$XTRAIN_BIN_DIR/xtrain_tokenize" --tokenizer-json "$Q" --print-ids "中文分词测试<|endoftext|>")
 echo "ids: $ids"
@@ -23,9 +17,8 @@ assert max(ids[:-1]) > 65535 and ids[-1] == 151643, ids' "$ids"
 mkdir "$WORK/docs"
 head -c 40000 "$WORK/corpus.txt" > "$WORK/docs/a.txt"
 { tail -c 40000 "$WORK/corpus.txt"; printf '中文分词测试 日本語のテキスト\n'; } > "$WORK/docs/b.txt"
-run() {  # run NAME
-  xt_run mpi 2 --tokenizer-json "$Q" "${TINY[@]}" --steps 6 --data "$WORK/docs" --metrics "$WORK/$1.jsonl" \
-    > "$WORK/$1.log" 2>&1 || { cat "$WORK/$1.log"; echo "FAIL: run $1"; exit 1; }
+run() {  # run NAME: metrics in NAME.jsonl, the losses in NAME.losses
+  xt_run_ok "$1" mpi 2 --tokenizer-json "$Q" "${TINY[@]}" --steps 6 --data "$WORK/docs" --metrics "$WORK/$1.jsonl"
   xt_losses "$WORK/$1.jsonl" > "$WORK/$1.losses"
 }
 run first
@@ -36,5 +29,4 @@ check "first loss is ln(151665) = 11.93 within 0.1" python3 -c 'import math, sys
 loss = float(open(sys.argv[1]).readline().split()[1]); assert abs(loss - math.log(151665)) < 0.1, loss' "$WORK/first.losses"
 check "a run from the token caches trains bitwise the same" diff -q "$WORK/first.losses" "$WORK/cached.losses"
 check "6 steps trained" test "$(wc -l < "$WORK/first.losses")" = 6
-((fails == 0)) || { echo "$fails check(s) failed"; exit 1; }
-echo "all checks passed"
+xt_finish "all checks passed"

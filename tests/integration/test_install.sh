@@ -6,13 +6,12 @@
 # $XTRAIN_DATA moves it (docs/usage.md, "The data directory").
 # Usage: test_install.sh SOURCE_DIR BUILD_DIR CMAKE (ctest passes them).
 source "$(dirname "$0")/common.sh"
-fail() { echo "FAIL: $*"; exit 1; }
 
 src="$(cd "$1" && pwd -P)" build="$(cd "$2" && pwd -P)" cmake="$3"
 [[ -f "$src/data/brown.txt" && -f "$src/data/gpt2/encoder.json" ]] || { echo "SKIP: no data/ (scripts/setup.sh)"; exit 77; }
 unset XTRAIN_DATA
 prefix="$WORK/prefix"
-"$cmake" --install "$build" --prefix "$prefix" > "$WORK/install.log" || { cat "$WORK/install.log"; fail "cmake --install"; }
+"$cmake" --install "$build" --prefix "$prefix" > "$WORK/install.log" || { cat "$WORK/install.log"; fatal "cmake --install"; }
 programs=(xtrain_mpi xtrain_threads xtrain_tokenize xtrain_generate xtrain_export)
 for p in "${programs[@]}"; do [[ -x "$prefix/bin/$p" ]] || fail "not installed: bin/$p"; done
 for f in include/xtrain/train/train.h lib/cmake/xtrain/xtrainConfig.cmake share/xtrain/gpt2/vocab.bpe; do
@@ -34,7 +33,7 @@ grep -q -- "--data arg (=$prefix/share/xtrain/brown.txt)" xtrain_mpi.help || fai
 
 # 2 steps on 1 rank with the defaults (a small model; the data and the tokenizer as they come)
 "${MPIRUN[@]}" -np 1 "$prefix/bin/xtrain_mpi" --dim 32 --layers 1 --seq 32 --batch 4 --val-every 0 --steps 2 \
-  > train.log 2>&1 || { cat train.log; fail "the installed xtrain_mpi with its defaults: exit $?"; }
+  > train.log 2>&1 || { cat train.log; fatal "the installed xtrain_mpi with its defaults: exit $?"; }
 grep -q "^data   | $prefix/share/xtrain/brown.txt | " train.log || { cat train.log; fail "not the prefix's brown.txt"; }
 grep -q "^step     2/2 | loss " train.log || { cat train.log; fail "no step 2"; }
 echo "trained 2 steps: $(grep '^step     2/2' train.log)"
@@ -54,4 +53,4 @@ echo "no data directory: $(cat xtrain_mpi.err)"
 # $XTRAIN_DATA names it instead
 XTRAIN_DATA="$prefix/share/moved" "$prefix/bin/xtrain_mpi" --help > moved.help
 grep -q -- "--data arg (=$prefix/share/moved/brown.txt)" moved.help || fail "\$XTRAIN_DATA not used: $(grep -- '--data arg' moved.help)"
-echo "ok: installed in $prefix, ran from $PWD"
+xt_finish "ok: installed in $prefix, ran from $PWD"

@@ -11,35 +11,20 @@
 #   format-04 twin.
 source "$(dirname "$0")/common.sh"
 xt_data
-FORGE="${XTRAIN_FORGE_CHECKPOINT:?XTRAIN_FORGE_CHECKPOINT not set}"
 CMP="$(dirname "$0")/gate_compare.py"
 ARGS=("${DATA[@]}" "${TINY[@]}" --arch llama --tie-embeddings false --optimizer muon --lr-schedule wsd
       --decay-frac 0.25)
-run() {  # run LOG LAUNCHER NP [args]
-  local log=$1 launcher=$2 np=$3
-  shift 3
-  xt_run "$launcher" "$np" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
-}
-# same_losses A B FIRST LAST: the train records of steps FIRST..LAST, as written (text: bitwise)
-same_losses() {
-  local a b
-  a="$(xt_losses "$WORK/$1" | awk -v f="$3" -v l="$4" '$1 >= f && $1 <= l')"
-  b="$(xt_losses "$WORK/$2" | awk -v f="$3" -v l="$4" '$1 >= f && $1 <= l')"
-  [[ -n "$a" && "$(wc -l <<<"$a")" == $(($4 - $3 + 1)) && "$a" == "$b" ]] ||
-    { echo "FAIL: losses of steps $3-$4 differ:"; paste <(echo "$a") <(echo "$b"); exit 1; }
-  echo "losses of steps $3-$4 identical ($1, $2)"
-}
 
 # straight through, and stopped at step 6 (mpirun) then resumed (threads)
-run ref.log threads 2 "${ARGS[@]}" --steps 12 --metrics "$WORK/ref.jsonl"
-run a.log mpi 2 "${ARGS[@]}" --steps 12 --stop-after 6 --ckpt "$WORK/a.ckpt" --metrics "$WORK/a.jsonl"
-[[ "$("$FORGE" "$WORK/a.ckpt" --get optimizer)" == 1 && "$("$FORGE" "$WORK/a.ckpt" --get muon_count)" -gt 0 ]] ||
-  { echo "FAIL: the checkpoint does not hold Muon and its momentum"; exit 1; }
-run b.log threads 2 "${DATA[@]}" --resume "$WORK/a.ckpt" --ckpt "$WORK/b.ckpt" --metrics "$WORK/b.jsonl" --val-every 0 --log-every 1
-grep -q "resumed from $WORK/a.ckpt at step 6" "$WORK/b.log" || { cat "$WORK/b.log"; echo "FAIL: no resume line"; exit 1; }
-same_losses ref.jsonl b.jsonl 7 12
+xt_run_ok ref threads 2 "${ARGS[@]}" --steps 12 --metrics "$WORK/ref.jsonl"
+xt_run_ok a mpi 2 "${ARGS[@]}" --steps 12 --stop-after 6 --ckpt "$WORK/a.ckpt" --metrics "$WORK/a.jsonl"
+[[ "$(forge "$WORK/a.ckpt" --get optimizer)" == 1 && "$(forge "$WORK/a.ckpt" --get muon_count)" -gt 0 ]] ||
+  fail "the checkpoint does not hold Muon and its momentum"
+xt_run_ok b threads 2 "${DATA[@]}" --resume "$WORK/a.ckpt" --ckpt "$WORK/b.ckpt" --metrics "$WORK/b.jsonl" --val-every 0 --log-every 1
+grep -q "resumed from $WORK/a.ckpt at step 6" "$WORK/b.log" || { cat "$WORK/b.log"; fail "no resume line"; }
+check "losses of steps 7-12 identical (ref.jsonl, b.jsonl)" same_losses ref.jsonl b.jsonl 7 12
 # at world 1: within gate 1 of world 2 (steps 7-12)
-run c.log mpi 1 "${DATA[@]}" --resume "$WORK/a.ckpt" --metrics "$WORK/c.jsonl" --val-every 0 --log-every 1
+xt_run_ok c mpi 1 "${DATA[@]}" --resume "$WORK/a.ckpt" --metrics "$WORK/c.jsonl" --val-every 0 --log-every 1
 python3 "$CMP" "$WORK/b.jsonl" "$WORK/c.jsonl" --min-steps 6 --label "muon resumed: world 1 vs world 2"
 
 # another optimizer: refused in one line, exit 1, nothing trained
@@ -50,14 +35,14 @@ set -e
 want="--optimizer is muon in the checkpoint, adamw now"
 [[ $rc == 1 ]] && grep -q -- "$want" "$WORK/other.log" && [[ "$(grep -c -- "$want" "$WORK/other.log")" == 1 ]] &&
   ! grep -q "^step " "$WORK/other.log" ||
-  { cat "$WORK/other.log"; echo "FAIL: resuming with another optimizer: exit $rc, want 1 and one line '$want'"; exit 1; }
+  { cat "$WORK/other.log"; fail "resuming with another optimizer: exit $rc, want 1 and one line '$want'"; }
 echo "another --optimizer refused: $(grep -- "$want" "$WORK/other.log")"
 
 # wsd extended in its stable phase (12 steps: decay after step 9; stopped at 6) = 24 steps straight
-run long.log mpi 2 "${ARGS[@]}" --steps 24 --metrics "$WORK/long.jsonl"
-run ext.log mpi 2 "${DATA[@]}" --resume "$WORK/a.ckpt" --steps 24 --metrics "$WORK/ext.jsonl" --val-every 0 --log-every 1
-grep -q "the stable phase goes on" "$WORK/ext.log" || { cat "$WORK/ext.log"; echo "FAIL: no re-planned decay"; exit 1; }
-same_losses long.jsonl ext.jsonl 7 24
+xt_run_ok long mpi 2 "${ARGS[@]}" --steps 24 --metrics "$WORK/long.jsonl"
+xt_run_ok ext mpi 2 "${DATA[@]}" --resume "$WORK/a.ckpt" --steps 24 --metrics "$WORK/ext.jsonl" --val-every 0 --log-every 1
+grep -q "the stable phase goes on" "$WORK/ext.log" || { cat "$WORK/ext.log"; fail "no re-planned decay"; }
+check "losses of steps 7-24 identical (long.jsonl, ext.jsonl)" same_losses long.jsonl ext.jsonl 7 24
 python3 - "$WORK/ext.jsonl" <<'PY'
 import json, sys
 lr = {r["step"]: r["lr"] for r in map(json.loads, open(sys.argv[1])) if r["type"] == "train"}
@@ -68,10 +53,10 @@ PY
 
 # a format-03 checkpoint of an AdamW run resumes as AdamW, as its format-04 twin
 ADAM=("${DATA[@]}" "${TINY[@]}" --steps 8 --log-every 1)
-run w.log mpi 1 "${ADAM[@]}" --stop-after 4 --ckpt "$WORK/w.ckpt"
-"$FORGE" "$WORK/w.ckpt" "$WORK/w03.ckpt" format=03 body=keep
-[[ "$(head -c 8 "$WORK/w03.ckpt")" == XTCKPT03 ]] || { echo "FAIL: forge format=03"; exit 1; }
-run r04.log mpi 1 "${DATA[@]}" --resume "$WORK/w.ckpt" --metrics "$WORK/r04.jsonl" --val-every 0 --log-every 1
-run r03.log mpi 1 "${DATA[@]}" --resume "$WORK/w03.ckpt" --metrics "$WORK/r03.jsonl" --val-every 0 --log-every 1
-same_losses r04.jsonl r03.jsonl 5 8
-echo "PASS"
+xt_run_ok w mpi 1 "${ADAM[@]}" --stop-after 4 --ckpt "$WORK/w.ckpt"
+forge "$WORK/w.ckpt" w03.ckpt format=03 body=keep
+[[ "$(head -c 8 "$WORK/w03.ckpt")" == XTCKPT03 ]] || fail "forge format=03"
+xt_run_ok r04 mpi 1 "${DATA[@]}" --resume "$WORK/w.ckpt" --metrics "$WORK/r04.jsonl" --val-every 0 --log-every 1
+xt_run_ok r03 mpi 1 "${DATA[@]}" --resume "$WORK/w03.ckpt" --metrics "$WORK/r03.jsonl" --val-every 0 --log-every 1
+check "losses of steps 5-8 identical (r04.jsonl, r03.jsonl)" same_losses r04.jsonl r03.jsonl 5 8
+xt_finish

@@ -9,20 +9,18 @@ xt_data
 # 4 layers: the tiny model then has 4 buckets of >= 0.05 MiB (lnf + layers 3..2, layers 1..0, wpe, wte)
 ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 12 --grad-accum 2 --steps 6 --log-every 3)
 run() {  # run LAUNCHER NP BUCKET_MB NAME
-  xt_run "$1" "$2" "${ARGS[@]}" --bucket-mb "$3" --metrics "$WORK/$4.jsonl" --ckpt "$WORK/$4.ckpt" \
-    >"$WORK/$4.log" 2>&1 || { cat "$WORK/$4.log"; echo "FAIL: run $4"; exit 1; }
+  xt_run_ok "$4" "$1" "$2" "${ARGS[@]}" --bucket-mb "$3" --metrics "$WORK/$4.jsonl" --ckpt "$WORK/$4.ckpt"
 }
-losses() { python3 -c 'import json,sys; print(*[repr(json.loads(l)["loss"]) for l in open(sys.argv[1]) if "\"train\"" in l])' "$1"; }
 for launcher in mpi threads; do
   for np in 2 3; do
     run "$launcher" "$np" 0 "$launcher$np-single"
     run "$launcher" "$np" 0.05 "$launcher$np-buckets"
     grep -q "gradient all-reduce: [2-9][0-9]* buckets" "$WORK/$launcher$np-buckets.log" ||
-      { grep "gradient all-reduce" "$WORK/$launcher$np-buckets.log"; echo "FAIL: not several buckets"; exit 1; }
-    a=$(losses "$WORK/$launcher$np-single.jsonl") b=$(losses "$WORK/$launcher$np-buckets.jsonl")
-    [[ "$a" == "$b" && $(wc -w <<<"$a") -eq 6 ]] || { echo "$a"; echo "$b"; echo "FAIL: $launcher world $np: losses differ"; exit 1; }
-    cmp "$WORK/$launcher$np-single.ckpt" "$WORK/$launcher$np-buckets.ckpt" ||
-      { echo "FAIL: $launcher world $np: final checkpoints differ"; exit 1; }
-    echo "$launcher world $np: $(grep -o '[0-9]* buckets' "$WORK/$launcher$np-buckets.log") == one all-reduce, bitwise (losses $a)"
+      { grep "gradient all-reduce" "$WORK/$launcher$np-buckets.log"; fail "$launcher world $np: not several buckets"; }
+    same_losses "$launcher$np-single.jsonl" "$launcher$np-buckets.jsonl" 1 6 || fail "$launcher world $np: losses differ"
+    cmp "$WORK/$launcher$np-single.ckpt" "$WORK/$launcher$np-buckets.ckpt" || fail "$launcher world $np: final checkpoints differ"
+    echo "$launcher world $np: $(grep -o '[0-9]* buckets' "$WORK/$launcher$np-buckets.log") == one all-reduce, bitwise" \
+      "(losses $(xt_losses "$WORK/$launcher$np-single.jsonl" | cut -d' ' -f2 | tr '\n' ' '))"
   done
 done
+xt_finish

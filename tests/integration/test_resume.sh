@@ -10,21 +10,21 @@ source "$(dirname "$0")/common.sh"
 xt_data
 ARGS=("${DATA[@]}" "${TINY[@]}" --steps 12 --dropout 0.1 --grad-accum 2)
 LAUNCHER=mpi NP=2
-run() {  # run LOG [args], $NP ranks under $LAUNCHER
-  local log=$1
+run() {  # run NAME [args]: $NP ranks under $LAUNCHER, output in NAME.log
+  local name=$1
   shift
-  xt_run "$LAUNCHER" "$NP" "${ARGS[@]}" "$@" > "$WORK/$log" 2>&1 || { cat "$WORK/$log"; echo "FAIL: $log"; exit 1; }
+  xt_run_ok "$name" "$LAUNCHER" "$NP" "${ARGS[@]}" "$@"
 }
-run straight.log --ckpt "$WORK/straight.ckpt" --metrics "$WORK/straight.jsonl"
-run half1.log --ckpt "$WORK/resumed.ckpt" --stop-after 6 --metrics "$WORK/resumed.jsonl"
+run straight --ckpt "$WORK/straight.ckpt" --metrics "$WORK/straight.jsonl"
+run half1 --ckpt "$WORK/resumed.ckpt" --stop-after 6 --metrics "$WORK/resumed.jsonl"
 grep -q "checkpoint written" "$WORK/half1.log"
 # A run that died after its checkpoint leaves later records and maybe half a line; the resumed run must
 # drop them, so every step is recorded once with the resumed run's values.
 printf '%s\n' '{"type":"train","step":7,"loss":123.0}' '{"type":"train","step":8,"lo' >> "$WORK/resumed.jsonl"
-run half2.log --ckpt "$WORK/resumed.ckpt" --resume "$WORK/resumed.ckpt" --metrics "$WORK/resumed.jsonl"
-grep -q "resumed from .* at step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; exit 1; }
-grep -q "dropped 2 records after step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; echo "FAIL: stale metrics kept"; exit 1; }
-cmp "$WORK/straight.ckpt" "$WORK/resumed.ckpt" || { echo "FAIL: checkpoints differ after resume"; exit 1; }
+run half2 --ckpt "$WORK/resumed.ckpt" --resume "$WORK/resumed.ckpt" --metrics "$WORK/resumed.jsonl"
+grep -q "resumed from .* at step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; fatal "half2: no resume line"; }
+grep -q "dropped 2 records after step 6" "$WORK/half2.log" || { cat "$WORK/half2.log"; fatal "stale metrics kept"; }
+cmp "$WORK/straight.ckpt" "$WORK/resumed.ckpt" || fatal "checkpoints differ after resume"
 echo "final checkpoints are byte-identical ($(stat -c %s "$WORK/straight.ckpt") bytes)"
 # Checkpoints resume across launchers and world sizes, in each model family: a table of FAMILY FIRST
 # SECOND, each half LAUNCHER:RANKS for 6 steps. Against the family's straight run (12 steps at world 2
@@ -38,22 +38,22 @@ CASES=(
   "llama threads:4 mpi:2"
 )
 xt_family llama
-run l_straight.log --ckpt "$WORK/l_straight.ckpt" --metrics "$WORK/l_straight.jsonl" "${FAM[@]}"
+run l_straight --ckpt "$WORK/l_straight.ckpt" --metrics "$WORK/l_straight.jsonl" "${FAM[@]}"
 for c in "${CASES[@]}"; do
   read -r family first second <<< "$c"
   xt_family "$family"
   straight=$([[ $family == gpt2 ]] && echo straight || echo l_straight)
   name="x_${family}_${first/:/}_${second/:/}"
-  LAUNCHER=${first%:*} NP=${first#*:} run "$name.log" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" --stop-after 6 "${FAM[@]}"
-  LAUNCHER=${second%:*} NP=${second#*:} run "$name.2.log" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" \
+  LAUNCHER=${first%:*} NP=${first#*:} run "$name" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" --stop-after 6 "${FAM[@]}"
+  LAUNCHER=${second%:*} NP=${second#*:} run "$name.2" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" \
     --resume "$WORK/$name.ckpt"
-  grep -q "resumed from .* at step 6" "$WORK/$name.2.log" || { cat "$WORK/$name.2.log"; exit 1; }
+  grep -q "resumed from .* at step 6" "$WORK/$name.2.log" || { cat "$WORK/$name.2.log"; fatal "$name.2: no resume line"; }
   if [[ ${first#*:} == 2 && ${second#*:} == 2 ]]; then
-    cmp "$WORK/$straight.ckpt" "$WORK/$name.ckpt" || { echo "FAIL: $c: checkpoints differ"; exit 1; }
+    cmp "$WORK/$straight.ckpt" "$WORK/$name.ckpt" || fatal "$c: checkpoints differ"
     echo "$family: 6 steps under $first + 6 under $second: final checkpoint byte-identical to the straight run"
   else
     python3 "$(dirname "$0")/gate_compare.py" "$WORK/$straight.jsonl" "$WORK/$name.jsonl" --min-steps 12 \
-      --label "$family: 6 steps under $first + 6 under $second vs 12 under mpi:2" || { echo "FAIL: $c: gates"; exit 1; }
+      --label "$family: 6 steps under $first + 6 under $second vs 12 under mpi:2" || fatal "$c: gates"
   fi
 done
 python3 - "$WORK/straight.jsonl" "$WORK/resumed.jsonl" <<'PY'
@@ -70,8 +70,8 @@ sys.exit(1 if diff else 0)
 PY
 # What a user watches. Tokenizing prints its progress line (the first run writes the token
 # cache; later runs read it and tokenize nothing).
-grep -q "^tokenize $WORK/corpus.txt | 0.4 MB in " "$WORK/straight.log" || { cat "$WORK/straight.log"; echo "FAIL: no tokenize line"; exit 1; }
-! grep -q "^tokenize " "$WORK/half1.log" || { echo "FAIL: a tokenize line with a valid token cache"; exit 1; }
+grep -q "^tokenize $WORK/corpus.txt | 0.4 MB in " "$WORK/straight.log" || { cat "$WORK/straight.log"; fatal "no tokenize line"; }
+! grep -q "^tokenize " "$WORK/half1.log" || fatal "a tokenize line with a valid token cache"
 # The run summary: each segment's final record names its steps, counts the tokens of every segment, and
 # carries the checkpoint's digest, the XXH3-64 stored in the file's last 8 bytes (printed the same way).
 python3 - "$WORK/resumed.jsonl" "$WORK/resumed.ckpt" "$WORK/half2.log" <<'PY'

@@ -2,16 +2,16 @@
 # What a run, a checkpoint and a model directory guard against: a checkpoint of a model xtrain cannot build
 # (odd head size, kv heads not dividing heads, eps or theta non-finite or out of range, a tie or arch that
 # disagrees with the parameter count) refused in one line by --resume, xtrain_generate and xtrain_export
-# alike, and never exported; two jobs given one --ckpt (the second refused); a model directory read while
-# an export into it runs (refused); --resume taking the held-out split from the checkpoint; the tokenizer
-# a model needs, named; empty option values and a missing rank file; the stop line while a run starts.
+# alike, and never exported; a special-token id outside the vocabulary in a model directory (refused); two
+# jobs given one output (--ckpt, --metrics, --timeline; the second refused, naming the first); a model
+# directory read while an export into it runs (refused); --resume taking the held-out split from the
+# checkpoint; the tokenizer a model needs, named; empty option values and a missing rank file; the stop
+# line while a run starts.
 source "$(dirname "$0")/common.sh"
 xt_data
 B="$XTRAIN_BIN_DIR"
 GEN="$B/xtrain_generate"
 EXP="$B/xtrain_export"
-fails=0
-fail() { echo "FAIL: $*"; fails=$((fails + 1)); }
 # expect NAME CODE PATTERN command...: the exit code, and ONE line of stderr (after the tools' progress
 # lines) matching PATTERN (grep -E)
 expect() {
@@ -27,13 +27,12 @@ expect() {
     sed 's/^/     | /' "$WORK/err" | head -10
   fi
 }
-forge() { "${XTRAIN_FORGE_CHECKPOINT:?}" "$1" "$WORK/$2" "${@:3}"; }
 MPI1=("${MPIRUN[@]}" -q -np 1 "$XT")  # -q: no Open MPI banner after xtrain's own line
 
 # two small checkpoints: gpt2, and a llama with its own head (2 steps, nothing held out: TINY's --val-every 0)
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; exit 1; }
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fatal "training g.ckpt"; }
 "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --arch llama --tie-embeddings false --steps 2 --ckpt "$WORK/l.ckpt" > "$WORK/l.log" 2>&1 ||
-  { cat "$WORK/l.log"; exit 1; }
+  { cat "$WORK/l.log"; fatal "training l.ckpt"; }
 
 # ---- a model the readers refuse: every reader refuses it alike, and no export of it is written ----
 for edit in "HS=15:--head-dim must be even" "HS=1:--head-dim must be even" "KVH=3:--kv-heads \(3\) must divide --heads \(4\)" \
@@ -90,14 +89,31 @@ fi
 # ---- a model directory is never read half-replaced: while an export into it holds its lock, refused ----
 "$EXP" "$WORK/g.ckpt" --out "$WORK/m" > /dev/null
 python3 -c 'import fcntl, sys, time
-f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); time.sleep(60)' "$WORK/m/.xtrain-export.lock" &
-holder=$!  # one process holding the lock as an export does (ExportCommit)
+f = open(sys.argv[1], "a"); fcntl.flock(f, fcntl.LOCK_EX); f.write("xtrain_export pid 4242 on host h1\n"); f.flush(); time.sleep(60)' \
+  "$WORK/m/.xtrain-export.lock" &
+holder=$!  # one process holding the lock as an export does (ExportCommit), its pid and host recorded
 for _ in $(seq 100); do flock -n "$WORK/m/.xtrain-export.lock" true || break; sleep 0.1; done
 expect "generate --model during an export into it" 1 "model directory .*m: an export into it is running" \
   "$GEN" --model "$WORK/m" --max-new-tokens 1
+# a second export into it waits, naming the export it waits for, and writes once that one has ended
+"$EXP" "$WORK/g.ckpt" --out "$WORK/m" > /dev/null 2> "$WORK/wait.err" &
+exporter=$!
+for _ in $(seq 100); do grep -q waiting "$WORK/wait.err" && break; sleep 0.1; done
 kill "$holder"
 wait "$holder" 2> /dev/null || true
+wait "$exporter" || fail "the export that waited: exit $?"
+grep -qE "^xtrain_export: waiting for the export lock .*m/.xtrain-export.lock \(another export into this directory: xtrain_export pid 4242 on host h1\)$" \
+  "$WORK/wait.err" || fail "the waiting export does not name the one it waits for: $(cat "$WORK/wait.err")"
 "$GEN" --model "$WORK/m" --max-new-tokens 1 > /dev/null 2>&1 || fail "--model after the export ended"
+# a special-token id outside the vocabulary in config.json or generation_config.json: refused by every reader
+for file in config.json generation_config.json; do
+  rm -rf "$WORK/m_ids" && cp -r "$WORK/m" "$WORK/m_ids"
+  python3 -c 'import json, sys
+p = sys.argv[1]; j = json.load(open(p)); j["eos_token_id"] = 50257; json.dump(j, open(p, "w"))' "$WORK/m_ids/$file"
+  why="$file: the model.* (is|are) invalid: eos_token_id 50257 is not a token id of the vocabulary \(vocab_size 50257: ids 0 to 50256\)"
+  expect "generate --model, eos_token_id 50257 in $file" 1 "$why" "$GEN" --model "$WORK/m_ids" --max-new-tokens 1
+  expect "--init-from, eos_token_id 50257 in $file" 1 "$why" "${MPI1[@]}" "${DATA[@]}" --init-from "$WORK/m_ids" --steps 1
+done
 # --resume with --init-from: the directory is not read, and the run says so
 "${MPI1[@]}" "${DATA[@]}" --resume "$WORK/g.ckpt" --init-from "$WORK/m" --steps 3 > "$WORK/init.log" 2>&1 || { cat "$WORK/init.log"; fail "resume with --init-from"; }
 grep -q "^note   | --init-from $WORK/m is not read: the weights come from --resume" "$WORK/init.log" || fail "no note on --init-from with --resume"
@@ -108,24 +124,61 @@ cp "$WORK/g.ckpt" "$WORK/split.ckpt"
 expect_ok() { local name=$1 rc=0; shift; "$@" > "$WORK/ok.log" 2>&1 || rc=$?; [[ $rc -eq 0 ]] && echo "ok   $name" || { fail "$name: exit $rc"; tail -5 "$WORK/ok.log"; }; }
 expect_ok "resume of a run with nothing held out, split not repeated" "${MPI1[@]}" "${DATA[@]}" --resume "$WORK/split.ckpt" --ckpt "$WORK/split.ckpt" --steps 3
 # a run that holds out the tail: a --val-every change that keeps the split is allowed; --val-every 0 changes it
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --val-every 2 --val-seqs 8 --steps 2 --ckpt "$WORK/v.ckpt" > "$WORK/v.log" 2>&1 || { cat "$WORK/v.log"; exit 1; }
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --val-every 2 --val-seqs 8 --steps 2 --ckpt "$WORK/v.ckpt" > "$WORK/v.log" 2>&1 || { cat "$WORK/v.log"; fatal "training v.ckpt"; }
 expect_ok "resume with another --val-every, same split" "${MPI1[@]}" "${DATA[@]}" --val-every 3 --val-seqs 8 --resume "$WORK/v.ckpt" --steps 3
 grep -q "^step     3/3 | val loss" "$WORK/ok.log" || fail "no validation at the resumed run's end (the split held out nothing?)"
 expect "resume with --val-every 0 (another split)" 1 "does not match this run: training tokens" \
   "${MPI1[@]}" "${DATA[@]}" --val-every 0 --resume "$WORK/v.ckpt" --steps 3
 
-# ---- two jobs given one --ckpt: the second is refused while the first runs ----
-"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 100000 --log-every 1 --ckpt "$WORK/shared.ckpt" > "$WORK/first.log" 2>&1 &
+# ---- two jobs given one output (--ckpt, --metrics, --timeline; by a symlink or a relative path too): the
+# second is refused while the first runs, naming the output and the first job's pid and host ----
+mkdir "$WORK/outs" && ln -s "$WORK/outs" "$WORK/outlink"
+"${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 100000 --log-every 1 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/outs/m.jsonl" \
+  --timeline "$WORK/outs/t.json" > "$WORK/first.log" 2>&1 &
 first=$!
 for _ in $(seq 600); do grep -q "^step " "$WORK/first.log" && break; sleep 0.1; done
-expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: held by another run writing this --ckpt" \
+held="held by another run writing this file"
+who="xtrain pid [0-9]+ on host $(hostname); remove the lock file if none runs"
+expect "a second job on the same --ckpt" 1 "--ckpt lock .*shared.ckpt.lock: $held \($who\)" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
+expect "a second job on the same --metrics" 1 "--metrics lock .*outs/m.jsonl.lock: $held \($who\)" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/other.ckpt" --metrics "$WORK/outs/m.jsonl"
+expect "the same --metrics through a symlinked directory" 1 "--metrics lock .*m.jsonl.lock: $held" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --metrics "$WORK/outlink/m.jsonl"
+expect "the same --timeline as a relative path" 1 "--timeline lock .*t.json.lock: $held" \
+  env -C "$WORK/outs" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --timeline t.json
+[[ ! -e "$WORK/other.ckpt" && ! -e "$WORK/other.ckpt.lock" ]] || fail "the refused job left other.ckpt or its lock"
 kill -USR1 "$first"
 rc=0; wait "$first" || rc=$?
-[[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" ]] || fail "the first job: exit $rc (want 3), lock file left: $(ls "$WORK"/shared.ckpt.lock 2>&1)"
+[[ $rc -eq 3 && ! -e "$WORK/shared.ckpt.lock" && ! -e "$WORK/outs/m.jsonl.lock" && ! -e "$WORK/outs/t.json.lock" ]] ||
+  fail "the first job: exit $rc (want 3), lock files left: $(ls "$WORK"/*.lock "$WORK"/outs/*.lock 2>&1)"
+python3 -c 'import json, sys; [json.loads(l) for l in open(sys.argv[1])]' "$WORK/outs/m.jsonl" || fail "the first job's --metrics is damaged"
+# two jobs started at once on one --metrics, and two whose outputs cross (one's --ckpt the other's --metrics;
+# the locks are taken in one order): exactly one runs, the other is refused naming it. Each job takes its
+# locks before it tokenizes and trains for seconds, so the two always overlap.
+at_once() {  # at_once NAME ARGS1 -- ARGS2
+  local name=$1 a=() b=() j rc rcs=""
+  shift
+  while [[ $1 != -- ]]; do a+=("$1"); shift; done
+  shift
+  b=("$@")
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 "${a[@]}" > "$WORK/at_once1.log" 2>&1 &
+  local p1=$!
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 3 "${b[@]}" > "$WORK/at_once2.log" 2>&1 &
+  local p2=$!
+  for j in $p1 $p2; do rc=0; wait "$j" || rc=$?; rcs="$rcs $rc"; done
+  if [[ $rcs == " 0 1" || $rcs == " 1 0" ]] &&
+     grep -qE -- "lock .*: $held \(xtrain pid [0-9]+ on host" "$WORK"/at_once?.log; then
+    echo "ok   $name: exits$rcs: $(grep -h "lock" "$WORK"/at_once?.log)"
+  else
+    fail "$name: exits$rcs (want one 0 and one 1, naming the other job)"; tail -n 3 "$WORK"/at_once?.log
+  fi
+}
+at_once "two jobs started at once on one --metrics" --metrics "$WORK/race.jsonl" -- --metrics "$WORK/race.jsonl"
+at_once "two jobs started at once, outputs crossed" --ckpt "$WORK/x.out" --metrics "$WORK/y.out" -- \
+  --ckpt "$WORK/y.out" --metrics "$WORK/x.out"
 expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
 expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
 
-[[ $fails -eq 0 ]] || { echo "$fails case(s) failed"; exit 1; }
-echo "all cases passed"
+xt_finish "all cases passed"

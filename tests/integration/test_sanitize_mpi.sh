@@ -11,9 +11,9 @@ export ASAN_OPTIONS=detect_leaks=0:abort_on_error=0 UBSAN_OPTIONS=print_stacktra
 args=("${DATA[@]}" "${TINY[@]}" --steps 4 --dropout 0.1 --grad-accum 2 --val-every 2 --val-seqs 8
       --ckpt "$WORK/a.ckpt" --metrics "$WORK/m.jsonl")
 "${MPIRUN[@]}" -np 2 -x ASAN_OPTIONS -x UBSAN_OPTIONS "$XT" "${args[@]}" --stop-after 2 > "$WORK/1.log" 2>&1 \
-  || { cat "$WORK/1.log"; echo "FAIL: first half"; exit 1; }
+  || { cat "$WORK/1.log"; fatal "first half"; }
 "${MPIRUN[@]}" -np 2 -x ASAN_OPTIONS -x UBSAN_OPTIONS "$XT" "${args[@]}" --resume "$WORK/a.ckpt" > "$WORK/2.log" 2>&1 \
-  || { cat "$WORK/2.log"; echo "FAIL: resumed half"; exit 1; }
-if grep -E "ERROR: AddressSanitizer|runtime error:" "$WORK/1.log" "$WORK/2.log"; then echo "FAIL: sanitizer report"; exit 1; fi
-grep -q "resumed from .* at step 2" "$WORK/2.log" || { cat "$WORK/2.log"; echo "FAIL: no resume"; exit 1; }
-echo "ok: 2 ranks, 4 steps with a checkpoint and a resume, no sanitizer report"
+  || { cat "$WORK/2.log"; fatal "resumed half"; }
+if grep -E "ERROR: AddressSanitizer|runtime error:" "$WORK/1.log" "$WORK/2.log"; then fail "sanitizer report"; fi
+grep -q "resumed from .* at step 2" "$WORK/2.log" || { cat "$WORK/2.log"; fail "no resume"; }
+xt_finish "ok: 2 ranks, 4 steps with a checkpoint and a resume, no sanitizer report"

@@ -7,10 +7,9 @@ source "$(dirname "$0")/common.sh"
 xt_data
 vec="$(cd "$(dirname "$0")/../vectors" && pwd)"
 SPM=(--tokenizer-model "$vec/spm_bpe.model")
-fail() { echo "FAIL $*"; exit 1; }
 
 "${MPIRUN[@]}" -np 2 "$XT" --data "$WORK/corpus.txt" "${SPM[@]}" "${TINY[@]}" --steps 20 --ckpt "$WORK/a.ckpt" \
-  --metrics "$WORK/a.jsonl" > "$WORK/a.log" 2>&1 || { cat "$WORK/a.log"; fail "training with --tokenizer-model"; }
+  --metrics "$WORK/a.jsonl" > "$WORK/a.log" 2>&1 || { cat "$WORK/a.log"; fatal "training with --tokenizer-model"; }
 python3 - "$WORK/a.jsonl" <<'PY' || fail "losses"
 import json, math, sys
 tr = [json.loads(l) for l in open(sys.argv[1])]
@@ -42,3 +41,4 @@ rc=0; "$XTRAIN_BIN_DIR/xtrain_generate" --ckpt "$WORK/a.ckpt" --tokenizer-model 
   --max-new-tokens 2 > /dev/null 2> "$WORK/g2.err" || rc=$?
 [[ $rc -eq 2 ]] && grep -q "the model was trained with the tokenizer of fingerprint .*not the one loaded" "$WORK/g2.err" && echo "ok   xtrain_generate with another model: refused" \
   || { cat "$WORK/g2.err"; fail "xtrain_generate with another model: exit $rc"; }
+xt_finish

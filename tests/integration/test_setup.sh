@@ -2,10 +2,9 @@
 # Set-up in two layers: the `programs` target builds the six programs and no test, scripts/setup.sh
 # installs the test extras (Slurm, munge, clang, doctest, matplotlib) only with --tests, and the
 # README's test command is .ci/run's, after `scripts/setup.sh --tests`.
-set -euo pipefail
+source "$(dirname "$0")/common.sh"
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-build="${XTRAIN_BIN_DIR:?XTRAIN_BIN_DIR: the build directory}"
-fail() { echo "FAIL: $*"; exit 1; }
+build="$XTRAIN_BIN_DIR"  # the build directory
 
 # `ninja -t query`: "programs:", "  input: phony", the inputs one per line, "  outputs:"
 deps="$(ninja -C "$build" -t query programs | sed -n '/input:/,/outputs:/{/:/d;p}' | tr -d ' ' | sort)"
@@ -43,3 +42,4 @@ if git -C "$root" rev-parse --git-dir > /dev/null 2>&1; then
   done
   echo "the walkthrough's outputs are ignored by git: $(echo $outs)"
 fi
+xt_finish

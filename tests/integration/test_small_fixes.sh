@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
 # Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
-# option starts from <|endoftext|>; a warmup longer than the run is named in one note.
+# option starts from <|endoftext|>; a warmup longer than the run is named in one note; $XTRAIN_DATA naming a
+# file is called "not a directory".
 source "$(dirname "$0")/common.sh"
 xt_data
-fail() { echo "FAIL: $*"; exit 1; }
 
 # SIGUSR1 to mpirun (forwarded to every rank) after step 3: the run stops after a step, exit 3
 "${MPIRUN[@]}" -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 500 --log-every 1 --ckpt "$WORK/s.ckpt" >"$WORK/stop.log" 2>&1 &
@@ -15,7 +15,7 @@ set +e
 wait "$pid"
 rc=$?
 set -e
-[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fail "stopped run: exit $rc, want 3"; }
+[[ $rc == 3 ]] || { cat "$WORK/stop.log"; fatal "stopped run: exit $rc, want 3"; }
 last="$(grep '^step .*/500 | loss' "$WORK/stop.log" | tail -1)"
 first="$(grep '^step .*/500 | loss' "$WORK/stop.log" | head -1)"
 [[ "$first" == *"| eta "* ]] || fail "a running step without eta: $first"
@@ -47,3 +47,14 @@ echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prom
 "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 3 >"$WORK/warm3.log" 2>&1 || fail "warmup 3 run"
 ! grep -q "^note .*--warmup" "$WORK/warm3.log" || fail "a note for --warmup 3 --steps 3: $(grep note "$WORK/warm3.log")"
 echo "warmup longer than the run: $(grep '^note ' "$WORK/warm.log")"
+
+# $XTRAIN_DATA naming a file, not a directory: a defaulted file's message says so (exit 2, one line)
+set +e
+XTRAIN_DATA="$WORK/corpus.txt" "${MPIRUN[@]}" -q -np 1 "$XT" "${TINY[@]}" --steps 1 >"$WORK/dd.out" 2>"$WORK/dd.err"
+rc=$?
+set -e
+[[ $rc == 2 && $(wc -l <"$WORK/dd.err") == 1 ]] &&
+  grep -qF -- "--data: the default $WORK/corpus.txt/brown.txt is missing (data directory $WORK/corpus.txt, from \$XTRAIN_DATA, is not a directory (a file or device); set XTRAIN_DATA" "$WORK/dd.err" ||
+  { cat "$WORK/dd.out" "$WORK/dd.err"; fail "XTRAIN_DATA naming a file: exit $rc"; }
+echo "XTRAIN_DATA naming a file: $(cat "$WORK/dd.err")"
+xt_finish

@@ -11,7 +11,7 @@ kHangS=90   # well past the deadline: the job is taken as hung and killed
 
 mine="$WORK/startup.jsonl"  # in this run's command line only (WORK is a fresh mktemp directory)
 cleanup() { for p in $(pgrep -f "$mine"); do kill -9 "$p" 2>/dev/null || true; done; }
-trap 'cleanup; rm -rf "$WORK"' EXIT
+xt_at_exit cleanup
 t0=$(date +%s.%N)
 rc=0
 # rank 1 stops itself before exec (the launcher sees a live process that never joins)
@@ -20,7 +20,6 @@ timeout -s KILL $kHangS "${MPIRUN[@]}" -np 2 bash -c \
   --steps 1 --comm-timeout $kTimeoutS --metrics "$mine" > "$WORK/run.log" 2>&1 || rc=$?
 elapsed=$(python3 -c "import sys; print(f'{float(sys.argv[2]) - float(sys.argv[1]):.1f}')" "$t0" "$(date +%s.%N)")
 cat "$WORK/run.log"
-fail() { echo "FAIL: $*"; exit 1; }
 [[ $rc -ne 0 && $rc -ne 137 ]] || fail "exit $rc: expected the job to end non-zero by itself (137: killed as hung after ${kHangS} s)"
 grep -q "^rank 0 ([^)]*): error: start-up did not finish within $kTimeoutS s (MPI_Init_thread / node split); a rank may be stopped or unreachable$" \
   "$WORK/run.log" || fail "no start-up deadline line from rank 0"
@@ -28,4 +27,4 @@ python3 -c "import sys; sys.exit(0 if float(sys.argv[1]) <= float(sys.argv[2]) e
   fail "the job took ${elapsed} s, more than --comm-timeout + ${kSlackS} s"
 sleep 1
 [[ -z $(pgrep -f "$mine") ]] || fail "processes of the job are left"
-echo "PASS: a rank stopped before MPI start-up ended the job in ${elapsed} s (--comm-timeout $kTimeoutS)"
+xt_finish "PASS: a rank stopped before MPI start-up ended the job in ${elapsed} s (--comm-timeout $kTimeoutS)"

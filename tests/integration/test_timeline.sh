@@ -9,9 +9,8 @@ ARGS=("${DATA[@]}" "${TINY[@]}" --layers 4 --batch 8 --steps 4)  # steps 2-4 are
 for launcher in mpi threads; do
   for mb in 0.05 0; do
     name="$launcher-b$mb"
-    xt_run "$launcher" 2 "${ARGS[@]}" --bucket-mb "$mb" --timeline "$WORK/$name.json" >"$WORK/$name.log" 2>&1 ||
-      { cat "$WORK/$name.log"; echo "FAIL: run $name"; exit 1; }
-    python3 - "$WORK/$name.json" "$mb" "$name" <<'PY' || exit 1
+    xt_run_ok "$name" "$launcher" 2 "${ARGS[@]}" --bucket-mb "$mb" --timeline "$WORK/$name.json"
+    python3 - "$WORK/$name.json" "$mb" "$name" <<'PY' || fail "$name: the trace"
 import json, sys
 path, mb, name = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 trace = json.load(open(path))  # must parse
@@ -52,13 +51,12 @@ PY
 done
 # World 1 runs no gradient collective: the trace has no all-reduce span and no wait for one, and
 # bench/timeline_summary.py reports each step with all_reduces 0; the run summary names the trace.
-xt_run mpi 1 "${ARGS[@]}" --timeline "$WORK/w1.json" >"$WORK/w1.log" 2>&1 ||
-  { cat "$WORK/w1.log"; echo "FAIL: run w1"; exit 1; }
+xt_run_ok w1 mpi 1 "${ARGS[@]}" --timeline "$WORK/w1.json"
 grep -qF "trace  | $WORK/w1.json | steps 2-4 (rank 0's --timeline" "$WORK/w1.log" ||
-  { cat "$WORK/w1.log"; echo "FAIL: w1: the run summary does not name the trace it wrote"; exit 1; }
+  { cat "$WORK/w1.log"; fail "w1: the run summary does not name the trace it wrote"; }
 python3 "$(dirname "$0")/../../bench/timeline_summary.py" "$WORK/w1.json" >"$WORK/w1.summary" ||
-  { echo "FAIL: timeline_summary.py on the world-1 trace"; exit 1; }
-python3 - "$WORK/w1.json" "$WORK/w1.summary" <<'PY' || exit 1
+  fatal "timeline_summary.py on the world-1 trace"
+python3 - "$WORK/w1.json" "$WORK/w1.summary" <<'PY' || fail "w1: the trace and its summary"
 import json, sys
 events = json.load(open(sys.argv[1]))["traceEvents"]
 names = {e["name"] for e in events if e["ph"] == "X"}
@@ -70,3 +68,4 @@ if [r["step"] for r in recs] != [2, 3, 4] or any(r["all_reduces"] != 0 for r in 
     sys.exit(f"FAIL: w1: summary {recs}")
 print(f"w1: steps 2-4, no gradient collective, backward {recs[-1]['backward_ms']} ms (step 4)")
 PY
+xt_finish

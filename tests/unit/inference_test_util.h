@@ -15,6 +15,7 @@
 
 #include <xtrain/backend/backend.h>
 #include "backend/greedy.h"
+#include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
@@ -26,8 +27,7 @@ namespace xtrain::test {
 // by default. llama: its own head (lm_head) unless tied, and a rotary base other than the default, so
 // a decoder that read the default would differ.
 inline GPTConfig small_config(Arch arch = Arch::gpt2, bool tied = false) {
-  GPTConfig c;
-  c.V = 90, c.maxT = 80, c.C = 32, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 8, c.F = 48;
+  GPTConfig c = model_config(90, 80, 32, 2, 4, 2, 8, 48);
   if (arch == Arch::llama) c.arch = arch, c.tie_embeddings = tied ? 1 : 0, c.rope_theta = 500.0f;
   return c;
 }

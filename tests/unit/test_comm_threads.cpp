@@ -16,7 +16,9 @@
 #include <vector>
 
 #include "app/thread_launch.h"
+#include "comm/agree.h"
 #include "comm/placement.h"
+#include "comm/solo_group.h"
 #include "comm/thread_world.h"
 
 using namespace xtrain;
@@ -203,5 +205,29 @@ TEST_CASE("gather_placement over the in-process collectives: every rank's row, i
       CHECK(got[r][q].host == world.host());
       CHECK(got[r][q].device == (q == 1 ? std::string("") : "dev " + std::to_string(10 * q) + " (bus)"));
     }
+  }
+}
+
+TEST_CASE("agree over a SoloGroup: a failure propagates as thrown (its kind and message), nothing to agree on") {
+  SoloGroup one;
+  CHECK(one.world_size() == 1);
+  CHECK(one.solo());
+  int ran = 0;
+  agree(one, [&] { ++ran; });
+  CHECK(ran == 1);
+  // not AgreedFailure (whose message was printed as "rank 0 (host): ..."): the program reports these itself
+  CHECK_THROWS_WITH_AS(agree(one, [] { throw UsageError("--loss x: bad"); }), "--loss x: bad", UsageError);
+  CHECK_THROWS_WITH_AS(agree(one, [] { throw Error("x.jsonl:2: not JSON"); }), "x.jsonl:2: not JSON", Error);
+  CHECK(agree_while_working(one, [] { return 7; }) == 7);
+  CHECK_THROWS_WITH_AS(agree_while_working(one, []() -> int { throw UsageError("late"); }), "late", UsageError);
+  // a thread world of one rank still agrees (the trainer at world 1): AgreedFailure, code 2 for a usage error
+  ThreadWorld world(1);
+  const auto comm = make_thread_communicator(world, 0, 10.0);
+  CHECK_FALSE(comm->solo());
+  try {
+    agree(*comm, [] { throw UsageError("bad"); });
+    FAIL("agree did not throw");
+  } catch (const AgreedFailure& e) {
+    CHECK(e.exit_code() == 2);
   }
 }

@@ -20,6 +20,7 @@
 #include "backend/cuda/cuda_backend.h"
 #include <xtrain/backend/registry.h>
 #include "comm/thread_world.h"
+#include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
@@ -52,11 +53,7 @@ constexpr uint64_t kSeed = 1234;
 
 // HS = 32 < T: a shape the flash kernels and cuDNN take; bf16 runs go through cuDNN's fused attention
 // (--attention auto) unless a test picks the route.
-GPTConfig config() {
-  GPTConfig c;
-  c.V = 512, c.maxT = kT, c.C = 64, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 32, c.F = 256;
-  return c;
-}
+GPTConfig config() { return test::model_config(512, kT, 64, 2, 4, 2, 32, 256); }
 
 // corpus: a Markov chain that cycles through 16 tokens (next = (cur + 1) mod 16) with probability
 // 0.9 and jumps to a uniform token of [0, V) otherwise: learnable within 20 steps.

@@ -16,6 +16,7 @@
 #include <set>
 
 #include "error_test_util.h"
+#include "fixtures.h"
 #include "core/digest.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
@@ -55,11 +56,7 @@ struct TinyTokenizer {
   }
 };
 
-GPTConfig tiny_config(int kvh = 4, int hs = 8) {
-  GPTConfig c;
-  c.V = 257, c.maxT = 16, c.C = 32, c.L = 2, c.NH = 4, c.KVH = kvh, c.HS = hs, c.F = 48;
-  return c;
-}
+GPTConfig tiny_config(int kvh = 4, int hs = 8) { return test::model_config(257, 16, 32, 2, 4, kvh, hs, 48); }
 
 // tiny_llama: a Llama of tiny_config's sizes, tied or with its own head, eps and theta off their defaults
 GPTConfig tiny_llama(int kvh, bool tied, int hs = 8) {
@@ -496,6 +493,42 @@ TEST_CASE("config.json: GPT-2 variants xtrain does not compute are refused") {
   CHECK(config_error("{" + base + R"(,"n_inner":-3})").find("n_inner must be an integer") != std::string::npos);
   CHECK(config_error("not json").find("not valid JSON") != std::string::npos);
   CHECK(config_error("{" + base + R"(,"activation_function":null})").find("activation_function has the wrong JSON type, found null") != std::string::npos);
+}
+
+TEST_CASE("special-token ids are tokens of the vocabulary: checked on writing config.json and on reading it and generation_config.json") {
+  // check_model_config with the ids, the one check of writers and readers
+  const GPTConfig c = tiny_llama(2, false);  // vocab_size 257
+  const std::string range = " is not a token id of the vocabulary (vocab_size 257: ids 0 to 256)";
+  ConfigTokens past;
+  past.bos_id = 257;
+  ConfigTokens negative;
+  negative.eos_id = 1, negative.pad_id = -2;
+  for (ModelLayout layout : {ModelLayout::Hf, ModelLayout::Xtrain}) {
+    CHECK(error_of([&] { model_config_json(c, layout, past); }) == "config.json: not writing the model: bos_token_id 257" + range);
+    CHECK(error_of([&] { model_config_json(c, layout, negative); }) == "config.json: not writing the model: pad_token_id -2" + range);
+  }
+  ConfigTokens good;
+  good.bos_id = 0, good.eos_id = 256;
+  CHECK(nlohmann::json::parse(model_config_json(c, ModelLayout::Hf, good))["eos_token_id"] == 256);
+
+  test::ScratchDir dir;
+  const std::string base = R"({"model_type":"gpt2","vocab_size":257,"n_positions":16,"n_embd":32,"n_layer":2,"n_head":4)";
+  const std::string config = dir.file("config.json"), gen = dir.file("generation_config.json");
+  auto read_error = [&](const std::string& ids, const std::string& gen_ids) {
+    write_file_atomic(config, base + ids + "}");
+    std::filesystem::remove(gen);
+    if (!gen_ids.empty()) write_file_atomic(gen, "{" + gen_ids + "}");
+    return error_of([&] { read_model_config(dir.path.string()); });
+  };
+  CHECK(read_error(R"(,"bos_token_id":50256,"eos_token_id":50256)", "") == config + ": the model is invalid: bos_token_id 50256" + range);
+  CHECK(read_error(R"(,"eos_token_id":-1)", "") == config + ": the model is invalid: eos_token_id -1" + range);
+  CHECK(read_error(R"(,"eos_token_id":[1,2,257])", "") == config + ": the model is invalid: eos_token_id[2] 257" + range);
+  CHECK(read_error(R"(,"pad_token_id":"0")", "") == config + ": pad_token_id must be an integer token id (or a list of them), found \"0\"");
+  CHECK(read_error(R"(,"eos_token_id":18446744073709551615)", "") ==
+        config + ": eos_token_id 18446744073709551615 is not a token id of the vocabulary");
+  CHECK(read_error(R"(,"bos_token_id":256,"pad_token_id":null)", R"("eos_token_id":[256,300])") ==
+        gen + ": the model's special tokens are invalid: eos_token_id[1] 300" + range);
+  CHECK(read_error(R"(,"bos_token_id":256,"eos_token_id":0)", R"("eos_token_id":[256,0],"pad_token_id":null)") == "(no error)");
 }
 
 TEST_CASE("a model the readers refuse is never exported: config.json gets no null for a non-finite eps or theta") {

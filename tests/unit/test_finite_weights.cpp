@@ -13,6 +13,7 @@
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "error_test_util.h"
+#include "fixtures.h"
 #include "model/param_check.h"
 #include <xtrain/serve/export.h>
 
@@ -21,11 +22,7 @@ using test::error_of;
 
 namespace {
 
-GPTConfig small_config() {
-  GPTConfig c;
-  c.V = 70, c.maxT = 8, c.C = 16, c.L = 2, c.NH = 2, c.KVH = 2, c.HS = 8, c.F = 64;
-  return c;
-}
+GPTConfig small_config() { return test::model_config(70, 8, 16, 2, 2, 2, 8, 64); }
 
 std::vector<float> params_of(const GPTConfig& c) {
   const std::vector<ParamTensor> pl = param_layout(c);

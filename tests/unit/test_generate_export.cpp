@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "fixtures.h"
 #include <xtrain/core/data_dir.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/data/tokenizer.h>
@@ -95,11 +96,7 @@ void check_round_trip(const GPTConfig& cfg, ModelLayout layout) {
   fs::remove_all(dir);
 }
 
-GPTConfig small_gpt2(int kv_heads) {
-  GPTConfig c;
-  c.V = 50257, c.maxT = 96, c.C = 32, c.L = 2, c.NH = 4, c.KVH = kv_heads, c.HS = 8, c.F = 64;
-  return c;
-}
+GPTConfig small_gpt2(int kv_heads) { return test::model_config(50257, 96, 32, 2, 4, kv_heads, 8, 64); }
 
 GPTConfig small_llama(int kv_heads, bool tied) {
   GPTConfig c = small_gpt2(kv_heads);

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/model/model.h>
 #include "train/grad_buckets.h"
@@ -17,11 +18,7 @@ using namespace xtrain;
 
 namespace {
 
-GPTConfig tiny_config() {
-  GPTConfig c;
-  c.V = 32, c.maxT = 8, c.C = 16, c.L = 3, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;
-  return c;
-}
+GPTConfig tiny_config() { return test::tiny_gpt2(/*L=*/3); }  // layers between the first and the last
 
 // RecordingComm: one rank; records what the bucketed all-reduce starts, and when.
 class RecordingComm final : public Communicator {

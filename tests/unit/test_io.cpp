@@ -3,7 +3,8 @@
 // temporary file could be named is never written through, no temporary file is left behind; and
 // the temporary files of dead writers on this host are removed by the next write and nothing else is;
 // check_writable refuses at start what the writer would refuse at the end (sticky rule included);
-// the XXH3-64 wrapper against the reference value of the empty input.
+// the XXH3-64 wrapper against the reference value of the empty input; the data directory's messages
+// (data_dir.h) for $XTRAIN_DATA empty, missing, or a file.
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
@@ -18,6 +19,7 @@
 #include <fstream>
 #include <string>
 
+#include <xtrain/core/data_dir.h>
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
@@ -379,4 +381,34 @@ TEST_CASE("the next write removes the temporary files of dead writers on this ho
   ::close(lock_fd);  // the lock is free now, the pid still dead: debris
   CHECK(remove_stale_temp_files(target) == 1);
   CHECK_FALSE(fs::exists(locked));
+}
+
+TEST_CASE("the data directory: $XTRAIN_DATA empty is not 'unset', and a path that is no directory says why") {
+  const TempDir t;
+  const std::string exe = t.file("bin/xtrain_mpi");  // no share/xtrain beside it, no build tree above it
+  const std::string give = "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give --data FILE";
+  const DataDir unset = find_data_dir(nullptr, exe);
+  CHECK(unset.path.empty());
+  CHECK(data_dir_note(unset, "--data FILE") ==
+        "no data directory found; looked in $XTRAIN_DATA (unset), " + t.file("share/xtrain") + " (absent)" + give);
+  const DataDir empty = find_data_dir("", exe);
+  CHECK(empty.path.empty());
+  CHECK(data_dir_note(empty, "--data FILE") == "no data directory found; looked in $XTRAIN_DATA (set but empty: passed over), " +
+                                                   t.file("share/xtrain") + " (absent)" + give);
+  // set: taken as given, and the note says what is wrong with it
+  std::ofstream(t.file("a_file")) << "x";
+  const DataDir file = find_data_dir(t.file("a_file/").c_str(), exe);
+  CHECK(file.path == t.file("a_file"));
+  CHECK(data_dir_note(file, "--data FILE") ==
+        "data directory " + t.file("a_file") + ", from $XTRAIN_DATA, is not a directory (a file or device)" + give);
+  CHECK(data_dir_note(find_data_dir(t.file("none").c_str(), exe), "--data FILE") ==
+        "data directory " + t.file("none") + ", from $XTRAIN_DATA, does not exist" + give);
+  CHECK(data_dir_note(find_data_dir(t.file("a_file/below").c_str(), exe), "--data FILE") ==
+        "data directory " + t.file("a_file/below") + ", from $XTRAIN_DATA, does not exist" + give);
+  CHECK(data_dir_note(find_data_dir(t.dir.c_str(), exe), "--data FILE") == "data directory " + t.dir.string() + ", from $XTRAIN_DATA" + give);
+  // the install prefix's share/xtrain, once it exists
+  fs::create_directories(t.file("share/xtrain"));
+  const DataDir prefix = find_data_dir("", exe);
+  CHECK(prefix.path == t.file("share/xtrain"));
+  CHECK(prefix.origin == "the install prefix");
 }

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "fixtures.h"
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
 #include "train/memory_report.h"
@@ -16,8 +17,8 @@ using namespace xtrain;
 
 namespace {
 GPTConfig report_config(Arch arch, int tie) {
-  GPTConfig c;
-  c.V = 37, c.maxT = 8, c.C = 16, c.L = 3, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;  // V: Vp pads it
+  GPTConfig c = test::tiny_gpt2(/*L=*/3);
+  c.V = 37;  // Vp pads it
   c.arch = arch, c.tie_embeddings = tie;
   return c;
 }

@@ -8,18 +8,11 @@
 
 #include <xtrain/core/error.h>
 #include "train/mfu.h"
+#include "fixtures.h"
 
 using namespace xtrain;
 
-namespace {
-
-GPTConfig gpt2_124m() {
-  GPTConfig c;
-  c.V = 50257, c.maxT = 1024, c.C = 768, c.L = 12, c.NH = 12, c.KVH = 12, c.HS = 64, c.F = 3072;
-  return c;
-}
-
-}  // namespace
+using test::gpt2_124m;
 
 TEST_CASE("flops_per_token: 6N + 12*L*A*T on GPT-2 124M") {
   const GPTConfig c = gpt2_124m();
@@ -34,8 +27,7 @@ TEST_CASE("flops_per_token: 6N + 12*L*A*T on GPT-2 124M") {
 }
 
 TEST_CASE("flops_per_token: the attention width is NH*HS, not C") {
-  GPTConfig c;
-  c.V = 100, c.maxT = 16, c.C = 64, c.L = 3, c.NH = 4, c.KVH = 2, c.HS = 8, c.F = 96;  // A = 32 != C
+  const GPTConfig c = test::model_config(100, 16, 64, 3, 4, 2, 8, 96);  // A = NH*HS = 32 != C
   GPTConfig wide = c;
   wide.HS = 16;  // A = 64: only the parameter count and the attention term change
   const auto N = [](const GPTConfig& g) {  // V = 100 is not a multiple of 64: Vp = 128 rows in the layout

@@ -11,6 +11,7 @@
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
+#include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
@@ -20,19 +21,8 @@ using namespace xtrain;
 
 namespace {
 
-GPTConfig tiny_config() {
-  GPTConfig c;
-  c.V = 32, c.maxT = 8, c.C = 16, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;
-  return c;
-}
-
-// tiny_llama_config: tiny_config in the llama family (GQA: 4 query heads on 2 key/value heads), with its own
-// head (tie 0) or the head tied to wte (tie 1)
-GPTConfig tiny_llama_config(int tie) {
-  GPTConfig c = tiny_config();
-  c.arch = Arch::llama, c.tie_embeddings = tie;
-  return c;
-}
+using test::tiny_gpt2;
+using test::tiny_llama;
 
 void random_tokens(std::vector<int32_t>& v, int V, uint64_t key) {
   for (size_t i = 0; i < v.size(); ++i) v[i] = static_cast<int32_t>(uniform_u64(key, i) % V);
@@ -41,7 +31,7 @@ void random_tokens(std::vector<int32_t>& v, int V, uint64_t key) {
 }  // namespace
 
 TEST_CASE("family traits: the families' parts, --arch's words and the refusals of fields a family lacks") {
-  GPTConfig g = tiny_config(), l = tiny_llama_config(0);
+  GPTConfig g = tiny_gpt2(), l = tiny_llama(0);
   CHECK((!g.rmsnorm() && !g.rotary() && !g.swiglu() && g.traits().biases && g.traits().scaled_residual_init &&
          !g.traits().untied_head));
   CHECK((l.rmsnorm() && l.rotary() && l.swiglu() && !l.traits().biases && !l.traits().scaled_residual_init &&
@@ -75,7 +65,7 @@ TEST_CASE("family traits: the families' parts, --arch's words and the refusals o
 }
 
 TEST_CASE("parameter layout is contiguous, complete and decays only 2-D weights") {
-  GPTConfig c = tiny_config();
+  GPTConfig c = tiny_gpt2();
   auto layout = param_layout(c);
   size_t off = 0;
   for (const auto& t : layout) {
@@ -94,7 +84,7 @@ TEST_CASE("parameter layout is contiguous, complete and decays only 2-D weights"
 
 TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do not change the loss") {
   auto be = make_cpu_backend();
-  const GPTConfig c = tiny_config();
+  const GPTConfig c = tiny_gpt2();
   GPT model(c, *be);
   model.init_params(7);
   const size_t first = static_cast<size_t>(c.V) * c.C, end = static_cast<size_t>(c.Vp()) * c.C;  // wte offset 0
@@ -114,7 +104,7 @@ TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do n
 // parameters, no memory for gradients, and the calls that would write gradients refuse.
 TEST_CASE("a model without gradients computes the same loss and refuses backward and zero_grads") {
   auto be = make_cpu_backend();
-  const GPTConfig c = tiny_config();
+  const GPTConfig c = tiny_gpt2();
   GPT full(c, *be), decode_only(c, *be, 0, /*with_grads=*/false);
   full.init_params(7), decode_only.init_params(7);
   CHECK(decode_only.grads() == nullptr);
@@ -134,7 +124,7 @@ TEST_CASE("a model without gradients computes the same loss and refuses backward
 // per-sequence keys are as many as that batch.
 TEST_CASE("backward after a smaller batch than an earlier one differentiates that batch only") {
   auto be = make_cpu_backend();
-  const GPTConfig c = tiny_config();
+  const GPTConfig c = tiny_gpt2();
   const int T = 8;
   std::vector<int32_t> tok2(2 * T), tgt2(2 * T), tok1(T), tgt1(T);
   random_tokens(tok2, c.V, 31), random_tokens(tgt2, c.V, 32), random_tokens(tok1, c.V, 33), random_tokens(tgt1, c.V, 34);
@@ -164,7 +154,7 @@ TEST_CASE("backward after a smaller batch than an earlier one differentiates tha
 // in the same buffers does not.
 TEST_CASE("set_batch, forward_pass and loss_sum: forward's parts and their contracts") {
   auto be = make_cpu_backend();
-  const GPTConfig c = tiny_config();
+  const GPTConfig c = tiny_gpt2();
   const int T = 8;
   std::vector<int32_t> tok2(2 * T), tgt2(2 * T), tok4(4 * T), tgt4(4 * T);
   random_tokens(tok2, c.V, 41), random_tokens(tgt2, c.V, 42), random_tokens(tok4, c.V, 43), random_tokens(tgt4, c.V, 44);
@@ -202,7 +192,7 @@ TEST_CASE("set_batch, forward_pass and loss_sum: forward's parts and their contr
 // each family: gpt2, llama with its own head and tied.
 TEST_CASE("recompute 1 and 2 give bitwise the loss and gradients of 0 and share buffers across layers") {
   auto be = make_cpu_backend();
-  for (GPTConfig c : {tiny_config(), tiny_llama_config(0), tiny_llama_config(1)}) {
+  for (GPTConfig c : {tiny_gpt2(), tiny_llama(0), tiny_llama(1)}) {
     c.L = 3;  // more than two layers share a buffer
     CAPTURE(c.describe());
     const int B = 2, T = 8;
@@ -319,11 +309,11 @@ struct GradCase {
 };
 
 TEST_CASE("whole-model gradients match finite differences (gpt2; llama with GQA, its own head and tied)") {
-  const int L = tiny_config().L;
+  const int L = tiny_gpt2().L;
   const GradCase cases[] = {
-      {"gpt2", tiny_config(), int(num_param_tensors(L)) - 1, 3, 1.0f, 5e-3},
-      {"llama", tiny_llama_config(0), 1 + 6 * L + 1 + 1, 8, 25.0f, 2e-3},
-      {"llama tied", tiny_llama_config(1), 1 + 6 * L + 1, 8, 25.0f, 2e-3},
+      {"gpt2", tiny_gpt2(), int(num_param_tensors(L)) - 1, 3, 1.0f, 5e-3},
+      {"llama", tiny_llama(0), 1 + 6 * L + 1 + 1, 8, 25.0f, 2e-3},
+      {"llama tied", tiny_llama(1), 1 + 6 * L + 1, 8, 25.0f, 2e-3},
   };
   for (const GradCase& gc : cases) {
     CAPTURE(gc.name);
@@ -334,7 +324,7 @@ TEST_CASE("whole-model gradients match finite differences (gpt2; llama with GQA,
 }
 
 TEST_CASE("a small model overfits one fixed batch (gpt2; llama with its own head and tied)") {
-  for (const GPTConfig& c : {tiny_config(), tiny_llama_config(0), tiny_llama_config(1)}) {
+  for (const GPTConfig& c : {tiny_gpt2(), tiny_llama(0), tiny_llama(1)}) {
     CAPTURE(c.describe());
     auto be = make_cpu_backend();
     GPT model(c, *be);
@@ -385,7 +375,7 @@ TEST_CASE("gradient clipping factor") {
 
 TEST_CASE("clipping inside AdamW: a clipped step equals a step on the scaled gradient") {
   auto be = make_cpu_backend();
-  GPT a(tiny_config(), *be), b(tiny_config(), *be);
+  GPT a(tiny_gpt2(), *be), b(tiny_gpt2(), *be);
   a.init_params(1), b.init_params(1);
   AdamW oa(*be, a.num_params()), ob(*be, b.num_params());
   OptimConfig oc;
@@ -403,7 +393,7 @@ TEST_CASE("clipping inside AdamW: a clipped step equals a step on the scaled gra
 // of each on the same parameters and gradients must give the same bits, elementwise.
 TEST_CASE("AdamW::step in one call equals one update per tensor, bitwise") {
   auto be = make_cpu_backend();
-  GPT model(tiny_config(), *be);
+  GPT model(tiny_gpt2(), *be);
   model.init_params(5);
   const size_t n = model.num_params();
   AdamW opt(*be, n);
@@ -432,7 +422,7 @@ TEST_CASE("AdamW::step in one call equals one update per tensor, bitwise") {
 
 TEST_CASE("initialization is deterministic in the seed") {
   auto be = make_cpu_backend();
-  GPT a(tiny_config(), *be), b(tiny_config(), *be), c(tiny_config(), *be);
+  GPT a(tiny_gpt2(), *be), b(tiny_gpt2(), *be), c(tiny_gpt2(), *be);
   a.init_params(42), b.init_params(42), c.init_params(43);
   int same_ab = 0, same_ac = 0;
   for (size_t i = 0; i < a.num_params(); ++i) same_ab += a.params()[i] == b.params()[i], same_ac += a.params()[i] == c.params()[i];

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "fixtures.h"
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
@@ -164,8 +165,7 @@ TEST_CASE("muon_momentum: Nesterov momentum as torch.optim.Muon, against a plain
 }
 
 TEST_CASE("muon_matrices: the blocks' matrices, fused ones cut into q/k/v and gate/up") {
-  GPTConfig c;
-  c.V = 32, c.maxT = 8, c.C = 16, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;
+  GPTConfig c = test::tiny_gpt2();
   auto be = make_cpu_backend();
   for (Arch arch : {Arch::gpt2, Arch::llama}) {
     c.arch = arch;
@@ -195,9 +195,7 @@ TEST_CASE("muon_matrices: the blocks' matrices, fused ones cut into q/k/v and ga
 }
 
 TEST_CASE("Optimizer muon: one step of a model equals torch.optim.Muon's written out, AdamW on the rest") {
-  GPTConfig c;
-  c.V = 32, c.maxT = 8, c.C = 16, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 24;
-  c.arch = Arch::llama, c.tie_embeddings = 0;
+  const GPTConfig c = test::tiny_llama(/*tie=*/0);
   auto be = make_cpu_backend();
   GPT model(c, *be);
   model.init_params(5);
@@ -313,7 +311,7 @@ TEST_CASE("checkpoint format 04: the optimizer's fields and Muon's momentum roun
   for (Arch arch : {Arch::gpt2, Arch::llama}) {
     CheckpointState st;
     GPTConfig& mc = st.meta.model;  // a real (tiny) model: a header's parameter count must be its model's
-    mc.arch = arch, mc.V = 16, mc.maxT = 4, mc.C = 8, mc.L = 1, mc.NH = 2, mc.KVH = 2, mc.HS = 4, mc.F = 16;
+    mc = test::model_config(16, 4, 8, 1, 2, 2, 4, 16), mc.arch = arch;
     const size_t n = mc.num_params();
     st.meta.step = 3, st.meta.batch = 4, st.meta.total_steps = 10, st.meta.num_params = n;
     st.meta.optimizer = 1, st.meta.lr_schedule = 1, st.meta.decay_frac = 0.25f, st.meta.beta2 = 0.99f;

@@ -7,6 +7,7 @@
 
 #include <unistd.h>
 
+#include <cctype>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -112,6 +113,74 @@ TEST_CASE("option values and combinations") {
   usage_error(run, {"--weight-copy", "off"}, "usage error: --weight-copy must be persistent or per-use \\(got 'off'\\)");
   usage_error(run, {"--weight-copy", "per-use"}, "usage error: --weight-copy per-use needs --dtype bf16 on the CUDA backend", 2);
   usage_error(run, {"--device", "cpu", "--weight-copy", "per-use"}, "--weight-copy per-use needs --dtype bf16", 2);
+}
+
+TEST_CASE("an option the run would not read is refused naming both options (kOptionScopes), and --help says so") {
+  const Run run;
+  const std::vector<std::pair<std::vector<std::string>, std::string>> unread = {
+      {{"--decay-frac", "0.3"}, R"(--decay-frac needs --lr-schedule wsd \(this run's --lr-schedule is cosine, which does not read it\))"},
+      {{"--lr-schedule", "linear", "--decay-frac", "0.2"}, "--decay-frac needs --lr-schedule wsd \\(this run's --lr-schedule is linear"},
+      {{"--muon-lr", "0.01"}, R"(--muon-lr needs --optimizer muon \(this run's --optimizer is adamw, which does not read it\))"},
+      {{"--muon-momentum", "0.9"}, "--muon-momentum needs --optimizer muon"},
+      {{"--muon-weight-decay", "0.1"}, "--muon-weight-decay needs --optimizer muon"},
+      {{"--muon-ns-steps", "3"}, "--muon-ns-steps needs --optimizer muon"},
+      {{"--muon-adjust", "match_rms_adamw"}, "--muon-adjust needs --optimizer muon"},
+      {{"--norm-eps", "1e-6"}, "--norm-eps needs --arch llama \\(this run's --arch is gpt2"},
+      {{"--tie-embeddings", "false"}, "--tie-embeddings needs --arch llama"},
+  };
+  for (const auto& [extra, pattern] : unread) usage_error(run, extra, "usage error: " + pattern);
+  // with the value that reads them: accepted
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--lr-schedule", "wsd", "--decay-frac", "0.3"},
+        {"--optimizer", "muon", "--muon-lr", "0.01", "--muon-momentum", "0.9", "--muon-weight-decay", "0.1", "--muon-ns-steps", "3",
+         "--muon-adjust", "match_rms_adamw"},
+        {"--arch", "llama", "--norm-eps", "1e-6", "--tie-embeddings", "false"}}) {
+    std::vector<std::string> args = run.ok();
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliFailure f = startup(args, 1);
+    INFO(f.message);
+    CHECK(f.exit_code == 0);
+  }
+  // --help names each scope after the option's text
+  std::vector<std::string> args = {"xtrain_mpi", "--help"};
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  std::string help;  // the text as one line: Boost wraps it at its own width
+  for (char c : parse_options(2, argv.data()).help_text)
+    if (!(std::isspace(static_cast<unsigned char>(c)) && !help.empty() && help.back() == ' ')) help += std::isspace(static_cast<unsigned char>(c)) ? ' ' : c;
+  for (const char* scoped : {"(only with --lr-schedule wsd)", "(only with --optimizer muon)", "(only with --arch llama)"})
+    CHECK(help.find(scoped) != std::string::npos);
+}
+
+TEST_CASE("wsd's decay has at least one step; Muon's options are bounded as their AdamW counterparts") {
+  const Run run;
+  // round(0.001 x 100) = 0 and round(0.2 x 2) = 0: a run that would end at its peak learning rate
+  usage_error(run, {"--lr-schedule", "wsd", "--decay-frac", "0.001", "--steps", "100"},
+              R"(--decay-frac 0.001 of a 100-step schedule is round\(0.1\) = 0 decay steps: the run would end at its peak learning rate; give --decay-frac >= 0.01 \(one step\))");
+  usage_error(run, {"--lr-schedule", "wsd", "--steps", "2"}, R"(--decay-frac 0.2 of a 2-step schedule is round\(0.4\) = 0 decay steps)");
+  usage_error(run, {"--lr-schedule", "wsd", "--decay-frac", "0"}, R"(--decay-frac must be in \(0, 1\])");
+  CHECK(startup([&] { auto a = run.ok(); a.insert(a.end(), {"--lr-schedule", "wsd", "--decay-frac", "0.01", "--steps", "100"}); return a; }(), 1)
+            .exit_code == 0);  // round(1) = 1 step
+  // the same bound for --lr and --muon-lr, --beta1 and --muon-momentum, --weight-decay and --muon-weight-decay
+  const std::vector<std::string> muon = {"--optimizer", "muon"};
+  auto with_muon = [&](std::vector<std::string> extra) {
+    extra.insert(extra.begin(), muon.begin(), muon.end());
+    return extra;
+  };
+  usage_error(run, {"--lr", "inf"}, "--lr must be positive and finite");
+  usage_error(run, with_muon({"--muon-lr", "inf"}), "--muon-lr must be positive and finite");
+  usage_error(run, with_muon({"--muon-lr", "0"}), "--muon-lr must be positive and finite");
+  usage_error(run, {"--beta1", "1"}, R"(--beta1 must be in \[0, 1\))");
+  usage_error(run, with_muon({"--muon-momentum", "1"}), R"(--muon-momentum must be in \[0, 1\))");
+  usage_error(run, with_muon({"--muon-momentum", "-0.1"}), R"(--muon-momentum must be in \[0, 1\))");
+  usage_error(run, {"--weight-decay", "-1"}, "--weight-decay must be >= 0 and finite");
+  usage_error(run, with_muon({"--muon-weight-decay", "-1"}), "--muon-weight-decay must be >= 0 and finite");
+  usage_error(run, {"--weight-decay", "1e6"},
+              R"(--weight-decay 1e\+06 x --lr 0.003 = 3000 must be at most 1 \(decoupled weight decay multiplies the weights by 1 - lr x weight decay each step\))");
+  usage_error(run, with_muon({"--muon-weight-decay", "1e6"}), R"(--muon-weight-decay 1e\+06 x --muon-lr 0.02 = 20000 must be at most 1)");
+  usage_error(run, with_muon({"--muon-weight-decay", "60", "--muon-lr", "0.02"}), "--muon-weight-decay 60 x --muon-lr 0.02 = 1.2 must be at most 1");
+  CHECK(startup(with_muon([&] { auto a = run.ok(); a.insert(a.end(), {"--muon-weight-decay", "50", "--muon-lr", "0.02"}); return a; }()), 1)
+            .exit_code == 0);  // 50 x 0.02 = 1: every weight decays to 0 at the peak, the bound itself
 }
 
 TEST_CASE("--weight-copy parses; persistent, the default, is what the CPU backend runs with") {

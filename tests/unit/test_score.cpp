@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <unistd.h>
+#include <zstd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -103,6 +104,26 @@ TEST_CASE("read_mc_file: one line naming file, line and field") {
         std::string::npos);
   CHECK(error_of(R"({"question": "c"})").find("bad.jsonl:1: endings: missing") != std::string::npos);
   CHECK(error_of("\n\n").find("bad.jsonl: no items") != std::string::npos);
+}
+
+TEST_CASE("read_mc_file: a .zst file is decompressed (the items of its plain text); a damaged one is one line") {
+  const std::string text = R"({"ctx": "c", "endings": ["a", "b"], "label": 1})" "\n\n"
+                           R"({"context": "d", "choices": ["e", "f", "g"], "answer": 2})" "\n";
+  std::string zst(ZSTD_compressBound(text.size()), '\0');
+  zst.resize(ZSTD_compress(zst.data(), zst.size(), text.data(), text.size(), 3));
+  const std::vector<McItem> items = read_mc_file(write_temp("items.jsonl.zst", zst));
+  REQUIRE(items.size() == 2);
+  CHECK(items[0].context == "c");
+  CHECK(items[0].label == 1);
+  CHECK(items[1].choices.size() == 3);
+  CHECK(items[1].label == 2);
+  CHECK(items[1].line == 3);  // lines counted in the decompressed text, the blank one too
+  // read as JSON lines, not as zstd, without the suffix: its first line is not JSON
+  CHECK_THROWS_WITH_AS(read_mc_file(write_temp("items.jsonl", zst)), doctest::Contains("items.jsonl:1: not valid JSON"), Error);
+  CHECK_THROWS_WITH_AS(read_mc_file(write_temp("cut.jsonl.zst", zst.substr(0, zst.size() - 4))),
+                       doctest::Contains("cut.jsonl.zst: zstd stream ends mid-frame (truncated)"), Error);
+  CHECK_THROWS_WITH_AS(read_mc_file(write_temp("junk.jsonl.zst", "not zstd at all")),
+                       doctest::Contains("junk.jsonl.zst: corrupt zstd stream"), Error);
 }
 
 TEST_CASE("tokenize_mc: context, then a space and the choice; cut from the left") {

@@ -16,6 +16,8 @@
 #include <xtrain/score/held_out.h>
 #include <xtrain/score/multiple_choice.h>
 
+#include "fixtures.h"
+
 using namespace xtrain;
 
 namespace {
@@ -90,8 +92,7 @@ int main(int argc, char** argv) {
   std::unique_ptr<Backend> be = make_backend(bo);
   double worst_ref = 0;
   for (const Arch arch : {Arch::gpt2, Arch::llama}) {
-    GPTConfig cfg;
-    cfg.V = 97, cfg.maxT = 24, cfg.C = 32, cfg.L = 2, cfg.NH = 4, cfg.KVH = 2, cfg.HS = 8, cfg.F = 64;
+    GPTConfig cfg = test::model_config(97, 24, 32, 2, 4, 2, 8, 64);
     cfg.arch = arch;
     if (arch == Arch::llama) cfg.tie_embeddings = 0;
     GPT model(cfg, *be);

@@ -394,4 +394,15 @@ TEST_CASE("list_data_files: files and directories, sorted, caches and hidden fil
   fs::remove(d.path / "shards" / "fifo");
   fs::create_symlink(d.file("gone"), d.path / "shards" / "dangling");
   CHECK_THROWS_WITH_AS(list_data_files(dir), doctest::Contains("dangling: No such file"), Error);
+  // every error names the option that gave the list (--data unless told: xtrain_eval's --loss, --eval NAME)
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("empty"), "--loss"),
+                       ("--loss " + d.file("empty") + ": no data files in the directory").c_str(), Error);
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("nope.txt"), "--loss"),
+                       ("--loss: cannot read " + d.file("nope.txt") + ": No such file or directory").c_str(), Error);
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("one.txt") + ",", "--eval wiki"),
+                       ("--eval wiki \"" + d.file("one.txt") + ",\": an empty path in the list").c_str(), UsageError);
+  CHECK_THROWS_WITH_AS(list_data_files(d.file("one.txt") + "," + d.file("one.txt"), "--loss"),
+                       doctest::Contains("--loss lists one file twice"), UsageError);
+  CHECK_THROWS_WITH_AS(list_data_files("/dev/null", "--loss"), doctest::Contains("--loss /dev/null: cannot read: not a regular file"),
+                       Error);
 }

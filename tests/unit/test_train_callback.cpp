@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "comm/thread_world.h"
+#include "fixtures.h"
 #include <xtrain/backend/registry.h>
 #include <xtrain/core/error.h>
 #include <xtrain/train/train.h>
@@ -20,8 +21,7 @@ namespace {
 
 TrainConfig tiny_run() {
   TrainConfig cfg;
-  GPTConfig& c = cfg.model;
-  c.V = 64, c.maxT = 16, c.C = 16, c.L = 2, c.NH = 4, c.KVH = 2, c.HS = 4, c.F = 32;
+  cfg.model = test::model_config(64, 16, 16, 2, 4, 2, 4, 32);
   cfg.seq = 16, cfg.batch = 4, cfg.steps = 5, cfg.val_every = 2, cfg.val_seqs = 4, cfg.log_every = 5;
   cfg.bucket_mb = 0;
   return cfg;

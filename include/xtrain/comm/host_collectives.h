@@ -28,6 +28,10 @@ class HostCollectives {
   // deadline_s: how long one of these calls may wait for the other ranks before it throws (seconds,
   // --comm-timeout); 0 where none is known.
   virtual double deadline_s() const { return 0.0; }
+  // solo: a program's own world of one process, started by no launcher (SoloGroup, comm/solo_group.h:
+  // xtrain_eval's corpus loading). agree (comm/agree.h) then lets a failure propagate as thrown, for the
+  // program to report like its other errors, instead of printing "rank 0 (host): ..." itself.
+  virtual bool solo() const { return false; }
 
   // all_reduce_sum_host / all_reduce_max_host: x (count) in place, the sum (in double) / the
   // element-wise max over all ranks; every rank ends with identical values.

@@ -18,15 +18,17 @@ namespace xtrain {
 // list_data_files: the text files named by a --data value: comma-separated paths, each a file or a
 // directory. A directory gives its entries sorted by name (byte order), leaving out hidden names
 // (".*") and token caches (names containing ".tokcache", including their temporary files); each
-// must be a regular file (or a symlink to one). Throws Error "cannot read <path>: <strerror>" for a
-// missing or unreadable path, "--data <path>: cannot read: not a regular file ..." for a FIFO, device
-// or subdirectory, "--data <dir>: no data files in the directory" for an empty directory.
-// A file given by name that ends in ".tokcache" is refused ("--data <path>: a token cache, not a text").
-std::vector<std::string> list_data_files(const std::string& spec);
+// must be a regular file (or a symlink to one). opt: the option that gave spec, named in every error
+// (the trainer's --data, --val-data, --eval NAME; xtrain_eval's --loss). Throws Error "<opt>: cannot
+// read <path>: <strerror>" for a missing or unreadable path, "<opt> <path>: cannot read: not a regular
+// file ..." for a FIFO, device or subdirectory, "<opt> <dir>: no data files in the directory" for an
+// empty directory, UsageError "<opt> lists one file twice: ..." for a file listed twice.
+// A file given by name that ends in ".tokcache" is refused ("<opt> <path>: a token cache, not a text").
+std::vector<std::string> list_data_files(const std::string& spec, const std::string& opt = "--data");
 
 // data_spec_entries: the comma-separated entries of a --data value as given (files or directories),
-// the one split list_data_files uses. Throws Error for an empty entry.
-std::vector<std::string> data_spec_entries(const std::string& spec);
+// the one split list_data_files uses. Throws UsageError "<opt> ...: an empty path in the list".
+std::vector<std::string> data_spec_entries(const std::string& spec, const std::string& opt = "--data");
 
 // join_files: the one rule joining files into the stream: their streams in order with the <|endoftext|>
 // id (eot_id) between consecutive files, none after the last, nothing between when eot_id < 0. So one
@@ -40,7 +42,8 @@ TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const 
 // CorpusOptions: tokens_cache: the cache of a single file ("" = <file>.tokcache; a UsageError with
 // several files); no_cache: tokenize every file in memory on every rank, no cache read or written
 // (JSON lines then streamed, never held whole);
-// format: --data-format (detect_data_format, per file); jsonl_field: --jsonl-field.
+// format: --data-format (detect_data_format, per file); jsonl_field: --jsonl-field; option: the option
+// that named the files, for load_corpus's usage errors (--data, or xtrain_eval's --loss).
 // cache_dir: the directory of the caches, each named by its file's content and its recipe's fingerprint
 // (keyed_cache_path, token_cache.h; for JSON lines jsonl_fingerprint, which holds jsonl_field; created
 // when missing); "" = <file>.tokcache beside each file.
@@ -50,6 +53,7 @@ struct CorpusOptions {
   bool no_cache = false;
   DataFormat format = DataFormat::automatic;
   std::string jsonl_field = "text";
+  std::string option = "--data";
 };
 
 // load_corpus: collective over group (every rank calls it with the same files). Phase 1: local rank

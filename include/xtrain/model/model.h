@@ -112,11 +112,21 @@ struct GPTConfig {
   std::string describe() const;  // one line for logs
 };
 
+// TokenIdField: a special-token id a model file records beside the model, by its field: config.json's
+// and generation_config.json's bos_token_id, eos_token_id, pad_token_id ("eos_token_id[1]" for an
+// element of a list, as Llama 3's generation_config.json gives).
+struct TokenIdField {
+  std::string field;
+  long long id = 0;
+};
+
 // check_model_config: the one check of a model configuration read from or written to a file (a
-// checkpoint's header, config.json, an export): validate(), as Error "<what>: <validate's message>"
-// (exit 1: the file's content, not the command line, is wrong). Every loader and writer calls it, so a
-// model one of them refuses is refused by all, and no file records a model xtrain cannot build.
-void check_model_config(const GPTConfig& cfg, const std::string& what);
+// checkpoint's header, config.json, generation_config.json, an export): validate(), as Error "<what>:
+// <validate's message>" (exit 1: the file's content, not the command line, is wrong), and each of
+// token_ids a token of the vocabulary: Error "<what>: <field> <id> is not a token id of the vocabulary
+// (vocab_size V: ids 0 to V-1)" for one negative or >= V. Every loader and writer calls it, so a model one
+// of them refuses is refused by all, and no file records a model xtrain cannot build.
+void check_model_config(const GPTConfig& cfg, const std::string& what, const std::vector<TokenIdField>& token_ids = {});
 
 // The size limits, each with the option that sets the size (messages name it; for a checkpoint or
 // config.json too, as the option is how a user changes it).

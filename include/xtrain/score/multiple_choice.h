@@ -26,14 +26,16 @@ struct McItem {
   size_t line = 0;
 };
 
-// read_mc_file: the items of a JSON-lines file, one object a line (blank lines skipped), each in one of two forms:
+// read_mc_file: the items of a JSON-lines file, one object a line (blank lines skipped), zstd-compressed when path
+// ends in ".zst" (read as --data's JSON lines are: streamed, each line and the whole bounded), each in one of two forms:
 //   HellaSwag's, as published (rowanz/hellaswag, hellaswag_val.jsonl): "endings" (strings), "label" (an integer,
 //     or its decimal text as in the Hugging Face copy), and "ctx", or when it is absent "ctx_a" and "ctx_b"
 //     joined as the dataset joins them (ctx_a + " " + ctx_b, ctx_a alone when ctx_b is empty);
 //   a generic one: "context" (string), "choices" (strings), "answer" (an integer index).
 // Other fields are ignored. Throws Error "<path>:<line>: <field>: <cause>" for the first bad line (not JSON, a
 // field missing or of the wrong type, an empty context or choice, fewer than 2 choices, an answer outside the
-// choices), and "<path>: no items" for a file without one.
+// choices), "<path>: no items" for a file without one, and the JSON lines reader's errors (a file that cannot
+// be read, a corrupt or truncated .zst, a line over 256 MiB, a file over a quarter of the available memory).
 std::vector<McItem> read_mc_file(const std::string& path);
 
 // McTokens: the tokens of one file's items. Choice k of item i is row first_row[i] + k; a row's sequence is

@@ -140,9 +140,12 @@ struct ConfigTokens {
   int bos_id = -1, eos_id = -1, pad_id = -1;
   uint64_t fingerprint = 0;
   std::string json_sha256, label;
+  // ids: the ids set (not -1), as check_model_config takes them: ("bos_token_id", bos_id), ...
+  std::vector<TokenIdField> ids() const;
 };
 
-// model_config_json: config.json text for cfg in that layout (deterministic: sorted keys, 2-space
+// model_config_json: config.json text for cfg in that layout; throws Error (check_model_config) for a
+// model the readers refuse or a token id of `tokens` outside the vocabulary (deterministic: sorted keys, 2-space
 // indent, trailing newline). hf gpt2: model_type gpt2, architectures [GPT2LMHeadModel], n_embd, n_layer,
 // n_head, n_positions, n_inner, vocab_size, layer_norm_epsilon 1e-5, activation_function
 // gelu_new, dropouts 0, torch_dtype float32, tie_word_embeddings true. hf llama: transformers'
