@@ -193,15 +193,20 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // cache, then every rank maps every cache (load_corpus). Long work runs under agree_while_working:
   // the waiting ranks keep meeting (at least once a second) under --comm-timeout.
   // --init-from DIR with no tokenizer option: the directory's tokenizer (model_dir_tokenizer)
-  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o] {
-    Tokenizer t = !o.tokenizer.any_given && !o.init_from.empty()
-                      ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from)
-                      : load_tokenizer(o.tokenizer);
-    return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
-  }, OnStopSignal::end_job);
   CorpusOptions corpus;
   corpus.tokens_cache = o.tokens_cache, corpus.no_cache = o.no_cache;
   corpus.cache_dir = token_cache_dir(o.cache_dir);
+  // the tokenizer's derived tables are kept beside the token caches (data/tokenizer_cache.h), not with
+  // --no-cache or next to the data
+  const std::string tables_dir = o.no_cache ? "" : corpus.cache_dir;
+  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o, tables_dir] {
+    TokenizerFiles files = o.tokenizer;
+    files.cache_dir = tables_dir;
+    Tokenizer t = !o.tokenizer.any_given && !o.init_from.empty()
+                      ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from)
+                      : load_tokenizer(files);
+    return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
+  }, OnStopSignal::end_job);
   if (o.cache_dir.empty() && corpus.cache_dir.empty() && !o.no_cache) {  // never the data directory unasked
     print0(rank, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;

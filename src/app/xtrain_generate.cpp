@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <functional>
 #include <cstdio>
 #include <iostream>
 #include <memory>
@@ -73,8 +74,8 @@ po::options_description make_options(TokenizerFiles& files) {
        "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
        "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
       ("timing",
-       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: reading the model and "
-       "tokenizer files, backend set-up, weights to the device, decoder allocation and weight preparation, the "
+       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: reading the model file, "
+       "loading the tokenizer, encoding the prompt, backend set-up, weights to the device, decoder allocation and weight preparation, the "
        "prompt to the first token, recording the one-token graph, the first one-token step; then steady decoding "
        "(tokens, ms, tok/s)")
       ("repeat", po::value<int>()->default_value(1),
@@ -96,7 +97,10 @@ struct LoadedModel {
   std::optional<ModelDir> dir;         // --model: the directory (its params moved out)
 };
 
-LoadedModel load_model(const po::variables_map& vm) {
+// load_model: the checkpoint's or the directory's model. With params_for (an export directory read for a
+// backend whose parameter memory is host memory) the weights go where it says (load_model_dir) and
+// LoadedModel::params stays empty.
+LoadedModel load_model(const po::variables_map& vm, const std::function<float*(const GPTConfig&)>& params_for) {
   LoadedModel m;
   if (vm.count("ckpt")) {
     ProgressOptions progress = long_work_options();
@@ -108,7 +112,7 @@ LoadedModel load_model(const po::variables_map& vm) {
     m.fingerprint_source = "the checkpoint";
     return m;
   }
-  ModelDir d = load_model_dir(vm["model"].as<std::string>());
+  ModelDir d = load_model_dir(vm["model"].as<std::string>(), params_for);
   m.config = d.cfg;
   m.params = std::move(d.params);
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
@@ -124,7 +128,7 @@ LoadedModel load_model(const po::variables_map& vm) {
 // --encoder-json / --vocab-bpe not given on the command line is the export's file (as --help says), not
 // the data/gpt2 default.
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
-  if (!lm.dir) return load_tokenizer(files);
+  if (!lm.dir) return load_tokenizer(files);  // files.cache_dir: the tables of the last start (run below)
   const std::string what = "--model " + lm.dir->dir;
   if (!files.any_given) return model_dir_tokenizer(*lm.dir, what);
   TokenizerFiles f = files;
@@ -244,12 +248,29 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
   read_tokenizer_options(vm, files);
+  files.cache_dir = default_token_cache_dir();  // the per-user cache directory of the trainer's default (token_cache.h)
   reject_empty_values(vm, {"ckpt", "model", "prompt-file", "prompt-ids", "dump-logits"});
   check_dump_logits_target(vm);
 
+  BackendOptions bo;
+  bo.device = parse_device(vm["device"].as<std::string>());
+  bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
+  // bo.weight_copy stays persistent (no --weight-copy here): decoding reads every weight per token, so
+  // per-use copies would round the whole model again for each one.
   Phases phases;
-  LoadedModel lm = load_model(vm);
+  std::unique_ptr<Backend> be = make_backend(bo);
+  phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
+  // An export read for the CPU backend goes from the file's mapping straight into the model's parameters:
+  // the model is made as soon as config.json gives its shape (no host copy of the weights in between)
+  std::unique_ptr<GPT> model;
+  auto params_for = [&](const GPTConfig& cfg) -> float* {
+    model = std::make_unique<GPT>(cfg, *be, 0, /*with_grads=*/false);
+    return model->params();
+  };
+  LoadedModel lm = load_model(vm, be->kind() == Device::cpu ? params_for : std::function<float*(const GPTConfig&)>());
+  phases.lap("reading the model file", nullptr);
   const Tokenizer tok = load_tokenizer_for(files, lm);
+  phases.lap("loading the tokenizer", nullptr);
   std::vector<int32_t> prompt;
   std::string text;
   if (vm.count("prompt-ids")) {
@@ -276,23 +297,18 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (lm.config.V != tok.vocab_size())
     throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
                      std::to_string(tok.vocab_size()) + ")");
-  BackendOptions bo;
-  bo.device = parse_device(vm["device"].as<std::string>());
-  bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
-  // bo.weight_copy stays persistent (no --weight-copy here): decoding reads every weight per token, so
-  // per-use copies would round the whole model again for each one.
-  phases.lap("reading the model and tokenizer files, encoding the prompt", nullptr);
-  std::unique_ptr<Backend> be = make_backend(bo);
-  phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
-  GPT model(lm.config, *be);
-  XT_CHECK(lm.params.size() == model.num_params(),
-           "the model has " << lm.params.size() << " parameters; its config needs " << model.num_params());
-  be->copy_to_device(model.params(), lm.params.data(), lm.params.size() * sizeof(float));
-  lm.params = {};
+  phases.lap("encoding the prompt", nullptr);
+  if (!model) {  // a checkpoint, or a backend whose memory is not the host's: copy the host parameters over
+    model = std::make_unique<GPT>(lm.config, *be, 0, /*with_grads=*/false);
+    XT_CHECK(lm.params.size() == model->num_params(),
+             "the model has " << lm.params.size() << " parameters; its config needs " << model->num_params());
+    be->copy_to_device(model->params(), lm.params.data(), lm.params.size() * sizeof(float));
+    lm.params = {};
+  }
   phases.lap("weights to the device", be.get());
 
   if (vm.count("dump-logits")) {
-    Decoder dec(model, 1);
+    Decoder dec(*model, 1);
     write_logits(vm["dump-logits"].as<std::string>(), dec.forward(prompt.data(), int(prompt.size())));
     std::fprintf(stderr, "wrote logits (%zu, %d) to %s\n", prompt.size(), lm.config.V,
                  vm["dump-logits"].as<std::string>().c_str());
@@ -300,7 +316,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (opts.max_new_tokens == 0) return 0;
 
   if (vm.count("dump-logits")) phases.lap("--dump-logits", be.get());
-  Decoder dec(model, batch, use_graph);
+  Decoder dec(*model, batch, use_graph);
   phases.lap("decoder allocation and weight preparation", be.get());
   Utf8Stream stream;
   const bool stream_text = !print_ids && batch == 1;

@@ -93,6 +93,22 @@ Merger::Merger(const std::array<int32_t, 256>& byte_ids, const std::vector<std::
   for (int32_t id : whole_ids) whole_.emplace(token_bytes[size_t(id)], id);
 }
 
+Merger::Tables Merger::tables() const {
+  Tables t;
+  t.byte_ids = byte_ids_;
+  t.pairs.reserve(pairs_.size());
+  for (const auto& [k, v] : pairs_) t.pairs.push_back({int32_t(uint32_t(k >> 32)), int32_t(uint32_t(k)), v.rank, v.id});
+  t.whole.assign(whole_.begin(), whole_.end());
+  return t;
+}
+
+Merger::Merger(const Tables& t) : byte_ids_(t.byte_ids) {
+  pairs_.reserve(t.pairs.size());
+  for (const auto& p : t.pairs) pairs_.emplace(key(p[0], p[1]), RankId{p[2], p[3]});
+  whole_.reserve(t.whole.size());
+  for (const auto& [bytes, id] : t.whole) whole_.emplace(bytes, id);
+}
+
 void Merger::merge(std::string_view piece, std::vector<int32_t>* out) const {
   const int n = int(piece.size());
   if (n == 1) {

@@ -49,6 +49,16 @@ class Merger {
   // merge: one pre-token (bytes, non-empty) -> ids appended to *out. O(n log n) in piece bytes.
   void merge(std::string_view piece, std::vector<int32_t>* out) const;
 
+  // Tables: what the constructor derives (the byte ids, the pair table, the whole-piece lookup), which
+  // the tokenizer cache (tokenizer_cache.h) stores and rebuilds a Merger from without deriving it again.
+  struct Tables {
+    std::array<int32_t, 256> byte_ids{};
+    std::vector<std::array<int32_t, 4>> pairs;           // left id, right id, rank, id of the concatenation
+    std::vector<std::pair<std::string, int32_t>> whole;  // token bytes, id
+  };
+  Tables tables() const;
+  explicit Merger(const Tables& t);
+
  private:
   struct RankId {
     int32_t rank;

@@ -25,6 +25,8 @@
 #include "hf_json_write.h"
 #include "hf_pipeline.h"
 #include "spm_codec.h"
+#include "tokenizer_cache.h"
+#include "tokenizer_impl.h"
 
 namespace xtrain {
 
@@ -70,43 +72,6 @@ constexpr size_t kMaxCacheEntries = 1u << 20;
 constexpr int64_t kMaxSpecialGap = 1 << 16;
 
 }  // namespace
-
-struct Tokenizer::Impl {
-  std::vector<std::string> token_bytes;                     // id -> bytes, (V)
-  std::vector<std::pair<std::string, int32_t>> specials;    // literal content -> id
-  std::vector<std::array<int32_t, 3>> merges;               // (left, right, result) in rank order
-  int32_t eot = -1;
-  uint64_t fingerprint = 0;
-  std::vector<bool> unassigned;                             // (V) or empty; ids decode refuses
-  std::unique_ptr<bpe::Merger> merger;
-  std::unique_ptr<spm::Codec> spm;                          // set for a SentencePiece model: it does all
-  bpe::PreTokenizer pre;
-  std::unique_ptr<bpe::HfPipeline> hf;                      // tokenizer.json's pipeline, else null
-  Kind kind = Kind::Gpt2Files;
-  std::string name;                                         // tiktoken: the encoding (cl100k_base)
-  std::string pattern;                                      // tiktoken: the split pattern
-  std::vector<std::string> files;                           // what it was read from
-  Impl() = default;
-  explicit Impl(const std::string& pattern) : pre(pattern) {}
-  mutable std::mutex cache_mu;
-  mutable std::unordered_map<std::string, std::vector<int32_t>> cache;
-
-  static std::unique_ptr<Impl> build(const bpe::RawVocab& raw);
-  // PieceMark: where encode reports progress: at a piece starting at or past `next` (a pointer into
-  // the whole text), calls (*bytes_done)(p - base) and moves `next` on by kEncodeProgressBytes.
-  struct PieceMark {
-    const char* base = nullptr;
-    const char* next = nullptr;
-    const std::function<void(size_t)>* bytes_done = nullptr;
-    void reached(const char* p) {  // the bytes before p are encoded
-      if (!bytes_done || p < next) return;
-      (*bytes_done)(static_cast<size_t>(p - base));
-      next = p + kEncodeProgressBytes;
-    }
-  };
-  void encode_ordinary(std::string_view text, std::vector<int32_t>* out, PieceMark* mark) const;
-  void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;  // cached merge
-};
 
 std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw) {
   const std::string& f = raw.file;
@@ -563,7 +528,9 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
     if (!std::filesystem::exists(ranks, ec))
       throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks + " is missing (run scripts/setup.sh " +
                        "--tokenizers, or give --tokenizer-ranks FILE; " + data_dir_note("--tokenizer-ranks FILE") + ")");
-    return Tokenizer::from_tiktoken(ranks, files.tokenizer);
+    if (files.cache_dir.empty()) return Tokenizer::from_tiktoken(ranks, files.tokenizer);
+    return load_tokenizer_cached(files.cache_dir, "tiktoken:" + files.tokenizer, {ranks},
+                                 [&] { return Tokenizer::from_tiktoken(ranks, files.tokenizer); });
   }
   if (files.tokenizer_json.empty())
     for (const auto& [given, path, option] : {std::tuple{files.encoder_json_given, files.encoder_json, "--encoder-json"},
@@ -573,7 +540,10 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
         throw UsageError(std::string(option) + ": the default " + path + " is missing (" +
                          data_dir_note(std::string(option) + " FILE") + ")");
     }
-  return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+  if (files.cache_dir.empty() || !files.tokenizer_json.empty())  // a tokenizer.json's pipeline is not cached
+    return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+  return load_tokenizer_cached(files.cache_dir, "gpt2", {files.encoder_json, files.vocab_bpe},
+                               [&] { return Tokenizer::from_gpt2_files(files.encoder_json, files.vocab_bpe); });
 }
 
 }  // namespace xtrain

@@ -143,15 +143,17 @@ std::vector<ParamTensor> param_layout(const GPTConfig& c) {
   return out;
 }
 
-GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute) : cfg_(cfg), be_(be), recompute_(recompute) {
+GPT::GPT(const GPTConfig& cfg, Backend& be, int recompute, bool with_grads) : cfg_(cfg), be_(be), recompute_(recompute) {
   cfg_.validate();
   XT_CHECK(recompute >= 0 && recompute <= kMaxRecompute, "recompute must be 0, 1 or 2, got " << recompute);
   layout_ = param_layout(cfg_);
   num_params_ = layout_.back().offset + layout_.back().count;
   params_ = DeviceBuffer<float>(be_, num_params_);
-  grads_ = DeviceBuffer<float>(be_, num_params_);
   be_.zero(params_.get(), params_.bytes());
-  be_.zero(grads_.get(), grads_.bytes());
+  if (with_grads) {
+    grads_ = DeviceBuffer<float>(be_, num_params_);
+    be_.zero(grads_.get(), grads_.bytes());
+  }
 }
 
 bool param_present(const GPTConfig& c, const ParamSpec& s) {
@@ -176,7 +178,10 @@ BlockWeights GPT::block_weights(int layer) {
   return w;
 }
 
-void GPT::zero_grads() { be_.zero(grads_.get(), grads_.bytes()); }
+void GPT::zero_grads() {
+  XT_CHECK(grads_.get() || num_params_ == 0, "zero_grads(): this model was made without gradients (with_grads false)");
+  be_.zero(grads_.get(), grads_.bytes());
+}
 
 void GPT::init_params(uint64_t seed) {
   std::vector<float> host(num_params_);

@@ -127,6 +127,7 @@ BlockGrads GPT::block_grads(int l) {
 
 void GPT::backward() {
   XT_CHECK(fwd_B_ > 0, "backward() needs a forward(train=true) first");
+  XT_CHECK(grads_.get() || num_params_ == 0, "backward(): this model was made without gradients (with_grads false)");
   const int B = fwd_B_, T = fwd_T_;
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L;
   const int N = B * T;

@@ -3,6 +3,7 @@
 // a NaN weight would otherwise surface later as an internal check in the sampler or a NaN loss.
 #pragma once
 
+#include <cstddef>
 #include <string>
 #include <vector>
 
@@ -13,5 +14,7 @@ namespace xtrain {
 // non_finite_param: "" when every value of params (param_layout(cfg) order, num_params floats) is
 // finite, else which is not: "tensor <name> element <i> is <value>" (the first one, buffer order).
 std::string non_finite_param(const GPTConfig& cfg, const std::vector<float>& params);
+// the same over count floats at params (host memory, e.g. a backend's CPU parameter buffer)
+std::string non_finite_param(const GPTConfig& cfg, const float* params, size_t count);
 
 }  // namespace xtrain

@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <limits>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -248,13 +249,16 @@ void refuse_if_exporting(const std::string& dir) {
                                << " is held); read it when the export has ended");
 }
 
-ModelDir read_model_files(const std::string& dir);  // every file, the weights included (below)
+// every file, the weights included (below)
+ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);
 }  // namespace
 
-ModelDir load_model_dir(const std::string& dir) {
+ModelDir load_model_dir(const std::string& dir) { return load_model_dir(dir, nullptr); }
+
+ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for) {
   refuse_if_exporting(dir);
   const DirFiles before = dir_files(dir);
-  ModelDir m = read_model_files(dir);
+  ModelDir m = read_model_files(dir, params_for);
   if (dir_files(dir) != before)
     XT_FAIL("model directory " << dir << ": its files were replaced while they were read (an export into it); read it again");
   refuse_if_exporting(dir);  // one that began while the files were read, not done renaming
@@ -277,21 +281,25 @@ ModelDir read_model_dir(const std::string& dir) {
 }
 
 namespace {
-ModelDir read_model_files(const std::string& dir) {
+ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for) {
   ModelDir m = read_model_dir(dir);
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
+  const size_t num_params = pl.back().offset + pl.back().count;
   // What config.json and the file ask for, against the host's memory before any of it is taken: the
-  // file's bytes, the parameter buffer and one widened tensor (at most the buffer) at a time.
+  // file's pages (mapped: page cache, counted in MemAvailable) and the parameter buffer.
   struct stat fst{};
-  const double param_bytes = 4.0 * double(pl.back().offset + pl.back().count);
-  const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + 2 * param_bytes;
+  const double param_bytes = 4.0 * double(num_params);
+  const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + param_bytes;
   const double avail = double(available_host_memory_bytes());
   if (avail > 0 && need > avail)
     XT_FAIL(dir << ": loading the model needs " << need / 1e9 << " GB of host memory (config.json: " << m.cfg.describe()
                 << "; " << kModelFile << " and the parameters), " << avail / 1e9 << " GB are available");
   const SafeTensors st = SafeTensors::read(model_path);
-  m.params.assign(pl.back().offset + pl.back().count, 0.0f);
+  // the destination: the caller's (its backend's parameter memory, written once from the mapping) or params
+  float* params = params_for ? params_for(m.cfg) : nullptr;
+  if (!params) m.params.resize(num_params), params = m.params.data();
+  std::vector<std::pair<size_t, size_t>> written;  // [begin, end) elements of params the file's tensors fill
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const StEntry* {
     // checkpoints on the Hub name the base model's tensors (GPT2Model, LlamaModel) without its prefix
@@ -307,16 +315,19 @@ ModelDir read_model_files(const std::string& dir) {
       XT_FAIL("safetensors " << st.label() << ": tensor " << t.name << ": expected shape " << shape_str(t.shape) << ", found "
                              << shape_str(e->shape));
     used.insert(e->name);
-    const std::vector<float> v = st.to_f32(*e);
-    float* dst = m.params.data() + t.offset(pl);
-    if (t.transpose) {  // file (in, out) -> xtrain (out, in)
-      const size_t rows = pl[t.index].shape[0], cols = pl[t.index].shape[1];
-      for (size_t r = 0; r < rows; ++r)
-        for (size_t k = 0; k < cols; ++k) dst[r * cols + k] = v[k * rows + r];
-    } else {
-      std::copy(v.begin(), v.end(), dst);  // wte, lm_head: V rows, the padding rows stay zero; a Llama part: its rows
-    }
+    // straight from the file's mapping into the destination (no intermediate copy)
+    if (t.transpose) st.to_f32_transposed_into(*e, params + t.offset(pl));  // file (in, out) -> xtrain (out, in)
+    else st.to_f32_into(*e, params + t.offset(pl));  // wte, lm_head: V rows (padding rows below); a Llama part: its rows
+    written.emplace_back(t.offset(pl), t.offset(pl) + e->count());
   }
+  // what no tensor of the file fills (wte's and lm_head's rows [V, Vp)) is zero, whatever the destination held
+  std::sort(written.begin(), written.end());
+  size_t filled = 0;
+  for (const auto& [begin, end] : written) {
+    if (begin > filled) std::fill(params + filled, params + begin, 0.0f);
+    filled = std::max(filled, end);
+  }
+  std::fill(params + filled, params + num_params, 0.0f);
   for (const StEntry& e : st.entries()) {
     if (used.count(e.name)) continue;
     // transformers' causal-mask and rotary buffers (non-persistent today, stored by older versions)
@@ -325,8 +336,7 @@ ModelDir read_model_files(const std::string& dir) {
     if (m.layout == ModelLayout::Hf && buffer) continue;
     if (m.layout == ModelLayout::Hf && m.cfg.tied() && e.name == "lm_head.weight") {  // a tied head saved anyway
       const std::vector<float> head = st.to_f32(e);
-      const bool tied = e.shape == std::vector<int64_t>{m.cfg.V, m.cfg.C} &&
-                        std::equal(head.begin(), head.end(), m.params.begin());
+      const bool tied = e.shape == std::vector<int64_t>{m.cfg.V, m.cfg.C} && std::equal(head.begin(), head.end(), params);
       if (!tied)
         XT_FAIL("safetensors " << st.label() << ": lm_head.weight differs from the token embedding (config.json ties the head: "
                                << (m.cfg.llama() ? "tie_word_embeddings true" : "GPT-2") << ")");
@@ -336,7 +346,7 @@ ModelDir read_model_files(const std::string& dir) {
                            << "-layout model with " << m.cfg.describe() << ")");
   }
   // the impossible value (model/param_check.h): refused here, not as a sampler check or a NaN loss later
-  if (const std::string bad = non_finite_param(m.cfg, m.params); !bad.empty())
+  if (const std::string bad = non_finite_param(m.cfg, params, num_params); !bad.empty())
     XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
   return m;
 }

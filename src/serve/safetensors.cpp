@@ -14,6 +14,7 @@
 #include "core/echo.h"
 #include "core/io.h"
 #include "core/json.h"
+#include "core/mapped_file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader copies it as host floats"
@@ -99,23 +100,33 @@ size_t StEntry::count() const {
 }
 
 SafeTensors SafeTensors::read(const std::string& path) {
-  std::string bytes;
+  std::shared_ptr<MappedFile> file;
   try {
     check_size_before_reading(path);
-    bytes = read_file(path);
+    // mapped, not read: the weights are converted from the page cache into their destination once
+    // (to_f32_into), where reading the file would first copy all of it into a heap buffer
+    file = std::make_shared<MappedFile>(MappedFile::map(path, "cannot read " + path));
   } catch (const Error& e) {
     const std::string what = e.what();
     if (what.rfind("safetensors ", 0) == 0) throw;
     XT_FAIL("safetensors " << what);
   }
-  return parse(std::move(bytes), path);
+  const std::string_view bytes = file->bytes();
+  return parse_owned(std::move(file), bytes, path);
 }
 
 SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
+  auto owned = std::make_shared<const std::string>(std::move(bytes));
+  const std::string_view view(*owned);
+  return parse_owned(std::move(owned), view, label);
+}
+
+SafeTensors SafeTensors::parse_owned(std::shared_ptr<const void> owner, std::string_view bytes, const std::string& label) {
   SafeTensors st;
   st.label_ = label;
-  st.bytes_ = std::move(bytes);
-  const std::string& b = st.bytes_;
+  st.owner_ = std::move(owner);
+  st.bytes_ = bytes;
+  const std::string_view b = st.bytes_;
   auto fail = [&](const std::string& why) { XT_FAIL("safetensors " << label << ": " << why); };
   if (b.size() < 8) fail("file of " + std::to_string(b.size()) + " bytes has no 8-byte header length");
   uint64_t n = 0;
@@ -144,7 +155,7 @@ SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
   if (!duplicate.empty()) fail("duplicate name \"" + echo_value(duplicate) + "\" in the header");
   if (!h.is_object()) fail("header is not a JSON object");
   const size_t last = b.find_last_not_of(' ', 8 + n - 1);
-  if (last == std::string::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
+  if (last == std::string_view::npos || last < 8 || b[last] != '}') fail("header has bytes other than spaces after its JSON object");
 
   for (auto it = h.begin(); it != h.end(); ++it) {
     const std::string& name = it.key();
@@ -211,27 +222,66 @@ const StEntry* SafeTensors::find(const std::string& name) const {
   return it != entries_.end() && it->name == name ? &*it : nullptr;
 }
 
+namespace {
+enum class Wide { f32, bf16, f16 };
+
+// element: element i of a tensor of dtype w at p, as fp32 (exact for each of the three)
+inline float element(const char* p, size_t i, Wide w) {
+  float f;
+  if (w == Wide::f32) {
+    std::memcpy(&f, p + 4 * i, 4);
+    return f;
+  }
+  uint16_t h;
+  std::memcpy(&h, p + 2 * i, 2);
+  if (w == Wide::f16) return half_to_float(h);
+  const uint32_t bits = uint32_t(h) << 16;  // bfloat16 is the top half of a binary32
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+}  // namespace
+
+namespace {
+Wide wide_of(const StEntry& e, const std::string& label) {
+  if (e.dtype == "F32") return Wide::f32;
+  if (e.dtype == "BF16") return Wide::bf16;
+  if (e.dtype == "F16") return Wide::f16;
+  XT_FAIL("safetensors " << label << ": tensor \"" << e.name << "\" has dtype " << e.dtype << ", expected F32, BF16 or F16");
+}
+}  // namespace
+
 std::vector<float> SafeTensors::to_f32(const StEntry& e) const {
+  wide_of(e, label_);  // the dtype's error before allocating
+  std::vector<float> out(e.count());
+  to_f32_into(e, out.data());
+  return out;
+}
+
+void SafeTensors::to_f32_into(const StEntry& e, float* dst) const {
+  const Wide w = wide_of(e, label_);
   const char* p = bytes_.data() + data_start_ + e.begin;
   const size_t n = e.count();
-  std::vector<float> out(n);
-  if (e.dtype == "F32") {
-    std::memcpy(out.data(), p, n * 4);
-  } else if (e.dtype == "BF16" || e.dtype == "F16") {
-    for (size_t i = 0; i < n; ++i) {
-      uint16_t h;
-      std::memcpy(&h, p + 2 * i, 2);
-      if (e.dtype == "F16") {
-        out[i] = half_to_float(h);
-      } else {
-        const uint32_t bits = uint32_t(h) << 16;  // bfloat16 is the top half of a binary32
-        std::memcpy(&out[i], &bits, 4);
-      }
-    }
-  } else {
-    XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has dtype " << e.dtype << ", expected F32, BF16 or F16");
+  if (w == Wide::f32) {
+    if (n) std::memcpy(dst, p, n * 4);
+    return;
   }
-  return out;
+  for (size_t i = 0; i < n; ++i) dst[i] = element(p, i, w);
+}
+
+void SafeTensors::to_f32_transposed_into(const StEntry& e, float* dst) const {
+  const Wide w = wide_of(e, label_);
+  if (e.shape.size() != 2)
+    XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has " << e.shape.size() << " dimensions, expected 2 to transpose");
+  const size_t A = size_t(e.shape[0]), B = size_t(e.shape[1]);
+  const char* p = bytes_.data() + data_start_ + e.begin;
+  // in tiles of kTile x kTile elements: both the rows read and the rows written stay in cache
+  constexpr size_t kTile = 64;
+  for (size_t a0 = 0; a0 < A; a0 += kTile)
+    for (size_t b0 = 0; b0 < B; b0 += kTile) {
+      const size_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
+      for (size_t a = a0; a < a1; ++a)
+        for (size_t b = b0; b < b1; ++b) dst[b * A + a] = element(p, a * B + b, w);
+    }
 }
 
 std::string safetensors_bytes(std::vector<StTensorF32> tensors, const std::map<std::string, std::string>& metadata) {

@@ -1,8 +1,11 @@
 // libFuzzer target for the safetensors reader: SafeTensors::parse must end every input with either
 // a parsed file or one xtrain::Error, never a crash or an out-of-bounds read (ASan); every entry of
-// a file that parses converts to fp32 or throws Error.
+// a file that parses converts to fp32 or throws Error, into a buffer of exactly count() floats, transposed
+// too for a 2-D entry (the path model directories take from a mapped file: read() parses as parse() does).
 #include <cstdint>
+#include <cstring>
 #include <string>
+#include <vector>
 
 #include <xtrain/core/error.h>
 #include <xtrain/serve/safetensors.h>
@@ -12,7 +15,16 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     const xtrain::SafeTensors st = xtrain::SafeTensors::parse(std::string(reinterpret_cast<const char*>(data), size), "fuzz");
     for (const xtrain::StEntry& e : st.entries()) {
       try {
-        if (st.to_f32(e).size() != e.count()) __builtin_trap();
+        const std::vector<float> v = st.to_f32(e);
+        if (v.size() != e.count()) __builtin_trap();
+        if (e.shape.size() == 2) {
+          std::vector<float> t(e.count());
+          st.to_f32_transposed_into(e, t.data());
+          const size_t A = size_t(e.shape[0]), B = size_t(e.shape[1]);
+          for (size_t a = 0; a < A && !v.empty(); a += A / 2 + 1)  // a few elements: (a, b) lands at b*A + a
+            for (size_t b = 0; b < B; b += B / 2 + 1)
+              if (std::memcmp(&t[b * A + a], &v[a * B + b], 4) != 0) __builtin_trap();
+        }
       } catch (const xtrain::Error&) {
       }
     }

@@ -13,14 +13,15 @@ MODE=(--no-cache)  # how the data is read: --no-cache, or --cache-dir "$WORK/cac
 mkdir "$WORK/outputs" "$WORK/bad"
 
 # expect NAME CODE PATTERN DATA [args]: world 2 ends with CODE in under BOUND s, its first rank line
-# matches PATTERN (common.sh's expect_cmd), and $WORK/outputs and $WORK/cache hold no file
+# matches PATTERN (common.sh's expect_cmd), and $WORK/outputs and $WORK/cache hold no file (but the
+# tokenizer's tables, written before the data is read: data/tokenizer_cache.h)
 expect() {
   local name=$1 code=$2 pattern=$3 data=$4
   shift 4
   [[ ${MODE[0]} == --no-cache ]] || name="$name (cached)"
   expect_cmd "$name" "$code" "$pattern" "${MPIRUN[@]}" -np 2 "$XT" "${ARGS[@]}" "${MODE[@]}" --data "$data" "$@"
   local left
-  left=$(ls -A "$WORK/outputs"; find "$WORK/cache" -type f 2> /dev/null || true)
+  left=$(ls -A "$WORK/outputs"; find "$WORK/cache" -type f ! -name '*.toktables' 2> /dev/null || true)
   [[ -z $left ]] || fail "$name: files written: ${left//$'\n'/ }"
   rm -rf "${WORK:?}/outputs"/*
 }

@@ -67,8 +67,8 @@ for mode in "--temperature 1 --seed 3" "--temperature 0"; do
   [[ -n "$one" && "$rep" == "$one" ]] && echo "ok   --repeat 3 prints the tokens of one run ($mode)" \
     || fail "--repeat 3 ($mode): '$rep' vs '$one'"
   ms='[0-9]+\.[0-9]{3} ms'
-  for phase in "reading the model and tokenizer files, encoding the prompt" \
-               "backend set-up \(cpu\)" "weights to the device" \
+  for phase in "backend set-up \(cpu\)" "reading the model file" "loading the tokenizer" "encoding the prompt" \
+               "weights to the device" \
                "decoder allocation and weight preparation" "prompt to first token \(3 tokens x 1\)" \
                "first one-token step \(recording included\)"; do
     [[ $(grep -cE "^timing \| $phase: $ms\$" "$WORK/err") -eq 1 ]] || fail "--timing ($mode): no line for '$phase': $(cat "$WORK/err")"

@@ -102,6 +102,15 @@ TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families
     CHECK(read_file(m.vocab_json) == read_file(tok.encoder));
     CHECK(read_file(m.merges_txt) == read_file(tok.bpe));
     CHECK(m.tokenizer_fingerprint == fingerprint);  // recorded in config.json
+    // into the caller's memory (xtrain_generate's CPU backend): the same bits, the rows no tensor of the file
+    // holds (wte's padding) zeroed over what the memory held, ModelDir::params left empty
+    std::vector<float> into(params.size() + 1, std::numeric_limits<float>::quiet_NaN());
+    GPTConfig asked;
+    const ModelDir direct = load_model_dir(out, [&](const GPTConfig& c) { return asked = c, into.data(); });
+    CHECK(asked.describe() == cfg.describe());
+    CHECK(direct.params.empty());
+    CHECK(std::memcmp(into.data(), params.data(), 4 * params.size()) == 0);
+    CHECK(std::isnan(into.back()));  // nothing written past num_params
   }
 }
 

@@ -100,6 +100,25 @@ TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do n
   CHECK(model.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr) == loss);
 }
 
+// A model made only to decode (xtrain_generate) has no gradient buffer: the same loss from the same
+// parameters, no memory for gradients, and the calls that would write gradients refuse.
+TEST_CASE("a model without gradients computes the same loss and refuses backward and zero_grads") {
+  auto be = make_cpu_backend();
+  const GPTConfig c = tiny_gpt2();
+  GPT full(c, *be), decode_only(c, *be, 0, /*with_grads=*/false);
+  full.init_params(7), decode_only.init_params(7);
+  CHECK(decode_only.grads() == nullptr);
+  CHECK(be->allocation_bytes(decode_only.params()) > 0);
+  const int B = 2, T = 8;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  random_tokens(tok, c.V, 3), random_tokens(tgt, c.V, 4);
+  CHECK(decode_only.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr) ==
+        full.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr));
+  CHECK_THROWS_WITH_AS(decode_only.zero_grads(), doctest::Contains("without gradients"), Error);
+  decode_only.forward(tok.data(), tgt.data(), B, T, true, 1.0f, nullptr);
+  CHECK_THROWS_WITH_AS(decode_only.backward(), doctest::Contains("without gradients"), Error);
+}
+
 // Activation buffers sized for a larger batch serve a smaller one; backward() must then differentiate
 // the smaller batch of the last forward only (not the stale rows behind it), also with dropout, whose
 // per-sequence keys are as many as that batch.

@@ -97,6 +97,62 @@ TEST_CASE("safetensors: BF16 and F16 widen to fp32 exactly") {
   CHECK_THROWS_WITH_AS(st.to_f32(*st.find("p")), doctest::Contains("dtype U8"), Error);
 }
 
+TEST_CASE("safetensors: into the caller's memory, transposed or not, from a mapped file or bytes in memory") {
+  // a (2, 3) tensor in each dtype: element (a, b) = 10a + b + 0.5 (exact in bf16 and f16)
+  const float vals[6] = {0.5f, 1.5f, 2.5f, 10.5f, 11.5f, 12.5f};
+  std::string data(reinterpret_cast<const char*>(vals), 24);
+  for (int k = 0; k < 2; ++k)  // BF16: the top halves; F16: 0.5 = 0x3800, ... by the format's encoding
+    for (float v : vals) {
+      uint32_t bits;
+      std::memcpy(&bits, &v, 4);
+      uint16_t h = uint16_t(bits >> 16);
+      if (k == 1) {  // binary16: sign 0, exponent e+15, the top 10 bits of the mantissa (these are exact)
+        const int e = int((bits >> 23) & 0xff) - 127;
+        h = uint16_t(((e + 15) << 10) | ((bits >> 13) & 0x3ff));
+      }
+      data.append(reinterpret_cast<const char*>(&h), 2);
+    }
+  const std::string h = header({tensor("f", "F32", "[2,3]", "[0,24]"), tensor("b", "BF16", "[2,3]", "[24,36]"),
+                                tensor("h", "F16", "[2,3]", "[36,48]"), tensor("v", "F32", "[0]", "[48,48]")});
+  const std::string bytes = file_bytes(h, data);
+  test::ScratchDir dir;
+  write_file_atomic(dir.file("m.safetensors"), bytes);
+  const SafeTensors mapped = SafeTensors::read(dir.file("m.safetensors"));
+  const SafeTensors moved = SafeTensors::parse(bytes, "mem");
+  const SafeTensors in_memory = SafeTensors(moved);  // a copy shares the bytes
+  for (const SafeTensors* st : {&mapped, &in_memory})
+    for (const char* name : {"f", "b", "h"}) {
+      CAPTURE(name);
+      const StEntry& e = *st->find(name);
+      float out[6], t[6];
+      st->to_f32_into(e, out);
+      CHECK(std::memcmp(out, vals, 24) == 0);
+      CHECK(st->to_f32(e) == std::vector<float>(vals, vals + 6));
+      st->to_f32_transposed_into(e, t);  // (3, 2): t[b*2 + a] = element (a, b)
+      CHECK(std::vector<float>(t, t + 6) == std::vector<float>{0.5f, 10.5f, 1.5f, 11.5f, 2.5f, 12.5f});
+    }
+  float none = 7.0f;
+  mapped.to_f32_into(*mapped.find("v"), &none);  // an empty tensor writes nothing
+  CHECK(none == 7.0f);
+  CHECK_THROWS_WITH_AS(mapped.to_f32_transposed_into(*mapped.find("v"), &none), doctest::Contains("1 dimensions, expected 2"), Error);
+}
+
+TEST_CASE("safetensors: a large mapped file converts in tiles, element for element") {
+  // 70 x 130: more than one 64 x 64 tile each way, with partial tiles at both edges
+  const int A = 70, B = 130;
+  std::vector<float> v(size_t(A) * B);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i);
+  test::ScratchDir dir;
+  write_file_atomic(dir.file("big.safetensors"), safetensors_bytes({{"w", {A, B}, v.data()}}, {}));
+  const SafeTensors st = SafeTensors::read(dir.file("big.safetensors"));
+  std::vector<float> t(v.size(), -1.0f);
+  st.to_f32_transposed_into(*st.find("w"), t.data());
+  bool same = true;
+  for (int a = 0; a < A; ++a)
+    for (int b = 0; b < B; ++b) same = same && t[size_t(b) * A + a] == v[size_t(a) * B + b];
+  CHECK(same);
+}
+
 TEST_CASE("safetensors: every malformed file is one line naming the file and the cause") {
   test::ScratchDir dir;
   const std::string ok = header({tensor("a", "F32", "[2]", "[0,8]")});

@@ -113,6 +113,7 @@ class Tokenizer {
   static Tokenizer from_ranks(const bpe::RankVocab& vocab);  // tokenizer.cpp; used by from_tiktoken
   // from_raw: tokenizer.cpp; used by from_hf_json (hf_json.cpp) with its pipeline
   static Tokenizer from_raw(const bpe::RawVocab& raw, std::unique_ptr<bpe::HfPipeline> pipeline);
+  friend class TokenizerTables;  // src/data/tokenizer_cache.h: stores and restores the tables
   std::unique_ptr<Impl> impl_;
 };
 
@@ -142,6 +143,9 @@ struct TokenizerFiles {
   std::string encoder_json, vocab_bpe;  // OpenAI GPT-2 encoder.json and vocab.bpe (merges)
   bool encoder_json_given = false, vocab_bpe_given = false;  // on the command line, not defaults
   bool any_given = false;  // any tokenizer option on the command line (else a model directory's may be used)
+  // where load_tokenizer keeps the tables it derives from GPT-2's files or a rank file (the token caches'
+  // directory, src/data/tokenizer_cache.h), so a later start reads them; "" = derive them every time
+  std::string cache_dir;
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 

@@ -194,7 +194,9 @@ class GPT {
   // the layernorm outputs ln1, ln2 and recomputes them from the kept layer input (mean/rstd kept).
   // Same ops on the same inputs: losses and gradients are bitwise those of 0; only memory and time
   // change (model_acts.h says which buffers are shared). Throws Error outside [0, 2].
-  GPT(const GPTConfig& cfg, Backend& be, int recompute = 0);
+  // with_grads false (a model that only decodes, xtrain_generate): no gradient buffer (grads() is null,
+  // zero_grads() and backward() throw Error), which would be the size of the parameters, allocated and zeroed.
+  GPT(const GPTConfig& cfg, Backend& be, int recompute = 0, bool with_grads = true);
   GPT(const GPT&) = delete;
   GPT& operator=(const GPT&) = delete;
 
@@ -203,7 +205,7 @@ class GPT {
   const std::vector<ParamTensor>& layout() const { return layout_; }
   size_t num_params() const { return num_params_; }
   float* params() { return params_.get(); }  // backend memory, (num_params)
-  float* grads() { return grads_.get(); }    // backend memory, same layout
+  float* grads() { return grads_.get(); }    // backend memory, same layout; null without grads
   // block_weights: block `layer`'s parameters (views into params(), LayerParam order; null where absent)
   BlockWeights block_weights(int layer);
   // tensor: the parameters of tensor `index` of layout() (layer_param_index, final_param_index, kWte, ...);

@@ -18,6 +18,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -97,6 +98,12 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout = nullpt
 // export lock is held (an export into it running), or whose files were replaced while they were read,
 // is refused in one line (Error "model directory <dir>: ...; read it again").
 ModelDir load_model_dir(const std::string& dir);
+// load_model_dir with the weights written where params_for(cfg) says, once config.json gave cfg: host
+// memory of param_layout(cfg)'s num_params floats (a CPU backend's parameter buffer, filled in one
+// conversion from the file's mapping); ModelDir::params stays empty then. A null result (or params_for
+// empty) means ModelDir::params, as above. The same checks and errors as load_model_dir; on an Error
+// the memory may hold part of the weights.
+ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);
 // read_model_dir: load_model_dir without the weights (params empty): config.json and the tokenizer
 // files present, for picking the tokenizer before the weights are read.
 ModelDir read_model_dir(const std::string& dir);

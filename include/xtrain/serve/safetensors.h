@@ -8,7 +8,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace xtrain {
@@ -22,7 +24,8 @@ struct StEntry {
   size_t count() const;        // elements = product of shape (1 for a scalar)
 };
 
-// A parsed file: the whole file in memory, header validated.
+// A parsed file, header validated: read() maps the file read-only (no copy of it is made; the
+// conversions below read the mapping), parse() keeps the bytes it is given.
 class SafeTensors {
  public:
   // read: parses `path`. Throws Error "safetensors <path>: <cause>" for a missing/unreadable file, a
@@ -41,10 +44,19 @@ class SafeTensors {
   // to_f32: the tensor's elements converted to fp32 (from F32 exactly, or from F16/BF16 exactly;
   // Error naming the tensor for other dtypes). Row-major, count() elements.
   std::vector<float> to_f32(const StEntry& e) const;
+  // to_f32_into: the same elements written to dst (count() floats), converted straight from the file's
+  // bytes. to_f32_transposed_into: a 2-D tensor of shape [A, B] written to dst as its (B, A) transpose,
+  // dst[b*A + a] = element (a, b) (a Conv1D weight (in, out) of GPT-2's files into xtrain's (out, in)).
+  // Both throw the Error of to_f32 for another dtype; the transposed one also for a tensor that is not 2-D.
+  void to_f32_into(const StEntry& e, float* dst) const;
+  void to_f32_transposed_into(const StEntry& e, float* dst) const;
   const std::string& label() const { return label_; }
 
  private:
-  std::string label_, bytes_;
+  static SafeTensors parse_owned(std::shared_ptr<const void> owner, std::string_view bytes, const std::string& label);
+  std::string label_;
+  std::shared_ptr<const void> owner_;  // keeps bytes_ alive: the string parse() was given, or the file's mapping
+  std::string_view bytes_;             // the whole file
   size_t data_start_ = 0;  // 8 + header length
   std::vector<StEntry> entries_;
   std::map<std::string, std::string> metadata_;

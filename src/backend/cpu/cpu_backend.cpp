@@ -4,6 +4,7 @@
 #include "backend/cpu/cpu_backend.h"
 
 #include <cblas.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -26,6 +27,7 @@ namespace {
 
 // 64 B: one cache line and the widest SIMD vector (AVX-512), so BLAS gets aligned operands.
 constexpr size_t kAlignment = 64;
+constexpr size_t kHugePage = size_t{2} << 20;  // x86-64's transparent huge page
 
 // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21": the first two words of the build config.
 std::string openblas_version() {
@@ -55,8 +57,17 @@ class CpuBackend final : public Backend {
   void* alloc(size_t bytes) override {
     // aligned_alloc needs a size that is a multiple of the alignment; 0 bytes still gets a unique block.
     const size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
-    const size_t block = rounded ? rounded : kAlignment;
-    void* p = std::aligned_alloc(kAlignment, block);
+    size_t block = rounded ? rounded : kAlignment;
+    // A block of 2 MiB or more (parameters, gradients, AdamW moments, logits, a KV cache) in transparent
+    // huge pages where the kernel gives them on request (THP "madvise" mode): its first touch takes one
+    // fault per 2 MiB instead of 512, the training run's first step and a model read's one conversion pay
+    // far less (measured on a 2-core VM: step 1 of the README's run 3.4-4.3 s against 6.5-6.7 s; 500 MB
+    // touched in 1.9 s against 4.5 s), at the price of zeroing a sparsely used block whole (a decoder's KV
+    // cache of maxT rows at its first prompt). Bits computed are the same either way.
+    const bool huge = block >= kHugePage;
+    if (huge) block = (block + kHugePage - 1) / kHugePage * kHugePage;
+    void* p = std::aligned_alloc(huge ? kHugePage : kAlignment, block);
+    if (p && huge) ::madvise(p, block, MADV_HUGEPAGE);  // a hint: where refused, 4 KiB pages as before
     XT_CHECK(p != nullptr, "out of host memory allocating " << bytes << " bytes");
     std::lock_guard<std::mutex> lock(blocks_mutex_);
     blocks_.emplace(p, block);

@@ -1,0 +1,246 @@
+// Tokenizer table cache (data/tokenizer_cache.h): the payload's writer and bounds-checked reader, and
+// the entry's lookup, check and atomic write.
+#include "data/tokenizer_cache.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+#include <iostream>
+
+#include <xtrain/core/error.h>
+#include "core/digest.h"
+#include "core/io.h"
+#include "tokenizer_impl.h"
+
+#if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
+#error "tokenizer cache entries are little-endian; this code copies host integers"
+#endif
+
+namespace xtrain {
+
+namespace {
+constexpr char kMagic[8] = {'X', 'T', 'T', 'O', 'K', 'T', 'A', 'B'};
+constexpr size_t kHeaderBytes = 40;
+constexpr uint64_t kMaxEntryBytes = uint64_t{1} << 30;  // Llama 3's 128k ranks take ~10 MB
+
+struct Out {
+  std::string b;
+  template <class T>
+  void put(T v) {
+    b.append(reinterpret_cast<const char*>(&v), sizeof v);
+  }
+  void str(std::string_view s) {
+    put(uint64_t(s.size()));
+    b.append(s.data(), s.size());
+  }
+};
+
+// In: reads the payload front to back; every read is bounded by what is left (Error otherwise).
+struct In {
+  std::string_view b;
+  size_t pos = 0;
+  template <class T>
+  T get() {
+    if (b.size() - pos < sizeof(T)) XT_FAIL("truncated at byte " << pos);
+    T v;
+    std::memcpy(&v, b.data() + pos, sizeof v);
+    pos += sizeof v;
+    return v;
+  }
+  // count: a length whose items take at least min_bytes each, so it cannot run past the end
+  size_t count(size_t min_bytes) {
+    const uint64_t n = get<uint64_t>();
+    if (n > (b.size() - pos) / min_bytes) XT_FAIL("a count of " << n << " at byte " << pos - 8 << " runs past the end");
+    return size_t(n);
+  }
+  std::string str() {
+    const size_t n = count(1);
+    std::string s(b.substr(pos, n));
+    pos += n;
+    return s;
+  }
+  int32_t id(int32_t lo, int32_t V, const char* what) {  // an id in [lo, V)
+    const int32_t v = get<int32_t>();
+    if (v < lo || v >= V) XT_FAIL(what << " " << v << " at byte " << pos - 4 << " outside [" << lo << ", " << V << ")");
+    return v;
+  }
+};
+
+uint32_t kind_code(Tokenizer::Kind k) { return k == Tokenizer::Kind::Gpt2Files ? 1 : k == Tokenizer::Kind::Tiktoken ? 2 : 0; }
+}  // namespace
+
+std::string TokenizerTables::save(const Tokenizer& t) {
+  const Tokenizer::Impl& m = *t.impl_;
+  XT_CHECK(kind_code(m.kind) != 0 && !m.hf && !m.spm, "tokenizer cache: only GPT-2 files and tiktoken tables are stored");
+  Out o;
+  o.put(kind_code(m.kind));
+  o.str(m.name), o.str(m.pattern);
+  o.put(m.eot), o.put(m.fingerprint);
+  o.put(uint64_t(m.token_bytes.size()));
+  for (const std::string& s : m.token_bytes) o.str(s);
+  o.put(uint64_t(m.specials.size()));
+  for (const auto& [s, id] : m.specials) o.str(s), o.put(id);
+  o.put(uint64_t(m.merges.size()));
+  for (const auto& mg : m.merges) o.put(mg[0]), o.put(mg[1]), o.put(mg[2]);
+  o.put(uint64_t(m.unassigned.size()));
+  for (bool u : m.unassigned) o.put(uint8_t(u));
+  const bpe::Merger::Tables mt = m.merger->tables();
+  for (int32_t id : mt.byte_ids) o.put(id);
+  o.put(uint64_t(mt.pairs.size()));
+  for (const auto& p : mt.pairs) o.put(p[0]), o.put(p[1]), o.put(p[2]), o.put(p[3]);
+  o.put(uint64_t(mt.whole.size()));
+  for (const auto& [s, id] : mt.whole) o.str(s), o.put(id);
+  return std::move(o.b);
+}
+
+Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<std::string>& files) {
+  In in{payload};
+  const uint32_t kind = in.get<uint32_t>();
+  if (kind != 1 && kind != 2) XT_FAIL("unknown tokenizer kind " << kind);
+  std::string name = in.str(), pattern = in.str();
+  // the pre-tokenizer of its split pattern (tiktoken's), GPT-2's for none
+  auto m = pattern.empty() ? std::make_unique<Tokenizer::Impl>() : std::make_unique<Tokenizer::Impl>(pattern);
+  m->kind = kind == 1 ? Tokenizer::Kind::Gpt2Files : Tokenizer::Kind::Tiktoken;
+  m->name = std::move(name), m->pattern = std::move(pattern), m->files = files;
+  const int32_t eot = in.get<int32_t>();
+  m->fingerprint = in.get<uint64_t>();
+  const size_t V = in.count(8);
+  if (V > size_t(INT32_MAX)) XT_FAIL("a vocabulary of " << V << " ids");
+  const int32_t v = int32_t(V);
+  if (eot < -1 || eot >= v) XT_FAIL("end-of-text id " << eot << " outside [-1, " << V << ")");
+  m->eot = eot;
+  m->token_bytes.reserve(V);
+  for (size_t i = 0; i < V; ++i) m->token_bytes.push_back(in.str());
+  for (size_t i = 0, n = in.count(12); i < n; ++i) {
+    std::string s = in.str();
+    m->specials.emplace_back(std::move(s), in.id(0, v, "special token id"));
+  }
+  for (size_t i = 0, n = in.count(12); i < n; ++i) {
+    std::array<int32_t, 3> mg;
+    for (int32_t& x : mg) x = in.id(-1, v, "merge id");
+    m->merges.push_back(mg);
+  }
+  const size_t unassigned = in.count(1);
+  if (unassigned != 0 && unassigned != V) XT_FAIL(unassigned << " unassigned flags for " << V << " ids");
+  for (size_t i = 0; i < unassigned; ++i) {
+    const uint8_t u = in.get<uint8_t>();
+    if (u > 1) XT_FAIL("unassigned flag " << int(u));
+    m->unassigned.push_back(u == 1);
+  }
+  bpe::Merger::Tables mt;
+  for (int32_t& id : mt.byte_ids) id = in.id(0, v, "byte id");
+  for (size_t i = 0, n = in.count(16); i < n; ++i) {
+    std::array<int32_t, 4> p;
+    p[0] = in.id(0, v, "pair id"), p[1] = in.id(0, v, "pair id"), p[2] = in.id(0, INT32_MAX, "rank"), p[3] = in.id(0, v, "pair id");
+    mt.pairs.push_back(p);
+  }
+  for (size_t i = 0, n = in.count(12); i < n; ++i) {
+    std::string s = in.str();
+    mt.whole.emplace_back(std::move(s), in.id(0, v, "whole-piece id"));
+  }
+  if (in.pos != payload.size()) XT_FAIL(payload.size() - in.pos << " trailing bytes");
+  m->merger = std::make_unique<bpe::Merger>(mt);
+  return Tokenizer(std::move(m));
+}
+
+std::string tokenizer_tables_path(const std::string& dir, const std::string& loader, const std::vector<std::string>& source_bytes) {
+  Xxh3Stream h;
+  const std::string tag = "xtrain-tokenizer-tables";
+  h.update(tag.data(), tag.size());
+  const uint32_t version = kTokenizerTablesVersion;
+  h.update(&version, sizeof version);
+  const uint64_t loader_bytes = loader.size();
+  h.update(&loader_bytes, 8);
+  h.update(loader.data(), loader.size());
+  for (const std::string& b : source_bytes) {
+    const uint64_t n = b.size();
+    h.update(&n, 8);
+    h.update(b.data(), b.size());
+  }
+  return (std::filesystem::path(dir) / (hex64(h.digest()) + kTokenizerTablesExt)).string();
+}
+
+namespace {
+// read_entry: the entry's bytes, "" when there is none; Error "<why>" for one that is not this user's
+// regular file or cannot be read (never through a symlink: O_NOFOLLOW)
+std::string read_entry(const std::string& path) {
+  UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
+  if (fd.get() < 0) {
+    if (errno == ENOENT) return "";
+    XT_FAIL("cannot open it (" << std::strerror(errno) << ")");
+  }
+  struct stat st{};
+  if (::fstat(fd.get(), &st) != 0) XT_FAIL("cannot stat it (" << std::strerror(errno) << ")");
+  if (!S_ISREG(st.st_mode)) XT_FAIL("not a regular file");
+  if (st.st_uid != ::geteuid()) XT_FAIL("owned by uid " << st.st_uid << ", not this user (uid " << ::geteuid() << ")");
+  if (uint64_t(st.st_size) < kHeaderBytes || uint64_t(st.st_size) > kMaxEntryBytes) XT_FAIL("a size of " << st.st_size << " bytes");
+  std::string b(size_t(st.st_size), '\0');
+  size_t got = 0;
+  while (got < b.size()) {
+    const ssize_t n = ::pread(fd.get(), b.data() + got, b.size() - got, off_t(got));
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) XT_FAIL("cannot read it (" << (n < 0 ? std::strerror(errno) : "shorter than its size") << ")");
+    got += size_t(n);
+  }
+  return b;
+}
+
+uint64_t key_of(const std::string& path) {  // the key the name holds (tokenizer_tables_path)
+  uint64_t key = 0;
+  parse_hex64(std::filesystem::path(path).stem().string(), &key);
+  return key;
+}
+}  // namespace
+
+Tokenizer load_tokenizer_cached(const std::string& cache_dir, const std::string& loader, const std::vector<std::string>& sources,
+                                const std::function<Tokenizer()>& build, bool* hit) {
+  if (hit) *hit = false;
+  std::vector<std::string> bytes;
+  try {
+    for (const std::string& s : sources) bytes.push_back(read_file(s));
+  } catch (const Error&) {
+    return build();  // an unreadable source: the loader's own error
+  }
+  const std::string path = tokenizer_tables_path(cache_dir, loader, bytes);
+  const uint64_t key = key_of(path);
+  try {
+    const std::string entry = read_entry(path);
+    if (!entry.empty()) {
+      uint32_t version = 0;
+      uint64_t k = 0, n = 0, h = 0;
+      std::memcpy(&version, entry.data() + 8, 4), std::memcpy(&k, entry.data() + 16, 8);
+      std::memcpy(&n, entry.data() + 24, 8), std::memcpy(&h, entry.data() + 32, 8);
+      const std::string_view payload = std::string_view(entry).substr(kHeaderBytes);
+      if (std::memcmp(entry.data(), kMagic, 8) != 0) XT_FAIL("not a tokenizer cache entry (no magic)");
+      if (version != kTokenizerTablesVersion) XT_FAIL("format version " << version << ", this build reads " << kTokenizerTablesVersion);
+      if (k != key) XT_FAIL("key " << hex64(k) << " is not its name's");
+      if (n != payload.size()) XT_FAIL("its header gives " << n << " payload bytes, it holds " << payload.size());
+      if (xxh3_64(payload.data(), payload.size()) != h) XT_FAIL("its payload hash does not match (damaged)");
+      Tokenizer t = TokenizerTables::restore(payload, sources);
+      if (hit) *hit = true;
+      return t;
+    }
+  } catch (const Error& e) {
+    std::cerr << "warning: tokenizer cache " << path << ": " << e.what() << "; rebuilding it\n";
+  }
+  Tokenizer t = build();
+  try {
+    const std::string payload = TokenizerTables::save(t);
+    Out o;
+    o.b.append(kMagic, 8);
+    o.put(kTokenizerTablesVersion), o.put(uint32_t(0)), o.put(key), o.put(uint64_t(payload.size()));
+    o.put(xxh3_64(payload.data(), payload.size()));
+    o.b += payload;
+    open_output_directory(cache_dir, "--cache-dir", true);
+    write_file_atomic(path, o.b, "cannot write tokenizer cache");
+  } catch (const Error& e) {
+    std::cerr << "warning: tokenizer cache not written (" << e.what() << ")\n";
+  }
+  return t;
+}
+
+}  // namespace xtrain
