@@ -60,10 +60,9 @@ class CpuBackend final : public Backend {
     size_t block = rounded ? rounded : kAlignment;
     // A block of 2 MiB or more (parameters, gradients, AdamW moments, logits, a KV cache) in transparent
     // huge pages where the kernel gives them on request (THP "madvise" mode): its first touch takes one
-    // fault per 2 MiB instead of 512, the training run's first step and a model read's one conversion pay
-    // far less (measured on a 2-core VM: step 1 of the README's run 3.4-4.3 s against 6.5-6.7 s; 500 MB
-    // touched in 1.9 s against 4.5 s), at the price of zeroing a sparsely used block whole (a decoder's KV
-    // cache of maxT rows at its first prompt). Bits computed are the same either way.
+    // fault per 2 MiB instead of 512, so the training run's first step and a model read's one conversion pay
+    // far less (figures: bench/results/coldstart_cpu_2026-12.md), at the price of zeroing a sparsely used
+    // block whole (a decoder's KV cache of maxT rows at its first prompt). Bits computed are the same.
     const bool huge = block >= kHugePage;
     if (huge) block = (block + kHugePage - 1) / kHugePage * kHugePage;
     void* p = std::aligned_alloc(huge ? kHugePage : kAlignment, block);
