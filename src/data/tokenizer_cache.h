@@ -1,5 +1,5 @@
 // Tokenizer table cache: the tables a tokenizer's loader derives from its files (GPT-2's encoder.json +
-// vocab.bpe: 300 ms; a tiktoken rank file: 0.8 s for Llama 3's 128k ranks, measured on two cores), stored
+// vocab.bpe, a tiktoken rank file; what that costs: bench/results/coldstart_cpu_2026-12.md), stored
 // in the per-user cache directory of the token caches (--cache-dir, token_cache.h), so that a later start
 // reads them instead of parsing and deriving them again. One entry per loader and source bytes:
 //   <dir>/<key, 16 hex>.toktables, key = xxh3_64 of "xtrain-tokenizer-tables", the format version, the
