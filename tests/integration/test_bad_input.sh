@@ -207,10 +207,10 @@ expect "checkpoint of another split" 1 "does not match this run: training tokens
 
 # non-finite loss: a huge learning rate blows the model up; the run stops with exit 1 and the last
 # good checkpoint (written at step 1) is neither overwritten nor left half-written
-expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
+expect "non-finite loss" 1 "non-finite" 2 "${OK[@]}" --steps 20 --lr 1e30 --weight-decay 0 --warmup 0 --ckpt "$WORK/nan.ckpt" --ckpt-every 1
 [[ $(grep -c "checkpoint written" "$WORK/out") -ge 1 ]] || fail "no good checkpoint before the blow-up"
 if ls "$WORK"/nan.ckpt.tmp* > /dev/null 2>&1; then fail "temporary checkpoint left behind"; fi
-"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 --ckpt "$WORK/nan2.ckpt" > /dev/null 2>"$WORK/err2" \
+"${MPIRUN[@]}" -np 1 "$XT" "${OK[@]}" --steps 20 --lr 1e30 --weight-decay 0 --warmup 0 --resume "$WORK/nan.ckpt" --stop-after 1 --ckpt "$WORK/nan2.ckpt" > /dev/null 2>"$WORK/err2" \
   || grep -q "non-finite" "$WORK/err2" || { fail "the kept checkpoint does not load"; cat "$WORK/err2"; }
 
 # a launcher that started several tasks while MPI sees one process (no mpirun here)
