@@ -31,6 +31,7 @@
 #include <xtrain/serve/export.h>
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/train/train.h>
+#include "train/metrics.h"
 
 namespace xtrain {
 
@@ -154,8 +155,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   std::vector<std::string> data_files, val_files;
   std::vector<std::unique_ptr<DirLock>> output_locks;  // rank 0: one per output, until the run ends
   agree(mpi, [&] {
-    if (rank == 0)
+    if (rank == 0) {
       for (const OutputFile& out : run_outputs(o)) check_writable(out.path, out.opt.c_str());
+      check_metrics_file(o.train.metrics);  // truncated in place: one with other hard links is refused
+    }
     if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) {

@@ -6,7 +6,7 @@
 # jobs given one output (--ckpt, --metrics, --timeline; the second refused, naming the first); a model
 # directory read while an export into it runs (refused); a file already under an output's or a
 # registry's lock name (never destroyed: an input refused, anything but a stale lock of ours refused, left
-# as it was); --resume taking the held-out split from the
+# as it was); a hard-linked --metrics refused at start-up; --resume taking the held-out split from the
 # checkpoint; the tokenizer a model needs, named; empty option values and a missing rank file; the stop
 # line while a run starts.
 source "$(dirname "$0")/common.sh"
@@ -225,5 +225,13 @@ cp "$WORK/g.ckpt" "$WORK/gin.lock"
 expect "xtrain_export input named as the --registry lock" 2 "input .*gin.lock is also the --registry lock file" \
   "$EXP" "$WORK/gin.lock" --out "$WORK/reg_export" --registry "$WORK/gin"
 cmp -s "$WORK/g.ckpt" "$WORK/gin.lock" || fail "the refused export changed or removed its input gin.lock"
+
+# ---- a --metrics file with other hard links (truncating it would empty the file they name): refused at
+# start-up with the other output checks, before the corpus is read or the model built ----
+echo '{}' > "$WORK/hl.jsonl" && ln "$WORK/hl.jsonl" "$WORK/hl_link.jsonl"
+expect "a hard-linked --metrics, refused at start-up" 1 "--metrics .*hl.jsonl: it has other hard links; not truncating the file they name" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/hl.jsonl"
+if grep -qE "^(tokenize|cache|model) " "$WORK/out"; then fail "the hard-linked --metrics was refused only after: $(cat "$WORK/out")"; fi
+[[ $(cat "$WORK/hl_link.jsonl") == '{}' ]] || fail "the refused run changed the hard-linked --metrics"
 
 xt_finish "all cases passed"
