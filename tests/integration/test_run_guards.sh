@@ -8,7 +8,7 @@
 # registry's lock name (never destroyed: an input refused, anything but a stale lock of ours refused, left
 # as it was); a hard-linked --metrics refused at start-up; --resume taking the held-out split from the
 # checkpoint; the tokenizer a model needs, named; empty option values and a missing rank file; the stop
-# line while a run starts.
+# line while a run starts, and none after a start-up error under mpirun.
 source "$(dirname "$0")/common.sh"
 xt_data
 B="$XTRAIN_BIN_DIR"
@@ -233,5 +233,20 @@ expect "a hard-linked --metrics, refused at start-up" 1 "--metrics .*hl.jsonl: i
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/hl.jsonl"
 if grep -qE "^(tokenize|cache|model) " "$WORK/out"; then fail "the hard-linked --metrics was refused only after: $(cat "$WORK/out")"; fi
 [[ $(cat "$WORK/hl_link.jsonl") == '{}' ]] || fail "the refused run changed the hard-linked --metrics"
+
+# ---- a start-up error under mpirun -np 2 stays the last line: the signals of mpirun's teardown once the
+# failing job's first rank exits (SIGCONT, then SIGTERM) add no stop line after it (lost about half the
+# time before: three rounds of each case) ----
+echo junk > "$WORK/junk.ckpt"
+n=0
+for round in 1 2 3; do
+  for bad in "--data:$WORK/nonexist.txt" "--resume:$WORK/junk.ckpt" "--metrics:/dev/null"; do
+    rc=0
+    "${MPIRUN[@]}" -q -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 "${bad%%:*}" "${bad#*:}" > "$WORK/np2.log" 2>&1 || rc=$?
+    last=$(tail -n 1 "$WORK/np2.log")
+    if [[ $rc -eq 1 && $last == "rank 0 ("* ]]; then n=$((n + 1)); else fail "np 2, ${bad%%:*} ${bad#*:} (round $round): exit $rc, last line: $last"; fi
+  done
+done
+echo "ok   a start-up error under mpirun -np 2 is the last line ($n of 9 runs)"
 
 xt_finish "all cases passed"
