@@ -31,6 +31,7 @@
 #include <xtrain/serve/export.h>
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/train/train.h>
+#include "train/metrics.h"
 
 namespace xtrain {
 
@@ -155,9 +156,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   std::vector<std::unique_ptr<DirLock>> output_locks;  // rank 0: one per output, until the run ends
   agree(mpi, [&] {
     if (rank == 0) {
-      const std::vector<OutputFile> outputs = run_outputs(o);
-      for (const OutputFile& out : outputs) check_writable(out.path, out.opt.c_str());
-      output_locks = lock_outputs(outputs);
+      for (const OutputFile& out : run_outputs(o)) check_writable(out.path, out.opt.c_str());
+      check_metrics_file(o.train.metrics);  // truncated in place: one with other hard links is refused
     }
     if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
     check_input(o.train.resume, "--resume");
@@ -174,6 +174,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     // (an implicit cache path that is not a regular file is a warning of load_tokens, not an error)
     if (!o.no_cache && !o.tokens_cache.empty()) check_input(o.tokens_cache, "--tokens-cache");
     for (const auto& [opt, path] : tokenizer_inputs(o.tokenizer)) check_input(path, opt.c_str());
+    // last: only once no lock file can be an input or another output (check_distinct_paths)
+    if (rank == 0) output_locks = lock_outputs(run_outputs(o));
   });
 
   // Backend and device (may fail on one rank only, e.g. a missing GPU).

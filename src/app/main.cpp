@@ -47,6 +47,7 @@ int main(int argc, char** argv) {
   } catch (const std::exception& e) {
     // A failure on this rank only: report it and end the whole job so no rank waits in a collective.
     const xtrain::CliFailure f = xtrain::cli_failure(e);
+    xtrain::set_stop_notice("", "");  // the signals of the job's end (MPI_Abort) add no stop line after this one
     xtrain::print_rank_line(mpi.rank(), mpi.host(), f.message);
     if (mpi.world_size() == 1) return f.exit_code;  // nobody to wake up: skip MPI_Abort and its banner
     mpi.abort(f.exit_code);

@@ -392,8 +392,8 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     for (const Path& c : caches) differ(c, outputs[k]);
     for (size_t j = 0; j < k; ++j) differ(outputs[j], outputs[k]);
   }
-  // the lock beside each output (held by rank 0 for the whole run, truncated and removed at its end): an
-  // input or another output given its name would be lost with it
+  // the lock beside each output (held by rank 0 for the whole run, removed at its end): an input or
+  // another output given its name is named here, before run_rank takes any lock
   for (const Path& out : outputs) {
     const Path lock{out.opt + "'s lock file", out.path + ".lock"};
     for (const Path& other : outputs)

@@ -78,7 +78,8 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // val_files (list_data_files(o.val_data), or none) are inputs named --val-data, and none may be a
 // --data file ("--val-data <v> is also a --data file (<d>)").
 // --resume and --ckpt may be the same file (a requeued job). Each output's lock file ("<path>.lock",
-// run_outputs) is neither an input nor another output (the lock truncates and removes it). Throws
+// run_outputs) is neither an input nor another output (checked before any lock is taken: DirLock
+// would refuse the file, and a usage error names both). Throws
 // UsageError "<opt> and <opt> name the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
 // later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,

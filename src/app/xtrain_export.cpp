@@ -183,7 +183,8 @@ int verify(const Options& o) {
 }
 
 // check_outputs_apart: no file this export writes (DIR's four files, the registry) is one it reads
-// (the checkpoint, the tokenizer files) or another of its outputs; UsageError naming both otherwise.
+// (the checkpoint, the tokenizer files) or another of its outputs, nor is the registry's lock file an
+// input; UsageError naming both otherwise.
 // Checked before anything is read or written.
 void check_outputs_apart(const Options& o) {
   std::vector<std::string> inputs = {o.input};
@@ -195,6 +196,10 @@ void check_outputs_apart(const Options& o) {
       if (same_file(o.registry, out)) throw UsageError("--registry " + o.registry + " is also the export's " + out);
     if (same_file(o.registry, o.out)) throw UsageError("--registry " + o.registry + " is also the export's --out directory");
     outputs.push_back(o.registry);
+    // the registry's lock (RegistryLock, removed at the end): never an input
+    for (const std::string& in : inputs)
+      if (same_file(o.registry + ".lock", in))
+        throw UsageError("input " + in + " is also the --registry lock file (" + o.registry + ".lock); not overwriting it");
   }
   for (const std::string& out : outputs)
     for (const std::string& in : inputs)

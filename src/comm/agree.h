@@ -22,7 +22,9 @@ namespace xtrain {
 
 // agree: runs fn on every rank, then agrees with one collective whether any rank failed. If so, the
 // lowest failing rank prints "rank R (host): <message>" and every rank throws AgreedFailure with
-// exit code 2 for a UsageError, else 1. group: the MpiContext at start-up, the Communicator (whose
+// exit code 2 for a UsageError, else 1; the stop notice is cleared first (set_stop_notice: the job
+// ends on this failure, and the signals of mpirun's teardown after a rank exits must not print a stop
+// line after it). group: the MpiContext at start-up, the Communicator (whose
 // collectives are bounded by --comm-timeout) during training. A solo group (HostCollectives::solo)
 // has no one to agree with: fn's exception propagates as thrown, unprinted.
 template <typename Fn>
@@ -46,6 +48,7 @@ void agree(HostCollectives& group, Fn&& fn) {
   double flags[2] = {code ? static_cast<double>(group.world_size() - group.rank()) : 0.0, static_cast<double>(code)};
   group.all_reduce_max_host(flags, 2);
   if (flags[0] > 0) {
+    set_stop_notice("", "");  // before any rank can exit: the failure's line stays the last line
     const int first = group.world_size() - static_cast<int>(flags[0]);
     if (group.rank() == first) {
       print_rank_line(group.rank(), group.host(), (code == 2 ? "usage error: " : "") + msg);

@@ -20,6 +20,9 @@
 namespace xtrain {
 
 namespace {
+// kOtherLinks: why a metrics file with other hard links is refused (MetricsWriter, check_metrics_file)
+constexpr const char* kOtherLinks = "it has other hard links; not truncating the file they name";
+
 // keep_metrics_upto: rewrites the metrics file `path` (if it exists) without the records of steps > step
 // and without lines that are not whole JSON (a run that died after its last checkpoint leaves records
 // the resumed run writes again, and maybe half a line); every other line is kept as it was. Atomic and
@@ -66,7 +69,7 @@ MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(p
   if (fd < 0) XT_FAIL("cannot open metrics file " << path << ": " << std::strerror(errno));
   struct stat st{};
   const char* refused = ::fstat(fd, &st) != 0 ? "cannot stat it" : !S_ISREG(st.st_mode) ? "not a regular file"
-                        : st.st_nlink > 1 ? "it has other hard links; not truncating the file they name" : nullptr;
+                        : st.st_nlink > 1 ? kOtherLinks : nullptr;
   if (!refused && resume_step <= 0 && ::ftruncate(fd, 0) != 0) refused = "cannot truncate it";
   if (refused) {
     ::close(fd);
@@ -78,6 +81,14 @@ MetricsWriter::MetricsWriter(const std::string& path, int resume_step) : path_(p
   dev_ = st.st_dev, ino_ = st.st_ino;
   dir_fd_ = ::fcntl(loc.dir_fd, F_DUPFD_CLOEXEC, 0);  // -1: a new file that stays empty is then kept
   name_ = loc.name;
+}
+
+void check_metrics_file(const std::string& path) {
+  if (path.empty()) return;
+  const OutputLocation loc = locate_output(path, "--metrics");
+  struct stat st{};
+  if (::fstatat(loc.dir_fd, loc.name.c_str(), &st, AT_SYMLINK_NOFOLLOW) == 0 && S_ISREG(st.st_mode) && st.st_nlink > 1)
+    XT_FAIL("--metrics " << path << ": " << kOtherLinks);
 }
 
 MetricsWriter::~MetricsWriter() {

@@ -37,6 +37,12 @@ class MetricsWriter {
   ino_t ino_ = 0;
 };
 
+// check_metrics_file: throws Error "--metrics <path>: it has other hard links; not truncating the file
+// they name" when `path` (resolved as MetricsWriter resolves it) names a file with other hard links,
+// which MetricsWriter refuses: a run is refused at start-up, not after its corpus and model are built.
+// "" and a missing file pass; other causes are check_writable's (core/io.h).
+void check_metrics_file(const std::string& path);
+
 // StepStats: one training step as rank 0 reports it, in the step line and the `train` record.
 struct StepStats {
   int step = 0, steps = 0;        // this step (1-based) and --steps

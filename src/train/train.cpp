@@ -87,6 +87,7 @@ class RunTimeline {
 // every rank throws AgreedFailure (the figures are all-reduced: all ranks see them).
 [[noreturn]] void fail_non_finite(const TrainConfig& cfg, Communicator& comm, const StepResult& r, int step,
                                   const std::string& ckpt_written) {
+  set_stop_notice("", "");  // the job ends on this failure: no stop line after it (as agree)
   if (comm.rank() == 0) {
     std::ostringstream os;
     os << "non-finite " << (std::isfinite(r.loss) ? "gradient norm" : "loss") << " ("

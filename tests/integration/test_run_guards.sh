@@ -4,9 +4,11 @@
 # disagrees with the parameter count) refused in one line by --resume, xtrain_generate and xtrain_export
 # alike, and never exported; a special-token id outside the vocabulary in a model directory (refused); two
 # jobs given one output (--ckpt, --metrics, --timeline; the second refused, naming the first); a model
-# directory read while an export into it runs (refused); --resume taking the held-out split from the
+# directory read while an export into it runs (refused); a file already under an output's or a
+# registry's lock name (never destroyed: an input refused, anything but a stale lock of ours refused, left
+# as it was); a hard-linked --metrics refused at start-up; --resume taking the held-out split from the
 # checkpoint; the tokenizer a model needs, named; empty option values and a missing rank file; the stop
-# line while a run starts.
+# line while a run starts, and none after a start-up error under mpirun.
 source "$(dirname "$0")/common.sh"
 xt_data
 B="$XTRAIN_BIN_DIR"
@@ -180,5 +182,71 @@ at_once "two jobs started at once, outputs crossed" --ckpt "$WORK/x.out" --metri
 expect_ok "the --ckpt free again after the first job" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt"
 expect "--metrics named as the --ckpt lock" 2 "--ckpt's lock file and --metrics name the same file" \
   "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 2 --ckpt "$WORK/shared.ckpt" --metrics "$WORK/shared.ckpt.lock"
+
+# ---- a file already under an output's lock name is never written, truncated or removed: an input given
+# that name is refused (usage) before any lock is taken; a file that is not a stale lock of ours (another
+# file, a hard-linked one, a FIFO, a symlink, another user's stale lock) is refused in one line and left as
+# it was; a stale lock of this user is taken over and removed at the end. xtrain_export --registry alike ----
+cp "$WORK/corpus.txt" "$WORK/corpus.lock"
+expect "--data named as the --metrics lock" 2 "--data and --metrics's lock file name the same file \(.*corpus.lock\)" \
+  "${MPI1[@]}" --data "$WORK/corpus.lock" "${TOK[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/corpus"
+cmp -s "$WORK/corpus.txt" "$WORK/corpus.lock" || fail "the refused run changed or removed --data corpus.lock"
+cp "${TOK[1]}" "$WORK/enc.lock"
+expect "--encoder-json named as the --metrics lock" 2 "--encoder-json and --metrics's lock file name the same file \(.*enc.lock\)" \
+  "${MPI1[@]}" --data "$WORK/corpus.txt" --encoder-json "$WORK/enc.lock" "${TOK[2]}" "${TOK[3]}" "${TINY[@]}" --steps 1 --metrics "$WORK/enc"
+cmp -s "${TOK[1]}" "$WORK/enc.lock" || fail "the refused run changed or removed --encoder-json enc.lock"
+notours="exists and is not an xtrain lock file \(remove it or choose another output name\)"
+echo notes > "$WORK/keep.txt" && ln "$WORK/keep.txt" "$WORK/n.lock"
+echo notes > "$WORK/o.lock" && mkfifo "$WORK/f.lock" && ln -s "$WORK/keep.txt" "$WORK/s.lock"
+for case in "--metrics n:a file with another hard link" "--ckpt o:another file" "--timeline f:a FIFO" "--metrics s:a symlink"; do
+  opt=${case%% *} rest=${case#* }
+  name=${rest%%:*}
+  expect "$opt lock is ${rest#*:}" 1 "$opt lock .*/$name.lock: $notours" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 "$opt" "$WORK/$name"
+  [[ ! -e "$WORK/$name" ]] || fail "the run refused for $name.lock wrote $opt $name"
+done
+[[ $(cat "$WORK/keep.txt") == notes && $(stat -c %h "$WORK/keep.txt") == 2 && $(cat "$WORK/o.lock") == notes && -p "$WORK/f.lock" &&
+   -L "$WORK/s.lock" ]] || fail "a refused run changed or removed n.lock (keep.txt), o.lock, f.lock or s.lock: $(ls -l "$WORK"/*.lock)"
+echo "xtrain pid 999999 on host elsewhere" > "$WORK/stale.jsonl.lock"
+expect_ok "a stale --metrics lock of this user, taken over" "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/stale.jsonl"
+[[ ! -e "$WORK/stale.jsonl.lock" && -s "$WORK/stale.jsonl" ]] || fail "the stale lock was left, or no --metrics written"
+if [[ $(id -u) -eq 0 ]]; then
+  echo "xtrain pid 999999 on host elsewhere" > "$WORK/theirs.jsonl.lock" && chown 65534 "$WORK/theirs.jsonl.lock"
+  expect "another user's stale --metrics lock" 1 "--metrics lock .*theirs.jsonl.lock: a stale lock owned by uid 65534, not this user \(uid 0\)" \
+    "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/theirs.jsonl"
+  [[ $(cat "$WORK/theirs.jsonl.lock") == "xtrain pid 999999 on host elsewhere" && ! -e "$WORK/theirs.jsonl" ]] ||
+    fail "the run refused for another user's lock changed it or wrote --metrics"
+fi
+echo notes > "$WORK/reg.json.lock"
+expect "xtrain_export --registry lock is another file" 1 "registry lock .*/reg.json.lock: $notours" \
+  "$EXP" "$WORK/g.ckpt" --out "$WORK/reg_export" --registry "$WORK/reg.json"
+[[ $(cat "$WORK/reg.json.lock") == notes && ! -e "$WORK/reg_export/config.json" && ! -e "$WORK/reg.json" ]] ||
+  fail "the refused export changed reg.json.lock or wrote its model or registry"
+cp "$WORK/g.ckpt" "$WORK/gin.lock"
+expect "xtrain_export input named as the --registry lock" 2 "input .*gin.lock is also the --registry lock file" \
+  "$EXP" "$WORK/gin.lock" --out "$WORK/reg_export" --registry "$WORK/gin"
+cmp -s "$WORK/g.ckpt" "$WORK/gin.lock" || fail "the refused export changed or removed its input gin.lock"
+
+# ---- a --metrics file with other hard links (truncating it would empty the file they name): refused at
+# start-up with the other output checks, before the corpus is read or the model built ----
+echo '{}' > "$WORK/hl.jsonl" && ln "$WORK/hl.jsonl" "$WORK/hl_link.jsonl"
+expect "a hard-linked --metrics, refused at start-up" 1 "--metrics .*hl.jsonl: it has other hard links; not truncating the file they name" \
+  "${MPI1[@]}" "${DATA[@]}" "${TINY[@]}" --steps 1 --metrics "$WORK/hl.jsonl"
+if grep -qE "^(tokenize|cache|model) " "$WORK/out"; then fail "the hard-linked --metrics was refused only after: $(cat "$WORK/out")"; fi
+[[ $(cat "$WORK/hl_link.jsonl") == '{}' ]] || fail "the refused run changed the hard-linked --metrics"
+
+# ---- a start-up error under mpirun -np 2 stays the last line: the signals of mpirun's teardown once the
+# failing job's first rank exits (SIGCONT, then SIGTERM) add no stop line after it (lost about half the
+# time before: three rounds of each case) ----
+echo junk > "$WORK/junk.ckpt"
+n=0
+for round in 1 2 3; do
+  for bad in "--data:$WORK/nonexist.txt" "--resume:$WORK/junk.ckpt" "--metrics:/dev/null"; do
+    rc=0
+    "${MPIRUN[@]}" -q -np 2 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 "${bad%%:*}" "${bad#*:}" > "$WORK/np2.log" 2>&1 || rc=$?
+    last=$(tail -n 1 "$WORK/np2.log")
+    if [[ $rc -eq 1 && $last == "rank 0 ("* ]]; then n=$((n + 1)); else fail "np 2, ${bad%%:*} ${bad#*:} (round $round): exit $rc, last line: $last"; fi
+  done
+done
+echo "ok   a start-up error under mpirun -np 2 is the last line ($n of 9 runs)"
 
 xt_finish "all cases passed"
