@@ -159,7 +159,9 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
       for (const OutputFile& out : run_outputs(o)) check_writable(out.path, out.opt.c_str());
       check_metrics_file(o.train.metrics);  // truncated in place: one with other hard links is refused
     }
-    if (!o.no_cache && !o.cache_dir.empty() && o.cache_dir != kCacheNextToData) check_cache_dir_owner(o.cache_dir);
+    // the directory whatever chose it: the option, $XDG_CACHE_HOME or $HOME (token_cache_dir)
+    if (!o.no_cache && !token_cache_dir(o.cache_dir).empty())
+      check_cache_dir_owner(token_cache_dir(o.cache_dir), token_cache_dir_origin(o.cache_dir));
     check_input(o.train.resume, "--resume");
     if (!o.train.resume.empty()) {
       check_readable_file(o.train.resume, "--resume");
@@ -201,9 +203,10 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // the tokenizer's derived tables are kept beside the token caches (data/tokenizer_cache.h), not with
   // --no-cache or next to the data
   const std::string tables_dir = o.no_cache ? "" : corpus.cache_dir;
-  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o, tables_dir] {
+  const std::string tables_origin = token_cache_dir_origin(o.cache_dir), log_prefix = rank_prefix(rank, mpi.host());
+  const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o, tables_dir, tables_origin, log_prefix] {
     TokenizerFiles files = o.tokenizer;
-    files.cache_dir = tables_dir;
+    files.cache_dir = tables_dir, files.cache_dir_origin = tables_origin, files.log_prefix = log_prefix;
     Tokenizer t = !o.tokenizer.any_given && !o.init_from.empty()
                       ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from)
                       : load_tokenizer(files);

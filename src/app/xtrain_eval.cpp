@@ -204,7 +204,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     std::printf("cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;
   }
-  if (!no_cache && !cache_dir.empty() && cache_dir != kCacheNextToData) check_cache_dir_owner(cache_dir);
+  // the directory whatever chose it (the default only when --loss uses it)
+  if (!no_cache && !corpus.cache_dir.empty() && (!cache_dir.empty() || !loss_sets.empty()))
+    check_cache_dir_owner(corpus.cache_dir, token_cache_dir_origin(cache_dir));
   // the files first: a bad item is refused in seconds, before the model is read
   std::vector<std::vector<McItem>> items;
   for (const std::string& f : mc_files) items.push_back(named("--mc", [&] { return read_mc_file(f); }));

@@ -249,6 +249,14 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
   read_tokenizer_options(vm, files);
   files.cache_dir = default_token_cache_dir();  // the per-user cache directory of the trainer's default (token_cache.h)
+  files.cache_dir_origin = token_cache_dir_origin("");  // no --cache-dir here: the variable that chose it
+  try {
+    check_cache_dir_owner(files.cache_dir, files.cache_dir_origin);
+  } catch (const Error& e) {  // the tables are only a shortcut: derived, not read from another user's directory
+    const std::string line = std::string("warning: ") + e.what() + "; the tokenizer's tables are derived, not cached\n";
+    std::fputs(line.c_str(), stderr);
+    files.cache_dir.clear();
+  }
   reject_empty_values(vm, {"ckpt", "model", "prompt-file", "prompt-ids", "dump-logits"});
   check_dump_logits_target(vm);
 

@@ -243,7 +243,10 @@ int run(const po::variables_map& vm, xtrain::TokenizerFiles& files) {
     throw xtrain::UsageError("neither XDG_CACHE_HOME nor HOME is set: give --cache-dir DIR or --output CACHE");
   std::string output = vm.count("output") ? vm["output"].as<std::string>() : input.empty() || !beside ? "" : input + ".tokcache";
   check_output(output, input, files);  // before the tokenizer loads and the text is tokenized
-  if (!input.empty() && !cache_dir.empty()) xtrain::open_output_directory(cache_dir, "--cache-dir", true);
+  if (!input.empty() && !cache_dir.empty()) {  // the directory whatever chose it (token_cache.h)
+    xtrain::check_cache_dir_owner(cache_dir, xtrain::token_cache_dir_origin(cache_dir_opt));
+    xtrain::open_output_directory(cache_dir, xtrain::token_cache_dir_origin(cache_dir_opt), true);
+  }
 
   auto t0 = std::chrono::steady_clock::now();
   const xtrain::Tokenizer tok = xtrain::load_tokenizer(files);

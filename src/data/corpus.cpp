@@ -163,7 +163,7 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
           r.keys[2 * i] = static_cast<double>(h >> 32), r.keys[2 * i + 1] = static_cast<double>(h & 0xffffffffu);
           cache = keyed_cache_path(opt.cache_dir, h, recipe.fingerprint);
         }
-        r.streams[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, can_write, log_prefix, &tokenized, !keyed);
+        r.streams[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, can_write, log_prefix, &tokenized, !keyed, keyed);
         r.tokenized += tokenized;
       }
       return r;
@@ -185,7 +185,7 @@ TokenStream load_corpus(HostCollectives& group, int local_rank, int local_size, 
       } else {  // a peer of this node made the cache: map it (tokenize in memory when it could not)
         const IdsRecipe recipe = recipe_of(i, files[i]);
         const std::string cache = keyed ? keyed_cache_path(opt.cache_dir, key_of(keys, i), recipe.fingerprint) : opt.tokens_cache;
-        r[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, false, log_prefix, nullptr, !keyed);
+        r[i] = load_cached_ids(files[i], recipe, tok->vocab_size(), cache, false, log_prefix, nullptr, !keyed, keyed);
       }
     }
     return r;

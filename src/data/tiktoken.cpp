@@ -165,6 +165,13 @@ std::vector<std::string> tiktoken_names() {
   return n;
 }
 
+std::string tiktoken_pattern(const std::string& name) { return find_builtin(name).pattern; }
+
+std::vector<std::pair<std::string, int32_t>> tiktoken_specials(const std::string& name) {
+  const Builtin& b = find_builtin(name);
+  return b.specials.empty() ? llama3_specials(b.n_ranks) : b.specials;
+}
+
 std::string tiktoken_default_file(const std::string& name) {
   return default_data_file(std::string("tokenizers/") + find_builtin(name).file);
 }
@@ -175,7 +182,7 @@ Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_file, const std::str
   v.file = ranks_file;
   v.name = b.name;
   v.token_bytes = read_tiktoken_ranks(ranks_file);
-  v.specials = b.specials.empty() ? llama3_specials(b.n_ranks) : b.specials;
+  v.specials = tiktoken_specials(name);
   // The ranks are the ids 0..n-1 except the ids of special tokens among them (p50k_base skips 50256,
   // its <|endoftext|>): any other gap is a damaged file, which would leave an id without a token, and
   // the count catches a cut one.

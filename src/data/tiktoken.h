@@ -3,8 +3,10 @@
 // (tokenizer.h) builds a tokenizer from them; docs/tokenizers.md lists the commands.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 namespace xtrain {
@@ -24,6 +26,12 @@ bool decode_base64(std::string_view in, std::string* out);
 // group and `$` as the end of a line: cl100k_base's earlier form without them (the one transformers'
 // TikTokenConverter uses, equal in its splits), the others as tiktoken writes them.
 std::string tiktoken_hf_pattern(const std::string& name);
+
+// tiktoken_pattern, tiktoken_specials: encoding `name`'s split pattern in tiktoken's syntax and its
+// special tokens (content, id) in the encoding's order, as Tokenizer::from_tiktoken uses them. UsageError
+// for an unknown name.
+std::string tiktoken_pattern(const std::string& name);
+std::vector<std::pair<std::string, int32_t>> tiktoken_specials(const std::string& name);
 
 // tiktoken_names: the built-in encodings --tokenizer accepts besides gpt2, in a fixed order.
 std::vector<std::string> tiktoken_names();

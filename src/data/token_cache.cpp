@@ -67,6 +67,17 @@ bool dir_writable(const std::string& path) {
   return ::access(dir.empty() ? "." : dir.c_str(), W_OK) == 0;
 }
 
+// not_own_file: why a cache with this (l)stat may not be trusted in a cache directory, "" when it may:
+// it must be a regular file of this user with one link (another name could change it underneath)
+std::string not_own_file(const struct stat& st) {
+  if (S_ISLNK(st.st_mode)) return "is a symbolic link";
+  if (!S_ISREG(st.st_mode)) return "is not a regular file";
+  if (st.st_uid != ::geteuid())
+    return "is owned by uid " + std::to_string(st.st_uid) + ", not this user (uid " + std::to_string(::geteuid()) + ")";
+  if (st.st_nlink != 1) return "has " + std::to_string(st.st_nlink) + " hard links";
+  return "";
+}
+
 }  // namespace
 
 bool looks_like_token_cache(const std::string& path) {
@@ -129,8 +140,12 @@ void write_token_cache(const std::string& path, const std::vector<int32_t>& ids,
   write_file_atomic(path, buf, "cannot write token cache", {}, mode);
 }
 
-std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path) {
+std::shared_ptr<const MappedTokenCache> MappedTokenCache::open(const std::string& path, bool owned_only) {
   RegularFile file = open_regular_file(path, "token cache " + path + ": cannot open");
+  if (owned_only) {
+    const std::string why = not_own_file(file.st);
+    if (!why.empty()) XT_FAIL("token cache " << path << " " << why);
+  }
   const size_t size = static_cast<size_t>(file.st.st_size);
   if (size < 12) {  // magic and version: enough to name an older format before its header size
     XT_FAIL("token cache " << path << " is truncated: " << size << " bytes, less than the " << kHeaderBytes << "-byte header");
@@ -212,12 +227,18 @@ std::string token_cache_dir(const std::string& cache_dir_option) {
   return cache_dir_option == kCacheNextToData ? "" : cache_dir_option;
 }
 
-void check_cache_dir_owner(const std::string& dir) {
+std::string token_cache_dir_origin(const std::string& cache_dir_option) {
+  if (!cache_dir_option.empty()) return "--cache-dir";
+  const char* xdg = std::getenv("XDG_CACHE_HOME");
+  return xdg && xdg[0] == '/' ? "$XDG_CACHE_HOME/xtrain" : "$HOME/.cache/xtrain";  // default_token_cache_dir's choice
+}
+
+void check_cache_dir_owner(const std::string& dir, const std::string& origin) {
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written
   if (st.st_uid != ::geteuid() && st.st_uid != 0)
-    XT_FAIL("--cache-dir " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
-                           << ") nor root; not reading or writing token caches in it");
+    XT_FAIL(origin << " " << dir << ": owned by uid " << st.st_uid << ", neither this user (uid " << ::geteuid()
+                   << ") nor root; not reading or writing caches in it");
 }
 
 std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint) {
@@ -239,7 +260,8 @@ TokenStream load_tokens(const std::string& text_path, const Tokenizer& tok, std:
 }
 
 TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, int vocab_size, std::string cache_path,
-                            bool write_cache, const std::string& log_prefix, bool* tokenized, bool record_identity) {
+                            bool write_cache, const std::string& log_prefix, bool* tokenized, bool record_identity,
+                            bool owned_only) {
   if (tokenized) *tokenized = true;
   std::string text;  // the file's bytes (a text, or JSON lines as stored)
   bool have_text = false;
@@ -254,6 +276,17 @@ TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, in
   // next to a device node.
   if (cache_path.empty() && is_non_regular(path)) return TokenStream(encode());
   if (cache_path.empty()) cache_path = path + kTokenCacheExt;
+  struct stat cache_st{};
+  if (owned_only && ::lstat(cache_path.c_str(), &cache_st) == 0) {
+    const std::string why = not_own_file(cache_st);
+    if (!why.empty()) {  // never another user's ids, nor a write through their file
+      const std::string line = log_prefix + "warning: token cache " + cache_path + " " + why +
+                               "; not reading or replacing it, tokenizing " + path + " in memory\n";
+      std::fputs(line.c_str(), stderr);
+      std::fflush(stderr);
+      return TokenStream(encode());
+    }
+  }
   if (is_non_regular(cache_path)) {  // a FIFO or device: reading could hang, writing would destroy it
     std::cerr << log_prefix << "warning: token cache " << cache_path
               << " exists and is not a regular file; neither reading nor writing it\n";
@@ -283,7 +316,7 @@ TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, in
   }
   if (kind == CacheFile::token_cache) {
     try {
-      auto c = MappedTokenCache::open(cache_path);
+      auto c = MappedTokenCache::open(cache_path, owned_only);
       const TokenCacheHeader& h = c->header();
       const bool quick = h.source.same_stat(source);
       bool same = h.tokenizer_fingerprint == recipe.fingerprint && h.source.bytes == source.bytes;
@@ -317,7 +350,7 @@ TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, in
   if (write_cache) {  // missing, empty, stale, damaged or of an older format: (re)written
     try {
       write_token_cache(cache_path, ids, vocab_size, recipe.fingerprint, source, cache_mode);
-      return as_stream(MappedTokenCache::open(cache_path));  // the vector is freed; pages are shared
+      return as_stream(MappedTokenCache::open(cache_path, owned_only));  // the vector is freed; pages are shared
     } catch (const Error& e) {  // e.g. a read-only data directory: training can go on without it
       std::cerr << log_prefix << "warning: " << e.what() << "\n";
     }

@@ -84,9 +84,11 @@ bool starts_with_token_cache_magic(const std::string& path);
 // Error "token cache <path> ..." naming what is wrong (missing, truncated, foreign, corrupt). Where the
 // process may map no more files (ENOMEM: the kernel's vm.max_map_count, ~65,530 mappings, tens of
 // thousands of shards) the file is read into this process's memory instead, with one warning per process.
+// owned_only: also Error "token cache <path> is owned by uid ..."/"has N hard links" unless the file
+// opened is this user's with one link (checked on the descriptor: what is mapped is what was checked).
 class MappedTokenCache {
  public:
-  static std::shared_ptr<const MappedTokenCache> open(const std::string& path);
+  static std::shared_ptr<const MappedTokenCache> open(const std::string& path, bool owned_only = false);
   ~MappedTokenCache();
   MappedTokenCache(const MappedTokenCache&) = delete;
   MappedTokenCache& operator=(const MappedTokenCache&) = delete;
@@ -122,11 +124,17 @@ std::string default_token_cache_dir();
 // file), any other value itself.
 std::string token_cache_dir(const std::string& cache_dir_option);
 
-// check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
-// this run's tokens and written for later runs, so another user's directory (one made first in a sticky
-// /tmp) is refused in one line (Error "--cache-dir <dir>: owned by uid ..."), as an output through another
-// user's symlink is (io.h). An absent directory passes (this user makes it with the first cache).
-void check_cache_dir_owner(const std::string& dir);
+// token_cache_dir_origin: what chose token_cache_dir(cache_dir_option), as messages name it:
+// "--cache-dir" when the option is given, else "$XDG_CACHE_HOME/xtrain" or "$HOME/.cache/xtrain".
+std::string token_cache_dir_origin(const std::string& cache_dir_option);
+
+// check_cache_dir_owner: a cache directory that exists must be this user's or root's, whatever chose it
+// (the option, $XDG_CACHE_HOME or $HOME): its caches are mapped as this run's tokens and written for
+// later runs, so another user's directory (one made first in a sticky /tmp) is refused in one line
+// (Error "<origin> <dir>: owned by uid ...", origin as token_cache_dir_origin gives it), as an output
+// through another user's symlink is (io.h). An absent directory passes (this user makes it with the
+// first cache).
+void check_cache_dir_owner(const std::string& dir, const std::string& origin = "--cache-dir");
 
 // keyed_cache_path: the cache of a text in a cache directory, named by its content and the tokenizer:
 // "<dir>/<xxh3_64 of the text, 16 hex>-<tokenizer fingerprint, 16 hex>.tokcache". A copied, moved or
@@ -160,10 +168,13 @@ IdsRecipe text_recipe(const Tokenizer& tok, const std::string& name, int rank);
 // that throws leaves nothing. Throws Error when the file cannot be read, and encode's Errors.
 // *tokenized, when given, is set to whether the file was encoded (false: a cache was reused).
 // record_identity false (a keyed_cache_path: the name holds the content) skips that rewrite, which
-// copies of one file would otherwise repeat in turn.
+// copies of one file would otherwise repeat in turn. owned_only (a cache in a cache directory, which
+// other users may reach, e.g. a sticky one): a cache there that is not a regular file of this user
+// with one link (a symbolic link, another user's file, a hard link) is neither read nor written: one
+// warning line ("token cache <path> <why>; not reading or replacing it, tokenizing <path> in memory").
 TokenStream load_cached_ids(const std::string& path, const IdsRecipe& recipe, int vocab_size, std::string cache_path,
                             bool write_cache, const std::string& log_prefix = "", bool* tokenized = nullptr,
-                            bool record_identity = true);
+                            bool record_identity = true, bool owned_only = false);
 
 // load_tokens: load_cached_ids of the text at text_path with text_recipe(tok, text_path, rank): on rank
 // 0 tokenizing prints progress lines (encode_with_progress); rank -1 prints none.

@@ -56,12 +56,6 @@ namespace {
 // (GPT-2, the OpenAI encodings, Qwen2 and Qwen3) and <|end_of_text|> (Llama 3). docs/tokenizers.md.
 constexpr const char* kEndOfTextNames[] = {"<|endoftext|>", "<|end_of_text|>"};
 
-int32_t end_of_text_id(const std::vector<std::pair<std::string, int32_t>>& specials) {
-  for (const char* name : kEndOfTextNames)
-    for (const auto& [s, id] : specials)
-      if (s == name) return id;
-  return -1;
-}
 
 // Pre-tokens are short words; pieces longer than this are merged each time instead of
 // being cached, so a pathological input (1 MB without a space) cannot blow up the cache.
@@ -72,6 +66,63 @@ constexpr size_t kMaxCacheEntries = 1u << 20;
 constexpr int64_t kMaxSpecialGap = 1 << 16;
 
 }  // namespace
+
+int32_t end_of_text_id(const std::vector<std::pair<std::string, int32_t>>& specials) {
+  for (const char* name : kEndOfTextNames)
+    for (const auto& [s, id] : specials)
+      if (s == name) return id;
+  return -1;
+}
+
+uint64_t bpe_fingerprint(const std::vector<std::string>& token_bytes, const std::vector<std::array<int32_t, 3>>& merges,
+                         const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& pipeline) {
+  // Over the canonical content (not the file bytes), so both file formats of the same vocabulary
+  // agree. Lengths are hashed too, so concatenations cannot collide.
+  uint64_t h = fnv1a64("xtrain-bpe-v1", 13);
+  auto put = [&h](uint64_t v) {  // little-endian, so the value does not depend on the host
+    unsigned char le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(v >> (8 * k));
+    h = fnv1a64(le, sizeof(le), h);
+  };
+  put(uint64_t(token_bytes.size()));
+  for (const auto& s : token_bytes) {
+    put(s.size());
+    h = fnv1a64(s.data(), s.size(), h);
+  }
+  put(merges.size());
+  for (const auto& m : merges) put((uint64_t(uint32_t(m[0])) << 32) | uint32_t(m[1]));
+  std::vector<std::pair<int32_t, std::string>> sorted;
+  for (const auto& [s, id] : specials) sorted.emplace_back(id, s);
+  std::sort(sorted.begin(), sorted.end());
+  put(sorted.size());
+  for (const auto& [id, s] : sorted) {
+    put(uint64_t(id));
+    put(s.size());
+    h = fnv1a64(s.data(), s.size(), h);
+  }
+  if (!pipeline.empty()) {  // a tokenizer.json pipeline other than GPT-2's
+    put(pipeline.size());
+    h = fnv1a64(pipeline.data(), pipeline.size(), h);
+  }
+  return h;
+}
+
+uint64_t tiktoken_fingerprint(const std::string& name, const std::string& pattern, const std::vector<std::string>& token_bytes,
+                              const std::vector<bool>& unassigned, const std::vector<std::pair<std::string, int32_t>>& specials) {
+  uint64_t h = fnv1a64("xtrain-tiktoken-v1", 18);
+  auto put_bytes = [&h](const std::string& s) {
+    unsigned char le[8];
+    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(uint64_t(s.size()) >> (8 * k));
+    h = fnv1a64(le, sizeof(le), h);
+    h = fnv1a64(s.data(), s.size(), h);
+  };
+  put_bytes(name);
+  put_bytes(pattern);
+  for (size_t id = 0; id < token_bytes.size(); ++id)
+    put_bytes(!unassigned.empty() && unassigned[id] ? std::string("\xff<unassigned>") : token_bytes[id]);
+  for (const auto& [s, id] : specials) put_bytes(s + "=" + std::to_string(id));
+  return h;
+}
 
 std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw) {
   const std::string& f = raw.file;
@@ -159,35 +210,7 @@ std::unique_ptr<Tokenizer::Impl> Tokenizer::Impl::build(const bpe::RawVocab& raw
   impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, raw.rule, whole);
   impl->eot = end_of_text_id(impl->specials);
 
-  // Fingerprint over the canonical content (not the file bytes), so both file formats of the same
-  // vocabulary agree. Lengths are hashed too, so concatenations cannot collide.
-  uint64_t h = fnv1a64("xtrain-bpe-v1", 13);
-  auto put = [&h](uint64_t v) {  // little-endian, so the value does not depend on the host
-    unsigned char le[8];
-    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(v >> (8 * k));
-    h = fnv1a64(le, sizeof(le), h);
-  };
-  put(uint64_t(vocab_size));
-  for (const auto& s : impl->token_bytes) {
-    put(s.size());
-    h = fnv1a64(s.data(), s.size(), h);
-  }
-  put(impl->merges.size());
-  for (const auto& m : impl->merges) put((uint64_t(uint32_t(m[0])) << 32) | uint32_t(m[1]));
-  std::vector<std::pair<int32_t, std::string>> sorted;
-  for (const auto& [s, id] : impl->specials) sorted.emplace_back(id, s);
-  std::sort(sorted.begin(), sorted.end());
-  put(sorted.size());
-  for (const auto& [id, s] : sorted) {
-    put(uint64_t(id));
-    put(s.size());
-    h = fnv1a64(s.data(), s.size(), h);
-  }
-  if (!raw.pipeline.empty()) {  // a tokenizer.json pipeline other than GPT-2's
-    put(raw.pipeline.size());
-    h = fnv1a64(raw.pipeline.data(), raw.pipeline.size(), h);
-  }
-  impl->fingerprint = h;
+  impl->fingerprint = bpe_fingerprint(impl->token_bytes, impl->merges, impl->specials, raw.pipeline);
   // Longest first, so that a special token that is a prefix of another cannot shadow it.
   std::sort(impl->specials.begin(), impl->specials.end(),
             [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
@@ -230,19 +253,7 @@ Tokenizer Tokenizer::from_ranks(const bpe::RankVocab& v) {
   impl->merger = std::make_unique<bpe::Merger>(byte_ids, impl->merges, impl->token_bytes, bpe::PairRule::kAnySplit, ranked);
 
   // Fingerprint: name, pattern, every id's bytes (unassigned ids marked) and the specials.
-  uint64_t h = fnv1a64("xtrain-tiktoken-v1", 18);
-  auto put_bytes = [&h](const std::string& s) {
-    unsigned char le[8];
-    for (int k = 0; k < 8; ++k) le[k] = static_cast<unsigned char>(uint64_t(s.size()) >> (8 * k));
-    h = fnv1a64(le, sizeof(le), h);
-    h = fnv1a64(s.data(), s.size(), h);
-  };
-  put_bytes(v.name);
-  put_bytes(v.pattern);
-  for (size_t id = 0; id < impl->token_bytes.size(); ++id)
-    put_bytes(!impl->unassigned.empty() && impl->unassigned[id] ? std::string("\xff<unassigned>") : impl->token_bytes[id]);
-  for (const auto& [s, id] : v.specials) put_bytes(s + "=" + std::to_string(id));
-  impl->fingerprint = h;
+  impl->fingerprint = tiktoken_fingerprint(v.name, v.pattern, impl->token_bytes, impl->unassigned, v.specials);
   impl->kind = Kind::Tiktoken, impl->name = v.name, impl->pattern = v.pattern, impl->files = {v.file};
   std::sort(impl->specials.begin(), impl->specials.end(),
             [](const auto& x, const auto& y) { return x.first.size() > y.first.size(); });
@@ -529,7 +540,7 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
       throw UsageError("--tokenizer " + files.tokenizer + ": rank file " + ranks + " is missing (run scripts/setup.sh " +
                        "--tokenizers, or give --tokenizer-ranks FILE; " + data_dir_note("--tokenizer-ranks FILE") + ")");
     if (files.cache_dir.empty()) return Tokenizer::from_tiktoken(ranks, files.tokenizer);
-    return load_tokenizer_cached(files.cache_dir, "tiktoken:" + files.tokenizer, {ranks},
+    return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, "tiktoken:" + files.tokenizer, {ranks},
                                  [&] { return Tokenizer::from_tiktoken(ranks, files.tokenizer); });
   }
   if (files.tokenizer_json.empty())
@@ -542,7 +553,7 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
     }
   if (files.cache_dir.empty() || !files.tokenizer_json.empty())  // a tokenizer.json's pipeline is not cached
     return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
-  return load_tokenizer_cached(files.cache_dir, "gpt2", {files.encoder_json, files.vocab_bpe},
+  return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, "gpt2", {files.encoder_json, files.vocab_bpe},
                                [&] { return Tokenizer::from_gpt2_files(files.encoder_json, files.vocab_bpe); });
 }
 

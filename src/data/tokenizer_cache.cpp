@@ -6,14 +6,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
-#include <iostream>
 
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
+#include "data/tiktoken.h"
 #include "tokenizer_impl.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -97,11 +99,26 @@ std::string TokenizerTables::save(const Tokenizer& t) {
   return std::move(o.b);
 }
 
-Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<std::string>& files) {
+TokenizerTables::Expected TokenizerTables::expect(const std::string& loader) {
+  Expected e;
+  const std::string tiktoken = "tiktoken:";
+  if (loader.compare(0, tiktoken.size(), tiktoken) == 0) {
+    e.kind = Tokenizer::Kind::Tiktoken, e.name = loader.substr(tiktoken.size());
+    e.pattern = tiktoken_pattern(e.name), e.specials = tiktoken_specials(e.name);
+  }
+  return e;
+}
+
+Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<std::string>& files, const Expected& want) {
   In in{payload};
   const uint32_t kind = in.get<uint32_t>();
   if (kind != 1 && kind != 2) XT_FAIL("unknown tokenizer kind " << kind);
+  if (kind != kind_code(want.kind)) XT_FAIL("tokenizer kind " << kind << ", the loader builds kind " << kind_code(want.kind));
   std::string name = in.str(), pattern = in.str();
+  // before the pattern is compiled: an entry never chooses the pre-tokenizer (a pattern that
+  // backtracks without end would stall every start)
+  if (name != want.name) XT_FAIL("encoding name \"" << name << "\", the loader's is \"" << want.name << "\"");
+  if (pattern != want.pattern) XT_FAIL("its split pattern is not the loader's");
   // the pre-tokenizer of its split pattern (tiktoken's), GPT-2's for none
   auto m = pattern.empty() ? std::make_unique<Tokenizer::Impl>() : std::make_unique<Tokenizer::Impl>(pattern);
   m->kind = kind == 1 ? Tokenizer::Kind::Gpt2Files : Tokenizer::Kind::Tiktoken;
@@ -143,6 +160,20 @@ Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<s
     mt.whole.emplace_back(std::move(s), in.id(0, v, "whole-piece id"));
   }
   if (in.pos != payload.size()) XT_FAIL(payload.size() - in.pos << " trailing bytes");
+  // what the loader derives from these tables, derived again: the end-of-text id and the fingerprint
+  if (m->eot != end_of_text_id(m->specials))
+    XT_FAIL("end-of-text id " << m->eot << ", its specials give " << end_of_text_id(m->specials));
+  uint64_t fingerprint = 0;
+  if (m->kind == Tokenizer::Kind::Tiktoken) {
+    auto have = m->specials, expected = want.specials;
+    std::sort(have.begin(), have.end()), std::sort(expected.begin(), expected.end());
+    if (have != expected) XT_FAIL("its special tokens are not " << want.name << "'s");
+    fingerprint = tiktoken_fingerprint(m->name, m->pattern, m->token_bytes, m->unassigned, want.specials);
+  } else {
+    fingerprint = bpe_fingerprint(m->token_bytes, m->merges, m->specials, "");
+  }
+  if (fingerprint != m->fingerprint)
+    XT_FAIL("fingerprint " << hex64(m->fingerprint) << ", its tables give " << hex64(fingerprint));
   m->merger = std::make_unique<bpe::Merger>(mt);
   return Tokenizer(std::move(m));
 }
@@ -170,12 +201,16 @@ namespace {
 std::string read_entry(const std::string& path) {
   UniqueFd fd(::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC));
   if (fd.get() < 0) {
-    if (errno == ENOENT) return "";
-    XT_FAIL("cannot open it (" << std::strerror(errno) << ")");
+    const int err = errno;
+    if (err == ENOENT) return "";
+    struct stat link{};
+    if (err == ELOOP && ::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) XT_FAIL("is a symbolic link");
+    XT_FAIL("cannot open it (" << std::strerror(err) << ")");
   }
   struct stat st{};
   if (::fstat(fd.get(), &st) != 0) XT_FAIL("cannot stat it (" << std::strerror(errno) << ")");
   if (!S_ISREG(st.st_mode)) XT_FAIL("not a regular file");
+  if (st.st_nlink > 1) XT_FAIL(st.st_nlink << " hard links (another name could change it)");
   if (st.st_uid != ::geteuid()) XT_FAIL("owned by uid " << st.st_uid << ", not this user (uid " << ::geteuid() << ")");
   if (uint64_t(st.st_size) < kHeaderBytes || uint64_t(st.st_size) > kMaxEntryBytes) XT_FAIL("a size of " << st.st_size << " bytes");
   std::string b(size_t(st.st_size), '\0');
@@ -189,6 +224,13 @@ std::string read_entry(const std::string& path) {
   return b;
 }
 
+// warn: one warning line, written at once (ranks share the terminal: core/log.h's print_rank_line)
+void warn(const TokenizerCacheDir& cache, const std::string& message) {
+  const std::string line = cache.log_prefix + "warning: tokenizer cache " + message + "\n";
+  std::fputs(line.c_str(), stderr);
+  std::fflush(stderr);
+}
+
 uint64_t key_of(const std::string& path) {  // the key the name holds (tokenizer_tables_path)
   uint64_t key = 0;
   parse_hex64(std::filesystem::path(path).stem().string(), &key);
@@ -196,7 +238,7 @@ uint64_t key_of(const std::string& path) {  // the key the name holds (tokenizer
 }
 }  // namespace
 
-Tokenizer load_tokenizer_cached(const std::string& cache_dir, const std::string& loader, const std::vector<std::string>& sources,
+Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::string& loader, const std::vector<std::string>& sources,
                                 const std::function<Tokenizer()>& build, bool* hit) {
   if (hit) *hit = false;
   std::vector<std::string> bytes;
@@ -205,7 +247,7 @@ Tokenizer load_tokenizer_cached(const std::string& cache_dir, const std::string&
   } catch (const Error&) {
     return build();  // an unreadable source: the loader's own error
   }
-  const std::string path = tokenizer_tables_path(cache_dir, loader, bytes);
+  const std::string path = tokenizer_tables_path(cache.dir, loader, bytes);
   const uint64_t key = key_of(path);
   try {
     const std::string entry = read_entry(path);
@@ -220,14 +262,19 @@ Tokenizer load_tokenizer_cached(const std::string& cache_dir, const std::string&
       if (k != key) XT_FAIL("key " << hex64(k) << " is not its name's");
       if (n != payload.size()) XT_FAIL("its header gives " << n << " payload bytes, it holds " << payload.size());
       if (xxh3_64(payload.data(), payload.size()) != h) XT_FAIL("its payload hash does not match (damaged)");
-      Tokenizer t = TokenizerTables::restore(payload, sources);
+      Tokenizer t = TokenizerTables::restore(payload, sources, TokenizerTables::expect(loader));
       if (hit) *hit = true;
       return t;
     }
   } catch (const Error& e) {
-    std::cerr << "warning: tokenizer cache " << path << ": " << e.what() << "; rebuilding it\n";
+    warn(cache, path + ": " + e.what() + "; rebuilding it");
   }
   Tokenizer t = build();
+  struct stat link{};
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {  // the reader refused it: never write through it
+    warn(cache, path + " is a symbolic link; not writing through it");
+    return t;
+  }
   try {
     const std::string payload = TokenizerTables::save(t);
     Out o;
@@ -235,10 +282,10 @@ Tokenizer load_tokenizer_cached(const std::string& cache_dir, const std::string&
     o.put(kTokenizerTablesVersion), o.put(uint32_t(0)), o.put(key), o.put(uint64_t(payload.size()));
     o.put(xxh3_64(payload.data(), payload.size()));
     o.b += payload;
-    open_output_directory(cache_dir, "--cache-dir", true);
+    open_output_directory(cache.dir, cache.origin, true);
     write_file_atomic(path, o.b, "cannot write tokenizer cache");
   } catch (const Error& e) {
-    std::cerr << "warning: tokenizer cache not written (" << e.what() << ")\n";
+    warn(cache, std::string("not written (") + e.what() + ")");
   }
   return t;
 }

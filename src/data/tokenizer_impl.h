@@ -57,4 +57,15 @@ struct Tokenizer::Impl {
   void encode_piece(std::string_view piece, std::vector<int32_t>* out) const;  // cached merge
 };
 
+// end_of_text_id: the id of the first special among the end-of-text names (docs/tokenizers.md), -1 for none.
+int32_t end_of_text_id(const std::vector<std::pair<std::string, int32_t>>& specials);
+// bpe_fingerprint: Tokenizer::fingerprint() of a BPE vocabulary (GPT-2's files, a tokenizer.json):
+// FNV-1a 64 over the ids' bytes (V), the merges' pairs, the specials by id and a pipeline other than
+// GPT-2's ("" = GPT-2's). tiktoken_fingerprint: that of a tiktoken encoding, over its name, split
+// pattern, every id's bytes (unassigned ids marked) and the specials in the encoding's order.
+uint64_t bpe_fingerprint(const std::vector<std::string>& token_bytes, const std::vector<std::array<int32_t, 3>>& merges,
+                         const std::vector<std::pair<std::string, int32_t>>& specials, const std::string& pipeline);
+uint64_t tiktoken_fingerprint(const std::string& name, const std::string& pattern, const std::vector<std::string>& token_bytes,
+                              const std::vector<bool>& unassigned, const std::vector<std::pair<std::string, int32_t>>& specials);
+
 }  // namespace xtrain

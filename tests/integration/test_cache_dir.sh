@@ -90,4 +90,53 @@ run jb2 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
 check "next-to-data, another --jsonl-field: the first field's cache is not reused" grep -q "tokenized now: 1 on 1 rank" "$WORK/jb2.log"
 run jb3 1 --data "$WORK/j/a.jsonl" --cache-dir next-to-data --jsonl-field body
 check "next-to-data: then reused" grep -q "tokenized now: none" "$WORK/jb3.log"
+# the tokenizer's tables under 2 ranks: a symbolic link at the entry's name is refused on read and never
+# written through; each warning is one whole line starting with its rank and host
+tables=$(compgen -G "$WORK/cc/*.toktables")
+mv "$tables" "$WORK/tables.saved" && echo "outside the cache directory" > "$WORK/target" && ln -s "$WORK/target" "$tables"
+run tlink 2 --data "$WORK/d/a.txt" --cache-dir "$WORK/cc"
+check "a symlinked tables entry: its target is not written through" test "$(cat "$WORK/target")" == "outside the cache directory"
+check "... the link is left" test -L "$tables"
+check "... refused as a symbolic link, by each rank, each line prefixed" \
+  test "$(grep -c "^rank [01] (.*): warning: tokenizer cache $tables: is a symbolic link; rebuilding it\$" "$WORK/tlink.log")" == 2
+check "... and not written through, said once by each rank" \
+  test "$(grep -c "^rank [01] (.*): warning: tokenizer cache $tables is a symbolic link; not writing through it\$" "$WORK/tlink.log")" == 2
+check "... no unprefixed or run-together warning" bash -c "! grep -E '^warning|warning: .*warning:' '$WORK/tlink.log'"
+rm "$tables" && mv "$WORK/tables.saved" "$tables"
+
+# caches other users can reach (needs root, to act as nobody): the cache directory is checked whatever
+# chose it (--cache-dir, $XDG_CACHE_HOME, $HOME), and a token cache that is not this user's own file is
+# never read nor replaced
+if ((EUID == 0)) && command -v runuser > /dev/null; then
+  chmod 755 "$WORK"  # nobody reaches the sticky directory below
+  P="$WORK/pub"
+  mkdir "$P" && chmod 1777 "$P" && runuser -u nobody -- mkdir "$P/xtrain"
+  runuser -u nobody -- mkdir -p "$P/home/.cache/xtrain"
+  for how in xdg home; do
+    rc=0
+    if [[ $how == xdg ]]; then
+      XDG_CACHE_HOME="$P" "$XT" "${ARGS[@]}" --data "$WORK/d/a.txt" > "$WORK/pub_$how.log" 2>&1 || rc=$?
+      dir="$P/xtrain" want='$XDG_CACHE_HOME/xtrain '"$P/xtrain: owned by uid "
+    else
+      HOME="$P/home" XDG_CACHE_HOME= "$XT" "${ARGS[@]}" --data "$WORK/d/a.txt" > "$WORK/pub_$how.log" 2>&1 || rc=$?
+      dir="$P/home/.cache/xtrain" want='$HOME/.cache/xtrain '"$P/home/.cache/xtrain: owned by uid "
+    fi
+    check "default cache directory ($how) owned by nobody: refused, exit 1" test "$rc" == 1
+    check "... in one line naming what chose it" grep -qF "$want" "$WORK/pub_$how.log"
+    check "... nothing written into it" test -z "$(ls -A "$dir")"
+  done
+  rc=0
+  XDG_CACHE_HOME="$P" "$XTRAIN_BIN_DIR/xtrain_tokenize" "${TOK[@]}" --input "$WORK/d/a.txt" > "$WORK/pub_tok.log" 2>&1 || rc=$?
+  check "xtrain_tokenize into nobody's default directory: refused, exit 1" test "$rc" == 1
+  check "... naming what chose it" grep -qF '$XDG_CACHE_HOME/xtrain '"$P/xtrain: owned by uid " "$WORK/pub_tok.log"
+  # a root-owned sticky --cache-dir: nobody's .tokcache (a valid cache of this text) is not reused
+  planted="$P/$(basename "$(compgen -G "$WORK/cc/[0-9a-f]*-[0-9a-f]*.tokcache" | head -1)")"
+  cp "$(compgen -G "$WORK/cc/[0-9a-f]*-[0-9a-f]*.tokcache" | head -1)" "$planted" && chown nobody "$planted"
+  cp "$planted" "$WORK/planted.copy"
+  run pubfile 1 --data "$WORK/d/a.txt" --cache-dir "$P"
+  check "nobody's .tokcache in a sticky --cache-dir: not reused" grep -q "tokenized now: 1 on 1 rank" "$WORK/pubfile.log"
+  check "... one warning line naming it" grep -q "warning: token cache $planted is owned by uid [0-9]*, not this user (uid 0); not reading or replacing it" "$WORK/pubfile.log"
+  check "... and left as it was" cmp -s "$planted" "$WORK/planted.copy"
+  check "... still nobody's" test "$(stat -c %U "$planted")" == nobody
+fi
 xt_finish

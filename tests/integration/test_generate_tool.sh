@@ -151,6 +151,14 @@ if [[ $(id -u) -eq 0 ]] && command -v runuser > /dev/null; then
   grep -q "l.bin: is a symlink owned by uid [0-9]*, neither this user" "$WORK/err" || fail "--dump-logits nobody's link: $(cat "$WORK/err")"
   [[ $(cat "$WORK/secret/victim") == precious ]] && echo "ok   --dump-logits: nobody's symlink not followed" \
     || fail "--dump-logits wrote through nobody's symlink"
+  # the default cache directory made first by nobody: the tokenizer's tables are derived, not read or
+  # written there; one warning naming what chose it (no --cache-dir here)
+  runuser -u nobody -- mkdir "$WORK/sticky/xtrain"
+  XDG_CACHE_HOME="$WORK/sticky" timeout 60 "$GEN" --ckpt "$WORK/m.ckpt" --prompt x --max-new-tokens 1 > /dev/null 2> "$WORK/err" \
+    || fail "nobody's cache directory: generate failed: $(cat "$WORK/err")"
+  [[ $(grep -cF 'warning: $XDG_CACHE_HOME/xtrain '"$WORK/sticky/xtrain: owned by uid" "$WORK/err") == 1 ]] \
+    && ! grep -q -- --cache-dir "$WORK/err" && [[ -z $(ls -A "$WORK/sticky/xtrain") ]] \
+    && echo "ok   nobody's default cache directory: not used, one warning" || fail "nobody's cache directory: $(cat "$WORK/err")"
 else
   echo "skip --dump-logits through another user's symlink: needs root (runuser -u nobody)"
 fi

@@ -9,6 +9,8 @@
 #include <zstd.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 
@@ -405,4 +407,82 @@ TEST_CASE("list_data_files: files and directories, sorted, caches and hidden fil
                        doctest::Contains("--loss lists one file twice"), UsageError);
   CHECK_THROWS_WITH_AS(list_data_files("/dev/null", "--loss"), doctest::Contains("--loss /dev/null: cannot read: not a regular file"),
                        Error);
+}
+
+TEST_CASE("load_cached_ids owned_only: a cache in a cache directory that is not this user's own file is neither read nor replaced") {
+  ScratchDir d;
+  const std::string text = d.file("a.txt"), other = d.file("other.txt"), err = d.file("err");
+  const std::string t = "Of all the tokens in this text, none are the planted ones.";
+  write_file(text, t), write_file(other, "planted");
+  const std::vector<int32_t> want = gpt2().encode(t);
+  SourceId source = stat_source(text);
+  source.hash = xxh3_64(t.data(), t.size());
+  const std::string cache = keyed_cache_path(d.path, source.hash, gpt2().fingerprint());
+  const std::vector<int32_t> planted = {7, 7, 7};
+  // load: the ids through the keyed cache, owned_only; *log gets its stderr
+  const auto load = [&](bool* tokenized, std::string* log) {
+    std::fflush(stderr);
+    const int saved = ::dup(2), fd = ::open(err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    ::dup2(fd, 2), ::close(fd);
+    std::vector<int32_t> ids = load_cached_ids(text, text_recipe(gpt2(), text, -1), kGpt2Vocab, cache, true, "rank 0 (h): ",
+                                               tokenized, false, true).to_vector();
+    std::fflush(stderr);
+    ::dup2(saved, 2), ::close(saved);
+    *log = read_file(err);
+    return ids;
+  };
+  bool tokenized = false;
+  std::string log;
+  // this user's cache with other ids (a valid header for this text): reused, as ever
+  write_token_cache(cache, planted, kGpt2Vocab, gpt2().fingerprint(), source);
+  CHECK(load(&tokenized, &log) == planted);
+  CHECK_FALSE(tokenized);
+  // a hard link to it: another name could change it underneath
+  REQUIRE(::link(cache.c_str(), d.file("second_name").c_str()) == 0);
+  CHECK(load(&tokenized, &log) == want);
+  CHECK(tokenized);
+  CHECK(log == "rank 0 (h): warning: token cache " + cache + " has 2 hard links; not reading or replacing it, tokenizing " +
+                   text + " in memory\n");
+  REQUIRE(::unlink(d.file("second_name").c_str()) == 0);
+  // a symbolic link to a cache elsewhere: its target is not read or written
+  fs::rename(cache, d.file("elsewhere.tokcache"));
+  fs::create_symlink(d.file("elsewhere.tokcache"), cache);
+  CHECK(load(&tokenized, &log) == want);
+  CHECK(log.find(cache + " is a symbolic link; not reading or replacing it") != std::string::npos);
+  CHECK(ids_of(*MappedTokenCache::open(d.file("elsewhere.tokcache"))) == planted);
+  CHECK(fs::is_symlink(cache));
+  fs::remove(cache);
+  if (::geteuid() != 0) return;  // only root can give a file to another user
+  // another user's cache (one planted in a sticky directory): never this run's tokens
+  write_token_cache(cache, planted, kGpt2Vocab, gpt2().fingerprint(), source);
+  REQUIRE(::chown(cache.c_str(), 65534, 65534) == 0);
+  CHECK(load(&tokenized, &log) == want);
+  CHECK(tokenized);
+  CHECK(log.find(cache + " is owned by uid 65534, not this user (uid 0); not reading or replacing it") != std::string::npos);
+  struct stat st{};
+  REQUIRE(::stat(cache.c_str(), &st) == 0);
+  CHECK(st.st_uid == 65534u);  // left as it was
+  CHECK(ids_of(*MappedTokenCache::open(cache)) == planted);
+  CHECK_THROWS_WITH_AS(MappedTokenCache::open(cache, true), doctest::Contains("is owned by uid 65534"), Error);
+}
+
+TEST_CASE("check_cache_dir_owner: another user's directory is refused whatever chose it, named by its origin") {
+  ScratchDir d;
+  const std::string dir = d.file("xtrain");
+  CHECK_NOTHROW(check_cache_dir_owner(dir, "$XDG_CACHE_HOME/xtrain"));  // absent: made by this user later
+  fs::create_directory(dir);
+  CHECK_NOTHROW(check_cache_dir_owner(dir, "$XDG_CACHE_HOME/xtrain"));
+  if (::geteuid() != 0) return;
+  REQUIRE(::chown(dir.c_str(), 65534, 65534) == 0);
+  CHECK_THROWS_WITH_AS(check_cache_dir_owner(dir, "$XDG_CACHE_HOME/xtrain"),
+                       doctest::Contains(("$XDG_CACHE_HOME/xtrain " + dir + ": owned by uid 65534").c_str()), Error);
+  const char* was = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = was ? was : "";
+  ::setenv("XDG_CACHE_HOME", "/some/where", 1);
+  CHECK(token_cache_dir_origin("") == "$XDG_CACHE_HOME/xtrain");
+  CHECK(token_cache_dir_origin("/x") == "--cache-dir");
+  ::setenv("XDG_CACHE_HOME", "relative", 1);  // ignored by the XDG spec: $HOME chose it
+  CHECK(token_cache_dir_origin("") == "$HOME/.cache/xtrain");
+  if (was) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
+  else ::unsetenv("XDG_CACHE_HOME");
 }

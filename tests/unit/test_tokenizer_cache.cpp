@@ -4,12 +4,17 @@
 // trusted), and a payload with a field out of range is refused by the reader.
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
 #include <filesystem>
 
 #include <xtrain/core/error.h>
+#include "core/digest.h"
 #include "core/io.h"
 #include "data/tiktoken.h"
 #include "data/tokenizer_cache.h"
@@ -34,6 +39,40 @@ std::string entry_of(const std::string& dir) {
   CHECK(found[0].size() > 10);
   CHECK(found[0].substr(found[0].size() - 10) == kTokenizerTablesExt);
   return found[0];
+}
+
+const TokenizerTables::Expected gpt2_want = TokenizerTables::expect("gpt2");
+
+// StderrTo: file descriptor 2 written into `path` for the scope (the cache's warnings go there at once)
+struct StderrTo {
+  int saved = -1;
+  explicit StderrTo(const std::string& path) {
+    std::fflush(stderr);
+    saved = ::dup(2);
+    const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    REQUIRE(fd >= 0);
+    ::dup2(fd, 2);
+    ::close(fd);
+  }
+  ~StderrTo() {
+    std::fflush(stderr);
+    ::dup2(saved, 2);
+    ::close(saved);
+  }
+};
+
+// with_pattern: a payload of GPT-2's files (kind, name "", pattern "" first) carrying this split pattern
+std::string with_pattern(const std::string& payload, const std::string& pattern) {
+  const uint64_t n = pattern.size();
+  return payload.substr(0, 12) + std::string(reinterpret_cast<const char*>(&n), 8) + pattern + payload.substr(20);
+}
+
+// as_entry: the entry of `payload` under the header of the valid entry `good` (its key), hash and size fixed
+std::string as_entry(const std::string& good, const std::string& payload) {
+  std::string e = good.substr(0, 24);
+  const uint64_t n = payload.size(), h = xxh3_64(payload.data(), payload.size());
+  e.append(reinterpret_cast<const char*>(&n), 8).append(reinterpret_cast<const char*>(&h), 8);
+  return e + payload;
 }
 
 void check_same(const Tokenizer& a, const Tokenizer& b) {
@@ -115,20 +154,107 @@ TEST_CASE("tokenizer cache: an entry of another user is never trusted") {
 
 TEST_CASE("tokenizer cache: the payload reader refuses a field out of range, a truncation and trailing bytes") {
   const std::string payload = TokenizerTables::save(test::gpt2());
-  CHECK_NOTHROW(TokenizerTables::restore(payload, {"a", "b"}));
-  CHECK_THROWS_WITH_AS(TokenizerTables::restore(payload + "x", {}), doctest::Contains("1 trailing bytes"), Error);
-  CHECK_THROWS_AS(TokenizerTables::restore(payload.substr(0, payload.size() - 1), {}), Error);
+  CHECK_NOTHROW(TokenizerTables::restore(payload, {"a", "b"}, gpt2_want));
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(payload + "x", {}, gpt2_want), doctest::Contains("1 trailing bytes"), Error);
+  CHECK_THROWS_AS(TokenizerTables::restore(payload.substr(0, payload.size() - 1), {}, gpt2_want), Error);
   std::string kind = payload;
   kind[0] = 9;
-  CHECK_THROWS_WITH_AS(TokenizerTables::restore(kind, {}), doctest::Contains("unknown tokenizer kind 9"), Error);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(kind, {}, gpt2_want), doctest::Contains("unknown tokenizer kind 9"), Error);
   std::string eot = payload;  // kind u32, name "" (u64 0), pattern "" (u64 0), then eot at byte 20
   const int32_t big = 1 << 30;
   std::memcpy(eot.data() + 20, &big, 4);
-  CHECK_THROWS_WITH_AS(TokenizerTables::restore(eot, {}), doctest::Contains("end-of-text id 1073741824"), Error);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(eot, {}, gpt2_want), doctest::Contains("end-of-text id 1073741824"), Error);
   std::string count = payload;  // the vocabulary size (at byte 32) past what the payload holds
   const uint64_t huge = uint64_t(1) << 40;
   std::memcpy(count.data() + 32, &huge, 8);
-  CHECK_THROWS_WITH_AS(TokenizerTables::restore(count, {}), doctest::Contains("runs past the end"), Error);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(count, {}, gpt2_want), doctest::Contains("runs past the end"), Error);
+}
+
+TEST_CASE("tokenizer cache: the reader requires the loader's kind, name and split pattern, and re-derives eot and fingerprint") {
+  const std::string payload = TokenizerTables::save(test::gpt2());
+  // a split pattern the loader does not use (one that backtracks without end on "aaaa...b"): refused
+  // before it is compiled
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(with_pattern(payload, "(a+)+$"), {}, gpt2_want),
+                       doctest::Contains("split pattern is not the loader's"), Error);
+  TokenizerTables::Expected tiktoken = gpt2_want;
+  tiktoken.kind = Tokenizer::Kind::Tiktoken;
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(payload, {}, tiktoken), doctest::Contains("the loader builds kind 2"), Error);
+  TokenizerTables::Expected named = gpt2_want;
+  named.name = "r50k_base";
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(payload, {}, named), doctest::Contains("the loader's is \"r50k_base\""), Error);
+  std::string eot = payload;  // eot at byte 20: an id in range that is not <|endoftext|>'s
+  const int32_t zero = 0;
+  std::memcpy(eot.data() + 20, &zero, 4);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(eot, {}, gpt2_want), doctest::Contains("end-of-text id 0, its specials give 50256"), Error);
+  std::string fp = payload;  // the fingerprint at byte 24
+  fp[24] ^= 1;
+  const std::string derived = "its tables give " + hex64(test::gpt2().fingerprint());
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(fp, {}, gpt2_want), doctest::Contains(derived.c_str()), Error);
+  std::string token = payload;  // a byte of an id's token (the first id's, "!", after the count at byte 32 and its length)
+  REQUIRE(token[48] == '!');
+  token[48] = '?';
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(token, {}, gpt2_want), doctest::Contains("its tables give"), Error);
+}
+
+TEST_CASE("tokenizer cache: an entry whose hash checks out but whose tables are not the loader's is rebuilt, one warning line") {
+  test::ScratchDir d;
+  const std::string dir = d.file("cache");
+  bool hit = true;
+  load(dir, &hit);
+  const std::string entry = entry_of(dir);
+  const std::string good = read_file(entry);
+  std::string eot = good.substr(40);
+  const int32_t zero = 0;
+  std::memcpy(eot.data() + 20, &zero, 4);
+  for (const std::string& bad : {with_pattern(good.substr(40), "(a+)+$"), eot}) {
+    write_file_atomic(entry, as_entry(good, bad));
+    {
+      StderrTo err(d.file("err"));
+      check_same(test::gpt2(), load(dir, &hit));
+    }
+    CHECK_FALSE(hit);
+    CHECK(read_file(entry) == good);  // rebuilt
+    const std::string err = read_file(d.file("err"));
+    CHECK(err.rfind("warning: tokenizer cache " + entry + ": ", 0) == 0);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+}
+
+TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read nor written through") {
+  test::ScratchDir d;
+  const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
+  bool hit = true;
+  load(dir, &hit);
+  const std::string entry = entry_of(dir);
+  std::filesystem::remove(entry);
+  write_file_atomic(d.file("elsewhere"), "a file outside the cache directory\n");
+  std::filesystem::create_symlink(d.file("elsewhere"), entry);
+  {
+    StderrTo err(d.file("err"));
+    check_same(test::gpt2(), load_tokenizer_cached({dir, "$XDG_CACHE_HOME/xtrain", "rank 1 (node7): "}, "gpt2", {encoder, bpe},
+                                                   [&] { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit));
+  }
+  CHECK_FALSE(hit);
+  CHECK(read_file(d.file("elsewhere")) == "a file outside the cache directory\n");  // its target is untouched
+  CHECK(std::filesystem::is_symlink(entry));
+  CHECK(read_file(d.file("err")) == "rank 1 (node7): warning: tokenizer cache " + entry + ": is a symbolic link; rebuilding it\n" +
+                                        "rank 1 (node7): warning: tokenizer cache " + entry + " is a symbolic link; not writing through it\n");
+}
+
+TEST_CASE("tokenizer cache: a directory that cannot be made is named as its origin names it") {
+  test::ScratchDir d;
+  write_file_atomic(d.file("file"), "x");
+  const std::string encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
+  bool hit = true;
+  {
+    StderrTo err(d.file("err"));
+    load_tokenizer_cached({d.file("file/xtrain"), "$XDG_CACHE_HOME/xtrain"}, "gpt2", {encoder, bpe},
+                          [&] { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit);
+  }
+  const std::string err = read_file(d.file("err"));
+  // (the read's warning first: the entry's path is not a directory's)
+  CHECK(err.find("\nwarning: tokenizer cache not written ($XDG_CACHE_HOME/xtrain " + d.file("file/xtrain")) != std::string::npos);
+  CHECK(err.find("--cache-dir") == std::string::npos);
 }
 
 TEST_CASE("tokenizer cache: a tiktoken rank file through load_tokenizer's cache directory") {

@@ -146,6 +146,8 @@ struct TokenizerFiles {
   // where load_tokenizer keeps the tables it derives from GPT-2's files or a rank file (the token caches'
   // directory, src/data/tokenizer_cache.h), so a later start reads them; "" = derive them every time
   std::string cache_dir;
+  std::string cache_dir_origin = "--cache-dir";  // what chose cache_dir, as its messages name it ("$XDG_CACHE_HOME")
+  std::string log_prefix;  // starts each of its warning lines: "rank R (host): " under mpirun, else ""
   bool gpt2_defaults() const { return !encoder_json_given && !vocab_bpe_given; }
 };
 
