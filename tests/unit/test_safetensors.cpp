@@ -160,6 +160,48 @@ TEST_CASE("safetensors: a large mapped file converts in tiles, element for eleme
   CHECK(same);
 }
 
+TEST_CASE("safetensors: tensors larger than the read buffer convert part by part, element for element") {
+  // read() converts through a 16 MiB buffer: 4 Mi F32 or 8 Mi BF16 elements a part. (1000, 5000) F32: parts
+  // of whole 64-row bands; (3, 3000001) F32 and (3, 5000001) BF16: a band does not fit, parts end mid-row.
+  struct Case {
+    int64_t A, B;
+    bool bf16;
+  };
+  for (const Case c : {Case{1000, 5000, false}, Case{3, 3000001, false}, Case{3, 5000001, true}}) {
+    INFO("shape (", c.A, ", ", c.B, ") ", c.bf16 ? "BF16" : "F32");
+    const size_t n = size_t(c.A * c.B), esize = c.bf16 ? 2 : 4;
+    std::string data(n * esize, '\0');
+    for (size_t i = 0; i < n; ++i) {  // element i = i mod 251 (exact in BF16: an integer under 256)
+      const float f = float(i % 251);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if (c.bf16) {
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(&data[2 * i], &h, 2);
+      } else {
+        std::memcpy(&data[4 * i], &f, 4);
+      }
+    }
+    const std::string shape = "[" + std::to_string(c.A) + "," + std::to_string(c.B) + "]";
+    test::ScratchDir dir;
+    write_file_atomic(dir.file("big.safetensors"),
+                      file_bytes(header({tensor("w", c.bf16 ? "BF16" : "F32", shape, "[0," + std::to_string(data.size()) + "]")}), data));
+    const SafeTensors st = SafeTensors::read(dir.file("big.safetensors"));
+    std::vector<float> out(n, -1.0f), t(n, -1.0f);
+    st.to_f32_into(*st.find("w"), out.data());
+    st.to_f32_transposed_into(*st.find("w"), t.data());
+    size_t wrong = 0, wrong_t = 0;
+    for (size_t a = 0; a < size_t(c.A); ++a)
+      for (size_t b = 0; b < size_t(c.B); ++b) {
+        const float want = float((a * size_t(c.B) + b) % 251);
+        wrong += out[a * size_t(c.B) + b] != want;
+        wrong_t += t[b * size_t(c.A) + a] != want;
+      }
+    CHECK(wrong == 0);
+    CHECK(wrong_t == 0);
+  }
+}
+
 TEST_CASE("safetensors: a file truncated or rewritten in place between the header and the tensors is one line") {
   // read() takes the header and keeps the file open; the file is changed before the conversions (no
   // timing involved), then each conversion path must refuse it rather than return the changed bytes
