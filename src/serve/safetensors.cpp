@@ -173,6 +173,8 @@ void SafeTensors::check_unchanged() const {
   if (::fstat(src_->fd.get(), &now) != 0) XT_FAIL("safetensors " << label_ << ": fstat failed: " << std::strerror(errno));
   const struct stat& was = src_->at_open;
   // a truncation or an extension changes the size; a rewrite in place, the modification and change times
+  // (at the file system's timestamp resolution: a rewrite within one clock tick of a write made just
+  // before the open can leave both as they were)
   if (now.st_size != was.st_size || now.st_mtim.tv_sec != was.st_mtim.tv_sec || now.st_mtim.tv_nsec != was.st_mtim.tv_nsec ||
       now.st_ctim.tv_sec != was.st_ctim.tv_sec || now.st_ctim.tv_nsec != was.st_ctim.tv_nsec)
     XT_FAIL(changed_message(label_));
