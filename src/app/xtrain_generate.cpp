@@ -268,7 +268,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   Phases phases;
   std::unique_ptr<Backend> be = make_backend(bo);
   phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
-  // An export read for the CPU backend goes from the file's mapping straight into the model's parameters:
+  // An export read for the CPU backend goes from the file straight into the model's parameters:
   // the model is made as soon as config.json gives its shape (no host copy of the weights in between)
   std::unique_ptr<GPT> model;
   auto params_for = [&](const GPTConfig& cfg) -> float* {

@@ -287,7 +287,7 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
   const size_t num_params = pl.back().offset + pl.back().count;
   // What config.json and the file ask for, against the host's memory before any of it is taken: the
-  // file's pages (mapped: page cache, counted in MemAvailable) and the parameter buffer.
+  // file's pages (page cache as it is read, counted in MemAvailable) and the parameter buffer.
   struct stat fst{};
   const double param_bytes = 4.0 * double(num_params);
   const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + param_bytes;
@@ -296,7 +296,7 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
     XT_FAIL(dir << ": loading the model needs " << need / 1e9 << " GB of host memory (config.json: " << m.cfg.describe()
                 << "; " << kModelFile << " and the parameters), " << avail / 1e9 << " GB are available");
   const SafeTensors st = SafeTensors::read(model_path);
-  // the destination: the caller's (its backend's parameter memory, written once from the mapping) or params
+  // the destination: the caller's (its backend's parameter memory, written once from the file) or params
   float* params = params_for ? params_for(m.cfg) : nullptr;
   if (!params) m.params.resize(num_params), params = m.params.data();
   std::vector<std::pair<size_t, size_t>> written;  // [begin, end) elements of params the file's tensors fill
@@ -315,7 +315,7 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
       XT_FAIL("safetensors " << st.label() << ": tensor " << t.name << ": expected shape " << shape_str(t.shape) << ", found "
                              << shape_str(e->shape));
     used.insert(e->name);
-    // straight from the file's mapping into the destination (no intermediate copy)
+    // straight from the file into the destination (F32 read into it; F16/BF16 through a bounded buffer)
     if (t.transpose) st.to_f32_transposed_into(*e, params + t.offset(pl));  // file (in, out) -> xtrain (out, in)
     else st.to_f32_into(*e, params + t.offset(pl));  // wte, lm_head: V rows (padding rows below); a Llama part: its rows
     written.emplace_back(t.offset(pl), t.offset(pl) + e->count());

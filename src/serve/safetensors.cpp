@@ -3,10 +3,16 @@
 // contiguous from 0 to the end of the buffer, byte size = elements x dtype size).
 #include <xtrain/serve/safetensors.h>
 
-#include <algorithm>
-#include <cstring>
+#include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+#include <functional>
 #include <limits>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <set>
 
@@ -14,7 +20,6 @@
 #include "core/echo.h"
 #include "core/io.h"
 #include "core/json.h"
-#include "core/mapped_file.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
 #error "safetensors data is little-endian; this reader copies it as host floats"
@@ -25,6 +30,9 @@ namespace xtrain {
 namespace {
 using json = nlohmann::json;
 constexpr uint64_t kMaxHeaderBytes = 100000000;  // reference implementation's MAX_HEADER_SIZE
+// the reused buffer a file's BF16/F16 tensors and transposed tensors are read through: bounds the
+// reader's memory beyond its destination; a multiple of every element size
+constexpr size_t kChunkBytes = size_t(16) << 20;
 
 // dtype_bytes: bytes per element of a safetensors dtype, 0 when unknown.
 size_t dtype_bytes(const std::string& d) {
@@ -62,18 +70,17 @@ float half_to_float(uint16_t h) {
 
 namespace {
 // check_size_before_reading: a file longer than its header describes (8 + header + the end of the
-// last tensor) is refused from the header alone, so gigabytes behind a small header are never read.
-// Every other malformation (a shorter file, a bad entry) is left to parse(), which names it.
-void check_size_before_reading(const std::string& path) {
-  RegularFile f = open_regular_file(path, "cannot read " + path);
-  const uint64_t size = static_cast<uint64_t>(f.st.st_size);
+// last tensor) is refused from the header alone (`head`: the file's first 8 + header-length bytes),
+// so gigabytes behind a small header are never read. Every other malformation (a shorter file, a
+// bad entry) is left to parse_header(), which names it.
+void check_size_before_reading(std::string_view head, uint64_t size, const std::string& path) {
   uint64_t n = 0;
-  if (size < 8 || ::pread(f.fd.get(), &n, 8, 0) != 8 || n > kMaxHeaderBytes || n > size - 8) return;  // parse() names it
-  std::string header(n, '\0');
-  if (::pread(f.fd.get(), header.data(), n, 8) != static_cast<ssize_t>(n)) return;
+  if (head.size() < 8) return;  // parse_header() names it
+  std::memcpy(&n, head.data(), 8);
+  if (n > kMaxHeaderBytes || n > size - 8 || head.size() != 8 + n) return;
   uint64_t end = 0;
   try {
-    const json h = parse_json(header, "safetensors " + path + ": header");
+    const json h = parse_json(head.substr(8), "safetensors " + path + ": header");
     if (!h.is_object()) return;
     for (auto it = h.begin(); it != h.end(); ++it) {
       const json& v = it.value();
@@ -84,14 +91,40 @@ void check_size_before_reading(const std::string& path) {
       end = std::max(end, off[1].get<uint64_t>());
     }
   } catch (const Error&) {
-    return;  // parse() gives the same error once the file is read (a header is at most 100 MB)
+    return;  // parse_header() gives the same error
   }
   if (size - 8 - n > end)
     XT_FAIL("safetensors " << path << ": " << size - 8 - n - end << " trailing bytes: the file has " << size
                            << " bytes, its header describes " << 8 + n + end << " (8 + a header of " << n
                            << " + tensor data of " << end << "); not reading it");
 }
+
+// changed_message: the one line for a file that changed between open and the end of a read
+std::string changed_message(const std::string& path) { return "safetensors " + path + ": truncated or rewritten while it was read"; }
+
+// read_exact: bytes [off, off + len) of the open file into dst. A read that ends early (the file is
+// shorter than it was at open) is the changed file's error; a failed read names its cause.
+void read_exact(int fd, char* dst, size_t len, uint64_t off, const std::string& path) {
+  while (len > 0) {
+    const ssize_t got = ::pread(fd, dst, len, static_cast<off_t>(off));
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) XT_FAIL("safetensors " << path << ": read failed: " << std::strerror(errno));
+    if (got == 0) XT_FAIL(changed_message(path));
+    dst += got, len -= static_cast<size_t>(got), off += static_cast<uint64_t>(got);
+  }
+}
 }  // namespace
+
+// Source: where the tensor bytes are. parse(): `bytes`, the whole file in memory. read(): the open
+// file, read with pread (never mapped: a mapping of a file truncated by another process ends the
+// reader with SIGBUS), its fstat at open to compare with after each tensor, and one reused buffer.
+struct SafeTensors::Source {
+  std::string bytes;
+  UniqueFd fd;
+  struct stat at_open{};
+  std::mutex chunk_mutex;           // conversions of one file (copies share the Source) take turns on the buffer
+  std::unique_ptr<char[]> chunk;  // kChunkBytes, allocated at the first use
+};
 
 size_t StEntry::count() const {
   size_t n = 1;
@@ -100,42 +133,67 @@ size_t StEntry::count() const {
 }
 
 SafeTensors SafeTensors::read(const std::string& path) {
-  std::shared_ptr<MappedFile> file;
+  auto src = std::make_shared<Source>();
+  std::string head;
+  uint64_t size = 0;
   try {
-    check_size_before_reading(path);
-    // mapped, not read: the weights are converted from the page cache into their destination once
-    // (to_f32_into), where reading the file would first copy all of it into a heap buffer
-    file = std::make_shared<MappedFile>(MappedFile::map(path, "cannot read " + path));
+    RegularFile f = open_regular_file(path, "cannot read " + path);
+    src->fd = std::move(f.fd), src->at_open = f.st;
+    size = static_cast<uint64_t>(f.st.st_size);
+    // the tensors are read once, front to back (a hint; its failure changes nothing)
+    ::posix_fadvise(src->fd.get(), 0, 0, POSIX_FADV_SEQUENTIAL);
   } catch (const Error& e) {
-    const std::string what = e.what();
-    if (what.rfind("safetensors ", 0) == 0) throw;
-    XT_FAIL("safetensors " << what);
+    XT_FAIL("safetensors " << e.what());
   }
-  const std::string_view bytes = file->bytes();
-  return parse_owned(std::move(file), bytes, path);
+  // the length prefix, then the header when its length is within the limits (parse_header names the rest)
+  head.resize(static_cast<size_t>(std::min<uint64_t>(size, 8)));
+  read_exact(src->fd.get(), head.data(), head.size(), 0, path);
+  uint64_t n = 0;
+  if (size >= 8) std::memcpy(&n, head.data(), 8);
+  if (size >= 8 && n <= kMaxHeaderBytes && n <= size - 8) {
+    head.resize(8 + n);
+    read_exact(src->fd.get(), head.data() + 8, n, 8, path);
+  }
+  check_size_before_reading(head, size, path);
+  SafeTensors st = parse_header(src, head, size, path);
+  st.check_unchanged();  // the header read is the file's as it was opened
+  return st;
 }
 
 SafeTensors SafeTensors::parse(std::string bytes, const std::string& label) {
-  auto owned = std::make_shared<const std::string>(std::move(bytes));
-  const std::string_view view(*owned);
-  return parse_owned(std::move(owned), view, label);
+  auto src = std::make_shared<Source>();
+  src->bytes = std::move(bytes);
+  const std::string_view view(src->bytes);
+  return parse_header(src, view, view.size(), label);
 }
 
-SafeTensors SafeTensors::parse_owned(std::shared_ptr<const void> owner, std::string_view bytes, const std::string& label) {
+void SafeTensors::check_unchanged() const {
+  if (src_->fd.get() < 0) return;  // bytes in memory
+  struct stat now{};
+  if (::fstat(src_->fd.get(), &now) != 0) XT_FAIL("safetensors " << label_ << ": fstat failed: " << std::strerror(errno));
+  const struct stat& was = src_->at_open;
+  // a truncation or an extension changes the size; a rewrite in place, the modification and change times
+  // (at the file system's timestamp resolution: a rewrite within one clock tick of a write made just
+  // before the open can leave both as they were)
+  if (now.st_size != was.st_size || now.st_mtim.tv_sec != was.st_mtim.tv_sec || now.st_mtim.tv_nsec != was.st_mtim.tv_nsec ||
+      now.st_ctim.tv_sec != was.st_ctim.tv_sec || now.st_ctim.tv_nsec != was.st_ctim.tv_nsec)
+    XT_FAIL(changed_message(label_));
+}
+
+SafeTensors SafeTensors::parse_header(std::shared_ptr<Source> source, std::string_view b, uint64_t size, const std::string& label) {
   SafeTensors st;
   st.label_ = label;
-  st.owner_ = std::move(owner);
-  st.bytes_ = bytes;
-  const std::string_view b = st.bytes_;
+  st.src_ = std::move(source);
   auto fail = [&](const std::string& why) { XT_FAIL("safetensors " << label << ": " << why); };
-  if (b.size() < 8) fail("file of " + std::to_string(b.size()) + " bytes has no 8-byte header length");
+  if (size < 8) fail("file of " + std::to_string(size) + " bytes has no 8-byte header length");
   uint64_t n = 0;
   std::memcpy(&n, b.data(), 8);
   if (n > kMaxHeaderBytes) fail("header length " + std::to_string(n) + " exceeds the 100 MB limit");
-  if (n > b.size() - 8)
-    fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(b.size()) + " bytes)");
+  if (n > size - 8)
+    fail("header length " + std::to_string(n) + " runs past the end of the file (" + std::to_string(size) + " bytes)");
+  XT_CHECK(b.size() >= 8 + n, "safetensors " << label << ": the header was not read");  // read() and parse() pass it whole
   st.data_start_ = 8 + n;
-  const size_t data_bytes = b.size() - st.data_start_;
+  const size_t data_bytes = size - st.data_start_;
   // The header is one JSON object padded with spaces only (the format's padding): nlohmann would stop
   // at a NUL byte and accept what follows, and would take other whitespace as padding (checked below).
   if (std::memchr(b.data() + 8, '\0', n) != nullptr) fail("header contains a NUL byte");
@@ -257,15 +315,59 @@ std::vector<float> SafeTensors::to_f32(const StEntry& e) const {
   return out;
 }
 
-void SafeTensors::to_f32_into(const StEntry& e, float* dst) const {
-  const Wide w = wide_of(e, label_);
-  const char* p = bytes_.data() + data_start_ + e.begin;
+namespace {
+size_t wide_bytes(Wide w) { return w == Wide::f32 ? 4 : 2; }
+
+// transpose_part: elements [i0, i1) of a row-major (A, B) tensor of dtype w, at p (element i0 first),
+// written to dst as the (B, A) transpose, dst[b*A + a] = element (a, b). In tiles of kTile x kTile
+// elements: both the rows read and the rows written stay in cache; the part may start and end mid-row.
+void transpose_part(const char* p, size_t i0, size_t i1, size_t A, size_t B, Wide w, float* dst) {
+  constexpr size_t kTile = 64;
+  if (i0 >= i1) return;
+  const size_t a_begin = i0 / B, a_end = (i1 - 1) / B + 1;
+  for (size_t a0 = a_begin; a0 < a_end; a0 += kTile)
+    for (size_t b0 = 0; b0 < B; b0 += kTile) {
+      const size_t a1 = std::min(a_end, a0 + kTile), b1 = std::min(B, b0 + kTile);
+      for (size_t a = a0; a < a1; ++a) {
+        const size_t lo = std::max(b0, i0 > a * B ? i0 - a * B : 0), hi = std::min(b1, i1 - a * B);  // a*B < i1
+        for (size_t b = lo; b < hi; ++b) dst[b * A + a] = element(p, a * B + b - i0, w);
+      }
+    }
+}
+}  // namespace
+
+void SafeTensors::read_parts(const StEntry& e, size_t esize, size_t part_count,
+                             const std::function<void(const char* p, size_t i0, size_t i1)>& convert) const {
   const size_t n = e.count();
-  if (w == Wide::f32) {
-    if (n) std::memcpy(dst, p, n * 4);
+  if (src_->fd.get() < 0) {  // bytes in memory: the whole tensor is one part
+    convert(src_->bytes.data() + data_start_ + e.begin, 0, n);
     return;
   }
-  for (size_t i = 0; i < n; ++i) dst[i] = element(p, i, w);
+  std::lock_guard<std::mutex> lock(src_->chunk_mutex);
+  if (!src_->chunk) src_->chunk.reset(new char[kChunkBytes]);
+  for (size_t i0 = 0; i0 < n; i0 += part_count) {
+    const size_t i1 = std::min(n, i0 + part_count);
+    read_exact(src_->fd.get(), src_->chunk.get(), (i1 - i0) * esize, data_start_ + e.begin + i0 * esize, label_);
+    convert(src_->chunk.get(), i0, i1);
+  }
+  check_unchanged();
+}
+
+void SafeTensors::to_f32_into(const StEntry& e, float* dst) const {
+  const Wide w = wide_of(e, label_);
+  const size_t n = e.count();
+  if (w == Wide::f32 && src_->fd.get() >= 0) {  // F32 from the file: read straight into dst, no buffer
+    read_exact(src_->fd.get(), reinterpret_cast<char*>(dst), n * 4, data_start_ + e.begin, label_);
+    check_unchanged();
+    return;
+  }
+  read_parts(e, wide_bytes(w), kChunkBytes / wide_bytes(w), [&](const char* p, size_t i0, size_t i1) {
+    if (w == Wide::f32) {
+      if (i1 > i0) std::memcpy(dst + i0, p, (i1 - i0) * 4);
+      return;
+    }
+    for (size_t i = i0; i < i1; ++i) dst[i] = element(p, i - i0, w);
+  });
 }
 
 void SafeTensors::to_f32_transposed_into(const StEntry& e, float* dst) const {
@@ -273,15 +375,10 @@ void SafeTensors::to_f32_transposed_into(const StEntry& e, float* dst) const {
   if (e.shape.size() != 2)
     XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has " << e.shape.size() << " dimensions, expected 2 to transpose");
   const size_t A = size_t(e.shape[0]), B = size_t(e.shape[1]);
-  const char* p = bytes_.data() + data_start_ + e.begin;
-  // in tiles of kTile x kTile elements: both the rows read and the rows written stay in cache
-  constexpr size_t kTile = 64;
-  for (size_t a0 = 0; a0 < A; a0 += kTile)
-    for (size_t b0 = 0; b0 < B; b0 += kTile) {
-      const size_t a1 = std::min(A, a0 + kTile), b1 = std::min(B, b0 + kTile);
-      for (size_t a = a0; a < a1; ++a)
-        for (size_t b = b0; b < b1; ++b) dst[b * A + a] = element(p, a * B + b, w);
-    }
+  // parts of whole bands of 64 rows where a band fits the buffer, so tiles are not cut
+  size_t part = kChunkBytes / wide_bytes(w);
+  if (B > 0 && part >= 64 * B) part -= part % (64 * B);
+  read_parts(e, wide_bytes(w), part, [&](const char* p, size_t i0, size_t i1) { transpose_part(p, i0, i1, A, B, w, dst); });
 }
 
 std::string safetensors_bytes(std::vector<StTensorF32> tensors, const std::map<std::string, std::string>& metadata) {

@@ -1,7 +1,8 @@
 // libFuzzer target for the safetensors reader: SafeTensors::parse must end every input with either
 // a parsed file or one xtrain::Error, never a crash or an out-of-bounds read (ASan); every entry of
 // a file that parses converts to fp32 or throws Error, into a buffer of exactly count() floats, transposed
-// too for a 2-D entry (the path model directories take from a mapped file: read() parses as parse() does).
+// too for a 2-D entry (the path model directories take: read() checks the header as parse() does, and
+// converts the same way, in parts of at most 16 MiB; test_safetensors.cpp covers the parts).
 #include <cstdint>
 #include <cstring>
 #include <string>

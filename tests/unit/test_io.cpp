@@ -23,7 +23,6 @@
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
-#include "core/mapped_file.h"
 
 using namespace xtrain;
 namespace fs = std::filesystem;
@@ -98,28 +97,6 @@ TEST_CASE("read_file refuses what is not a regular file at once (a FIFO would bl
   CHECK_THROWS_WITH_AS(read_file("/dev/zero"), "cannot read /dev/zero: not a regular file", Error);
   CHECK_THROWS_WITH_AS(read_file(d.dir.string()), doctest::Contains("not a regular file"), Error);
   CHECK_THROWS_WITH_AS(read_file(d.file("absent")), doctest::Contains("No such file"), Error);
-}
-
-TEST_CASE("MappedFile: a file's bytes mapped read-only, kept across moves and a rename over the file; refusals as read_file") {
-  TempDir d;
-  const std::string path = d.file("m.bin");
-  std::string bytes(3 * 4096 + 5, '\0');
-  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = char(i * 7);
-  write_file_atomic(path, bytes);
-  MappedFile m = MappedFile::map(path, "cannot read " + path);
-  CHECK(m.mapped());
-  CHECK(m.bytes() == bytes);
-  MappedFile moved = std::move(m);  // the bytes go with the owner
-  CHECK(m.bytes().empty());
-  write_file_atomic(path, "replaced");  // a rename over the file: the mapping still holds the old bytes
-  CHECK(moved.bytes() == bytes);
-  CHECK(MappedFile::map(path, "x").bytes() == "replaced");
-  write_file_atomic(d.file("empty"), "");
-  CHECK(MappedFile::map(d.file("empty"), "x").bytes().empty());
-  const std::string fifo = d.file("pipe");
-  REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
-  CHECK_THROWS_WITH_AS(MappedFile::map(fifo, "cannot read " + fifo), doctest::Contains("pipe: not a regular file"), Error);
-  CHECK_THROWS_WITH_AS(MappedFile::map(d.file("absent"), "cannot read absent"), "cannot read absent: No such file or directory", Error);
 }
 
 TEST_CASE("replace_forbidden_by_sticky is rename(2)'s EPERM rule: sticky directory, neither it nor the file ours") {

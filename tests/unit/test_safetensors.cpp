@@ -4,14 +4,21 @@
 #define DOCTEST_CONFIG_IMPLEMENT_WITH_MAIN
 #include <doctest/doctest.h>
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <cstring>
+#include <functional>
 
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include <xtrain/serve/safetensors.h>
+#include "error_test_util.h"
 #include "test_tokenizer_util.h"
 
 using namespace xtrain;
+using test::error_of;
 
 namespace {
 // file_bytes: a safetensors file from a header text and a data section, length prefix included.
@@ -151,6 +158,125 @@ TEST_CASE("safetensors: a large mapped file converts in tiles, element for eleme
   for (int a = 0; a < A; ++a)
     for (int b = 0; b < B; ++b) same = same && t[size_t(b) * A + a] == v[size_t(a) * B + b];
   CHECK(same);
+}
+
+TEST_CASE("safetensors: tensors larger than the read buffer convert part by part, element for element") {
+  // read() converts through a 16 MiB buffer: 4 Mi F32 or 8 Mi BF16 elements a part. (1000, 5000) F32: parts
+  // of whole 64-row bands; (3, 3000001) F32 and (3, 5000001) BF16: a band does not fit, parts end mid-row.
+  struct Case {
+    int64_t A, B;
+    bool bf16;
+  };
+  for (const Case c : {Case{1000, 5000, false}, Case{3, 3000001, false}, Case{3, 5000001, true}}) {
+    INFO("shape (", c.A, ", ", c.B, ") ", c.bf16 ? "BF16" : "F32");
+    const size_t n = size_t(c.A * c.B), esize = c.bf16 ? 2 : 4;
+    std::string data(n * esize, '\0');
+    for (size_t i = 0; i < n; ++i) {  // element i = i mod 251 (exact in BF16: an integer under 256)
+      const float f = float(i % 251);
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      if (c.bf16) {
+        const uint16_t h = uint16_t(bits >> 16);
+        std::memcpy(&data[2 * i], &h, 2);
+      } else {
+        std::memcpy(&data[4 * i], &f, 4);
+      }
+    }
+    const std::string shape = "[" + std::to_string(c.A) + "," + std::to_string(c.B) + "]";
+    test::ScratchDir dir;
+    write_file_atomic(dir.file("big.safetensors"),
+                      file_bytes(header({tensor("w", c.bf16 ? "BF16" : "F32", shape, "[0," + std::to_string(data.size()) + "]")}), data));
+    const SafeTensors st = SafeTensors::read(dir.file("big.safetensors"));
+    std::vector<float> out(n, -1.0f), t(n, -1.0f);
+    st.to_f32_into(*st.find("w"), out.data());
+    st.to_f32_transposed_into(*st.find("w"), t.data());
+    size_t wrong = 0, wrong_t = 0;
+    for (size_t a = 0; a < size_t(c.A); ++a)
+      for (size_t b = 0; b < size_t(c.B); ++b) {
+        const float want = float((a * size_t(c.B) + b) % 251);
+        wrong += out[a * size_t(c.B) + b] != want;
+        wrong_t += t[b * size_t(c.A) + a] != want;
+      }
+    CHECK(wrong == 0);
+    CHECK(wrong_t == 0);
+  }
+}
+
+TEST_CASE("safetensors: a file truncated or rewritten in place between the header and the tensors is one line") {
+  // read() takes the header and keeps the file open; the file is changed before the conversions (no
+  // timing involved), then each conversion path must refuse it rather than return the changed bytes
+  const int A = 70, B = 130;
+  std::vector<float> v(size_t(A) * B);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = float(i % 256);  // exact in BF16
+  std::string bf16;
+  for (float f : v) {
+    uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    const uint16_t h = uint16_t(bits >> 16);
+    bf16.append(reinterpret_cast<const char*>(&h), 2);
+  }
+  const size_t f_bytes = v.size() * 4;
+  const std::string bytes =
+      file_bytes(header({tensor("f", "F32", "[70,130]", "[0," + std::to_string(f_bytes) + "]"),
+                         tensor("h", "BF16", "[70,130]", "[" + std::to_string(f_bytes) + "," + std::to_string(f_bytes + bf16.size()) + "]")}),
+                 std::string(reinterpret_cast<const char*>(v.data()), f_bytes) + bf16);
+  const size_t data_start = bytes.size() - f_bytes - bf16.size();
+  test::ScratchDir dir;
+  const std::string path = dir.file("m.safetensors");
+  // fresh: the file written, its modification time set a day back, so that a rewrite within the clock's
+  // resolution of the write still changes it
+  auto fresh = [&] {
+    write_file_atomic(path, bytes);
+    struct timespec times[2] = {{0, UTIME_OMIT}, {::time(nullptr) - 86400, 0}};
+    REQUIRE(::utimensat(AT_FDCWD, path.c_str(), times, 0) == 0);
+    return SafeTensors::read(path);
+  };
+  const std::string changed = "safetensors " + path + ": truncated or rewritten while it was read";
+  std::vector<float> out(v.size());
+  using Convert = std::function<void(const SafeTensors&)>;
+  const std::vector<std::pair<std::string, Convert>> paths = {
+      {"F32 into", [&](const SafeTensors& st) { st.to_f32_into(*st.find("f"), out.data()); }},
+      {"BF16 into", [&](const SafeTensors& st) { st.to_f32_into(*st.find("h"), out.data()); }},
+      {"F32 transposed", [&](const SafeTensors& st) { st.to_f32_transposed_into(*st.find("f"), out.data()); }},
+      {"BF16 transposed", [&](const SafeTensors& st) { st.to_f32_transposed_into(*st.find("h"), out.data()); }},
+      {"to_f32", [&](const SafeTensors& st) { st.to_f32(*st.find("h")); }}};
+  for (const auto& [name, convert] : paths) {
+    CAPTURE(name);
+    {  // unchanged: every path converts
+      const SafeTensors st = fresh();
+      CHECK_NOTHROW(convert(st));
+    }
+    {  // truncated into the tensors' bytes: a read ends early
+      const SafeTensors st = fresh();
+      REQUIRE(::truncate(path.c_str(), off_t(data_start + 100)) == 0);
+      CHECK(error_of([&] { convert(st); }) == changed);
+    }
+    {  // truncated to one byte short of the end: F32 "f" reads whole, the size differs
+      const SafeTensors st = fresh();
+      REQUIRE(::truncate(path.c_str(), off_t(bytes.size() - 1)) == 0);
+      CHECK(error_of([&] { convert(st); }) == changed);
+    }
+    {  // rewritten in place, same size (other bytes in the tensors): the modification time differs
+      const SafeTensors st = fresh();
+      const int fd = ::open(path.c_str(), O_WRONLY);
+      REQUIRE(fd >= 0);
+      const std::string junk(64, '\x7f');
+      CHECK(::pwrite(fd, junk.data(), junk.size(), off_t(data_start + 8)) == ssize_t(junk.size()));
+      ::close(fd);
+      struct stat now{};
+      REQUIRE(::stat(path.c_str(), &now) == 0);
+      CHECK(size_t(now.st_size) == bytes.size());
+      CHECK(error_of([&] { convert(st); }) == changed);
+    }
+  }
+  {  // a copy shares the open file, and the check: the first conversion after the change refuses it
+    const SafeTensors st = fresh();
+    const SafeTensors copy = st;
+    CHECK_NOTHROW(copy.to_f32_into(*copy.find("f"), out.data()));
+    REQUIRE(::truncate(path.c_str(), off_t(bytes.size() - 2)) == 0);
+    CHECK(error_of([&] { st.to_f32_into(*st.find("f"), out.data()); }) == changed);
+    CHECK(error_of([&] { copy.to_f32_into(*copy.find("f"), out.data()); }) == changed);
+  }
 }
 
 TEST_CASE("safetensors: every malformed file is one line naming the file and the cause") {

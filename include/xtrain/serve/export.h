@@ -94,13 +94,15 @@ GPTConfig read_model_config(const std::string& dir, ModelLayout* layout = nullpt
 // attn.masked_bias / rotary_emb.inv_freq buffers and, for a tied head, an lm_head.weight equal to the
 // token embedding are ignored; F16/BF16 widened).
 // Throws Error naming the file, and for a wrong tensor "tensor <name>: expected shape [..], found [..]";
-// a missing or unexpected tensor is an Error naming it. Never a mix of two exports: a directory whose
-// export lock is held (an export into it running), or whose files were replaced while they were read,
-// is refused in one line (Error "model directory <dir>: ...; read it again").
+// a missing or unexpected tensor is an Error naming it; model.safetensors truncated or rewritten in
+// place while it is read, "safetensors <file>: truncated or rewritten while it was read". Never a mix
+// of two exports: a directory whose export lock is held (an export into it running), or whose files
+// were replaced while they were read, is refused in one line (Error "model directory <dir>: ...; read
+// it again").
 ModelDir load_model_dir(const std::string& dir);
 // load_model_dir with the weights written where params_for(cfg) says, once config.json gave cfg: host
 // memory of param_layout(cfg)'s num_params floats (a CPU backend's parameter buffer, filled in one
-// conversion from the file's mapping); ModelDir::params stays empty then. A null result (or params_for
+// conversion from the file); ModelDir::params stays empty then. A null result (or params_for
 // empty) means ModelDir::params, as above. The same checks and errors as load_model_dir; on an Error
 // the memory may hold part of the weights.
 ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);

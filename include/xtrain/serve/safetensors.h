@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -24,8 +25,8 @@ struct StEntry {
   size_t count() const;        // elements = product of shape (1 for a scalar)
 };
 
-// A parsed file, header validated: read() maps the file read-only (no copy of it is made; the
-// conversions below read the mapping), parse() keeps the bytes it is given.
+// A parsed file, header validated: read() reads the header and keeps the file open (each conversion
+// below reads its tensor's bytes then, with pread, in bounded parts), parse() keeps the bytes it is given.
 class SafeTensors {
  public:
   // read: parses `path`. Throws Error "safetensors <path>: <cause>" for a missing/unreadable file, a
@@ -45,18 +46,28 @@ class SafeTensors {
   // Error naming the tensor for other dtypes). Row-major, count() elements.
   std::vector<float> to_f32(const StEntry& e) const;
   // to_f32_into: the same elements written to dst (count() floats), converted straight from the file's
-  // bytes. to_f32_transposed_into: a 2-D tensor of shape [A, B] written to dst as its (B, A) transpose,
+  // bytes: F32 read into dst, BF16/F16 through one reused 16 MiB buffer (so memory stays bounded). to_f32_transposed_into: a 2-D tensor of shape [A, B] written to dst as its (B, A) transpose,
   // dst[b*A + a] = element (a, b) (a Conv1D weight (in, out) of GPT-2's files into xtrain's (out, in)).
   // Both throw the Error of to_f32 for another dtype; the transposed one also for a tensor that is not 2-D.
+  // For a read() file, all three throw "safetensors <path>: truncated or rewritten while it was read"
+  // when a read ends before the tensor does, or when the file's size, modification or change time
+  // (fstat) differ after the read from those at open; a failed read is "safetensors <path>: read
+  // failed: <strerror>". What dst holds after an Error is unspecified.
   void to_f32_into(const StEntry& e, float* dst) const;
   void to_f32_transposed_into(const StEntry& e, float* dst) const;
   const std::string& label() const { return label_; }
 
  private:
-  static SafeTensors parse_owned(std::shared_ptr<const void> owner, std::string_view bytes, const std::string& label);
+  struct Source;  // the bytes parse() was given, or read()'s open file (copies of a SafeTensors share it)
+  // parse_header: the checks above on `head` (the file's first bytes, its header whole) and its size
+  static SafeTensors parse_header(std::shared_ptr<Source> source, std::string_view head, uint64_t size, const std::string& label);
+  // read_parts: convert(p, i0, i1) for consecutive element ranges [i0, i1) of e (at most part_count
+  // elements of esize bytes each), p pointing at element i0's bytes; then check_unchanged()
+  void read_parts(const StEntry& e, size_t esize, size_t part_count,
+                  const std::function<void(const char* p, size_t i0, size_t i1)>& convert) const;
+  void check_unchanged() const;  // Error when read()'s file differs from what it was at open
   std::string label_;
-  std::shared_ptr<const void> owner_;  // keeps bytes_ alive: the string parse() was given, or the file's mapping
-  std::string_view bytes_;             // the whole file
+  std::shared_ptr<Source> src_;
   size_t data_start_ = 0;  // 8 + header length
   std::vector<StEntry> entries_;
   std::map<std::string, std::string> metadata_;
