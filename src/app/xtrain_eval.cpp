@@ -175,6 +175,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const std::string json = vm.count("json") ? vm["json"].as<std::string>() : std::string();
   const std::string cache_dir = vm["cache-dir"].as<std::string>();
   const bool no_cache = vm["no-cache"].as<bool>();
+  check_no_cache(no_cache, cache_dir);
   std::vector<std::vector<std::string>> loss_files;
   for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring

@@ -212,6 +212,11 @@ std::string token_cache_dir(const std::string& cache_dir_option) {
   return cache_dir_option == kCacheNextToData ? "" : cache_dir_option;
 }
 
+void check_no_cache(bool no_cache, const std::string& cache_dir) {
+  if (no_cache && !cache_dir.empty())
+    throw UsageError("--cache-dir and --no-cache exclude each other (--no-cache reads and writes no token cache)");
+}
+
 void check_cache_dir_owner(const std::string& dir) {
   struct stat st{};
   if (::stat(dir.c_str(), &st) != 0) return;  // absent: made by this user when the first cache is written

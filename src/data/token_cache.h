@@ -122,6 +122,10 @@ std::string default_token_cache_dir();
 // file), any other value itself.
 std::string token_cache_dir(const std::string& cache_dir_option);
 
+// check_no_cache: --no-cache (the run reads and writes no token cache) with a --cache-dir value ("": not
+// given) leaves that option unused: throws UsageError naming both (xtrain_mpi, xtrain_threads, xtrain_eval).
+void check_no_cache(bool no_cache, const std::string& cache_dir);
+
 // check_cache_dir_owner: a --cache-dir that exists must be this user's or root's: its caches are mapped as
 // this run's tokens and written for later runs, so another user's directory (one made first in a sticky
 // /tmp) is refused in one line (Error "--cache-dir <dir>: owned by uid ..."), as an output through another
