@@ -34,7 +34,7 @@ namespace {
 // schedule's, the optimizer's. Given with another value, such an option is a usage error naming both
 // ("--decay-frac needs --lr-schedule wsd (this run's --lr-schedule is cosine, which does not read it)"),
 // never silently unused, as most HPC tools do; --help says it after the option's text (scoped_help).
-// The one home of these scopes: parse_options checks every row.
+// The one home of these scopes: parse_options checks every row (with a --resume, once its header is read).
 struct OptionScope {
   const char* option;  // without "--"
   const char* needs;   // the option that decides (without "--")
@@ -117,16 +117,16 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   data.add_options()
     ("data", po::value(&o.data)->default_value(default_data_file("brown.txt")), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
-    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
+    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document (given, some --data, --val-data or --eval file must be JSON lines)")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
-    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache (not with --tokens-cache or --cache-dir)")
     ("cache-dir", po::value(&o.cache_dir)->default_value(""), "directory of the token caches, named by each text's hash and the tokenizer (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file");
   add_tokenizer_options(data, o.tokenizer);
   data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
-    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set); needs --val-every > 0")
     ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: one multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer; zstd-compressed when FILE ends in .zst) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
@@ -157,7 +157,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate (AdamW's; with --optimizer muon, of the tensors Muon does not take)")
     ("lr-schedule", po::value(&lr_schedule)->default_value("cosine"), "cosine | wsd | linear: after the linear warmup, cosine decay to lr x --min-lr-frac at --steps; wsd (warmup-stable-decay): the peak until the last --decay-frac of the run, then a linear decay (a resume with a larger --steps in the stable phase keeps it and decays at the new end); linear: a linear decay")
     ("decay-frac", po::value(&oc.decay_frac)->default_value(0.2f, "0.2"), scoped_help("decay-frac", "the share of the run wsd's decay takes, in (0, 1]: at least one step (round(decay-frac x steps) >= 1)").c_str())
-    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
+    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps (wsd: fewer than the schedule's steps, so its decay has a step)")
     ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "the schedule decays to lr x this")
     ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only): param *= 1 - lr x this each step; >= 0, and lr x this below 1 (at 1 every step sets the weights to 0)")
     ("beta1", po::value(&oc.beta1)->default_value(0.9f, "0.9"), "AdamW beta1 (first-moment decay, in [0, 1))")

@@ -66,7 +66,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
        "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
-      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache)")
+      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache; not with --cache-dir)")
       ("json", po::value<std::string>(),
        "also write FILE: one JSON object with each set's figures and, for --mc, every item's per-choice "
        "log-probability sums (full precision), token counts and byte lengths (default: none)")
