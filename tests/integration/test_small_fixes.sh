@@ -3,7 +3,7 @@
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
 # option starts from <|endoftext|>; a warmup as long as the run or longer is named in one note; $XTRAIN_DATA naming a
 # file is called "not a directory", and one holding a newline stays one line; a --resume that cannot be read
-# is named before a scoped option it might settle; xtrain_eval refuses --cache-dir with --no-cache.
+# is named before a scoped option it might settle.
 source "$(dirname "$0")/common.sh"
 xt_data
 
@@ -64,14 +64,6 @@ for ckpt in "$WORK/missing.ckpt" "$WORK/corpus.txt"; do
     { cat "$WORK/rs.out" "$WORK/rs.err"; fail "--resume $ckpt --muon-lr 0.02: exit $rc"; }
   echo "unreadable --resume with --muon-lr: $(tail -1 "$WORK/rs.err")"
 done
-
-# xtrain_eval: --cache-dir with --no-cache would be unused, a usage error as the trainer's
-set +e
-"$XTRAIN_BIN_DIR/xtrain_eval" --ckpt "$WORK/s.ckpt" "${TOK[@]}" --loss "$WORK/other.txt" --no-cache --cache-dir "$WORK/cd" >"$WORK/ev.out" 2>"$WORK/ev.err"
-rc=$?
-set -e
-[[ $rc == 2 ]] && grep -qF -- "--cache-dir and --no-cache exclude each other" "$WORK/ev.err" ||
-  { cat "$WORK/ev.out" "$WORK/ev.err"; fail "xtrain_eval --no-cache --cache-dir: exit $rc"; }
 
 # $XTRAIN_DATA naming a file, not a directory: a defaulted file's message says so (exit 2, one line)
 set +e
