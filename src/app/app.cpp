@@ -170,6 +170,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     data_files = list_data_files(o.data);
     if (!o.val_data.empty()) val_files = list_data_files(o.val_data, "--val-data");
     check_distinct_paths(o, data_files, val_files);
+    check_jsonl_field(o, data_files, val_files);
     if (data_files.size() > 1 && !o.tokens_cache.empty())
       throw UsageError("--tokens-cache names the cache of one file; with " + std::to_string(data_files.size()) +
                        " --data files each cache is <file>.tokcache");
@@ -293,11 +294,17 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
                   s.name.c_str(), s.items.items.size(), s.items.rows(), s.items.T + 1);
     std::printf("batch  | %d sequences x %d tokens = %s tokens/step | %d per rank per micro-step, grad-accum %d\n",
                 cfg.batch, cfg.seq, human(tok_per_step).c_str(), cfg.batch / (world * cfg.grad_accum), cfg.grad_accum);
-    if (cfg.optim.warmup_steps > cfg.steps)  // linear warmup (lr_at): the last step's rate is its peak
+    // linear warmup (lr_at): the last step's rate is lr x steps / warmup; at warmup == steps the run ends at
+    // its peak with no decay (wsd refuses both: parse_options, no decay step)
+    if (cfg.optim.warmup_steps > cfg.steps)
       std::printf("note   | --warmup %d is longer than the run (%d steps): the learning rate never reaches its peak "
                   "--lr %.2e (%.2e at step %d)\n",
                   cfg.optim.warmup_steps, cfg.steps, cfg.optim.lr,
                   static_cast<double>(cfg.optim.lr) * cfg.steps / cfg.optim.warmup_steps, cfg.steps);
+    else if (cfg.optim.warmup_steps == cfg.steps)
+      std::printf("note   | --warmup %d is as long as the run (%d steps): the learning rate reaches its peak --lr %.2e "
+                  "at the last step and never decays\n",
+                  cfg.optim.warmup_steps, cfg.steps, cfg.optim.lr);
     print_stop_hint(cfg.ckpt, launch);
     std::fflush(stdout);
   }

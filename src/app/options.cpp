@@ -34,7 +34,7 @@ namespace {
 // schedule's, the optimizer's. Given with another value, such an option is a usage error naming both
 // ("--decay-frac needs --lr-schedule wsd (this run's --lr-schedule is cosine, which does not read it)"),
 // never silently unused, as most HPC tools do; --help says it after the option's text (scoped_help).
-// The one home of these scopes: parse_options checks every row.
+// The one home of these scopes: parse_options checks every row (with a --resume, once its header is read).
 struct OptionScope {
   const char* option;  // without "--"
   const char* needs;   // the option that decides (without "--")
@@ -117,16 +117,16 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   data.add_options()
     ("data", po::value(&o.data)->default_value(default_data_file("brown.txt")), "training data (UTF-8 text unless --data-format says otherwise): a file, a directory of shards or a comma-separated list, joined with <|endoftext|> in that order (a directory's files by name); the tail is held out for validation unless --val-data names held-out files; formats: --data-format (docs/data.md)")
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
-    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document")
+    ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document (given, some --data, --val-data or --eval file must be JSON lines)")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
     ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
-    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache")
+    ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache (not with --tokens-cache or --cache-dir)")
     ("cache-dir", po::value(&o.cache_dir)->default_value(""), "directory of the token caches, named by each text's hash and the tokenizer (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file");
   add_tokenizer_options(data, o.tokenizer);
   data.add_options()
     ("val-fraction", po::value(&t.val_fraction)->default_value(0.1, "0.1"), "fraction of the token stream held out for validation")
     ("val-every", po::value(&t.val_every)->default_value(25), "validation loss every N steps and at the end (0 = never; then nothing is held out)")
-    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set)")
+    ("val-seqs", po::value(&t.val_seqs)->default_value(64), "validation sequences per evaluation (and per --eval set); needs --val-every > 0")
     ("eval", po::value(&eval_specs)->composing(), "NAME=FILES, repeatable: a held-out set scored at every --val-every step: its loss over up to --val-seqs consecutive windows of --seq tokens from its start, as figure NAME of the validation line and an `eval` record of --metrics; FILES as --data (any --data-format) (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-mc", po::value(&eval_mc_specs)->composing(), "NAME=FILE, repeatable: one multiple-choice JSON lines file (HellaSwag's format, or context/choices/answer; zstd-compressed when FILE ends in .zst) scored at every --val-every step: acc, acc_norm and acc_token_mean of all its items (docs/usage.md, \"Evaluating\"; default: none)")
     ("eval-batch", po::value(&t.eval_batch)->default_value(8), "sequences per forward of --eval and --eval-mc (whole items' choices); the figures do not depend on the world size, and xtrain_eval --eval-batch with the same value gives them bit for bit; above the micro-batch per rank the evaluation takes more activation memory than a step");
@@ -157,15 +157,15 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("lr", po::value(&oc.lr)->default_value(1e-3f, "1e-3"), "peak learning rate (AdamW's; with --optimizer muon, of the tensors Muon does not take)")
     ("lr-schedule", po::value(&lr_schedule)->default_value("cosine"), "cosine | wsd | linear: after the linear warmup, cosine decay to lr x --min-lr-frac at --steps; wsd (warmup-stable-decay): the peak until the last --decay-frac of the run, then a linear decay (a resume with a larger --steps in the stable phase keeps it and decays at the new end); linear: a linear decay")
     ("decay-frac", po::value(&oc.decay_frac)->default_value(0.2f, "0.2"), scoped_help("decay-frac", "the share of the run wsd's decay takes, in (0, 1]: at least one step (round(decay-frac x steps) >= 1)").c_str())
-    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps")
+    ("warmup", po::value(&oc.warmup_steps)->default_value(20), "linear warmup steps (wsd: fewer than the schedule's steps, so its decay has a step)")
     ("min-lr-frac", po::value(&oc.min_lr_frac)->default_value(0.1f, "0.1"), "the schedule decays to lr x this")
-    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only): param *= 1 - lr x this each step; >= 0, and lr x this at most 1")
+    ("weight-decay", po::value(&oc.weight_decay)->default_value(0.1f, "0.1"), "AdamW decoupled weight decay (2-D weights only): param *= 1 - lr x this each step; >= 0, and lr x this below 1 (at 1 every step sets the weights to 0)")
     ("beta1", po::value(&oc.beta1)->default_value(0.9f, "0.9"), "AdamW beta1 (first-moment decay, in [0, 1))")
     ("beta2", po::value(&oc.beta2)->default_value(0.95f, "0.95"), "AdamW beta2 (second-moment decay, in [0, 1))")
     ("adam-eps", po::value(&oc.eps)->default_value(1e-8f, "1e-8"), "AdamW epsilon (added to the root of the second moment)")
     ("muon-lr", po::value(&oc.muon.lr)->default_value(0.02f, "0.02"), scoped_help("muon-lr", "Muon's peak learning rate, positive and finite as --lr (the schedule scales it as --lr)").c_str())
     ("muon-momentum", po::value(&oc.muon.momentum)->default_value(0.95f, "0.95"), scoped_help("muon-momentum", "Muon's momentum (Nesterov), in [0, 1) as --beta1").c_str())
-    ("muon-weight-decay", po::value(&oc.muon.weight_decay)->default_value(0.0f, "0"), scoped_help("muon-weight-decay", "Muon's decoupled weight decay: param *= 1 - lr x this each step; bounded as --weight-decay: >= 0, and --muon-lr x this at most 1").c_str())
+    ("muon-weight-decay", po::value(&oc.muon.weight_decay)->default_value(0.0f, "0"), scoped_help("muon-weight-decay", "Muon's decoupled weight decay: param *= 1 - lr x this each step; bounded as --weight-decay: >= 0, and --muon-lr x this below 1").c_str())
     ("muon-ns-steps", po::value(&oc.muon.ns_steps)->default_value(5), scoped_help("muon-ns-steps", "Newton-Schulz steps per Muon update (1 to 99)").c_str())
     ("muon-adjust", po::value(&muon_adjust)->default_value("original"), scoped_help("muon-adjust", "original | match_rms_adamw: Muon's learning rate per (rows, cols) matrix, torch.optim.Muon's adjust_lr_fn: original: lr x sqrt(max(1, rows/cols)); match_rms_adamw: lr x 0.2 sqrt(max(rows, cols)) (update RMS as AdamW's: reuse AdamW's lr and weight decay)").c_str())
     ("grad-clip", po::value(&oc.grad_clip)->default_value(1.0f, "1.0"), "clip the global gradient L2 norm to this (0 = off)")
@@ -218,8 +218,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     if (f.rotary() && vm["rope-theta"].defaulted()) m.rope_theta = f.rope_theta;
   }
   // --resume: the model, batch and schedule options not given come from the checkpoint
-  take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
-                       &seed, OptimizerOptions{optimizer, lr_schedule, muon_adjust});
+  const bool resume_read =
+      take_from_checkpoint([&](const char* opt) { return !vm[opt].defaulted(); }, t, ModelOptions{kv_heads, head_dim, ffn, arch, tie},
+                           &seed, OptimizerOptions{optimizer, lr_schedule, muon_adjust});
   o.canonical = canonical_options(spec.options, vm);
   t.seed = parse_seed(seed);
   read_tokenizer_options(vm, o.tokenizer);
@@ -235,11 +236,13 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   if (tie != "true" && tie != "false") throw UsageError("--tie-embeddings must be true or false, got '" + tie + "'");
   m.tie_embeddings = tie == "true" ? 1 : 0;
   // an option given with a value of another that does not read it (kOptionScopes): one line naming both.
-  // The values after --init-from and --resume took theirs (an option they take is not "given").
+  // The values after --init-from and --resume took theirs (an option they take is not "given"). With a
+  // --resume that cannot be read the run's values are not known: the check waits, and run_rank's input
+  // checks name the checkpoint's own problem (exit 1) rather than a scope the checkpoint might settle.
   const std::pair<const char*, std::string> chosen[] = {
       {"arch", to_string(m.arch)}, {"lr-schedule", to_string(oc.schedule)}, {"optimizer", to_string(oc.kind)}};
   for (const OptionScope& sc : kOptionScopes) {
-    if (vm[sc.option].defaulted()) continue;
+    if (vm[sc.option].defaulted() || !resume_read) continue;
     for (const auto& [opt, value] : chosen)
       if (std::string(sc.needs) == opt && value != sc.value)
         throw UsageError(std::string("--") + sc.option + " needs --" + sc.needs + " " + sc.value + " (this run's --" +
@@ -262,16 +265,16 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   };
   // One bound per kind of value, shared by AdamW's options and their Muon counterparts (--muon-lr as
   // --lr, --muon-momentum as --beta1, --muon-weight-decay as --weight-decay). Decoupled weight decay
-  // multiplies the weights by 1 - lr x wd each step (at the peak lr): past lr x wd = 1 that factor
-  // turns negative and flips every weight's sign each step.
+  // multiplies the weights by 1 - lr x wd each step (at the peak lr): at lr x wd = 1 that factor is 0 and
+  // every step wipes the weights; past it the factor turns negative and flips every weight's sign.
   auto learning_rate = [&](const char* opt, float lr) { need(std::isfinite(lr) && lr > 0, std::string(opt) + " must be positive and finite"); };
   auto moment_decay = [&](const char* opt, float beta) { need(beta >= 0 && beta < 1, std::string(opt) + " must be in [0, 1)"); };
   auto weight_decay = [&](const char* opt, float wd, const char* lr_opt, float lr) {
     need(std::isfinite(wd) && wd >= 0, std::string(opt) + " must be >= 0 and finite");
     std::ostringstream os;
     os << opt << " " << wd << " x " << lr_opt << " " << lr << " = " << double(wd) * lr
-       << " must be at most 1 (decoupled weight decay multiplies the weights by 1 - lr x weight decay each step)";
-    need(double(wd) * lr <= 1, os.str());
+       << " must be below 1 (decoupled weight decay multiplies the weights by 1 - lr x weight decay each step)";
+    need(double(wd) * lr < 1, os.str());
   };
   need(t.batch > 0, "--batch must be positive");
   need(t.seq > 0, "--seq must be positive");
@@ -290,14 +293,19 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   moment_decay("--beta2", oc.beta2);
   need(std::isfinite(oc.eps) && oc.eps > 0, "--adam-eps must be positive and finite");
   need(oc.decay_frac > 0 && oc.decay_frac <= 1, "--decay-frac must be in (0, 1]");
-  if (oc.schedule == LrSchedule::wsd) {  // the decay has at least one step (wsd_decay_start rounds it)
+  if (oc.schedule == LrSchedule::wsd) {  // the decay has at least one step: it starts after wsd_decay_start
     const int S = t.schedule_length();
-    const long decay = std::lround(static_cast<double>(oc.decay_frac) * S);
-    std::ostringstream os;
-    os << "--decay-frac " << oc.decay_frac << " of a " << S << "-step schedule is round(" << double(oc.decay_frac) * S
-       << ") = 0 decay steps: the run would end at its peak learning rate; give --decay-frac >= " << 1.0 / S
-       << " (one step) or another --lr-schedule";
-    need(decay >= 1, os.str());
+    if (wsd_decay_start(S, oc.warmup_steps, oc.decay_frac) >= S) {
+      std::ostringstream os;  // the cause: a decay share that rounds to 0 steps, or a warmup that fills the run
+      if (std::lround(static_cast<double>(oc.decay_frac) * S) < 1)
+        os << "--decay-frac " << oc.decay_frac << " of a " << S << "-step schedule is round(" << double(oc.decay_frac) * S
+           << ") = 0 decay steps: the run would end at its peak learning rate; give --decay-frac >= " << 1.0 / S
+           << " (one step) or another --lr-schedule";
+      else
+        os << "--warmup " << oc.warmup_steps << " fills the " << S << "-step wsd schedule (its decay starts after the warmup): "
+           << "0 decay steps, the run would end at its peak learning rate; give --warmup < " << S << " or another --lr-schedule";
+      throw UsageError(os.str());
+    }
   }
   learning_rate("--muon-lr", oc.muon.lr);
   moment_decay("--muon-momentum", oc.muon.momentum);
@@ -306,6 +314,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.val_fraction >= 0 && t.val_fraction < 1, "--val-fraction must be in [0, 1)");
   need(t.val_every >= 0, "--val-every must be >= 0");
   need(t.val_seqs > 0, "--val-seqs must be positive");
+  need(t.val_every > 0 || vm["val-seqs"].defaulted(), "--val-seqs needs --val-every > 0 (with --val-every 0 nothing is evaluated)");
   need(t.eval_batch >= 1 && t.eval_batch <= 65536, "--eval-batch must be in [1, 65536]");
   o.evals = parse_eval_specs(eval_specs, "--eval", "NAME=FILES");
   o.eval_mcs = parse_eval_specs(eval_mc_specs, "--eval-mc", "NAME=FILE");
@@ -327,13 +336,15 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(!(t.stop_after > 0 && t.ckpt.empty()), "--stop-after needs --ckpt (otherwise the stopped run saves nothing)");
   need(o.ranks >= 0 && o.ranks <= 4096, "--ranks must be between 0 and 4096");
   need(!(o.no_cache && !o.tokens_cache.empty()), "--tokens-cache and --no-cache exclude each other (--no-cache writes no cache)");
+  check_no_cache(o.no_cache, o.cache_dir);
   need(o.val_data.empty() || o.tokens_cache.empty(), "--tokens-cache names the cache of one --data file; with --val-data each cache is <file>.tokcache");
   o.data_format = parse_data_format(data_format);
   need(!o.jsonl_field.empty(), "--jsonl-field must not be empty");
+  o.jsonl_field_given = !vm["jsonl-field"].defaulted();
   if (vm["data"].defaulted()) {
     std::error_code ec;
     if (!std::filesystem::exists(o.data, ec))
-      throw UsageError("--data: the default " + o.data + " is missing (" + data_dir_note("--data FILE") + ")");
+      throw UsageError("--data: the default " + echo_value(o.data, kEchoPathChars) + " is missing (" + data_dir_note("--data FILE") + ")");
   }
   return o;
 }
@@ -417,6 +428,21 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
                          " (a later run would read it as a shard)");
     }
   }
+}
+
+void check_jsonl_field(const RunOptions& o, const std::vector<std::string>& data_files,
+                       const std::vector<std::string>& val_files) {
+  if (!o.jsonl_field_given) return;
+  const auto any_jsonl = [&](const std::vector<std::string>& files) {
+    for (const std::string& f : files)
+      if (detect_data_format(f, o.data_format) == DataFormat::jsonl) return true;
+    return false;
+  };
+  if (any_jsonl(data_files) || any_jsonl(val_files)) return;
+  for (const auto& [name, spec] : o.evals)
+    if (any_jsonl(list_data_files(spec, "--eval " + name))) return;
+  throw UsageError("--jsonl-field " + echo_value(o.jsonl_field) + " is not read: no --data, --val-data or --eval file is JSON lines (--data-format " +
+                   data_format_name(o.data_format) + ": .jsonl or .jsonl.zst names under auto, or --data-format jsonl)");
 }
 
 void check_world(const RunOptions& o, int world) {

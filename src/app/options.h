@@ -20,6 +20,7 @@ struct RunOptions {
   std::string val_data;        // held-out files (--val-data, same syntax as --data; "" = the tail of --data)
   DataFormat data_format = DataFormat::automatic;  // --data-format (data_format.h)
   std::string jsonl_field = "text";                // --jsonl-field
+  bool jsonl_field_given = false;                  // given on the command line (check_jsonl_field)
   std::string tokens_cache;    // token cache of a single data file ("" = <file>.tokcache)
   bool no_cache = false;       // do not read or write the token cache
   std::string cache_dir;       // --cache-dir: content-keyed caches' directory, kCacheNextToData, "" = the
@@ -84,6 +85,13 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files = {});
+
+// check_jsonl_field: a --jsonl-field given on the command line is read by some --data, --val-data or
+// --eval file: one that is JSON lines under --data-format (detect_data_format: by name under auto, a
+// 4-byte read). Throws UsageError naming the option otherwise (it would be silently unused).
+// data_files, val_files: as for check_distinct_paths.
+void check_jsonl_field(const RunOptions& o, const std::vector<std::string>& data_files,
+                       const std::vector<std::string>& val_files = {});
 
 // check_world: throws UsageError when --batch is not divisible by world x --grad-accum.
 void check_world(const RunOptions& o, int world);

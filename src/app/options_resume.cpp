@@ -9,14 +9,14 @@
 
 namespace xtrain {
 
-void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
+bool take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
                           std::string* seed, OptimizerOptions optim) {
-  if (t.resume.empty()) return;
+  if (t.resume.empty()) return true;
   CheckpointMeta c;
   try {
     c = check_checkpoint_file(t.resume);  // the header only, in milliseconds
   } catch (const Error&) {
-    return;  // missing, unreadable or damaged: run_rank's input checks name the cause
+    return false;  // missing, unreadable or damaged: run_rank's input checks name the cause
   }
   auto take = [&](const char* opt, auto& dst, auto v) {
     if (!given(opt)) dst = v;
@@ -64,6 +64,7 @@ void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainCo
   const LrSchedule now = given("lr-schedule") ? parse_lr_schedule(optim.lr_schedule) : schedule;
   if (t.steps > c.total_steps && !(now == schedule && wsd_replans(schedule, c.step, c.total_steps, c.warmup, c.decay_frac, t.steps)))
     t.schedule_steps = c.total_steps;
+  return true;
 }
 
 }  // namespace xtrain

@@ -35,8 +35,9 @@ struct OptimizerOptions {
 // learning rate), unless a wsd schedule is planned again (wsd_replans, optim.h: schedule_steps stays 0). A checkpoint that cannot be read is left to the run's own checks, which name the
 // cause. Throws UsageError when the checkpoint is past its schedule (an extended run) and --steps is
 // not given. The held-out split (t.resume_n_train) is the checkpoint's when none of --val-fraction,
-// --val-every and --val-data is given.
-void take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
+// --val-every and --val-data is given. Returns false when t.resume is given and its header cannot be
+// read (the options are then as given), true otherwise.
+bool take_from_checkpoint(const std::function<bool(const char*)>& given, TrainConfig& t, ModelOptions model,
                           std::string* seed, OptimizerOptions optim);
 
 }  // namespace xtrain

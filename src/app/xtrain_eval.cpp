@@ -66,7 +66,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
        "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
-      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache)")
+      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache; not with --cache-dir)")
       ("json", po::value<std::string>(),
        "also write FILE: one JSON object with each set's figures and, for --mc, every item's per-choice "
        "log-probability sums (full precision), token counts and byte lengths (default: none)")
@@ -175,6 +175,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const std::string json = vm.count("json") ? vm["json"].as<std::string>() : std::string();
   const std::string cache_dir = vm["cache-dir"].as<std::string>();
   const bool no_cache = vm["no-cache"].as<bool>();
+  check_no_cache(no_cache, cache_dir);
   std::vector<std::vector<std::string>> loss_files;
   for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring

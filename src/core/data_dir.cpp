@@ -9,6 +9,8 @@
 #include <fstream>
 #include <string>
 
+#include "core/echo.h"
+
 namespace xtrain {
 
 namespace fs = std::filesystem;
@@ -100,7 +102,8 @@ std::string data_dir_note(const DataDir& d, const std::string& option) {
   const std::string where = d.path.empty() ? "no data directory found; looked in " + d.looked
                                            : "data directory " + d.path + ", from " + d.origin +
                                                  (d.problem.empty() ? "" : ", " + d.problem);
-  return where + "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give " + option;
+  // the paths (up to three) as echo_value writes them: a newline in $XTRAIN_DATA must not split the error line
+  return echo_value(where, kEchoPathChars * 4) + "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give " + option;
 }
 
 std::string data_dir_note(const std::string& option) { return data_dir_note(default_data_dir(), option); }

@@ -11,6 +11,8 @@ namespace xtrain {
 
 // kEchoChars: how many bytes of a value an error line shows before "... (N bytes)".
 inline constexpr size_t kEchoChars = 80;
+// kEchoPathChars: the same for a path: whole up to PATH_MAX (4096 bytes on Linux).
+inline constexpr size_t kEchoPathChars = 4096;
 
 // echo_value: `value` for an error line: control bytes (< 0x20, 0x7f) written as \n, \t, \r or \xNN
 // (a backslash stays as it is, so a message echoed twice is not escaped twice), and a value longer than max_bytes cut at a UTF-8 character boundary at or below

@@ -227,6 +227,11 @@ std::string token_cache_dir(const std::string& cache_dir_option) {
   return cache_dir_option == kCacheNextToData ? "" : cache_dir_option;
 }
 
+void check_no_cache(bool no_cache, const std::string& cache_dir) {
+  if (no_cache && !cache_dir.empty())
+    throw UsageError("--cache-dir and --no-cache exclude each other (--no-cache reads and writes no token cache)");
+}
+
 std::string token_cache_dir_origin(const std::string& cache_dir_option) {
   if (!cache_dir_option.empty()) return "--cache-dir";
   const char* xdg = std::getenv("XDG_CACHE_HOME");

@@ -124,6 +124,10 @@ std::string default_token_cache_dir();
 // file), any other value itself.
 std::string token_cache_dir(const std::string& cache_dir_option);
 
+// check_no_cache: --no-cache (the run reads and writes no token cache) with a --cache-dir value ("": not
+// given) leaves that option unused: throws UsageError naming both (xtrain_mpi, xtrain_threads, xtrain_eval).
+void check_no_cache(bool no_cache, const std::string& cache_dir);
+
 // token_cache_dir_origin: what chose token_cache_dir(cache_dir_option), as messages name it:
 // "--cache-dir" when the option is given, else "$XDG_CACHE_HOME/xtrain" or "$HOME/.cache/xtrain".
 std::string token_cache_dir_origin(const std::string& cache_dir_option);

@@ -5,7 +5,7 @@
 # naming the option given and the file, exit 1 (2 for a usage error), within seconds; --mc reads .zst
 # (the same figures as the plain file, also in the trainer's --eval-mc); --loss files are cached as the
 # trainer caches --data (--cache-dir, next-to-data, --no-cache, the default $XDG_CACHE_HOME/xtrain), with
-# the same loss every way; --eval-mc's help and its error say NAME=FILE. Needs data/ (scripts/setup.sh).
+# the same loss every way (--no-cache with --cache-dir is refused, as the trainer's); --eval-mc's help and its error say NAME=FILE. Needs data/ (scripts/setup.sh).
 source "$(dirname "$0")/common.sh"
 xt_data
 EVAL="$XTRAIN_BIN_DIR/xtrain_eval"
@@ -117,9 +117,11 @@ grep -q "caches reused: 1" "$WORK/again.log" || { cat "$WORK/again.log"; fail "s
 [[ -f "$WORK/nothing/held.txt.tokcache" ]] || fail "--cache-dir next-to-data wrote no held.txt.tokcache"
 [[ $(loss_of "$WORK/l.json") == "$ref" ]] || fail "--cache-dir next-to-data: loss differs"
 rm -rf "$XDG_CACHE_HOME" "$WORK/cd" "$WORK/nothing/held.txt.tokcache"
-"$EVAL" "${M[@]}" "${L[@]}" --no-cache --cache-dir "$WORK/cd" > "$WORK/nc.log" 2>&1 || fail "--no-cache"
+"$EVAL" "${M[@]}" "${L[@]}" --no-cache > "$WORK/nc.log" 2>&1 || fail "--no-cache"
 [[ $(caches "$XDG_CACHE_HOME" "$WORK/cd" "$WORK/nothing") -eq 0 && ! -e "$WORK/cd" ]] || fail "--no-cache wrote a cache"
 [[ $(loss_of "$WORK/l.json") == "$ref" ]] || fail "--no-cache: loss differs"
+refused 2 "--cache-dir and --no-cache exclude each other" "${M[@]}" "${L[@]}" --no-cache --cache-dir "$WORK/cd"
+[[ ! -e "$WORK/cd" ]] || fail "--no-cache --cache-dir made the directory"
 echo "--loss: loss $ref with the default cache (made, then reused), --cache-dir DIR, next-to-data and --no-cache"
 
 help=$("$EVAL" --help)

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
-# option starts from <|endoftext|>; a warmup longer than the run is named in one note; $XTRAIN_DATA naming a
-# file is called "not a directory".
+# option starts from <|endoftext|>; a warmup as long as the run or longer is named in one note; $XTRAIN_DATA naming a
+# file is called "not a directory", and one holding a newline stays one line; a --resume that cannot be read
+# is named before a scoped option it might settle.
 source "$(dirname "$0")/common.sh"
 xt_data
 
@@ -40,13 +41,29 @@ echo "data hash mismatch: $(grep -o 'training data hash .*' "$WORK/hash.log")"
   fail "no prompt gave '$(cat "$WORK/gen.txt")', --prompt \"\" '$(cat "$WORK/gen0.txt")'"
 echo "xtrain_generate without a prompt option: $(cat "$WORK/gen.txt") (as --prompt \"\")"
 
-# a warmup longer than the run: one note that the learning rate never reaches its peak (none otherwise)
+# a warmup longer than the run: one note that the learning rate never reaches its peak; as long: one that
+# it ends there (none for a shorter one)
 "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 1000 >"$WORK/warm.log" 2>&1 || { cat "$WORK/warm.log"; fail "warmup run"; }
 [[ $(grep -c "^note   | --warmup 1000 is longer than the run (3 steps): the learning rate never reaches its peak --lr 3.00e-03 (9.00e-06 at step 3)$" "$WORK/warm.log") == 1 ]] ||
   { cat "$WORK/warm.log"; fail "no note for --warmup 1000 --steps 3"; }
 "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 3 >"$WORK/warm3.log" 2>&1 || fail "warmup 3 run"
-! grep -q "^note .*--warmup" "$WORK/warm3.log" || fail "a note for --warmup 3 --steps 3: $(grep note "$WORK/warm3.log")"
+[[ $(grep -c "^note   | --warmup 3 is as long as the run (3 steps): the learning rate reaches its peak --lr 3.00e-03 at the last step and never decays$" "$WORK/warm3.log") == 1 ]] ||
+  { cat "$WORK/warm3.log"; fail "no note for --warmup 3 --steps 3"; }
+"$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --steps 3 --warmup 2 >"$WORK/warm2.log" 2>&1 || fail "warmup 2 run"
+! grep -q "^note .*--warmup" "$WORK/warm2.log" || fail "a note for --warmup 2 --steps 3: $(grep note "$WORK/warm2.log")"
 echo "warmup longer than the run: $(grep '^note ' "$WORK/warm.log")"
+echo "warmup as long as the run: $(grep '^note ' "$WORK/warm3.log")"
+
+# a --resume that cannot be read, with an option only some optimizers read: the checkpoint's own error (exit 1)
+for ckpt in "$WORK/missing.ckpt" "$WORK/corpus.txt"; do
+  set +e
+  "$XT_THREADS" --ranks 1 "${DATA[@]}" "${TINY[@]}" --resume "$ckpt" --muon-lr 0.02 >"$WORK/rs.out" 2>"$WORK/rs.err"
+  rc=$?
+  set -e
+  [[ $rc == 1 ]] && grep -qF -- "$ckpt" "$WORK/rs.err" && ! grep -q -- "--muon-lr needs" "$WORK/rs.err" ||
+    { cat "$WORK/rs.out" "$WORK/rs.err"; fail "--resume $ckpt --muon-lr 0.02: exit $rc"; }
+  echo "unreadable --resume with --muon-lr: $(tail -1 "$WORK/rs.err")"
+done
 
 # $XTRAIN_DATA naming a file, not a directory: a defaulted file's message says so (exit 2, one line)
 set +e
@@ -57,4 +74,12 @@ set -e
   grep -qF -- "--data: the default $WORK/corpus.txt/brown.txt is missing (data directory $WORK/corpus.txt, from \$XTRAIN_DATA, is not a directory (a file or device); set XTRAIN_DATA" "$WORK/dd.err" ||
   { cat "$WORK/dd.out" "$WORK/dd.err"; fail "XTRAIN_DATA naming a file: exit $rc"; }
 echo "XTRAIN_DATA naming a file: $(cat "$WORK/dd.err")"
+# a newline in it: escaped as \n, the message stays one line
+set +e
+XTRAIN_DATA="$WORK/new"$'\n'"line" "${MPIRUN[@]}" -q -np 1 "$XT" "${TINY[@]}" --steps 1 >"$WORK/dn.out" 2>"$WORK/dn.err"
+rc=$?
+set -e
+[[ $rc == 2 && $(wc -l <"$WORK/dn.err") == 1 ]] && grep -qF -- "data directory $WORK/new\nline, from \$XTRAIN_DATA, does not exist" "$WORK/dn.err" ||
+  { cat "$WORK/dn.out" "$WORK/dn.err"; fail "XTRAIN_DATA holding a newline: exit $rc"; }
+echo "XTRAIN_DATA holding a newline: $(cat "$WORK/dn.err")"
 xt_finish

@@ -383,6 +383,9 @@ TEST_CASE("the data directory: $XTRAIN_DATA empty is not 'unset', and a path tha
   CHECK(data_dir_note(find_data_dir(t.file("a_file/below").c_str(), exe), "--data FILE") ==
         "data directory " + t.file("a_file/below") + ", from $XTRAIN_DATA, does not exist" + give);
   CHECK(data_dir_note(find_data_dir(t.dir.c_str(), exe), "--data FILE") == "data directory " + t.dir.string() + ", from $XTRAIN_DATA" + give);
+  // a newline or tab in the value is escaped as echo_value writes it: the note stays one line
+  CHECK(data_dir_note(find_data_dir((t.file("a") + "\nb\tc").c_str(), exe), "--data FILE") ==
+        "data directory " + t.file("a") + "\\nb\\tc, from $XTRAIN_DATA, does not exist" + give);
   // the install prefix's share/xtrain, once it exists
   fs::create_directories(t.file("share/xtrain"));
   const DataDir prefix = find_data_dir("", exe);

@@ -41,7 +41,7 @@ struct Run {
 
 // startup: what xtrain_mpi does with a command line on a world of `world` ranks up to its first file
 // read, in its order: parse_options (main.cpp), check_world (run_training), list_data_files and
-// (and of --val-data) and check_distinct_paths, then make_backend (run_rank, app.cpp). Returns the exit code and message the
+// (and of --val-data), check_distinct_paths and check_jsonl_field, then make_backend (run_rank, app.cpp). Returns the exit code and message the
 // program prints for the first exception (cli_failure, core/cli.h), or {0, ""} when every check passes.
 CliFailure startup(std::vector<std::string> args, int world) {
   args.insert(args.begin(), "xtrain_mpi");
@@ -50,7 +50,10 @@ CliFailure startup(std::vector<std::string> args, int world) {
   try {
     const RunOptions o = parse_options(static_cast<int>(argv.size()), argv.data());
     check_world(o, world);
-    check_distinct_paths(o, list_data_files(o.data), o.val_data.empty() ? std::vector<std::string>{} : list_data_files(o.val_data));
+    const std::vector<std::string> data_files = list_data_files(o.data);
+    const std::vector<std::string> val_files = o.val_data.empty() ? std::vector<std::string>{} : list_data_files(o.val_data);
+    check_distinct_paths(o, data_files, val_files);
+    check_jsonl_field(o, data_files, val_files);
     BackendOptions bo;
     bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention, bo.weight_copy = o.weight_copy;
     make_backend(bo);
@@ -104,6 +107,29 @@ TEST_CASE("option values and combinations") {
   usage_error(run, {"--bucket-mb", "-0.5"}, "--bucket-mb must be between 0 and 1e6", 2);
   usage_error(run, {"--tokens-cache", run.dir.file("x.tokcache"), "--no-cache"},
               "usage error: --tokens-cache and --no-cache exclude each other", 2);
+  // options the run would not read: a cache directory with no cache, held-out sequences with no validation
+  usage_error(run, {"--cache-dir", run.dir.file("caches"), "--no-cache"},
+              R"(usage error: --cache-dir and --no-cache exclude each other \(--no-cache reads and writes no token cache\))");
+  usage_error(run, {"--cache-dir", "next-to-data", "--no-cache"}, "usage error: --cache-dir and --no-cache exclude each other");
+  usage_error(run, {"--val-seqs", "8"}, R"(usage error: --val-seqs needs --val-every > 0 \(with --val-every 0 nothing is evaluated\))");
+  CHECK(startup([&] { auto a = run.ok(); a.insert(a.end(), {"--val-every", "5", "--val-seqs", "8"}); return a; }(), 1).exit_code == 0);
+  // --jsonl-field is read only from JSON lines: a text corpus under auto or --data-format text does not read it
+  usage_error(run, {"--jsonl-field", "body"},
+              R"(usage error: --jsonl-field body is not read: no --data, --val-data or --eval file is JSON lines \(--data-format auto)");
+  usage_error(run, {"--jsonl-field", "body", "--data-format", "text"}, R"(--jsonl-field body is not read: .*\(--data-format text)");
+  const std::string jsonl = run.dir.file("docs.jsonl"), eval_jsonl = run.dir.file("eval.jsonl");
+  std::ofstream(jsonl) << "{\"body\": \"The quick brown fox.\"}\n";
+  std::ofstream(eval_jsonl) << "{\"body\": \"The lazy dog.\"}\n";
+  for (const std::vector<std::string>& extra :
+       {std::vector<std::string>{"--jsonl-field", "body", "--data-format", "jsonl"},  // the corpus read as JSON lines
+        {"--jsonl-field", "body", "--data", jsonl},                                    // auto: by its name
+        {"--jsonl-field", "body", "--val-every", "5", "--eval", "docs=" + eval_jsonl}}) {  // an --eval set reads it
+    std::vector<std::string> args = run.ok();
+    args.insert(args.end(), extra.begin(), extra.end());
+    const CliFailure f = startup(args, 1);
+    INFO(f.message);
+    CHECK(f.exit_code == 0);
+  }
   usage_error(run, {"--stop-after", "3"}, "usage error: --stop-after needs --ckpt", 2);
   usage_error(run, {"--tokenizer-json", run.dir.file("t.json"), "--encoder-json", run.dir.file("missing-encoder.json")},
               "either --tokenizer-json or --encoder-json", 2);
@@ -129,6 +155,15 @@ TEST_CASE("an option the run would not read is refused naming both options (kOpt
       {{"--tie-embeddings", "false"}, "--tie-embeddings needs --arch llama"},
   };
   for (const auto& [extra, pattern] : unread) usage_error(run, extra, "usage error: " + pattern);
+  // a --resume that cannot be read: its options are unknown, so the scope check waits for the run's input
+  // checks, which name the checkpoint's problem (exit 1, test_small_fixes.sh)
+  for (const std::string& ckpt : {run.dir.file("missing.ckpt"), run.corpus}) {  // absent; not a checkpoint
+    std::vector<std::string> args = run.ok();
+    args.insert(args.end(), {"--resume", ckpt, "--muon-lr", "0.02"});
+    const CliFailure f = startup(args, 1);
+    INFO(f.message);
+    CHECK(f.exit_code == 0);
+  }
   // with the value that reads them: accepted
   for (const std::vector<std::string>& extra :
        {std::vector<std::string>{"--lr-schedule", "wsd", "--decay-frac", "0.3"},
@@ -161,6 +196,12 @@ TEST_CASE("wsd's decay has at least one step; Muon's options are bounded as thei
   usage_error(run, {"--lr-schedule", "wsd", "--decay-frac", "0"}, R"(--decay-frac must be in \(0, 1\])");
   CHECK(startup([&] { auto a = run.ok(); a.insert(a.end(), {"--lr-schedule", "wsd", "--decay-frac", "0.01", "--steps", "100"}); return a; }(), 1)
             .exit_code == 0);  // round(1) = 1 step
+  // round(0.2 x 10) = 2 decay steps, but the decay starts after the warmup (wsd_decay_start): 0 steps left
+  usage_error(run, {"--lr-schedule", "wsd", "--steps", "10", "--warmup", "10"},
+              R"(--warmup 10 fills the 10-step wsd schedule \(its decay starts after the warmup\): 0 decay steps, the run would end at its peak learning rate; give --warmup < 10)");
+  usage_error(run, {"--lr-schedule", "wsd", "--steps", "10", "--warmup", "30"}, "--warmup 30 fills the 10-step wsd schedule");
+  CHECK(startup([&] { auto a = run.ok(); a.insert(a.end(), {"--lr-schedule", "wsd", "--steps", "10", "--warmup", "9"}); return a; }(), 1)
+            .exit_code == 0);  // the decay takes the last step
   // the same bound for --lr and --muon-lr, --beta1 and --muon-momentum, --weight-decay and --muon-weight-decay
   const std::vector<std::string> muon = {"--optimizer", "muon"};
   auto with_muon = [&](std::vector<std::string> extra) {
@@ -176,11 +217,14 @@ TEST_CASE("wsd's decay has at least one step; Muon's options are bounded as thei
   usage_error(run, {"--weight-decay", "-1"}, "--weight-decay must be >= 0 and finite");
   usage_error(run, with_muon({"--muon-weight-decay", "-1"}), "--muon-weight-decay must be >= 0 and finite");
   usage_error(run, {"--weight-decay", "1e6"},
-              R"(--weight-decay 1e\+06 x --lr 0.003 = 3000 must be at most 1 \(decoupled weight decay multiplies the weights by 1 - lr x weight decay each step\))");
-  usage_error(run, with_muon({"--muon-weight-decay", "1e6"}), R"(--muon-weight-decay 1e\+06 x --muon-lr 0.02 = 20000 must be at most 1)");
-  usage_error(run, with_muon({"--muon-weight-decay", "60", "--muon-lr", "0.02"}), "--muon-weight-decay 60 x --muon-lr 0.02 = 1.2 must be at most 1");
-  CHECK(startup(with_muon([&] { auto a = run.ok(); a.insert(a.end(), {"--muon-weight-decay", "50", "--muon-lr", "0.02"}); return a; }()), 1)
-            .exit_code == 0);  // 50 x 0.02 = 1: every weight decays to 0 at the peak, the bound itself
+              R"(--weight-decay 1e\+06 x --lr 0.003 = 3000 must be below 1 \(decoupled weight decay multiplies the weights by 1 - lr x weight decay each step\))");
+  usage_error(run, with_muon({"--muon-weight-decay", "1e6"}), R"(--muon-weight-decay 1e\+06 x --muon-lr 0.02 = 20000 must be below 1)");
+  usage_error(run, with_muon({"--muon-weight-decay", "60", "--muon-lr", "0.02"}), "--muon-weight-decay 60 x --muon-lr 0.02 = 1.2 must be below 1");
+  // lr x wd = 1 exactly (0.5 x 2, both exact in float): the factor 1 - lr x wd is 0, every step wipes the weights
+  usage_error(run, {"--weight-decay", "2", "--lr", "0.5"}, "--weight-decay 2 x --lr 0.5 = 1 must be below 1");
+  usage_error(run, with_muon({"--muon-weight-decay", "2", "--muon-lr", "0.5"}), "--muon-weight-decay 2 x --muon-lr 0.5 = 1 must be below 1");
+  CHECK(startup(with_muon([&] { auto a = run.ok(); a.insert(a.end(), {"--muon-weight-decay", "1.5", "--muon-lr", "0.5"}); return a; }()), 1)
+            .exit_code == 0);  // 0.75: below the bound
 }
 
 TEST_CASE("--weight-copy parses; persistent, the default, is what the CPU backend runs with") {
