@@ -91,8 +91,9 @@ expect "an output inside a --data directory" 2 "usage error: --ckpt .*run.ckpt i
   "$WORK/shards/" --ckpt "$WORK/shards/run.ckpt"
 check "no checkpoint written into the data directory" test ! -e "$WORK/shards/run.ckpt"
 expect "a token cache listed as data" 2 "usage error: --data .*part-00.txt.tokcache: a token cache, not a text" "${s[0]},${s[0]}.tokcache"
-expect "--no-cache: --metrics names a file's cache" 2 "usage error: --metrics .*part-00.txt.tokcache ends in .tokcache" \
-  "${s[0]}" --no-cache --metrics "${s[0]}.tokcache"
+# (without ARGS' --cache-dir, which --no-cache refuses)
+expect_cmd "--no-cache: --metrics names a file's cache" 2 "usage error: --metrics .*part-00.txt.tokcache ends in .tokcache" \
+  "${MPIRUN[@]}" -np 2 "$XT" "${TOK[@]}" "${TINY[@]}" --steps 10 --data "${s[0]}" --no-cache --metrics "${s[0]}.tokcache"
 check "the cache named by --metrics under --no-cache is untouched" cmp -s "${s[0]}.tokcache" "$WORK/cache.copy"
 # several files need <|endoftext|> between them: a vocabulary without it is refused
 python3 -c 'import json, sys; e = json.load(open(sys.argv[1])); del e["<|endoftext|>"]; json.dump(e, open(sys.argv[2], "w"))' \
