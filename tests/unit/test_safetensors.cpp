@@ -240,7 +240,9 @@ TEST_CASE("safetensors: a file truncated or rewritten in place between the heade
       {"F32 transposed", [&](const SafeTensors& st) { st.to_f32_transposed_into(*st.find("f"), out.data()); }},
       {"BF16 transposed", [&](const SafeTensors& st) { st.to_f32_transposed_into(*st.find("h"), out.data()); }},
       {"to_f32", [&](const SafeTensors& st) { st.to_f32(*st.find("h")); }}};
-  for (const auto& [name, convert] : paths) {
+  for (const auto& path_case : paths) {  // (no structured binding: lambdas below capture convert)
+    const std::string& name = path_case.first;
+    const Convert& convert = path_case.second;
     CAPTURE(name);
     {  // unchanged: every path converts
       const SafeTensors st = fresh();
