@@ -119,7 +119,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("data-format", po::value(&data_format)->default_value("auto"), "format of the --data and --val-data files: auto, text, llmc (llm.c token shards), nanogpt (nanoGPT's headerless uint16 train.bin), jsonl (JSON lines, plain or .zst); auto: llm.c shards by their magic, .jsonl/.jsonl.zst by name, else text; nanogpt only when named (docs/data.md)")
     ("jsonl-field", po::value(&o.jsonl_field)->default_value("text"), "JSON lines: the string field holding each document (given, some --data, --val-data or --eval file must be JSON lines)")
     ("val-data", po::value(&o.val_data)->default_value(""), "held-out files for validation, as --data (e.g. llm.c's val shards); then --val-fraction is not used (default: the tail of --data)")
-    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "token cache of a single --data file (default: <file>.tokcache next to each file)")
+    ("tokens-cache", po::value(&o.tokens_cache)->default_value(""), "the path of the token cache of a single --data file, in place of --cache-dir's keyed one (default: none)")
     ("no-cache", po::bool_switch(&o.no_cache), "neither read nor write the token cache (not with --tokens-cache or --cache-dir)")
     ("cache-dir", po::value(&o.cache_dir)->default_value(""), "directory of the token caches, named by each text's hash and the tokenizer (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file");
   add_tokenizer_options(data, o.tokenizer);
