@@ -74,8 +74,8 @@ po::options_description make_options(TokenizerFiles& files) {
        "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
        "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
       ("timing",
-       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: reading the model file, "
-       "loading the tokenizer, encoding the prompt, backend set-up, weights to the device, decoder allocation and weight preparation, the "
+       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: backend set-up, reading the "
+       "model file, loading the tokenizer, encoding the prompt, weights to the device, decoder allocation and weight preparation, the "
        "prompt to the first token, recording the one-token graph, the first one-token step; then steady decoding "
        "(tokens, ms, tok/s)")
       ("repeat", po::value<int>()->default_value(1),
