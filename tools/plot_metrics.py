@@ -15,10 +15,22 @@ Examples:
 import argparse
 import json
 import os
+import re
 import sys
 
 PNG_DPI = 120
 FIG_SIZE = (8.0, 7.5)  # inches: 960 x 900 pixels at PNG_DPI
+
+
+def project_version():
+    """xtrain's version, as the programs' --version prints it: project(xtrain VERSION x.y.z) of the
+    top-level CMakeLists.txt beside tools/ ("unknown" where the script runs without its source tree)."""
+    try:
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "CMakeLists.txt")) as f:
+            m = re.search(r"project\(xtrain VERSION ([0-9.]+)", f.read())
+        return m.group(1) if m else "unknown"
+    except OSError:
+        return "unknown"
 
 
 class MetricsError(Exception):
@@ -132,6 +144,7 @@ def main(argv):
     ap.add_argument("-o", "--out", action="append", metavar="OUT",
                     help="output file, .png or .svg; repeat for both (default: metrics.png)")
     ap.add_argument("--title", default="xtrain", help="title above the loss panel")
+    ap.add_argument("--version", action="version", version=f"plot_metrics.py {project_version()}")
     a = ap.parse_args(argv)
     outs = a.out or ["metrics.png"]
     for out in outs:

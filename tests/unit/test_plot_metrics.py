@@ -6,6 +6,7 @@ has matplotlib (ctest: XTRAIN_PLOT_PYTHON)."""
 import importlib.util
 import json
 import os
+import re
 import shutil
 import struct
 import subprocess
@@ -52,6 +53,9 @@ def main():
 
     r = run("--help")
     check(r.returncode == 0 and "usage: plot_metrics.py" in r.stdout and "--out" in r.stdout, "--help")
+    r = run("--version")
+    check(r.returncode == 0 and re.fullmatch(r"plot_metrics\.py [0-9]+\.[0-9]+\.[0-9]+\n", r.stdout) is not None,
+          "--version prints the project's version: " + r.stdout + r.stderr)
 
     one = os.path.join(tmp, "one.jsonl")
     write(one, [train(1, 10.9), {"type": "val", "step": 1, "val_loss": 10.8},
