@@ -11,7 +11,8 @@
 #   - the same export scored on the CPU (fp32): the accuracies printed beside the GPU's.
 # Exits non-zero at the first failed check. docs/usage.md ("Evaluating") says what is scored.
 #
-# Usage: bench/eval_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 ITEMS=400 PY=python3;
+# Usage: bench/eval_gpu.sh   (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 ITEMS=400 PY=python3
+#                             ONLY="gpt2 llama": the models to check;
 #                             SKIP_HF=1 DEVICE=cpu BIN=build: a dry run without the GPU and transformers)
 set -euo pipefail
 source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
@@ -59,6 +60,7 @@ PY
 check() {  # check NAME TRAIN_OPTIONS...
   local name=$1 m="$OUT/$1"
   shift
+  [[ " ${ONLY:-gpt2 llama} " == *" $name "* ]] || return 0
   say "$name: training $* for $STEPS steps on $DEVICE, --eval-mc at the end"
   mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$OUT/train.txt" "${tok[@]}" "$@" \
     --steps "$STEPS" --val-every "$STEPS" --log-every 100 --eval-mc items="$OUT/items.jsonl" --metrics "$m.jsonl" \

@@ -18,7 +18,8 @@
 #
 # Usage: bench/serving_gpu.sh [all | tokenizers]   (tokenizers: only the tokenizer checks)
 #        (env: BIN=build-gpu DATA=data OUT=<tmp> STEPS=300 LLAMA_TIED_STEPS=100 TOK_STEPS=60
-#         PY=python3 NEW=64 SPEED_NEW=128; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
+#         PY=python3 NEW=64 SPEED_NEW=128; ONLY="NAME ...": only these tokenizer checks, of gpt2 llama_gpt2
+#         llama_llama3 llama_cl100k llama_qwen2_5 llama_spm_unigram; SKIP_HF=1 DEVICE=cpu: a dry run, BIN=build)
 set -euo pipefail
 source "$(dirname "$0")/common.sh" && xt_help "$@"  # -h/--help: the header comment above
 
@@ -106,6 +107,7 @@ check_trained() {
 check_tokenizer() {
   local name=$1 arch=$2 m="$OUT/tok_$1"
   shift 2
+  [[ -z ${ONLY:-} || " $ONLY " == *" $name "* ]] || return 0
   say "tokenizer $name: $arch trained $TOK_STEPS steps with $*"
   mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" --device "$DEVICE" --data "$DATA/brown.txt" "$@" --arch "$arch" \
     --dim 128 --heads 4 --layers 2 --seq 128 --batch 8 --steps "$TOK_STEPS" --val-every 0 --log-every 100 \
