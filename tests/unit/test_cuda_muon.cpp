@@ -2,6 +2,7 @@
 // shape (wide, tall and square, GPT-2 124M's shapes among them), the momentum with Nesterov and the update.
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -17,6 +18,10 @@ namespace {
 // the small singular values), so a few 1e-2 norm-wise (max|diff| / max|ref|); a transposed operand, a
 // missing coefficient or a wrong stride gives O(1).
 constexpr double kBf16NsRel = 5e-2;
+// 0 steps: X / ||X||_F through bf16 as PyTorch runs it: the input, the norm and the quotient each rounded to
+// bf16 (half an ulp, 2^-9 relative, each: ~5.9e-3 at worst), vs the fp32 oracle. A misplaced (transposed,
+// shifted) element or a norm summed over the wrong elements gives O(1).
+constexpr double kBf16NormRel = 8e-3;
 }  // namespace
 
 TEST_CASE("newton_schulz: bf16 tensor cores batched over the matrices vs the fp32 CPU oracle") {
@@ -37,6 +42,40 @@ TEST_CASE("newton_schulz: bf16 tensor cores batched over the matrices vs the fp3
   // a shape-mismatched argument is refused as on the CPU
   DeviceBuffer<float> y(*be().gpu, 4);
   CHECK_THROWS_AS(be().gpu->newton_schulz(y.get(), 1, 0, 4, 5, kMuonEps), Error);
+}
+
+TEST_CASE("newton_schulz with 0 steps: X / ||X||_F, any alignment, the same bits alone as in a batch") {
+  struct Shape {
+    int batch, rows, cols;
+  };
+  // norms over several blocks per matrix (n > 16384), tall ones through the transposing tiles with partial
+  // tiles at the edges, odd sizes (no float4 path) and tiny ones
+  for (const Shape& s : {Shape{3, 200, 300}, Shape{3, 300, 200}, Shape{2, 129, 301}, Shape{2, 301, 129},
+                         Shape{3, 7, 5}, Shape{2, 5, 7}}) {
+    CAPTURE(s.batch);
+    CAPTURE(s.rows);
+    CAPTURE(s.cols);
+    const size_t per = size_t(s.rows) * s.cols, n = s.batch * per;
+    const std::vector<float> v = rnd(n + 1, 601 + s.rows, -0.02, 0.02);
+    for (int off : {0, 1}) {  // off 1: the matrices start 4 bytes past a 16-byte boundary (element paths)
+      CAPTURE(off);
+      Twin<float> x(v);
+      be().cpu->newton_schulz(x.c.get() + off, s.batch, s.rows, s.cols, 0, kMuonEps);
+      be().gpu->newton_schulz(x.g.get() + off, s.batch, s.rows, s.cols, 0, kMuonEps);
+      expect_close("newton_schulz, 0 steps", x, kBf16NormRel);
+      if (off != 0) continue;
+      // a matrix's result does not depend on the batch it is in (ranks share a group's matrices out)
+      const std::vector<float> batched = down(*be().gpu, x.g);
+      for (int b = 0; b < s.batch; ++b) {
+        CAPTURE(b);
+        DeviceBuffer<float> one(*be().gpu, per);
+        be().gpu->copy_to_device(one.get(), v.data() + b * per, one.bytes());
+        be().gpu->newton_schulz(one.get(), 1, s.rows, s.cols, 0, kMuonEps);
+        const std::vector<float> alone = down(*be().gpu, one);
+        CHECK(std::equal(alone.begin(), alone.end(), batched.begin() + b * per));
+      }
+    }
+  }
 }
 
 TEST_CASE("muon_momentum and muon_apply: the CPU oracle's fp32 arithmetic") {

@@ -12,7 +12,6 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr int kNormThreads = 1024;
 constexpr int kThreads = 256;
 
 // src_index: where element (p, q) of the (r, c) working matrix X lies in the stored (rows, cols) matrix:
@@ -21,20 +20,59 @@ __device__ __forceinline__ size_t src_index(size_t p, size_t q, int cols, bool t
   return tall ? q * cols + p : p * cols + q;
 }
 
-// norm_kernel: block b -> norms[b] = bf16(max(bf16(||bf16(x_b)||_F), bf16(eps))), as torch's
-// ortho_grad.norm().clamp(min=eps) on the bf16 matrix (fp32 accumulation)
-__global__ void norm_kernel(const float* x, size_t n, float eps, float* norms) {
+// The Frobenius norm of each matrix in two passes: norm_partial_kernel spreads each matrix over
+// norm_parts(n) blocks (grid (parts, batch), so a batch of a few large matrices still fills the GPU), each
+// writing the fp32 sum of its chunk's squares to partials (batch, parts); norm_finish_kernel adds a
+// matrix's partials in a fixed order. No float atomics: the same bits on every run and on every rank, and
+// the split depends on the matrix size only (not on the batch, which differs by rank), so a matrix's norm
+// does not depend on which rank orthogonalizes it. The summation order differs from a single block's
+// (fp32 rounding, far below the bf16 roundings the results go through).
+constexpr size_t kNormChunk = size_t(kThreads) * 64;  // elements per block, 64 per thread
+constexpr size_t kMaxNormParts = 1024;
+
+// norm_chunk: elements per block for an n-element matrix, a multiple of 4 (whole float4s per chunk).
+size_t norm_chunk(size_t n) {
+  const size_t parts = std::min(kMaxNormParts, std::max<size_t>(1, (n + kNormChunk - 1) / kNormChunk));
+  return ((n + parts - 1) / parts + 3) / 4 * 4;
+}
+
+__device__ __forceinline__ float bf16_square(float x) {
+  const float v = __bfloat162float(__float2bfloat16_rn(x));
+  return v * v;
+}
+
+// norm_partial_kernel: partials[b, p] = sum over chunk p of matrix b of bf16(x)^2, fp32; kVec: float4 loads
+// (x 16-byte aligned, n a multiple of 4)
+template <bool kVec>
+__global__ void norm_partial_kernel(const float* x, size_t n, size_t chunk, float* partials) {
   __shared__ float shared[kWarp];
-  const float* xb = x + blockIdx.x * n;
+  const float* xb = x + blockIdx.y * n;
+  const size_t begin = blockIdx.x * chunk, end = begin + chunk < n ? begin + chunk : n;
   float s = 0.0f;
-  for (size_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const float v = __bfloat162float(__float2bfloat16_rn(xb[i]));
-    s += v * v;
+  if constexpr (kVec) {
+    for (size_t i = begin + 4 * size_t(threadIdx.x); i < end; i += 4 * size_t(blockDim.x)) {
+      const float4 v = *reinterpret_cast<const float4*>(xb + i);
+      s += bf16_square(v.x) + bf16_square(v.y) + bf16_square(v.z) + bf16_square(v.w);
+    }
+  } else {
+    for (size_t i = begin + threadIdx.x; i < end; i += blockDim.x) s += bf16_square(xb[i]);
   }
   s = block_sum(s, shared);
-  if (threadIdx.x == 0) {
+  if (threadIdx.x == 0) partials[blockIdx.y * size_t(gridDim.x) + blockIdx.x] = s;
+}
+
+// norm_finish_kernel: one warp per matrix b -> norms[b] = bf16(max(bf16(sqrt(sum_p partials[b, p])),
+// bf16(eps))), as torch's ortho_grad.norm().clamp(min=eps) on the bf16 matrix (fp32 accumulation); lane l
+// adds partials l, l + 32, ... in order, then the fixed butterfly of warp_sum
+__global__ void norm_finish_kernel(const float* partials, int parts, int batch, float eps, float* norms) {
+  const int b = blockIdx.x * (blockDim.x / kWarp) + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  if (b >= batch) return;  // whole warps leave together (b is uniform over a warp)
+  float s = 0.0f;
+  for (int p = lane; p < parts; p += kWarp) s += partials[size_t(b) * parts + p];
+  s = warp_sum(s);
+  if (lane == 0) {
     const float norm = __bfloat162float(__float2bfloat16_rn(sqrtf(s)));
-    norms[blockIdx.x] = fmaxf(norm, __bfloat162float(__float2bfloat16_rn(eps)));
+    norms[b] = fmaxf(norm, __bfloat162float(__float2bfloat16_rn(eps)));
   }
 }
 
@@ -74,7 +112,18 @@ void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols
   ScratchBuffer<__nv_bfloat16> X(*ctx.alloc, batch * n, "newton_schulz X"), Xn(*ctx.alloc, batch * n, "newton_schulz X");
   ScratchBuffer<__nv_bfloat16> A(*ctx.alloc, batch * rr, "newton_schulz A"), B(*ctx.alloc, batch * rr, "newton_schulz B");
   ScratchBuffer<float> norms(*ctx.alloc, batch, "newton_schulz norms");
-  norm_kernel<<<batch, kNormThreads, 0, ctx.stream>>>(x, n, eps, norms.get());
+  const size_t chunk = norm_chunk(n);
+  const int parts = static_cast<int>((n + chunk - 1) / chunk);  // every block's chunk starts inside the matrix
+  ScratchBuffer<float> partials(*ctx.alloc, size_t(batch) * parts, "newton_schulz norm partials");
+  const dim3 norm_grid(parts, batch);
+  if (n % 4 == 0 && aligned16(x))
+    norm_partial_kernel<true><<<norm_grid, kThreads, 0, ctx.stream>>>(x, n, chunk, partials.get());
+  else
+    norm_partial_kernel<false><<<norm_grid, kThreads, 0, ctx.stream>>>(x, n, chunk, partials.get());
+  XT_CUDA_LAUNCH_CHECK();
+  constexpr int kFinishThreads = 4 * kWarp;  // four matrices per block
+  norm_finish_kernel<<<(batch + 3) / 4, kFinishThreads, 0, ctx.stream>>>(partials.get(), parts, batch, eps,
+                                                                         norms.get());
   XT_CUDA_LAUNCH_CHECK();
   const dim3 grid(std::min<unsigned>(blocks_for(n, kThreads), 4096u), batch);
   load_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), r, c, cols, tall);
