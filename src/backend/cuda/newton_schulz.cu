@@ -14,19 +14,14 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// src_index: where element (p, q) of the (r, c) working matrix X lies in the stored (rows, cols) matrix:
-// X is the matrix itself, or its transpose when tall
-__device__ __forceinline__ size_t src_index(size_t p, size_t q, int cols, bool tall) {
-  return tall ? q * cols + p : p * cols + q;
-}
-
 // The Frobenius norm of each matrix in two passes: norm_partial_kernel spreads each matrix over
-// norm_parts(n) blocks (grid (parts, batch), so a batch of a few large matrices still fills the GPU), each
-// writing the fp32 sum of its chunk's squares to partials (batch, parts); norm_finish_kernel adds a
-// matrix's partials in a fixed order. No float atomics: the same bits on every run and on every rank, and
-// the split depends on the matrix size only (not on the batch, which differs by rank), so a matrix's norm
-// does not depend on which rank orthogonalizes it. The summation order differs from a single block's
-// (fp32 rounding, far below the bf16 roundings the results go through).
+// parts blocks of norm_chunk(n) elements (grid (parts, batch), so a batch of a few large matrices still
+// fills the GPU), each writing the fp32 sum of its chunk's squares to partials (batch, parts);
+// norm_finish_kernel adds a matrix's partials in a fixed order. No float atomics: the same bits on every
+// run and on every rank, and the split depends on the matrix size only (not on the batch, which differs by
+// rank; nor does the float4 path, x's alignment being that of the group's start when n is a multiple of 4),
+// so a matrix's norm does not depend on which rank orthogonalizes it. The summation order is not a single
+// block's any more: bits may differ from that by fp32 rounding, far below the bf16 roundings that follow.
 constexpr size_t kNormChunk = size_t(kThreads) * 64;  // elements per block, 64 per thread
 constexpr size_t kMaxNormParts = 1024;
 
@@ -76,21 +71,94 @@ __global__ void norm_finish_kernel(const float* partials, int parts, int batch, 
   }
 }
 
-// load_kernel: X_b (r, c) bf16 = bf16(bf16(x_b) / norms[b]), transposed when tall; blockIdx.y = b
-__global__ void load_kernel(const float* x, __nv_bfloat16* X, const float* norms, int r, int c, int cols, bool tall) {
-  const size_t n = size_t(r) * c, b = blockIdx.y;
+// Load and store move each matrix between x (fp32, as stored) and X (bf16, the working (r, c) layout):
+// coalesced and, where the size and the pointers allow, 16-byte loads (flat: wide and square matrices,
+// X_b = x_b), or through 32x32 shared-memory tiles (tall: X_b = x_b^T), so both sides of the transpose
+// are read and written along rows.
+constexpr int kTile = 32, kTileRows = 8;  // a (kTile, kTileRows) block moves one tile, kTile / kTileRows rows a thread
+
+// scaled: X's element for x's element v, bf16(bf16(v) / norm), as torch's bf16 ortho_grad.div_(norm)
+__device__ __forceinline__ __nv_bfloat16 scaled(float v, float norm) {
+  return __float2bfloat16_rn(__bfloat162float(__float2bfloat16_rn(v)) / norm);
+}
+
+struct alignas(8) Bf16x4 {  // four bf16, moved with one 8-byte access
+  __nv_bfloat16 v[4];
+};
+
+// load_flat_kernel: X_b = scaled(x_b), n elements each, blockIdx.y = b; kVec: 4 elements per access (x
+// 16-byte and X 8-byte aligned, n a multiple of 4)
+template <bool kVec>
+__global__ void load_flat_kernel(const float* x, __nv_bfloat16* X, const float* norms, size_t n) {
+  const size_t b = blockIdx.y, stride = size_t(gridDim.x) * blockDim.x;
   const float norm = norms[b];
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x) {
-    const float v = __bfloat162float(__float2bfloat16_rn(x[b * n + src_index(i / c, i % c, cols, tall)]));
-    X[b * n + i] = __float2bfloat16_rn(v / norm);
+  const float* xb = x + b * n;
+  __nv_bfloat16* Xb = X + b * n;
+  if constexpr (kVec) {
+    for (size_t i = 4 * (blockIdx.x * size_t(blockDim.x) + threadIdx.x); i < n; i += 4 * stride) {
+      const float4 v = *reinterpret_cast<const float4*>(xb + i);
+      *reinterpret_cast<Bf16x4*>(Xb + i) = Bf16x4{{scaled(v.x, norm), scaled(v.y, norm), scaled(v.z, norm),
+                                                   scaled(v.w, norm)}};
+    }
+  } else {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride) Xb[i] = scaled(xb[i], norm);
   }
 }
 
-// store_kernel: x_b = X_b (transposed back when tall), fp32
-__global__ void store_kernel(float* x, const __nv_bfloat16* X, int r, int c, int cols, bool tall) {
-  const size_t n = size_t(r) * c, b = blockIdx.y;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += size_t(gridDim.x) * blockDim.x)
-    x[b * n + src_index(i / c, i % c, cols, tall)] = __bfloat162float(X[b * n + i]);
+// store_flat_kernel: x_b = X_b in fp32; kVec as load_flat_kernel
+template <bool kVec>
+__global__ void store_flat_kernel(float* x, const __nv_bfloat16* X, size_t n) {
+  const size_t b = blockIdx.y, stride = size_t(gridDim.x) * blockDim.x;
+  float* xb = x + b * n;
+  const __nv_bfloat16* Xb = X + b * n;
+  if constexpr (kVec) {
+    for (size_t i = 4 * (blockIdx.x * size_t(blockDim.x) + threadIdx.x); i < n; i += 4 * stride) {
+      const Bf16x4 v = *reinterpret_cast<const Bf16x4*>(Xb + i);
+      *reinterpret_cast<float4*>(xb + i) = make_float4(__bfloat162float(v.v[0]), __bfloat162float(v.v[1]),
+                                                       __bfloat162float(v.v[2]), __bfloat162float(v.v[3]));
+    }
+  } else {
+    for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n; i += stride) xb[i] = __bfloat162float(Xb[i]);
+  }
+}
+
+// load_tall_kernel: x_b stored (c, r) (a tall matrix) -> X_b (r, c), X_b[p][q] = scaled(x_b[q][p]); block
+// (blockIdx.x, blockIdx.y) moves x_b's rows q0.. q0+31, columns p0.. p0+31 (edge tiles partly); blockIdx.z = b.
+// The tile is padded to 33 columns so reading it down a column hits 32 different banks.
+__global__ void load_tall_kernel(const float* x, __nv_bfloat16* X, const float* norms, int r, int c) {
+  __shared__ float tile[kTile][kTile + 1];
+  const size_t b = blockIdx.z, n = size_t(r) * c;
+  const float norm = norms[b];
+  const float* xb = x + b * n;
+  __nv_bfloat16* Xb = X + b * n;
+  const int p0 = blockIdx.x * kTile, q0 = blockIdx.y * kTile;
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {  // tile[j][i] = x_b[q0 + j][p0 + i]
+    const int q = q0 + j, p = p0 + threadIdx.x;
+    if (q < c && p < r) tile[j][threadIdx.x] = xb[size_t(q) * r + p];
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {  // X_b[p0 + j][q0 + i] = tile[i][j]
+    const int p = p0 + j, q = q0 + threadIdx.x;
+    if (p < r && q < c) Xb[size_t(p) * c + q] = scaled(tile[threadIdx.x][j], norm);
+  }
+}
+
+// store_tall_kernel: x_b (c, r) = X_b^T in fp32, tiles as load_tall_kernel
+__global__ void store_tall_kernel(float* x, const __nv_bfloat16* X, int r, int c) {
+  __shared__ float tile[kTile][kTile + 1];
+  const size_t b = blockIdx.z, n = size_t(r) * c;
+  float* xb = x + b * n;
+  const __nv_bfloat16* Xb = X + b * n;
+  const int p0 = blockIdx.x * kTile, q0 = blockIdx.y * kTile;
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {  // tile[j][i] = X_b[p0 + j][q0 + i]
+    const int p = p0 + j, q = q0 + threadIdx.x;
+    if (p < r && q < c) tile[j][threadIdx.x] = __bfloat162float(Xb[size_t(p) * c + q]);
+  }
+  __syncthreads();
+  for (int j = threadIdx.y; j < kTile; j += kTileRows) {  // x_b[q0 + j][p0 + i] = tile[i][j]
+    const int q = q0 + j, p = p0 + threadIdx.x;
+    if (q < c && p < r) xb[size_t(q) * r + p] = tile[threadIdx.x][j];
+  }
 }
 
 // gemm_batched: column-major C = alpha op(A) op(B) + beta C over `batch` matrices, bf16 operands and results,
@@ -106,6 +174,10 @@ void gemm_batched(const OpContext& ctx, cublasOperation_t ta, cublasOperation_t 
 
 void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps) {
   if (batch == 0) return;
+  // grid limits: the batch is gridDim.y (norm, flat) or gridDim.z (tall), a tall matrix's c / 32 gridDim.y
+  XT_CHECK(batch <= 65535 && (rows + kTile - 1) / kTile <= 65535,
+           "newton_schulz: " << batch << " matrices (" << rows << ", " << cols
+                             << ") exceed the launch grid (at most 65535 matrices, 65535 * 32 rows)");
   const bool tall = rows > cols;
   const int r = std::min(rows, cols), c = std::max(rows, cols);
   const size_t n = size_t(r) * c, rr = size_t(r) * r;
@@ -125,8 +197,17 @@ void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols
   norm_finish_kernel<<<(batch + 3) / 4, kFinishThreads, 0, ctx.stream>>>(partials.get(), parts, batch, eps,
                                                                          norms.get());
   XT_CUDA_LAUNCH_CHECK();
-  const dim3 grid(std::min<unsigned>(blocks_for(n, kThreads), 4096u), batch);
-  load_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), r, c, cols, tall);
+  // flat: 4 elements a thread where vec; tall: one block per 32x32 tile
+  const bool vec = n % 4 == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(X.get()) % 8 == 0 &&
+                   reinterpret_cast<uintptr_t>(Xn.get()) % 8 == 0;
+  const dim3 flat_grid(std::min<unsigned>(blocks_for(vec ? n / 4 : n, kThreads), 4096u), batch);
+  const dim3 tile_grid((r + kTile - 1) / kTile, (c + kTile - 1) / kTile, batch), tile_block(kTile, kTileRows);
+  if (tall)
+    load_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(x, X.get(), norms.get(), r, c);
+  else if (vec)
+    load_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), n);
+  else
+    load_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), n);
   XT_CUDA_LAUNCH_CHECK();
   const float ca = kMuonNsCoefficients[0], cb = kMuonNsCoefficients[1], cc = kMuonNsCoefficients[2];
   __nv_bfloat16 *cur = X.get(), *next = Xn.get();
@@ -144,7 +225,12 @@ void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols
     gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, next, c, n, batch);
     std::swap(cur, next);
   }
-  store_kernel<<<grid, kThreads, 0, ctx.stream>>>(x, cur, r, c, cols, tall);
+  if (tall)
+    store_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(x, cur, r, c);
+  else if (vec)
+    store_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(x, cur, n);
+  else
+    store_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(x, cur, n);
   XT_CUDA_LAUNCH_CHECK();
 }
 
