@@ -1,12 +1,14 @@
 // Newton-Schulz orthogonalization of a batch of matrices (Backend::newton_schulz; torch.optim.Muon's
 // _zeropower_via_newtonschulz), in bf16 on tensor cores as PyTorch runs it: each matrix rounded to bf16
 // (transposed when tall, so the Gram matrix is the smaller one) and divided by its Frobenius norm, then per
-// step three cuBLAS strided-batched GEMMs over the whole batch with fp32 accumulation and bf16 results:
-// A = X X^T, B = b A + c A A, X = a X + B X. PyTorch rounds b A and c (A A) apart before adding them;
+// step three strided-batched GEMMs over the whole batch with fp32 accumulation and bf16 results:
+// A = X X^T, B = b A + c A A, X = a X + B X (the last two through cuBLASLt, which writes the result apart
+// from the term it adds, so neither needs a copy first). PyTorch rounds b A and c (A A) apart before adding them;
 // here the GEMM's epilogue adds them in fp32 and rounds once (within bf16 rounding of PyTorch's result).
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/gemm_lt_batched.h"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -161,13 +163,24 @@ __global__ void store_tall_kernel(float* x, const __nv_bfloat16* X, int r, int c
   }
 }
 
-// gemm_batched: column-major C = alpha op(A) op(B) + beta C over `batch` matrices, bf16 operands and results,
-// fp32 accumulation (tensor cores)
+// gemm_batched: column-major D = alpha op(A) op(B) + beta C over `batch` matrices, bf16 operands and results,
+// fp32 accumulation (tensor cores). D apart from C through cuBLASLt; where it offers no algorithm (or
+// XTRAIN_CUDA_LT=off) C is copied into D first and cublasGemmStridedBatchedEx runs in place: the same sum
+// either way. C may be null with beta 0.
 void gemm_batched(const OpContext& ctx, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, float alpha,
                   const __nv_bfloat16* A, int lda, long long sA, const __nv_bfloat16* B, int ldb, long long sB,
-                  float beta, __nv_bfloat16* C, int ldc, long long sC, int batch) {
+                  float beta, const __nv_bfloat16* C, __nv_bfloat16* D, int ldc, long long sC, int batch) {
+  if (C != nullptr && C != D) {
+    if (gemm_lt_batched(ctx, LtBatchedGemm{ta, tb, m, n, k, alpha, A, lda, sA, B, ldb, sB, beta, C, D, ldc, sC, batch,
+                                           CUDA_R_16BF, CUBLAS_COMPUTE_32F}))
+      return;
+    // C and D: `batch` matrices (m, n) of column stride ldc, sC apart, packed here (ldc = m, sC = m n)
+    XT_CHECK(ldc == m && sC == static_cast<long long>(m) * n, "gemm_batched: copying C needs packed matrices");
+    XT_CUDA_CHECK(cudaMemcpyAsync(D, C, size_t(batch) * sC * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice,
+                                  ctx.stream));
+  }
   XT_CUBLAS_CHECK(cublasGemmStridedBatchedEx(ctx.cublas, ta, tb, m, n, k, &alpha, A, CUDA_R_16BF, lda, sA, B, CUDA_R_16BF,
-                                             ldb, sB, &beta, C, CUDA_R_16BF, ldc, sC, batch, CUBLAS_COMPUTE_32F,
+                                             ldb, sB, &beta, D, CUDA_R_16BF, ldc, sC, batch, CUBLAS_COMPUTE_32F,
                                              CUBLAS_GEMM_DEFAULT));
 }
 }  // namespace
@@ -215,14 +228,13 @@ void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols
   // cuBLAS (gemm.cpp's convention).
   for (int k = 0; k < steps; ++k) {
     // A (r, r) = X X^T: column-major (X^T)^T (X^T)
-    gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, A.get(), r, rr, batch);
+    gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, nullptr, A.get(), r, rr,
+                 batch);
     // B = b A + c A A (A symmetric: its column-major storage is itself)
-    XT_CUDA_CHECK(cudaMemcpyAsync(B.get(), A.get(), batch * rr * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice,
-                                  ctx.stream));
-    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, B.get(), r, rr, batch);
+    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, A.get(), B.get(), r, rr,
+                 batch);
     // X' = a X + B X: column-major (B X)^T = X^T B^T, B^T being B's column-major storage
-    XT_CUDA_CHECK(cudaMemcpyAsync(next, cur, batch * n * sizeof(__nv_bfloat16), cudaMemcpyDeviceToDevice, ctx.stream));
-    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, next, c, n, batch);
+    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, cur, next, c, n, batch);
     std::swap(cur, next);
   }
   if (tall)
