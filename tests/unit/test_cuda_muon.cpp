@@ -78,19 +78,25 @@ TEST_CASE("newton_schulz with 0 steps: X / ||X||_F, any alignment, the same bits
   }
 }
 
-TEST_CASE("muon_momentum and muon_apply: the CPU oracle's fp32 arithmetic") {
+TEST_CASE("muon_momentum and muon_apply: the CPU oracle's fp32 arithmetic, every span in one launch") {
   const size_t n = 100003;
+  // three matrices in a different order in each buffer, with gaps; several chunks (> 16Ki elements) and a
+  // short one; each with its own lr ratio
+  const std::vector<MuonSpan> spans = {
+      {0, 60003, 0, 40000, 1.0}, {50000, 0, 40000, 50003, 2.0}, {40001, 50003, 90003, 7, 0.2 * std::sqrt(3072.0)}};
   Twin<float> buf(filled(n)), out(filled(n)), p(rnd(n, 501));
   for (int t = 1; t <= 3; ++t) {
     Twin<float> grad(rnd(n, 510 + t, -0.1, 0.1));
     for (Backend* b : {be().cpu.get(), be().gpu.get()}) {
       const bool gpu = b == be().gpu.get();
       b->muon_momentum(gpu ? buf.g.get() : buf.c.get(), gpu ? out.g.get() : out.c.get(),
-                       gpu ? grad.g.get() : grad.c.get(), n, 0.95f, true, 0.7f);
-      b->muon_apply(gpu ? p.g.get() : p.c.get(), gpu ? out.g.get() : out.c.get(), n, 0.998f, 0.02f * t);
+                       gpu ? grad.g.get() : grad.c.get(), spans, 0.95f, true, 0.7f);
+      b->muon_apply(gpu ? p.g.get() : p.c.get(), gpu ? out.g.get() : out.c.get(), spans, 0.998f, 0.02f * t);
     }
   }
   expect_close("muon momentum", buf, kFp32Rel);
   expect_close("muon update", out, kFp32Rel);
   expect_close("muon param", p, kFp32Rel);
+  // overlapping spans are refused as on the CPU
+  CHECK_THROWS_AS(be().gpu->muon_apply(p.g.get(), out.g.get(), {{0, 0, 0, 4}, {2, 4, 4, 4}}, 0.9f, 0.1f), Error);
 }
