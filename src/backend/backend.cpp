@@ -2,7 +2,9 @@
 // the device, and the names of the memory categories.
 #include <xtrain/backend/backend.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include <xtrain/core/error.h>
@@ -20,6 +22,28 @@ void check_adamw_args(const std::vector<ParamSpan>& spans, int t) {
              "AdamW span " << i << " (" << spans[i].count << " elements at " << spans[i].offset
                            << ") ends past the largest address");
     end = spans[i].offset + spans[i].count;
+  }
+}
+
+void check_muon_spans(const std::vector<MuonSpan>& spans) {
+  const std::pair<const char*, size_t MuonSpan::*> layouts[] = {
+      {"parameter", &MuonSpan::param_at}, {"momentum", &MuonSpan::state_at}, {"update", &MuonSpan::update_at}};
+  for (const auto& [name, at] : layouts) {
+    std::vector<std::pair<size_t, size_t>> ranges;  // (start, span index), by start
+    for (size_t i = 0; i < spans.size(); ++i) {
+      const MuonSpan& s = spans[i];
+      XT_CHECK(s.count <= SIZE_MAX - s.*at, "Muon span " << i << " (" << s.count << " elements at " << s.*at << " of the "
+                                                         << name << " buffer) ends past the largest address");
+      if (s.count > 0) ranges.emplace_back(s.*at, i);
+    }
+    std::sort(ranges.begin(), ranges.end());
+    for (size_t k = 1; k < ranges.size(); ++k) {
+      const MuonSpan& prev = spans[ranges[k - 1].second];
+      XT_CHECK(prev.*at + prev.count <= ranges[k].first,
+               "Muon spans " << ranges[k - 1].second << " and " << ranges[k].second << " overlap in the " << name
+                             << " buffer (elements " << prev.*at << " + " << prev.count << " and "
+                             << ranges[k].first << ")");
+    }
   }
 }
 

@@ -64,11 +64,14 @@ float clip_scale(const OptimConfig& c, double grad_norm) {
   return static_cast<float>(c.grad_clip / grad_norm);
 }
 
-float muon_adjusted_lr(MuonAdjust a, float lr, int rows, int cols) {
+double muon_lr_ratio(MuonAdjust a, int rows, int cols) {
   // torch computes the ratio in Python floats (double) and multiplies the float lr by it
-  const double ratio = a == MuonAdjust::original ? std::sqrt(std::max(1.0, static_cast<double>(rows) / cols))
-                                                 : 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
-  return static_cast<float>(static_cast<double>(lr) * ratio);
+  return a == MuonAdjust::original ? std::sqrt(std::max(1.0, static_cast<double>(rows) / cols))
+                                   : 0.2 * std::sqrt(static_cast<double>(std::max(rows, cols)));
+}
+
+float muon_adjusted_lr(MuonAdjust a, float lr, int rows, int cols) {
+  return static_cast<float>(static_cast<double>(lr) * muon_lr_ratio(a, rows, cols));
 }
 
 AdamW::AdamW(Backend& be, size_t num_params) : be_(be), m_(be, num_params), v_(be, num_params) {
@@ -145,13 +148,14 @@ Muon::Muon(Backend& be, Communicator& comm, const GPT& model, const MuonConfig& 
     g.mine_begin = static_cast<int>(static_cast<long long>(k) * rank / world);
     g.mine_end = static_cast<int>(static_cast<long long>(k) * (rank + 1) / world);
   }
+  for (size_t i = 0; i < mats_.size(); ++i)
+    spans_.push_back({mats_[i].offset, mom_at_[i], upd_at_[i], mats_[i].count(),
+                      muon_lr_ratio(c_.adjust, mats_[i].rows, mats_[i].cols)});
 }
 
 void Muon::step(GPT& model, float lr, float grad_scale) {
   const bool shared = comm_.world_size() > 1;
-  for (size_t i = 0; i < mats_.size(); ++i)
-    be_.muon_momentum(momentum_.get() + mom_at_[i], update_.get() + upd_at_[i], model.grads() + mats_[i].offset,
-                      mats_[i].count(), c_.momentum, true, grad_scale);
+  be_.muon_momentum(momentum_.get(), update_.get(), model.grads(), spans_, c_.momentum, true, grad_scale);
   for (const Group& g : groups_) {
     const size_t per = size_t(g.rows) * g.cols;
     const size_t mine = g.at + per * g.mine_begin, mine_end = g.at + per * g.mine_end, end = g.at + per * g.mats.size();
@@ -163,9 +167,7 @@ void Muon::step(GPT& model, float lr, float grad_scale) {
   }
   if (shared) comm_.all_reduce(update_.get(), update_.count(), ReduceOp::sum);
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * c_.weight_decay);  // torch: in Python floats
-  for (size_t i = 0; i < mats_.size(); ++i)
-    be_.muon_apply(model.params() + mats_[i].offset, update_.get() + upd_at_[i], mats_[i].count(), decay,
-                   muon_adjusted_lr(c_.adjust, lr, mats_[i].rows, mats_[i].cols));
+  be_.muon_apply(model.params(), update_.get(), spans_, decay, lr);  // each matrix at muon_adjusted_lr
 }
 
 Optimizer::Optimizer(Backend& be, Communicator& comm, const GPT& model, const OptimConfig& c)

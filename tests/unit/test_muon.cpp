@@ -145,7 +145,7 @@ TEST_CASE("muon_momentum: Nesterov momentum as torch.optim.Muon, against a plain
   std::vector<double> rbuf(n, 0.0);
   for (int step = 0; step < 4; ++step) {
     for (size_t i = 0; i < n; ++i) grad[i] = static_cast<float>(normal(7 + step, i));
-    be->muon_momentum(buf.data(), out.data(), grad.data(), n, mu, true, scale);
+    be->muon_momentum(buf.data(), out.data(), grad.data(), {{0, 0, 0, n}}, mu, true, scale);
     for (size_t i = 0; i < n; ++i) {
       const double g = double(grad[i]) * scale;
       rbuf[i] = mu * rbuf[i] + (1 - double(mu)) * g;  // B = mu B + (1 - mu) g
@@ -155,13 +155,38 @@ TEST_CASE("muon_momentum: Nesterov momentum as torch.optim.Muon, against a plain
     }
   }
   // without Nesterov the update is the buffer itself
-  be->muon_momentum(buf.data(), out.data(), grad.data(), n, mu, false, scale);
+  be->muon_momentum(buf.data(), out.data(), grad.data(), {{0, 0, 0, n}}, mu, false, scale);
   CHECK(std::equal(buf.begin(), buf.end(), out.begin()));
   // muon_apply: param * decay - lr * update
   std::vector<float> p = {1.0f, -2.0f}, u = {0.5f, 0.25f};
-  be->muon_apply(p.data(), u.data(), 2, 0.9f, 0.1f);
+  be->muon_apply(p.data(), u.data(), {{0, 0, 0, 2}}, 0.9f, 0.1f);
   CHECK(p[0] == doctest::Approx(0.85f));
   CHECK(p[1] == doctest::Approx(-1.825f));
+}
+
+TEST_CASE("muon_momentum and muon_apply over spans: each span's elements as a call of its own, at its lr") {
+  auto be = make_cpu_backend();
+  // two matrices, stored in a different order in each buffer, and a gap the ops must leave alone
+  const std::vector<MuonSpan> spans = {{10, 0, 7, 5, 1.0}, {0, 5, 0, 7, 2.0}};
+  std::vector<float> grad(15), buf(12, 0.5f), out(12, -9.0f), param(15);
+  for (size_t i = 0; i < grad.size(); ++i) grad[i] = static_cast<float>(normal(31, i)), param[i] = float(i);
+  std::vector<float> buf1 = buf, out1 = out, param1 = param;
+  be->muon_momentum(buf.data(), out.data(), grad.data(), spans, 0.9f, true, 0.5f);
+  be->muon_apply(param.data(), out.data(), spans, 0.99f, 0.1f);
+  for (const MuonSpan& s : spans) {
+    be->muon_momentum(buf1.data() + s.state_at, out1.data() + s.update_at, grad.data() + s.param_at,
+                      {{0, 0, 0, s.count}}, 0.9f, true, 0.5f);
+    be->muon_apply(param1.data() + s.param_at, out1.data() + s.update_at, {{0, 0, 0, s.count}}, 0.99f,
+                   static_cast<float>(static_cast<double>(0.1f) * s.lr_ratio));
+  }
+  CHECK(buf == buf1);
+  CHECK(out == out1);
+  CHECK(param == param1);
+  for (size_t i = 7; i < 10; ++i) CHECK(param[i] == float(i));  // the gap between the spans
+  // spans overlapping in any buffer are refused (one launch would race)
+  CHECK_THROWS(be->muon_momentum(buf.data(), out.data(), grad.data(), {{0, 0, 0, 4}, {3, 4, 4, 4}}, 0.9f, true, 1.0f));
+  CHECK_THROWS(be->muon_apply(param.data(), out.data(), {{0, 0, 0, 4}, {4, 4, 2, 4}}, 0.9f, 0.1f));
+  CHECK_NOTHROW(be->muon_apply(param.data(), out.data(), {{0, 0, 0, 4}, {4, 4, 4, 4}}, 0.9f, 0.1f));
 }
 
 TEST_CASE("muon_matrices: the blocks' matrices, fused ones cut into q/k/v and gate/up") {

@@ -80,6 +80,17 @@ struct ParamSpan {
 // overlap and do not wrap around the address range (so one
 // launch over all of them updates each element once, as one call per span would).
 void check_adamw_args(const std::vector<ParamSpan>& spans, int t);
+// MuonSpan: one Muon matrix in the buffers of Backend::muon_momentum and muon_apply: count elements at
+// param_at of the parameter and gradient buffers, at state_at of the momentum buffer and at update_at of
+// the update buffer; lr_ratio: muon_apply's learning rate for it is float(double(lr) * lr_ratio) (the
+// shape's adjustment, muon_adjusted_lr).
+struct MuonSpan {
+  size_t param_at = 0, state_at = 0, update_at = 0, count = 0;
+  double lr_ratio = 1.0;
+};
+// check_muon_spans: throws Error unless the spans' ranges are disjoint in each of the three layouts (so one
+// launch over all of them equals one call per span) and none wraps around the address range.
+void check_muon_spans(const std::vector<MuonSpan>& spans);
 // check_newton_schulz_args: throws Error unless batch >= 0, rows >= 1, cols >= 1 and steps >= 0
 // (Backend::newton_schulz).
 void check_newton_schulz_args(int batch, int rows, int cols, int steps);
@@ -382,12 +393,13 @@ class Backend {
                             int t) = 0;
 
   // ---- Muon (Jordan et al. 2024; PyTorch's torch.optim.Muon, torch/optim/_muon.py, is the definition) ----
-  // muon_momentum: momentum with Nesterov over count elements, as torch.optim.Muon's step:
+  // muon_momentum: momentum with Nesterov over every span (CUDA: one launch), as torch.optim.Muon's step:
   //   g = grad * grad_scale; buf = buf.lerp(g, 1 - momentum); out = nesterov ? g.lerp(buf, momentum) : buf,
-  // with torch.lerp's arithmetic: lerp(a, b, w) = w < 0.5 ? a + w (b - a) : b - (b - a)(1 - w). buf, out (count)
-  // fp32 (out the update Newton-Schulz then orthogonalizes); grad (count) fp32.
-  virtual void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
-                             float grad_scale) = 0;
+  // with torch.lerp's arithmetic: lerp(a, b, w) = w < 0.5 ? a + w (b - a) : b - (b - a)(1 - w); span s's
+  // elements: buf + s.state_at, out + s.update_at (the update Newton-Schulz then orthogonalizes), grad +
+  // s.param_at, s.count each, fp32. Throws Error for what check_muon_spans refuses.
+  virtual void muon_momentum(float* buf, float* out, const float* grad, const std::vector<MuonSpan>& spans,
+                             float momentum, bool nesterov, float grad_scale) = 0;
   // newton_schulz: x (batch, rows, cols) fp32, in place -> the quintic Newton-Schulz iteration of each matrix
   // (torch.optim.Muon's _zeropower_via_newtonschulz): X = the matrix, transposed when rows > cols (so X X^T
   // is the smaller Gram matrix); X /= max(||X||_F, eps); `steps` times: A = X X^T, B = b A + c A A,
@@ -397,9 +409,12 @@ class Backend {
   // fp32; CUDA in bf16 on tensor cores (as PyTorch, which rounds to bf16 on every device), fp32
   // accumulation, batched over the matrices. Throws Error unless batch >= 0, rows, cols >= 1 and steps >= 0.
   virtual void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) = 0;
-  // muon_apply: param (count) = param * decay - lr * update: decay = 1 - lr * weight_decay (the
-  // unadjusted lr, as torch.optim.Muon), lr the adjusted learning rate; update (count) fp32.
-  virtual void muon_apply(float* param, const float* update, size_t count, float decay, float lr) = 0;
+  // muon_apply: over every span (CUDA: one launch), param = param * decay - lr_s * update, fp32, param +
+  // s.param_at and update + s.update_at (s.count each): decay = 1 - lr * weight_decay (the unadjusted lr, as
+  // torch.optim.Muon), lr_s = float(double(lr) * s.lr_ratio) the span's adjusted learning rate. Throws
+  // Error for what check_muon_spans refuses.
+  virtual void muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
+                          float lr) = 0;
 };
 
 // kMuonNsCoefficients: (a, b, c) of the quintic Newton-Schulz iteration (Keller Jordan's Muon;

@@ -77,7 +77,9 @@ inline float lr_at(const OptimConfig& c, int step) { return lr_at(c, step, c.lr)
 float clip_scale(const OptimConfig& c, double grad_norm);
 
 // muon_adjusted_lr: torch.optim.Muon's _adjust_lr for a (rows, cols) matrix: original: lr sqrt(max(1,
-// rows/cols)); match_rms_adamw: lr 0.2 sqrt(max(rows, cols)).
+// rows/cols)); match_rms_adamw: lr 0.2 sqrt(max(rows, cols)). muon_lr_ratio: that factor, in double as
+// torch computes it in Python floats; the adjusted lr is float(double(lr) * ratio) (MuonSpan::lr_ratio).
+double muon_lr_ratio(MuonAdjust a, int rows, int cols);
 float muon_adjusted_lr(MuonAdjust a, float lr, int rows, int cols);
 
 // AdamW state (m, v) in the backend's memory, same layout as the parameters.
@@ -151,6 +153,7 @@ class Muon {
   MuonConfig c_;
   std::vector<MuonMatrix> mats_;
   std::vector<size_t> mom_at_, upd_at_;  // per matrix: its first element in momentum_ and update_
+  std::vector<MuonSpan> spans_;          // per matrix: where it lies in each buffer, its lr ratio
   std::vector<Group> groups_;
   DeviceBuffer<float> momentum_, update_;
 };

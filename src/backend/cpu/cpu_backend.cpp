@@ -221,9 +221,12 @@ class CpuBackend final : public Backend {
                         s.decay ? weight_decay : 0.0f, grad_scale, t);
     }
   }
-  void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
-                     float grad_scale) override {
-    cpu::muon_momentum(buf, out, grad, count, momentum, nesterov, grad_scale);
+  void muon_momentum(float* buf, float* out, const float* grad, const std::vector<MuonSpan>& spans, float momentum,
+                     bool nesterov, float grad_scale) override {
+    check_muon_spans(spans);
+    for (const MuonSpan& s : spans)
+      cpu::muon_momentum(buf + s.state_at, out + s.update_at, grad + s.param_at, s.count, momentum, nesterov,
+                         grad_scale);
   }
   void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override {
     check_newton_schulz_args(batch, rows, cols, steps);
@@ -232,8 +235,12 @@ class CpuBackend final : public Backend {
     for (int b = 0; b < batch; ++b)
       cpu::newton_schulz(x + size_t(b) * rows * cols, rows, cols, steps, eps, work.data());
   }
-  void muon_apply(float* param, const float* update, size_t count, float decay, float lr) override {
-    cpu::muon_apply(param, update, count, decay, lr);
+  void muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
+                  float lr) override {
+    check_muon_spans(spans);
+    for (const MuonSpan& s : spans)
+      cpu::muon_apply(param + s.param_at, update + s.update_at, s.count, decay,
+                      static_cast<float>(static_cast<double>(lr) * s.lr_ratio));
   }
 
  private:

@@ -35,6 +35,8 @@ constexpr OwnBlock kOwnBlocks[] = {
     {kMirrorTag, MemoryCategory::parameters, "bf16", "the weights rounded once per forward for the GEMMs (prepare_weights)"},
     {kWorkspaceTag, MemoryCategory::workspace, "bytes", "cuBLAS and cuBLASLt workspace (cublasSetWorkspace; 32 MiB for Hopper)"},
     {cuda::kAdamWTableTag, MemoryCategory::optimizer, "bytes", "adamw_update's chunk table (one launch for every tensor)"},
+    {cuda::kMuonTableTag, MemoryCategory::optimizer, "bytes",
+     "muon_momentum's and muon_apply's chunk table (one launch for every matrix)"},
     {kErrorFlagTag, MemoryCategory::other, "int32", "kernels flag bad input here (checked at the next sync)"},
     {cuda::kSplitCountersTag, MemoryCategory::other, "uint32", "attention_decode's chunk counters (0 between launches)"},
 };
@@ -487,17 +489,20 @@ void CudaBackend::adamw_update(float* param, const float* grad, float* m, float*
   cuda::adamw_update(ctx_, adamw_table_, param, grad, m, v, spans, lr, beta1, beta2, eps, weight_decay, grad_scale,
                      t);
 }
-void CudaBackend::muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
-                                float grad_scale) {
-  cuda::muon_momentum(ctx_, buf, out, grad, count, momentum, nesterov, grad_scale);
+void CudaBackend::muon_momentum(float* buf, float* out, const float* grad, const std::vector<MuonSpan>& spans,
+                                float momentum, bool nesterov, float grad_scale) {
+  check_muon_spans(spans);
+  cuda::muon_momentum(ctx_, muon_table_, buf, out, grad, spans, momentum, nesterov, grad_scale);
 }
 void CudaBackend::newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) {
   check_newton_schulz_args(batch, rows, cols, steps);
   cuda::newton_schulz(ctx_, x, batch, rows, cols, steps, eps);
 }
-void CudaBackend::muon_apply(float* param, const float* update, size_t count, float decay, float lr) {
-  weights_written(param, count * sizeof(float));
-  cuda::muon_apply(ctx_, param, update, count, decay, lr);
+void CudaBackend::muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
+                             float lr) {
+  check_muon_spans(spans);
+  for (const MuonSpan& s : spans) weights_written(param + s.param_at, s.count * sizeof(float));
+  cuda::muon_apply(ctx_, muon_table_, param, update, spans, decay, lr);
 }
 
 }  // namespace cuda

@@ -109,10 +109,11 @@ class CudaBackend final : public Backend {
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                     float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                     int t) override;
-  void muon_momentum(float* buf, float* out, const float* grad, size_t count, float momentum, bool nesterov,
-                     float grad_scale) override;
+  void muon_momentum(float* buf, float* out, const float* grad, const std::vector<MuonSpan>& spans, float momentum,
+                     bool nesterov, float grad_scale) override;
   void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override;
-  void muon_apply(float* param, const float* update, size_t count, float decay, float lr) override;
+  void muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
+                  float lr) override;
 
   int device() const { return device_; }
   cudaStream_t stream() const { return stream_; }
@@ -155,6 +156,7 @@ class CudaBackend final : public Backend {
   OpContext ctx_;
   RowKernels rows_ = RowKernels::fastest;  // BackendOptions::rows
   AdamWTable adamw_table_;  // adamw_update's chunk table, kept across steps
+  MuonTable muon_table_;    // muon_momentum's and muon_apply's chunk table, kept across steps
   bool mirror_enabled_ = false;      // bf16 with --weight-copy persistent
   __nv_bfloat16* mirror_ = nullptr;  // the weight mirror's block (ctx_.weights points into it when valid)
   size_t mirror_capacity_ = 0;       // its size in elements

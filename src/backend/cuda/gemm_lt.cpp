@@ -2,6 +2,7 @@
 // (CUBLASLT_EPILOGUE_BIAS, with GELU: GELU_AUX_BIAS) or GELU's gradient in its backward (DGELU), so the
 // output is not read and written again by a separate pass. Same operand swap as gemm.cpp (a row-major
 // (R, K) matrix is a column-major (K, R) one). cuBLASLt docs: cublasLtMatmul, cublasLtEpilogue_t.
+// Also gemm_lt_batched (gemm_lt_batched.h): strided-batched, column-major, its output apart from C.
 #include <cublasLt.h>
 
 #include <cstdlib>
@@ -11,6 +12,7 @@
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemm_lt_batched.h"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -109,6 +111,67 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   const float alpha = 1.0f;
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &alpha, g.B, la.get(), g.A, lb.get(), &g.beta, g.C, lc.get(),
                                  g.C, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+  return true;
+}
+
+bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
+  XT_CHECK(g.m > 0 && g.n > 0 && g.k > 0 && g.batch > 0,
+           "bad gemm_lt_batched shape m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch);
+  XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt_batched: no cuBLASLt handle");
+  if (!lt_enabled()) return false;
+  cublasLtMatmulDesc_t raw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, g.compute, CUDA_R_32F));
+  Desc desc(raw);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, g.ta);
+  set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, g.tb);
+  // each layout as stored (column-major), with the batch's count and stride (cublasLtMatrixLayoutAttribute_t)
+  auto batched = [&](int rows, int cols, int ld, long long stride) {
+    Layout l = layout(g.type, rows, cols, ld);
+    const int32_t count = g.batch;
+    const int64_t offset = stride;
+    XT_CUBLAS_CHECK(
+        cublasLtMatrixLayoutSetAttribute(l.get(), CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
+    XT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
+                                                     sizeof(offset)));
+    return l;
+  };
+  const bool na = g.ta == CUBLAS_OP_N, nb = g.tb == CUBLAS_OP_N;
+  const Layout la = na ? batched(g.m, g.k, g.lda, g.stride_a) : batched(g.k, g.m, g.lda, g.stride_a);
+  const Layout lb = nb ? batched(g.k, g.n, g.ldb, g.stride_b) : batched(g.n, g.k, g.ldb, g.stride_b);
+  const Layout lc = batched(g.m, g.n, g.ldc, g.stride_c);
+
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  // the real alignment of every matrix of the batch, as gemm_lt states it for its pointers: that of the
+  // first one and of the stride between them (in bytes)
+  XT_CHECK(g.type == CUDA_R_16BF || g.type == CUDA_R_32F, "gemm_lt_batched: bf16 or fp32 matrices only");
+  const size_t elem_bytes = g.type == CUDA_R_16BF ? 2 : 4;
+  auto batch_alignment = [&](const void* p, long long stride) {
+    const uint32_t first = alignment_bytes(p);
+    if (g.batch == 1) return first;
+    const uint32_t step = alignment_bytes(reinterpret_cast<const void*>(uintptr_t(stride) * elem_bytes));
+    return first < step ? first : step;
+  };
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, batch_alignment(g.A, g.stride_a)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, batch_alignment(g.B, g.stride_b)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, batch_alignment(g.C, g.stride_c)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, batch_alignment(g.D, g.stride_c)}};
+  for (const auto& [attr, align] : aligns)
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
+                                                           lc.get(), pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  XT_CUBLAS_CHECK(st);
+  XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &g.alpha, g.A, la.get(), g.B, lb.get(), &g.beta, g.C,
+                                 lc.get(), g.D, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes,
+                                 ctx.stream));
   return true;
 }
 

@@ -1,5 +1,9 @@
-// Muon's parameter update (Backend::muon_apply): param = param * decay - lr * update, fp32, as
-// torch.optim.Muon's param.mul_(1 - lr * weight_decay) then param.add_(update, alpha=-adjusted_lr).
+// Muon's parameter update (Backend::muon_apply): param = param * decay - lr * update, fp32, over every Muon
+// matrix in one launch (MuonTable's chunks), as torch.optim.Muon's param.mul_(1 - lr * weight_decay) then
+// param.add_(update, alpha=-adjusted_lr).
+#include <cstdint>
+#include <vector>
+
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
 
@@ -8,17 +12,29 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-__global__ void muon_apply_kernel(float* param, const float* update, size_t count, float decay, float lr) {
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
-    const float p = param[i] * decay;
-    param[i] = p + (-lr) * update[i];
+// block b takes chunks b, b + gridDim.x, ...; a chunk's lr is its span's adjusted one, float(double(lr) *
+// lr_ratio) as the host computes it (IEEE double multiply, round to nearest float: the same bits)
+__global__ void muon_apply_kernel(float* param, const float* update, const MuonChunk* chunks, int num_chunks,
+                                  float decay, float lr) {
+  for (int c = blockIdx.x; c < num_chunks; c += gridDim.x) {
+    const MuonChunk ch = chunks[c];
+    const float lr_c = __double2float_rn(double(lr) * ch.lr_ratio);
+    float* pc = param + ch.param_at;
+    const float* uc = update + ch.update_at;
+    for (uint32_t i = threadIdx.x; i < ch.count; i += blockDim.x) {
+      const float p = pc[i] * decay;
+      pc[i] = p + (-lr_c) * uc[i];
+    }
   }
 }
 }  // namespace
 
-void muon_apply(const OpContext& ctx, float* param, const float* update, size_t count, float decay, float lr) {
-  if (count == 0) return;
-  muon_apply_kernel<<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(param, update, count, decay, lr);
+void muon_apply(const OpContext& ctx, MuonTable& table, float* param, const float* update,
+                const std::vector<MuonSpan>& spans, float decay, float lr) {
+  const int num_chunks = table.chunks_for(ctx, spans);
+  if (num_chunks == 0) return;
+  muon_apply_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(param, update, table.device(),
+                                                                                    num_chunks, decay, lr);
   XT_CUDA_LAUNCH_CHECK();
 }
 
