@@ -135,6 +135,7 @@ TEST_CASE("fused one-row GEMV: norm prologue and residual epilogue give the unfu
           Twin<float> bias(rnd(s.OC, 344), g), nw(rnd(s.IC, 345, 0.5, 1.5), g), nb(rnd(s.IC, 346), g),
               stats(filled(2), g);
           cuda::GemvFusion f;
+          f.prefetch_weights = gelu;  // both launch orders: w read before or after the previous kernel ends
           const void* x = raw.gp();
           if (norm == 1) {
             cuda::layernorm_forward(ctx, ln.gp(), stats.g.get(), stats.g.get() + 1, raw.gp(), nw.g.get(), nb.g.get(), 1,

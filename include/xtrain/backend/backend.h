@@ -328,6 +328,7 @@ class Backend {
   // Each gives the bits of the ops it stands for, in one launch on a backend that fuses them. false (the
   // default: the CPU oracle; a fusing backend for a shape it does not fuse): nothing done, the caller runs those
   // ops. fuses_rows: whether the backend has them at all, so a caller keeps its usual op sequence otherwise.
+  // Their weights w and bias must not be written by the op just before (CUDA may start reading them early).
   virtual bool fuses_rows() const { return false; }
   // norm_matmul_forward: inp (1,C) -> the norm of it, layernorm_forward(norm_w, norm_b) or, norm_b null,
   // rmsnorm_forward(norm_w, rms_eps), then matmul_forward into out (1,OC); pre non-null: matmul_gelu_forward

@@ -11,6 +11,7 @@
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gelu.cuh"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/ptx.cuh"
 #include "backend/cuda/row_norm.cuh"
 
 namespace xtrain::cuda {
@@ -135,6 +136,11 @@ __global__ void __launch_bounds__(kThreads)
 //   weight packs are loaded before it, so their latency overlaps the norm.
 // - residual set: out = residual + the product rounded to T, rounded again as residual_forward rounds (out may
 //   alias residual: each element is read, then written, by the same lane).
+// Launched with programmatic dependent launch (launch_row): the kernel may start before the previous one has
+// finished and reads inp, residual, bias and writes only after griddepcontrol_wait; with `prefetch` (the
+// caller's promise that the previous kernel does not write w: the decoder's weights during a step) it loads
+// its first weight packs before the wait, overlapping the previous kernel's tail. It lets the next kernel
+// start likewise as soon as all of its own blocks run.
 // dynamic shared memory: IC elements of T with kNorm, else none.
 constexpr int kNone = 0, kLayerNorm = 1, kRmsNorm = 2;
 
@@ -142,9 +148,11 @@ template <typename T, int kRowUnroll, int kNorm>
 __global__ void __launch_bounds__(kThreads)
     gemv_row_kernel(T* out, T* pre, const T* __restrict__ inp, const T* __restrict__ w,
                     const float* __restrict__ bias, const T* residual, const float* __restrict__ norm_w,
-                    const float* __restrict__ norm_b, float eps, int IC, int OC, int ldw, int split) {
+                    const float* __restrict__ norm_b, float eps, int IC, int OC, int ldw, int split,
+                    bool prefetch) {
   constexpr int kVec = Pack<T>::kN;
   extern __shared__ __align__(16) unsigned char row_smem[];
+  ptx::griddepcontrol_launch_dependents();
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int part = warp % split;
   const int c0 = (blockIdx.x * (kWarpsPerBlock / split) + warp / split) * kCols;
@@ -164,7 +172,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kCols; ++j) wv[u][j] = load_vec<T, kVec>(wrow[j] + size_t(p0 + u * stride) * kVec);
   };
-  load_weights();
+  if (prefetch) load_weights();
+  ptx::griddepcontrol_wait();  // the previous kernels' outputs (inp, residual) from here on
+  if (!prefetch) load_weights();
   const T* x = inp;
   if constexpr (kNorm != kNone) {
     T* xs = reinterpret_cast<T*>(row_smem);
@@ -295,19 +305,35 @@ void launch_rows(const OpContext& ctx, T* out, T* pre, const T* inp, const T* w,
   else if (rows <= 8) launch<T, kVec, 8>(ctx, out, pre, inp, w, bias, rows, IC, OC, ldw, split);
   else launch<T, kVec, kRowTile>(ctx, out, pre, inp, w, bias, rows, IC, OC, ldw, split);
 }
+// programmatic_launch: whether the current device takes programmatic dependent launch (compute capability 9.0+;
+// CUDA programming guide, "Programmatic Dependent Launch and Synchronization"); older devices launch plainly.
+bool programmatic_launch() {
+  int device = 0, major = 0;
+  XT_CUDA_CHECK(cudaGetDevice(&device));
+  XT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
 // launch_row: gemv_row_kernel for one row, unrolled 4 packs per lane where that holds a lane's packs of a column (IC
 // = 768: 3), else 8 (fewer registers, so more warps per SM, for the short rows). Neither changes an output's bits.
 template <typename T, int kNorm>
 void launch_row(const OpContext& ctx, T* out, T* pre, const T* inp, const T* w, const float* bias, const T* residual,
-                const float* norm_w, const float* norm_b, float eps, int IC, int OC, int ldw, int split) {
+                const float* norm_w, const float* norm_b, float eps, int IC, int OC, int ldw, int split,
+                bool prefetch) {
   const size_t smem = kNorm != kNone ? size_t(IC) * sizeof(T) : 0;
   const int per_block = kWarpsPerBlock / split;
   const int groups = (OC + kCols - 1) / kCols;
   const unsigned blocks = unsigned((groups + per_block - 1) / per_block);
   const int lane_packs = (IC / Pack<T>::kN + split * kWarp - 1) / (split * kWarp);
   auto kernel = lane_packs <= 4 ? gemv_row_kernel<T, 4, kNorm> : gemv_row_kernel<T, 8, kNorm>;
-  kernel<<<blocks, kThreads, smem, ctx.stream>>>(out, pre, inp, w, bias, residual, norm_w, norm_b, eps, IC, OC, ldw,
-                                                 split);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.stream = ctx.stream;
+  cudaLaunchAttribute pdl[1] = {};
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl, cfg.numAttrs = programmatic_launch() ? 1 : 0;
+  XT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, out, pre, inp, w, bias, residual, norm_w, norm_b, eps, IC, OC, ldw,
+                                   split, prefetch));
   XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
@@ -327,7 +353,7 @@ void gemv_forward(const OpContext& ctx, void* out, void* pre, const void* inp, c
     const bool vec = IC % kN == 0 && ldw % kN == 0 && aligned16(x) && aligned16(wt);
     const int split = split_for(vec ? IC / kN : IC);
     if (vec && N == 1)
-      return launch_row<T, kNone>(ctx, o, p, x, wt, bias, nullptr, nullptr, nullptr, 0.0f, IC, OC, ldw, split);
+      return launch_row<T, kNone>(ctx, o, p, x, wt, bias, nullptr, nullptr, nullptr, 0.0f, IC, OC, ldw, split, false);
     for (int r0 = 0; r0 < N; r0 += kRowTile) {  // every tile starts 16-byte aligned when row 0 does (IC % kN == 0)
       const int rows = std::min(kRowTile, N - r0);
       T* tile_pre = p ? p + size_t(r0) * OC : nullptr;
@@ -355,9 +381,13 @@ bool gemv_fused_forward(const OpContext& ctx, void* out, void* pre, const void* 
     const T* wt = static_cast<const T*>(w);
     const T* res = static_cast<const T*>(f.residual);
     const int split = split_for(IC / kN);
-    if (!f.norm_w) launch_row<T, kNone>(ctx, o, p, x, wt, bias, res, nullptr, nullptr, 0.0f, IC, OC, ldw, split);
-    else if (f.norm_b) launch_row<T, kLayerNorm>(ctx, o, p, x, wt, bias, res, f.norm_w, f.norm_b, kLayerNormEps, IC, OC, ldw, split);
-    else launch_row<T, kRmsNorm>(ctx, o, p, x, wt, bias, res, f.norm_w, nullptr, f.rms_eps, IC, OC, ldw, split);
+    const bool pf = f.prefetch_weights;
+    if (!f.norm_w)
+      launch_row<T, kNone>(ctx, o, p, x, wt, bias, res, nullptr, nullptr, 0.0f, IC, OC, ldw, split, pf);
+    else if (f.norm_b)
+      launch_row<T, kLayerNorm>(ctx, o, p, x, wt, bias, res, f.norm_w, f.norm_b, kLayerNormEps, IC, OC, ldw, split, pf);
+    else
+      launch_row<T, kRmsNorm>(ctx, o, p, x, wt, bias, res, f.norm_w, nullptr, f.rms_eps, IC, OC, ldw, split, pf);
     done = true;
   });
   return done;

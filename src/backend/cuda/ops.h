@@ -153,6 +153,10 @@ struct GemvFusion {
   const float* norm_b = nullptr;
   float rms_eps = 0.0f;
   const void* residual = nullptr;
+  // prefetch_weights: the kernel launched just before does not write w, so the launch may read it before that
+  // kernel finishes (gemv.cu's programmatic dependent launch); fused_row_forward sets it for weights that are
+  // not a per-call scratch copy (the decoder's weights do not change during a step).
+  bool prefetch_weights = false;
 };
 // gemv_fused_forward: gemv_forward's N = 1 (pre: the fc layer's GELU, not with residual) with f's prologue and
 // epilogue, one launch, each output's bits those of the unfused ops. Returns false, doing nothing, where it does
