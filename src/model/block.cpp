@@ -54,6 +54,49 @@ void block_forward(Backend& be, const GPTConfig& c, int B, int T, const void* x,
   residual_norm_forward(be, c, a.res3, next, a.res2, a.fc_proj, N);
 }
 
+namespace {
+// norm_matmul_row: out (1,OC) = norm(inp) w^T + bias (pre set: the GELU fc), fused where the backend fuses it,
+// else norm_forward into ln then the product
+void norm_matmul_row(Backend& be, const GPTConfig& c, void* pre, void* out, const void* inp, const float* nw,
+                     const float* nb, const float* w, const float* bias, int OC, void* ln, float* mean, float* rstd) {
+  if (be.norm_matmul_forward(pre, out, inp, nw, c.rmsnorm() ? nullptr : nb, c.norm_eps, w, bias, c.C, OC)) return;
+  norm_forward(be, c, ln, mean, rstd, inp, nw, nb, 1);
+  if (pre)
+    be.matmul_gelu_forward(pre, out, ln, w, bias, 1, c.C, OC);
+  else
+    be.matmul_forward(out, ln, w, bias, 1, c.C, OC);
+}
+
+// matmul_residual_row: res (1,C) = residual + inp w^T + bias, fused where the backend fuses it, else the product
+// into branch then residual_forward
+void matmul_residual_row(Backend& be, void* res, const void* residual, const void* inp, const float* w,
+                         const float* bias, int IC, int C, void* branch) {
+  if (be.matmul_residual_forward(res, residual, inp, w, bias, IC, C)) return;
+  be.matmul_forward(branch, inp, w, bias, 1, IC, C);
+  be.residual_forward(res, residual, branch, size_t(C));
+}
+}  // namespace
+
+void block_forward_row(Backend& be, const GPTConfig& c, const void* x, const BlockWeights& w, const BlockActs& a,
+                       const BlockAttention& attention, const int32_t* pos) {
+  const int C = c.C, F = c.F, QKV = c.qkv_width(), A = c.NH * c.HS;
+  // block_forward's ops in its order, ln1 now the qkv product's prologue
+  norm_matmul_row(be, c, nullptr, a.qkv, x, w[kLn1W], w[kLn1B], w[kQkvW], w[kQkvB], QKV, a.ln1, a.ln2_mean,
+                  a.ln2_rstd);
+  if (c.rotary()) be.rotary_forward(a.qkv, pos, 1, 1, c.NH, c.KVH, c.HS, c.rope_theta);
+  attention(a.atty, a.qkv);
+  matmul_residual_row(be, a.res2, x, a.atty, w[kAttProjW], w[kAttProjB], A, C, a.att_proj);
+  if (c.swiglu()) {
+    norm_matmul_row(be, c, nullptr, a.fch, a.res2, w[kLn2W], w[kLn2B], w[kFcW], w[kFcB], 2 * F, a.ln2, a.ln2_mean,
+                    a.ln2_rstd);
+    be.swiglu_forward(a.fch_act, a.fch, 1, F);
+  } else {
+    norm_matmul_row(be, c, a.fch, a.fch_act, a.res2, w[kLn2W], w[kLn2B], w[kFcW], w[kFcB], F, a.ln2, a.ln2_mean,
+                    a.ln2_rstd);
+  }
+  matmul_residual_row(be, a.res3, a.res2, a.fch_act, w[kFcProjW], w[kFcProjB], F, C, a.fc_proj);
+}
+
 void block_backward(Backend& be, const GPTConfig& c, int B, int T, const void* x, const BlockWeights& w,
                     const BlockGrads& dw, const BlockActs& a, const BlockSaved& saved, const BlockGradBuffers& g,
                     const BlockRecompute& recompute, const BlockBranchGrad& branch_grad) {

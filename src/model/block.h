@@ -71,6 +71,16 @@ void block_forward(Backend& be, const GPTConfig& c, int B, int T, const void* x,
                    const BlockActs& a, const NextNorm& next, const BlockAttention& attention,
                    const BlockDropout& dropout, const int32_t* pos);
 
+// block_forward_row: block_forward for one row (B = T = 1, the decoder's batch-1 step) through the backend's
+// one-row fused ops (Backend::fuses_rows): each norm in the prologue of the product that reads it
+// (norm_matmul_forward), each residual add in the epilogue of the projection before it (matmul_residual_forward),
+// so x (1,C) -> a.res3 = the block's output with no norm launch; where an op does not fuse, the unfused ops in its
+// place (norm_forward into a.ln1 / a.ln2, matmul_forward into a.att_proj / a.fc_proj, residual_forward). The
+// bits of block_forward's a.res3 (its norms and residual adds round as the fused ones); a.ln1, a.ln2, the
+// projections and the statistics are scratch, not block_forward's values, and no next norm is written.
+void block_forward_row(Backend& be, const GPTConfig& c, const void* x, const BlockWeights& w, const BlockActs& a,
+                       const BlockAttention& attention, const int32_t* pos);
+
 // One block's parameter gradients (views into GPT::grads(), LayerParam order; null where absent).
 struct BlockGrads {
   float* g[kPerLayer] = {};

@@ -61,6 +61,23 @@ void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
 
 void Decoder::blocks_and_head(int Tn, bool all_positions) {
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, N = B_ * Tn;
+  const BlockActs a{ln_.get(),   qkv_.get(),  atty_.get(), branch_.get(),  x2_.get(),     ln_.get(),
+                    mean_.get(), rstd_.get(), fch_.get(),  fch_act_.get(), branch_.get(), x_.get()};
+  auto attention_of = [&](int l) {
+    // the one difference from training: attention against the cache, which it extends by these Tn positions
+    return [this, l, Tn](void* atty, const void* qkv) {
+      be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos_dev_, cfg_.maxT, cfg_.NH,
+                           cfg_.KVH, cfg_.HS);
+    };
+  };
+  if (N == 1 && be_.fuses_rows()) {
+    // batch 1, one token (block_forward_row): each norm in the next product's launch, each residual add in the
+    // projection's; the same bits as the op sequence below, with 2 launches fewer per block
+    for (int l = 0; l < L; ++l) block_forward_row(be_, cfg_, x_.get(), layers_[l], a, attention_of(l), pos_dev_);
+    norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N);
+    be_.matmul_forward(logits_.get(), ln_.get(), head_, nullptr, N, C, Vp);
+    return;
+  }
   // The training forward's ops in its order (GPT::forward_pass): ln1 of block 0, then block_forward, whose
   // last op writes the next block's ln1 (or lnf). Buffers are reused where block_forward allows: ln_ holds
   // ln1, ln2 and the next LayerNorm; branch_ both projections; x_ the block's input and its output.
@@ -68,17 +85,10 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
     norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), layers_[0][kLn1W], layers_[0][kLn1B], N);
   else
     norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N);
-  const BlockActs a{ln_.get(),   qkv_.get(),  atty_.get(), branch_.get(),  x2_.get(),     ln_.get(),
-                    mean_.get(), rstd_.get(), fch_.get(),  fch_act_.get(), branch_.get(), x_.get()};
   for (int l = 0; l < L; ++l) {
     const NextNorm next{ln_.get(), mean_.get(), rstd_.get(), l + 1 < L ? layers_[l + 1][kLn1W] : lnfw_,
                         l + 1 < L ? layers_[l + 1][kLn1B] : lnfb_};
-    // the one difference from training: attention against the cache, which it extends by these Tn positions
-    auto attention = [&](void* atty, const void* qkv) {
-      be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos_dev_, cfg_.maxT, cfg_.NH,
-                           cfg_.KVH, cfg_.HS);
-    };
-    block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention, BlockDropout(), pos_dev_);
+    block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention_of(l), BlockDropout(), pos_dev_);
   }
   // head (wte, or the untied lm_head) over ln_ = lnf(x): every new position, or the last new position of each sequence
   if (all_positions || Tn == 1) {

@@ -24,7 +24,9 @@ struct Shape { int IC, OC; };
 // 768 x 200: 16-byte loads; 3072 x 40: a wide IC split over warps (gemv.cu's split_for) with few columns;
 // 100 x 52: a multiple of fp32's 4-element pack, not of bf16's 8 (bf16 takes the scalar path); 37 x 29: the
 // scalar path and an odd OC (the last two-column group has one column).
-const Shape kShapes[] = {{768, 200}, {3072, 40}, {100, 52}, {37, 29}};
+// 4096 x 24: split over 4 warps; 9216 x 6: more packs per lane than one load round of the one-row kernel
+// (gemv_row_kernel's loop); 64 x 16390: many blocks, the last column group part-filled.
+const Shape kShapes[] = {{768, 200}, {3072, 40}, {100, 52}, {37, 29}, {4096, 24}, {9216, 6}, {64, 16390}};
 
 // rows [r0, r0 + n) of an (N, C) host matrix
 std::vector<float> rows_of(const std::vector<float>& m, int C, int r0, int n) {
@@ -109,4 +111,64 @@ TEST_CASE("few-row matmul: a row's bits do not depend on the rows computed with 
       }
     }
   }
+}
+
+// gemv_fused_forward (the decoder's batch-1 step) gives the bits of the ops it replaces: layernorm_forward or
+// rmsnorm_forward of the raw row, then gemv_forward (and its fc GELU variant); gemv_forward then residual_forward
+// (out aliasing the residual, as the decoder calls it). One wrong rounding, a statistic summed in another order or a
+// GELU of the residual sum changes bits. 100 x 52 (bf16: not a multiple of 8) must decline, doing nothing.
+TEST_CASE("fused one-row GEMV: norm prologue and residual epilogue give the unfused ops' bits") {
+  const Shape shapes[] = {{768, 200}, {3072, 40}, {4096, 24}, {768, 16390}, {64, 30}};
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    const cuda::OpContext& ctx = cuda_op_context(*g);
+    for (const Shape s : shapes) {
+      for (const int norm : {0, 1, 2}) {  // none, LayerNorm, RMSNorm
+        for (const bool gelu : {false, true}) {
+          CAPTURE(g->activation_bytes());
+          CAPTURE(s.IC);
+          CAPTURE(s.OC);
+          CAPTURE(norm);
+          CAPTURE(gelu);
+          Act raw(*g, rnd(s.IC, 341, -3.0, 5.0)), w(*g, rnd(size_t(s.OC) * s.IC, 342)), ln(*g, filled(s.IC, 7.0f));
+          Act res(*g, rnd(s.OC, 343)), ref_out(*g, filled(s.OC, 7.0f)), ref_pre(*g, filled(s.OC, 7.0f));
+          Act out(*g, filled(s.OC, 7.0f)), pre(*g, filled(s.OC, 7.0f)), ref_res(*g, rnd(s.OC, 343));
+          Twin<float> bias(rnd(s.OC, 344), g), nw(rnd(s.IC, 345, 0.5, 1.5), g), nb(rnd(s.IC, 346), g),
+              stats(filled(2), g);
+          cuda::GemvFusion f;
+          f.prefetch_weights = gelu;  // both launch orders: w read before or after the previous kernel ends
+          const void* x = raw.gp();
+          if (norm == 1) {
+            cuda::layernorm_forward(ctx, ln.gp(), stats.g.get(), stats.g.get() + 1, raw.gp(), nw.g.get(), nb.g.get(), 1,
+                                    s.IC);
+            f.norm_w = nw.g.get(), f.norm_b = nb.g.get();
+            x = ln.gp();
+          } else if (norm == 2) {
+            cuda::rmsnorm_forward(ctx, ln.gp(), stats.g.get(), raw.gp(), nw.g.get(), 1, s.IC, 1e-6f);
+            f.norm_w = nw.g.get(), f.rms_eps = 1e-6f;
+            x = ln.gp();
+          }
+          cuda::gemv_forward(ctx, ref_out.gp(), gelu ? ref_pre.gp() : nullptr, x, w.gp(), s.IC, bias.g.get(), 1, s.IC,
+                             s.OC);
+          if (!gelu) {  // the residual epilogue: res += the product, in place
+            cuda::residual_forward(ctx, ref_res.gp(), ref_res.gp(), ref_out.gp(), size_t(s.OC));
+            f.residual = res.gp();
+          }
+          void* dst = gelu ? out.gp() : res.gp();
+          REQUIRE(cuda::gemv_fused_forward(ctx, dst, gelu ? pre.gp() : nullptr, raw.gp(), w.gp(), s.IC, bias.g.get(),
+                                           s.IC, s.OC, f));
+          if (gelu) {
+            CHECK(out.gpu_bytes() == ref_out.gpu_bytes());
+            CHECK(pre.gpu_bytes() == ref_pre.gpu_bytes());
+          } else {
+            CHECK(res.gpu_bytes() == ref_res.gpu_bytes());
+          }
+        }
+      }
+    }
+  }
+  Act raw(g16(), rnd(100, 351)), w(g16(), rnd(52 * 100, 352)), out(g16(), filled(52, 7.0f));
+  const std::vector<unsigned char> before = out.gpu_bytes();
+  CHECK_FALSE(cuda::gemv_fused_forward(cuda_op_context(g16()), out.gp(), nullptr, raw.gp(), w.gp(), 100, nullptr, 100,
+                                       52, cuda::GemvFusion{}));
+  CHECK(out.gpu_bytes() == before);
 }

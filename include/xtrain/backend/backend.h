@@ -335,6 +335,26 @@ class Backend {
     residual_forward(res, a, b, static_cast<size_t>(N) * C);
     rmsnorm_forward(out, rstd, res, w, N, C, eps);
   }
+  // ---- one-row fused ops: the decoder's batch-1 step (Decoder, inference.h; block_forward_row) ----
+  // Each gives the bits of the ops it stands for, in one launch on a backend that fuses them. false (the
+  // default: the CPU oracle; a fusing backend for a shape it does not fuse): nothing done, the caller runs those
+  // ops. fuses_rows: whether the backend has them at all, so a caller keeps its usual op sequence otherwise.
+  // Their weights w and bias must not be written by the op just before (CUDA may start reading them early).
+  virtual bool fuses_rows() const { return false; }
+  // norm_matmul_forward: inp (1,C) -> the norm of it, layernorm_forward(norm_w, norm_b) or, norm_b null,
+  // rmsnorm_forward(norm_w, rms_eps), then matmul_forward into out (1,OC); pre non-null: matmul_gelu_forward
+  // into pre and out (1,OC). The normalized row itself is not kept.
+  virtual bool norm_matmul_forward(void* /*pre*/, void* /*out*/, const void* /*inp*/, const float* /*norm_w*/,
+                                   const float* /*norm_b*/, float /*rms_eps*/, const float* /*w*/,
+                                   const float* /*bias*/, int /*C*/, int /*OC*/) {
+    return false;
+  }
+  // matmul_residual_forward: inp (1,IC) -> res (1,OC) = residual_forward(residual, matmul_forward(inp));
+  // res may alias residual, not inp. The product itself is not kept.
+  virtual bool matmul_residual_forward(void* /*res*/, const void* /*residual*/, const void* /*inp*/,
+                                       const float* /*w*/, const float* /*bias*/, int /*IC*/, int /*OC*/) {
+    return false;
+  }
   // rotary_forward: rotary position embeddings on the q and k heads of qkv (B,T,(NH+2*KVH)*HS) in place (v
   // untouched), position of row t = pos + t with pos one int32 in backend memory read when the op runs (as
   // attention_decode; null = 0): each head's channel pairs (i, i + HS/2) rotated by a(p, i), backend/rotary.h

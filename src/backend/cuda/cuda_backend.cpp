@@ -444,6 +444,18 @@ void CudaBackend::matmul_gelu_forward(void* pre, void* out, const void* inp, con
   if (!cuda::matmul_gelu_forward(ctx_, pre, out, inp, w, bias, N, IC, OC))
     Backend::matmul_gelu_forward(pre, out, inp, w, bias, N, IC, OC);
 }
+bool CudaBackend::norm_matmul_forward(void* pre, void* out, const void* inp, const float* norm_w, const float* norm_b,
+                                      float rms_eps, const float* w, const float* bias, int C, int OC) {
+  cuda::GemvFusion f;
+  f.norm_w = norm_w, f.norm_b = norm_b, f.rms_eps = rms_eps;
+  return cuda::fused_row_forward(ctx_, out, pre, inp, w, bias, C, OC, f);
+}
+bool CudaBackend::matmul_residual_forward(void* res, const void* residual, const void* inp, const float* w,
+                                          const float* bias, int IC, int OC) {
+  cuda::GemvFusion f;
+  f.residual = residual;
+  return cuda::fused_row_forward(ctx_, res, nullptr, inp, w, bias, IC, OC, f);
+}
 void CudaBackend::gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
                                        const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
   if (!cuda::gelu_matmul_backward(ctx_, dpre, dw, dbias, dout, inp, pre, w, N, IC, OC))

@@ -99,6 +99,11 @@ class CudaBackend final : public Backend {
   void gelu_forward(void* out, const void* inp, size_t count) override;
   void gelu_backward(void* dinp, const void* inp, const void* dout, size_t count, Grad dinp_mode) override;
   void residual_forward(void* out, const void* a, const void* b, size_t count) override;
+  bool fuses_rows() const override { return true; }
+  bool norm_matmul_forward(void* pre, void* out, const void* inp, const float* norm_w, const float* norm_b,
+                           float rms_eps, const float* w, const float* bias, int C, int OC) override;
+  bool matmul_residual_forward(void* res, const void* residual, const void* inp, const float* w, const float* bias,
+                               int IC, int OC) override;
   void add_inplace(void* dst, const void* src, size_t count) override;
   void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
   void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits, const int32_t* targets,

@@ -12,8 +12,6 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr float kLayerNormEps = 1e-5f;
-
 // out (N,C) = (x - mean) * rstd * w + b; two-pass variance (no cancellation for large means).
 // out, inp: activations; statistics fp32. C % kN == 0.
 // kAdd (residual_layernorm_forward): x = res = inp + inp2 rounded to T as residual_forward rounds it,

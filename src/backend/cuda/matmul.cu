@@ -182,6 +182,18 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
     forward_f32(ctx, static_cast<float*>(out), static_cast<const float*>(inp), w, bias, N, IC, OC, gemv);
 }
 
+bool fused_row_forward(const OpContext& ctx, void* out, void* pre, const void* inp, const float* w, const float* bias,
+                       int IC, int OC, const GemvFusion& f) {
+  // the bits of the unfused ops hold only where they take the GEMV route too (one row: kGemvMaxRows >= 1)
+  if (IC <= 0 || OC <= 0 || !use_gemv(MatmulRoute::automatic, 1)) return false;
+  GemvFusion g = f;
+  g.prefetch_weights = true;  // the fp32 parameters, or their mirror copy: no kernel of the step writes them
+  if (!ctx.bf16) return gemv_fused_forward(ctx, out, pre, inp, w, IC, bias, IC, OC, g);
+  const Bf16Copy w16(ctx, w, OC, IC);
+  g.prefetch_weights = !w16.buf;  // a scratch copy is written by the conversion kernel just before
+  return gemv_fused_forward(ctx, out, pre, inp, w16.get(), w16.ld, bias, IC, OC, g);
+}
+
 bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
                          const float* bias, int N, int IC, int OC, MatmulRoute route) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);

@@ -143,6 +143,32 @@ bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* db
 void gemv_forward(const OpContext& ctx, void* out, void* pre, const void* inp, const void* w, int ldw,
                   const float* bias, int N, int IC, int OC);
 
+// GemvFusion: what gemv_fused_forward does around the one-row product (the decoder's batch-1 step).
+// norm_w set: inp is the raw (IC) row, normalized first as layernorm_forward (norm_b set) or rmsnorm_forward
+// (norm_b null; its eps rms_eps) would normalize it: the same bits. residual set (N = 1, OC):
+// out = residual + the product rounded to the activation type, rounded again as residual_forward rounds (the
+// bits of matmul_forward then residual_forward); out may alias residual, not inp.
+struct GemvFusion {
+  const float* norm_w = nullptr;
+  const float* norm_b = nullptr;
+  float rms_eps = 0.0f;
+  const void* residual = nullptr;
+  // prefetch_weights: the kernel launched just before does not write w, so the launch may read it before that
+  // kernel finishes (gemv.cu's programmatic dependent launch); fused_row_forward sets it for weights that are
+  // not a per-call scratch copy (the decoder's weights do not change during a step).
+  bool prefetch_weights = false;
+};
+// gemv_fused_forward: gemv_forward's N = 1 (pre: the fc layer's GELU, not with residual) with f's prologue and
+// epilogue, one launch, each output's bits those of the unfused ops. Returns false, doing nothing, where it does
+// not apply (IC or ldw not a multiple of 16 bytes' elements, a pointer not 16-byte aligned, a normalized row over
+// 48 KB): the caller then runs the unfused ops. Throws Error for a bad shape.
+bool gemv_fused_forward(const OpContext& ctx, void* out, void* pre, const void* inp, const void* w, int ldw,
+                        const float* bias, int IC, int OC, const GemvFusion& f);
+// fused_row_forward (matmul.cu): gemv_fused_forward over the fp32 weight w (OC,IC) as matmul_forward reads it
+// (bf16: its bf16 copy), for Backend::norm_matmul_forward and matmul_residual_forward; false where it does not fuse.
+bool fused_row_forward(const OpContext& ctx, void* out, void* pre, const void* inp, const float* w, const float* bias,
+                       int IC, int OC, const GemvFusion& f);
+
 // attention_route: the route attention_forward/backward take for these sizes: ctx.attention where that
 // route takes the shape (cudnn: cudnn_attention_supported; flash: flash_attention_supported), else flash
 // where it can, else gemm. attention_scratch_count: the floats of `att` that route keeps.

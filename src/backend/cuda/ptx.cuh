@@ -1,6 +1,7 @@
 // Inline-PTX wrappers for the tensor-core and async-copy instructions the flash attention kernels use
 // (sm_80+), one instruction each, named after the PTX ISA sections that define them: "Warp-level
-// matrix load instruction: ldmatrix", "Matrix Fragments for mma.m16n8k16", "cp.async".
+// matrix load instruction: ldmatrix", "Matrix Fragments for mma.m16n8k16", "cp.async"; and the programmatic
+// dependent launch pair of "griddepcontrol" (sm_90+) that gemv.cu's one-row kernel uses.
 // (FlashAttention keeps the same wrappers apart from its kernels, through CUTLASS's cute/arch.)
 #pragma once
 
@@ -48,6 +49,23 @@ __device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commi
 template <int n>
 __device__ __forceinline__ void cp_async_wait() {
   asm volatile("cp.async.wait_group %0;\n" ::"n"(n));
+}
+
+// griddepcontrol_launch_dependents: lets the next kernel of the stream, launched with programmatic stream
+// serialization, start its blocks once every block of this grid has run it (or exited). A no-op below sm_90
+// and for a next kernel launched without the attribute.
+__device__ __forceinline__ void griddepcontrol_launch_dependents() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+#endif
+}
+// griddepcontrol_wait: waits until the grids this one depends on have completed and their memory is visible.
+// A kernel launched with programmatic stream serialization must run it before it reads anything they write
+// (or writes anything they read). A no-op below sm_90 and for a launch without the attribute.
+__device__ __forceinline__ void griddepcontrol_wait() {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");
+#endif
 }
 
 }  // namespace xtrain::cuda::ptx

@@ -36,6 +36,9 @@ __device__ __forceinline__ Vec<T, kN> residual_row_vec(const T* inp, const T* in
 // kAdd for a fused residual form (its inp2 and res given, and 16-byte aligned for kN > 1).
 inline constexpr int kRowNormRows = 4;
 
+// LayerNorm's epsilon (GPT-2 / PyTorch default): layernorm.cu and gemv.cu's fused LayerNorm prologue
+inline constexpr float kLayerNormEps = 1e-5f;
+
 __device__ __forceinline__ int row_norm_row() { return blockIdx.x * kRowNormRows + threadIdx.x / kWarp; }
 
 template <typename T, int kN_, bool kAdd_>
