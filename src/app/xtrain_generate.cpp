@@ -130,7 +130,7 @@ LoadedModel load_model(const po::variables_map& vm, const std::function<float*(c
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
   if (!lm.dir) return load_tokenizer(files);  // files.cache_dir: the tables of the last start (run below)
   const std::string what = "--model " + lm.dir->dir;
-  if (!files.any_given) return model_dir_tokenizer(*lm.dir, what);
+  if (!files.any_given) return model_dir_tokenizer(*lm.dir, what, files);  // files.cache_dir: its tables too
   TokenizerFiles f = files;
   const bool gpt2_pair = files.tokenizer_json.empty() && files.tokenizer_model.empty() && tokenizer_ranks_path(files).empty();
   if (gpt2_pair && !lm.vocab_json.empty() && !lm.merges_txt.empty()) {

@@ -393,15 +393,19 @@ std::string recorded(const ModelDir& m) {
 }
 }  // namespace
 
-Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what) {
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what, const TokenizerFiles& cache) {
   if (!m.has_tokenizer())
     throw UsageError(what + ": " + m.dir + " holds no tokenizer (no " + kSentencePieceFile + ", " + kTokenizerJsonFile + " or " +
                      kVocabFile + " + " + kMergesFile + "): give the tokenizer options the model was trained with");
   std::string file;
   Tokenizer tok = [&] {
     if (!m.tokenizer_model.empty()) return file = m.tokenizer_model, Tokenizer::from_sentencepiece(m.tokenizer_model);
-    if (!m.tokenizer_json.empty()) return file = m.tokenizer_json, Tokenizer::from_hf_json(m.tokenizer_json);
-    return file = m.vocab_json, Tokenizer::from_gpt2_files(m.vocab_json, m.merges_txt);
+    TokenizerFiles f;  // load_tokenizer: through the table cache when cache.cache_dir is set
+    f.cache_dir = cache.cache_dir, f.cache_dir_origin = cache.cache_dir_origin, f.log_prefix = cache.log_prefix;
+    f.encoder_json_given = f.vocab_bpe_given = f.any_given = true;
+    if (!m.tokenizer_json.empty()) f.tokenizer_json = file = m.tokenizer_json;
+    else f.encoder_json = file = m.vocab_json, f.vocab_bpe = m.merges_txt;
+    return load_tokenizer(f);
   }();
   // the export's converted tokenizer.json: the model's fingerprint (kTokenizerJsonShaKey)
   if (file == m.tokenizer_json && !m.tokenizer_json_sha256.empty() && m.tokenizer_fingerprint != 0 &&

@@ -376,6 +376,19 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
   const Tokenizer own = model_dir_tokenizer(m, "--model " + out);
   CHECK(own.kind() == Tokenizer::Kind::HfJson);
   CHECK(own.fingerprint() == fp);
+  // through the tokenizer table cache: the first start writes the tokenizer.json's entry, the next reads it
+  TokenizerFiles cache;
+  cache.cache_dir = dir.file("tables");
+  auto entries = [&] {
+    return std::distance(std::filesystem::directory_iterator(cache.cache_dir), std::filesystem::directory_iterator());
+  };
+  for (int start = 0; start < 2; ++start) {
+    const Tokenizer cached = model_dir_tokenizer(m, "--model " + out, cache);
+    CHECK(cached.kind() == Tokenizer::Kind::HfJson);
+    CHECK(cached.fingerprint() == fp);
+    CHECK(cached.encode("abcd dcba") == own.encode("abcd dcba"));
+    CHECK(entries() == 1);
+  }
   // the directory's own merges.txt swapped under a recorded fingerprint: the files are named
   write_file_atomic(out + "/" + kMergesFile, read_file(swapped.bpe));
   try {
@@ -390,6 +403,10 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
   CHECK(error_of([&] { model_dir_tokenizer(load_model_dir(out), "--model " + out); })
             .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with, GPT-2 BPE (fingerprint " +
                   hex64(fp)) != std::string::npos);
+  CHECK(error_of([&] { model_dir_tokenizer(load_model_dir(out), "--model " + out, cache); })  // cached: the same refusal
+            .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with") !=
+        std::string::npos);
+  CHECK(entries() == 2);  // its own entry: other source bytes
   // another tokenizer at export time: refused naming both
   CHECK(error_of([&] { make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp); })
             .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=

@@ -120,8 +120,10 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want);
 // Tokenizer::from_hf_json reads), else vocab.json + merges.txt. A tokenizer.json whose sha256 is
 // config.json's kTokenizerJsonShaKey takes config.json's fingerprint. Throws UsageError "<what>: <dir>
 // holds no tokenizer ..." when there is none, Error when the file read is not the tokenizer config.json
-// records (another fingerprint) or its vocabulary is not the model's.
-Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what);
+// records (another fingerprint) or its vocabulary is not the model's. cache: only its cache_dir,
+// cache_dir_origin and log_prefix are read: where load_tokenizer keeps the tables it derives from a
+// tokenizer.json or vocab.json + merges.txt, so that a later start reads them ("" = derive them each time).
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what, const TokenizerFiles& cache = {});
 
 // check_model_tokenizer: the tokenizer `given` by options, about to be used with model directory m,
 // must be the one it was trained with: config.json's fingerprint when recorded, and (check_files) the
