@@ -97,10 +97,11 @@ struct LoadedModel {
   std::optional<ModelDir> dir;         // --model: the directory (its params moved out)
 };
 
-// load_model: the checkpoint's or the directory's model. With params_for (an export directory read for a
-// backend whose parameter memory is host memory) the weights go where it says (load_model_dir) and
-// LoadedModel::params stays empty.
-LoadedModel load_model(const po::variables_map& vm, const std::function<float*(const GPTConfig&)>& params_for) {
+// load_model: the checkpoint's or the directory's model. With params_for (an export directory) the weights
+// go where it says (load_model_dir) and LoadedModel::params stays empty: host memory, or with `device`
+// that backend's memory, uploaded in parts (no host copy of the model).
+LoadedModel load_model(const po::variables_map& vm, const std::function<float*(const GPTConfig&)>& params_for,
+                       Backend* device) {
   LoadedModel m;
   if (vm.count("ckpt")) {
     ProgressOptions progress = long_work_options();
@@ -112,7 +113,8 @@ LoadedModel load_model(const po::variables_map& vm, const std::function<float*(c
     m.fingerprint_source = "the checkpoint";
     return m;
   }
-  ModelDir d = load_model_dir(vm["model"].as<std::string>(), params_for);
+  const std::string dir = vm["model"].as<std::string>();
+  ModelDir d = device ? load_model_dir(dir, params_for, *device) : load_model_dir(dir, params_for);
   m.config = d.cfg;
   m.params = std::move(d.params);
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
@@ -268,14 +270,15 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   Phases phases;
   std::unique_ptr<Backend> be = make_backend(bo);
   phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
-  // An export read for the CPU backend goes from the file straight into the model's parameters:
-  // the model is made as soon as config.json gives its shape (no host copy of the weights in between)
+  // An export goes from the file straight into the model's parameters: the model is made as soon as
+  // config.json gives its shape; on the CPU backend read into them, on CUDA through pinned buffers, each
+  // part copied while the next is read and converted on the device (no host copy of the weights)
   std::unique_ptr<GPT> model;
   auto params_for = [&](const GPTConfig& cfg) -> float* {
     model = std::make_unique<GPT>(cfg, *be, 0, /*with_grads=*/false);
     return model->params();
   };
-  LoadedModel lm = load_model(vm, be->kind() == Device::cpu ? params_for : std::function<float*(const GPTConfig&)>());
+  LoadedModel lm = load_model(vm, params_for, be->kind() == Device::cpu ? nullptr : be.get());
   phases.lap("reading the model file", nullptr);
   const Tokenizer tok = load_tokenizer_for(files, lm);
   phases.lap("loading the tokenizer", nullptr);

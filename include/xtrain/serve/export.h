@@ -106,6 +106,12 @@ ModelDir load_model_dir(const std::string& dir);
 // empty) means ModelDir::params, as above. The same checks and errors as load_model_dir; on an Error
 // the memory may hold part of the weights.
 ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);
+// load_model_dir into `device`'s parameter memory (params_for's, required): each tensor read in parts
+// into the host buffers of make_weight_upload(device) (xtrain/backend/weight_upload.h: pinned on CUDA,
+// each part copied while the next is read, widened and transposed on the device), so no host copy of
+// the model is made; what no tensor fills zeroed and every value checked finite on the device
+// (Backend::sum per tensor; the one found named as above). The same checks and errors.
+ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend& device);
 // read_model_dir: load_model_dir without the weights (params empty): config.json and the tokenizer
 // files present, for picking the tokenizer before the weights are read.
 ModelDir read_model_dir(const std::string& dir);
