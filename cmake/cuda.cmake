@@ -77,6 +77,7 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/rmsnorm.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/rotary.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/swiglu.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/weight_upload.cu
 )
 target_link_libraries(xtrain_backend PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
 # -Wall -Wextra are host-compiler flags; nvcc gets them through -Xcompiler.

@@ -209,7 +209,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     TokenizerFiles files = o.tokenizer;
     files.cache_dir = tables_dir, files.cache_dir_origin = tables_origin, files.log_prefix = log_prefix;
     Tokenizer t = !o.tokenizer.any_given && !o.init_from.empty()
-                      ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from)
+                      ? model_dir_tokenizer(read_model_dir(o.init_from), "--init-from " + o.init_from, files)
                       : load_tokenizer(files);
     return std::shared_ptr<const Tokenizer>(std::make_shared<Tokenizer>(std::move(t)));
   }, OnStopSignal::end_job);

@@ -4,11 +4,17 @@
 // Exit codes (core/cli.h): 0 success, 1 runtime error, 2 usage error.
 #include <boost/program_options.hpp>
 
+#include <time.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
 #include <functional>
 #include <cstdio>
+#include <exception>
+#include <future>
+#include <sstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -74,10 +80,12 @@ po::options_description make_options(TokenizerFiles& files) {
        "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
        "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
       ("timing",
-       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: backend set-up, reading the "
-       "model file, loading the tokenizer, encoding the prompt, weights to the device, decoder allocation and weight preparation, the "
-       "prompt to the first token, recording the one-token graph, the first one-token step; then steady decoding "
-       "(tokens, ms, tok/s)")
+       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: the backend set-up (in a thread "
+       "started first, beside the phases up to the wait for it), then in order: reading the model file (--ckpt), loading "
+       "the tokenizer, encoding the prompt, waiting for the backend set-up, reading the model file (--model: into the "
+       "backend's memory), weights to the device, decoder allocation and weight preparation, the prompt to the first "
+       "token, recording the one-token graph, the first one-token step; then steady decoding (tokens, ms, tok/s) and "
+       "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks)")
       ("repeat", po::value<int>()->default_value(1),
        "generate N times in this process from the same prompt (only the first is printed; every one must give "
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
@@ -97,10 +105,11 @@ struct LoadedModel {
   std::optional<ModelDir> dir;         // --model: the directory (its params moved out)
 };
 
-// load_model: the checkpoint's or the directory's model. With params_for (an export directory read for a
-// backend whose parameter memory is host memory) the weights go where it says (load_model_dir) and
-// LoadedModel::params stays empty.
-LoadedModel load_model(const po::variables_map& vm, const std::function<float*(const GPTConfig&)>& params_for) {
+// load_model: the checkpoint's or the directory's model. With params_for (an export directory) the weights
+// go where it says (load_model_dir) and LoadedModel::params stays empty: host memory, or with `device`
+// that backend's memory, uploaded in parts (no host copy of the model).
+LoadedModel load_model(const po::variables_map& vm, const std::function<float*(const GPTConfig&)>& params_for,
+                       Backend* device) {
   LoadedModel m;
   if (vm.count("ckpt")) {
     ProgressOptions progress = long_work_options();
@@ -112,7 +121,8 @@ LoadedModel load_model(const po::variables_map& vm, const std::function<float*(c
     m.fingerprint_source = "the checkpoint";
     return m;
   }
-  ModelDir d = load_model_dir(vm["model"].as<std::string>(), params_for);
+  const std::string dir = vm["model"].as<std::string>();
+  ModelDir d = device ? load_model_dir(dir, params_for, *device) : load_model_dir(dir, params_for);
   m.config = d.cfg;
   m.params = std::move(d.params);
   m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
@@ -130,7 +140,7 @@ LoadedModel load_model(const po::variables_map& vm, const std::function<float*(c
 Tokenizer load_tokenizer_for(const TokenizerFiles& files, const LoadedModel& lm) {
   if (!lm.dir) return load_tokenizer(files);  // files.cache_dir: the tables of the last start (run below)
   const std::string what = "--model " + lm.dir->dir;
-  if (!files.any_given) return model_dir_tokenizer(*lm.dir, what);
+  if (!files.any_given) return model_dir_tokenizer(*lm.dir, what, files);  // files.cache_dir: its tables too
   TokenizerFiles f = files;
   const bool gpt2_pair = files.tokenizer_json.empty() && files.tokenizer_model.empty() && tokenizer_ranks_path(files).empty();
   if (gpt2_pair && !lm.vocab_json.empty() && !lm.merges_txt.empty()) {
@@ -219,6 +229,51 @@ struct Phases {
   void add(const std::string& what, double seconds) { ms.emplace_back(what, seconds * 1e3); }
 };
 
+// BackendSetUp: the backend the set-up thread made, and how long that took (ms, from its start)
+struct BackendSetUp {
+  std::unique_ptr<Backend> be;
+  double ms = 0;
+};
+
+// ms_since_process_start: milliseconds since the kernel started this process (/proc/self/stat's start
+// time, in clock ticks since boot, against CLOCK_BOOTTIME: so the program's loading and its shared
+// libraries' count too; a tick is 10 ms on Linux), or -1 where that cannot be read.
+double ms_since_process_start() {
+  const std::string stat = [] {
+    try {
+      return read_file("/proc/self/stat");
+    } catch (const Error&) {
+      return std::string();
+    }
+  }();
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces and parentheses
+  if (paren == std::string::npos) return -1;
+  std::istringstream in(stat.substr(paren + 1));
+  std::string field;
+  for (int i = 3; i <= 22 && (in >> field); ++i)
+    if (i == 22) {
+      struct timespec now{};
+      const long ticks = ::sysconf(_SC_CLK_TCK);
+      if (ticks <= 0 || ::clock_gettime(CLOCK_BOOTTIME, &now) != 0) return -1;
+      const double start_ms = std::stod(field) * 1e3 / double(ticks);
+      return double(now.tv_sec) * 1e3 + double(now.tv_nsec) / 1e6 - start_ms;
+    }
+  return -1;
+}
+
+// describe_model_dir: what generation needs of an export directory before its weights: config.json's
+// model and tokenizer fingerprint, the tokenizer files (read_model_dir; the weights: load_model)
+LoadedModel describe_model_dir(const std::string& dir) {
+  LoadedModel m;
+  ModelDir d = read_model_dir(dir);
+  m.config = d.cfg;
+  m.vocab_json = d.vocab_json, m.merges_txt = d.merges_txt;
+  m.tokenizer_fingerprint = d.tokenizer_fingerprint;
+  m.fingerprint_source = "its config.json";
+  m.dir = std::move(d);
+  return m;
+}
+
 // median: of a non-empty list.
 double median(std::vector<double> x) {
   std::sort(x.begin(), x.end());
@@ -265,47 +320,82 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   bo.dtype = parse_dtype(vm["dtype"].as<std::string>());
   // bo.weight_copy stays persistent (no --weight-copy here): decoding reads every weight per token, so
   // per-use copies would round the whole model again for each one.
+  // The backend's set-up (cuda: the context, cuBLAS(Lt) handles and workspace) runs in a thread started
+  // first, beside all that needs no backend: a checkpoint's read, config.json, the tokenizer, the prompt and
+  // its checks. This thread then uses the backend: xtrain_generate binds device 0 (one process, local rank
+  // 0), which is also every thread's current device by default.
+  const Clock::time_point setup_start = Clock::now();
+  std::future<BackendSetUp> setup = std::async(std::launch::async, [bo, setup_start] {
+    BackendSetUp s;
+    s.be = make_backend(bo);
+    s.be->synchronize();
+    s.ms = std::chrono::duration<double, std::milli>(Clock::now() - setup_start).count();
+    return s;
+  });
   Phases phases;
-  std::unique_ptr<Backend> be = make_backend(bo);
-  phases.lap("backend set-up (" + be->name() + ")", be.get());  // cuda: the context, cuBLAS(Lt) handles
-  // An export read for the CPU backend goes from the file straight into the model's parameters:
-  // the model is made as soon as config.json gives its shape (no host copy of the weights in between)
+  phases.t0 = setup_start;
+  LoadedModel lm;
+  std::vector<int32_t> prompt;
+  std::string text;
+  std::optional<Tokenizer> loaded;
+  try {
+    // --ckpt: the whole model, read to the host; --model: config.json and the tokenizer files (the
+    // weights go straight into the backend's memory below)
+    lm = vm.count("ckpt") ? load_model(vm, {}, nullptr) : describe_model_dir(vm["model"].as<std::string>());
+    if (vm.count("ckpt")) phases.lap("reading the model file", nullptr);
+    loaded.emplace(load_tokenizer_for(files, lm));
+    phases.lap("loading the tokenizer", nullptr);
+    const Tokenizer& tok = *loaded;
+    if (vm.count("prompt-ids")) {
+      prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids", tok.vocab_size());
+      text = tok.decode(prompt);
+    } else {
+      // none given: the empty prompt (GPT-2's unconditional start below)
+      text = vm.count("prompt")        ? vm["prompt"].as<std::string>()
+             : vm.count("prompt-file") ? read_file(vm["prompt-file"].as<std::string>())
+                                       : std::string();
+      prompt = tok.encode(text);
+    }
+    if (prompt.empty()) {
+      if (tok.eot_id() < 0) throw UsageError("empty prompt and the tokenizer has no <|endoftext|> to start from");
+      prompt.push_back(tok.eot_id());  // GPT-2's unconditional start
+    }
+    if (!vm.count("ignore-eos")) opts.eos_id = tok.eot_id();
+    if (int(prompt.size()) > lm.config.maxT)
+      throw UsageError("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
+                       std::to_string(lm.config.maxT));
+    if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
+      throw UsageError(tokenizer_mismatch(files, tok, lm));
+    if (lm.config.V != tok.vocab_size())
+      throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
+                       std::to_string(tok.vocab_size()) + ")");
+    phases.lap("encoding the prompt", nullptr);
+  } catch (...) {
+    // the backend's own error first, as when it was set up before the rest (e.g. --device cuda without CUDA)
+    const std::exception_ptr here = std::current_exception();
+    setup.get();
+    std::rethrow_exception(here);
+  }
+  const Tokenizer& tok = *loaded;
+  BackendSetUp set_up = setup.get();
+  std::unique_ptr<Backend> be = std::move(set_up.be);
+  phases.lap("waiting for the backend set-up", nullptr);
+  // An export goes from the file straight into the model's parameters: the model is made as soon as
+  // config.json gives its shape; on the CPU backend read into them, on CUDA through pinned buffers, each
+  // part copied while the next is read and converted on the device (no host copy of the weights)
   std::unique_ptr<GPT> model;
   auto params_for = [&](const GPTConfig& cfg) -> float* {
     model = std::make_unique<GPT>(cfg, *be, 0, /*with_grads=*/false);
     return model->params();
   };
-  LoadedModel lm = load_model(vm, be->kind() == Device::cpu ? params_for : std::function<float*(const GPTConfig&)>());
-  phases.lap("reading the model file", nullptr);
-  const Tokenizer tok = load_tokenizer_for(files, lm);
-  phases.lap("loading the tokenizer", nullptr);
-  std::vector<int32_t> prompt;
-  std::string text;
-  if (vm.count("prompt-ids")) {
-    prompt = parse_token_ids(vm["prompt-ids"].as<std::string>(), "--prompt-ids", tok.vocab_size());
-    text = tok.decode(prompt);
-  } else {
-    // none given: the empty prompt (GPT-2's unconditional start below)
-    text = vm.count("prompt")        ? vm["prompt"].as<std::string>()
-           : vm.count("prompt-file") ? read_file(vm["prompt-file"].as<std::string>())
-                                     : std::string();
-    prompt = tok.encode(text);
+  if (vm.count("model")) {
+    const LoadedModel described = std::move(lm);
+    lm = load_model(vm, params_for, be->kind() == Device::cpu ? nullptr : be.get());
+    // what the checks above read, read again with the weights: a directory rewritten in between is refused
+    if (lm.config.describe() != described.config.describe() || lm.tokenizer_fingerprint != described.tokenizer_fingerprint)
+      XT_FAIL("--model " << vm["model"].as<std::string>() << ": config.json changed while it was read; read it again");
+    phases.lap("reading the model file", be.get());
   }
-  if (prompt.empty()) {
-    if (tok.eot_id() < 0) throw UsageError("empty prompt and the tokenizer has no <|endoftext|> to start from");
-    prompt.push_back(tok.eot_id());  // GPT-2's unconditional start
-  }
-  if (!vm.count("ignore-eos")) opts.eos_id = tok.eot_id();
-  if (int(prompt.size()) > lm.config.maxT)
-    throw UsageError("the prompt has " + std::to_string(prompt.size()) + " tokens; the model's context is " +
-                     std::to_string(lm.config.maxT));
-
-  if (lm.tokenizer_fingerprint != 0 && lm.tokenizer_fingerprint != tok.fingerprint())
-    throw UsageError(tokenizer_mismatch(files, tok, lm));
-  if (lm.config.V != tok.vocab_size())
-    throw UsageError("the model's vocabulary (" + std::to_string(lm.config.V) + ") differs from the tokenizer's (" +
-                     std::to_string(tok.vocab_size()) + ")");
-  phases.lap("encoding the prompt", nullptr);
   if (!model) {  // a checkpoint, or a backend whose memory is not the host's: copy the host parameters over
     model = std::make_unique<GPT>(lm.config, *be, 0, /*with_grads=*/false);
     XT_CHECK(lm.params.size() == model->num_params(),
@@ -330,7 +420,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const bool stream_text = !print_ids && batch == 1;
   if (stream_text) std::cout << text << std::flush;
   std::vector<int32_t> seq = prompt;  // what the streamed token follows
+  double first_token_ms = -1;  // since the process started, at the first token's arrival on the host
   auto on_token = [&](int, int32_t id) {
+    if (first_token_ms < 0) first_token_ms = ms_since_process_start();
     if (!stream_text) return;
     std::cout << stream.push(continuation_text(tok, seq, {id})) << std::flush;
     seq.push_back(id);
@@ -373,11 +465,15 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()),
                dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
   if (timing) {
+    // the set-up ran in its own thread from the start, beside the phases up to the wait for it
+    std::fprintf(stderr, "timing | backend set-up (%s), in a thread beside the phases up to the wait: %.3f ms\n",
+                 be->name().c_str(), set_up.ms);
     for (const auto& [what, ms] : phases.ms) std::fprintf(stderr, "timing | %s: %.3f ms\n", what.c_str(), ms);
     const double steady_s = st.decode_s - st.first_step_s;
     const int steady_tokens = st.decode_tokens - st.first_step_tokens;
     std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,
                  steady_s > 0 ? steady_tokens / steady_s : 0.0);
+    if (first_token_ms >= 0) std::fprintf(stderr, "timing | process start to first token: %.3f ms\n", first_token_ms);
   }
   if (repeat > 1)
     std::fprintf(stderr,

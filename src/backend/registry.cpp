@@ -7,6 +7,7 @@
 #include <string>
 
 #include <xtrain/backend/backend.h>
+#include <xtrain/backend/weight_upload.h>
 #include "backend/cpu/cpu_backend.h"
 #include <xtrain/core/error.h>
 #ifdef XTRAIN_HAVE_CUDA
@@ -57,6 +58,14 @@ int visible_gpu_count() {
 #else
   return 0;
 #endif
+}
+
+std::unique_ptr<WeightUpload> make_weight_upload(Backend& be) {
+#ifdef XTRAIN_HAVE_CUDA
+  if (be.kind() == Device::cuda) return make_cuda_weight_upload(be, kWeightUploadBytes);
+#endif
+  XT_CHECK(be.kind() == Device::cpu, "make_weight_upload: no weight upload for backend '" << be.name() << "'");
+  return make_host_weight_upload(kWeightUploadBytes);
 }
 
 const char* to_string(Device d) { return d == Device::cpu ? "cpu" : d == Device::cuda ? "cuda" : "auto"; }

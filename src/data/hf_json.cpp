@@ -228,7 +228,37 @@ std::vector<int32_t> added_token_ids(const nlohmann::json& root, const std::stri
 }
 
 HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
+  return read_hf_pipeline(root, f, added_token_ids(root, f));
+}
+
+nlohmann::json hf_pipeline_source(const nlohmann::json& root) {
+  nlohmann::json out = nlohmann::json::object();
+  for (auto it = root.begin(); it != root.end(); ++it) {
+    if (it.key() != "model" || !it.value().is_object()) {
+      out[it.key()] = it.value();
+      continue;
+    }
+    nlohmann::json& model = out["model"] = nlohmann::json::object();
+    for (auto m = it.value().begin(); m != it.value().end(); ++m)
+      if (m.key() != "vocab" && m.key() != "merges") model[m.key()] = m.value();
+  }
+  return out;
+}
+
+std::vector<std::pair<std::string, int32_t>> hf_added_specials(const nlohmann::json& root, const std::vector<int32_t>& added_ids) {
+  std::vector<std::pair<std::string, int32_t>> specials;
+  std::unordered_set<std::string> added;  // an entry repeated (same string, same id) counts once
+  for (size_t i = 0; i < added_ids.size(); ++i) {
+    const std::string& content = root["added_tokens"][i]["content"].get_ref<const std::string&>();
+    if (added_ids[i] >= 0 && added.insert(content).second) specials.emplace_back(content, added_ids[i]);
+  }
+  return specials;
+}
+
+HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f, const std::vector<int32_t>& added_ids) {
   HfPipeline p;
+  const size_t listed = root.contains("added_tokens") && root["added_tokens"].is_array() ? root["added_tokens"].size() : 0;
+  if (added_ids.size() != listed) XT_FAIL(f << ": " << added_ids.size() << " added token ids for " << listed << " added_tokens");
   only_keys(f, root, "tokenizer", {"version", "truncation", "padding", "added_tokens", "normalizer", "pre_tokenizer",
                                    "post_processor", "decoder", "model"});
   for (const char* k : {"truncation", "padding"})
@@ -252,7 +282,6 @@ HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f) {
     refuse(f, "model.byte_fallback", model["byte_fallback"], "byte fallback goes with a non-byte-level vocabulary");
   p.ignore_merges = flag(f, model, "model", "ignore_merges", false);
 
-  const std::vector<int32_t> added_ids = added_token_ids(root, f);
   for (size_t i = 0; i < added_ids.size(); ++i) {
     const nlohmann::json& t = root["added_tokens"][i];
     const std::string where = "added_tokens[" + std::to_string(i) + "]";
@@ -312,15 +341,11 @@ Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
     XT_FAIL(f << ": model.type is " << json_echo(model["type"]) << ", expected \"BPE\"");
   if (!model.contains("vocab") || !model.contains("merges") || !model["merges"].is_array())
     XT_FAIL(f << ": model needs \"vocab\" and a \"merges\" array");
-  {
-    const std::vector<int32_t> ids = bpe::added_token_ids(root, f);
-    std::unordered_set<std::string> added;  // an entry repeated (same string, same id) counts once
-    for (size_t i = 0; i < ids.size(); ++i) {
-      const std::string& content = root["added_tokens"][i]["content"].get_ref<const std::string&>();
-      if (ids[i] >= 0 && added.insert(content).second) raw.specials.emplace_back(content, ids[i]);
-    }
-  }
-  auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f));
+  const std::vector<int32_t> added_ids = bpe::added_token_ids(root, f);
+  raw.specials = bpe::hf_added_specials(root, added_ids);
+  auto pipeline = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f, added_ids));
+  pipeline->source = bpe::hf_pipeline_source(root).dump();
+  pipeline->added_ids = added_ids;
   bpe::read_vocab_object(model["vocab"], f, "model.vocab", &raw);
   const auto& merges = model["merges"];
   for (size_t i = 0; i < merges.size(); ++i) {

@@ -10,6 +10,7 @@
 #include <memory>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include <nlohmann/json.hpp>
@@ -60,6 +61,11 @@ struct HfPipeline {
   std::vector<int32_t> prefix, suffix;         // post-processor ids around the text's (single template)
   bool ignore_merges = false;                  // model.ignore_merges
   std::string description;                     // canonical settings, "" for GPT-2's (fingerprinted)
+  // what read_hf_pipeline reads it from again without the vocabulary (the tokenizer table cache,
+  // tokenizer_cache.h): the file's JSON less model.vocab and model.merges (hf_pipeline_source), dumped,
+  // and added_token_ids of the whole file
+  std::string source;
+  std::vector<int32_t> added_ids;
 
   // encode: appends the ids of `text` to *out: prefix, then added tokens' ids and, for the text
   // between them, model(pre_token, where) for each pre-token in order (`where`: a pointer into
@@ -82,5 +88,17 @@ std::vector<int32_t> added_token_ids(const nlohmann::json& root, const std::stri
 // (another normalizer, pre-tokenizer or post-processor, byte_fallback, BPE dropout, affixes, unknown
 // fields, more than kMaxPipelineSteps steps of a kind); the decoder is not read (xtrain decodes to bytes).
 HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f);
+// read_hf_pipeline: as above with the added tokens' ids given (added_token_ids of the whole file), so
+// that `root` may be hf_pipeline_source's (no model.vocab to give them). Error "<f>: ..." for ids whose
+// count is not that of root's added_tokens.
+HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f, const std::vector<int32_t>& added_ids);
+
+// hf_pipeline_source: tokenizer.json `root` less model.vocab and model.merges: all read_hf_pipeline
+// reads besides the ids (a few kB where the whole file is megabytes).
+nlohmann::json hf_pipeline_source(const nlohmann::json& root);
+
+// hf_added_specials: the added tokens as literal specials (content, id) in file order, each string once,
+// empty contents (id -1) left out: what from_hf_json hands to the tables. added_ids: added_token_ids.
+std::vector<std::pair<std::string, int32_t>> hf_added_specials(const nlohmann::json& root, const std::vector<int32_t>& added_ids);
 
 }  // namespace xtrain::bpe

@@ -551,8 +551,10 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
         throw UsageError(std::string(option) + ": the default " + path + " is missing (" +
                          data_dir_note(std::string(option) + " FILE") + ")");
     }
-  if (files.cache_dir.empty() || !files.tokenizer_json.empty())  // a tokenizer.json's pipeline is not cached
-    return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+  if (files.cache_dir.empty()) return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
+  if (!files.tokenizer_json.empty())
+    return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, kHfJsonLoader, {files.tokenizer_json},
+                                 [&] { return Tokenizer::from_hf_json(files.tokenizer_json); });
   return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, "gpt2", {files.encoder_json, files.vocab_bpe},
                                [&] { return Tokenizer::from_gpt2_files(files.encoder_json, files.vocab_bpe); });
 }

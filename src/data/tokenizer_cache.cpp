@@ -15,6 +15,8 @@
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
+#include "core/json.h"
+#include "data/hf_pipeline.h"
 #include "data/tiktoken.h"
 #include "tokenizer_impl.h"
 
@@ -72,12 +74,42 @@ struct In {
   }
 };
 
-uint32_t kind_code(Tokenizer::Kind k) { return k == Tokenizer::Kind::Gpt2Files ? 1 : k == Tokenizer::Kind::Tiktoken ? 2 : 0; }
+uint32_t kind_code(Tokenizer::Kind k) {
+  switch (k) {
+    case Tokenizer::Kind::Gpt2Files: return 1;
+    case Tokenizer::Kind::Tiktoken: return 2;
+    case Tokenizer::Kind::HfJson: return 3;
+    case Tokenizer::Kind::SentencePiece: break;
+  }
+  return 0;
+}
+constexpr Tokenizer::Kind kKinds[] = {Tokenizer::Kind::Gpt2Files, Tokenizer::Kind::Tiktoken, Tokenizer::Kind::HfJson};
+
+// restore_pipeline: a tokenizer.json's pipeline read again from its stored source (hf_pipeline.h)
+// with the file's own reader, so an entry passes only what the file would. *specials: its added tokens
+// as the tables' specials. Error "<why>" for a source that is not such JSON.
+std::unique_ptr<bpe::HfPipeline> restore_pipeline(std::string source, std::vector<int32_t> added_ids, const std::string& f,
+                                                  std::vector<std::pair<std::string, int32_t>>* specials) {
+  try {
+    const nlohmann::json root = parse_json(source, "its pipeline source");
+    if (!root.is_object() || !root.contains("model") || !root["model"].is_object()) XT_FAIL("its pipeline source has no model object");
+    if (root.contains("added_tokens"))
+      for (const auto& t : root["added_tokens"])  // what added_token_ids checks of the whole file
+        if (!t.is_object() || !t.contains("content") || !t["content"].is_string()) XT_FAIL("an added token without content");
+    auto p = std::make_unique<bpe::HfPipeline>(bpe::read_hf_pipeline(root, f, added_ids));
+    *specials = bpe::hf_added_specials(root, added_ids);
+    p->source = std::move(source), p->added_ids = std::move(added_ids);
+    return p;
+  } catch (const nlohmann::json::exception& e) {
+    XT_FAIL("its pipeline source: " << e.what());
+  }
+}
 }  // namespace
 
 std::string TokenizerTables::save(const Tokenizer& t) {
   const Tokenizer::Impl& m = *t.impl_;
-  XT_CHECK(kind_code(m.kind) != 0 && !m.hf && !m.spm, "tokenizer cache: only GPT-2 files and tiktoken tables are stored");
+  XT_CHECK(kind_code(m.kind) != 0 && !m.spm && (m.hf != nullptr) == (m.kind == Tokenizer::Kind::HfJson),
+           "tokenizer cache: only GPT-2 files, tiktoken and tokenizer.json tables are stored");
   Out o;
   o.put(kind_code(m.kind));
   o.str(m.name), o.str(m.pattern);
@@ -96,12 +128,18 @@ std::string TokenizerTables::save(const Tokenizer& t) {
   for (const auto& p : mt.pairs) o.put(p[0]), o.put(p[1]), o.put(p[2]), o.put(p[3]);
   o.put(uint64_t(mt.whole.size()));
   for (const auto& [s, id] : mt.whole) o.str(s), o.put(id);
+  if (m.hf) {  // the pipeline's source, read again on restore
+    o.str(m.hf->source);
+    o.put(uint64_t(m.hf->added_ids.size()));
+    for (int32_t id : m.hf->added_ids) o.put(id);
+  }
   return std::move(o.b);
 }
 
 TokenizerTables::Expected TokenizerTables::expect(const std::string& loader) {
   Expected e;
   const std::string tiktoken = "tiktoken:";
+  if (loader == kHfJsonLoader) e.kind = Tokenizer::Kind::HfJson;
   if (loader.compare(0, tiktoken.size(), tiktoken) == 0) {
     e.kind = Tokenizer::Kind::Tiktoken, e.name = loader.substr(tiktoken.size());
     e.pattern = tiktoken_pattern(e.name), e.specials = tiktoken_specials(e.name);
@@ -112,7 +150,7 @@ TokenizerTables::Expected TokenizerTables::expect(const std::string& loader) {
 Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<std::string>& files, const Expected& want) {
   In in{payload};
   const uint32_t kind = in.get<uint32_t>();
-  if (kind != 1 && kind != 2) XT_FAIL("unknown tokenizer kind " << kind);
+  if (kind < 1 || kind > 3) XT_FAIL("unknown tokenizer kind " << kind);
   if (kind != kind_code(want.kind)) XT_FAIL("tokenizer kind " << kind << ", the loader builds kind " << kind_code(want.kind));
   std::string name = in.str(), pattern = in.str();
   // before the pattern is compiled: an entry never chooses the pre-tokenizer (a pattern that
@@ -121,7 +159,7 @@ Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<s
   if (pattern != want.pattern) XT_FAIL("its split pattern is not the loader's");
   // the pre-tokenizer of its split pattern (tiktoken's), GPT-2's for none
   auto m = pattern.empty() ? std::make_unique<Tokenizer::Impl>() : std::make_unique<Tokenizer::Impl>(pattern);
-  m->kind = kind == 1 ? Tokenizer::Kind::Gpt2Files : Tokenizer::Kind::Tiktoken;
+  m->kind = kKinds[kind - 1];
   m->name = std::move(name), m->pattern = std::move(pattern), m->files = files;
   const int32_t eot = in.get<int32_t>();
   m->fingerprint = in.get<uint64_t>();
@@ -159,10 +197,25 @@ Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<s
     std::string s = in.str();
     mt.whole.emplace_back(std::move(s), in.id(0, v, "whole-piece id"));
   }
+  std::string source;
+  std::vector<int32_t> added_ids;
+  if (m->kind == Tokenizer::Kind::HfJson) {
+    source = in.str();
+    for (size_t i = 0, n = in.count(4); i < n; ++i) added_ids.push_back(in.id(-1, v, "added token id"));
+  }
   if (in.pos != payload.size()) XT_FAIL(payload.size() - in.pos << " trailing bytes");
+  // a tokenizer.json's specials are its pipeline's added tokens (Tokenizer::from_raw), not the tables'
+  std::vector<std::pair<std::string, int32_t>> specials = m->specials;
+  if (m->kind == Tokenizer::Kind::HfJson) {
+    if (!m->specials.empty()) XT_FAIL(m->specials.size() << " specials apart from its pipeline's added tokens");
+    m->hf = restore_pipeline(std::move(source), std::move(added_ids), files.at(0), &specials);
+    for (const std::vector<int32_t>* ids : {&m->hf->prefix, &m->hf->suffix})
+      for (int32_t id : *ids)
+        if (id < 0 || id >= v) XT_FAIL("post-processor id " << id << " outside [0, " << V << ")");
+  }
   // what the loader derives from these tables, derived again: the end-of-text id and the fingerprint
-  if (m->eot != end_of_text_id(m->specials))
-    XT_FAIL("end-of-text id " << m->eot << ", its specials give " << end_of_text_id(m->specials));
+  if (m->eot != end_of_text_id(specials))
+    XT_FAIL("end-of-text id " << m->eot << ", its specials give " << end_of_text_id(specials));
   uint64_t fingerprint = 0;
   if (m->kind == Tokenizer::Kind::Tiktoken) {
     auto have = m->specials, expected = want.specials;
@@ -170,7 +223,7 @@ Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<s
     if (have != expected) XT_FAIL("its special tokens are not " << want.name << "'s");
     fingerprint = tiktoken_fingerprint(m->name, m->pattern, m->token_bytes, m->unassigned, want.specials);
   } else {
-    fingerprint = bpe_fingerprint(m->token_bytes, m->merges, m->specials, "");
+    fingerprint = bpe_fingerprint(m->token_bytes, m->merges, specials, m->hf ? m->hf->description : "");
   }
   if (fingerprint != m->fingerprint)
     XT_FAIL("fingerprint " << hex64(m->fingerprint) << ", its tables give " << hex64(fingerprint));

@@ -1,14 +1,16 @@
 // Tokenizer table cache: the tables a tokenizer's loader derives from its files (GPT-2's encoder.json +
-// vocab.bpe, a tiktoken rank file; what that costs: bench/results/coldstart_cpu_2026-12.md), stored
+// vocab.bpe, a tiktoken rank file, a byte-level BPE tokenizer.json; what that costs: bench/results/coldstart_cpu_2026-12.md), stored
 // in the per-user cache directory of the token caches (--cache-dir, token_cache.h), so that a later start
 // reads them instead of parsing and deriving them again. One entry per loader and source bytes:
 //   <dir>/<key, 16 hex>.toktables, key = xxh3_64 of "xtrain-tokenizer-tables", the format version, the
-//   loader ("gpt2", "tiktoken:<encoding>") and each source file's size and bytes
+//   loader ("gpt2", "tiktoken:<encoding>", "tokenizer.json") and each source file's size and bytes
 // Format (little-endian), the one reader and writer of it:
 //   0 char[8] magic "XTTOKTAB"   8 u32 version = kTokenizerTablesVersion   12 u32 0
 //   16 u64 key                   24 u64 payload bytes                      32 u64 xxh3_64 of the payload
 //   40 payload: kind, name, split pattern, eot, fingerprint, every id's bytes, the specials, the merges,
-//      the unassigned ids and the Merger's tables (bpe.h), each length-prefixed; the file ends there.
+//      the unassigned ids and the Merger's tables (bpe.h), each length-prefixed; for a tokenizer.json then
+//      its pipeline's source and added token ids (hf_pipeline.h), read again by the file's own reader;
+//      the file ends there.
 // An entry is trusted only when it is a regular file owned by this user with one link (never another
 // user's tables) whose header, size, payload hash and every field check out and whose tables are what
 // the loader builds (TokenizerTables::restore); anything else is ignored with a warning and rebuilt. A
@@ -29,26 +31,29 @@ namespace xtrain {
 
 inline constexpr uint32_t kTokenizerTablesVersion = 1;
 inline constexpr const char* kTokenizerTablesExt = ".toktables";
+inline constexpr const char* kHfJsonLoader = "tokenizer.json";  // the loader name of Tokenizer::from_hf_json
 
 // TokenizerTables: a built tokenizer's tables as the payload above, and back. Friend of Tokenizer.
 class TokenizerTables {
  public:
   // Expected: what a loader builds, which a restored entry must be: its kind, name and split pattern
-  // (GPT-2's files: "" and ""; tiktoken: the encoding's) and, for tiktoken, its specials in the
-  // encoding's order (GPT-2's files: empty, the encoder's). expect: that of a loader name ("gpt2",
-  // "tiktoken:<encoding>"); UsageError for an unknown encoding.
+  // (GPT-2's files and a tokenizer.json: "" and ""; tiktoken: the encoding's) and, for tiktoken, its
+  // specials in the encoding's order (GPT-2's files: empty, the encoder's; a tokenizer.json: its added
+  // tokens). expect: that of a loader name ("gpt2", "tiktoken:<encoding>", kHfJsonLoader); UsageError
+  // for an unknown encoding.
   struct Expected {
     Tokenizer::Kind kind = Tokenizer::Kind::Gpt2Files;
     std::string name, pattern;
     std::vector<std::pair<std::string, int32_t>> specials;
   };
   static Expected expect(const std::string& loader);
-  // save: the payload of t (a GPT-2 files or tiktoken tokenizer; Error for the other kinds).
+  // save: the payload of t (GPT-2 files, tiktoken or tokenizer.json; Error for SentencePiece).
   static std::string save(const Tokenizer& t);
   // restore: the tokenizer of a payload, read from `files` (what source_files() and describe() give).
   // Throws Error "<why>" for a payload that is truncated, has trailing bytes or a field out of range,
-  // whose kind, name, split pattern or specials are not `want`'s, or whose end-of-text id or
-  // fingerprint is not the one its tables give (re-derived as the loader derives them).
+  // whose kind, name, split pattern or specials are not `want`'s, whose tokenizer.json pipeline the
+  // file's reader refuses, or whose end-of-text id or fingerprint is not the one its tables give
+  // (re-derived as the loader derives them).
   static Tokenizer restore(std::string_view payload, const std::vector<std::string>& files, const Expected& want);
 };
 

@@ -16,5 +16,7 @@ namespace xtrain {
 std::string non_finite_param(const GPTConfig& cfg, const std::vector<float>& params);
 // the same over count floats at params (host memory, e.g. a backend's CPU parameter buffer)
 std::string non_finite_param(const GPTConfig& cfg, const float* params, size_t count);
+// non_finite_in: the same for one tensor t: its first n values at `values` (host memory)
+std::string non_finite_in(const ParamTensor& t, const float* values, size_t n);
 
 }  // namespace xtrain

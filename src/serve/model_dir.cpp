@@ -22,6 +22,7 @@
 #include "core/host_memory.h"
 #include "core/io.h"
 #include "core/json.h"
+#include <xtrain/backend/weight_upload.h>
 #include <xtrain/data/tokenizer.h>
 #include "export_layout.h"
 #include "export_commit.h"
@@ -250,20 +251,32 @@ void refuse_if_exporting(const std::string& dir) {
 }
 
 // every file, the weights included (below)
-ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);
+ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend* device);
+ModelDir read_model_files_checked(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend* device);
 }  // namespace
 
 ModelDir load_model_dir(const std::string& dir) { return load_model_dir(dir, nullptr); }
 
 ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for) {
+  return read_model_files_checked(dir, params_for, nullptr);
+}
+
+ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend& device) {
+  XT_CHECK(params_for, "load_model_dir: a device load needs the parameter memory");
+  return read_model_files_checked(dir, params_for, &device);
+}
+
+namespace {
+ModelDir read_model_files_checked(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend* device) {
   refuse_if_exporting(dir);
   const DirFiles before = dir_files(dir);
-  ModelDir m = read_model_files(dir, params_for);
+  ModelDir m = read_model_files(dir, params_for, device);
   if (dir_files(dir) != before)
     XT_FAIL("model directory " << dir << ": its files were replaced while they were read (an export into it); read it again");
   refuse_if_exporting(dir);  // one that began while the files were read, not done renaming
   return m;
 }
+}  // namespace
 
 ModelDir read_model_dir(const std::string& dir) {
   ModelDir m;
@@ -281,7 +294,19 @@ ModelDir read_model_dir(const std::string& dir) {
 }
 
 namespace {
-ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for) {
+// non_finite_on_device: non_finite_param of parameters in device memory: a tensor whose sum is not
+// finite (a NaN or infinity in it, or an overflow of the sum) is copied back and searched
+std::string non_finite_on_device(Backend& device, const GPTConfig& cfg, const float* params) {
+  for (const ParamTensor& t : param_layout(cfg)) {
+    if (std::isfinite(device.sum(params + t.offset, t.count))) continue;
+    std::vector<float> host(t.count);
+    device.copy_to_host(host.data(), params + t.offset, t.count * sizeof(float));
+    if (std::string bad = non_finite_in(t, host.data(), t.count); !bad.empty()) return bad;
+  }
+  return "";
+}
+
+ModelDir read_model_files(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend* device) {
   ModelDir m = read_model_dir(dir);
   const std::string model_path = (fs::path(dir) / kModelFile).string();
   const std::vector<ParamTensor> pl = param_layout(m.cfg);
@@ -289,7 +314,7 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
   // What config.json and the file ask for, against the host's memory before any of it is taken: the
   // file's pages (page cache as it is read, counted in MemAvailable) and the parameter buffer.
   struct stat fst{};
-  const double param_bytes = 4.0 * double(num_params);
+  const double param_bytes = device ? 0.0 : 4.0 * double(num_params);  // a device's memory is not the host's
   const double need = (::stat(model_path.c_str(), &fst) == 0 ? double(fst.st_size) : 0.0) + param_bytes;
   const double avail = double(available_host_memory_bytes());
   if (avail > 0 && need > avail)
@@ -299,6 +324,7 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
   // the destination: the caller's (its backend's parameter memory, written once from the file) or params
   float* params = params_for ? params_for(m.cfg) : nullptr;
   if (!params) m.params.resize(num_params), params = m.params.data();
+  std::unique_ptr<WeightUpload> upload = device ? make_weight_upload(*device) : nullptr;
   std::vector<std::pair<size_t, size_t>> written;  // [begin, end) elements of params the file's tensors fill
   std::set<std::string> used;
   auto lookup = [&](const std::string& name) -> const StEntry* {
@@ -316,18 +342,25 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
                              << shape_str(e->shape));
     used.insert(e->name);
     // straight from the file into the destination (F32 read into it; F16/BF16 through a bounded buffer)
-    if (t.transpose) st.to_f32_transposed_into(*e, params + t.offset(pl));  // file (in, out) -> xtrain (out, in)
+    if (upload) st.upload_into(*e, params + t.offset(pl), t.transpose, *upload);
+    else if (t.transpose) st.to_f32_transposed_into(*e, params + t.offset(pl));  // file (in, out) -> xtrain (out, in)
     else st.to_f32_into(*e, params + t.offset(pl));  // wte, lm_head: V rows (padding rows below); a Llama part: its rows
     written.emplace_back(t.offset(pl), t.offset(pl) + e->count());
   }
+  if (upload) upload->finish();  // every part on the device before the checks below read it there
   // what no tensor of the file fills (wte's and lm_head's rows [V, Vp)) is zero, whatever the destination held
+  auto zero = [&](size_t begin, size_t end) {
+    if (end <= begin) return;
+    if (device) device->zero(params + begin, (end - begin) * sizeof(float));
+    else std::fill(params + begin, params + end, 0.0f);
+  };
   std::sort(written.begin(), written.end());
   size_t filled = 0;
   for (const auto& [begin, end] : written) {
-    if (begin > filled) std::fill(params + filled, params + begin, 0.0f);
+    zero(filled, begin);
     filled = std::max(filled, end);
   }
-  std::fill(params + filled, params + num_params, 0.0f);
+  zero(filled, num_params);
   for (const StEntry& e : st.entries()) {
     if (used.count(e.name)) continue;
     // transformers' causal-mask and rotary buffers (non-persistent today, stored by older versions)
@@ -336,7 +369,11 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
     if (m.layout == ModelLayout::Hf && buffer) continue;
     if (m.layout == ModelLayout::Hf && m.cfg.tied() && e.name == "lm_head.weight") {  // a tied head saved anyway
       const std::vector<float> head = st.to_f32(e);
-      const bool tied = e.shape == std::vector<int64_t>{m.cfg.V, m.cfg.C} && std::equal(head.begin(), head.end(), params);
+      std::vector<float> wte;  // the token embedding's first rows, as the head's (device memory: copied back)
+      if (device && head.size() <= num_params) wte.resize(head.size()), device->copy_to_host(wte.data(), params, head.size() * sizeof(float));
+      const float* embedding = device ? wte.data() : params;
+      const bool tied = e.shape == std::vector<int64_t>{m.cfg.V, m.cfg.C} && head.size() <= num_params &&
+                        std::equal(head.begin(), head.end(), embedding);
       if (!tied)
         XT_FAIL("safetensors " << st.label() << ": lm_head.weight differs from the token embedding (config.json ties the head: "
                                << (m.cfg.llama() ? "tie_word_embeddings true" : "GPT-2") << ")");
@@ -346,8 +383,8 @@ ModelDir read_model_files(const std::string& dir, const std::function<float*(con
                            << "-layout model with " << m.cfg.describe() << ")");
   }
   // the impossible value (model/param_check.h): refused here, not as a sampler check or a NaN loss later
-  if (const std::string bad = non_finite_param(m.cfg, params, num_params); !bad.empty())
-    XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
+  const std::string bad = device ? non_finite_on_device(*device, m.cfg, params) : non_finite_param(m.cfg, params, num_params);
+  if (!bad.empty()) XT_FAIL("safetensors " << st.label() << ": " << bad << " (weights must be finite)");
   return m;
 }
 }  // namespace
@@ -393,15 +430,19 @@ std::string recorded(const ModelDir& m) {
 }
 }  // namespace
 
-Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what) {
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what, const TokenizerFiles& cache) {
   if (!m.has_tokenizer())
     throw UsageError(what + ": " + m.dir + " holds no tokenizer (no " + kSentencePieceFile + ", " + kTokenizerJsonFile + " or " +
                      kVocabFile + " + " + kMergesFile + "): give the tokenizer options the model was trained with");
   std::string file;
   Tokenizer tok = [&] {
     if (!m.tokenizer_model.empty()) return file = m.tokenizer_model, Tokenizer::from_sentencepiece(m.tokenizer_model);
-    if (!m.tokenizer_json.empty()) return file = m.tokenizer_json, Tokenizer::from_hf_json(m.tokenizer_json);
-    return file = m.vocab_json, Tokenizer::from_gpt2_files(m.vocab_json, m.merges_txt);
+    TokenizerFiles f;  // load_tokenizer: through the table cache when cache.cache_dir is set
+    f.cache_dir = cache.cache_dir, f.cache_dir_origin = cache.cache_dir_origin, f.log_prefix = cache.log_prefix;
+    f.encoder_json_given = f.vocab_bpe_given = f.any_given = true;
+    if (!m.tokenizer_json.empty()) f.tokenizer_json = file = m.tokenizer_json;
+    else f.encoder_json = file = m.vocab_json, f.vocab_bpe = m.merges_txt;
+    return load_tokenizer(f);
   }();
   // the export's converted tokenizer.json: the model's fingerprint (kTokenizerJsonShaKey)
   if (file == m.tokenizer_json && !m.tokenizer_json_sha256.empty() && m.tokenizer_fingerprint != 0 &&

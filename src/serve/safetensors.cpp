@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include <xtrain/backend/weight_upload.h>
 #include <xtrain/core/error.h>
 #include "core/echo.h"
 #include "core/io.h"
@@ -43,29 +44,6 @@ size_t dtype_bytes(const std::string& d) {
   return it == sizes.end() ? 0 : it->second;
 }
 
-// IEEE 754 binary16 -> binary32, exact (subnormals, infinities and NaN included).
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;
-  } else {  // subnormal: normalise
-    int e = -1;
-    uint32_t m = man;
-    do {
-      ++e;
-      m <<= 1;
-    } while ((m & 0x400) == 0);
-    bits = sign | (uint32_t(112 - e) << 23) | ((m & 0x3ff) << 13);
-  }
-  float f;
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
 }  // namespace
 
 namespace {
@@ -280,30 +258,12 @@ const StEntry* SafeTensors::find(const std::string& name) const {
   return it != entries_.end() && it->name == name ? &*it : nullptr;
 }
 
-namespace {
-enum class Wide { f32, bf16, f16 };
-
-// element: element i of a tensor of dtype w at p, as fp32 (exact for each of the three)
-inline float element(const char* p, size_t i, Wide w) {
-  float f;
-  if (w == Wide::f32) {
-    std::memcpy(&f, p + 4 * i, 4);
-    return f;
-  }
-  uint16_t h;
-  std::memcpy(&h, p + 2 * i, 2);
-  if (w == Wide::f16) return half_to_float(h);
-  const uint32_t bits = uint32_t(h) << 16;  // bfloat16 is the top half of a binary32
-  std::memcpy(&f, &bits, 4);
-  return f;
-}
-}  // namespace
 
 namespace {
-Wide wide_of(const StEntry& e, const std::string& label) {
-  if (e.dtype == "F32") return Wide::f32;
-  if (e.dtype == "BF16") return Wide::bf16;
-  if (e.dtype == "F16") return Wide::f16;
+WireDType wide_of(const StEntry& e, const std::string& label) {
+  if (e.dtype == "F32") return WireDType::f32;
+  if (e.dtype == "BF16") return WireDType::bf16;
+  if (e.dtype == "F16") return WireDType::f16;
   XT_FAIL("safetensors " << label << ": tensor \"" << e.name << "\" has dtype " << e.dtype << ", expected F32, BF16 or F16");
 }
 }  // namespace
@@ -314,27 +274,6 @@ std::vector<float> SafeTensors::to_f32(const StEntry& e) const {
   to_f32_into(e, out.data());
   return out;
 }
-
-namespace {
-size_t wide_bytes(Wide w) { return w == Wide::f32 ? 4 : 2; }
-
-// transpose_part: elements [i0, i1) of a row-major (A, B) tensor of dtype w, at p (element i0 first),
-// written to dst as the (B, A) transpose, dst[b*A + a] = element (a, b). In tiles of kTile x kTile
-// elements: both the rows read and the rows written stay in cache; the part may start and end mid-row.
-void transpose_part(const char* p, size_t i0, size_t i1, size_t A, size_t B, Wide w, float* dst) {
-  constexpr size_t kTile = 64;
-  if (i0 >= i1) return;
-  const size_t a_begin = i0 / B, a_end = (i1 - 1) / B + 1;
-  for (size_t a0 = a_begin; a0 < a_end; a0 += kTile)
-    for (size_t b0 = 0; b0 < B; b0 += kTile) {
-      const size_t a1 = std::min(a_end, a0 + kTile), b1 = std::min(B, b0 + kTile);
-      for (size_t a = a0; a < a1; ++a) {
-        const size_t lo = std::max(b0, i0 > a * B ? i0 - a * B : 0), hi = std::min(b1, i1 - a * B);  // a*B < i1
-        for (size_t b = lo; b < hi; ++b) dst[b * A + a] = element(p, a * B + b - i0, w);
-      }
-    }
-}
-}  // namespace
 
 void SafeTensors::read_parts(const StEntry& e, size_t esize, size_t part_count,
                              const std::function<void(const char* p, size_t i0, size_t i1)>& convert) const {
@@ -354,31 +293,53 @@ void SafeTensors::read_parts(const StEntry& e, size_t esize, size_t part_count,
 }
 
 void SafeTensors::to_f32_into(const StEntry& e, float* dst) const {
-  const Wide w = wide_of(e, label_);
+  const WireDType w = wide_of(e, label_);
   const size_t n = e.count();
-  if (w == Wide::f32 && src_->fd.get() >= 0) {  // F32 from the file: read straight into dst, no buffer
+  if (w == WireDType::f32 && src_->fd.get() >= 0) {  // F32 from the file: read straight into dst, no buffer
     read_exact(src_->fd.get(), reinterpret_cast<char*>(dst), n * 4, data_start_ + e.begin, label_);
     check_unchanged();
     return;
   }
-  read_parts(e, wide_bytes(w), kChunkBytes / wide_bytes(w), [&](const char* p, size_t i0, size_t i1) {
-    if (w == Wide::f32) {
-      if (i1 > i0) std::memcpy(dst + i0, p, (i1 - i0) * 4);
-      return;
-    }
-    for (size_t i = i0; i < i1; ++i) dst[i] = element(p, i - i0, w);
-  });
+  read_parts(e, wire_bytes(w), kChunkBytes / wire_bytes(w),
+             [&](const char* p, size_t i0, size_t i1) { convert_weight_part(p, {dst, i0, i1, 1, n, w, false}); });
 }
 
+namespace {
+// part_elements: elements per part of at most `bytes`: whole bands of 64 rows where a band fits and the
+// tensor is transposed (convert_weight_part's tiles are then not cut)
+size_t part_elements(size_t bytes, WireDType w, bool transpose, size_t B) {
+  size_t part = bytes / wire_bytes(w);
+  if (transpose && B > 0 && part >= 64 * B) part -= part % (64 * B);
+  return part;
+}
+}  // namespace
+
 void SafeTensors::to_f32_transposed_into(const StEntry& e, float* dst) const {
-  const Wide w = wide_of(e, label_);
+  const WireDType w = wide_of(e, label_);
   if (e.shape.size() != 2)
     XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has " << e.shape.size() << " dimensions, expected 2 to transpose");
   const size_t A = size_t(e.shape[0]), B = size_t(e.shape[1]);
-  // parts of whole bands of 64 rows where a band fits the buffer, so tiles are not cut
-  size_t part = kChunkBytes / wide_bytes(w);
-  if (B > 0 && part >= 64 * B) part -= part % (64 * B);
-  read_parts(e, wide_bytes(w), part, [&](const char* p, size_t i0, size_t i1) { transpose_part(p, i0, i1, A, B, w, dst); });
+  read_parts(e, wire_bytes(w), part_elements(kChunkBytes, w, true, B),
+             [&](const char* p, size_t i0, size_t i1) { convert_weight_part(p, {dst, i0, i1, A, B, w, true}); });
+}
+
+void SafeTensors::upload_into(const StEntry& e, float* dst, bool transpose, WeightUpload& up) const {
+  const WireDType w = wide_of(e, label_);
+  if (transpose && e.shape.size() != 2)
+    XT_FAIL("safetensors " << label_ << ": tensor \"" << e.name << "\" has " << e.shape.size() << " dimensions, expected 2 to transpose");
+  const size_t n = e.count(), esize = wire_bytes(w);
+  const size_t A = transpose ? size_t(e.shape[0]) : 1, B = transpose ? size_t(e.shape[1]) : n;
+  const size_t part = part_elements(up.capacity_bytes(), w, transpose, B);
+  XT_CHECK(part > 0, "a weight upload buffer of " << up.capacity_bytes() << " bytes");
+  for (size_t i0 = 0; i0 < n; i0 += part) {
+    const size_t i1 = std::min(n, i0 + part);
+    char* buf = up.buffer();
+    const uint64_t at = data_start_ + e.begin + i0 * esize;
+    if (src_->fd.get() < 0) std::memcpy(buf, src_->bytes.data() + at, (i1 - i0) * esize);
+    else read_exact(src_->fd.get(), buf, (i1 - i0) * esize, at, label_);
+    up.write({dst, i0, i1, A, B, w, transpose});
+  }
+  if (src_->fd.get() >= 0) check_unchanged();
 }
 
 std::string safetensors_bytes(std::vector<StTensorF32> tensors, const std::map<std::string, std::string>& metadata) {

@@ -57,7 +57,8 @@ ids=$("$GEN" --ckpt "$WORK/m.ckpt" --prompt-ids "464 9002 531" --max-new-tokens 
 grep -q "prompt: 3 tokens.*tok/s; generation: .* tok/s" "$WORK/err" && echo "ok   $(cat "$WORK/err")" || fail "speed line: $(cat "$WORK/err")"
 
 # --timing: one 'timing | PHASE: MS ms' line per phase of the cold start, then steady decoding (24 new tokens:
-# 1 from the prompt's logits, 23 one-token steps, of which the first is timed apart); the CPU records no graph.
+# 1 from the prompt's logits, 23 one-token steps, of which the first is timed apart) and the process start to the
+# first token, which is no less than the phases before the first token together; the CPU records no graph.
 # --repeat 3: two warm generations after the first, each with the tokens of a single run (seeded sampling and
 # greedy; the tool fails on a difference), and their figures on one 'repeat |' line
 for mode in "--temperature 1 --seed 3" "--temperature 0"; do
@@ -67,15 +68,19 @@ for mode in "--temperature 1 --seed 3" "--temperature 0"; do
   [[ -n "$one" && "$rep" == "$one" ]] && echo "ok   --repeat 3 prints the tokens of one run ($mode)" \
     || fail "--repeat 3 ($mode): '$rep' vs '$one'"
   ms='[0-9]+\.[0-9]{3} ms'
-  for phase in "backend set-up \(cpu\)" "reading the model file" "loading the tokenizer" "encoding the prompt" \
-               "weights to the device" \
+  for phase in "backend set-up \(cpu\), in a thread beside the phases up to the wait" "reading the model file" \
+               "loading the tokenizer" "encoding the prompt" "waiting for the backend set-up" "weights to the device" \
                "decoder allocation and weight preparation" "prompt to first token \(3 tokens x 1\)" \
-               "first one-token step \(recording included\)"; do
+               "first one-token step \(recording included\)" "process start to first token"; do
     [[ $(grep -cE "^timing \| $phase: $ms\$" "$WORK/err") -eq 1 ]] || fail "--timing ($mode): no line for '$phase': $(cat "$WORK/err")"
   done
   grep -qE "^timing \| steady decoding: 22 tokens in $ms, [0-9]+\.[0-9] tok/s\$" "$WORK/err" \
     || fail "--timing ($mode): steady decoding line: $(cat "$WORK/err")"
   ! grep -q "recording the one-token graph" "$WORK/err" || fail "--timing ($mode): the CPU recorded a graph?"
+  awk -F': ' '/^timing \| / && !/backend set-up|first one-token step|steady decoding|process start/ { sum += $2 }
+              /^timing \| process start to first token/ { total = $2 }
+              END { exit !(total + 0 >= sum) }' "$WORK/err" \
+    || fail "--timing ($mode): the process start to the first token is less than its phases: $(cat "$WORK/err")"
   grep -qE "^repeat \| 3 generations, the same tokens each time; warm prompt to first token: median $ms over generations 2\.\.3; steady decoding: 46 tokens at [0-9]+\.[0-9] tok/s\$" \
     "$WORK/err" && echo "ok   $(grep '^repeat |' "$WORK/err")" || fail "--repeat 3 ($mode): $(cat "$WORK/err")"
 done

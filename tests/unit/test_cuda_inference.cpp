@@ -3,7 +3,8 @@
 // GPU, one-token steps recorded as a CUDA graph against launching each kernel, and recorded steps while
 // another model's decoder shares the backend, and the greedy token on the GPU (argmax_rows, also inside the
 // recorded step) against the host sampler; each for both model families (test::inference_configs:
-// gpt2, llama with its own head and tied). Label gpu; exits 77
+// gpt2, llama with its own head and tied). And weights uploaded in parts (make_weight_upload: widened and
+// transposed on the device) against the host's conversion and the host loader. Label gpu; exits 77
 // (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
@@ -14,7 +15,13 @@
 #include <string>
 #include <vector>
 
+#include <filesystem>
+#include <stdlib.h>
+
 #include "backend/cpu/cpu_backend.h"
+#include "core/io.h"
+#include <xtrain/backend/weight_upload.h>
+#include <xtrain/serve/export.h>
 #include "backend/cuda/cuda_backend.h"
 #include "cpu_ops_test_util.h"
 #include "inference_test_util.h"
@@ -314,5 +321,67 @@ TEST_CASE("GPU one-token decoding against the training forward's logits (fast ke
                     << " rows bitwise equal, max rel diff " << r.worst);
       CHECK(r.worst <= (dtype[0] == 'b' ? kBf16Rel : kFp32Rel));
     }
+  }
+}
+
+TEST_CASE("GPU weight upload: parts widened and transposed on the device are the host's conversion, bit for bit") {
+  const std::unique_ptr<Backend> gpu = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16});
+  const size_t A = 37, B = 91, n = A * B;  // parts of 1000 bytes: 250 F32 or 500 F16/BF16 elements, ending mid-row
+  uint64_t state = 12345;
+  auto next = [&] { return state = state * 6364136223846793005ull + 1442695040888963407ull, uint32_t(state >> 33); };
+  for (const WireDType wire : {WireDType::f32, WireDType::f16, WireDType::bf16})
+    for (const bool transpose : {false, true}) {
+      CAPTURE(int(wire));
+      CAPTURE(transpose);
+      const size_t esize = wire_bytes(wire);
+      std::string bytes(n * esize, '\0');
+      for (size_t i = 0; i < n; ++i) {  // any bits but an all-ones exponent (NaN payloads may differ): subnormals too
+        uint32_t v = next();
+        if (wire == WireDType::f32 && ((v >> 23) & 0xff) == 0xff) v ^= 1u << 23;
+        if (wire == WireDType::f16 && ((v >> 10) & 0x1f) == 0x1f) v ^= 1u << 10;
+        if (wire == WireDType::bf16 && ((v >> 7) & 0xff) == 0xff) v ^= 1u << 7;
+        std::memcpy(&bytes[i * esize], &v, esize);
+      }
+      std::vector<float> want(n), got(n);
+      convert_weight_part(bytes.data(), {want.data(), 0, n, A, B, wire, transpose});
+      float* dst = static_cast<float*>(gpu->alloc(n * sizeof(float)));
+      {
+        const std::unique_ptr<WeightUpload> up = make_cuda_weight_upload(*gpu, 1000);
+        const size_t part = 1000 / esize;
+        for (size_t i0 = 0; i0 < n; i0 += part) {
+          const size_t i1 = std::min(n, i0 + part);
+          std::memcpy(up->buffer(), bytes.data() + i0 * esize, (i1 - i0) * esize);
+          up->write({dst, i0, i1, A, B, wire, transpose});
+        }
+        up->finish();
+      }
+      gpu->copy_to_host(got.data(), dst, n * sizeof(float));
+      gpu->free(dst);
+      CHECK(std::memcmp(got.data(), want.data(), n * sizeof(float)) == 0);
+    }
+}
+
+TEST_CASE("GPU weight upload: a model directory loaded into the GPU's parameters is the host loader's, bit for bit") {
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    const GPTConfig& c = nc.cfg;
+    const ModelLayout layout = hf_unsupported(c).empty() ? ModelLayout::Hf : ModelLayout::Xtrain;  // Hf: transposed tensors
+    Models m(c, "bf16");
+    std::vector<float> params(m.cpu->num_params());
+    std::copy(m.cpu->params(), m.cpu->params() + params.size(), params.begin());
+    for (size_t i = size_t(c.V) * c.C; i < size_t(c.Vp()) * c.C; ++i) params[i] = 0;  // wte's padding rows: not in the file
+    std::string tmpl = (std::filesystem::temp_directory_path() / "xtrain_upload_XXXXXX").string();
+    REQUIRE(mkdtemp(tmpl.data()) != nullptr);
+    std::vector<std::vector<float>> storage;
+    write_file_atomic(tmpl + "/" + kConfigFile, model_config_json(c, layout));
+    write_file_atomic(tmpl + "/" + kModelFile, safetensors_bytes(export_tensors(c, params, layout, storage), {{"format", "pt"}}));
+    const ModelDir host = load_model_dir(tmpl);
+    const ModelDir dev = load_model_dir(tmpl, [&](const GPTConfig&) { return m.gpu->params(); }, *m.gpu_be);
+    CHECK(dev.params.empty());
+    std::vector<float> got(params.size());
+    m.gpu_be->copy_to_host(got.data(), m.gpu->params(), got.size() * sizeof(float));
+    REQUIRE(host.params.size() == got.size());
+    CHECK(std::memcmp(got.data(), host.params.data(), got.size() * sizeof(float)) == 0);
+    std::filesystem::remove_all(tmpl);
   }
 }

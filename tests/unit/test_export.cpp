@@ -18,6 +18,7 @@
 #include "error_test_util.h"
 #include "fixtures.h"
 #include "core/digest.h"
+#include <xtrain/backend/registry.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include <xtrain/core/rng.h>
@@ -83,6 +84,9 @@ TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families
   test::ScratchDir dir;
   TinyTokenizer tok(dir);
   const uint64_t fingerprint = Tokenizer::from_gpt2_files(tok.encoder, tok.bpe).fingerprint();
+  BackendOptions bo;
+  bo.device = Device::cpu;
+  const std::unique_ptr<Backend> cpu = make_backend(bo);
   int n = 0;
   // Llamas with a head size other than dim / heads (16 and 6 at dim 32, heads 4) go to the hf layout too
   for (const GPTConfig& cfg : {tiny_config(), tiny_config(2, 8), tiny_config(4, 16), tiny_llama(2, false), tiny_llama(4, true),
@@ -111,6 +115,12 @@ TEST_CASE("export -> load_model_dir is bitwise in both layouts and both families
     CHECK(direct.params.empty());
     CHECK(std::memcmp(into.data(), params.data(), 4 * params.size()) == 0);
     CHECK(std::isnan(into.back()));  // nothing written past num_params
+    // uploaded into a backend's parameters (make_weight_upload; xtrain_generate on CUDA): the same bits
+    GPT model(cfg, *cpu, 0, /*with_grads=*/false);
+    std::fill(model.params(), model.params() + params.size(), std::numeric_limits<float>::quiet_NaN());
+    const ModelDir uploaded = load_model_dir(out, [&](const GPTConfig&) { return model.params(); }, *cpu);
+    CHECK(uploaded.params.empty());
+    CHECK(std::memcmp(model.params(), params.data(), 4 * params.size()) == 0);
   }
 }
 
@@ -376,6 +386,19 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
   const Tokenizer own = model_dir_tokenizer(m, "--model " + out);
   CHECK(own.kind() == Tokenizer::Kind::HfJson);
   CHECK(own.fingerprint() == fp);
+  // through the tokenizer table cache: the first start writes the tokenizer.json's entry, the next reads it
+  TokenizerFiles cache;
+  cache.cache_dir = dir.file("tables");
+  auto entries = [&] {
+    return std::distance(std::filesystem::directory_iterator(cache.cache_dir), std::filesystem::directory_iterator());
+  };
+  for (int start = 0; start < 2; ++start) {
+    const Tokenizer cached = model_dir_tokenizer(m, "--model " + out, cache);
+    CHECK(cached.kind() == Tokenizer::Kind::HfJson);
+    CHECK(cached.fingerprint() == fp);
+    CHECK(cached.encode("abcd dcba") == own.encode("abcd dcba"));
+    CHECK(entries() == 1);
+  }
   // the directory's own merges.txt swapped under a recorded fingerprint: the files are named
   write_file_atomic(out + "/" + kMergesFile, read_file(swapped.bpe));
   try {
@@ -390,6 +413,10 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
   CHECK(error_of([&] { model_dir_tokenizer(load_model_dir(out), "--model " + out); })
             .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with, GPT-2 BPE (fingerprint " +
                   hex64(fp)) != std::string::npos);
+  CHECK(error_of([&] { model_dir_tokenizer(load_model_dir(out), "--model " + out, cache); })  // cached: the same refusal
+            .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with") !=
+        std::string::npos);
+  CHECK(entries() == 2);  // its own entry: other source bytes
   // another tokenizer at export time: refused naming both
   CHECK(error_of([&] { make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp); })
             .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=

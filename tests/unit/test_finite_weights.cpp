@@ -10,6 +10,7 @@
 #include <limits>
 #include <string>
 
+#include <xtrain/backend/registry.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include "error_test_util.h"
@@ -56,6 +57,13 @@ TEST_CASE("a model directory with a NaN weight is refused on load; an export of 
                     safetensors_bytes(export_tensors(c, p, ModelLayout::Xtrain, storage), {{"format", "pt"}}));
   const std::string e = error_of([&] { load_model_dir(dir.string()); });
   CHECK(e.find("model.safetensors: tensor " + t.name + " element 1 is nan (weights must be finite)") != std::string::npos);
+  // uploaded into a backend's memory (xtrain_generate on CUDA; here the CPU backend): found by its sum, named alike
+  BackendOptions bo;
+  bo.device = Device::cpu;
+  const std::unique_ptr<Backend> be = make_backend(bo);
+  GPT model(c, *be, 0, /*with_grads=*/false);
+  const std::string on_device = error_of([&] { load_model_dir(dir.string(), [&](const GPTConfig&) { return model.params(); }, *be); });
+  CHECK(on_device.find("model.safetensors: tensor " + t.name + " element 1 is nan (weights must be finite)") != std::string::npos);
   // the export refuses before it reads the tokenizer files (none exist here)
   CHECK(error_of([&] { make_export(c, p, ModelLayout::Xtrain, "absent.json", "absent.bpe"); }) ==
         "the weights are not finite: tensor " + t.name + " element 1 is nan; not exporting");

@@ -8,9 +8,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <functional>
+#include <vector>
 
+#include <xtrain/backend/weight_upload.h>
 #include <xtrain/core/error.h>
 #include "core/io.h"
 #include <xtrain/serve/safetensors.h>
@@ -60,6 +63,32 @@ void check_refused(const test::ScratchDir& dir, const std::string& bytes, const 
 }
 
 const std::string k8(8, 'x');  // 8 data bytes: two F32, or one I64
+}  // namespace
+
+namespace {
+// TwoBufferUpload: a WeightUpload as the CUDA backend's behaves to its caller: two buffers handed out in
+// turn, each write converting the bytes of the buffer handed out just before it (checked), the other
+// buffer free to fill meanwhile; converted on the host (convert_weight_part) and counted
+struct TwoBufferUpload final : WeightUpload {
+  explicit TwoBufferUpload(size_t capacity) : buf{std::vector<char>(capacity), std::vector<char>(capacity)} {}
+  size_t capacity_bytes() const override { return buf[0].size(); }
+  char* buffer() override {
+    CHECK_FALSE(handed);  // one buffer per write
+    handed = true;
+    return buf[next].data();
+  }
+  void write(const WeightPart& p) override {
+    REQUIRE(handed);
+    CHECK((p.i1 - p.i0) * wire_bytes(p.wire) <= capacity_bytes());
+    convert_weight_part(buf[next].data(), p);
+    std::fill(buf[next].begin(), buf[next].end(), char(0x7f));  // a later write from it would read this
+    handed = false, next ^= 1, ++parts;
+  }
+  void finish() override { CHECK_FALSE(handed); }
+  std::vector<char> buf[2];
+  int next = 0, parts = 0;
+  bool handed = false;
+};
 }  // namespace
 
 TEST_CASE("safetensors: the writer's bytes are deterministic and read back exactly") {
@@ -138,6 +167,20 @@ TEST_CASE("safetensors: into the caller's memory, transposed or not, from a mapp
       st->to_f32_transposed_into(e, t);  // (3, 2): t[b*2 + a] = element (a, b)
       CHECK(std::vector<float>(t, t + 6) == std::vector<float>{0.5f, 10.5f, 1.5f, 11.5f, 2.5f, 12.5f});
     }
+  // through a WeightUpload (xtrain_generate on CUDA): parts of 8 bytes (2 F32 or 4 BF16/F16 elements), so
+  // parts end mid-row, each written from the buffer handed out just before it
+  for (const SafeTensors* st : {&mapped, &in_memory})
+    for (const char* name : {"f", "b", "h"}) {
+      CAPTURE(name);
+      TwoBufferUpload up(8);
+      float out[6], t[6];
+      st->upload_into(*st->find(name), out, false, up);
+      st->upload_into(*st->find(name), t, true, up);
+      up.finish();
+      CHECK(std::memcmp(out, vals, 24) == 0);
+      CHECK(std::vector<float>(t, t + 6) == std::vector<float>{0.5f, 10.5f, 1.5f, 11.5f, 2.5f, 12.5f});
+      CHECK(up.parts == (std::string(name) == "f" ? 6 : 4));
+    }
   float none = 7.0f;
   mapped.to_f32_into(*mapped.find("v"), &none);  // an empty tensor writes nothing
   CHECK(none == 7.0f);
@@ -187,9 +230,12 @@ TEST_CASE("safetensors: tensors larger than the read buffer convert part by part
     write_file_atomic(dir.file("big.safetensors"),
                       file_bytes(header({tensor("w", c.bf16 ? "BF16" : "F32", shape, "[0," + std::to_string(data.size()) + "]")}), data));
     const SafeTensors st = SafeTensors::read(dir.file("big.safetensors"));
-    std::vector<float> out(n, -1.0f), t(n, -1.0f);
+    std::vector<float> out(n, -1.0f), t(n, -1.0f), up_t(n, -1.0f);
     st.to_f32_into(*st.find("w"), out.data());
     st.to_f32_transposed_into(*st.find("w"), t.data());
+    TwoBufferUpload up(kWeightUploadBytes);  // the parts make_weight_upload's buffers take
+    st.upload_into(*st.find("w"), up_t.data(), true, up);
+    up.finish();
     size_t wrong = 0, wrong_t = 0;
     for (size_t a = 0; a < size_t(c.A); ++a)
       for (size_t b = 0; b < size_t(c.B); ++b) {
@@ -199,6 +245,8 @@ TEST_CASE("safetensors: tensors larger than the read buffer convert part by part
       }
     CHECK(wrong == 0);
     CHECK(wrong_t == 0);
+    CHECK(up_t == t);
+    CHECK(up.parts > 1);
   }
 }
 

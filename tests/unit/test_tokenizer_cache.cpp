@@ -1,5 +1,6 @@
 // Tokenizer table cache (src/data/tokenizer_cache.h): a miss builds and writes the entry, a hit restores
-// a tokenizer that encodes, decodes and fingerprints as the built one; other source bytes are another
+// a tokenizer that encodes, decodes and fingerprints as the built one (GPT-2's files, a tiktoken rank file,
+// a tokenizer.json with its pipeline read again by the file's own reader); other source bytes are another
 // entry; a damaged, truncated, foreign, older-format or other user's entry is ignored and rebuilt (never
 // trusted), and a payload with a field out of range is refused by the reader.
 #include <doctest/doctest.h>
@@ -16,6 +17,8 @@
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
+#include "core/json.h"
+#include "data/hf_pipeline.h"
 #include "data/tiktoken.h"
 #include "data/tokenizer_cache.h"
 #include "test_tokenizer_util.h"
@@ -75,14 +78,16 @@ std::string as_entry(const std::string& good, const std::string& payload) {
   return e + payload;
 }
 
-void check_same(const Tokenizer& a, const Tokenizer& b) {
+// check_same: b encodes and decodes as a; round_trip: kText decodes back to itself (not with a template's ids)
+void check_same(const Tokenizer& a, const Tokenizer& b, bool round_trip = true) {
   CHECK(a.fingerprint() == b.fingerprint());
   CHECK(a.vocab_size() == b.vocab_size());
   CHECK(a.eot_id() == b.eot_id());
   CHECK(a.describe() == b.describe());
   const std::vector<int32_t> ids = a.encode(kText);
   CHECK(b.encode(kText) == ids);
-  CHECK(b.decode(ids) == kText);
+  CHECK(b.decode(ids) == a.decode(ids));
+  if (round_trip) CHECK(b.decode(ids) == kText);
 }
 }  // namespace
 
@@ -269,4 +274,93 @@ TEST_CASE("tokenizer cache: a tiktoken rank file through load_tokenizer's cache 
   check_same(Tokenizer::from_tiktoken(ranks, "r50k_base"), built);
   check_same(built, restored);
   CHECK(restored.kind() == Tokenizer::Kind::Tiktoken);
+}
+
+namespace {
+// hf_variant: GPT-2's tokenizer.json with a pipeline other than GPT-2's: an NFC normalizer, a template
+// putting <|endoftext|> before the text, and an added token matched with lstrip (the pipeline's own
+// matching and the fingerprint's pipeline description both in play)
+nlohmann::json hf_variant() {
+  nlohmann::json root = read_json_file(test::gpt2_file("tokenizer.json"));
+  root["normalizer"] = {{"type", "NFC"}};
+  root["post_processor"] = {{"type", "TemplateProcessing"},
+                            {"single", {{{"SpecialToken", {{"id", "<|endoftext|>"}, {"type_id", 0}}}}, {{"Sequence", {{"id", "A"}, {"type_id", 0}}}}}},
+                            {"pair", nullptr},
+                            {"special_tokens", {{"<|endoftext|>", {{"id", "<|endoftext|>"}, {"ids", {50256}}, {"tokens", {"<|endoftext|>"}}}}}}};
+  root["added_tokens"].push_back({{"id", 50257}, {"content", "<|jury|>"}, {"single_word", false}, {"lstrip", true},
+                                  {"rstrip", false}, {"normalized", false}, {"special", true}});
+  return root;
+}
+
+// with_source: a tokenizer.json payload whose pipeline source (the last fields: source, added ids)
+// is `source` instead of `old`
+std::string with_source(const std::string& payload, const std::string& old, const std::string& source) {
+  const size_t at = payload.rfind(old);
+  REQUIRE(at != std::string::npos);
+  const uint64_t n = source.size();
+  return payload.substr(0, at - 8) + std::string(reinterpret_cast<const char*>(&n), 8) + source + payload.substr(at + old.size());
+}
+}  // namespace
+
+TEST_CASE("tokenizer cache: a tokenizer.json through load_tokenizer: a hit restores its tables and its pipeline") {
+  test::ScratchDir d;
+  const std::string variant = d.file("tokenizer.json");
+  write_file_atomic(variant, hf_variant().dump());
+  const std::string text = kText + " x  <|jury|>\u0065\u0301 e\xcc\x81 and <|jury|><|endoftext|>";
+  for (const std::string& file : {test::gpt2_file("tokenizer.json"), variant}) {
+    CAPTURE(file);
+    TokenizerFiles files;
+    files.tokenizer_json = file;
+    files.cache_dir = d.file("cache-" + std::to_string(file == variant));
+    const Tokenizer direct = Tokenizer::from_hf_json(file);
+    const Tokenizer built = load_tokenizer(files);
+    const std::string entry = entry_of(files.cache_dir);
+    bool hit = false;
+    const Tokenizer restored = load_tokenizer_cached(files.cache_dir, kHfJsonLoader, {file}, [&] { return Tokenizer::from_hf_json(file); }, &hit);
+    CHECK(hit);
+    check_same(direct, built, file != variant);
+    check_same(direct, restored, file != variant);
+    CHECK(restored.kind() == Tokenizer::Kind::HfJson);
+    const std::vector<int32_t> ids = direct.encode(text);
+    CHECK(restored.encode(text) == ids);
+    CHECK(restored.decode(ids) == built.decode(ids));
+    if (file == variant) {  // the template's prefix and the lstripped added token survive the round trip
+      REQUIRE(ids.size() > 2);
+      CHECK(ids[0] == 50256);
+      CHECK(std::count(ids.begin(), ids.end(), 50257) == 2);
+      CHECK(restored.fingerprint() != test::hf().fingerprint());
+    } else {
+      CHECK(restored.fingerprint() == test::gpt2().fingerprint());
+    }
+  }
+}
+
+TEST_CASE("tokenizer cache: a tokenizer.json entry's pipeline passes only what the file's reader passes") {
+  const nlohmann::json root = hf_variant();
+  test::ScratchDir d;
+  write_file_atomic(d.file("tokenizer.json"), root.dump());
+  const std::string f = d.file("tokenizer.json");
+  const Tokenizer t = Tokenizer::from_hf_json(f);
+  const std::string payload = TokenizerTables::save(t);
+  const TokenizerTables::Expected want = TokenizerTables::expect(kHfJsonLoader);
+  CHECK(want.kind == Tokenizer::Kind::HfJson);
+  check_same(t, TokenizerTables::restore(payload, {f}, want), false);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(payload, {"a", "b"}, gpt2_want), doctest::Contains("the loader builds kind 1"), Error);
+  const std::string source = bpe::hf_pipeline_source(root).dump();
+  CHECK(source.find("\"merges\"") == std::string::npos);
+  CHECK(source.size() < 2000);  // the vocabulary is not in it
+  nlohmann::json refused = bpe::hf_pipeline_source(root);
+  refused["normalizer"] = {{"type", "Lowercase"}};  // a normalizer the reader refuses
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(with_source(payload, source, refused.dump()), {f}, want),
+                       doctest::Contains("normalizer = an object of 1 key of type \"Lowercase\" is not supported"), Error);
+  nlohmann::json other = bpe::hf_pipeline_source(root);
+  other["normalizer"] = {{"type", "NFKC"}};  // one it reads, not the tables' (the fingerprint covers the pipeline)
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(with_source(payload, source, other.dump()), {f}, want),
+                       doctest::Contains("its tables give"), Error);
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(with_source(payload, source, "[1, 2"), {f}, want),
+                       doctest::Contains("not valid JSON"), Error);
+  nlohmann::json no_template = bpe::hf_pipeline_source(root);
+  no_template["post_processor"]["special_tokens"]["<|endoftext|>"]["ids"] = {60000};  // outside the vocabulary
+  CHECK_THROWS_WITH_AS(TokenizerTables::restore(with_source(payload, source, no_template.dump()), {f}, want),
+                       doctest::Contains("post-processor id 60000 outside [0, 50258)"), Error);
 }

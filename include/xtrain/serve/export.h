@@ -106,6 +106,12 @@ ModelDir load_model_dir(const std::string& dir);
 // empty) means ModelDir::params, as above. The same checks and errors as load_model_dir; on an Error
 // the memory may hold part of the weights.
 ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for);
+// load_model_dir into `device`'s parameter memory (params_for's, required): each tensor read in parts
+// into the host buffers of make_weight_upload(device) (xtrain/backend/weight_upload.h: pinned on CUDA,
+// each part copied while the next is read, widened and transposed on the device), so no host copy of
+// the model is made; what no tensor fills zeroed and every value checked finite on the device
+// (Backend::sum per tensor; the one found named as above). The same checks and errors.
+ModelDir load_model_dir(const std::string& dir, const std::function<float*(const GPTConfig&)>& params_for, Backend& device);
 // read_model_dir: load_model_dir without the weights (params empty): config.json and the tokenizer
 // files present, for picking the tokenizer before the weights are read.
 ModelDir read_model_dir(const std::string& dir);
@@ -120,8 +126,10 @@ std::vector<float> fit_to_config(const ModelDir& m, const GPTConfig& want);
 // Tokenizer::from_hf_json reads), else vocab.json + merges.txt. A tokenizer.json whose sha256 is
 // config.json's kTokenizerJsonShaKey takes config.json's fingerprint. Throws UsageError "<what>: <dir>
 // holds no tokenizer ..." when there is none, Error when the file read is not the tokenizer config.json
-// records (another fingerprint) or its vocabulary is not the model's.
-Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what);
+// records (another fingerprint) or its vocabulary is not the model's. cache: only its cache_dir,
+// cache_dir_origin and log_prefix are read: where load_tokenizer keeps the tables it derives from a
+// tokenizer.json or vocab.json + merges.txt, so that a later start reads them ("" = derive them each time).
+Tokenizer model_dir_tokenizer(const ModelDir& m, const std::string& what, const TokenizerFiles& cache = {});
 
 // check_model_tokenizer: the tokenizer `given` by options, about to be used with model directory m,
 // must be the one it was trained with: config.json's fingerprint when recorded, and (check_files) the

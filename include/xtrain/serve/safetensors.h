@@ -16,6 +16,8 @@
 
 namespace xtrain {
 
+class WeightUpload;  // xtrain/backend/weight_upload.h
+
 // One tensor entry of a safetensors header. Bytes are [begin, end) of the data section.
 struct StEntry {
   std::string name;
@@ -55,6 +57,11 @@ class SafeTensors {
   // failed: <strerror>". What dst holds after an Error is unspecified.
   void to_f32_into(const StEntry& e, float* dst) const;
   void to_f32_transposed_into(const StEntry& e, float* dst) const;
+  // upload_into: the tensor written to dst (a backend's parameter memory) through `up`, as to_f32_into
+  // (transpose: to_f32_transposed_into) writes it: read in parts of up.capacity_bytes() into up's
+  // buffers, each part converted where up converts (the CUDA backend: on the device). The errors of
+  // those two; the write of the last parts may still be in flight (up.finish() waits).
+  void upload_into(const StEntry& e, float* dst, bool transpose, WeightUpload& up) const;
   const std::string& label() const { return label_; }
 
  private:

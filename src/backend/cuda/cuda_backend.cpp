@@ -1,6 +1,7 @@
 // CudaBackend: device binding, stream, cuBLAS handle, memory and the dispatch of every op to its
 // launcher (one .cu file per op). See cuda_backend_impl.h.
 #include "backend/cuda/cuda_backend_impl.h"
+#include "backend/cuda/weight_upload.h"
 
 #include <unistd.h>
 
@@ -79,6 +80,11 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts) {
 CudaAllocStats cuda_alloc_stats(const Backend& backend) {
   XT_CHECK(backend.kind() == Device::cuda, "cuda_alloc_stats: backend '" << backend.name() << "' is not the CUDA backend");
   return static_cast<const cuda::CudaBackend&>(backend).alloc_stats();
+}
+
+std::unique_ptr<WeightUpload> make_cuda_weight_upload(Backend& backend, size_t capacity_bytes) {
+  XT_CHECK(backend.kind() == Device::cuda, "make_cuda_weight_upload: backend '" << backend.name() << "' is not the CUDA backend");
+  return static_cast<cuda::CudaBackend&>(backend).weight_upload(capacity_bytes);
 }
 
 const cuda::OpContext& cuda_op_context(const Backend& backend) {
@@ -313,6 +319,10 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
 
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return
 // in both cases, so the caller may reuse host_src at once.
+std::unique_ptr<WeightUpload> CudaBackend::weight_upload(size_t capacity_bytes) {
+  return make_weight_upload(stream_, capacity_bytes, [this](const void* p, size_t bytes) { weights_written(p, bytes); });
+}
+
 void CudaBackend::copy_to_device(void* dst, const void* host_src, size_t bytes) {
   if (bytes == 0) return;
   weights_written(dst, bytes);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include <xtrain/backend/backend.h>
+#include <xtrain/backend/weight_upload.h>
 #include <xtrain/comm/comm.h>
 #include "backend/cuda/alloc_stats.h"
 
@@ -24,6 +25,11 @@ std::unique_ptr<Backend> make_cuda_backend(const BackendOptions& opts);
 
 // cuda_device_count: the devices the CUDA runtime sees (0 without GPU or driver; never throws).
 int cuda_device_count();
+
+// make_cuda_weight_upload: the WeightUpload (xtrain/backend/weight_upload.h) of a backend made by
+// make_cuda_backend: two pinned host buffers of capacity_bytes, each part copied and converted on the
+// device; throws Error for another backend.
+std::unique_ptr<WeightUpload> make_cuda_weight_upload(Backend& backend, size_t capacity_bytes);
 
 // cuda_alloc_stats: counters of a backend made by make_cuda_backend; throws Error for another one.
 CudaAllocStats cuda_alloc_stats(const Backend& backend);

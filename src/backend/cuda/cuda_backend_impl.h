@@ -126,6 +126,9 @@ class CudaBackend final : public Backend {
   const std::string& host() const { return host_; }
   const CudaAllocStats& alloc_stats() const { return alloc_.stats(); }
   const OpContext& op_context() const { return ctx_; }
+  // weight_upload: a WeightUpload on this backend's stream (weight_upload.h) that drops the weight mirror
+  // it writes over, as every write of parameter memory does
+  std::unique_ptr<WeightUpload> weight_upload(size_t capacity_bytes);
 
  private:
   // check_device_errors: waits for the stream, then throws Error if a kernel flagged bad input
