@@ -87,8 +87,8 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
                           const std::vector<std::string>& val_files = {});
 
 // check_jsonl_field: a --jsonl-field given on the command line is read by some --data, --val-data or
-// --eval file: one that is JSON lines under --data-format (detect_data_format: by name under auto, a
-// 4-byte read). Throws UsageError naming the option otherwise (it would be silently unused).
+// --eval file: check_jsonl_field_read (data_format.h, the rule xtrain_eval's --loss and xtrain_tokenize's
+// --input follow too). Throws UsageError naming the option otherwise (it would be silently unused).
 // data_files, val_files: as for check_distinct_paths.
 void check_jsonl_field(const RunOptions& o, const std::vector<std::string>& data_files,
                        const std::vector<std::string>& val_files = {});

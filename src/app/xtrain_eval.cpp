@@ -62,7 +62,7 @@ po::options_description make_options(TokenizerFiles& files) {
        "sequences per forward: --loss windows, or the choices of whole --mc items (as xtrain_mpi --eval-batch; the "
        "same value gives the trainer's figures bit for bit)")
       ("data-format", po::value<std::string>()->default_value("auto"), "format of the --loss files, as xtrain_mpi --data-format")
-      ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document")
+      ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document (given, some --loss file must be JSON lines)")
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
        "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
@@ -178,6 +178,15 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   check_no_cache(no_cache, cache_dir);
   std::vector<std::vector<std::string>> loss_files;
   for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
+  CorpusOptions corpus;
+  corpus.format = parse_data_format(vm["data-format"].as<std::string>());
+  corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
+  if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
+  if (!vm["jsonl-field"].defaulted()) {  // read by some --loss file, as the trainer's by some --data file
+    std::vector<std::string> all;
+    for (const auto& files : loss_files) all.insert(all.end(), files.begin(), files.end());
+    check_jsonl_field_read(corpus.jsonl_field, corpus.format, all, "--loss");
+  }
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
@@ -193,10 +202,6 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
       if (same_file(json, in)) throw UsageError("--json " + json + " is an input of this run (" + in + "); not overwriting it");
     check_writable(json, "--json");
   }
-  CorpusOptions corpus;
-  corpus.format = parse_data_format(vm["data-format"].as<std::string>());
-  corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
-  if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
   corpus.option = "--loss";
   // the trainer's caches, found and written as it does (docs/usage.md, "Data and token caches")
   corpus.no_cache = no_cache;

@@ -56,6 +56,11 @@ refused 2 "--loss \",\": an empty path in the list" "${M[@]}" --loss ,
 refused 1 "--loss .*empty.txt: 0 tokens, less than one window of --seq 32 \+ 1" "${M[@]}" --loss "$WORK/empty.txt"
 refused 1 "--loss .*empty.jsonl: 0 tokens" "${M[@]}" --loss "$WORK/empty.jsonl"
 refused 1 "--loss: .*hs.jsonl:1: no \"text\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/hs.jsonl"
+refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data-format auto" "${M[@]}" --loss "$WORK/small.txt" --jsonl-field body
+refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data-format text" "${M[@]}" --loss "$WORK/hs.jsonl" \
+  --data-format text --jsonl-field body
+refused 2 "--jsonl-field body is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --jsonl-field body
+refused 1 "--loss: .*hs.jsonl:1: no \"body\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/small.txt,$WORK/hs.jsonl" --jsonl-field body
 refused 1 "--loss: llm.c shard .*small.txt: magic" "${M[@]}" --loss "$WORK/small.txt" --data-format llmc
 refused 2 "--seq 33 is longer than the model's context 32" "${M[@]}" --loss "$WORK/small.txt" --seq 33
 refused 1 "--mc: cannot read .*missing.jsonl: No such file or directory" "${M[@]}" --mc "$WORK/missing.jsonl"
