@@ -178,15 +178,15 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   check_no_cache(no_cache, cache_dir);
   std::vector<std::vector<std::string>> loss_files;
   for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
+  std::vector<std::string> all_loss_files;  // every set's: a file in two sets is refused, as in one (list_data_files)
+  for (const auto& files : loss_files) all_loss_files.insert(all_loss_files.end(), files.begin(), files.end());
+  check_distinct_files(all_loss_files, "--loss");
   CorpusOptions corpus;
   corpus.format = parse_data_format(vm["data-format"].as<std::string>());
   corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
   if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
-  if (!vm["jsonl-field"].defaulted()) {  // read by some --loss file, as the trainer's by some --data file
-    std::vector<std::string> all;
-    for (const auto& files : loss_files) all.insert(all.end(), files.begin(), files.end());
-    check_jsonl_field_read(corpus.jsonl_field, corpus.format, all, "--loss");
-  }
+  if (!vm["jsonl-field"].defaulted())  // read by some --loss file, as the trainer's by some --data file
+    check_jsonl_field_read(corpus.jsonl_field, corpus.format, all_loss_files, "--loss");
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");

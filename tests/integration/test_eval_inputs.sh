@@ -52,6 +52,10 @@ refused 1 "--loss: cannot read .*missing.txt: No such file or directory" "${M[@]
 refused 1 "--loss .*nothing: no data files in the directory" "${M[@]}" --loss "$WORK/nothing"
 refused 1 "--loss /dev/null: cannot read: not a regular file" "${M[@]}" --loss /dev/null
 refused 2 "--loss lists one file twice" "${M[@]}" --loss "$WORK/small.txt,$WORK/small.txt"
+ln -s small.txt "$WORK/small_link.txt"
+refused 2 "--loss lists one file twice: .*/small.txt and .*/small.txt \\(see --help\\)$" "${M[@]}" --loss "$WORK/small.txt" --loss "$WORK/small.txt"
+refused 2 "--loss lists one file twice: .*small.txt and .*small_link.txt \(the same file\)" "${M[@]}" --loss "$WORK/small.txt" \
+  --loss "$WORK/small_link.txt"
 refused 2 "--loss \",\": an empty path in the list" "${M[@]}" --loss ,
 refused 1 "--loss .*empty.txt: 0 tokens, less than one window of --seq 32 \+ 1" "${M[@]}" --loss "$WORK/empty.txt"
 refused 1 "--loss .*empty.jsonl: 0 tokens" "${M[@]}" --loss "$WORK/empty.jsonl"
