@@ -398,6 +398,8 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     if (is_token_cache_name(outputs[k].path))
       throw UsageError(outputs[k].opt + " " + outputs[k].path + " ends in " + kTokenCacheExt +
                        ", the name of token caches: choose another name");
+    // and their directory, where the tokenizer tables are too (.toktables)
+    check_output_outside_cache_dirs(outputs[k].path, outputs[k].opt, o.cache_dir);
     for (const Path& r : reads)
       if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
     for (const Path& c : caches) differ(c, outputs[k]);

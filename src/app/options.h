@@ -81,7 +81,8 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // --resume and --ckpt may be the same file (a requeued job). Each output's lock file ("<path>.lock",
 // run_outputs) is neither an input nor another output (checked before any lock is taken: DirLock
 // would refuse the file, and a usage error names both). Throws
-// UsageError "<opt> and <opt> name the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
+// UsageError "<opt> and <opt> name the same file (<path>)", or for an output in a token cache directory
+// (check_output_outside_cache_dirs, token_cache.h: the run's --cache-dir or the per-user default); then, for an output whose directory is a --data or --val-data directory (a
 // later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files = {});

@@ -190,6 +190,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
+    check_output_outside_cache_dirs(json, "--json", cache_dir);
     std::vector<std::string> inputs = mc_files;
     for (const auto& files : loss_files)
       for (const std::string& f : files) {

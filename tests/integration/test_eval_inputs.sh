@@ -92,6 +92,10 @@ refused 1 "--encoder-json: cannot read .*missing.json" --ckpt "$WORK/m.ckpt" --e
   --mc "$WORK/hs.jsonl"
 refused 2 "--cache-dir was given an empty value" "${M[@]}" --loss "$WORK/small.txt" --cache-dir ""
 refused 2 "--json .*x.tokcache ends in .tokcache" "${M[@]}" --loss "$WORK/small.txt" --json "$WORK/x.tokcache"
+refused 2 "--json .*/xdg-cache/xtrain/0123456789abcdef.toktables is inside the token cache directory .*\\(\\\$XDG_CACHE_HOME/xtrain" \
+  "${M[@]}" --mc "$WORK/hs.jsonl" --json "$XDG_CACHE_HOME/xtrain/0123456789abcdef.toktables"
+refused 2 "--json .*/cd/r.json is inside the token cache directory .*/cd \\(--cache-dir" "${M[@]}" --mc "$WORK/hs.jsonl" \
+  --cache-dir "$WORK/cd" --json "$WORK/cd/r.json"
 refused 2 "--json .*hs.jsonl.zst is an input of this run" "${M[@]}" --mc "$WORK/hs.jsonl.zst" --json "$WORK/hs.jsonl.zst"
 
 # --mc FILE.zst: the items of its plain text, the same figures to the last bit
