@@ -22,6 +22,7 @@
 #include "core/digest.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
+#include <xtrain/core/log.h>
 #include <xtrain/core/progress.h>
 #include <xtrain/data/corpus.h>
 #include <xtrain/data/data_format.h>
@@ -159,6 +160,7 @@ std::vector<std::string> list_of(const po::variables_map& vm, const char* name) 
 }
 
 int run(const po::variables_map& vm, TokenizerFiles& files) {
+  set_log_stream(stderr);  // stdout is the table: the corpus loading's tokenize and cache lines go with the progress
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
   const std::vector<std::string> mc_files = list_of(vm, "mc"), loss_sets = list_of(vm, "loss");
   if (mc_files.empty() && loss_sets.empty()) throw UsageError("nothing to score: give --mc FILE or --loss FILES");
@@ -208,7 +210,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   corpus.no_cache = no_cache;
   corpus.cache_dir = token_cache_dir(cache_dir);
   if (cache_dir.empty() && corpus.cache_dir.empty() && !no_cache && !loss_sets.empty()) {  // never the data directory unasked
-    std::printf("cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
+    std::fprintf(stderr, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;
   }
   // the directory whatever chose it (the default only when --loss uses it)

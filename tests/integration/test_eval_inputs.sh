@@ -19,14 +19,16 @@ M=(--ckpt "$WORK/m.ckpt" "${TOK[@]}")
 head -c 20000 "$WORK/corpus.txt" > "$WORK/small.txt"
 
 # refused CODE PATTERN args... : xtrain_eval exits CODE within BOUND s, its stderr one line matching
-# "^xtrain_eval: (usage error|error): PATTERN", no table on stdout
+# "^xtrain_eval: (usage error|error): PATTERN" after the progress lines of the work done before it (a
+# --loss file's tokenize, jsonl and cache lines), nothing on stdout
 refused() {
   local code=$1 pattern=$2
   shift 2
   local t0=$SECONDS rc=0
-  timeout -s KILL $BOUND "$EVAL" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  timeout -s KILL $BOUND "$EVAL" "$@" > "$WORK/out" 2> "$WORK/all_err" || rc=$?
+  grep -vE '^(tokenize .* \| .* MB|cache  \| |jsonl  \| )' "$WORK/all_err" > "$WORK/err" || true
   if [[ $rc -eq $code && $(wc -l < "$WORK/err") -eq 1 ]] && grep -qE -- "^xtrain_eval: (usage )?error: $pattern" "$WORK/err" \
-     && ! grep -q "^kind" "$WORK/out"; then
+     && [[ ! -s "$WORK/out" ]]; then
     printf 'ok   exit %d in %2ds: %s\n' "$rc" $((SECONDS - t0)) "$(cat "$WORK/err")"
   else
     fail "xtrain_eval $*: exit $rc (want $code), want one line matching '$pattern', got:"
@@ -116,7 +118,13 @@ caches() { find "$@" -name '*.tokcache' 2> /dev/null | wc -l; }
 cp "$WORK/small.txt" "$WORK/nothing/held.txt"
 L=(--loss "$WORK/nothing/held.txt" --json "$WORK/l.json")
 rm -rf "$XDG_CACHE_HOME"  # the caches of the refused runs above
-"$EVAL" "${M[@]}" "${L[@]}" > "$WORK/default.log" 2>&1 || { cat "$WORK/default.log"; fail "--loss, default cache"; }
+"$EVAL" "${M[@]}" "${L[@]}" > "$WORK/default.out" 2> "$WORK/default.log" || { cat "$WORK/default.log"; fail "--loss, default cache"; }
+# stdout is the table alone (header, one row, the device line); the tokenize and cache lines go to stderr
+grep -vqE '^(kind +set|loss +.*held.txt +[0-9]+ .*[0-9]\.[0-9]{4}$|\(cpu .*, fp32; --eval-batch 8\)$)' "$WORK/default.out" \
+  && { sed 's/^/     | /' "$WORK/default.out"; fail "stdout holds more than the table"; }
+[[ $(wc -l < "$WORK/default.out") -eq 3 ]] || fail "stdout holds $(wc -l < "$WORK/default.out") lines, want the table's 3"
+grep -q "^tokenize .*held.txt | " "$WORK/default.log" && grep -q "^cache  | 1 text file" "$WORK/default.log" \
+  || { cat "$WORK/default.log"; fail "no tokenize and cache lines on stderr"; }
 [[ $(caches "$XDG_CACHE_HOME/xtrain") -eq 1 ]] || fail "the default cache dir holds $(caches "$XDG_CACHE_HOME/xtrain") caches, want 1"
 grep -q "tokenized now: 1 on 1 rank" "$WORK/default.log" || fail "first --loss run: the file was not tokenized"
 ref=$(loss_of "$WORK/l.json")
