@@ -398,6 +398,8 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
     if (is_token_cache_name(outputs[k].path))
       throw UsageError(outputs[k].opt + " " + outputs[k].path + " ends in " + kTokenCacheExt +
                        ", the name of token caches: choose another name");
+    // and their directory, where the tokenizer tables are too (.toktables)
+    check_output_outside_cache_dirs(outputs[k].path, outputs[k].opt, o.cache_dir);
     for (const Path& r : reads)
       if (!(r.opt == "--resume" && outputs[k].opt == "--ckpt")) differ(r, outputs[k]);  // a requeued job resumes from its --ckpt
     for (const Path& c : caches) differ(c, outputs[k]);
@@ -433,16 +435,11 @@ void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& d
 void check_jsonl_field(const RunOptions& o, const std::vector<std::string>& data_files,
                        const std::vector<std::string>& val_files) {
   if (!o.jsonl_field_given) return;
-  const auto any_jsonl = [&](const std::vector<std::string>& files) {
-    for (const std::string& f : files)
-      if (detect_data_format(f, o.data_format) == DataFormat::jsonl) return true;
-    return false;
-  };
-  if (any_jsonl(data_files) || any_jsonl(val_files)) return;
+  std::vector<std::string> files = data_files;
+  files.insert(files.end(), val_files.begin(), val_files.end());
   for (const auto& [name, spec] : o.evals)
-    if (any_jsonl(list_data_files(spec, "--eval " + name))) return;
-  throw UsageError("--jsonl-field " + echo_value(o.jsonl_field) + " is not read: no --data, --val-data or --eval file is JSON lines (--data-format " +
-                   data_format_name(o.data_format) + ": .jsonl or .jsonl.zst names under auto, or --data-format jsonl)");
+    for (const std::string& f : list_data_files(spec, "--eval " + name)) files.push_back(f);
+  check_jsonl_field_read(o.jsonl_field, o.data_format, files, "--data, --val-data or --eval");
 }
 
 void check_world(const RunOptions& o, int world) {

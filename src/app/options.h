@@ -81,14 +81,15 @@ void check_options_agree(HostCollectives& group, const RunOptions& o);
 // --resume and --ckpt may be the same file (a requeued job). Each output's lock file ("<path>.lock",
 // run_outputs) is neither an input nor another output (checked before any lock is taken: DirLock
 // would refuse the file, and a usage error names both). Throws
-// UsageError "<opt> and <opt> name the same file (<path>)"; then, for an output whose directory is a --data or --val-data directory (a
+// UsageError "<opt> and <opt> name the same file (<path>)", or for an output in a token cache directory
+// (check_output_outside_cache_dirs, token_cache.h: the run's --cache-dir or the per-user default); then, for an output whose directory is a --data or --val-data directory (a
 // later run would read it as a shard), "<opt> <path> is inside the --data directory <dir> ...".
 void check_distinct_paths(const RunOptions& o, const std::vector<std::string>& data_files,
                           const std::vector<std::string>& val_files = {});
 
 // check_jsonl_field: a --jsonl-field given on the command line is read by some --data, --val-data or
-// --eval file: one that is JSON lines under --data-format (detect_data_format: by name under auto, a
-// 4-byte read). Throws UsageError naming the option otherwise (it would be silently unused).
+// --eval file: check_jsonl_field_read (data_format.h, the rule xtrain_eval's --loss and xtrain_tokenize's
+// --input follow too). Throws UsageError naming the option otherwise (it would be silently unused).
 // data_files, val_files: as for check_distinct_paths.
 void check_jsonl_field(const RunOptions& o, const std::vector<std::string>& data_files,
                        const std::vector<std::string>& val_files = {});

@@ -22,6 +22,7 @@
 #include "core/digest.h"
 #include <xtrain/core/error.h>
 #include "core/io.h"
+#include <xtrain/core/log.h>
 #include <xtrain/core/progress.h>
 #include <xtrain/data/corpus.h>
 #include <xtrain/data/data_format.h>
@@ -62,7 +63,7 @@ po::options_description make_options(TokenizerFiles& files) {
        "sequences per forward: --loss windows, or the choices of whole --mc items (as xtrain_mpi --eval-batch; the "
        "same value gives the trainer's figures bit for bit)")
       ("data-format", po::value<std::string>()->default_value("auto"), "format of the --loss files, as xtrain_mpi --data-format")
-      ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document")
+      ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document (given, some --loss file must be JSON lines)")
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
        "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
@@ -159,6 +160,7 @@ std::vector<std::string> list_of(const po::variables_map& vm, const char* name) 
 }
 
 int run(const po::variables_map& vm, TokenizerFiles& files) {
+  set_log_stream(stderr);  // stdout is the table: the corpus loading's tokenize and cache lines go with the progress
   if (vm.count("ckpt") + vm.count("model") != 1) throw UsageError("give exactly one of --ckpt FILE, --model DIR");
   const std::vector<std::string> mc_files = list_of(vm, "mc"), loss_sets = list_of(vm, "loss");
   if (mc_files.empty() && loss_sets.empty()) throw UsageError("nothing to score: give --mc FILE or --loss FILES");
@@ -178,9 +180,19 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   check_no_cache(no_cache, cache_dir);
   std::vector<std::vector<std::string>> loss_files;
   for (const std::string& s : loss_sets) loss_files.push_back(list_data_files(s, "--loss"));
+  std::vector<std::string> all_loss_files;  // every set's: a file in two sets is refused, as in one (list_data_files)
+  for (const auto& files : loss_files) all_loss_files.insert(all_loss_files.end(), files.begin(), files.end());
+  check_distinct_files(all_loss_files, "--loss");
+  CorpusOptions corpus;
+  corpus.format = parse_data_format(vm["data-format"].as<std::string>());
+  corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
+  if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
+  if (!vm["jsonl-field"].defaulted())  // read by some --loss file, as the trainer's by some --data file
+    check_jsonl_field_read(corpus.jsonl_field, corpus.format, all_loss_files, "--loss");
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
+    check_output_outside_cache_dirs(json, "--json", cache_dir);
     std::vector<std::string> inputs = mc_files;
     for (const auto& files : loss_files)
       for (const std::string& f : files) {
@@ -193,16 +205,12 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
       if (same_file(json, in)) throw UsageError("--json " + json + " is an input of this run (" + in + "); not overwriting it");
     check_writable(json, "--json");
   }
-  CorpusOptions corpus;
-  corpus.format = parse_data_format(vm["data-format"].as<std::string>());
-  corpus.jsonl_field = vm["jsonl-field"].as<std::string>();
-  if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
   corpus.option = "--loss";
   // the trainer's caches, found and written as it does (docs/usage.md, "Data and token caches")
   corpus.no_cache = no_cache;
   corpus.cache_dir = token_cache_dir(cache_dir);
   if (cache_dir.empty() && corpus.cache_dir.empty() && !no_cache && !loss_sets.empty()) {  // never the data directory unasked
-    std::printf("cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
+    std::fprintf(stderr, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;
   }
   // the directory whatever chose it (the default only when --loss uses it)

@@ -51,7 +51,7 @@ po::options_description make_options(xtrain::TokenizerFiles& files) {
       ("cache-dir", po::value<std::string>()->default_value(""), "without --output: the trainer's --cache-dir (default: $XDG_CACHE_HOME/xtrain or ~/.cache/xtrain; next-to-data: <input>.tokcache)")
       ("shard-tokens", po::value<long long>(), "write llm.c token shards NAME_000000.bin, NAME_000001.bin, ... of N tokens each (the last holds the rest) instead of a cache; --input is then a --data value (files, a comma list or a directory) joined as the trainer joins them")
       ("data-format", po::value<std::string>()->default_value("auto"), "with --shard-tokens: format of the --input files, as the trainer's --data-format")
-      ("jsonl-field", po::value<std::string>()->default_value("text"), "with --shard-tokens: the JSON lines field holding each document")
+      ("jsonl-field", po::value<std::string>()->default_value("text"), "with --shard-tokens: the JSON lines field holding each document (given, some --input file must be JSON lines)")
       ("print-ids", po::value<std::string>(), "print the ids of this text, space-separated (default: none)")
       ("print-ids-of", po::value<std::string>(), "a JSON array of texts: print the ids of each, one line per text in order (an empty line for no ids), as --print-ids does for one (default: none)")
       ("decode", po::value<std::string>(),
@@ -168,6 +168,8 @@ int write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& file
   const std::vector<std::string> inputs = xtrain::list_data_files(spec, "--input");
   std::vector<xtrain::DataFormat> formats;
   for (const std::string& f : inputs) formats.push_back(xtrain::detect_data_format(f, format));
+  if (!vm["jsonl-field"].defaulted())  // read by some --input file, as the trainer's by some --data file
+    xtrain::check_jsonl_field_read(vm["jsonl-field"].as<std::string>(), format, inputs, "--input");
   xtrain::check_writable(shard_path(name, 0), "--output");
   std::error_code ec;
   if (std::filesystem::exists(shard_path(name, 0), ec) && !xtrain::starts_with_llmc_magic(shard_path(name, 0)))

@@ -1,6 +1,8 @@
 // SoloGroup: the HostCollectives of a program that is its own world of one process, started by no
 // launcher (xtrain_eval), so that it can call collective code written for ranks (load_corpus): every
 // collective returns its input, and agree lets failures propagate for the program to report itself.
+// SoloCollectives<Base> gives the same world of one to any interface built on HostCollectives, so a
+// Communicator of one rank (the unit tests' fakes) adds only its own calls.
 #pragma once
 
 #include <unistd.h>
@@ -12,7 +14,8 @@
 
 namespace xtrain {
 
-class SoloGroup final : public HostCollectives {
+template <class Base>
+class SoloCollectives : public Base {
  public:
   int rank() const override { return 0; }
   int world_size() const override { return 1; }
@@ -29,5 +32,7 @@ class SoloGroup final : public HostCollectives {
   void broadcast_host(void*, size_t, int) override {}
   void barrier() override {}
 };
+
+class SoloGroup final : public SoloCollectives<HostCollectives> {};
 
 }  // namespace xtrain

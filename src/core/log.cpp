@@ -24,13 +24,22 @@ void print_rank_line(int rank, const std::string& host, const std::string& messa
   std::fflush(stderr);
 }
 
+namespace {
+std::FILE* g_log_stream = nullptr;  // nullptr: stdout (set_log_stream)
+}  // namespace
+
+std::FILE* log_stream() { return g_log_stream ? g_log_stream : stdout; }
+
+void set_log_stream(std::FILE* out) { g_log_stream = out; }
+
 void print0(int rank, const char* fmt, ...) {
   if (rank != 0) return;
+  std::FILE* out = log_stream();
   va_list args;
   va_start(args, fmt);
-  std::vfprintf(stdout, fmt, args);
+  std::vfprintf(out, fmt, args);
   va_end(args);
-  std::fflush(stdout);
+  std::fflush(out);
 }
 
 }  // namespace xtrain

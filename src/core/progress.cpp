@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include <xtrain/core/error.h>
+#include <xtrain/core/log.h>
 
 namespace xtrain {
 
@@ -46,7 +47,7 @@ bool stream_is_terminal(std::FILE* out) {
 Progress::Progress(std::string what, uint64_t total_bytes, int rank, ProgressOptions opt)
     : what_(std::move(what)), total_(total_bytes), print_(rank == 0 && total_bytes >= opt.min_total_bytes),
       opt_(std::move(opt)) {
-  XT_CHECK(opt_.out != nullptr, "no output stream");
+  if (!opt_.out) opt_.out = log_stream();
   XT_CHECK(opt_.interval_s >= 0, "interval " << opt_.interval_s << " s must not be negative");
   terminal_ = opt_.terminal < 0 ? stream_is_terminal(opt_.out) : opt_.terminal == 1;
   start_s_ = last_s_ = now();

@@ -77,9 +77,14 @@ std::vector<std::string> list_data_files(const std::string& spec, const std::str
       files.push_back(path);
     }
   }
+  for (const std::string& f : files) check_data_file(f, opt);
+  check_distinct_files(files, opt);
+  return files;
+}
+
+void check_distinct_files(const std::vector<std::string>& files, const std::string& opt) {
   std::map<std::pair<dev_t, ino_t>, std::string> seen;  // a file listed twice would be trained on twice
   for (const std::string& f : files) {
-    check_data_file(f, opt);
     struct stat st{};
     if (::stat(f.c_str(), &st) != 0) XT_FAIL(opt << ": cannot read " << f << ": " << std::strerror(errno));
     const auto [it, fresh] = seen.emplace(std::make_pair(st.st_dev, st.st_ino), f);
@@ -87,7 +92,6 @@ std::vector<std::string> list_data_files(const std::string& spec, const std::str
       throw UsageError(opt + " lists one file twice: " + it->second + " and " + f +
                        (it->second == f ? "" : " (the same file)"));
   }
-  return files;
 }
 
 TokenStream join_files(const std::vector<TokenStream>& files, int eot_id, const std::vector<bool>& token_file) {

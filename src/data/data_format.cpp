@@ -9,6 +9,7 @@
 
 #include <xtrain/core/error.h>
 #include "core/digest.h"
+#include "core/echo.h"
 #include "core/io.h"
 #include <xtrain/core/log.h>
 #include "data/jsonl.h"
@@ -46,6 +47,14 @@ DataFormat detect_data_format(const std::string& path, DataFormat requested) {
                      " or " + std::to_string(kLlmcMagicLlama3) +
                      "); for nanoGPT's headerless uint16 files pass --data-format nanogpt, for a text --data-format text");
   return DataFormat::text;
+}
+
+void check_jsonl_field_read(const std::string& field, DataFormat format, const std::vector<std::string>& files,
+                            const std::string& inputs) {
+  for (const std::string& f : files)
+    if (detect_data_format(f, format) == DataFormat::jsonl) return;
+  throw UsageError("--jsonl-field " + echo_value(field) + " is not read: no " + inputs + " file is JSON lines (--data-format " +
+                   data_format_name(format) + ": .jsonl or .jsonl.zst names under auto, or --data-format jsonl)");
 }
 
 namespace {

@@ -246,6 +246,17 @@ void check_cache_dir_owner(const std::string& dir, const std::string& origin) {
                    << ") nor root; not reading or writing caches in it");
 }
 
+void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
+  if (path.empty()) return;
+  const std::string parent = std::filesystem::path(path).parent_path().string();
+  const std::pair<std::string, std::string> dirs[] = {{token_cache_dir(cache_dir_option), token_cache_dir_origin(cache_dir_option)},
+                                                      {default_token_cache_dir(), token_cache_dir_origin("")}};
+  for (const auto& [dir, origin] : dirs)
+    if (!dir.empty() && same_file(parent.empty() ? "." : parent, dir))
+      throw UsageError(opt + " " + path + " is inside the token cache directory " + dir + " (" + origin +
+                       ": token caches and tokenizer tables, replaced by name when stale): choose another directory");
+}
+
 std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint) {
   char name[64];
   std::snprintf(name, sizeof name, "%016llx-%016llx.tokcache", static_cast<unsigned long long>(text_hash),

@@ -140,6 +140,15 @@ std::string token_cache_dir_origin(const std::string& cache_dir_option);
 // first cache).
 void check_cache_dir_owner(const std::string& dir, const std::string& origin = "--cache-dir");
 
+// check_output_outside_cache_dirs: an output file (opt: the option naming it) is not directly in a cache
+// directory: token_cache_dir(cache_dir_option) (the run's --cache-dir value; next-to-data: none) or
+// default_token_cache_dir() (where every program keeps its tokenizer tables, data/tokenizer_cache.h). Their
+// entries are named by content (<hash>-<fingerprint>.tokcache, <key>.toktables) and one that is damaged or
+// foreign is replaced, so an output there could be overwritten by a later start or read as a cache.
+// same_file compares the output's directory (also through a symlink, or not yet created) with each.
+// Throws UsageError "<opt> <path> is inside the token cache directory <dir> (<origin>: ...)".
+void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
+
 // keyed_cache_path: the cache of a text in a cache directory, named by its content and the tokenizer:
 // "<dir>/<xxh3_64 of the text, 16 hex>-<tokenizer fingerprint, 16 hex>.tokcache". A copied, moved or
 // touched text finds its cache; two texts never share one.

@@ -15,6 +15,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string_view>
 
 #include "core/digest.h"
 #include "core/echo.h"
@@ -63,7 +64,9 @@ T field(const json& j, const char* key, T fallback, const std::string& path) {
 // token_id_fields: the special-token ids of a config.json or generation_config.json (PretrainedConfig's
 // and GenerationConfig's bos_token_id, eos_token_id, pad_token_id: an integer, or a list of them, as
 // Llama 3 gives several eos ids; absent or null: none), for check_model_config. Error naming the field
-// for another JSON type.
+// for another JSON type. pad_token_id -1 is none too: older Hugging Face config.json files write it so
+// (GPT-2 era configs, some conversions); any other negative id, and -1 in another field or in a list,
+// stays an id out of range.
 std::vector<TokenIdField> token_id_fields(const json& j, const std::string& path) {
   std::vector<TokenIdField> out;
   auto id_of = [&](const json& v, const std::string& name) {
@@ -79,6 +82,7 @@ std::vector<TokenIdField> token_id_fields(const json& j, const std::string& path
   };
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
+    if (std::string_view(key) == "pad_token_id" && j[key].is_number_integer() && j[key].get<long long>() == -1) continue;
     if (!j[key].is_array()) {
       id_of(j[key], key);
       continue;

@@ -19,14 +19,16 @@ M=(--ckpt "$WORK/m.ckpt" "${TOK[@]}")
 head -c 20000 "$WORK/corpus.txt" > "$WORK/small.txt"
 
 # refused CODE PATTERN args... : xtrain_eval exits CODE within BOUND s, its stderr one line matching
-# "^xtrain_eval: (usage error|error): PATTERN", no table on stdout
+# "^xtrain_eval: (usage error|error): PATTERN" after the progress lines of the work done before it (a
+# --loss file's tokenize, jsonl and cache lines), nothing on stdout
 refused() {
   local code=$1 pattern=$2
   shift 2
   local t0=$SECONDS rc=0
-  timeout -s KILL $BOUND "$EVAL" "$@" > "$WORK/out" 2> "$WORK/err" || rc=$?
+  timeout -s KILL $BOUND "$EVAL" "$@" > "$WORK/out" 2> "$WORK/all_err" || rc=$?
+  grep -vE '^(tokenize .* \| .* MB|cache  \| |jsonl  \| )' "$WORK/all_err" > "$WORK/err" || true
   if [[ $rc -eq $code && $(wc -l < "$WORK/err") -eq 1 ]] && grep -qE -- "^xtrain_eval: (usage )?error: $pattern" "$WORK/err" \
-     && ! grep -q "^kind" "$WORK/out"; then
+     && [[ ! -s "$WORK/out" ]]; then
     printf 'ok   exit %d in %2ds: %s\n' "$rc" $((SECONDS - t0)) "$(cat "$WORK/err")"
   else
     fail "xtrain_eval $*: exit $rc (want $code), want one line matching '$pattern', got:"
@@ -52,10 +54,19 @@ refused 1 "--loss: cannot read .*missing.txt: No such file or directory" "${M[@]
 refused 1 "--loss .*nothing: no data files in the directory" "${M[@]}" --loss "$WORK/nothing"
 refused 1 "--loss /dev/null: cannot read: not a regular file" "${M[@]}" --loss /dev/null
 refused 2 "--loss lists one file twice" "${M[@]}" --loss "$WORK/small.txt,$WORK/small.txt"
+ln -s small.txt "$WORK/small_link.txt"
+refused 2 "--loss lists one file twice: .*/small.txt and .*/small.txt \\(see --help\\)$" "${M[@]}" --loss "$WORK/small.txt" --loss "$WORK/small.txt"
+refused 2 "--loss lists one file twice: .*small.txt and .*small_link.txt \(the same file\)" "${M[@]}" --loss "$WORK/small.txt" \
+  --loss "$WORK/small_link.txt"
 refused 2 "--loss \",\": an empty path in the list" "${M[@]}" --loss ,
 refused 1 "--loss .*empty.txt: 0 tokens, less than one window of --seq 32 \+ 1" "${M[@]}" --loss "$WORK/empty.txt"
 refused 1 "--loss .*empty.jsonl: 0 tokens" "${M[@]}" --loss "$WORK/empty.jsonl"
 refused 1 "--loss: .*hs.jsonl:1: no \"text\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/hs.jsonl"
+refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data-format auto" "${M[@]}" --loss "$WORK/small.txt" --jsonl-field body
+refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data-format text" "${M[@]}" --loss "$WORK/hs.jsonl" \
+  --data-format text --jsonl-field body
+refused 2 "--jsonl-field body is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --jsonl-field body
+refused 1 "--loss: .*hs.jsonl:1: no \"body\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/small.txt,$WORK/hs.jsonl" --jsonl-field body
 refused 1 "--loss: llm.c shard .*small.txt: magic" "${M[@]}" --loss "$WORK/small.txt" --data-format llmc
 refused 2 "--seq 33 is longer than the model's context 32" "${M[@]}" --loss "$WORK/small.txt" --seq 33
 refused 1 "--mc: cannot read .*missing.jsonl: No such file or directory" "${M[@]}" --mc "$WORK/missing.jsonl"
@@ -83,6 +94,10 @@ refused 1 "--encoder-json: cannot read .*missing.json" --ckpt "$WORK/m.ckpt" --e
   --mc "$WORK/hs.jsonl"
 refused 2 "--cache-dir was given an empty value" "${M[@]}" --loss "$WORK/small.txt" --cache-dir ""
 refused 2 "--json .*x.tokcache ends in .tokcache" "${M[@]}" --loss "$WORK/small.txt" --json "$WORK/x.tokcache"
+refused 2 "--json .*/xdg-cache/xtrain/0123456789abcdef.toktables is inside the token cache directory .*\\(\\\$XDG_CACHE_HOME/xtrain" \
+  "${M[@]}" --mc "$WORK/hs.jsonl" --json "$XDG_CACHE_HOME/xtrain/0123456789abcdef.toktables"
+refused 2 "--json .*/cd/r.json is inside the token cache directory .*/cd \\(--cache-dir" "${M[@]}" --mc "$WORK/hs.jsonl" \
+  --cache-dir "$WORK/cd" --json "$WORK/cd/r.json"
 refused 2 "--json .*hs.jsonl.zst is an input of this run" "${M[@]}" --mc "$WORK/hs.jsonl.zst" --json "$WORK/hs.jsonl.zst"
 
 # --mc FILE.zst: the items of its plain text, the same figures to the last bit
@@ -103,7 +118,13 @@ caches() { find "$@" -name '*.tokcache' 2> /dev/null | wc -l; }
 cp "$WORK/small.txt" "$WORK/nothing/held.txt"
 L=(--loss "$WORK/nothing/held.txt" --json "$WORK/l.json")
 rm -rf "$XDG_CACHE_HOME"  # the caches of the refused runs above
-"$EVAL" "${M[@]}" "${L[@]}" > "$WORK/default.log" 2>&1 || { cat "$WORK/default.log"; fail "--loss, default cache"; }
+"$EVAL" "${M[@]}" "${L[@]}" > "$WORK/default.out" 2> "$WORK/default.log" || { cat "$WORK/default.log"; fail "--loss, default cache"; }
+# stdout is the table alone (header, one row, the device line); the tokenize and cache lines go to stderr
+grep -vqE '^(kind +set|loss +.*held.txt +[0-9]+ .*[0-9]\.[0-9]{4}$|\(cpu .*, fp32; --eval-batch 8\)$)' "$WORK/default.out" \
+  && { sed 's/^/     | /' "$WORK/default.out"; fail "stdout holds more than the table"; }
+[[ $(wc -l < "$WORK/default.out") -eq 3 ]] || fail "stdout holds $(wc -l < "$WORK/default.out") lines, want the table's 3"
+grep -q "^tokenize .*held.txt | " "$WORK/default.log" && grep -q "^cache  | 1 text file" "$WORK/default.log" \
+  || { cat "$WORK/default.log"; fail "no tokenize and cache lines on stderr"; }
 [[ $(caches "$XDG_CACHE_HOME/xtrain") -eq 1 ]] || fail "the default cache dir holds $(caches "$XDG_CACHE_HOME/xtrain") caches, want 1"
 grep -q "tokenized now: 1 on 1 rank" "$WORK/default.log" || fail "first --loss run: the file was not tokenized"
 ref=$(loss_of "$WORK/l.json")

@@ -3,7 +3,7 @@
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
 # option starts from <|endoftext|>; a warmup as long as the run or longer is named in one note; $XTRAIN_DATA naming a
 # file is called "not a directory", and one holding a newline stays one line; a --resume that cannot be read
-# is named before a scoped option it might settle.
+# is named before a scoped option it might settle; config.json's "pad_token_id": -1 is no pad token.
 source "$(dirname "$0")/common.sh"
 xt_data
 
@@ -82,4 +82,22 @@ set -e
 [[ $rc == 2 && $(wc -l <"$WORK/dn.err") == 1 ]] && grep -qF -- "data directory $WORK/new\nline, from \$XTRAIN_DATA, does not exist" "$WORK/dn.err" ||
   { cat "$WORK/dn.out" "$WORK/dn.err"; fail "XTRAIN_DATA holding a newline: exit $rc"; }
 echo "XTRAIN_DATA holding a newline: $(cat "$WORK/dn.err")"
+
+# "pad_token_id": -1 in config.json (older Hugging Face files: no pad token) is read as none by --model and
+# --init-from; -2 stays an id out of the vocabulary (exit 1, one line naming the file)
+"$XTRAIN_BIN_DIR/xtrain_export" "$WORK/s.ckpt" "${TOK[@]}" --out "$WORK/pad" >"$WORK/pad.log" 2>&1 || { cat "$WORK/pad.log"; fatal "export"; }
+set_pad() { python3 -c 'import json,sys; p=sys.argv[1]; j=json.load(open(p)); j["pad_token_id"]=int(sys.argv[2]); json.dump(j, open(p, "w"))' "$WORK/pad/config.json" "$1"; }
+set_pad -1
+"$XTRAIN_BIN_DIR/xtrain_generate" --model "$WORK/pad" --max-new-tokens 2 --print-ids --seed 3 >"$WORK/padgen.txt" 2>"$WORK/padgen.err" &&
+  [[ $(wc -w <"$WORK/padgen.txt") == 2 ]] || { cat "$WORK/padgen.err"; fail "xtrain_generate --model with pad_token_id -1"; }
+"${MPIRUN[@]}" -q -np 1 "$XT" "${DATA[@]}" --no-cache --init-from "$WORK/pad" --steps 1 --seq 32 --batch 4 --val-every 0 >"$WORK/padft.log" 2>&1 ||
+  { cat "$WORK/padft.log"; fail "--init-from with pad_token_id -1"; }
+set_pad -2
+set +e
+"$XTRAIN_BIN_DIR/xtrain_generate" --model "$WORK/pad" --max-new-tokens 2 >/dev/null 2>"$WORK/padbad.err"
+rc=$?
+set -e
+[[ $rc == 1 && $(wc -l <"$WORK/padbad.err") == 1 ]] && grep -q "config.json: the model is invalid: pad_token_id -2 is not a token id" "$WORK/padbad.err" ||
+  { cat "$WORK/padbad.err"; fail "pad_token_id -2: exit $rc"; }
+echo "pad_token_id -1 read as none by --model and --init-from; -2: $(cat "$WORK/padbad.err")"
 xt_finish

@@ -91,6 +91,18 @@ left=$(ls -A "$WORK/sh" | grep -v '^c_000001.bin$' || true)
   && echo "ok   --shard-tokens failing at shard 1: exit 1, nothing written" \
   || fail "--shard-tokens failing at shard 1: exit $rc, left '$left': $(cat "$WORK/err")"
 rmdir "$WORK/sh/c_000001.bin"
+# --jsonl-field is read only from JSON lines inputs (the trainer's rule): over a text, one line, exit 2, no shard
+rc=0; "$TOOL" "${TOK[@]}" --input "$WORK/s.txt" --shard-tokens 2000 --output "$WORK/sh/j" --jsonl-field body > /dev/null 2> "$WORK/err" || rc=$?
+[[ $rc -eq 2 && $(wc -l < "$WORK/err") -eq 1 && -z "$(ls -A "$WORK/sh")" ]] \
+  && grep -q -- "usage error: --jsonl-field body is not read: no --input file is JSON lines (--data-format auto" "$WORK/err" \
+  && echo "ok   --shard-tokens --jsonl-field over a text: $(cat "$WORK/err")" \
+  || fail "--shard-tokens --jsonl-field over a text: exit $rc: $(cat "$WORK/err")"
+printf '{"body": "hello world"}\n' > "$WORK/s.jsonl"
+rc=0; "$TOOL" "${TOK[@]}" --input "$WORK/s.txt,$WORK/s.jsonl" --shard-tokens 2000 --output "$WORK/sh/j" --jsonl-field body \
+  > /dev/null 2> "$WORK/err" || rc=$?
+[[ $rc -eq 0 && -f "$WORK/sh/j_000000.bin" ]] && echo "ok   --shard-tokens --jsonl-field with a JSON lines input" \
+  || fail "--shard-tokens --jsonl-field with a JSON lines input: exit $rc: $(cat "$WORK/err")"
+rm -f "$WORK"/sh/j_*.bin
 python3 -c 'print("hello world " * 300000)' > "$WORK/big.txt"  # 600,001 tokens: 2,001 shards, seconds of writing
 "$TOOL" "${TOK[@]}" --input "$WORK/big.txt" --shard-tokens 300 --output "$WORK/sh/b" > /dev/null 2> "$WORK/err" &
 pid=$!

@@ -556,6 +556,11 @@ TEST_CASE("special-token ids are tokens of the vocabulary: checked on writing co
   CHECK(read_error(R"(,"bos_token_id":256,"pad_token_id":null)", R"("eos_token_id":[256,300])") ==
         gen + ": the model's special tokens are invalid: eos_token_id[1] 300" + range);
   CHECK(read_error(R"(,"bos_token_id":256,"eos_token_id":0)", R"("eos_token_id":[256,0],"pad_token_id":null)") == "(no error)");
+  // pad_token_id -1: "no pad token" in older Hugging Face config.json files, in either file; only -1, only for pad
+  CHECK(read_error(R"(,"eos_token_id":256,"pad_token_id":-1)", R"("pad_token_id":-1)") == "(no error)");
+  CHECK(read_error(R"(,"pad_token_id":-2)", "") == config + ": the model is invalid: pad_token_id -2" + range);
+  CHECK(read_error(R"(,"bos_token_id":-1)", "") == config + ": the model is invalid: bos_token_id -1" + range);
+  CHECK(read_error(R"(,"pad_token_id":[-1])", "") == config + ": the model is invalid: pad_token_id[0] -1" + range);
 }
 
 TEST_CASE("a model the readers refuse is never exported: config.json gets no null for a non-finite eps or theta") {

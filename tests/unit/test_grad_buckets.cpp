@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "comm/solo_group.h"
 #include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/model/model.h>
@@ -21,21 +22,11 @@ namespace {
 GPTConfig tiny_config() { return test::tiny_gpt2(/*L=*/3); }  // layers between the first and the last
 
 // RecordingComm: one rank; records what the bucketed all-reduce starts, and when.
-class RecordingComm final : public Communicator {
+class RecordingComm final : public SoloCollectives<Communicator> {
  public:
   std::string name() const override { return "recording"; }
-  int rank() const override { return 0; }
-  int world_size() const override { return 1; }
-  std::string host() const override { return "test"; }
-  int node_id() const override { return 0; }
   void all_reduce(float*, size_t, ReduceOp) override {}
   void broadcast(float*, size_t, int) override {}
-  void all_reduce_sum_host(double*, int) override {}
-  void all_reduce_max_host(double*, int) override {}
-  uint64_t all_reduce_min_host(uint64_t x) override { return x; }
-  uint64_t all_reduce_max_host(uint64_t x) override { return x; }
-  void broadcast_host(void*, size_t, int) override {}
-  void barrier() override {}
   void bucketed_start(size_t offset, size_t count, const std::string& what) override {
     started.push_back({offset, count});
     names.push_back(what);

@@ -23,26 +23,12 @@
 #include <xtrain/core/error.h>
 #include "core/digest.h"
 #include "core/io.h"
+#include "scratch_dir.h"
 
 using namespace xtrain;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path dir;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "xtrain_io_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-  }
-  ~TempDir() {
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
-  size_t entries() const { return static_cast<size_t>(std::distance(fs::directory_iterator(dir), fs::directory_iterator())); }
-};
-
 mode_t mode_of(const std::string& p) {
   struct stat st{};
   REQUIRE(::stat(p.c_str(), &st) == 0);
@@ -51,7 +37,7 @@ mode_t mode_of(const std::string& p) {
 }  // namespace
 
 TEST_CASE("write_file_atomic writes a new file and replaces an existing one, leaving no temporary file") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string p = d.file("out.bin");
   write_file_atomic(p, "first");
   CHECK(read_file(p) == "first");
@@ -61,7 +47,7 @@ TEST_CASE("write_file_atomic writes a new file and replaces an existing one, lea
 }
 
 TEST_CASE("write_file_atomic keeps the mode of the file it replaces") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string p = d.file("private.ckpt");
   write_file_atomic(p, "a");
   REQUIRE(::chmod(p.c_str(), 0600) == 0);
@@ -74,7 +60,7 @@ TEST_CASE("write_file_atomic keeps the mode of the file it replaces") {
 }
 
 TEST_CASE("write_file_atomic refuses a target that is not a regular file and leaves it alone") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string fifo = d.file("pipe");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   CHECK_THROWS_WITH_AS(write_file_atomic(fifo, "x", "checkpoint"),
@@ -90,12 +76,12 @@ TEST_CASE("write_file_atomic refuses a target that is not a regular file and lea
 }
 
 TEST_CASE("read_file refuses what is not a regular file at once (a FIFO would block, a device never end)") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string fifo = d.file("pipe");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   CHECK_THROWS_WITH_AS(read_file(fifo), doctest::Contains("pipe: not a regular file"), Error);
   CHECK_THROWS_WITH_AS(read_file("/dev/zero"), "cannot read /dev/zero: not a regular file", Error);
-  CHECK_THROWS_WITH_AS(read_file(d.dir.string()), doctest::Contains("not a regular file"), Error);
+  CHECK_THROWS_WITH_AS(read_file(d.path.string()), doctest::Contains("not a regular file"), Error);
   CHECK_THROWS_WITH_AS(read_file(d.file("absent")), doctest::Contains("No such file"), Error);
 }
 
@@ -110,7 +96,7 @@ TEST_CASE("replace_forbidden_by_sticky is rename(2)'s EPERM rule: sticky directo
 }
 
 TEST_CASE("check_writable refuses at once what write_file_atomic would fail on, and leaves no probe behind") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string fifo = d.file("pipe"), file = d.file("old.ckpt");
   REQUIRE(::mkfifo(fifo.c_str(), 0644) == 0);
   write_file_atomic(file, "old");
@@ -118,19 +104,19 @@ TEST_CASE("check_writable refuses at once what write_file_atomic would fail on, 
   CHECK_NOTHROW(check_writable(d.file("new.ckpt"), "--ckpt"));
   CHECK_NOTHROW(check_writable(file, "--ckpt"));  // ours: replaced by the rename
   CHECK_THROWS_WITH_AS(check_writable(d.file("nodir/x.ckpt"), "--ckpt"), doctest::Contains("nodir does not exist"), Error);
-  CHECK_THROWS_WITH_AS(check_writable(d.dir.string(), "--metrics"), doctest::Contains(" is a directory"), Error);
+  CHECK_THROWS_WITH_AS(check_writable(d.path.string(), "--metrics"), doctest::Contains(" is a directory"), Error);
   CHECK_THROWS_WITH_AS(check_writable(fifo, "--timeline"), doctest::Contains("pipe exists and is not a regular file"), Error);
   fs::create_symlink(d.file("missing/x"), d.file("dangling"));
   CHECK_THROWS_WITH_AS(check_writable(d.file("dangling"), "--ckpt"), doctest::Contains("missing does not exist"), Error);
   // a symlink is judged by the file it names, in that file's directory (write_file_atomic replaces it)
-  TempDir other;
+  test::ScratchDir other;
   fs::create_symlink(fifo, other.file("link"));
   CHECK_THROWS_WITH_AS(check_writable(other.file("link"), "--ckpt"), doctest::Contains("not a regular file"), Error);
   CHECK(d.entries() == 3);  // pipe, old.ckpt, dangling: no probe file left
 }
 
 TEST_CASE("write_file_atomic never writes through symlinks planted at the old predictable temp names") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string victim = d.file("victim.txt"), target = d.file("out.ckpt");
   { std::ofstream(victim) << "precious"; }
   // The old writers used <path>.tmp.<pid>, <path>.tmp.<pid>.<n> and <path>.tmp: plant all of them.
@@ -144,7 +130,7 @@ TEST_CASE("write_file_atomic never writes through symlinks planted at the old pr
 }
 
 TEST_CASE("write_file_atomic through a symlinked target replaces the file it names") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string real = d.file("real.jsonl"), link = d.file("link.jsonl");
   { std::ofstream(real) << "old"; }
   REQUIRE(::chmod(real.c_str(), 0600) == 0);
@@ -165,8 +151,8 @@ TEST_CASE("may_follow_output_symlink: only a symlink of this user or of root") {
 }
 
 TEST_CASE("locate_output resolves this user's symlinks relative to the link, '..' and absolute targets") {
-  TempDir d;
-  fs::create_directories(d.dir / "a" / "b");
+  test::ScratchDir d;
+  fs::create_directories(d.path / "a" / "b");
   fs::create_symlink("../a/b/target.bin", d.file("a/rel.lnk"));   // relative to a/
   fs::create_symlink(d.file("a/b"), d.file("abs.dir"));            // absolute, a directory
   write_file_atomic(d.file("a/rel.lnk"), "one");
@@ -186,12 +172,12 @@ TEST_CASE("another user's symlink at an output path, or on the way to it, is nev
     MESSAGE("skipped: needs root to give a symlink to another user (lchown)");
     return;
   }
-  TempDir d;
+  test::ScratchDir d;
   const uid_t nobody = 65534;
   const std::string victim = d.file("secret/victim");
-  fs::create_directories(d.dir / "secret");
-  fs::create_directories(d.dir / "sticky");
-  fs::permissions(d.dir / "sticky", fs::perms::all | fs::perms::sticky_bit);
+  fs::create_directories(d.path / "secret");
+  fs::create_directories(d.path / "sticky");
+  fs::permissions(d.path / "sticky", fs::perms::all | fs::perms::sticky_bit);
   { std::ofstream(victim) << "precious"; }
   const std::string link = d.file("sticky/run.ckpt"), dir_link = d.file("sticky/runs");
   fs::create_symlink(victim, link);
@@ -213,7 +199,7 @@ TEST_CASE("another user's symlink at an output path, or on the way to it, is nev
 }
 
 TEST_CASE("an output path ending in '/', '/.' or '/..' names a directory, not a file") {
-  TempDir d;
+  test::ScratchDir d;
   CHECK_THROWS_WITH_AS(write_file_atomic(d.file("newx") + "/", "x", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
   CHECK_THROWS_WITH_AS(check_writable(d.file("newx") + "/", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
   CHECK_THROWS_WITH_AS(write_file_atomic(d.file("newx") + "/.", "x", "--ckpt"), doctest::Contains("names a directory, not a file"), Error);
@@ -222,7 +208,7 @@ TEST_CASE("an output path ending in '/', '/.' or '/..' names a directory, not a 
 }
 
 TEST_CASE("write_file_atomic: a new file gets create_mode; a replaced file keeps only this user's permission bits") {
-  TempDir d;
+  test::ScratchDir d;
   ::umask(022);
   const std::string p = d.file("cache");
   write_file_atomic(p, "x", "cannot write", {}, 0600);
@@ -239,7 +225,7 @@ TEST_CASE("write_file_atomic: a new file gets create_mode; a replaced file keeps
 }
 
 TEST_CASE("open_output_directory creates what is missing, and nothing through another user's symlink") {
-  TempDir d;
+  test::ScratchDir d;
   const OutputLocation loc = open_output_directory(d.file("a/b/c"), "--out", true);
   CHECK(fs::is_directory(d.file("a/b/c")));
   write_file_atomic(loc.in("f.json"), "f.json", "{}");
@@ -248,15 +234,15 @@ TEST_CASE("open_output_directory creates what is missing, and nothing through an
   { std::ofstream(d.file("plain")) << "p"; }
   CHECK_THROWS_WITH_AS(open_output_directory(d.file("plain/y"), "--out", true), doctest::Contains("plain is not a directory"), Error);
   if (::geteuid() != 0) return;
-  fs::create_directories(d.dir / "secret");
+  fs::create_directories(d.path / "secret");
   fs::create_symlink(d.file("secret"), d.file("link"));
   REQUIRE(::lchown(d.file("link").c_str(), 65534, 65534) == 0);
   CHECK_THROWS_WITH_AS(open_output_directory(d.file("link/new/deeper"), "--out", true), doctest::Contains("is a symlink owned by uid 65534"), Error);
-  CHECK(fs::is_empty(d.dir / "secret"));
+  CHECK(fs::is_empty(d.path / "secret"));
 }
 
 TEST_CASE("read_output_file reads the file at a location, refusing a FIFO without blocking") {
-  TempDir d;
+  test::ScratchDir d;
   { std::ofstream(d.file("m.jsonl")) << "{}\n"; }
   REQUIRE(::mkfifo(d.file("fifo").c_str(), 0644) == 0);
   CHECK(read_output_file(locate_output(d.file("m.jsonl"), "--metrics"), "m.jsonl") == "{}\n");
@@ -264,14 +250,14 @@ TEST_CASE("read_output_file reads the file at a location, refusing a FIFO withou
 }
 
 TEST_CASE("same_file compares device and inode, and paths of files not yet created") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string a = d.file("corpus.txt"), hard = d.file("hard.txt"), other = d.file("other.txt");
   { std::ofstream(a) << "text"; }
   { std::ofstream(other) << "text"; }
   fs::create_hard_link(a, hard);
   CHECK(same_file(a, hard));
   CHECK_FALSE(same_file(a, other));
-  CHECK(same_file(d.file("new.ckpt"), (d.dir / "." / "new.ckpt").string()));
+  CHECK(same_file(d.file("new.ckpt"), (d.path / "." / "new.ckpt").string()));
   CHECK_FALSE(same_file(d.file("new.ckpt"), d.file("new.jsonl")));
   CHECK_FALSE(same_file("", ""));
   // A relative name whose first component does not exist yet, spelled two ways (weakly_canonical
@@ -282,8 +268,8 @@ TEST_CASE("same_file compares device and inode, and paths of files not yet creat
   CHECK_FALSE(same_file(rel, "./other-" + rel));
   // Not yet created, through a symlinked directory and through "sub/.." (the anchor is the deepest
   // existing directory by device and inode, as for a bind mount of the same directory).
-  fs::create_directory(d.dir / "sub");
-  fs::create_directory_symlink(d.dir / "sub", d.dir / "alias");
+  fs::create_directory(d.path / "sub");
+  fs::create_directory_symlink(d.path / "sub", d.path / "alias");
   CHECK(same_file(d.file("sub/h.ckpt"), d.file("alias/h.ckpt")));
   CHECK(same_file(d.file("sub/deeper/h.ckpt"), d.file("alias/deeper/h.ckpt")));
   CHECK(same_file(d.file("h.ckpt"), d.file("sub/../h.ckpt")));
@@ -329,7 +315,7 @@ pid_t dead_pid() {
 }  // namespace
 
 TEST_CASE("the next write removes the temporary files of dead writers on this host, and nothing else") {
-  TempDir d;
+  test::ScratchDir d;
   const std::string target = d.file("run.ckpt"), host = hostname();
   const std::string dead = std::to_string(dead_pid());
   auto temp = [&](const std::string& h, const std::string& pid) {
@@ -361,7 +347,7 @@ TEST_CASE("the next write removes the temporary files of dead writers on this ho
 }
 
 TEST_CASE("the data directory: $XTRAIN_DATA empty is not 'unset', and a path that is no directory says why") {
-  const TempDir t;
+  const test::ScratchDir t;
   const std::string exe = t.file("bin/xtrain_mpi");  // no share/xtrain beside it, no build tree above it
   const std::string give = "; set XTRAIN_DATA to the folder scripts/setup.sh fills, or give --data FILE";
   const DataDir unset = find_data_dir(nullptr, exe);
@@ -382,7 +368,7 @@ TEST_CASE("the data directory: $XTRAIN_DATA empty is not 'unset', and a path tha
         "data directory " + t.file("none") + ", from $XTRAIN_DATA, does not exist" + give);
   CHECK(data_dir_note(find_data_dir(t.file("a_file/below").c_str(), exe), "--data FILE") ==
         "data directory " + t.file("a_file/below") + ", from $XTRAIN_DATA, does not exist" + give);
-  CHECK(data_dir_note(find_data_dir(t.dir.c_str(), exe), "--data FILE") == "data directory " + t.dir.string() + ", from $XTRAIN_DATA" + give);
+  CHECK(data_dir_note(find_data_dir(t.path.c_str(), exe), "--data FILE") == "data directory " + t.path.string() + ", from $XTRAIN_DATA" + give);
   // a newline or tab in the value is escaped as echo_value writes it: the note stays one line
   CHECK(data_dir_note(find_data_dir((t.file("a") + "\nb\tc").c_str(), exe), "--data FILE") ==
         "data directory " + t.file("a") + "\\nb\\tc, from $XTRAIN_DATA, does not exist" + give);

@@ -19,27 +19,17 @@
 
 #include <xtrain/core/error.h>
 #include "core/lock.h"
+#include "scratch_dir.h"
 
 using namespace xtrain;
 namespace fs = std::filesystem;
 
 namespace {
-struct TempDir {
-  fs::path dir;
-  int fd = -1;
-  TempDir() {
-    std::string tmpl = (fs::temp_directory_path() / "xtrain_lock_XXXXXX").string();
-    REQUIRE(::mkdtemp(tmpl.data()) != nullptr);
-    dir = tmpl;
-    fd = ::open(tmpl.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    REQUIRE(fd >= 0);
-  }
-  ~TempDir() {
-    ::close(fd);
-    std::error_code ec;
-    fs::remove_all(dir, ec);
-  }
-  std::string file(const std::string& name) const { return (dir / name).string(); }
+// TempDir: a scratch directory and a descriptor of it, which DirLock takes
+struct TempDir : test::ScratchDir {
+  int fd = ::open(path.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  TempDir() { REQUIRE(fd >= 0); }
+  ~TempDir() { ::close(fd); }
 };
 
 std::string read_all(const std::string& p) {
@@ -189,8 +179,8 @@ TEST_CASE("another user's stale lock is refused naming its owner; one they canno
     CHECK(read_all(d.file("out.lock")) == "xtrain pid 42 on host h1\n");
   }
   SUBCASE("another user meets root's lock (mode 0644) in a sticky directory: stale, then held") {
-    fs::create_directory(d.dir / "sticky");
-    fs::permissions(d.dir / "sticky", fs::perms::all | fs::perms::sticky_bit);
+    fs::create_directory(d.path / "sticky");
+    fs::permissions(d.path / "sticky", fs::perms::all | fs::perms::sticky_bit);
     const std::string lock = d.file("sticky/out.lock");
     write_all(lock, "xtrain pid 42 on host h1\n");
     REQUIRE(::chmod(lock.c_str(), 0644) == 0);

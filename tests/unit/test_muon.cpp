@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "comm/solo_group.h"
 #include "fixtures.h"
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/core/error.h>
@@ -224,21 +225,11 @@ TEST_CASE("Optimizer muon: one step of a model equals torch.optim.Muon's written
   auto be = make_cpu_backend();
   GPT model(c, *be);
   model.init_params(5);
-  class One final : public Communicator {  // a world of one rank: Muon runs no collective
+  class One final : public SoloCollectives<Communicator> {  // a world of one rank: Muon runs no collective
    public:
     std::string name() const override { return "one"; }
-    int rank() const override { return 0; }
-    int world_size() const override { return 1; }
-    std::string host() const override { return "test"; }
-    int node_id() const override { return 0; }
     void all_reduce(float*, size_t, ReduceOp) override { FAIL("no collective at world 1"); }
     void broadcast(float*, size_t, int) override {}
-    void all_reduce_sum_host(double*, int) override {}
-    void all_reduce_max_host(double*, int) override {}
-    uint64_t all_reduce_min_host(uint64_t x) override { return x; }
-    uint64_t all_reduce_max_host(uint64_t x) override { return x; }
-    void broadcast_host(void*, size_t, int) override {}
-    void barrier() override {}
   } comm;
   OptimConfig oc;
   oc.kind = OptimizerKind::muon, oc.warmup_steps = 0, oc.total_steps = 10, oc.min_lr_frac = 1.0f;

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cctype>
+#include <cstdlib>
 #include <exception>
 #include <filesystem>
 #include <fstream>
@@ -281,6 +282,40 @@ TEST_CASE("--data lists and files that are outputs too") {
   const std::string ids = run.dir.file("ids.bin");
   write_token_cache(ids, {1, 2, 3}, 50257, 1, stat_source(run.corpus));
   usage_error(run, {"--data", ids}, "usage error: --data .*ids.bin: a token cache");
+}
+
+TEST_CASE("no output in a token cache directory: the run's --cache-dir or the per-user default, where tokenizer tables are too") {
+  const Run run;
+  const std::string cache = run.dir.file("cache"), xdg = run.dir.file("xdg");
+  const char* before = std::getenv("XDG_CACHE_HOME");
+  const std::string saved = before ? before : "";
+  REQUIRE(::setenv("XDG_CACHE_HOME", xdg.c_str(), 1) == 0);
+  // a tokenizer-table entry's name, not yet written: a later start would read the metrics as tables or replace them
+  usage_error(run, {"--cache-dir", cache, "--metrics", cache + "/0123456789abcdef.toktables"},
+              "usage error: --metrics .*/cache/0123456789abcdef.toktables is inside the token cache directory .*/cache \\(--cache-dir");
+  std::filesystem::create_directory(cache);
+  std::filesystem::create_directory_symlink(cache, run.dir.file("cache-link"));
+  usage_error(run, {"--cache-dir", cache, "--ckpt", run.dir.file("cache-link") + "/run.ckpt"},
+              "usage error: --ckpt .*cache-link/run.ckpt is inside the token cache directory");
+  // the per-user default, where every program keeps its tokenizer tables: with no --cache-dir and with another one
+  usage_error(run, {"--timeline", xdg + "/xtrain/t.json"},
+              "usage error: --timeline .*/xdg/xtrain/t.json is inside the token cache directory .*/xdg/xtrain \\(\\$XDG_CACHE_HOME/xtrain");
+  usage_error(run, {"--cache-dir", cache, "--metrics", xdg + "/xtrain/0123456789abcdef.toktables"},
+              "--metrics .* is inside the token cache directory .*/xdg/xtrain");
+  // beside them, and with next-to-data (no cache directory of the run), only the default is refused
+  const CliFailure ok = startup([&] {
+    std::vector<std::string> a = run.ok();
+    a.insert(a.end(), {"--cache-dir", cache, "--metrics", run.dir.file("m.jsonl"), "--ckpt", xdg + "/run.ckpt"});
+    return a;
+  }(), 1);
+  CHECK_MESSAGE(ok.exit_code == 0, ok.message);
+  const CliFailure beside = startup([&] {
+    std::vector<std::string> a = run.ok();
+    a.insert(a.end(), {"--cache-dir", "next-to-data", "--metrics", cache + "/m.jsonl"});
+    return a;
+  }(), 1);
+  CHECK_MESSAGE(beside.exit_code == 0, beside.message);
+  before ? ::setenv("XDG_CACHE_HOME", saved.c_str(), 1) : ::unsetenv("XDG_CACHE_HOME");
 }
 
 TEST_CASE("--val-data: held-out files are inputs of their own, never a --data file or an output") {

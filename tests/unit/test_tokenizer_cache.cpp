@@ -46,6 +46,20 @@ std::string entry_of(const std::string& dir) {
 
 const TokenizerTables::Expected gpt2_want = TokenizerTables::expect("gpt2");
 
+// WrittenEntry: a scratch cache directory holding the one valid entry of GPT-2's files, written by a
+// first load (a miss), and its bytes: the start of the cases that damage or replace it
+struct WrittenEntry {
+  test::ScratchDir d;
+  const std::string dir = d.file("cache");
+  bool hit = true;
+  std::string entry, good;
+  WrittenEntry() {
+    load(dir, &hit);
+    entry = entry_of(dir);
+    good = read_file(entry);
+  }
+};
+
 // StderrTo: file descriptor 2 written into `path` for the scope (the cache's warnings go there at once)
 struct StderrTo {
   int saved = -1;
@@ -110,13 +124,7 @@ TEST_CASE("tokenizer cache: a miss writes the entry, a hit restores the same tok
   CHECK(std::distance(std::filesystem::directory_iterator(dir), std::filesystem::directory_iterator()) == 2);
 }
 
-TEST_CASE("tokenizer cache: a damaged, truncated, foreign or older entry is ignored and rebuilt") {
-  test::ScratchDir d;
-  const std::string dir = d.file("cache");
-  bool hit = true;
-  load(dir, &hit);
-  const std::string entry = entry_of(dir);
-  const std::string good = read_file(entry);
+TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: a damaged, truncated, foreign or older entry is ignored and rebuilt") {
   std::string older = good;
   older[8] = char(kTokenizerTablesVersion + 1);
   std::string flipped = good;
@@ -201,13 +209,7 @@ TEST_CASE("tokenizer cache: the reader requires the loader's kind, name and spli
   CHECK_THROWS_WITH_AS(TokenizerTables::restore(token, {}, gpt2_want), doctest::Contains("its tables give"), Error);
 }
 
-TEST_CASE("tokenizer cache: an entry whose hash checks out but whose tables are not the loader's is rebuilt, one warning line") {
-  test::ScratchDir d;
-  const std::string dir = d.file("cache");
-  bool hit = true;
-  load(dir, &hit);
-  const std::string entry = entry_of(dir);
-  const std::string good = read_file(entry);
+TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: an entry whose hash checks out but whose tables are not the loader's is rebuilt, one warning line") {
   std::string eot = good.substr(40);
   const int32_t zero = 0;
   std::memcpy(eot.data() + 20, &zero, 4);

@@ -1,5 +1,5 @@
 // Shared fixtures of the tokenizer tests: paths under $XTRAIN_SHARED_DATA, the GPT-2 tokenizer from
-// both file formats (loaded once), encoder.json read directly as an oracle, and a scratch directory.
+// both file formats (loaded once), encoder.json read directly as an oracle, and the scratch directory (scratch_dir.h).
 #pragma once
 
 #include <cstdlib>
@@ -15,6 +15,7 @@
 #include "data/token_cache.h"
 #include <xtrain/data/tokenizer.h>
 #include "data/tokenizer_options.h"
+#include "scratch_dir.h"
 
 namespace xtrain::test {
 
@@ -51,20 +52,5 @@ inline int32_t encoder_id(const std::string& token_text) {
   static const nlohmann::json enc = nlohmann::json::parse(read_file(gpt2_file("encoder.json")));
   return enc.at(token_text).get<int32_t>();
 }
-
-// ScratchDir: a fresh directory under the system temp dir, removed with everything in it.
-struct ScratchDir {
-  std::filesystem::path path;
-  ScratchDir() {
-    std::string tmpl = (std::filesystem::temp_directory_path() / "xtrain_tok_XXXXXX").string();
-    if (!mkdtemp(tmpl.data())) throw std::runtime_error("mkdtemp " + tmpl + " failed");
-    path = tmpl;
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path, ec);
-  }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
 
 }  // namespace xtrain::test

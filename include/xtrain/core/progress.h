@@ -25,7 +25,7 @@ constexpr uint64_t kLongWorkBytes = 100'000'000;
 bool stream_is_terminal(std::FILE* out);
 
 struct ProgressOptions {
-  std::FILE* out = stdout;
+  std::FILE* out = nullptr;  // nullptr: log_stream() (log.h), stdout unless the program chose stderr
   double interval_s = 5.0;  // the least time between two progress lines (seconds)
   // Work of fewer bytes prints nothing, not even the final line (e.g. kLongWorkBytes for checkpoints).
   uint64_t min_total_bytes = 0;

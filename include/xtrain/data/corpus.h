@@ -26,6 +26,13 @@ namespace xtrain {
 // A file given by name that ends in ".tokcache" is refused ("<opt> <path>: a token cache, not a text").
 std::vector<std::string> list_data_files(const std::string& spec, const std::string& opt = "--data");
 
+// check_distinct_files: no two of `files` are one file (device and inode, so a second path to it, a
+// hard link or a symlink, counts too): the check list_data_files makes within one value, for programs that
+// join several values (xtrain_eval's --loss sets). Throws UsageError "<opt> lists one file twice: <a> and
+// <b>" (" (the same file)" after two paths), Error "<opt>: cannot read <path>: <strerror>" for a file
+// that cannot be stat'ed.
+void check_distinct_files(const std::vector<std::string>& files, const std::string& opt);
+
 // data_spec_entries: the comma-separated entries of a --data value as given (files or directories),
 // the one split list_data_files uses. Throws UsageError "<opt> ...: an empty path in the list".
 std::vector<std::string> data_spec_entries(const std::string& spec, const std::string& opt = "--data");

@@ -5,6 +5,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include <xtrain/data/token_stream.h>
 #include <xtrain/data/tokenizer.h>
@@ -23,6 +24,15 @@ const char* data_format_name(DataFormat f);
 // be told from text reliably. Under `automatic`, a name ending in ".bin" without llm.c's magic is
 // refused (UsageError naming the file and --data-format nanogpt) rather than tokenized as text.
 DataFormat detect_data_format(const std::string& path, DataFormat requested);
+
+// check_jsonl_field_read: the one rule for a --jsonl-field given on a command line (not its default),
+// the trainer's and the tools': some file of `files` is JSON lines under `format` (detect_data_format: by
+// name under auto, a 4-byte read). Otherwise the field would be silently unused: UsageError
+// "--jsonl-field <field> is not read: no <inputs> file is JSON lines (--data-format <format>: ...)".
+// inputs: the options that name the files, as the message says them ("--data, --val-data or --eval";
+// xtrain_eval's "--loss"; xtrain_tokenize's "--input").
+void check_jsonl_field_read(const std::string& field, DataFormat format, const std::vector<std::string>& files,
+                            const std::string& inputs);
 
 // is_token_file: llm.c shards and nanoGPT files hold ids already, their documents separated as their
 // writer chose (llm.c's and nanoGPT's scripts put <|endoftext|> at each document's boundary), so
