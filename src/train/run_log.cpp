@@ -40,7 +40,9 @@ void RunLog::step(int step, int end, const StepResult& r, double ms) {
   StepStats st;
   st.step = step, st.steps = cfg_.steps, st.loss = r.loss, st.lr = r.lr, st.grad_norm = r.grad_norm, st.ms = ms;
   st.tok_per_s = tok_per_s;
-  st.eta_s = (timed_s_ > 0 ? timed_s_ / std::max(1, step - first_step_) : ms / 1000.0) * (end - step);
+  // the ETA from the mean of the steps after the first: the first step's warm-up (allocation, library set-up,
+  // kernel loading) would make it several times too long, so that line shows none
+  st.eta_s = timed_s_ > 0 ? timed_s_ / std::max(1, step - first_step_) * (end - step) : -1;
   if (r.stop && step == end && end < cfg_.steps) st.eta_s = -1;  // stopped by a signal: no end to estimate
   st.mfu = mfu_at(tok_per_s);
   st.mem_in_use_bytes = be_.memory_in_use_bytes();

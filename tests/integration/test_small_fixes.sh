@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s"; a resume over other
+# Small things a newcomer meets: the step a stop signal ends on shows no "eta 0m00s", nor the first step (its
+# warm-up would make the estimate far too long); a resume over other
 # data names the data hashes in hex (as the export registry does); xtrain_generate without a prompt
 # option starts from <|endoftext|>; a warmup as long as the run or longer is named in one note; $XTRAIN_DATA naming a
 # file is called "not a directory", and one holding a newline stays one line; a --resume that cannot be read
@@ -19,7 +20,9 @@ set -e
 [[ $rc == 3 ]] || { cat "$WORK/stop.log"; fatal "stopped run: exit $rc, want 3"; }
 last="$(grep '^step .*/500 | loss' "$WORK/stop.log" | tail -1)"
 first="$(grep '^step .*/500 | loss' "$WORK/stop.log" | head -1)"
-[[ "$first" == *"| eta "* ]] || fail "a running step without eta: $first"
+second="$(grep '^step .*/500 | loss' "$WORK/stop.log" | sed -n 2p)"
+[[ "$first" != *"eta"* ]] || fail "the first step, warm-up included, shows an eta: $first"
+[[ "$second" == *"| eta "* ]] || fail "a running step without eta: $second"
 [[ "$last" != *"eta"* ]] || fail "the stopped step shows an eta: $last"
 echo "stopped step line: $last"
 
