@@ -81,7 +81,9 @@ po::options_description make_options(TokenizerFiles& files) {
        "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
       ("timing",
        "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: the backend set-up (in a thread "
-       "started first, beside the phases up to the wait for it), then in order: reading the model file (--ckpt), loading "
+       "started first, beside the phases up to the wait for it; on cuda followed by its parts, indented: the driver, the "
+       "context, device properties and stream, the cuBLAS handle, workspace and allocator, the cuBLASLt handle; no cuDNN "
+       "handle: it is made at the first cuDNN attention, which decoding never calls), then in order: reading the model file (--ckpt), loading "
        "the tokenizer, encoding the prompt, waiting for the backend set-up, reading the model file (--model: into the "
        "backend's memory), weights to the device, decoder allocation and weight preparation, the prompt to the first "
        "token, recording the one-token graph, the first one-token step; then steady decoding (tokens, ms, tok/s) and "
@@ -468,6 +470,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     // the set-up ran in its own thread from the start, beside the phases up to the wait for it
     std::fprintf(stderr, "timing | backend set-up (%s), in a thread beside the phases up to the wait: %.3f ms\n",
                  be->name().c_str(), set_up.ms);
+    for (const auto& [what, ms] : be->setup_ms()) std::fprintf(stderr, "timing |   %s: %.3f ms\n", what.c_str(), ms);
     for (const auto& [what, ms] : phases.ms) std::fprintf(stderr, "timing | %s: %.3f ms\n", what.c_str(), ms);
     const double steady_s = st.decode_s - st.first_step_s;
     const int steady_tokens = st.decode_tokens - st.first_step_tokens;

@@ -242,6 +242,31 @@ TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the hos
   }
 }
 
+// Decoding never calls cuDNN (its attention reads the cache through attention_decode), so the cuDNN handle of
+// the bf16 backend of --attention auto, whose training attention is cuDNN's, is never made by it (xtrain_generate's
+// cold start): none after a prompt of several tokens with a recorded one-token graph and after the all-positions
+// forward of --dump-logits (Backend::setup_ms would name it); the training forward of the same model makes it.
+TEST_CASE("GPU decoding makes no cuDNN handle (bf16, --attention auto); the training forward does") {
+  auto cudnn_parts = [](const Backend& b) {
+    int n = 0;
+    for (const auto& [what, ms] : b.setup_ms()) n += what.find("cuDNN handle") != std::string::npos;
+    return n;
+  };
+  const GPTConfig c = inference_configs()[0].cfg;
+  Models m(c, "bf16");
+  GenerateOptions opts;
+  opts.max_new_tokens = 8;
+  opts.sampler.temperature = 0.0f;
+  Decoder dec(*m.gpu, 2, true);
+  CHECK(generate(dec, {random_tokens(6, c.V, 13), random_tokens(6, c.V, 14)}, opts, nullptr)[0].size() == 8);
+  CHECK(dec.graph_recorded());
+  const std::vector<int32_t> tokens = random_tokens(size_t(2) * 40, c.V, 7), targets = random_tokens(size_t(2) * 40, c.V, 8);
+  Decoder(*m.gpu, 1).forward(tokens.data(), 40);
+  CHECK(cudnn_parts(*m.gpu_be) == 0);
+  m.gpu->forward(tokens.data(), targets.data(), 2, 40, /*train=*/false, 1.0f, nullptr);  // T 40 > HS 8: cuDNN's shape
+  CHECK(cudnn_parts(*m.gpu_be) == 1);
+}
+
 // DecodeVsTraining: the training forward's logits (B,T) of random tokens against T one-token decoding steps
 // of the same tokens: rows compared, rows equal in every bit, max relative difference of a row.
 struct DecodeVsTraining {

@@ -398,6 +398,40 @@ TEST_CASE("cuDNN attention forward and backward (bf16)") {
   }
 }
 
+// The cuDNN handle (Backend::setup_ms names it once made): --attention cudnn makes it at the set-up; auto (bf16)
+// at the first cuDNN attention, which xtrain_generate's decoding never calls, and never inside a CUDA graph
+// capture: a capture that would make it fails with an Error (not a silent switch to another route), and the
+// attention run uncaptured afterwards makes it and gives the bits of --attention cudnn.
+TEST_CASE("cuDNN handle: made at the set-up with --attention cudnn, at the first attention with auto, never in a capture") {
+  auto cudnn_parts = [](const Backend& b) {
+    int n = 0;
+    for (const auto& [what, ms] : b.setup_ms()) n += what.find("cuDNN handle") != std::string::npos;
+    return n;
+  };
+  auto strict = with_attention_route("cudnn", "bf16");
+  CHECK(cudnn_parts(*strict) == 1);
+  CHECK(strict->setup_ms().size() >= 6);  // driver, context, properties and stream, cuBLAS, workspace, cuBLASLt
+  auto lazy = with_attention_route("auto", "bf16");
+  CHECK(cudnn_parts(*lazy) == 0);
+  const QkvLayout s{1, 130, 4, 2, 64};
+  Act qkv(*lazy, rnd(s.qkv_count(), 44, -2.0, 2.0)), out(*lazy, filled(s.q_count(), 7.0f));
+  Twin<float> att(filled(size_t(s.B) * s.NH * s.T * s.T), lazy.get());
+  CHECK_THROWS_WITH_AS(lazy->capture_graph([&] {
+    lazy->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+  }), doctest::Contains("inside a CUDA graph capture"), Error);
+  CHECK(cudnn_parts(*lazy) == 0);
+  AttentionCase a(*lazy, s, 44, rnd(s.qkv_count(), 46), Grad::assign);  // uncaptured: makes the handle
+  CHECK(cudnn_parts(*lazy) == 1);
+  AttentionCase b(*strict, s, 44, rnd(s.qkv_count(), 46), Grad::assign);
+  CHECK(a.out.gpu_bytes() == b.out.gpu_bytes());
+  CHECK(a.dqkv.gpu_bytes() == b.dqkv.gpu_bytes());
+  // made once: a capture now records the attention (the plans were built uncaptured above)
+  CHECK(lazy->capture_graph([&] {
+    lazy->attention_forward(out.gp(), att.g.get(), qkv.gp(), s.B, s.T, s.NH, s.KVH, s.HS);
+  }) != nullptr);
+  CHECK(cudnn_parts(*lazy) == 1);
+}
+
 TEST_CASE("--attention is validated: cudnn needs bf16, a route needs the CUDA backend, unknown words") {
   CHECK_THROWS_AS(with_attention_route("cudnn", "fp32"), UsageError);
   CHECK_THROWS_AS(make_backend(BackendOptions{Device::cpu, 0, 1, DType::fp32, Attention::flash}), UsageError);

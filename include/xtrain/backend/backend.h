@@ -25,6 +25,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <xtrain/core/clock.h>
@@ -174,6 +175,10 @@ class Backend {
   // shared by every rank on the host), CUDA asks cudaMemGetInfo for the device's free memory.
   // 0 = unknown (no check).
   virtual size_t available_memory_bytes() const { return 0; }
+  // setup_ms: the parts of this backend's set-up in the order they ran, with their wall time in milliseconds
+  // (CUDA: the driver, the context, the stream, each library handle, the workspace and allocator), for
+  // xtrain_generate --timing; empty where the set-up has no parts worth telling (CPU).
+  virtual std::vector<std::pair<std::string, double>> setup_ms() const { return {}; }
 
   // ---- the weights' copy for the GEMMs ----
   // prepare_weights: called with the whole flat parameter buffer, params (count floats), at the start of

@@ -184,20 +184,24 @@ Attention attention_route(const OpContext& ctx, int T, int HS) {
 size_t attention_scratch_count(const OpContext& ctx, int B, int T, int NH, int KVH, int HS) {
   const size_t flash = size_t(B) * NH * T * (size_t(HS) + 1);  // flash_attention.h
   switch (attention_route(ctx, T, HS)) {
-    case Attention::cudnn:  // the flash kernels' room only where a non-strict cuDNN route falls back to them
-      return !ctx.cudnn->strict() && flash_attention_supported(T, HS) && !ctx.cudnn->usable(qkv_layout(B, T, NH, KVH, HS))
-                 ? flash
-                 : cudnn_attention_scratch_count(B, NH, T, HS);
+    case Attention::cudnn:  // another route's room only where a non-strict cuDNN route falls back to it (route_for)
+      if (ctx.cudnn->strict() || ctx.cudnn->usable(qkv_layout(B, T, NH, KVH, HS)))
+        return cudnn_attention_scratch_count(B, NH, T, HS);
+      if (flash_attention_supported(T, HS)) return flash;
+      return ctx.cudnn->unavailable() ? size_t(B) * NH * T * T : cudnn_attention_scratch_count(B, NH, T, HS);
     case Attention::flash: return flash;
     default: return size_t(B) * NH * T * T;
   }
 }
 
 namespace {
-// route_for: attention_route, with the cuDNN route's run-time check of shape s (CudnnAttention::usable).
+// route_for: attention_route, with the cuDNN route's run-time check of shape s (CudnnAttention::usable): a
+// shape cuDNN refuses takes the flash kernels; where cuDNN cannot be initialized at all (its handle is made at
+// first use), every shape takes the route --attention flash gives it (flash, else the GEMM route).
 Attention route_for(const OpContext& ctx, const QkvLayout& s) {
   const Attention route = attention_route(ctx, s.T, s.HS);
   if (route != Attention::cudnn || ctx.cudnn->usable(s)) return route;
+  if (ctx.cudnn->unavailable() && !flash_attention_supported(s.T, s.HS)) return Attention::gemm;
   XT_CHECK(flash_attention_supported(s.T, s.HS), "cuDNN attention unavailable for T=" << s.T << " HS=" << s.HS
                                                     << " and the flash kernels do not take the shape");
   return Attention::flash;

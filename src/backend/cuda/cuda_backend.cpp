@@ -5,9 +5,11 @@
 
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <string>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -95,14 +97,22 @@ const cuda::OpContext& cuda_op_context(const Backend& backend) {
 namespace cuda {
 
 CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
+  // each part's wall time, for xtrain_generate --timing (setup_ms)
+  auto t0 = std::chrono::steady_clock::now();
+  auto lap = [&](std::string what) {
+    const auto t = std::chrono::steady_clock::now();
+    setup_ms_.emplace_back(std::move(what), std::chrono::duration<double, std::milli>(t - t0).count());
+    t0 = t;
+  };
   int n = 0;
-  const cudaError_t rc = cudaGetDeviceCount(&n);
+  const cudaError_t rc = cudaGetDeviceCount(&n);  // the first runtime call: loads and initializes the driver
   if (rc != cudaSuccess || n == 0) {
     cudaGetLastError();
     XT_FAIL("no GPU: the CUDA runtime sees no device on host " << host_ << " ("
                                                                << (rc == cudaSuccess ? "0 devices" : cudaGetErrorString(rc))
                                                                << "); use --device cpu");
   }
+  lap("CUDA driver (cudaGetDeviceCount)");
   // One visible device: the launcher (or CUDA_VISIBLE_DEVICES) gave this process its own GPU.
   // Several: node-local rank i takes device i, and there must be one per local rank.
   if (n > 1) {
@@ -115,6 +125,8 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
     device_ = opts.local_rank;
   }
   XT_CUDA_CHECK(cudaSetDevice(device_));
+  XT_CUDA_CHECK(cudaFree(nullptr));  // the primary context made here, not inside the first call that needs it
+  lap("CUDA context (device " + std::to_string(device_) + ")");
   cudaDeviceProp prop{};
   XT_CUDA_CHECK(cudaGetDeviceProperties(&prop, device_));
   char bus[64] = {};
@@ -124,11 +136,13 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   gpu_id_ = GpuId{prop.name, prop.major, prop.minor, prop.multiProcessorCount};
 
   XT_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  lap("device properties and stream");
   XT_CUBLAS_CHECK(cublasCreate(&cublas_));
   XT_CUBLAS_CHECK(cublasSetStream(cublas_, stream_));  // resets the workspace: set it afterwards
   // fp32 mode: plain FP32 arithmetic. CUBLAS_DEFAULT_MATH never uses TF32 or BF16x9 emulation for
   // SGEMM (both are opt-in math modes), so results match the CPU within fp32 rounding.
   XT_CUBLAS_CHECK(cublasSetMathMode(cublas_, CUBLAS_DEFAULT_MATH));
+  lap("cuBLAS handle");
   cublas_workspace_ = alloc_.alloc(kCublasWorkspaceBytes, kWorkspaceTag);
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int), kErrorFlagTag));
@@ -136,17 +150,18 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   split_counters_ =
       static_cast<unsigned*>(alloc_.alloc(cuda::kSplitCounters * sizeof(unsigned), cuda::kSplitCountersTag));
   XT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, cuda::kSplitCounters * sizeof(unsigned), stream_));
+  XT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the memsets' time counted here
+  lap("workspace and allocator (32 MiB cuBLAS workspace, error flag, split counters)");
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
-  Attention route = resolve_attention(opts.attention, opts.dtype);
+  lap("cuBLASLt handle");
+  const Attention route = resolve_attention(opts.attention, opts.dtype);
   if (route == Attention::cudnn) {
+    // --attention cudnn: the handle now (a cuDNN that cannot start fails the set-up); auto: at its first use
+    // (CudnnAttention::handle), outside any graph capture, so a run that never calls the training attention
+    // (xtrain_generate's decoding reads the cache through attention_decode) never pays for it
     const bool strict = opts.attention == Attention::cudnn;
-    try {
-      cudnn_ = std::make_unique<CudnnAttention>(stream_, strict);
-    } catch (const Error& e) {
-      if (strict) throw;
-      std::fprintf(stderr, "xtrain: cuDNN unavailable, attention takes the flash kernels: %s\n", e.what());
-      route = Attention::flash;
-    }
+    cudnn_ = std::make_unique<CudnnAttention>(stream_, strict);
+    if (strict) lap("cuDNN handle");
   }
   // --weight-copy per-use: bf16 weights rounded into a scratch copy per matmul call instead of kept (less
   // memory; the same bits, test_cuda_train). fp32 GEMMs read the fp32 weights: no copy either way.
@@ -168,6 +183,13 @@ CudaBackend::~CudaBackend() {
   alloc_.free(mirror_);
   if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);
+}
+
+std::vector<std::pair<std::string, double>> CudaBackend::setup_ms() const {
+  std::vector<std::pair<std::string, double>> parts = setup_ms_;
+  if (cudnn_ && !cudnn_->strict() && cudnn_->created())
+    parts.emplace_back("cuDNN handle (made at the first cuDNN attention)", cudnn_->created_ms());
+  return parts;
 }
 
 BackendMemory CudaBackend::memory_accounting() const {

@@ -10,6 +10,8 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "backend/cuda/allocator.h"
 #include "backend/cuda/cuda_backend.h"
@@ -43,6 +45,9 @@ class CudaBackend final : public Backend {
   size_t allocation_bytes(const void* ptr) const override { return alloc_.block_bytes(ptr); }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
   size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
+  // setup_ms: the constructor's parts (cuda_backend.cpp), then, once made, the cuDNN handle of --attention auto
+  // (made at its first use, CudnnAttention::handle; --attention cudnn makes it in the constructor)
+  std::vector<std::pair<std::string, double>> setup_ms() const override;
   // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.
   std::unique_ptr<TimelineClock> make_timeline_clock() override;
   std::unique_ptr<StepGraph> capture_graph(const std::function<void()>& work) override;
@@ -171,6 +176,7 @@ class CudaBackend final : public Backend {
   WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
                                      // of a block overlapping it releases the mirror
   uint64_t weights_generation_ = 0;  // +1 when the mirror is dropped, moved or made for another source
+  std::vector<std::pair<std::string, double>> setup_ms_;  // the constructor's parts (setup_ms)
 };
 
 }  // namespace xtrain::cuda

@@ -12,6 +12,7 @@
 // non-deterministic.
 #include "backend/cuda/cudnn_attention.h"
 
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -146,14 +147,42 @@ void check_aligned(const void* p, const char* what) {
 size_t stats_floats(const QkvLayout& s) { return (size_t(s.B) * s.NH * s.T + 3) / 4 * 4; }  // 16-byte padded
 }  // namespace
 
-CudnnAttention::CudnnAttention(cudaStream_t stream, bool strict) : strict_(strict) {
-  XT_CUDNN_CHECK(cudnnCreate(&handle_));
-  XT_CUDNN_CHECK(cudnnSetStream(handle_, stream));
+CudnnAttention::CudnnAttention(cudaStream_t stream, bool strict) : stream_(stream), strict_(strict) {
+  if (strict_) handle();  // --attention cudnn: a cuDNN that cannot start is an error of the set-up
 }
 
 CudnnAttention::~CudnnAttention() {
   plans_.clear();  // plans reference the handle: destroy them first
   if (handle_) cudnnDestroy(handle_);
+}
+
+cudnnHandle_t CudnnAttention::handle() {
+  if (handle_) return handle_;
+  if (!init_error_.empty()) throw Error(init_error_);
+  check_not_capturing();
+  const auto t0 = std::chrono::steady_clock::now();
+  cudnnHandle_t h = nullptr;
+  try {
+    XT_CUDNN_CHECK(cudnnCreate(&h));
+    XT_CUDNN_CHECK(cudnnSetStream(h, stream_));
+  } catch (const Error& e) {
+    if (h) cudnnDestroy(h);
+    init_error_ = std::string("cuDNN cannot be initialized: ") + e.what();
+    throw Error(init_error_);
+  }
+  handle_ = h;
+  created_ms_ = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+  return handle_;
+}
+
+void CudnnAttention::check_not_capturing() const {
+  // cudnnCreate inside a capture would be recorded nowhere and its set-up work would break the capture: the
+  // handle is made before (training: its memory estimate and first step ask usable())
+  cudaStreamCaptureStatus capturing = cudaStreamCaptureStatusNone;
+  XT_CUDA_CHECK(cudaStreamIsCapturing(stream_, &capturing));
+  XT_CHECK(capturing == cudaStreamCaptureStatusNone,
+           "cuDNN attention: the cuDNN handle would first be made inside a CUDA graph capture; run the attention once "
+           "uncaptured first");
 }
 
 const cudnn::Plan& CudnnAttention::plan(const QkvLayout& s, bool backward) {
@@ -162,7 +191,7 @@ const cudnn::Plan& CudnnAttention::plan(const QkvLayout& s, bool backward) {
   if (it == plans_.end()) {
     const Views v(s);
     const Graph g = backward ? backward_graph(v) : forward_graph(v);
-    it = plans_.emplace(key, g.plan(handle_, /*deterministic=*/true)).first;
+    it = plans_.emplace(key, g.plan(handle(), /*deterministic=*/true)).first;
   }
   return it->second;
 }
@@ -171,6 +200,7 @@ bool CudnnAttention::usable(const QkvLayout& s) {
   const Key key{s.B, s.T, s.NH, s.KVH, s.HS};
   const auto it = usable_.find(key);
   if (it != usable_.end()) return it->second;
+  if (!handle_ && init_error_.empty()) check_not_capturing();  // an Error to the caller, never "not usable"
   bool ok = true;
   try {
     plan(s, false), plan(s, true);

@@ -6,6 +6,7 @@
 #include <cudnn_graph.h>
 
 #include <map>
+#include <string>
 #include <tuple>
 
 #include "backend/cuda/cudnn_graph.h"
@@ -16,16 +17,28 @@ namespace xtrain::cuda {
 
 // CudnnAttention: the cuDNN handle (on the backend's stream) and one execution plan per direction and
 // shape, built at first use and kept (a plan takes milliseconds to build, a run microseconds).
-// strict (--attention cudnn): a shape cuDNN cannot run deterministically is an error; otherwise
-// (--attention auto) usable() says false and attention.cu takes the flash kernels for that shape.
+// strict (--attention cudnn): the handle is made in the constructor (Error there when cuDNN cannot be
+// initialized) and a shape cuDNN cannot run deterministically is an error. Otherwise (--attention auto) the
+// handle is made at its first use (handle(): the first attention's plans, which a run that never calls the
+// training attention, such as xtrain_generate's decoding, never reaches), and usable() says false where
+// cuDNN cannot run a shape or cannot be initialized at all; attention.cu then takes another route.
 class CudnnAttention {
  public:
-  CudnnAttention(cudaStream_t stream, bool strict);  // throws Error when cuDNN cannot be initialized
+  CudnnAttention(cudaStream_t stream, bool strict);  // strict: throws Error when cuDNN cannot be initialized
   ~CudnnAttention();
   CudnnAttention(const CudnnAttention&) = delete;
   CudnnAttention& operator=(const CudnnAttention&) = delete;
 
-  cudnnHandle_t handle() const { return handle_; }
+  // handle: the cuDNN handle, made at the first call (cudnnCreate, bound to the stream; its time in
+  // created_ms()). Never made inside a CUDA graph capture: a first call while the stream is capturing
+  // throws Error (training makes it before: its memory estimate and first, uncaptured step ask usable()).
+  // Throws Error, the same each time, when cuDNN cannot be initialized.
+  cudnnHandle_t handle();
+  bool created() const { return handle_ != nullptr; }
+  double created_ms() const { return created_ms_; }  // cudnnCreate + cudnnSetStream; 0 until made
+  // unavailable: a call of handle() found that cuDNN cannot be initialized (then usable() is false for every
+  // shape when not strict)
+  bool unavailable() const { return !init_error_.empty(); }
   bool strict() const { return strict_; }
   // usable: both plans of shape s build (deterministic engines only). Decided once per shape; when not
   // strict a refusal is printed once to stderr and false returned, when strict the Error propagates.
@@ -34,9 +47,14 @@ class CudnnAttention {
   const cudnn::Plan& plan(const QkvLayout& s, bool backward);
 
  private:
+  // check_not_capturing: throws Error while the stream is capturing a CUDA graph (the handle is not made there)
+  void check_not_capturing() const;
   using Key = std::tuple<int, int, int, int, int>;  // B, T, NH, KVH, HS
+  cudaStream_t stream_;
   cudnnHandle_t handle_ = nullptr;
   bool strict_;
+  double created_ms_ = 0;
+  std::string init_error_;  // why cuDNN cannot be initialized ("" until a handle() call fails)
   std::map<std::tuple<bool, int, int, int, int, int>, cudnn::Plan> plans_;
   std::map<Key, bool> usable_;
 };
