@@ -145,7 +145,8 @@ void check_cache_dir_owner(const std::string& dir, const std::string& origin = "
 // default_token_cache_dir() (where every program keeps its tokenizer tables, data/tokenizer_cache.h). Their
 // entries are named by content (<hash>-<fingerprint>.tokcache, <key>.toktables) and one that is damaged or
 // foreign is replaced, so an output there could be overwritten by a later start or read as a cache.
-// same_file compares the output's directory (also through a symlink, or not yet created) with each.
+// same_file compares the output's directory (also through a symlink, or not yet created) with each, and
+// for an output that is a symbolic link (or a chain of them, dangling or not) its final target's directory too.
 // Throws UsageError "<opt> <path> is inside the token cache directory <dir> (<origin>: ...)".
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
 
