@@ -246,6 +246,12 @@ void check_cache_dir_owner(const std::string& dir, const std::string& origin) {
                    << ") nor root; not reading or writing caches in it");
 }
 
+bool not_a_directory(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
+  return errno == ENOTDIR;
+}
+
 namespace {
 // final_target: path with each symbolic link at its end followed (relative targets from the link's
 // directory, existing or dangling, at most 40 links as the kernel's ELOOP limit): the file a write

@@ -140,6 +140,10 @@ std::string token_cache_dir_origin(const std::string& cache_dir_option);
 // first cache).
 void check_cache_dir_owner(const std::string& dir, const std::string& origin = "--cache-dir");
 
+// not_a_directory: dir exists and is not a directory, or a component on its way is not one (ENOTDIR):
+// no cache can be read or written there, whatever the run does (the caller warns once and caches nothing).
+bool not_a_directory(const std::string& dir);
+
 // check_output_outside_cache_dirs: an output file (opt: the option naming it) is not directly in a cache
 // directory: token_cache_dir(cache_dir_option) (the run's --cache-dir value; next-to-data: none) or
 // default_token_cache_dir() (where every program keeps its tokenizer tables, data/tokenizer_cache.h). Their

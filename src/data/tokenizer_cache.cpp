@@ -18,6 +18,7 @@
 #include "core/json.h"
 #include "data/hf_pipeline.h"
 #include "data/tiktoken.h"
+#include "data/token_cache.h"
 #include "tokenizer_impl.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -299,6 +300,16 @@ Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::strin
     for (const std::string& s : sources) bytes.push_back(read_file(s));
   } catch (const Error&) {
     return build();  // an unreadable source: the loader's own error
+  }
+  if (not_a_directory(cache.dir)) {  // one warning for the one cause, not a failed read and then a failed write
+    std::string why = cache.origin + " " + cache.dir + ": not a directory";
+    try {
+      open_output_directory(cache.dir, cache.origin, false);
+    } catch (const Error& e) {
+      why = e.what();  // which component is not one
+    }
+    warn(cache, "not used (" + why + ")");
+    return build();
   }
   const std::string path = tokenizer_tables_path(cache.dir, loader, bytes);
   const uint64_t key = key_of(path);

@@ -74,7 +74,8 @@ struct TokenizerCacheDir {
 // written for the next start. *hit, when given, says which. A damaged, foreign or another user's entry is
 // a warning on stderr (one line, written at once: "<log_prefix>warning: tokenizer cache <path>: <why>;
 // rebuilding it"), as is a failed write. A symbolic link at the entry's name is neither read nor written
-// through ("... is a symbolic link; not writing through it").
+// through ("... is a symbolic link; not writing through it"). A cache.dir that is not a directory (a file,
+// or under one) is one line ("... not used (<origin> <dir>: <path> is not a directory)") and build().
 Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::string& loader, const std::vector<std::string>& sources,
                                 const std::function<Tokenizer()>& build, bool* hit = nullptr);
 
