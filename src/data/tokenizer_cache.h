@@ -53,7 +53,8 @@ class TokenizerTables {
   // Throws Error "<why>" for a payload that is truncated, has trailing bytes or a field out of range,
   // whose kind, name, split pattern or specials are not `want`'s, whose tokenizer.json pipeline the
   // file's reader refuses, or whose end-of-text id or fingerprint is not the one its tables give
-  // (re-derived as the loader derives them).
+  // (re-derived as the loader derives them), or whose Merger tables are not what the merges and token
+  // bytes give (check_merger_tables, tokenizer_cache.cpp).
   static Tokenizer restore(std::string_view payload, const std::vector<std::string>& files, const Expected& want);
 };
 

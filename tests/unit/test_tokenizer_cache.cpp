@@ -227,6 +227,43 @@ TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: an entry whose hash checks out
   }
 }
 
+TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: a forged Merger table row behind a recomputed payload hash is rebuilt, the ids stay right") {
+  // the pair row that makes " hello" (rank = id - 256 in GPT-2's files) set to give " world"'s id instead
+  const int32_t hello = test::gpt2().encode(" hello").at(0), world = test::gpt2().encode(" world").at(0), rank = hello - 256;
+  REQUIRE(test::gpt2().encode(" hello").size() == 1);
+  std::string row(8, '\0');
+  std::memcpy(row.data(), &rank, 4), std::memcpy(row.data() + 4, &hello, 4);
+  std::string forged = good.substr(40);
+  int rows = 0;  // every split of " hello" that is two mergeable tokens is a row (kAnySplit)
+  for (size_t at = forged.find(row); at != std::string::npos; at = forged.find(row, at + 8), ++rows)
+    std::memcpy(forged.data() + at + 4, &world, 4);
+  REQUIRE(rows >= 1);
+  // a byte id of the letter 'a' set to that of 'b'
+  std::string bytes = good.substr(40);
+  const int32_t a = test::gpt2().encode("a").at(0), b = test::gpt2().encode("b").at(0);
+  std::string a_row(4, '\0'), b_row(4, '\0');
+  std::memcpy(a_row.data(), &a, 4), std::memcpy(b_row.data(), &b, 4);
+  const size_t byte_ids = bytes.rfind(a_row + b_row);  // byte ids 97, 98: the last such run (before the pairs)
+  REQUIRE(byte_ids != std::string::npos);
+  bytes.replace(byte_ids, 4, b_row);
+  for (const std::string& bad : {forged, bytes}) {
+    CHECK_THROWS_AS(TokenizerTables::restore(bad, {test::gpt2_file("encoder.json"), test::gpt2_file("vocab.bpe")}, gpt2_want), Error);
+    write_file_atomic(entry, as_entry(good, bad));
+    Tokenizer t = [&] {
+      StderrTo err(d.file("err"));
+      return load(dir, &hit);
+    }();
+    CHECK_FALSE(hit);
+    CHECK(t.encode(" hello") == std::vector<int32_t>{hello});
+    CHECK(t.encode("a") == std::vector<int32_t>{a});
+    check_same(test::gpt2(), t);
+    CHECK(read_file(entry) == good);  // rebuilt
+    const std::string err = read_file(d.file("err"));
+    CHECK(err.rfind("warning: tokenizer cache " + entry + ": ", 0) == 0);
+    CHECK(std::count(err.begin(), err.end(), '\n') == 1);
+  }
+}
+
 TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read nor written through") {
   test::ScratchDir d;
   const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
