@@ -372,13 +372,13 @@ uint64_t key_of(const std::string& path) {  // the key the name holds (tokenizer
 }  // namespace
 
 Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::string& loader, const std::vector<std::string>& sources,
-                                const std::function<Tokenizer()>& build, bool* hit) {
+                                const TokenizerBuild& build, bool* hit) {
   if (hit) *hit = false;
   std::vector<std::string> bytes;
   try {
     for (const std::string& s : sources) bytes.push_back(read_file(s));
   } catch (const Error&) {
-    return build();  // an unreadable source: the loader's own error
+    return build(nullptr);  // an unreadable source: the loader's own error
   }
   if (not_a_directory(cache.dir)) {  // one warning for the one cause, not a failed read and then a failed write
     std::string why = cache.origin + " " + cache.dir + ": not a directory";
@@ -388,7 +388,7 @@ Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::strin
       why = e.what();  // which component is not one
     }
     warn(cache, "not used (" + why + ")");
-    return build();
+    return build(&bytes);
   }
   const std::string path = tokenizer_tables_path(cache.dir, loader, bytes);
   const uint64_t key = key_of(path);
@@ -412,7 +412,7 @@ Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::strin
   } catch (const Error& e) {
     warn(cache, path + ": " + e.what() + "; rebuilding it");
   }
-  Tokenizer t = build();
+  Tokenizer t = build(&bytes);  // from the bytes the key names, never read again
   struct stat link{};
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {  // the reader refused it: never write through it
     warn(cache, path + " is a symbolic link; not writing through it");

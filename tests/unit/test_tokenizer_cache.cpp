@@ -31,7 +31,9 @@ const std::string kText = "The jury said it's 2024!\n  Ünïcödé, 東京 <|end
 // load: the GPT-2 files through the cache in dir; *hit says whether the entry was used
 Tokenizer load(const std::string& dir, bool* hit, const std::string& encoder = test::gpt2_file("encoder.json")) {
   const std::string bpe = test::gpt2_file("vocab.bpe");
-  return load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, [&] { return Tokenizer::from_gpt2_files(encoder, bpe); }, hit);
+  return load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, [&](const std::vector<std::string>* b) {
+    return b ? Tokenizer::from_gpt2_bytes(encoder, b->at(0), bpe, b->at(1)) : Tokenizer::from_gpt2_files(encoder, bpe);
+  }, hit);
 }
 
 // the only entry in dir
@@ -264,6 +266,43 @@ TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: a forged Merger table row behi
   }
 }
 
+TEST_CASE("tokenizer cache: a source replaced between hashing and building leaves the entry of the bytes it was built from") {
+  // vocab.bpe replaced (an atomic rename, A -> B) after load_tokenizer_cached read and hashed it: the
+  // build gets the bytes of the key (A), so the entry named key(A) holds A's tables, and B is its own entry
+  test::ScratchDir d;
+  const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = d.file("vocab.bpe");
+  const std::string a = read_file(test::gpt2_file("vocab.bpe"));
+  const size_t l1 = a.find('\n') + 1, l2 = a.find('\n', l1) + 1, l3 = a.find('\n', l2) + 1;
+  const std::string b = a.substr(0, l1) + a.substr(l2, l3 - l2) + a.substr(l1, l2 - l1) + a.substr(l3);  // merges 0, 1 swapped
+  write_file_atomic(bpe, b);
+  const uint64_t fp_b = Tokenizer::from_gpt2_files(encoder, bpe).fingerprint();
+  write_file_atomic(bpe, a);
+  const uint64_t fp_a = Tokenizer::from_gpt2_files(encoder, bpe).fingerprint();
+  REQUIRE(fp_a != fp_b);
+  const TokenizerBuild build = [&](const std::vector<std::string>* got) {  // as load_tokenizer's
+    return got ? Tokenizer::from_gpt2_bytes(encoder, got->at(0), bpe, got->at(1)) : Tokenizer::from_gpt2_files(encoder, bpe);
+  };
+  const TokenizerBuild replace_then_build = [&](const std::vector<std::string>* got) {
+    write_file_atomic(bpe, b);  // the rename lands after the read, before the build
+    REQUIRE(got != nullptr);
+    CHECK(got->at(1) == a);  // the bytes hashed, not the file as it is now
+    return build(got);
+  };
+  bool hit = true;
+  CHECK(load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, replace_then_build, &hit).fingerprint() == fp_a);
+  CHECK_FALSE(hit);
+  CHECK(entry_of(dir) == tokenizer_tables_path(dir, "gpt2", {read_file(encoder), a}));
+  // B, the file now, is another entry with its own tables; A again finds its entry holding A's tables
+  CHECK(load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, build, &hit).fingerprint() == fp_b);
+  CHECK_FALSE(hit);
+  write_file_atomic(bpe, a);
+  CHECK(load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, build, &hit).fingerprint() == fp_a);
+  CHECK(hit);
+  write_file_atomic(bpe, b);
+  CHECK(load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, build, &hit).fingerprint() == fp_b);
+  CHECK(hit);
+}
+
 TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read nor written through") {
   test::ScratchDir d;
   const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
@@ -276,7 +315,7 @@ TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read 
   {
     StderrTo err(d.file("err"));
     check_same(test::gpt2(), load_tokenizer_cached({dir, "$XDG_CACHE_HOME/xtrain", "rank 1 (node7): "}, "gpt2", {encoder, bpe},
-                                                   [&] { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit));
+                                                   [&](auto*) { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit));
   }
   CHECK_FALSE(hit);
   CHECK(read_file(d.file("elsewhere")) == "a file outside the cache directory\n");  // its target is untouched
@@ -293,7 +332,7 @@ TEST_CASE("tokenizer cache: a directory that cannot be made is named as its orig
   {
     StderrTo err(d.file("err"));
     load_tokenizer_cached({d.file("file/xtrain"), "$XDG_CACHE_HOME/xtrain"}, "gpt2", {encoder, bpe},
-                          [&] { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit);
+                          [&](auto*) { return Tokenizer::from_gpt2_files(encoder, bpe); }, &hit);
   }
   // one line for the one cause (not a failed read, then a failed write)
   CHECK_FALSE(hit);
@@ -302,7 +341,7 @@ TEST_CASE("tokenizer cache: a directory that cannot be made is named as its orig
   // the directory itself a file: the same one line
   {
     StderrTo err(d.file("err"));
-    load_tokenizer_cached({d.file("file"), "--cache-dir"}, "gpt2", {encoder, bpe}, [&] { return Tokenizer::from_gpt2_files(encoder, bpe); });
+    load_tokenizer_cached({d.file("file"), "--cache-dir"}, "gpt2", {encoder, bpe}, [&](auto*) { return Tokenizer::from_gpt2_files(encoder, bpe); });
   }
   CHECK(read_file(d.file("err")) == "warning: tokenizer cache not used (--cache-dir " + d.file("file") + ": " + d.file("file") +
                                         " is not a directory)\n");
@@ -362,7 +401,7 @@ TEST_CASE("tokenizer cache: a tokenizer.json through load_tokenizer: a hit resto
     const Tokenizer built = load_tokenizer(files);
     const std::string entry = entry_of(files.cache_dir);
     bool hit = false;
-    const Tokenizer restored = load_tokenizer_cached(files.cache_dir, kHfJsonLoader, {file}, [&] { return Tokenizer::from_hf_json(file); }, &hit);
+    const Tokenizer restored = load_tokenizer_cached(files.cache_dir, kHfJsonLoader, {file}, [&](auto*) { return Tokenizer::from_hf_json(file); }, &hit);
     CHECK(hit);
     check_same(direct, built, file != variant);
     check_same(direct, restored, file != variant);
