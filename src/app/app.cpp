@@ -203,7 +203,8 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   corpus.cache_dir = token_cache_dir(o.cache_dir);
   // the tokenizer's derived tables are kept beside the token caches (data/tokenizer_cache.h), not with
   // --no-cache or next to the data
-  const std::string tables_dir = o.no_cache ? "" : corpus.cache_dir;
+  // (nor in one that is not a directory: the corpus' one warning says so, "tokenizing in memory")
+  const std::string tables_dir = o.no_cache || not_a_directory(corpus.cache_dir) ? "" : corpus.cache_dir;
   const std::string tables_origin = token_cache_dir_origin(o.cache_dir), log_prefix = rank_prefix(rank, mpi.host());
   const std::shared_ptr<const Tokenizer> tok = agree_while_working(mpi, [o, tables_dir, tables_origin, log_prefix] {
     TokenizerFiles files = o.tokenizer;

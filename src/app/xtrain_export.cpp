@@ -23,6 +23,7 @@
 #include "core/io.h"
 #include "core/json.h"
 #include "core/lock.h"
+#include "data/token_cache.h"
 #include "data/tokenizer_options.h"
 #include <xtrain/serve/export.h>
 #include "serve/export_commit.h"
@@ -184,13 +185,15 @@ int verify(const Options& o) {
 
 // check_outputs_apart: no file this export writes (DIR's four files, the registry) is one it reads
 // (the checkpoint, the tokenizer files) or another of its outputs, nor is the registry's lock file an
-// input; UsageError naming both otherwise.
+// input, nor is DIR the per-user cache directory (check_output_outside_cache_dirs); UsageError naming both otherwise.
 // Checked before anything is read or written.
 void check_outputs_apart(const Options& o) {
   std::vector<std::string> inputs = {o.input};
   for (const auto& [option, path] : tokenizer_inputs(o.tokenizer)) inputs.push_back(path);
   std::vector<std::string> outputs;
   for (const char* f : kExportFileNames) outputs.push_back((fs::path(o.out) / f).string());
+  // DIR is not the per-user cache directory, whose tokenizer tables are named by content (token_cache.h)
+  check_output_outside_cache_dirs(outputs.front(), "--out", "");
   if (!o.registry.empty()) {
     for (const std::string& out : outputs)
       if (same_file(o.registry, out)) throw UsageError("--registry " + o.registry + " is also the export's " + out);

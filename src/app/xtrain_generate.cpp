@@ -199,6 +199,7 @@ void check_dump_logits_target(const po::variables_map& vm) {
   // as the trainer's outputs: a token cache's name, which training ranks may have mapped (SIGBUS if rewritten)
   if (is_token_cache_name(out))
     throw UsageError("--dump-logits " + out + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
+  check_output_outside_cache_dirs(out, "--dump-logits", "");  // nor in the per-user cache directory (token_cache.h)
   std::vector<std::string> inputs;
   for (const char* o : {"ckpt", "prompt-file", "tokenizer-json", "tokenizer-model", "tokenizer-ranks", "encoder-json", "vocab-bpe"})
     if (vm.count(o)) inputs.push_back(vm[o].as<std::string>());

@@ -171,6 +171,8 @@ int write_shards(const po::variables_map& vm, const xtrain::TokenizerFiles& file
   if (!vm["jsonl-field"].defaulted())  // read by some --input file, as the trainer's by some --data file
     xtrain::check_jsonl_field_read(vm["jsonl-field"].as<std::string>(), format, inputs, "--input");
   xtrain::check_writable(shard_path(name, 0), "--output");
+  // not in a cache directory (the --cache-dir value or the per-user default), as the trainer's outputs
+  xtrain::check_output_outside_cache_dirs(shard_path(name, 0), "--output", vm["cache-dir"].as<std::string>());
   std::error_code ec;
   if (std::filesystem::exists(shard_path(name, 0), ec) && !xtrain::starts_with_llmc_magic(shard_path(name, 0)))
     throw xtrain::UsageError("--output " + shard_path(name, 0) + " exists and is not an llm.c shard; not replacing it");

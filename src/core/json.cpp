@@ -32,6 +32,10 @@ nlohmann::json parse_json(std::string_view text, const std::string& what, const 
 }
 
 nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
+  return parse_json_file_bytes(path, read_json_text(path, max_bytes), max_bytes);
+}
+
+std::string read_json_text(const std::string& path, size_t max_bytes) {
   std::string text;
   {
     RegularFile f = open_regular_file(path, "cannot read " + path);
@@ -40,6 +44,12 @@ nlohmann::json read_json_file(const std::string& path, size_t max_bytes) {
   }
   text = read_file(path);
   if (text.size() > max_bytes)  // grown since the check
+    XT_FAIL(path << ": " << text.size() << " bytes is over the " << max_bytes << " byte limit of a JSON file");
+  return text;
+}
+
+nlohmann::json parse_json_file_bytes(const std::string& path, std::string_view text, size_t max_bytes) {
+  if (text.size() > max_bytes)
     XT_FAIL(path << ": " << text.size() << " bytes is over the " << max_bytes << " byte limit of a JSON file");
   return parse_json(text, path);
 }

@@ -33,6 +33,11 @@ nlohmann::json parse_json(std::string_view text, const std::string& what, const 
 // is over the <max_bytes> byte limit of a JSON file" before reading a larger file, read_file's errors
 // for a missing or non-regular file, and parse_json's.
 nlohmann::json read_json_file(const std::string& path, size_t max_bytes = kJsonMaxBytes);
+// read_json_text: a JSON file's bytes with read_json_file's checks (regular file, size limit), unparsed.
+std::string read_json_text(const std::string& path, size_t max_bytes = kJsonMaxBytes);
+// parse_json_file_bytes: parse_json of bytes already read from the JSON file `path`, with read_json_file's
+// size limit and its errors.
+nlohmann::json parse_json_file_bytes(const std::string& path, std::string_view text, size_t max_bytes = kJsonMaxBytes);
 
 // json_echo: a JSON value for an error line: a string as echo_value quotes it ("\"gpt2\""), a number,
 // boolean or null as JSON, an array or object as its type and size ("an array of 3 elements").

@@ -330,8 +330,12 @@ HfPipeline read_hf_pipeline(const nlohmann::json& root, const std::string& f, co
 }  // namespace bpe
 
 Tokenizer Tokenizer::from_hf_json(const std::string& tokenizer_json) {
+  return from_hf_json_bytes(tokenizer_json, read_json_text(tokenizer_json));
+}
+
+Tokenizer Tokenizer::from_hf_json_bytes(const std::string& tokenizer_json, std::string_view bytes) {
   const std::string& f = tokenizer_json;
-  const nlohmann::json root = read_json_file(f);  // bounded (core/json.h)
+  const nlohmann::json root = parse_json_file_bytes(f, bytes);  // bounded (core/json.h)
   bpe::RawVocab raw;
   raw.file = f;
   if (!root.is_object() || !root.contains("model") || !root["model"].is_object())

@@ -119,8 +119,9 @@ bool decode_base64(std::string_view in, std::string* out) {
   return true;
 }
 
-std::vector<std::string> read_tiktoken_ranks(const std::string& path) {
-  const std::string text = read_file(path);
+std::vector<std::string> read_tiktoken_ranks(const std::string& path) { return parse_tiktoken_ranks(path, read_file(path)); }
+
+std::vector<std::string> parse_tiktoken_ranks(const std::string& path, std::string_view text) {
   std::vector<std::string> by_rank;
   std::vector<bool> have;
   std::unordered_map<std::string, size_t> line_of;  // token bytes -> line (duplicates)
@@ -177,11 +178,16 @@ std::string tiktoken_default_file(const std::string& name) {
 }
 
 Tokenizer Tokenizer::from_tiktoken(const std::string& ranks_file, const std::string& name) {
+  find_builtin(name);  // an unknown name before the file is read
+  return from_tiktoken_bytes(ranks_file, read_file(ranks_file), name);
+}
+
+Tokenizer Tokenizer::from_tiktoken_bytes(const std::string& ranks_file, std::string_view bytes, const std::string& name) {
   const Builtin& b = find_builtin(name);
   bpe::RankVocab v;
   v.file = ranks_file;
   v.name = b.name;
-  v.token_bytes = read_tiktoken_ranks(ranks_file);
+  v.token_bytes = parse_tiktoken_ranks(ranks_file, bytes);
   v.specials = tiktoken_specials(name);
   // The ranks are the ids 0..n-1 except the ids of special tokens among them (p50k_base skips 50256,
   // its <|endoftext|>): any other gap is a damaged file, which would leave an id without a token, and

@@ -17,6 +17,8 @@ namespace xtrain {
 // rank given twice or above 2^24. Ranks are ids; a rank the file skips comes back as an empty string
 // (p50k_base skips 50256, its <|endoftext|>).
 std::vector<std::string> read_tiktoken_ranks(const std::string& path);
+// parse_tiktoken_ranks: read_tiktoken_ranks of the file's bytes already read (path names it in messages).
+std::vector<std::string> parse_tiktoken_ranks(const std::string& path, std::string_view text);
 
 // decode_base64: RFC 4648 base64 with canonical '=' padding -> bytes; false for anything else.
 bool decode_base64(std::string_view in, std::string* out);

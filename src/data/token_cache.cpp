@@ -246,13 +246,39 @@ void check_cache_dir_owner(const std::string& dir, const std::string& origin) {
                    << ") nor root; not reading or writing caches in it");
 }
 
+bool not_a_directory(const std::string& dir) {
+  struct stat st{};
+  if (::stat(dir.c_str(), &st) == 0) return !S_ISDIR(st.st_mode);
+  return errno == ENOTDIR;
+}
+
+namespace {
+// final_target: path with each symbolic link at its end followed (relative targets from the link's
+// directory, existing or dangling, at most 40 links as the kernel's ELOOP limit): the file a write
+// through it reaches
+std::filesystem::path final_target(std::filesystem::path p) {
+  std::error_code ec;
+  for (int links = 0; links < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)); ++links) {
+    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
+    if (ec) break;
+    p = target.is_absolute() ? target : p.parent_path() / target;
+  }
+  return p;
+}
+}  // namespace
+
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
   if (path.empty()) return;
-  const std::string parent = std::filesystem::path(path).parent_path().string();
+  // the directory as given and, for a symbolic link, its final target's (the file a write reaches)
+  std::vector<std::string> parents;
+  for (const std::filesystem::path& p : {std::filesystem::path(path), final_target(path)}) {
+    const std::string parent = p.parent_path().string();
+    parents.push_back(parent.empty() ? "." : parent);
+  }
   const std::pair<std::string, std::string> dirs[] = {{token_cache_dir(cache_dir_option), token_cache_dir_origin(cache_dir_option)},
                                                       {default_token_cache_dir(), token_cache_dir_origin("")}};
   for (const auto& [dir, origin] : dirs)
-    if (!dir.empty() && same_file(parent.empty() ? "." : parent, dir))
+    if (!dir.empty() && (same_file(parents[0], dir) || same_file(parents[1], dir)))
       throw UsageError(opt + " " + path + " is inside the token cache directory " + dir + " (" + origin +
                        ": token caches and tokenizer tables, replaced by name when stale): choose another directory");
 }

@@ -140,12 +140,17 @@ std::string token_cache_dir_origin(const std::string& cache_dir_option);
 // first cache).
 void check_cache_dir_owner(const std::string& dir, const std::string& origin = "--cache-dir");
 
+// not_a_directory: dir exists and is not a directory, or a component on its way is not one (ENOTDIR):
+// no cache can be read or written there, whatever the run does (the caller warns once and caches nothing).
+bool not_a_directory(const std::string& dir);
+
 // check_output_outside_cache_dirs: an output file (opt: the option naming it) is not directly in a cache
 // directory: token_cache_dir(cache_dir_option) (the run's --cache-dir value; next-to-data: none) or
 // default_token_cache_dir() (where every program keeps its tokenizer tables, data/tokenizer_cache.h). Their
 // entries are named by content (<hash>-<fingerprint>.tokcache, <key>.toktables) and one that is damaged or
 // foreign is replaced, so an output there could be overwritten by a later start or read as a cache.
-// same_file compares the output's directory (also through a symlink, or not yet created) with each.
+// same_file compares the output's directory (also through a symlink, or not yet created) with each, and
+// for an output that is a symbolic link (or a chain of them, dangling or not) its final target's directory too.
 // Throws UsageError "<opt> <path> is inside the token cache directory <dir> (<origin>: ...)".
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
 

@@ -294,13 +294,18 @@ Tokenizer& Tokenizer::operator=(Tokenizer&&) noexcept = default;
 Tokenizer::~Tokenizer() = default;
 
 Tokenizer Tokenizer::from_gpt2_files(const std::string& encoder_json, const std::string& vocab_bpe) {
+  const std::string encoder = read_json_text(encoder_json);  // its read errors before vocab.bpe's
+  return from_gpt2_bytes(encoder_json, encoder, vocab_bpe, read_file(vocab_bpe));
+}
+
+Tokenizer Tokenizer::from_gpt2_bytes(const std::string& encoder_json, std::string_view encoder_bytes, const std::string& vocab_bpe,
+                                     std::string_view text) {
   bpe::RawVocab raw;
   raw.file = encoder_json;
-  bpe::read_vocab_object(read_json_file(encoder_json), encoder_json, "the top level", &raw);
+  bpe::read_vocab_object(parse_json_file_bytes(encoder_json, encoder_bytes), encoder_json, "the top level", &raw);
   // tiktoken's "gpt2" encoding declares <|endoftext|> as its only special token.
   for (const auto& [s, id] : raw.vocab)
     if (s == "<|endoftext|>") raw.specials.emplace_back(s, id);
-  const std::string text = read_file(vocab_bpe);
   for_each_line(text, [&](size_t line_no, std::string_view line) {
     if (line.empty() || (line_no == 1 && line.substr(0, 8) == "#version")) return;
     const size_t sp = line.find(' ');
@@ -541,7 +546,10 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
                        "--tokenizers, or give --tokenizer-ranks FILE; " + data_dir_note("--tokenizer-ranks FILE") + ")");
     if (files.cache_dir.empty()) return Tokenizer::from_tiktoken(ranks, files.tokenizer);
     return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, "tiktoken:" + files.tokenizer, {ranks},
-                                 [&] { return Tokenizer::from_tiktoken(ranks, files.tokenizer); });
+                                 [&](const std::vector<std::string>* b) {
+                                   return b ? Tokenizer::from_tiktoken_bytes(ranks, b->at(0), files.tokenizer)
+                                            : Tokenizer::from_tiktoken(ranks, files.tokenizer);
+                                 });
   }
   if (files.tokenizer_json.empty())
     for (const auto& [given, path, option] : {std::tuple{files.encoder_json_given, files.encoder_json, "--encoder-json"},
@@ -554,9 +562,15 @@ Tokenizer load_tokenizer(const TokenizerFiles& files) {
   if (files.cache_dir.empty()) return load_tokenizer(files.tokenizer_json, files.encoder_json, files.vocab_bpe);
   if (!files.tokenizer_json.empty())
     return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, kHfJsonLoader, {files.tokenizer_json},
-                                 [&] { return Tokenizer::from_hf_json(files.tokenizer_json); });
+                                 [&](const std::vector<std::string>* b) {
+                                   return b ? Tokenizer::from_hf_json_bytes(files.tokenizer_json, b->at(0))
+                                            : Tokenizer::from_hf_json(files.tokenizer_json);
+                                 });
   return load_tokenizer_cached({files.cache_dir, files.cache_dir_origin, files.log_prefix}, "gpt2", {files.encoder_json, files.vocab_bpe},
-                               [&] { return Tokenizer::from_gpt2_files(files.encoder_json, files.vocab_bpe); });
+                               [&](const std::vector<std::string>* b) {
+                                 return b ? Tokenizer::from_gpt2_bytes(files.encoder_json, b->at(0), files.vocab_bpe, b->at(1))
+                                          : Tokenizer::from_gpt2_files(files.encoder_json, files.vocab_bpe);
+                               });
 }
 
 }  // namespace xtrain

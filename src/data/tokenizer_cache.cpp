@@ -11,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <unordered_map>
+#include <unordered_set>
 
 #include <xtrain/core/error.h>
 #include "core/digest.h"
@@ -18,6 +20,7 @@
 #include "core/json.h"
 #include "data/hf_pipeline.h"
 #include "data/tiktoken.h"
+#include "data/token_cache.h"
 #include "tokenizer_impl.h"
 
 #if !defined(__BYTE_ORDER__) || __BYTE_ORDER__ != __ORDER_LITTLE_ENDIAN__
@@ -103,6 +106,82 @@ std::unique_ptr<bpe::HfPipeline> restore_pipeline(std::string source, std::vecto
   } catch (const nlohmann::json::exception& e) {
     XT_FAIL("its pipeline source: " << e.what());
   }
+}
+
+// check_merger_tables: the Merger's stored tables are what its constructor derives from the merges and
+// the token bytes (bpe.h), which the fingerprint covers: a forged pair, byte id or whole-piece row would
+// otherwise change ids behind a valid fingerprint. Linear in the tables: each byte id's token is that
+// byte; each whole piece is its id's bytes; kListed (a tokenizer.json): the pair table rebuilt from the
+// merges (the last index of a pair listed twice) and compared; kAnySplit (GPT-2's files, tiktoken): each
+// pair's bytes concatenate to its result's, both sides mergeable, its rank the result's first merge
+// (which pairs exist is the constructor's quadratic search, not repeated). Error "<why>" otherwise.
+// TokenizerTables' view of Tokenizer::Impl (private): what check_merger_tables reads
+struct MergerSources {
+  Tokenizer::Kind kind;
+  const std::vector<std::string>& token_bytes;
+  const std::vector<std::array<int32_t, 3>>& merges;
+  const std::vector<std::pair<std::string, int32_t>>& specials;
+};
+void check_merger_tables(const bpe::Merger::Tables& mt, const MergerSources& m, bpe::PairRule rule) {
+  const std::vector<std::string>& tb = m.token_bytes;
+  for (size_t rank = 0; rank < m.merges.size(); ++rank)
+    if (m.merges[rank][2] < 0) XT_FAIL("merge " << rank << " has no result");
+  std::vector<bool> special(tb.size(), false);
+  for (const auto& [s, id] : m.specials) special[size_t(id)] = true;
+  if (m.kind == Tokenizer::Kind::Tiktoken) {  // its merges (not in its fingerprint): every multi-byte rank in order
+    size_t rank = 0;
+    for (size_t id = 0; id < tb.size(); ++id)
+      if (tb[id].size() > 1 && !special[id]) {
+        if (rank >= m.merges.size() || m.merges[rank] != std::array<int32_t, 3>{-1, -1, int32_t(id)})
+          XT_FAIL("merge " << rank << " is not rank " << id << "'s");
+        ++rank;
+      }
+    if (rank != m.merges.size()) XT_FAIL(m.merges.size() << " merges, its ranks give " << rank);
+  }
+  for (int b = 0; b < 256; ++b)
+    if (tb[size_t(mt.byte_ids[size_t(b)])] != std::string(1, char(b)))
+      XT_FAIL("byte id " << mt.byte_ids[size_t(b)] << " of byte " << b << " is not that byte's token");
+  std::unordered_set<uint64_t> keys;
+  const auto key = [](int32_t l, int32_t r) { return (uint64_t(uint32_t(l)) << 32) | uint32_t(r); };
+  for (const auto& p : mt.pairs)
+    if (!keys.insert(key(p[0], p[1])).second) XT_FAIL("pair (" << p[0] << ", " << p[1] << ") stored twice");
+  if (rule == bpe::PairRule::kListed) {
+    std::unordered_map<uint64_t, std::array<int32_t, 2>> want;  // (left, right) -> rank, id, as Merger builds it
+    for (size_t rank = 0; rank < m.merges.size(); ++rank) {
+      const auto& mg = m.merges[rank];
+      if (mg[0] < 0 || mg[1] < 0) XT_FAIL("merge " << rank << " has no pair");
+      want[key(mg[0], mg[1])] = {int32_t(rank), mg[2]};
+    }
+    if (want.size() != mt.pairs.size()) XT_FAIL(mt.pairs.size() << " pairs, its merges give " << want.size());
+    for (const auto& p : mt.pairs) {
+      auto it = want.find(key(p[0], p[1]));
+      if (it == want.end() || it->second[0] != p[2] || it->second[1] != p[3])
+        XT_FAIL("pair (" << p[0] << ", " << p[1] << ") -> " << p[3] << " at rank " << p[2] << " is not its merges'");
+    }
+  } else {
+    std::vector<int32_t> first_rank(tb.size(), -1);  // the rank of each merge result; -1: not a merge result
+    for (size_t rank = m.merges.size(); rank-- > 0;) first_rank[size_t(m.merges[rank][2])] = int32_t(rank);
+    std::vector<bool> mergeable(tb.size(), false);
+    for (int32_t id : mt.byte_ids) mergeable[size_t(id)] = true;
+    for (const auto& mg : m.merges) mergeable[size_t(mg[2])] = true;
+    for (const auto& p : mt.pairs)
+      if (!mergeable[size_t(p[0])] || !mergeable[size_t(p[1])] || first_rank[size_t(p[3])] != p[2] ||
+          tb[size_t(p[0])].size() + tb[size_t(p[1])].size() != tb[size_t(p[3])].size() ||
+          tb[size_t(p[3])].compare(0, tb[size_t(p[0])].size(), tb[size_t(p[0])]) != 0 ||
+          tb[size_t(p[3])].compare(tb[size_t(p[0])].size(), std::string::npos, tb[size_t(p[1])]) != 0)
+        XT_FAIL("pair (" << p[0] << ", " << p[1] << ") -> " << p[3] << " at rank " << p[2] << " is not its merges'");
+  }
+  std::vector<bool> whole(tb.size(), false);
+  for (const auto& [bytes, id] : mt.whole) {
+    if (tb[size_t(id)] != bytes || whole[size_t(id)]) XT_FAIL("whole-piece id " << id << " is not its bytes' token, once");
+    whole[size_t(id)] = true;
+  }
+  // GPT-2's files look up no whole piece; tiktoken every rank's token (Tokenizer::from_ranks)
+  size_t ranked = 0;
+  for (size_t id = 0; id < tb.size(); ++id) ranked += !tb[id].empty() && !special[id];
+  if (m.kind == Tokenizer::Kind::Gpt2Files && !mt.whole.empty()) XT_FAIL(mt.whole.size() << " whole pieces, GPT-2's files have none");
+  if (m.kind == Tokenizer::Kind::Tiktoken && mt.whole.size() != ranked)
+    XT_FAIL(mt.whole.size() << " whole pieces, its ranks give " << ranked);
 }
 }  // namespace
 
@@ -227,6 +306,7 @@ Tokenizer TokenizerTables::restore(std::string_view payload, const std::vector<s
   }
   if (fingerprint != m->fingerprint)
     XT_FAIL("fingerprint " << hex64(m->fingerprint) << ", its tables give " << hex64(fingerprint));
+  check_merger_tables(mt, {m->kind, m->token_bytes, m->merges, m->specials}, m->kind == Tokenizer::Kind::HfJson ? bpe::PairRule::kListed : bpe::PairRule::kAnySplit);
   m->merger = std::make_unique<bpe::Merger>(mt);
   return Tokenizer(std::move(m));
 }
@@ -292,13 +372,23 @@ uint64_t key_of(const std::string& path) {  // the key the name holds (tokenizer
 }  // namespace
 
 Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::string& loader, const std::vector<std::string>& sources,
-                                const std::function<Tokenizer()>& build, bool* hit) {
+                                const TokenizerBuild& build, bool* hit) {
   if (hit) *hit = false;
   std::vector<std::string> bytes;
   try {
     for (const std::string& s : sources) bytes.push_back(read_file(s));
   } catch (const Error&) {
-    return build();  // an unreadable source: the loader's own error
+    return build(nullptr);  // an unreadable source: the loader's own error
+  }
+  if (not_a_directory(cache.dir)) {  // one warning for the one cause, not a failed read and then a failed write
+    std::string why = cache.origin + " " + cache.dir + ": not a directory";
+    try {
+      open_output_directory(cache.dir, cache.origin, false);
+    } catch (const Error& e) {
+      why = e.what();  // which component is not one
+    }
+    warn(cache, "not used (" + why + ")");
+    return build(&bytes);
   }
   const std::string path = tokenizer_tables_path(cache.dir, loader, bytes);
   const uint64_t key = key_of(path);
@@ -322,7 +412,7 @@ Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::strin
   } catch (const Error& e) {
     warn(cache, path + ": " + e.what() + "; rebuilding it");
   }
-  Tokenizer t = build();
+  Tokenizer t = build(&bytes);  // from the bytes the key names, never read again
   struct stat link{};
   if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {  // the reader refused it: never write through it
     warn(cache, path + " is a symbolic link; not writing through it");

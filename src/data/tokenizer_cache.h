@@ -53,7 +53,8 @@ class TokenizerTables {
   // Throws Error "<why>" for a payload that is truncated, has trailing bytes or a field out of range,
   // whose kind, name, split pattern or specials are not `want`'s, whose tokenizer.json pipeline the
   // file's reader refuses, or whose end-of-text id or fingerprint is not the one its tables give
-  // (re-derived as the loader derives them).
+  // (re-derived as the loader derives them), or whose Merger tables are not what the merges and token
+  // bytes give (check_merger_tables, tokenizer_cache.cpp).
   static Tokenizer restore(std::string_view payload, const std::vector<std::string>& files, const Expected& want);
 };
 
@@ -69,13 +70,20 @@ struct TokenizerCacheDir {
       : dir(std::move(d)), origin(std::move(o)), log_prefix(std::move(p)) {}
 };
 
+// TokenizerBuild: the loader, given the sources' bytes as load_tokenizer_cached read them once and
+// hashed into the entry's key, from which it must build (Tokenizer::from_*_bytes): a file replaced
+// meanwhile never leaves one file's tables under another's key. nullptr: a source could not be read;
+// the loader reads the files itself, giving its own error.
+using TokenizerBuild = std::function<Tokenizer(const std::vector<std::string>* source_bytes)>;
+
 // load_tokenizer_cached: the tokenizer of `sources` (paths) as `loader` names it: restored from its
-// entry in cache.dir when a valid one is there, else build() (its Errors pass through) and the entry
-// written for the next start. *hit, when given, says which. A damaged, foreign or another user's entry is
+// entry in cache.dir when a valid one is there, else build(the bytes of the key) (its Errors pass
+// through) and the entry written for the next start. *hit, when given, says which. A damaged, foreign or another user's entry is
 // a warning on stderr (one line, written at once: "<log_prefix>warning: tokenizer cache <path>: <why>;
 // rebuilding it"), as is a failed write. A symbolic link at the entry's name is neither read nor written
-// through ("... is a symbolic link; not writing through it").
+// through ("... is a symbolic link; not writing through it"). A cache.dir that is not a directory (a file,
+// or under one) is one line ("... not used (<origin> <dir>: <path> is not a directory)") and build().
 Tokenizer load_tokenizer_cached(const TokenizerCacheDir& cache, const std::string& loader, const std::vector<std::string>& sources,
-                                const std::function<Tokenizer()>& build, bool* hit = nullptr);
+                                const TokenizerBuild& build, bool* hit = nullptr);
 
 }  // namespace xtrain

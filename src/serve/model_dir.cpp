@@ -64,7 +64,7 @@ T field(const json& j, const char* key, T fallback, const std::string& path) {
 // token_id_fields: the special-token ids of a config.json or generation_config.json (PretrainedConfig's
 // and GenerationConfig's bos_token_id, eos_token_id, pad_token_id: an integer, or a list of them, as
 // Llama 3 gives several eos ids; absent or null: none), for check_model_config. Error naming the field
-// for another JSON type. pad_token_id -1 is none too: older Hugging Face config.json files write it so
+// for another JSON type. pad_token_id -1 (signed; 2^64-1 is out of range) is none too: older Hugging Face config.json files write it so
 // (GPT-2 era configs, some conversions); any other negative id, and -1 in another field or in a list,
 // stays an id out of range.
 std::vector<TokenIdField> token_id_fields(const json& j, const std::string& path) {
@@ -82,7 +82,10 @@ std::vector<TokenIdField> token_id_fields(const json& j, const std::string& path
   };
   for (const char* key : {"bos_token_id", "eos_token_id", "pad_token_id"}) {
     if (!j.contains(key) || j[key].is_null()) continue;
-    if (std::string_view(key) == "pad_token_id" && j[key].is_number_integer() && j[key].get<long long>() == -1) continue;
+    // a signed -1 only: 18446744073709551615 (an unsigned JSON number) would also read as -1 through long long
+    if (std::string_view(key) == "pad_token_id" && j[key].is_number_integer() && !j[key].is_number_unsigned() &&
+        j[key].get<long long>() == -1)
+      continue;
     if (!j[key].is_array()) {
       id_of(j[key], key);
       continue;

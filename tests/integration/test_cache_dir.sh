@@ -103,6 +103,11 @@ check "... and not written through, said once by each rank" \
   test "$(grep -c "^rank [01] (.*): warning: tokenizer cache $tables is a symbolic link; not writing through it\$" "$WORK/tlink.log")" == 2
 check "... no unprefixed or run-together warning" bash -c "! grep -E '^warning|warning: .*warning:' '$WORK/tlink.log'"
 rm "$tables" && mv "$WORK/tables.saved" "$tables"
+# a --cache-dir that is a file: one warning line for the one cause (the corpus'), no tokenizer cache lines
+touch "$WORK/afile"
+run afile 1 --data "$WORK/d/a.txt" --cache-dir "$WORK/afile"
+check "a --cache-dir that is a file: one warning line" test "$(grep -c "warning: " "$WORK/afile.log")" == 1
+check "... the corpus' one, naming the file" grep -q "warning: --cache-dir $WORK/afile: $WORK/afile is not a directory; tokenizing in memory" "$WORK/afile.log"
 
 # caches other users can reach (needs root, to act as nobody): the cache directory is checked whatever
 # chose it (--cache-dir, $XDG_CACHE_HOME, $HOME), and a token cache that is not this user's own file is

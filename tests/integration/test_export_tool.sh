@@ -168,6 +168,11 @@ mkdir -p "$WORK/d"
 cp "$WORK/a.ckpt" "$WORK/d/config.json"
 expect_export 2 "usage error: input .*d/config.json is also an output" "$WORK/d/config.json" --out "$WORK/d" "${TOK[@]}"
 cmp "$WORK/a.ckpt" "$WORK/d/config.json" || fail "the input checkpoint was changed"
+# nor is DIR the per-user cache directory, where tokenizer tables are named by content
+mkdir -p "$WORK/xdg/xtrain"
+XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*xdg/xtrain/model.safetensors is inside the token cache directory" \
+  "$WORK/a.ckpt" --out "$WORK/xdg/xtrain" "${TOK[@]}"
+[[ -z $(ls -A "$WORK/xdg/xtrain") ]] || fail "--out into the cache directory wrote $(ls -A "$WORK/xdg/xtrain")"
 expect_export 2 "usage error: input .*a.ckpt is also an output" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/a.ckpt"
 expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/d2/config.json"
 expect_export 2 "usage error: --registry .* is also the export's --out directory" "$WORK/a.ckpt" --out "$WORK/d9" "${TOK[@]}" \

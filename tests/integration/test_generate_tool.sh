@@ -133,6 +133,10 @@ expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt x --dump-logits "$WORK/x.ckpt"
 expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt x --dump-logits "$WORK/x.link"
 expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt-file "$WORK/prompt.txt" --dump-logits "$WORK/prompt.txt"
 expect_rc 2 --model "$WORK/dl" --prompt x --dump-logits "$WORK/dl/vocab.json"
+# nor into the per-user cache directory (its tokenizer tables are named by content)
+mkdir -p "$WORK/dlx/xtrain"
+XDG_CACHE_HOME="$WORK/dlx" expect_rc 2 --ckpt "$WORK/x.ckpt" --prompt x --dump-logits "$WORK/dlx/xtrain/0123456789abcdef.toktables"
+grep -q -- "--dump-logits .* is inside the token cache directory" "$WORK/err" || fail "--dump-logits into the cache: $(cat "$WORK/err")"
 [[ $(cat "$WORK/dl/model.safetensors" "$WORK/x.ckpt" "$WORK/prompt.txt" | md5sum) == "$sum_before" ]] \
   && echo "ok   inputs untouched by --dump-logits" || fail "--dump-logits changed an input"
 expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --seed -1

@@ -81,6 +81,15 @@ for c in "-5|--decode: -5 is outside the vocabulary \[0, 50257)" "50257|--decode
 done
 [[ $("$TOOL" "${TOK[@]}" --decode "15496, 11,995") == "Hello, world" ]] && echo "ok   --decode '15496, 11,995'" \
   || fail "--decode '15496, 11,995'"
+# --shard-tokens never writes into a cache directory (--cache-dir's or the per-user default): exit 2, one line
+mkdir -p "$WORK/shc" "$WORK/shx/xtrain"
+python3 -c 'print("hello world " * 30)' > "$WORK/s0.txt"
+for args in "--cache-dir $WORK/shc --output $WORK/shc/c" "--output $WORK/shx/xtrain/c"; do
+  rc=0; XDG_CACHE_HOME="$WORK/shx" "$TOOL" "${TOK[@]}" --input "$WORK/s0.txt" --shard-tokens 2000 $args > /dev/null 2> "$WORK/err" || rc=$?
+  [[ $rc -eq 2 && $(wc -l < "$WORK/err") -eq 1 && -z $(find "$WORK/shc" "$WORK/shx/xtrain" -mindepth 1) ]] \
+    && grep -q -- "--output .*c_000000.bin is inside the token cache directory" "$WORK/err" \
+    && echo "ok   --shard-tokens $args: $(cat "$WORK/err")" || fail "--shard-tokens $args: exit $rc: $(cat "$WORK/err")"
+done
 # --shard-tokens writes its shards as one set: a failure at a later shard (here: a directory where
 # shard 1 goes) or a stop signal while writing leaves no shard and no temporary file or directory
 python3 -c 'print("hello world " * 3000)' > "$WORK/s.txt"

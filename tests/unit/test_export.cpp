@@ -561,6 +561,11 @@ TEST_CASE("special-token ids are tokens of the vocabulary: checked on writing co
   CHECK(read_error(R"(,"pad_token_id":-2)", "") == config + ": the model is invalid: pad_token_id -2" + range);
   CHECK(read_error(R"(,"bos_token_id":-1)", "") == config + ": the model is invalid: bos_token_id -1" + range);
   CHECK(read_error(R"(,"pad_token_id":[-1])", "") == config + ": the model is invalid: pad_token_id[0] -1" + range);
+  // 2^64-1 is an unsigned JSON number that wraps to -1 through long long: an id out of range, not "no pad"
+  CHECK(read_error(R"(,"pad_token_id":18446744073709551615)", "") ==
+        config + ": pad_token_id 18446744073709551615 is not a token id of the vocabulary");
+  CHECK(read_error("", R"("pad_token_id":18446744073709551615)") ==
+        gen + ": pad_token_id 18446744073709551615 is not a token id of the vocabulary");
 }
 
 TEST_CASE("a model the readers refuse is never exported: config.json gets no null for a non-finite eps or theta") {

@@ -297,6 +297,19 @@ TEST_CASE("no output in a token cache directory: the run's --cache-dir or the pe
   std::filesystem::create_directory_symlink(cache, run.dir.file("cache-link"));
   usage_error(run, {"--cache-dir", cache, "--ckpt", run.dir.file("cache-link") + "/run.ckpt"},
               "usage error: --ckpt .*cache-link/run.ckpt is inside the token cache directory");
+  // an output that is itself a symbolic link into the cache directory: its final target is what would be written,
+  // an entry there (existing) or a name there (dangling), through a chain of links
+  const std::string entry = cache + "/0123456789abcdef.toktables";
+  std::ofstream(entry) << "XTTOKTAB";
+  std::filesystem::create_symlink(entry, run.dir.file("clink.ckpt"));
+  usage_error(run, {"--cache-dir", cache, "--ckpt", run.dir.file("clink.ckpt")},
+              "usage error: --ckpt .*clink.ckpt is inside the token cache directory .*/cache \\(--cache-dir");
+  std::filesystem::create_symlink("clink.ckpt", run.dir.file("clink2.jsonl"));
+  usage_error(run, {"--cache-dir", cache, "--metrics", run.dir.file("clink2.jsonl")},
+              "usage error: --metrics .*clink2.jsonl is inside the token cache directory");
+  std::filesystem::create_symlink(cache + "/fedcba9876543210.toktables", run.dir.file("dangling.jsonl"));
+  usage_error(run, {"--cache-dir", cache, "--metrics", run.dir.file("dangling.jsonl")},
+              "usage error: --metrics .*dangling.jsonl is inside the token cache directory");
   // the per-user default, where every program keeps its tokenizer tables: with no --cache-dir and with another one
   usage_error(run, {"--timeline", xdg + "/xtrain/t.json"},
               "usage error: --timeline .*/xdg/xtrain/t.json is inside the token cache directory .*/xdg/xtrain \\(\\$XDG_CACHE_HOME/xtrain");

@@ -41,6 +41,14 @@ class Tokenizer {
   // naming file and line for a bad rank file (bad base64, duplicate token or rank, a rank missing
   // that is not a special token's id, another rank count than the encoding's).
   static Tokenizer from_tiktoken(const std::string& ranks_file, const std::string& name);
+  // from_gpt2_bytes, from_hf_json_bytes, from_tiktoken_bytes: the three loaders above over their files'
+  // bytes already read (the paths name them in messages and are what source_files() gives), with the
+  // same checks and errors: the tokenizer table cache builds from the very bytes its entry's key
+  // hashes, so a file replaced meanwhile cannot leave one file's tables under another's key.
+  static Tokenizer from_gpt2_bytes(const std::string& encoder_json, std::string_view encoder_bytes, const std::string& vocab_bpe,
+                                   std::string_view vocab_bytes);
+  static Tokenizer from_hf_json_bytes(const std::string& tokenizer_json, std::string_view bytes);
+  static Tokenizer from_tiktoken_bytes(const std::string& ranks_file, std::string_view bytes, const std::string& name);
   // from_sentencepiece: a SentencePiece .model file, encoded and decoded by the library
   // (libsentencepiece, src/data/spm_codec.h): a text gives the library's Encode ids (no BOS/EOS
   // added; control tokens such as "</s>" written in the text are not matched), eot_id() is the
