@@ -436,7 +436,9 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   phases.add("prompt to first token (" + std::to_string(st.prompt_tokens) + " tokens x " + std::to_string(batch) + ")",
              st.prefill_s);
   if (dec.graph_recordings() > 0) phases.add("recording the one-token graph", dec.graph_record_seconds());
-  phases.add("first one-token step (recording included)", st.first_step_s);
+  // "(recording included)" only where a graph was recorded: on the CPU, or with --cuda-graph off, there is none
+  phases.add(dec.graph_recordings() > 0 ? "first one-token step (recording included)" : "first one-token step",
+             st.first_step_s);
   // the warm generations: the same prompt again on the same decoder (weights prepared, graph recorded)
   std::vector<double> warm_first_token_s;
   double warm_decode_s = 0.0;
