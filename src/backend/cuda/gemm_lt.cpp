@@ -54,32 +54,6 @@ bool lt_enabled() {
   }();
   return on;
 }
-
-// pick_algo: cuBLASLt's first algorithm for the described product (D of lc's layout) within the context's
-// workspace, told the real alignment of A, B, C and D in bytes (cuBLASLt's own operand names). False when
-// cuBLASLt offers none (the caller takes its other route); throws Error on any other failure.
-bool pick_algo(const OpContext& ctx, cublasLtMatmulDesc_t desc, cublasLtMatrixLayout_t la, cublasLtMatrixLayout_t lb,
-               cublasLtMatrixLayout_t lc, const uint32_t (&align)[4], cublasLtMatmulAlgo_t* algo) {
-  cublasLtMatmulPreference_t praw = nullptr;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
-  Pref pref(praw);
-  const uint64_t ws = ctx.workspace_bytes;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                       sizeof(ws)));
-  const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-  for (int i = 0; i < 4; ++i)
-    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attrs[i], &align[i], sizeof(align[i])));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st =
-      cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc, la, lb, lc, lc, pref.get(), 1, &result, &found);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
-  XT_CUBLAS_CHECK(st);
-  *algo = result.algo;
-  return true;
-}
 }  // namespace
 
 bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
@@ -109,17 +83,34 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
   const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);
 
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
   // The heuristic assumes 256-byte aligned operands unless told otherwise (cuBLASLt docs,
   // cublasLtMatmulPreferenceAttributes_t): state the real alignment of each pointer, so a caller passing
   // a pointer into a buffer gets a suitable algorithm (or none: the unfused route) instead of a fault.
-  // cuBLASLt's A is our B (column-major view); D is C.
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.B},  // cuBLASLt's A is our B (column-major view)
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.A},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.C},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.C}};
+  for (const auto& [attr, ptr] : aligns) {
+    const uint32_t align = alignment_bytes(ptr);
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
+  }
   if (g.bias != nullptr && alignment_bytes(g.bias) < 16) return false;  // epilogue vectors: keep them 16-byte aligned
-  const uint32_t aligns[4] = {alignment_bytes(g.B), alignment_bytes(g.A), alignment_bytes(g.C), alignment_bytes(g.C)};
-  cublasLtMatmulAlgo_t algo;
-  if (!pick_algo(ctx, desc.get(), la.get(), lb.get(), lc.get(), aligns, &algo)) return false;
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
+                                                           lc.get(), pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  XT_CUBLAS_CHECK(st);
   const float alpha = 1.0f;
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &alpha, g.B, la.get(), g.A, lb.get(), &g.beta, g.C, lc.get(),
-                                 g.C, lc.get(), &algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+                                 g.C, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
   return true;
 }
 
@@ -149,6 +140,12 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
   const Layout lb = nb ? batched(g.k, g.n, g.ldb, g.stride_b) : batched(g.n, g.k, g.ldb, g.stride_b);
   const Layout lc = batched(g.m, g.n, g.ldc, g.stride_c);
 
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
   // the real alignment of every matrix of the batch, as gemm_lt states it for its pointers: that of the
   // first one and of the stride between them (in bytes)
   XT_CHECK(g.type == CUDA_R_16BF || g.type == CUDA_R_32F, "gemm_lt_batched: bf16 or fp32 matrices only");
@@ -159,12 +156,22 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
     const uint32_t step = alignment_bytes(reinterpret_cast<const void*>(uintptr_t(stride) * elem_bytes));
     return first < step ? first : step;
   };
-  const uint32_t aligns[4] = {batch_alignment(g.A, g.stride_a), batch_alignment(g.B, g.stride_b),
-                              batch_alignment(g.C, g.stride_c), batch_alignment(g.D, g.stride_c)};
-  cublasLtMatmulAlgo_t algo;
-  if (!pick_algo(ctx, desc.get(), la.get(), lb.get(), lc.get(), aligns, &algo)) return false;
+  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, batch_alignment(g.A, g.stride_a)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, batch_alignment(g.B, g.stride_b)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, batch_alignment(g.C, g.stride_c)},
+      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, batch_alignment(g.D, g.stride_c)}};
+  for (const auto& [attr, align] : aligns)
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
+                                                           lc.get(), pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
+  XT_CUBLAS_CHECK(st);
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &g.alpha, g.A, la.get(), g.B, lb.get(), &g.beta, g.C,
-                                 lc.get(), g.D, lc.get(), &algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+                                 lc.get(), g.D, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes,
+                                 ctx.stream));
   return true;
 }
 
