@@ -5,23 +5,25 @@
 #   CONFIG=small (default): GPT-2 layout, L=6 C=384 NH=6, T=256, B=32, 600 steps, 30 warmup steps
 #   CONFIG=gpt2: GPT-2 124M's shape, L=12 C=768 NH=12, T=1024, B=8, 600 steps, 30 warmup steps
 # Runs, each at every learning rate of its grid: xtrain --optimizer adamw (--lr: ADAMW_LRS) and --optimizer
-# muon (--muon-lr: MUON_LRS, --lr MUON_ADAMW_LR for the other tensors), then, where python3 has torch >= 2.9
-# and a GPU, bench/time_to_loss.py train: torch.compile with AdamW (ADAMW_LRS) and with torch.optim.Muon
-# (MUON_LRS; q, k, v as separate matrices, as xtrain orthogonalizes them; AdamW at MUON_ADAMW_LR on the rest).
-# Then bench/time_to_loss.py table: each run's best learning rate by final val loss; its final val loss; the
+# muon (--muon-lr: MUON_LRS, --lr: MUON_ADAMW_LRS for the other tensors, every pair), then, where python3 has
+# torch >= 2.9 and a GPU, bench/time_to_loss.py train: torch.compile with AdamW (ADAMW_LRS) and with
+# torch.optim.Muon (every pair of MUON_LRS and MUON_ADAMW_LRS; q, k, v as separate matrices, as xtrain
+# orthogonalizes them; AdamW on the rest). A Muon run's file and table row name its pair as MUON_LR,ADAMW_LR.
+# Then bench/time_to_loss.py table: each run's best learning rate(s) by final val loss; its final val loss; the
 # steps and training wall seconds (validation excluded, the first step counted at the median step) to reach
 # xtrain AdamW's final val loss; and the goals (muon in <= 0.55x the steps and 0.6x the time of xtrain AdamW,
 # its final val loss within 0.02 of torch.optim.Muon's or below, <= 0.4x torch.compile AdamW's time).
 # Usage: CONFIG=small bench/time_to_loss.sh   (env: BIN=build-gpu DATA=data LOGDIR=<tmp> PY=python3
-#        ADAMW_LRS="6e-4 1.5e-3 3e-3" MUON_LRS="0.01 0.02 0.04" MUON_ADAMW_LR=3e-3 STEPS=600 PYTORCH=auto)
+#        ADAMW_LRS="6e-4 1.5e-3 3e-3" MUON_LRS="0.01 0.02 0.04" MUON_ADAMW_LRS=3e-3 STEPS=600 VAL_EVERY=25
+#        PYTORCH=auto)
 # Exits 1 when a run failed, 2 on a bad setting.
 set -euo pipefail
 
-: "${BIN:=build-gpu}" "${CONFIG:=small}" "${STEPS:=600}" "${PYTORCH:=auto}"
+: "${BIN:=build-gpu}" "${CONFIG:=small}" "${STEPS:=600}" "${PYTORCH:=auto}" "${VAL_EVERY:=25}"
 source "$(dirname "$0")/common.sh"
 xt_help "$@"
 xt_require_bin "$BIN"
-: "${ADAMW_LRS:=6e-4 1.5e-3 3e-3}" "${MUON_LRS:=0.01 0.02 0.04}" "${MUON_ADAMW_LR:=3e-3}"
+: "${ADAMW_LRS:=6e-4 1.5e-3 3e-3}" "${MUON_LRS:=0.01 0.02 0.04}" "${MUON_ADAMW_LRS:=3e-3}"
 case "$CONFIG" in
   small) MODEL=(--dim 384 --heads 6 --layers 6 --seq 256 --batch 32) ;;
   gpt2) MODEL=(--dim 768 --heads 12 --layers 12 --seq 1024 --batch 8) ;;
@@ -35,27 +37,31 @@ SHARD="$LOGDIR/brown"
   "$BIN/xtrain_tokenize" --input "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" \
     --vocab-bpe "$DATA/gpt2/vocab.bpe" --shard-tokens 100000000 --output "$SHARD" > "$LOGDIR/tokenize.log"
 COMMON=(--data "${SHARD}_000000.bin" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
-        "${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every 25 --val-seqs 64 --log-every 100 --device cuda)
+        "${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --log-every 100 --device cuda)
 failed=0
 for lr in $ADAMW_LRS; do
   mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
     > "$RUNS/xt-adamw-$lr.log" 2>&1 || { echo "xtrain adamw lr $lr failed: $RUNS/xt-adamw-$lr.log"; failed=1; }
 done
 for lr in $MUON_LRS; do
-  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$MUON_ADAMW_LR" \
-    --metrics "$RUNS/xt-muon-$lr.jsonl" > "$RUNS/xt-muon-$lr.log" 2>&1 ||
-    { echo "xtrain muon lr $lr failed: $RUNS/xt-muon-$lr.log"; failed=1; }
+  for alr in $MUON_ADAMW_LRS; do
+    mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$alr" \
+      --metrics "$RUNS/xt-muon-$lr,$alr.jsonl" > "$RUNS/xt-muon-$lr,$alr.log" 2>&1 ||
+      { echo "xtrain muon lr $lr,$alr failed: $RUNS/xt-muon-$lr,$alr.log"; failed=1; }
+  done
 done
 if [[ $PYTORCH != 0 ]] && "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() and hasattr(torch.optim, "Muon") else 1)'; then
-  PTM=("${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every 25 --val-seqs 64 --shard "${SHARD}_000000.bin")
+  PTM=("${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --shard "${SHARD}_000000.bin")
   for lr in $ADAMW_LRS; do
     "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --optimizer adamw --lr "$lr" --out "$RUNS/pt-adamw-$lr.jsonl" \
       > "$RUNS/pt-adamw-$lr.log" 2>&1 || { echo "torch adamw lr $lr failed: $RUNS/pt-adamw-$lr.log"; failed=1; }
   done
   for lr in $MUON_LRS; do
-    "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --optimizer muon --muon-lr "$lr" --lr "$MUON_ADAMW_LR" \
-      --out "$RUNS/pt-muon-$lr.jsonl" > "$RUNS/pt-muon-$lr.log" 2>&1 ||
-      { echo "torch muon lr $lr failed: $RUNS/pt-muon-$lr.log"; failed=1; }
+    for alr in $MUON_ADAMW_LRS; do
+      "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --optimizer muon --muon-lr "$lr" --lr "$alr" \
+        --out "$RUNS/pt-muon-$lr,$alr.jsonl" > "$RUNS/pt-muon-$lr,$alr.log" 2>&1 ||
+        { echo "torch muon lr $lr,$alr failed: $RUNS/pt-muon-$lr,$alr.log"; failed=1; }
+    done
   done
 elif [[ $PYTORCH == 1 ]]; then
   echo "time_to_loss.sh: PYTORCH=1 but $PY has no torch with CUDA and torch.optim.Muon" >&2
