@@ -12,6 +12,10 @@
 // from. Each is timed as the decoder runs it, inside a CUDA graph (Backend::capture_graph) of many calls, the
 // calls' weights rotating over the 154 MB w buffer (77 MB in bf16), more than the GPU's L2 cache (50 MB on an
 // H200), so that each reads its weights from memory as a decoding step over 12 layers does.
+// Rotary embeddings ("rotary_forward.llama32_1b.<route>", "rotary_backward..."; B is fixed at 4) are timed at
+// Llama 3.2 1B's attention layout instead (NH=32, KVH=8, HS=64, T=2048), on each route of cuda::RotaryRoute (the
+// pair kernel on a buffer one element off 16-byte alignment, as the dispatch would take it), with "gbs" the q
+// and k heads read and written.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -167,6 +171,20 @@ int main(int argc, char** argv) {
          0, 4.0 * N * C * f);
   report("gelu_forward", time_ms(*be, reps, [&] { be->gelu_forward(dh.get(), h.get(), size_t(N) * 4 * C); }), 0, 2.0 * N * 4 * C * f);
   report("gelu_backward", time_ms(*be, reps, [&] { be->gelu_backward(dh.get(), h.get(), dh.get(), size_t(N) * 4 * C); }), 0, 3.0 * N * 4 * C * f);
+  {  // rotary embeddings at Llama 3.2 1B's attention layout (see the header), both routes
+    const int RB = 4, RT = 2048, RNH = 32, RKVH = 8, RHS = 64;
+    const float theta = 500000.0f;
+    DeviceBuffer<float> rq = buf(size_t(RB) * RT * (RNH + 2 * RKVH) * RHS + 4);  // floats: room for either dtype
+    const double bytes = 2.0 * RB * RT * (RNH + RKVH) * RHS * f;
+    const cuda::OpContext& ctx = cuda_op_context(*be);
+    for (void* q : {static_cast<void*>(rq.get()), static_cast<void*>(reinterpret_cast<char*>(rq.get()) + size_t(f))}) {
+      const std::string route = cuda::rotary_route(ctx, q, RHS) == cuda::RotaryRoute::rows ? ".rows" : ".pairs";
+      report(("rotary_forward.llama32_1b" + route).c_str(),
+             time_ms(*be, reps, [&] { be->rotary_forward(q, nullptr, RB, RT, RNH, RKVH, RHS, theta); }), 0, bytes);
+      report(("rotary_backward.llama32_1b" + route).c_str(),
+             time_ms(*be, reps, [&] { be->rotary_backward(q, RB, RT, RNH, RKVH, RHS, theta); }), 0, bytes);
+    }
+  }
   report("residual_forward", time_ms(*be, reps, [&] { be->residual_forward(dx.get(), x.get(), dx.get(), size_t(N) * C); }), 0, 3.0 * N * C * f);
   report("encoder_backward", time_ms(*be, reps, [&] { be->encoder_backward(dw.get(), h.get(), x.get(), tok.get(), B, T, C); }), 0, 3.0 * N * C * f);
   {  // the same with Zipf-distributed tokens (P(rank k) ~ 1/(k+1) over V, top token ~9%, like English BPE text)

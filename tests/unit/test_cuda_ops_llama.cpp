@@ -3,12 +3,15 @@
 // of the test_cuda_ops executable (its main skips with 77 when no GPU is visible).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <vector>
 
 #include <xtrain/backend/backend.h>
 #include <xtrain/core/error.h>
+#include "backend/cuda/ops.h"
 #include "cpu_ops_test_util.h"
 #include "cuda_ops_test_util.h"
 
@@ -83,13 +86,17 @@ TEST_CASE("residual_rmsnorm_forward gives the bits of residual_forward + rmsnorm
 }
 
 // Rotary embeddings in place on the q and k heads; the whole qkv buffer is compared, so v heads must stay as
-// they were. Multi-head (KVH = NH) and grouped-query (KVH < NH) layouts, HS = 64 and 128, the start position
-// null (0) and 1000 in device memory (angles of ~1000 radians: cosf/sinf's full-range reduction), two
-// bases. The angles equal the oracle's bit for bit (the host's inv_freq table, rotary.cu), so the fp32
+// they were. Multi-head (KVH = NH) and grouped-query (KVH < NH) layouts, the start position null (0) and 1000
+// in device memory (angles of ~1000 radians: cosf/sinf's full-range reduction), two bases. Both kernels of
+// rotary.cu (cuda::RotaryRoute): the row kernel for HS = 64 and 128 (several positions per block, the last
+// block part empty; 72 heads of HS = 128 in fp32: more vectors than threads along a row, so threads loop),
+// the pair kernel for HS = 20 (HS/2 a multiple of neither vector width) and, in bf16, HS = 24 (fp32 takes
+// rows). The angles equal the oracle's bit for bit (the host's inv_freq table, rotary.cu), so the fp32
 // difference is that of cosf/sinf and of fp32 products: kFp32Rel.
-TEST_CASE("rotary forward and backward against the CPU: GQA, HS 64 and 128, a device start position") {
+TEST_CASE("rotary forward and backward against the CPU: GQA, HS 20 to 128, a device start position") {
   struct Shape { int B, T, NH, KVH, HS; float theta; };
-  const Shape shapes[] = {{2, 17, 4, 4, 64, 10000.0f}, {3, 5, 8, 2, 128, 500000.0f}, {1, 33, 6, 3, 64, 10000.0f}};
+  const Shape shapes[] = {{2, 17, 4, 4, 64, 10000.0f}, {3, 5, 8, 2, 128, 500000.0f}, {1, 33, 6, 3, 64, 10000.0f},
+                          {1, 3, 64, 8, 128, 500000.0f}, {2, 9, 3, 1, 20, 10000.0f}, {3, 4, 2, 2, 24, 10000.0f}};
   for (Backend* g : {be().gpu.get(), &g16()}) {
     for (const Shape s : shapes) {
       for (int start : {-1, 1000}) {  // -1: pos null
@@ -112,8 +119,83 @@ TEST_CASE("rotary forward and backward against the CPU: GQA, HS 64 and 128, a de
       }
     }
   }
+  // the routes the shapes above take (16-byte vectors: 4 fp32, 8 bf16 elements; the buffers are aligned)
+  Act any(*be().gpu, filled(8));
+  CHECK(cuda::rotary_route(cuda_op_context(*be().gpu), any.gp(), 24) == cuda::RotaryRoute::rows);
+  CHECK(cuda::rotary_route(cuda_op_context(g16()), any.gp(), 24) == cuda::RotaryRoute::pairs);
+  CHECK(cuda::rotary_route(cuda_op_context(*be().gpu), any.gp(), 20) == cuda::RotaryRoute::pairs);
+  CHECK(cuda::rotary_route(cuda_op_context(g16()), any.gp(), 128) == cuda::RotaryRoute::rows);
   Act odd(*be().gpu, filled(size_t(3) * 63));  // B = T = NH = KVH = 1: 3 heads of HS = 63
   CHECK_THROWS_AS(be().gpu->rotary_forward(odd.gp(), nullptr, 1, 1, 1, 1, 63, 10000.0f), Error);
+}
+
+namespace {
+
+// rotary_routes_agree: the values v of qkv (B,T,(NH+2*KVH)*HS) through rotary_forward (start position: device
+// pointer gpos, or null) and then rotary_backward on the forward's result, once on each route of rotary.cu: the
+// row kernel on a 16-byte aligned buffer, the pair kernel on the same values one element further on (not
+// 16-byte aligned: the dispatch's fallback; cuda::rotary_route says which runs). The bytes must be equal after
+// each. The row route's forward is also checked against the CPU oracle (start position cpos), so that two
+// kernels agreeing on a wrong answer fails too.
+void rotary_routes_agree(Backend& g, const std::vector<float>& v, const int32_t* cpos, const int32_t* gpos, int B,
+                         int T, int NH, int KVH, int HS, float theta) {
+  const cuda::OpContext& ctx = cuda_op_context(g);
+  const size_t eb = g.activation_bytes(), n = v.size();
+  std::vector<float> shifted(n + 1, 0.0f);
+  std::copy(v.begin(), v.end(), shifted.begin() + 1);
+  Act rows(g, v), pairs(g, shifted);
+  void* rp = rows.gp();
+  void* pp = static_cast<unsigned char*>(pairs.gp()) + eb;
+  REQUIRE(cuda::rotary_route(ctx, rp, HS) == cuda::RotaryRoute::rows);
+  REQUIRE(cuda::rotary_route(ctx, pp, HS) == cuda::RotaryRoute::pairs);
+  const std::vector<unsigned char> input = rows.gpu_bytes();
+  for (const bool forward : {true, false}) {
+    CAPTURE(forward);
+    if (forward) {
+      g.rotary_forward(rp, gpos, B, T, NH, KVH, HS, theta);
+      g.rotary_forward(pp, gpos, B, T, NH, KVH, HS, theta);
+    } else {
+      g.rotary_backward(rp, B, T, NH, KVH, HS, theta);
+      g.rotary_backward(pp, B, T, NH, KVH, HS, theta);
+    }
+    const std::vector<unsigned char> r = rows.gpu_bytes(), p = pairs.gpu_bytes();
+    REQUIRE(p.size() == r.size() + eb);
+    size_t differ = 0;
+    for (size_t i = 0; i < n; ++i) differ += std::memcmp(&r[i * eb], &p[(i + 1) * eb], eb) != 0;
+    MESSAGE((forward ? "rotary_forward" : "rotary_backward") << " row vs pair kernel, " << n << " elements"
+            << (eb == 2 ? " (bf16)" : "") << ": " << differ << " differ");
+    CHECK(differ == 0);
+    if (forward) {
+      CHECK(r != input);  // the rotation ran (angles of 0 only would leave q and k as they were)
+      be().cpu->rotary_forward(rows.cp(), cpos, B, T, NH, KVH, HS, theta);
+      expect_close("rotary_forward qkv (row kernel)", rows, act_tol(g));
+    }
+  }
+}
+
+}  // namespace
+
+// The row kernel's bits are the pair kernel's (rotary_routes_agree) at Llama 3.2 1B's attention layout (NH = 32,
+// KVH = 8, HS = 64, theta 500000): a training micro-batch at T = 2048 (angles up to 2047 radians), and decoding
+// rows (T = 1) at device position 131000, within the 131072-token context (angles past 1e5 radians, where
+// cosf/sinf switch to their slow argument reduction).
+TEST_CASE("rotary row kernel equals the pair kernel bit for bit: Llama 3.2 1B heads, T 2048, decoding at 131000") {
+  const int NH = 32, KVH = 8, HS = 64;
+  const float theta = 500000.0f;
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    CAPTURE(g->activation_bytes());
+    {
+      const int B = 2, T = 2048;
+      rotary_routes_agree(*g, rnd(size_t(B) * T * (NH + 2 * KVH) * HS, 361, -2.0, 2.0), nullptr, nullptr, B, T, NH,
+                          KVH, HS, theta);
+    }
+    {
+      const int B = 3, T = 1;
+      Twin<int32_t> pos(std::vector<int32_t>{131000}, g);
+      rotary_routes_agree(*g, rnd(size_t(B) * T * (NH + 2 * KVH) * HS, 362, -2.0, 2.0), pos.c.get(), pos.g.get(), B,
+                          T, NH, KVH, HS, theta);
+    }
+  }
 }
 
 // rotary_backward after rotary_forward (positions from 0) gives the input back: the backward is the

@@ -113,6 +113,11 @@ void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* d
 void rotary_forward(const OpContext& ctx, void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS,
                     float theta);
 void rotary_backward(const OpContext& ctx, void* dqkv, int B, int T, int NH, int KVH, int HS, float theta);
+// RotaryRoute: the kernel rotary_forward/backward take (rotary.cu), the same bits either way: `rows`, a block per
+// position (the angles' cos and sin once per position, the heads in 16-byte vectors), where HS/2 is a multiple of
+// the 16-byte pack of the activation type and qkv is 16-byte aligned; `pairs`, a thread per channel pair, else.
+enum class RotaryRoute { rows, pairs };
+RotaryRoute rotary_route(const OpContext& ctx, const void* qkv, int HS);
 void swiglu_forward(const OpContext& ctx, void* out, const void* inp, int N, int F);
 void swiglu_backward(const OpContext& ctx, void* dinp, const void* dout, const void* inp, int N, int F);
 
