@@ -27,11 +27,17 @@ double act_tol(const Backend& g) { return g.activation_bytes() == 2 ? kBf16Store
 
 // Rows in 16-byte vectors (C = 768; C = 256 at N = 4099: several rows per chunk of the dw column sums) and
 // element by element (C = 100: a multiple of the fp32 pack, not of the bf16 one; C = 50: of neither); odd N.
-// dinp and dw start nonzero: the backward adds to them (a lost += is an O(1) difference); a rerun on the
-// same prefilled dw gives the same bits (the column sums have a fixed order).
+// The backward sums dw in its row kernel up to C = 2048: C = 2048 at N = 4099 (Llama-3.2-1B's width; chunks
+// of 17 rows, so a block's warps take 3 or 2 rows, and the last block's 2 rows leave 6 of its warps none)
+// and C = 2047 (element by element, every register column but one); wider rows take the separate column
+// sums: C = 2049 (element by element) and C = 4096 (16-byte vectors). dinp and dw start nonzero: the
+// backward adds to them (a lost += is an O(1) difference); a rerun on the same prefilled dw gives the same
+// bits (the column sums have a fixed order).
 TEST_CASE("rmsnorm forward and backward against the CPU, fp32 and bf16") {
   struct Shape { int N, C; float eps; };
-  const Shape shapes[] = {{37, 768, 1e-5f}, {70, 100, 1e-6f}, {5, 50, 1e-5f}, {1, 2048, 1e-6f}, {4099, 256, 1e-5f}};
+  const Shape shapes[] = {{37, 768, 1e-5f},   {70, 100, 1e-6f},   {5, 50, 1e-5f},   {1, 2048, 1e-6f},
+                          {4099, 256, 1e-5f}, {4099, 2048, 1e-5f}, {67, 2047, 1e-5f}, {33, 2049, 1e-6f},
+                          {9, 4096, 1e-5f}};
   for (Backend* g : {be().gpu.get(), &g16()}) {
     for (const Shape s : shapes) {
       const int N = s.N, C = s.C;

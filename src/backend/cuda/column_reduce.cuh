@@ -1,8 +1,9 @@
-// Deterministic column reductions dst_k (C) += sum over n of f(n, c).v[k], k < K, for bias and layernorm
+// Deterministic column reductions dst_k (C) += sum over n of f(n, c).v[k], k < K, for bias and the norms'
 // weight and bias gradients. Two stages with a fixed split of the rows into chunks, partial sums in
 // double, so the result does not depend on scheduling (no atomics) and stays close to the CPU oracle's
 // double sum. K sums of the same inputs share one pass. A kernel that already reads every row can write
-// the per-chunk sums itself and call only the finish stage (row_chunks, column_finish: layernorm's dw, db).
+// the per-chunk sums itself and call only the finish stage (row_chunks, column_finish: the norms' backwards,
+// launch_norm_backward in row_norm.cuh).
 #pragma once
 
 #include "backend/cuda/common.cuh"
@@ -87,7 +88,7 @@ inline RowChunks row_chunks(int N) {
 
 // column_finish: out.dst[k] (C) += sum over chunks r of partial (K, chunks, C) [k][r][c], in the finish
 // kernel's fixed order. The second stage of column_reduce_accumulate, and of any kernel that writes
-// per-chunk column sums itself (layernorm_backward). N > 0, C > 0.
+// per-chunk column sums itself (launch_norm_backward). N > 0, C > 0.
 template <int K>
 void column_finish(const OpContext& ctx, ColumnOut<K> out, const double* partial, int chunks, int C) {
   const dim3 finish_grid(unsigned((C + kWarp - 1) / kWarp), unsigned(K));

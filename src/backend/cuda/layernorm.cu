@@ -54,33 +54,9 @@ __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const
   }
 }
 
-constexpr int kBackwardWarps = 8;  // warps per block of layernorm_backward_kernel
-// Widest row whose dw and db sums stay in registers: kLaneCols columns of each per lane (64 fp32
-// registers), so C <= kFusedMaxC = 1024 (GPT-2 124M and 350M) computes them in the row kernel; wider
-// rows take the separate column reduction (column_reduce.cuh), which reads dout and inp again.
-constexpr int kLaneCols = 32;
-constexpr int kFusedMaxC = kLaneCols * kWarp;
-
-// block_column_partial: partial (C) = the sum over the block's warps, in warp order and in double, of
-// the warps' per-lane fp32 sums acc (lane l holds the columns of the vectors p = l + 32 i, i < kSlots,
-// of kN elements each). stage: kBackwardWarps * C floats of shared memory. Synchronizes the block.
-template <int kN, int kSlots>
-__device__ void block_column_partial(double* partial, const Vec<float, kN> (&acc)[kSlots], float* stage, int C) {
-  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nv = C / kN;
-#pragma unroll
-  for (int i = 0; i < kSlots; ++i) {
-    const int p = lane + i * kWarp;
-    if (p < nv) store_vec<float, kN>(stage + warp * C + p * kN, acc[i]);
-  }
-  __syncthreads();
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    double s = 0.0;
-#pragma unroll
-    for (int j = 0; j < kBackwardWarps; ++j) s += double(stage[j * C + c]);
-    partial[c] = s;
-  }
-  __syncthreads();  // the next call reuses stage
-}
+// LayerNorm's two column sums (dw, db) leave a lane kLaneCols columns of each: C <= kFusedMaxC = 1024 fuses them.
+constexpr int kLaneCols = lane_cols(2);
+constexpr int kFusedMaxC = fused_norm_max_c(2);
 
 // Block b takes the rows [b * rows_per_block, (b + 1) * rows_per_block) of N, warp j of them the rows
 // begin + j, begin + j + kBackwardWarps, ...; lane l the vectors p = l, l + 32, ... (kN elements each)
@@ -90,9 +66,9 @@ __device__ void block_column_partial(double* partial, const Vec<float, kN> (&acc
 // writes the block's column sums partial (2, gridDim.x, C): [0] of dout * xhat (dw), [1] of dout (db).
 // Order: each lane adds its columns' terms in fp32 over its warp's rows in row order, then
 // block_column_partial adds the warps' sums in double in warp order; column_finish adds the blocks'.
-// dynamic shared memory: kBackwardWarps * C floats with kParams, else none.
+// dynamic shared memory: norm_stage_warps(2) * C floats with kParams (launch_norm_backward), else none.
 template <typename T, int kN, int kSlots, bool kParams>
-__global__ void __launch_bounds__(kBackwardWarps * kWarp)
+__global__ void __launch_bounds__(kBackwardThreads)
     layernorm_backward_kernel(T* dinp, double* partial, const T* dout, const T* inp, const float* w,
                               const float* mean, const float* rstd, int N, int C, int rows_per_block) {
   extern __shared__ __align__(16) float stage[];
@@ -144,8 +120,9 @@ __global__ void __launch_bounds__(kBackwardWarps * kWarp)
     }
   }
   if constexpr (kParams) {
-    block_column_partial(partial + size_t(blockIdx.x) * C, dw_sum, stage, C);
-    block_column_partial(partial + (size_t(gridDim.x) + blockIdx.x) * C, db_sum, stage, C);
+    constexpr int kStageWarps = norm_stage_warps(2);
+    block_column_partial<kStageWarps>(partial + size_t(blockIdx.x) * C, dw_sum, stage, C);
+    block_column_partial<kStageWarps>(partial + (size_t(gridDim.x) + blockIdx.x) * C, db_sum, stage, C);
   }
 }
 
@@ -188,7 +165,6 @@ void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, floa
 void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
                         const void* inp, const float* w, const float* mean, const float* rstd, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  constexpr unsigned kThreads = kBackwardWarps * kWarp;
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dinp);
@@ -197,18 +173,16 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
     const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
     constexpr int kV = Pack<T>::kN;
     if (C <= kFusedMaxC) {  // dw, db from the row kernel's per-block sums, then the finish stage
-      const RowChunks rc = row_chunks(N);
-      ScratchBuffer<double> partial(*ctx.alloc, 2 * size_t(rc.chunks) * C, "column sums");
-      const auto kernel = vec ? layernorm_backward_kernel<T, kV, kLaneCols / kV, true>
-                              : layernorm_backward_kernel<T, 1, kLaneCols, true>;
-      kernel<<<unsigned(rc.chunks), kThreads, sizeof(float) * kBackwardWarps * C, ctx.stream>>>(
-          dx, partial.get(), dy, x, w, mean, rstd, N, C, rc.rows_per_chunk);
-      XT_CUDA_LAUNCH_CHECK();
-      column_finish<2>(ctx, {{dw, db}}, partial.get(), rc.chunks, C);
+      launch_norm_backward<2>(ctx, {{dw, db}}, N, C, [&](const NormBackwardShape& s) {
+        const auto kernel = vec ? layernorm_backward_kernel<T, kV, kLaneCols / kV, true>
+                                : layernorm_backward_kernel<T, 1, kLaneCols, true>;
+        kernel<<<s.grid, kBackwardThreads, s.smem, ctx.stream>>>(dx, s.partial, dy, x, w, mean, rstd, N, C,
+                                                                 s.rows_per_block);
+      });
     } else {  // one row per warp, then the column reduction reads dout and inp again
       const unsigned blocks = unsigned((N + kBackwardWarps - 1) / kBackwardWarps);
       const auto kernel = vec ? layernorm_backward_kernel<T, kV, 1, false> : layernorm_backward_kernel<T, 1, 1, false>;
-      kernel<<<blocks, kThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, mean, rstd, N, C, kBackwardWarps);
+      kernel<<<blocks, kBackwardThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, mean, rstd, N, C, kBackwardWarps);
       XT_CUDA_LAUNCH_CHECK();
       column_reduce_accumulate<2>(ctx, {{dw, db}}, ParamGradTerms<T>{dy, x, mean, rstd, C}, N, C);
     }

@@ -1,8 +1,10 @@
 // RMSNorm (Zhang & Sennrich 2019; transformers' LlamaRMSNorm), forward, the fused residual add + forward,
-// and backward. One warp per row for the statistic and dinp, in the row norms' launch shape (row_norm.cuh); dw as a deterministic
-// column sum (column_reduce.cuh: fixed chunks, double partials, no atomics). fp32 arithmetic on
-// activations of type T (float or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN elements)
-// when C and the pointers allow (vec_rows), else element by element (kN = 1), same code.
+// and backward. The forward: one warp per row in the row norms' launch shape (row_norm.cuh). The backward:
+// layernorm_backward's blocks of rows, one warp
+// per row, that also sum dw per block, finished in a fixed order (row_norm.cuh, column_reduce.cuh: no atomics),
+// up to C = 2048; wider rows take the separate column reduction. fp32 arithmetic on activations of type T (float
+// or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN elements) when C and the pointers allow
+// (vec_rows), else element by element (kN = 1), same code.
 #include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
@@ -43,39 +45,71 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   if (lane == 0 && rstd) rstd[row] = rs;
 }
 
-// dinp (N,C) += rstd * (g - xhat * mean_c(g * xhat)), g = dout * w, xhat = x * rstd; one warp per row.
-template <typename T, int kN>
-__global__ void rmsnorm_backward_kernel(T* dinp, const T* dout, const T* inp, const float* w, const float* rstd,
-                                        int N, int C) {
-  const int row = row_norm_row(), lane = threadIdx.x % kWarp;
-  if (row >= N) return;
-  const T* x = inp + size_t(row) * C;
-  const T* dy = dout + size_t(row) * C;
+// RMSNorm's one column sum (dw) leaves a lane kLaneCols columns: C <= kFusedMaxC = 2048 fuses it.
+constexpr int kLaneCols = lane_cols(1);
+constexpr int kFusedMaxC = fused_norm_max_c(1);
+
+// Per row: dinp (N,C) += rstd * (g - xhat * mean_c(g * xhat)), g = dout * w, xhat = x * rstd. Blocks, warps
+// and lanes as layernorm_backward_kernel: block b takes the rows [b * rows_per_block, (b + 1) *
+// rows_per_block) of N, warp j of them the rows begin + j, begin + j + kBackwardWarps, ...; lane l the
+// vectors p = l, l + 32, ... of a row, kSlots of them per trip, so mean_c(g * xhat) adds a lane's terms in
+// the order of its vectors, then across the warp (warp_sum). kParams (needs C / kN <= 32 * kSlots, one trip,
+// so a lane's columns stay the same registers) also writes the block's column sums of dout * xhat (dw) to
+// partial (gridDim.x, C): each lane adds its columns' terms in fp32 over its warp's rows in row order, then
+// block_column_partial adds the warps' sums in double in warp order; column_finish adds the blocks'.
+// dinp aliases none of the inputs (Backend::rmsnorm_backward), hence __restrict__: the loads of a trip may
+// move above the stores of the trip before. dynamic shared memory: norm_stage_warps(1) * C floats with kParams
+// (launch_norm_backward), else none.
+template <typename T, int kN, int kSlots, bool kParams>
+__global__ void __launch_bounds__(kBackwardThreads)
+    rmsnorm_backward_kernel(T* __restrict__ dinp, double* __restrict__ partial, const T* __restrict__ dout,
+                            const T* __restrict__ inp, const float* __restrict__ w, const float* __restrict__ rstd,
+                            int N, int C, int rows_per_block) {
+  extern __shared__ __align__(16) float stage[];
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
+  const int begin = blockIdx.x * rows_per_block, end = min(N, begin + rows_per_block);
   const int nv = C / kN;
-  const float rs = rstd[row];
-  float gx_sum = 0.0f;
-  for (int p = lane; p < nv; p += kWarp) {
-    const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+  [[maybe_unused]] Vec<float, kN> dw_sum[kSlots] = {};
+  for (int row = begin + warp; row < end; row += kBackwardWarps) {
+    const T* x = inp + size_t(row) * C;
+    const T* dy = dout + size_t(row) * C;
+    const float rs = rstd[row];
+    float gx_sum = 0.0f;
+    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
 #pragma unroll
-    for (int k = 0; k < kN; ++k) gx_sum += to_f(dv.v[k]) * wv.v[k] * (to_f(xv.v[k]) * rs);
-  }
-  const float gx_mean = warp_sum(gx_sum) / C;
-  T* dx = dinp + size_t(row) * C;
-  for (int p = lane; p < nv; p += kWarp) {
-    const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-    Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
+      for (int i = 0; i < kSlots; ++i) {
+        const int p = p0 + i * kWarp;
+        if (p >= nv) continue;
+        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
 #pragma unroll
-    for (int k = 0; k < kN; ++k) {
-      const float xhat = to_f(xv.v[k]) * rs;
-      dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (to_f(dv.v[k]) * wv.v[k] - xhat * gx_mean));
+        for (int k = 0; k < kN; ++k) gx_sum += to_f(dv.v[k]) * wv.v[k] * (to_f(xv.v[k]) * rs);
+      }
     }
-    store_vec<T, kN>(dx + p * kN, dxv);
+    const float gx_mean = warp_sum(gx_sum) / C;
+    T* dx = dinp + size_t(row) * C;
+    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+        const int p = p0 + i * kWarp;
+        if (p >= nv) continue;
+        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+        Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
+#pragma unroll
+        for (int k = 0; k < kN; ++k) {
+          const float xhat = to_f(xv.v[k]) * rs;
+          dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (to_f(dv.v[k]) * wv.v[k] - xhat * gx_mean));
+          if constexpr (kParams) dw_sum[i].v[k] += to_f(dv.v[k]) * xhat;
+        }
+        store_vec<T, kN>(dx + p * kN, dxv);
+      }
+    }
   }
+  if constexpr (kParams) block_column_partial<norm_stage_warps(1)>(partial + size_t(blockIdx.x) * C, dw_sum, stage, C);
 }
 
-// the dw term of one element, dout * xhat
+// the dw term of one element, dout * xhat (the column reduction of rows wider than kFusedMaxC)
 template <typename T>
 struct RmsWeightTerm {
   const T *dout, *inp;
@@ -113,17 +147,27 @@ void residual_rmsnorm_forward(const OpContext& ctx, void* res, void* out, float*
 void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* dout, const void* inp, const float* w,
                       const float* rstd, int N, int C) {
   if (N <= 0 || C <= 0) return;
-  launch_row_norm(ctx, N, C, {dinp, dout, inp, w}, nullptr, nullptr, [&](auto shape) {
-    using S = decltype(shape);
-    using T = typename S::type;
-    rmsnorm_backward_kernel<T, S::kN><<<shape.grid, shape.block, 0, ctx.stream>>>(
-        static_cast<T*>(dinp), static_cast<const T*>(dout), static_cast<const T*>(inp), w, rstd, N, C);
-  });
-  // dw: a second pass over dout and inp; the fused per-block sums of layernorm_backward would save it
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{static_cast<const T*>(dout), static_cast<const T*>(inp), rstd, C},
-                                N, C);
+    T* dx = static_cast<T*>(dinp);
+    const T* dy = static_cast<const T*>(dout);
+    const T* x = static_cast<const T*>(inp);
+    const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
+    constexpr int kV = Pack<T>::kN;
+    if (C <= kFusedMaxC) {  // dw from the row kernel's per-block sums, then the finish stage
+      launch_norm_backward<1>(ctx, {{dw}}, N, C, [&](const NormBackwardShape& s) {
+        const auto kernel = vec ? rmsnorm_backward_kernel<T, kV, kLaneCols / kV, true>
+                                : rmsnorm_backward_kernel<T, 1, kLaneCols, true>;
+        kernel<<<s.grid, kBackwardThreads, s.smem, ctx.stream>>>(dx, s.partial, dy, x, w, rstd, N, C,
+                                                                 s.rows_per_block);
+      });
+    } else {  // one row per warp, then the column reduction reads dout and inp again
+      const unsigned blocks = unsigned((N + kBackwardWarps - 1) / kBackwardWarps);
+      const auto kernel = vec ? rmsnorm_backward_kernel<T, kV, 1, false> : rmsnorm_backward_kernel<T, 1, 1, false>;
+      kernel<<<blocks, kBackwardThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, rstd, N, C, kBackwardWarps);
+      XT_CUDA_LAUNCH_CHECK();
+      column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{dy, x, rstd, C}, N, C);
+    }
   });
 }
 

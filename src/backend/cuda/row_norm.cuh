@@ -1,10 +1,12 @@
 // What the row-normalizing kernels (layernorm.cu, rmsnorm.cu) share: one launch shape for every norm
-// (ggml-cuda's norm.cu keeps one too) and the read of a row's input that, in their fused residual forms,
-// is the residual add itself.
+// (ggml-cuda's norm.cu keeps one too), the read of a row's input that, in their fused residual forms,
+// is the residual add itself, and their backwards' blocks of rows that also sum the weight gradients
+// per block (block_column_partial), finished in a fixed order by column_finish (column_reduce.cuh).
 #pragma once
 
 #include <initializer_list>
 
+#include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/ops.h"
 
@@ -71,6 +73,77 @@ void launch_row_norm(const OpContext& ctx, int N, int C, std::initializer_list<c
     }
   });
   XT_CUDA_LAUNCH_CHECK();
+}
+
+// The backwards' launch shape: blocks of kBackwardWarps warps, one warp per row at a time; with the weight
+// gradients fused (launch_norm_backward), block b takes the rows of chunk b of row_chunks(N).
+inline constexpr int kBackwardWarps = 8;
+inline constexpr int kBackwardThreads = kBackwardWarps * kWarp;
+
+// The fused column sums stay in registers: kLaneSumRegs fp32 per lane hold a lane's columns of all K sums in
+// one trip over the row, so C <= fused_norm_max_c(K): 1024 for LayerNorm's dw and db (GPT-2 124M and 350M),
+// 2048 for RMSNorm's dw (Llama-3.2-1B). Wider rows take the separate column reduction (column_reduce.cuh),
+// which reads dout and inp again.
+inline constexpr int kLaneSumRegs = 64;
+__host__ __device__ constexpr int lane_cols(int K) { return kLaneSumRegs / K; }
+__host__ __device__ constexpr int fused_norm_max_c(int K) { return lane_cols(K) * kWarp; }
+
+// block_column_partial stages the sums of norm_stage_warps(K) warps at a time in shared memory: up to
+// 8192 floats (32 KiB, within the 48 KiB a block gets without opting in) at C = fused_norm_max_c(K), so all 8
+// warps in one round for LayerNorm, 4 in two rounds for RMSNorm.
+__host__ __device__ constexpr int norm_stage_warps(int K) { return 8192 / fused_norm_max_c(K); }
+
+// block_column_partial: partial (C) = the sum over the block's warps, in warp order and in double, of the
+// warps' per-lane fp32 sums acc (lane l holds the columns of the vectors p = l + 32 i, i < kSlots, of kN
+// elements each). stage: kStageWarps * C floats of shared memory, filled by kStageWarps warps at a time (a
+// divisor of kBackwardWarps); between rounds the running double sum waits in partial (each column's thread
+// reads back its own store), so the order is that of one round. Synchronizes the block.
+template <int kStageWarps, int kN, int kSlots>
+__device__ void block_column_partial(double* partial, const Vec<float, kN> (&acc)[kSlots], float* stage, int C) {
+  static_assert(kBackwardWarps % kStageWarps == 0, "rounds of whole warps");
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, nv = C / kN;
+#pragma unroll
+  for (int first = 0; first < kBackwardWarps; first += kStageWarps) {
+    if (kStageWarps == kBackwardWarps || (warp >= first && warp < first + kStageWarps)) {
+#pragma unroll
+      for (int i = 0; i < kSlots; ++i) {
+        const int p = lane + i * kWarp;
+        if (p < nv) store_vec<float, kN>(stage + (warp - first) * C + p * kN, acc[i]);
+      }
+    }
+    __syncthreads();
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      double s = first == 0 ? 0.0 : partial[c];
+#pragma unroll
+      for (int j = 0; j < kStageWarps; ++j) s += double(stage[j * C + c]);
+      partial[c] = s;
+    }
+    __syncthreads();  // the next round or call reuses stage
+  }
+}
+
+// NormBackwardShape: what launch_norm_backward hands the kernel's launch: grid (one block per chunk of rows),
+// dynamic shared memory bytes (block_column_partial's stage), rows per block (the chunk), and partial
+// (K, chunks, C), where block b writes its sums [k][b][c].
+struct NormBackwardShape {
+  unsigned grid;
+  size_t smem;
+  int rows_per_block;
+  double* partial;
+};
+
+// launch_norm_backward: a row kernel that also writes the per-block column sums of the K weight gradients
+// (C <= fused_norm_max_c(K)), then column_finish adds them into out: out.dst[k] (C) += sum over blocks, in a
+// fixed order (the same bits on every run; no atomics). launch(shape) launches the kernel
+// <<<shape.grid, kBackwardThreads, shape.smem, ctx.stream>>>. Scratch: K * min(N, 256) * C doubles.
+template <int K, typename Launch>
+void launch_norm_backward(const OpContext& ctx, ColumnOut<K> out, int N, int C, Launch&& launch) {
+  const RowChunks rc = row_chunks(N);
+  ScratchBuffer<double> partial(*ctx.alloc, size_t(K) * rc.chunks * C, "column sums");
+  launch(NormBackwardShape{unsigned(rc.chunks), sizeof(float) * norm_stage_warps(K) * C, rc.rows_per_chunk,
+                           partial.get()});
+  XT_CUDA_LAUNCH_CHECK();
+  column_finish<K>(ctx, out, partial.get(), rc.chunks, C);
 }
 
 }  // namespace xtrain::cuda
