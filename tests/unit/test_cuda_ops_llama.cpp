@@ -30,9 +30,10 @@ double act_tol(const Backend& g) { return g.activation_bytes() == 2 ? kBf16Store
 // The backward sums dw in its row kernel up to C = 2048: C = 2048 at N = 4099 (Llama-3.2-1B's width; chunks
 // of 17 rows, so a block's warps take 3 or 2 rows, and the last block's 2 rows leave 6 of its warps none)
 // and C = 2047 (element by element, every register column but one); wider rows take the separate column
-// sums: C = 2049 (element by element) and C = 4096 (16-byte vectors). dinp and dw start nonzero: the
-// backward adds to them (a lost += is an O(1) difference); a rerun on the same prefilled dw gives the same
-// bits (the column sums have a fixed order).
+// sums: C = 2049 (element by element) and C = 4096 (16-byte vectors). The forward keeps a row in registers
+// up to 256 vectors and reads longer ones again: C = 2048 in fp32, 2049 and 4096. dinp and dw start nonzero:
+// the backward adds to them (a lost += is an O(1) difference); a rerun on the same prefilled dw gives the
+// same bits (the column sums have a fixed order).
 TEST_CASE("rmsnorm forward and backward against the CPU, fp32 and bf16") {
   struct Shape { int N, C; float eps; };
   const Shape shapes[] = {{37, 768, 1e-5f},   {70, 100, 1e-6f},   {5, 50, 1e-5f},   {1, 2048, 1e-6f},
@@ -64,12 +65,13 @@ TEST_CASE("rmsnorm forward and backward against the CPU, fp32 and bf16") {
 }
 
 // residual_rmsnorm_forward against its definition, residual_forward then rmsnorm_forward on the same backend:
-// the same bits for res, out and rstd, fp32 and bf16, 16-byte rows (C = 768) and element-wise rows (C = 100,
-// 50), and with res overwriting a.
+// the same bits for res, out and rstd, fp32 and bf16, 16-byte rows (C = 768, 2048, 4096) and element-wise
+// rows (C = 100, 50, 2049), rows kept in registers and rows read back from res (longer than 256 vectors:
+// C = 4096, 2049, and 2048 in fp32), and with res overwriting a.
 TEST_CASE("residual_rmsnorm_forward gives the bits of residual_forward + rmsnorm_forward") {
   const float eps = 1e-5f;
   for (Backend* g : {be().gpu.get(), &g16()}) {
-    for (int C : {768, 100, 50}) {
+    for (int C : {768, 100, 50, 2048, 4096, 2049}) {
       CAPTURE(C);
       CAPTURE(g->activation_bytes());
       const int N = 37;

@@ -1,6 +1,6 @@
 // RMSNorm (Zhang & Sennrich 2019; transformers' LlamaRMSNorm), forward, the fused residual add + forward,
-// and backward. The forward: one warp per row in the row norms' launch shape (row_norm.cuh). The backward:
-// layernorm_backward's blocks of rows, one warp
+// and backward. The forward: one warp per row in the row norms' launch shape (row_norm.cuh), the row kept in
+// registers between the statistic and the output. The backward: layernorm_backward's blocks of rows, one warp
 // per row, that also sum dw per block, finished in a fixed order (row_norm.cuh, column_reduce.cuh: no atomics),
 // up to C = 2048; wider rows take the separate column reduction. fp32 arithmetic on activations of type T (float
 // or bf16, ops.h); rows move in 16-byte vectors (kN = Pack<T>::kN elements) when C and the pointers allow
@@ -14,33 +14,53 @@ namespace xtrain::cuda {
 
 namespace {
 
+// The vectors of a row a lane of the forward holds in registers: rows of up to kRowSlots * 32 vectors (bf16
+// C <= 2048, fp32 C <= 1024) are read once; longer ones go in trips of kRowSlots vectors, each trip's loads in
+// flight together, and are read again (from cache) for out. 16 slots would keep bf16 rows of C = 4096, but
+// the compiler then hoists 16 slots of weight loads as well: 181 to 254 registers, or spills under a bound.
+constexpr int kRowSlots = 8;
+
 // out (N,C) = x * rstd * w, rstd = 1 / sqrt(mean_c(x^2) + eps). out, inp: activations; rstd fp32, may be
 // null. kAdd (residual_rmsnorm_forward): x = res = inp + inp2 rounded to T as residual_forward rounds it,
-// written to res in the first pass and read back by the same lane in the second, so the statistic and out
-// see exactly the values rmsnorm_forward(res) would read: the same bits as the two ops. res may alias inp
-// or inp2 (each element is read before the same thread overwrites it); out aliases none of them.
+// written to res (residual_row_slots) and, for a row longer than one trip, read back by the same lane for
+// out, so the statistic and out see exactly the values rmsnorm_forward(res) would read: the same bits as the
+// two ops. res may alias inp or inp2 (each element is read before the same lane overwrites it); out aliases
+// none of them. The statistic adds a lane's squares in the order of its vectors p = lane, lane + 32, ... as
+// gemv.cu's fused norm prologue does (the same bits).
 template <typename T, int kN, bool kAdd>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const float* w, int N, int C, float eps,
                                        const T* inp2, T* res) {
   const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
-  const T* x = (kAdd ? res : inp) + size_t(row) * C;
+  const size_t at = size_t(row) * C;
+  const T* x = (kAdd ? res : inp) + at;
   const int nv = C / kN;
+  Vec<T, kN> v[kRowSlots];
   float ss = 0.0f;
-  for (int p = lane; p < nv; p += kWarp) {
-    const Vec<T, kN> v = residual_row_vec<T, kN, kAdd>(inp, inp2, res, size_t(row) * C + size_t(p) * kN);
+  for (int p0 = lane; p0 < nv; p0 += kRowSlots * kWarp) {
+    residual_row_slots<T, kN, kAdd, kRowSlots>(v, inp, inp2, res, at, p0, nv);
 #pragma unroll
-    for (int k = 0; k < kN; ++k) ss += to_f(v.v[k]) * to_f(v.v[k]);
+    for (int i = 0; i < kRowSlots; ++i) {
+      if (p0 + i * kWarp >= nv) continue;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) ss += to_f(v[i].v[k]) * to_f(v[i].v[k]);
+    }
   }
   const float rs = rsqrtf(warp_sum(ss) / C + eps);
-  T* o = out + size_t(row) * C;
-  for (int p = lane; p < nv; p += kWarp) {
-    const Vec<T, kN> v = load_vec<T, kN>(x + p * kN);
-    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-    Vec<T, kN> r;
+  const bool kept = nv <= kRowSlots * kWarp;  // one trip: v still holds the lane's vectors of the row
+  T* o = out + at;
+  for (int p0 = lane; p0 < nv; p0 += kRowSlots * kWarp) {
 #pragma unroll
-    for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>(to_f(v.v[k]) * rs * wv.v[k]);
-    store_vec<T, kN>(o + p * kN, r);
+    for (int i = 0; i < kRowSlots; ++i) {
+      const int p = p0 + i * kWarp;
+      if (p >= nv) continue;
+      const Vec<T, kN> xv = kept ? v[i] : load_vec<T, kN>(x + p * kN);
+      const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+      Vec<T, kN> r;
+#pragma unroll
+      for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>(to_f(xv.v[k]) * rs * wv.v[k]);
+      store_vec<T, kN>(o + p * kN, r);
+    }
   }
   if (lane == 0 && rstd) rstd[row] = rs;
 }

@@ -15,20 +15,51 @@ namespace xtrain::cuda {
 // residual_row_vec: the kN elements at element offset `at` of a row's input. kAdd (residual_layernorm_forward,
 // residual_rmsnorm_forward): inp + inp2 rounded to T as residual_forward rounds it, stored to res as well, so
 // the statistics see exactly what the unfused norm would read from res; the caller's later passes read res
-// back in the same lane. Otherwise inp's elements (inp2 and res unused).
+// back in the same lane. Otherwise inp's elements (inp2 and res unused). residual_sum: that sum.
+template <typename T, int kN>
+__device__ __forceinline__ Vec<T, kN> residual_sum(const Vec<T, kN>& a, const Vec<T, kN>& b) {
+  Vec<T, kN> v;
+#pragma unroll
+  for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+  return v;
+}
 template <typename T, int kN, bool kAdd>
 __device__ __forceinline__ Vec<T, kN> residual_row_vec(const T* inp, const T* inp2, T* res, size_t at) {
   if constexpr (kAdd) {
-    const Vec<T, kN> a = load_vec<T, kN>(inp + at), b = load_vec<T, kN>(inp2 + at);
-    Vec<T, kN> v;
-#pragma unroll
-    for (int k = 0; k < kN; ++k) v.v[k] = from_f<T>(to_f(a.v[k]) + to_f(b.v[k]));
+    const Vec<T, kN> v = residual_sum<T, kN>(load_vec<T, kN>(inp + at), load_vec<T, kN>(inp2 + at));
     store_vec<T, kN>(res + at, v);
     return v;
   } else {
     (void)inp2;
     (void)res;
     return load_vec<T, kN>(inp + at);
+  }
+}
+
+// residual_row_slots: the vectors p = p0 + 32 i (i < kSlots, p < nv) of a row's input, element offset `at`,
+// into v, with residual_row_vec's values (kAdd: inp + inp2 rounded to T, stored to res), but every load issued
+// before the first store to res, so a lane has the whole slice's loads in flight at once (a store between
+// them would keep the compiler from moving a later load above it: res may alias inp or inp2). Each element
+// is still read before the same lane overwrites it.
+template <typename T, int kN, bool kAdd, int kSlots>
+__device__ __forceinline__ void residual_row_slots(Vec<T, kN> (&v)[kSlots], const T* inp, const T* inp2, T* res,
+                                                   size_t at, int p0, int nv) {
+  [[maybe_unused]] Vec<T, kN> b[kSlots];
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int p = p0 + i * kWarp;
+    if (p >= nv) continue;
+    v[i] = load_vec<T, kN>(inp + at + size_t(p) * kN);
+    if constexpr (kAdd) b[i] = load_vec<T, kN>(inp2 + at + size_t(p) * kN);
+  }
+  if constexpr (kAdd) {
+#pragma unroll
+    for (int i = 0; i < kSlots; ++i) {
+      const int p = p0 + i * kWarp;
+      if (p >= nv) continue;
+      v[i] = residual_sum<T, kN>(v[i], b[i]);
+      store_vec<T, kN>(res + at + size_t(p) * kN, v[i]);
+    }
   }
 }
 
