@@ -16,6 +16,9 @@
 // Llama 3.2 1B's attention layout instead (NH=32, KVH=8, HS=64, T=2048), on each route of cuda::RotaryRoute (the
 // pair kernel on a buffer one element off 16-byte alignment, as the dispatch would take it), with "gbs" the q
 // and k heads read and written.
+// RMSNorm ("rmsnorm_forward.llama32_1b", "residual_rmsnorm_forward...", "rmsnorm_backward...") is timed at Llama
+// 3.2 1B's training shape instead (B=4, T=2048: N=8192 rows of C=2048, whatever B), with "gbs" the rows read and
+// written (the backward: dout, inp and dinp read, dinp written).
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -55,7 +58,7 @@ void report(const char* op, double ms, double flops, double bytes) {
 int main(int argc, char** argv) {
   constexpr const char* kUsage = "usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (B in 1..64, reps 1..1000)";
   const xtrain::bench::BenchArgs args{argc, argv, "bench_cuda_ops", kUsage};
-  if (args.help("Times each CUDA op once per shape at GPT-2 124M sizes, one JSON line per op.")) return 0;
+  if (args.help("Times each CUDA op once per shape at GPT-2 124M sizes (RMSNorm and rotary at Llama 3.2 1B's), one JSON line per op.")) return 0;
   args.check(3);
   auto arg = [&](int i, int def, int lo, int hi) { return args.integer(i, def, lo, hi); };
   const int B = arg(1, 8, 1, 64), reps = arg(2, 5, 1, 1000);
@@ -169,6 +172,21 @@ int main(int argc, char** argv) {
          0, 2.0 * N * C * f);
   report("layernorm_backward", time_ms(*be, reps, [&] { be->layernorm_backward(x.get(), dw.get(), bias.get(), dx.get(), x.get(), w.get(), mean.get(), rstd.get(), N, C); }),
          0, 4.0 * N * C * f);
+  {  // RMSNorm at Llama 3.2 1B's training shape (see the header)
+    constexpr int kN = 4 * 2048, kC = 2048;
+    const double n = double(kN) * kC;
+    DeviceBuffer<float> a = buf(size_t(n)), b = buf(size_t(n)), res = buf(size_t(n)), out = buf(size_t(n)),
+                        nw = buf(kC), ndw = buf(kC), nrstd = buf(kN);
+    report("rmsnorm_forward.llama32_1b",
+           time_ms(*be, reps, [&] { be->rmsnorm_forward(out.get(), nrstd.get(), a.get(), nw.get(), kN, kC, 1e-5f); }),
+           0, 2.0 * n * f);
+    report("residual_rmsnorm_forward.llama32_1b",
+           time_ms(*be, reps, [&] { be->residual_rmsnorm_forward(res.get(), out.get(), nrstd.get(), a.get(), b.get(), nw.get(), kN, kC, 1e-5f); }),
+           0, 4.0 * n * f);
+    report("rmsnorm_backward.llama32_1b",
+           time_ms(*be, reps, [&] { be->rmsnorm_backward(res.get(), ndw.get(), out.get(), a.get(), nw.get(), nrstd.get(), kN, kC); }),
+           0, 4.0 * n * f);
+  }
   report("gelu_forward", time_ms(*be, reps, [&] { be->gelu_forward(dh.get(), h.get(), size_t(N) * 4 * C); }), 0, 2.0 * N * 4 * C * f);
   report("gelu_backward", time_ms(*be, reps, [&] { be->gelu_backward(dh.get(), h.get(), dh.get(), size_t(N) * 4 * C); }), 0, 3.0 * N * 4 * C * f);
   {  // rotary embeddings at Llama 3.2 1B's attention layout (see the header), both routes
