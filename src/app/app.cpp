@@ -261,12 +261,13 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   const std::vector<Placement> placement = gather_placement(mpi, launch.local_rank, be->device_name());
   std::unique_ptr<Communicator> comm;
   agree(mpi, [&] { comm = launch.make_comm(*be); });
+  const int recompute = cfg.recompute >= 0 ? cfg.recompute : auto_recompute(cfg.model);  // --recompute auto
   // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
   agree(mpi, [&] {
     check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
-                       be->kind() == Device::cpu ? launch.local_size : 1, cfg.recompute);
+                       be->kind() == Device::cpu ? launch.local_size : 1, recompute);
   });
-  GPT model(cfg.model, *be, cfg.recompute);
+  GPT model(cfg.model, *be, recompute);
   model.init_params(cfg.seed);
   if (!init_params.empty())
     be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));

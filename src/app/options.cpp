@@ -109,7 +109,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   OptimConfig& oc = t.optim;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto", recompute = "auto";
   std::string weight_copy = "persistent";
   std::string optimizer = "adamw", lr_schedule = "cosine", muon_adjust = "original";
   std::vector<std::string> eval_specs, eval_mc_specs;
@@ -177,7 +177,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("log-every", po::value(&t.log_every)->default_value(1), "print a step line every N steps")
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("memory-report", po::bool_switch(&t.memory_report), "after the last step, rank 0 prints every buffer its allocator holds (parameters, gradients, optimizer state, activations by table row, the backend's workspaces and cache) summed by category, beside the allocator's peak (docs/cuda.md, \"Memory\")")
-    ("recompute", po::value(&t.recompute)->default_value(0), "activation recompute: 0 = keep every layer's activations; 1 = recompute the GELU output in the backward; 2 = also the layernorm outputs (less memory, a little more compute; results bitwise unchanged)")
+    ("recompute", po::value(&recompute)->default_value("auto"), "auto | 0 | 1 | 2: activation recompute: 0 = keep every layer's activations; 1 = recompute the MLP activation (GELU or SwiGLU output) in the backward; 2 = also the norm outputs (less memory, a little more compute; results bitwise unchanged); auto = 1 for SwiGLU models (one elementwise pass over the kept gate/up product, cheaper to recompute than to keep), 0 for GELU ones (GELU is fused into the fc matmul on CUDA: recomputing it costs that matmul)")
     ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (off by default with several GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
   po::options_description sys = cli_group("System");
   sys.add_options()
@@ -325,7 +325,9 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.stop_after >= 0, "--stop-after must be >= 0");
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
-  need(t.recompute >= 0 && t.recompute <= 2, "--recompute must be 0, 1 or 2");
+  need(recompute == "auto" || recompute == "0" || recompute == "1" || recompute == "2",
+       "--recompute must be auto, 0, 1 or 2");
+  t.recompute = recompute == "auto" ? -1 : std::stoi(recompute);
   need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");
   t.cuda_graph = cuda_graph == "on"    ? TrainConfig::CudaGraph::on
                  : cuda_graph == "off" ? TrainConfig::CudaGraph::off

@@ -3,7 +3,7 @@
 # ops on the forward's inputs in the backward, so 10 steps give the losses of --recompute 0 exactly
 # (metrics text) and byte-identical final checkpoints (parameters and AdamW state). With dropout and
 # grad accumulation, on 2 ranks, for each model family (common.sh). A checkpoint resumes under another
-# setting; the option is compared across ranks like every other, and a value outside 0..2 is a usage error.
+# setting; the option is compared across ranks like every other, and a value outside auto, 0..2 is a usage error.
 source "$(dirname "$0")/common.sh"
 xt_data
 ARGS=("${DATA[@]}" "${TINY[@]}" --steps 10 --dropout 0.1 --grad-accum 2)
@@ -32,6 +32,6 @@ bad_rc=$?
 set -e
 grep -q "the options differ across ranks: --recompute 1 on rank 1 but --recompute 0 on rank 0" "$WORK/mpmd.log" && [[ $rc != 0 ]] \
   || { cat "$WORK/mpmd.log"; fatal "--recompute differing across ranks not refused (rc $rc)"; }
-grep -q "usage error: --recompute must be 0, 1 or 2" "$WORK/bad.log" && [[ $bad_rc == 2 ]] \
+grep -q "usage error: --recompute must be auto, 0, 1 or 2" "$WORK/bad.log" && [[ $bad_rc == 2 ]] \
   || { cat "$WORK/bad.log"; fatal "--recompute 3 not a usage error (rc $bad_rc)"; }
 echo "--recompute differing across ranks and --recompute 3 refused"

@@ -14,6 +14,7 @@
 #include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
+#include <xtrain/train/config.h>
 #include <xtrain/model/model.h>
 #include <xtrain/train/optim.h>
 
@@ -184,6 +185,16 @@ TEST_CASE("set_batch, forward_pass and loss_sum: forward's parts and their contr
   parts.set_batch(tok4.data(), tgt4.data(), 4, T);  // reallocates for 4 sequences
   CHECK(parts.buffers_generation() != generation);
   CHECK_THROWS_AS(parts.backward(), Error);
+}
+
+// --recompute auto: 1 for the SwiGLU family (its activation is one elementwise pass over the kept gate/up
+// product), 0 for GELU (fused into the fc matmul on CUDA); a model built with it shares fch_act.
+TEST_CASE("auto_recompute recomputes SwiGLU's output, not GELU's") {
+  CHECK(auto_recompute(tiny_gpt2()) == 0);
+  CHECK(auto_recompute(tiny_llama(0)) == 1);
+  CHECK(auto_recompute(tiny_llama(1)) == 1);
+  TrainConfig t;
+  CHECK(t.recompute == -1);  // the option's default is auto
 }
 
 // Activation recompute runs the forward's ops on the forward's inputs again in the backward, so the

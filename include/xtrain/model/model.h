@@ -187,6 +187,12 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
 // is one line naming the estimate instead of an allocation failure at step 1.
 void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0);
 
+// auto_recompute: --recompute auto's level for a family: 1 where the MLP activation is its own
+// elementwise pass over a kept product (SwiGLU: silu(gate) * up from the kept gate/up matmul output, so
+// recomputing it costs one such pass and saves an (N, F) buffer per layer), 0 where it is fused into the
+// fc matmul on CUDA (GELU: recomputing it repeats that matmul, ~2% of a GPT-2 124M step).
+inline int auto_recompute(const GPTConfig& cfg) { return cfg.traits().mlp == MlpKind::swiglu ? 1 : 0; }
+
 class GPT {
  public:
   // recompute (--recompute, llm.c's): 0 keeps every layer's activations for the backward; 1 keeps
