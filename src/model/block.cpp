@@ -22,11 +22,11 @@ void residual_norm_forward(Backend& be, const GPTConfig& c, void* res, const Nex
 }
 
 void norm_backward(Backend& be, const GPTConfig& c, void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                   const float* w, const float* mean, const float* rstd, int N) {
+                   const float* w, const float* mean, const float* rstd, int N, Grad dw_mode) {
   if (c.rmsnorm())
-    be.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c.C);
+    be.rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, c.C, dw_mode);
   else
-    be.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c.C);
+    be.layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, c.C, dw_mode);
 }
 
 void block_forward(Backend& be, const GPTConfig& c, int B, int T, const void* x, const BlockWeights& w,
@@ -109,26 +109,29 @@ void block_backward(Backend& be, const GPTConfig& c, int B, int T, const void* x
   if (c.swiglu()) {
     // swiglu(fch) again from the kept fch (a separate op in the forward too: the same bits)
     if (recompute.fch_act) be.swiglu_forward(a.fch_act, a.fch, N, F);
-    be.matmul_backward(g.dfch_act, dw[kFcProjW], dw[kFcProjB], dbranch, a.fch_act, w[kFcProjW], N, F, C, Grad::assign);
+    be.matmul_backward(g.dfch_act, dw[kFcProjW], dw[kFcProjB], dbranch, a.fch_act, w[kFcProjW], N, F, C, Grad::assign,
+                       dw.mode);
     be.swiglu_backward(g.dfch, g.dfch_act, a.fch, N, F);
   } else {
     // the forward's op again (it also rewrites fch with the same bits): a fused backend's gelu(fch) comes
     // from the unrounded fc sum, so gelu_forward(fch) alone would not give the forward's bits
     if (recompute.fch_act) be.matmul_gelu_forward(a.fch, a.fch_act, a.ln2, w[kFcW], w[kFcB], N, C, F);
     be.gelu_matmul_backward(g.dfch, dw[kFcProjW], dw[kFcProjB], dbranch, a.fch_act, a.fch, w[kFcProjW], g.dfch_act, N,
-                            F, C);
+                            F, C, dw.mode);
   }
-  be.matmul_backward(g.dtmp, dw[kFcW], dw[kFcB], g.dfch, a.ln2, w[kFcW], N, C, FC, Grad::assign);
-  norm_backward(be, c, g.dres, dw[kLn2W], dw[kLn2B], g.dtmp, a.res2, w[kLn2W], a.ln2_mean, a.ln2_rstd, N);
+  be.matmul_backward(g.dtmp, dw[kFcW], dw[kFcB], g.dfch, a.ln2, w[kFcW], N, C, FC, Grad::assign, dw.mode);
+  norm_backward(be, c, g.dres, dw[kLn2W], dw[kLn2B], g.dtmp, a.res2, w[kLn2W], a.ln2_mean, a.ln2_rstd, N, dw.mode);
   // attention branch: dres is now d res2
   dbranch = branch(0);
-  be.matmul_backward(g.datty, dw[kAttProjW], dw[kAttProjB], dbranch, a.atty, w[kAttProjW], N, A, C, Grad::assign);
+  be.matmul_backward(g.datty, dw[kAttProjW], dw[kAttProjB], dbranch, a.atty, w[kAttProjW], N, A, C, Grad::assign,
+                     dw.mode);
   be.attention_backward(g.dqkv, g.datty, a.qkv, a.atty, saved.att, B, T, NH, KVH, HS, Grad::assign);
   // rotary: the gradient at the rotated q, k -> at the qkv matmul's output
   if (c.rotary()) be.rotary_backward(g.dqkv, B, T, NH, KVH, HS, c.rope_theta);
   if (recompute.ln1) norm_forward(be, c, a.ln1, saved.ln1_mean, saved.ln1_rstd, x, w[kLn1W], w[kLn1B], N);
-  be.matmul_backward(g.dtmp, dw[kQkvW], dw[kQkvB], g.dqkv, a.ln1, w[kQkvW], N, C, QKV, Grad::assign);
-  norm_backward(be, c, g.dres, dw[kLn1W], dw[kLn1B], g.dtmp, x, w[kLn1W], saved.ln1_mean, saved.ln1_rstd, N);
+  be.matmul_backward(g.dtmp, dw[kQkvW], dw[kQkvB], g.dqkv, a.ln1, w[kQkvW], N, C, QKV, Grad::assign, dw.mode);
+  norm_backward(be, c, g.dres, dw[kLn1W], dw[kLn1B], g.dtmp, x, w[kLn1W], saved.ln1_mean, saved.ln1_rstd, N,
+                dw.mode);
 }
 
 }  // namespace xtrain

@@ -46,9 +46,10 @@ void residual_norm_forward(Backend& be, const GPTConfig& c, void* res, const Nex
                            const void* b_in, int N);
 
 // norm_backward: the family's norm backward from its kept statistics: dinp (N,C) +=, dw (C) += and, for
-// LayerNorm, db (C) += (Backend::layernorm_backward or rmsnorm_backward; mean and db unused for RMSNorm).
+// LayerNorm, db (C) += (= with dw_mode Grad::assign; Backend::layernorm_backward or rmsnorm_backward; mean and db
+// unused for RMSNorm).
 void norm_backward(Backend& be, const GPTConfig& c, void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                   const float* w, const float* mean, const float* rstd, int N);
+                   const float* w, const float* mean, const float* rstd, int N, Grad dw_mode);
 
 // attention(atty, qkv): atty (N,NH*HS) from qkv (N,(NH+2*KVH)*HS) of this block (the training's
 // Backend::attention_forward, or Backend::attention_decode against the cache).
@@ -81,9 +82,12 @@ void block_forward(Backend& be, const GPTConfig& c, int B, int T, const void* x,
 void block_forward_row(Backend& be, const GPTConfig& c, const void* x, const BlockWeights& w, const BlockActs& a,
                        const BlockAttention& attention, const int32_t* pos);
 
-// One block's parameter gradients (views into GPT::grads(), LayerParam order; null where absent).
+// One block's parameter gradients (views into GPT::grads(), LayerParam order; null where absent) and how
+// block_backward writes them: added to (accumulate), or overwritten (assign: the first backward of a step, the
+// buffers' old values never read).
 struct BlockGrads {
   float* g[kPerLayer] = {};
+  Grad mode = Grad::accumulate;
   float* operator[](int which) const { return g[which]; }
 };
 
@@ -115,7 +119,8 @@ struct BlockRecompute {
 // mask, made from g.dres (which also flows on unmasked to the block's input). Empty: no dropout, g.dres itself.
 using BlockBranchGrad = std::function<const void*(int site)>;
 
-// block_backward: after block_forward with the same x, w, a: ADDS d(loss)/d(block parameters) into dw and
+// block_backward: after block_forward with the same x, w, a: ADDS d(loss)/d(block parameters) into dw (or
+// writes it, dw.mode Grad::assign: each of the block's weight gradients has one writer here) and
 // turns g.dres from d res3 into d x (res3 = x + both branches, so dres accumulates each branch's input
 // gradient through its norm). The reverse of block_forward's op sequence: MLP branch (projection, activation,
 // fc, ln2), then attention branch (projection, attention, rotary where the family has it, qkv, ln1). The

@@ -116,8 +116,9 @@ BlockActs GPT::block_acts(int l) const {
                    gact(kBranch), act(l, kRes3)};
 }
 
-BlockGrads GPT::block_grads(int l) {
+BlockGrads GPT::block_grads(int l, Grad mode) {
   BlockGrads g;
+  g.mode = mode;
   for (int i = 0; i < kPerLayer; ++i) {
     const ParamTensor& t = layout_[layer_param_index(l, i)];
     g.g[i] = t.count ? grads_.get() + t.offset : nullptr;
@@ -125,7 +126,7 @@ BlockGrads GPT::block_grads(int l) {
   return g;
 }
 
-void GPT::backward() {
+void GPT::backward(Grad grads) {
   XT_CHECK(fwd_B_ > 0, "backward() needs a forward(train=true) first");
   XT_CHECK(grads_.get() || num_params_ == 0, "backward(): this model was made without gradients (with_grads false)");
   const int B = fwd_B_, T = fwd_T_;
@@ -136,6 +137,9 @@ void GPT::backward() {
   auto gstat = [&](int which) { return static_cast<const float*>(gact(which)); };
   // a tensor's gradient; null for one absent from this family (ops take it as "no bias", "no wpe")
   auto grad = [&](size_t idx) { return layout_[idx].count ? grads_.get() + layout_[idx].offset : nullptr; };
+  auto zero_grad = [&](size_t idx) {
+    if (layout_[idx].count) be_.zero(grad(idx), layout_[idx].count * sizeof(float));
+  };
   const size_t act_bytes = be_.activation_bytes();
   auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
   const size_t lnf_idx = final_param_index(L, kLnfW);
@@ -146,12 +150,14 @@ void GPT::backward() {
   // its branch into it)
   const BlockGradBuffers g{gact(kDRes), gact(kDTmpC), gact(kDQkv), gact(kDAtty), gact(kDFch), gact(kDFchAct)};
   void* dtmp2 = gact(kDTmpC2);  // (N,C) the dropout-masked branch gradient
-  // head: logits = lnf @ head^T (wte or lm_head), dlogits (N,Vp) already in the logits buffer (padded columns 0)
-  be_.matmul_backward(g.dtmp, grad(head_idx), nullptr, gact(kLogits), gact(kLnf), head(), N, C, Vp, Grad::assign);
+  // head: logits = lnf @ head^T (wte or lm_head), dlogits (N,Vp) already in the logits buffer (padded columns 0);
+  // the first weight gradient written (assigned with `grads`: a tied wte's whole, the embedding's rows added last)
+  be_.matmul_backward(g.dtmp, grad(head_idx), nullptr, gact(kLogits), gact(kLnf), head(), N, C, Vp, Grad::assign,
+                      grads);
   const void* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(g.dres, NC);
   norm_backward(be_, cfg_, g.dres, grad(lnf_idx), grad(lnf_idx + 1), g.dtmp, last, tensor(lnf_idx),
-                gstat(kLnfMean), gstat(kLnfRstd), N);
+                gstat(kLnfMean), gstat(kLnfRstd), N, grads);
   auto grads_ready_from = [&](size_t offset) { if (grad_ready_) grad_ready_(offset); };
   grads_ready_from(layout_[lnf_idx].offset);
   // recomputed: the buffers the layers share under --recompute (model_acts.h)
@@ -170,11 +176,17 @@ void GPT::backward() {
                           dropout_->p);
         return dtmp2;
       };
-    block_backward(be_, cfg_, B, T, residual, block_weights(l), block_grads(l), block_acts(l),
+    block_backward(be_, cfg_, B, T, residual, block_weights(l), block_grads(l, grads), block_acts(l),
                    BlockSaved{stat(l, kLn1Mean), stat(l, kLn1Rstd), stat(l, kAtt)}, g, recompute, branch_grad);
     grads_ready_from(layout_[layer_param_index(l, 0)].offset);
   }
   if (dropout_) be_.dropout_apply(g.dres, site_keys(*dropout_, 0).data(), B, static_cast<size_t>(T) * C, dropout_->p);
+  // the embeddings' scatter-add writes only the rows the batch uses: assigned, their gradients are zeroed first,
+  // wpe's and an untied wte's (a tied wte's holds the head's gradient, written above)
+  if (grads == Grad::assign) {
+    if (!cfg_.tied()) zero_grad(kWte);
+    zero_grad(kWpe);
+  }
   be_.encoder_backward(grad(kWte), grad(kWpe), g.dres, tokens_.get(), B, T, C);
   grads_ready_from(0);
 }

@@ -50,10 +50,9 @@ void GraphStep::record(int step, int micro_local, float dloss) {
   graph_.reset();
   try {
     graph_ = be_.capture_graph([&] {
-      model.zero_grads();
       model.forward_pass(micro_local, T, true, dloss, nullptr);
       if (!buckets) {
-        model.backward();
+        model.backward(Grad::assign);  // one micro-step (K == 1): it writes the gradients, no memset first
         return;
       }
       struct Undo {  // a recording that throws part-way leaves no hook and no bucketed step open
@@ -67,7 +66,7 @@ void GraphStep::record(int step, int micro_local, float dloss) {
       } undo{model, *buckets};
       buckets->begin(model.grads(), n, ReduceOp::avg);
       model.set_grad_ready_hook([&](size_t offset) { buckets->ready(offset); });
-      model.backward();
+      model.backward(Grad::assign);
       buckets->join();
       undo.done = true;
     });

@@ -17,13 +17,13 @@
 
 namespace xtrain {
 
-// cuda_graph_wanted: whether the step may run as a graph (TrainConfig::cuda_graph): zero_grads + forward
-// + backward, recorded once and launched as one; the batch is copied in before each launch and the loss
-// read after it. Only where the step is that device work and nothing else: one micro-step, no dropout
-// (its keys are host data per step), no timeline (marks per phase), and one rank unless --cuda-graph on
-// and the communicator records its collectives (NCCL): then the bucketed gradient all-reduce is recorded
-// too (with --bucket-mb 0 one bucket, started when the backward ends, as the single all-reduce). On CUDA,
-// rank 0 prints why not when --cuda-graph is not off and the answer is no.
+// cuda_graph_wanted: whether the step may run as a graph (TrainConfig::cuda_graph): the forward + the backward
+// that writes the gradients (Grad::assign), recorded once and launched as one; the batch is copied in before each
+// launch and the loss read after it. Only where the step is that device work and nothing else: one micro-step, no
+// dropout (its keys are host data per step), no timeline (marks per phase), and one rank unless --cuda-graph on
+// and the communicator records its collectives (NCCL): then the bucketed gradient all-reduce is recorded too (with
+// --bucket-mb 0 one bucket, started when the backward ends, as the single all-reduce). On CUDA, rank 0 prints why
+// not when --cuda-graph is not off and the answer is no.
 bool cuda_graph_wanted(const TrainConfig& cfg, Backend& be, Communicator& comm);
 
 // GraphStep: the recorded step of one rank. buckets: the gradient all-reduce to record with the step (at

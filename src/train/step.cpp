@@ -94,7 +94,6 @@ double StepRunner::eager_step(int step) {
   const size_t n = model_.num_params();
   StepTimeline* tl = tl_;
   double loss_sum = 0;
-  model_.zero_grads();
   for (int k = 0; k < K; ++k) {
     fill_batch(data_, cfg_, step, k, rank, world, &batch_);
     drop_.seq_keys.swap(batch_.dropout_keys);
@@ -107,7 +106,8 @@ double StepRunner::eager_step(int step) {
         if (tl) tl->grads_ready(offset);  // this block's backward has ended
         if (reduce) buckets_->ready(offset);
       });
-    model_.backward();
+    // the first micro-step writes the gradients (no memset of them first), the later ones add to them
+    model_.backward(k == 0 ? Grad::assign : Grad::accumulate);
     model_.set_grad_ready_hook(nullptr);
   }
   if (buckets_) {

@@ -2,7 +2,9 @@
 // double templates of src/backend/cpu/ops.h on the same (float-representable) inputs.
 #include <doctest/doctest.h>
 
+#include <cmath>
 #include <cstdint>
+#include <cstring>
 
 #include "backend/cpu/cpu_backend.h"
 #include "backend/cpu/ops.h"
@@ -229,5 +231,57 @@ TEST_CASE("CpuBackend float ops equal the double templates") {
     CHECK_THROWS_WITH_AS(be->adamw_update(x.get(), x.get(), x.get(), x.get(), Spans{}, 1e-3f, 0.9f, 0.95f, 1e-8f, 0.1f,
                                           1.0f, 0),
                          doctest::Contains("must be >= 1"), xtrain::Error);
+  }
+}
+
+// The weight-gradient writers with Grad::assign (the first micro-step's backward, GPT::backward): over a buffer of
+// NaNs they give the bits of accumulating into zeros (nothing reads the old values; OpenBLAS scales C by beta 0
+// before adding the product, as into zeros), the activation gradient untouched by the mode; an empty sum (N == 0)
+// assigned writes zeros, accumulated leaves the buffer as it was.
+TEST_CASE("weight gradients assigned over NaNs: the bits of += into zeros; empty sums assigned are zeros") {
+  auto be = xtrain::make_cpu_backend();
+  using xtrain::Grad;
+  Device dev{*be};
+  const Vec x = rounded(N * C, 21), w = rounded(OC * C, 22), dout = rounded(N * OC, 23), ndout = rounded(N * C, 24),
+            nw = rounded(C, 25), pre = rounded(N * C, 26);
+  auto x_d = dev.up(x), w_d = dev.up(w), dout_d = dev.up(dout), ndout_d = dev.up(ndout), nw_d = dev.up(nw),
+       pre_d = dev.up(pre);
+  const Vec nans(OC * C, std::nan("")), zeros(OC * C, 0.0);
+  // writes(fill, mode, rows): every weight-gradient writer into buffers filled with `fill`, over `rows` rows;
+  // returns their outputs one after another
+  auto writes = [&](const Vec& fill, Grad mode, int rows) {
+    auto part = [&](size_t n) { return dev.up(Vec(fill.begin(), fill.begin() + n)); };
+    auto dw = part(OC * C), db = part(OC), ln_dw = part(C), ln_db = part(C), rms_dw = part(C), g_dw = part(OC * C),
+         g_db = part(OC);
+    auto dinp = dev.up(Vec(N * C, 0.0)), mean = dev.up(Vec(N, 0.5)), rstd = dev.up(Vec(N, 2.0)),
+         dpre = dev.up(Vec(N * C, 0.0)), scratch = dev.up(Vec(N * C, 0.0));
+    be->matmul_backward(dinp.get(), dw.get(), db.get(), dout_d.get(), x_d.get(), w_d.get(), rows, C, OC,
+                        Grad::assign, mode);
+    be->layernorm_backward(dinp.get(), ln_dw.get(), ln_db.get(), ndout_d.get(), x_d.get(), nw_d.get(), mean.get(),
+                           rstd.get(), rows, C, mode);
+    be->rmsnorm_backward(dinp.get(), rms_dw.get(), ndout_d.get(), x_d.get(), nw_d.get(), rstd.get(), rows, C, mode);
+    be->gelu_matmul_backward(dpre.get(), g_dw.get(), g_db.get(), dout_d.get(), x_d.get(), pre_d.get(), w_d.get(),
+                             scratch.get(), rows, C, OC, mode);
+    Vec all;
+    for (const DeviceBuffer<float>* b : {&dw, &db, &ln_dw, &ln_db, &rms_dw, &g_dw, &g_db, &dinp, &dpre}) {
+      const Vec v = dev.down(*b);
+      all.insert(all.end(), v.begin(), v.end());
+    }
+    return all;
+  };
+  const Vec assigned = writes(nans, Grad::assign, N), added = writes(zeros, Grad::accumulate, N);
+  REQUIRE(assigned.size() == added.size());
+  size_t differ = 0, nan_count = 0;
+  for (size_t i = 0; i < added.size(); ++i) {
+    differ += std::memcmp(&assigned[i], &added[i], sizeof(double)) != 0;  // bit for bit (floats widened exactly)
+    nan_count += std::isnan(assigned[i]);
+  }
+  CHECK(nan_count == 0);
+  CHECK(differ == 0);
+  const Vec empty = writes(nans, Grad::assign, 0), kept = writes(nans, Grad::accumulate, 0);
+  const size_t grads = 2 * (OC * C + OC) + 3 * C;  // the weight gradients, before dinp and dpre
+  for (size_t i = 0; i < grads; ++i) {
+    CHECK(empty[i] == 0.0);
+    CHECK(std::isnan(kept[i]));
   }
 }

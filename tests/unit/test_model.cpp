@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -195,6 +196,61 @@ TEST_CASE("auto_recompute recomputes SwiGLU's output, not GELU's") {
   CHECK(auto_recompute(tiny_llama(1)) == 1);
   TrainConfig t;
   CHECK(t.recompute == -1);  // the option's default is auto
+}
+
+// The first micro-step's backward WRITES the weight gradients (Grad::assign: each one's first writer overwrites
+// it, the embeddings' partial scatter-add after a zeroing of just wte's and wpe's) instead of adding them to a
+// buffer zero_grads() cleared: bit for bit the same gradients, for one and two micro-steps (the second adds), with
+// and without dropout and --recompute, for each family (gpt2; llama with its own head, tied, and its bias tensors
+// of zero elements: null gradients), whatever the buffer held before: NaN here, so a writer that read the old
+// values or an element no writer covers would show. An accumulating backward over the same NaNs keeps them all,
+// so the NaNs do reach every element unless something writes it.
+TEST_CASE("backward(Grad::assign) over a buffer of NaNs gives bitwise zero_grads() + accumulating backward") {
+  auto be = make_cpu_backend();
+  const int B = 2, T = 8;
+  std::vector<int32_t> tok(B * T), tgt(B * T);
+  for (GPTConfig c : {tiny_gpt2(), tiny_llama(0), tiny_llama(1)})
+    for (int recompute : {0, 2})
+      for (float p : {0.0f, 0.1f})
+        for (int K : {1, 2}) {
+          CAPTURE(c.describe());
+          CAPTURE(recompute);
+          CAPTURE(p);
+          CAPTURE(K);
+          const DropoutKeys drop{p, {hash_key(8, 1), hash_key(8, 2)}};
+          // run: K micro-steps; the first backward's mode `first` over a buffer zeroed (zero_grads) or of NaNs
+          auto run = [&](Grad first, bool nan_filled) {
+            GPT model(c, *be, recompute);
+            model.init_params(21);
+            if (nan_filled) {
+              const std::vector<float> nans(model.num_params(), std::nanf(""));
+              be->copy_to_device(model.grads(), nans.data(), nans.size() * sizeof(float));
+            } else {
+              model.zero_grads();
+            }
+            for (int k = 0; k < K; ++k) {
+              random_tokens(tok, c.V, 60 + k), random_tokens(tgt, c.V, 70 + k);
+              model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop);
+              model.backward(k == 0 ? first : Grad::accumulate);
+            }
+            std::vector<float> g(model.num_params());
+            be->copy_to_host(g.data(), model.grads(), g.size() * sizeof(float));
+            return g;
+          };
+          const std::vector<float> zeroed = run(Grad::accumulate, false), assigned = run(Grad::assign, true);
+          REQUIRE(assigned.size() == zeroed.size());
+          size_t differ = 0, nans = 0;
+          for (size_t i = 0; i < zeroed.size(); ++i) {
+            differ += std::memcmp(&zeroed[i], &assigned[i], sizeof(float)) != 0;
+            nans += std::isnan(assigned[i]);
+          }
+          CHECK(nans == 0);
+          CHECK(differ == 0);
+          if (recompute == 0 && p == 0.0f && K == 1) {  // the NaNs are there to be found
+            const std::vector<float> stale = run(Grad::accumulate, true);
+            CHECK(std::all_of(stale.begin(), stale.end(), [](float x) { return std::isnan(x); }));
+          }
+        }
 }
 
 // Activation recompute runs the forward's ops on the forward's inputs again in the backward, so the

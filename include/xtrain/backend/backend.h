@@ -5,11 +5,15 @@
 // Conventions for every op: raw pointers into the backend's memory plus explicit sizes; row-major;
 // shape letters B batch, T sequence, C channels, V vocab, NH query heads, KVH key/value heads,
 // HS head size, N = B*T rows, IC/OC matmul in/out features. `count` is elements, `bytes` is bytes.
-// Backward ops ACCUMULATE (+=) into every gradient they produce, so parameter gradients sum over
-// micro-steps and residual branches add up; callers zero gradient buffers when a step begins. Three
-// ops also take `Grad::assign` for their activation gradient (matmul's dinp, attention's dqkv, GELU's
-// dinp): the first op to write such a buffer then overwrites it, so the caller need not zero it first
-// (the model does this; a memset of the buffer and the read of it by the op are saved).
+// Backward ops ACCUMULATE (+=) into every gradient they produce by default, so parameter gradients sum
+// over micro-steps and residual branches add up. Three ops also take `Grad::assign` for their activation
+// gradient (matmul's dinp, attention's dqkv, GELU's dinp), and the ops that write weight gradients
+// (matmul's dw and dbias, the fused GELU matmul's, the norms' dw and db) take it for those: the first op
+// to write such a buffer then overwrites it, so the caller need not zero it first (the model does this
+// for activation gradients in every backward, and for the weight gradients in the first micro-step's
+// backward, GPT::backward(Grad::assign): a memset of the buffer and the read of it by the op are saved).
+// The embeddings' scatter-add (encoder_backward) touches only the rows a batch uses, so it always
+// accumulates.
 //
 // Storage types. Parameters, parameter gradients, optimizer state, layernorm statistics, the
 // attention scratch `att` and per-row losses are always fp32 (`float*`). ACTIVATIONS and their
@@ -32,7 +36,8 @@
 
 namespace xtrain {
 
-// Grad: how a backward op stores an activation gradient: add to the buffer, or overwrite it.
+// Grad: how a backward op stores a gradient (of an activation or of a weight): add to the buffer, or
+// overwrite it (an assigned gradient never reads the buffer: whatever it held, NaN included, is gone).
 enum class Grad { accumulate, assign };
 
 // Device and DType: --device and --dtype, parsed once (options.cpp) into these. automatic: decided
@@ -232,21 +237,30 @@ class Backend {
   // GPT-2 / PyTorch default).
   virtual void layernorm_forward(void* out, float* mean, float* rstd, const void* inp,
                                  const float* w, const float* b, int N, int C) = 0;
-  // layernorm_backward: dout (N,C) -> dinp (N,C) +=, dw,db (C) +=
+  // layernorm_backward: dout (N,C) -> dinp (N,C) +=, dw,db (C) += (= with dw_mode Grad::assign)
   virtual void layernorm_backward(void* dinp, float* dw, float* db, const void* dout,
                                   const void* inp, const float* w, const float* mean,
-                                  const float* rstd, int N, int C) = 0;
+                                  const float* rstd, int N, int C, Grad dw_mode) = 0;
+  void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
+                          const float* mean, const float* rstd, int N, int C) {
+    layernorm_backward(dinp, dw, db, dout, inp, w, mean, rstd, N, C, Grad::accumulate);
+  }
 
   // matmul_forward: inp (N,IC), w (OC,IC), bias (OC) or null -> out (N,OC) = inp w^T + bias
   virtual void matmul_forward(void* out, const void* inp, const float* w, const float* bias, int N,
                               int IC, int OC) = 0;
-  // matmul_backward: dout (N,OC) -> dinp (N,IC) += (= with Grad::assign), dw (OC,IC) +=, dbias (OC) +=
-  // (dbias may be null)
+  // matmul_backward: dout (N,OC) -> dinp (N,IC) += (= with dinp_mode Grad::assign), dw (OC,IC) +=,
+  // dbias (OC) += (both = with dw_mode Grad::assign: the GEMM's beta 0; dbias may be null). An empty sum
+  // assigned (N == 0 for dw, dbias; OC == 0 for dinp) writes zeros.
   virtual void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                               const float* w, int N, int IC, int OC, Grad dinp_mode) = 0;
+                               const float* w, int N, int IC, int OC, Grad dinp_mode, Grad dw_mode) = 0;
+  void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
+                       int N, int IC, int OC, Grad dinp_mode) {
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_mode, Grad::accumulate);
+  }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
                        int N, int IC, int OC) {
-    matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, Grad::accumulate);
+    matmul_backward(dinp, dw, dbias, dout, inp, w, N, IC, OC, Grad::accumulate, Grad::accumulate);
   }
 
   // attention_forward: causal scaled-dot-product attention with grouped-query heads
@@ -307,13 +321,18 @@ class Backend {
   }
   // gelu_matmul_backward: the backward of out = matmul(gelu(pre)) through the matmul and the GELU.
   // dout (N,OC), inp = gelu(pre) (N,IC), pre (N,IC), w (OC,IC) -> dpre (N,IC) = gelu'(pre) * (dout w)
-  // (assigned), dw (OC,IC) +=, dbias (OC) += (dbias may be null). scratch (N,IC) activations: the default
-  // route's dinp of the matmul (matmul_backward, then gelu_backward); a fusing backend (CUDA bf16: cuBLASLt's
-  // DGELU epilogue on the dinp GEMM) leaves it untouched.
+  // (assigned), dw (OC,IC) +=, dbias (OC) += (both = with dw_mode Grad::assign; dbias may be null). scratch
+  // (N,IC) activations: the default route's dinp of the matmul (matmul_backward, then gelu_backward); a fusing
+  // backend (CUDA bf16: cuBLASLt's DGELU epilogue on the dinp GEMM) leaves it untouched.
   virtual void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
-                                    const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
-    matmul_backward(scratch, dw, dbias, dout, inp, w, N, IC, OC, Grad::assign);
+                                    const void* pre, const float* w, void* scratch, int N, int IC, int OC,
+                                    Grad dw_mode) {
+    matmul_backward(scratch, dw, dbias, dout, inp, w, N, IC, OC, Grad::assign, dw_mode);
     gelu_backward(dpre, pre, scratch, static_cast<size_t>(N) * IC, Grad::assign);
+  }
+  void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
+                            const float* w, void* scratch, int N, int IC, int OC) {
+    gelu_matmul_backward(dpre, dw, dbias, dout, inp, pre, w, scratch, N, IC, OC, Grad::accumulate);
   }
 
   // residual_layernorm_forward: the residual add and the layernorm that reads its sum, as one op.
@@ -329,10 +348,14 @@ class Backend {
   // rmsnorm_forward: inp (N,C), w (C) -> out (N,C) = x * rstd * w, rstd (N) fp32 = 1/sqrt(mean_c(x^2) + eps)
   // (Zhang & Sennrich 2019; transformers' LlamaRMSNorm: statistics in fp32, no mean subtracted, no bias).
   virtual void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) = 0;
-  // rmsnorm_backward: dout (N,C) -> dinp (N,C) +=, dw (C) +=; with xhat = x rstd, g = dout w:
-  // dinp = rstd (g - xhat mean_c(g xhat)), dw = sum_n dout xhat.
+  // rmsnorm_backward: dout (N,C) -> dinp (N,C) +=, dw (C) += (= with dw_mode Grad::assign); with xhat = x rstd,
+  // g = dout w: dinp = rstd (g - xhat mean_c(g xhat)), dw = sum_n dout xhat.
   virtual void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w,
-                                const float* rstd, int N, int C) = 0;
+                                const float* rstd, int N, int C, Grad dw_mode) = 0;
+  void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w, const float* rstd,
+                        int N, int C) {
+    rmsnorm_backward(dinp, dw, dout, inp, w, rstd, N, C, Grad::accumulate);
+  }
   // residual_rmsnorm_forward: res (N,C) = a + b (res may alias a or b), then out, rstd = rmsnorm_forward(res),
   // as residual_layernorm_forward. Default (the CPU oracle): the two ops; a fusing backend gives the same bits.
   virtual void residual_rmsnorm_forward(void* res, void* out, float* rstd, const void* a, const void* b,

@@ -252,8 +252,14 @@ class GPT {
   // batch), so a graph recorded with their addresses knows it must be recorded again.
   uint64_t buffers_generation() const { return buffers_generation_; }
   // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads(), for
-  // that forward's batch. Throws Error without a preceding forward(train=true).
-  void backward();
+  // that forward's batch (grads accumulate: the later micro-steps of a step), or WRITES it there (Grad::assign:
+  // the first micro-step, instead of zero_grads() and an accumulating backward: the same bits, with no memset of
+  // grads() and no read of what it held). Assigned, each weight gradient is written by its first writer (the
+  // matmuls' beta 0, the norms' and biases' column sums stored); the embeddings' scatter-add, which touches only
+  // the rows the batch uses, accumulates into wte's and wpe's gradients after a zeroing of just those two (a tied
+  // wte's is first written whole by the head). Throws Error without a preceding forward(train=true).
+  void backward(Grad grads = Grad::accumulate);
+  // zero_grads: grads() = 0 (one memset of the buffer).
   void zero_grads();
   // GradReadyHook: called by backward() with an element offset into grads() each time every gradient
   // at that offset and above is final for this backward: after lnf, after each layer l (its first
@@ -279,7 +285,7 @@ class GPT {
   // block_acts: layer l's activation buffers for block_forward / block_backward; block_grads: its
   // parameter gradients (views into grads(), null where absent)
   BlockActs block_acts(int l) const;
-  BlockGrads block_grads(int l);
+  BlockGrads block_grads(int l, Grad mode);
 
   GPTConfig cfg_;
   Backend& be_;

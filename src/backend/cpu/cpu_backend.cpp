@@ -124,13 +124,16 @@ class CpuBackend final : public Backend {
   // (activation_bytes() == 4), so every `void*` activation argument is a float array ----
   static float* F(void* p) { return static_cast<float*>(p); }
   static const float* F(const void* p) { return static_cast<const float*>(p); }
-  // Grad::assign: the reference ops accumulate, so the buffer is zeroed first (count floats)
+  // Grad::assign: the reference ops accumulate, so the buffer is zeroed first (count floats; p may be null
+  // where the op has no such output)
   static void clear_for(Grad mode, void* p, size_t count) {
-    if (mode == Grad::assign && count) std::memset(p, 0, count * sizeof(float));
+    if (mode == Grad::assign && p && count) std::memset(p, 0, count * sizeof(float));
   }
   using Backend::attention_backward;  // the accumulating overloads of the base class
   using Backend::gelu_backward;
+  using Backend::layernorm_backward;
   using Backend::matmul_backward;
+  using Backend::rmsnorm_backward;
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
                        int C) override {
@@ -145,14 +148,17 @@ class CpuBackend final : public Backend {
     cpu::layernorm_forward(F(out), mean, rstd, F(inp), w, b, N, C);
   }
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                          const float* w, const float* mean, const float* rstd, int N, int C) override {
+                          const float* w, const float* mean, const float* rstd, int N, int C, Grad dw_mode) override {
+    clear_for(dw_mode, dw, size_t(C));  // the reference sums row by row into dw, db
+    clear_for(dw_mode, db, size_t(C));
     cpu::layernorm_backward(F(dinp), dw, db, F(dout), F(inp), w, mean, rstd, N, C);
   }
   void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) override {
     cpu::rmsnorm_forward(F(out), rstd, F(inp), w, N, C, eps);
   }
   void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w, const float* rstd,
-                        int N, int C) override {
+                        int N, int C, Grad dw_mode) override {
+    clear_for(dw_mode, dw, size_t(C));  // the reference sums row by row into dw
     cpu::rmsnorm_backward(F(dinp), dw, F(dout), F(inp), w, rstd, N, C);
   }
   void rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) override {
@@ -172,8 +178,9 @@ class CpuBackend final : public Backend {
       cpu::matmul_forward(F(out) + size_t(n) * OC, F(inp) + size_t(n) * IC, w, bias, 1, IC, OC);
   }
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                       const float* w, int N, int IC, int OC, Grad dinp_mode) override {
-    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC, dinp_mode == Grad::accumulate);
+                       const float* w, int N, int IC, int OC, Grad dinp_mode, Grad dw_mode) override {
+    cpu::matmul_backward(F(dinp), dw, dbias, F(dout), F(inp), w, N, IC, OC, dinp_mode == Grad::accumulate,
+                         dw_mode == Grad::accumulate);
   }
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override {

@@ -136,22 +136,28 @@ void matmul_forward(Real* out, const Real* inp, const Real* w, const Real* bias,
 }
 
 // matmul_backward: dout (N,OC) -> dinp (N,IC) += dout w (= when accumulate_dinp is false: the GEMM's beta 0, the
-// same bits as += into zeros), dw (OC,IC) += dout^T inp, dbias (OC) += column sums of dout (dbias may be null)
+// same bits as += into zeros), dw (OC,IC) += dout^T inp, dbias (OC) += column sums of dout (dbias may be null; both
+// = when accumulate_dw is false: beta 0 again, and the double sum stored instead of added to)
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dw, Real* dbias, const Real* dout, const Real* inp, const Real* w,
-                     int N, int IC, int OC, bool accumulate_dinp = true) {
+                     int N, int IC, int OC, bool accumulate_dinp = true, bool accumulate_dw = true) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (OC == 0) {  // empty sums: BLAS may not touch C when K == 0
     if (!accumulate_dinp) std::fill(dinp, dinp + size_t(N) * IC, Real(0));
-  } else if (N > 0 && IC > 0) {
+  } else if (N == 0) {  // dw's and dbias's empty sums (K == 0 again)
+    if (!accumulate_dw) {
+      std::fill(dw, dw + size_t(OC) * IC, Real(0));
+      if (dbias) std::fill(dbias, dbias + OC, Real(0));
+    }
+  } else if (IC > 0) {
     gemm(CblasNoTrans, CblasNoTrans, N, IC, OC, Real(1), dout, OC, w, IC, Real(accumulate_dinp ? 1 : 0), dinp, IC);
-    gemm(CblasTrans, CblasNoTrans, OC, IC, N, Real(1), dout, OC, inp, IC, Real(1), dw, IC);
+    gemm(CblasTrans, CblasNoTrans, OC, IC, N, Real(1), dout, OC, inp, IC, Real(accumulate_dw ? 1 : 0), dw, IC);
   }
   if (dbias && N > 0 && OC > 0) {
     std::vector<double> s(size_t(OC), 0.0);  // row by row: each column summed over n in order, rows read once
     for (size_t n = 0; n < size_t(N); ++n)
       for (int o = 0; o < OC; ++o) s[o] += dout[n * OC + o];
-    for (int o = 0; o < OC; ++o) dbias[o] += Real(s[o]);
+    for (int o = 0; o < OC; ++o) dbias[o] = accumulate_dw ? dbias[o] + Real(s[o]) : Real(s[o]);
   }
 }
 

@@ -1,9 +1,9 @@
-// Deterministic column reductions dst_k (C) += sum over n of f(n, c).v[k], k < K, for bias and the norms'
-// weight and bias gradients. Two stages with a fixed split of the rows into chunks, partial sums in
-// double, so the result does not depend on scheduling (no atomics) and stays close to the CPU oracle's
-// double sum. K sums of the same inputs share one pass. A kernel that already reads every row can write
-// the per-chunk sums itself and call only the finish stage (row_chunks, column_finish: the norms' backwards,
-// launch_norm_backward in row_norm.cuh).
+// Deterministic column reductions dst_k (C) += sum over n of f(n, c).v[k], k < K (or =, the first writer of a
+// gradient: Grad::assign), for bias and the norms' weight and bias gradients. Two stages with a fixed split of the
+// rows into chunks, partial sums in double, so the result does not depend on scheduling (no atomics) and stays close
+// to the CPU oracle's double sum. K sums of the same inputs share one pass. A kernel that already reads every row
+// can write the per-chunk sums itself and call only the finish stage (row_chunks, column_finish: the norms'
+// backwards, launch_norm_backward in row_norm.cuh).
 #pragma once
 
 #include "backend/cuda/common.cuh"
@@ -53,8 +53,9 @@ __global__ void column_partial_kernel(double* partial, F f, int N, int C, int ro
 // threadIdx.x. Row-lane y sums chunks y, y + kFinishLanes, ... in double (a warp reads 32 consecutive
 // columns of a chunk), then lane 0 adds the lanes' sums in lane order: a fixed order, so the same
 // bits on every run, and each thread adds chunks / kFinishLanes partials instead of all of them.
+// accumulate false: the sum is stored, dst not read (its old value, NaN included, is gone).
 template <int K>
-__global__ void column_finish_kernel(ColumnOut<K> out, const double* partial, int chunks, int C) {
+__global__ void column_finish_kernel(ColumnOut<K> out, const double* partial, int chunks, int C, bool accumulate) {
   __shared__ double lane_sum[kFinishLanes][kWarp];
   const int c = blockIdx.x * kWarp + threadIdx.x, k = blockIdx.y;
   const double* p = partial + size_t(k) * chunks * C;
@@ -71,7 +72,7 @@ __global__ void column_finish_kernel(ColumnOut<K> out, const double* partial, in
 #pragma unroll
   for (int j = 1; j < K; ++j)  // a select, not a dynamic index into the parameter array
     if (j == k) dst = out.dst[j];
-  dst[c] += float(s);
+  dst[c] = accumulate ? dst[c] + float(s) : float(s);
 }
 }  // namespace detail
 
@@ -86,29 +87,41 @@ inline RowChunks row_chunks(int N) {
   return {rows_per_chunk, (N + rows_per_chunk - 1) / rows_per_chunk};
 }
 
-// column_finish: out.dst[k] (C) += sum over chunks r of partial (K, chunks, C) [k][r][c], in the finish
-// kernel's fixed order. The second stage of column_reduce_accumulate, and of any kernel that writes
-// per-chunk column sums itself (launch_norm_backward). N > 0, C > 0.
+// column_finish: out.dst[k] (C) += sum over chunks r of partial (K, chunks, C) [k][r][c] (= when accumulate is
+// false), in the finish kernel's fixed order. The second stage of column_reduce_accumulate, and of any kernel
+// that writes per-chunk column sums itself (launch_norm_backward). N > 0, C > 0.
 template <int K>
-void column_finish(const OpContext& ctx, ColumnOut<K> out, const double* partial, int chunks, int C) {
+void column_finish(const OpContext& ctx, ColumnOut<K> out, const double* partial, int chunks, int C, bool accumulate) {
   const dim3 finish_grid(unsigned((C + kWarp - 1) / kWarp), unsigned(K));
   detail::column_finish_kernel<K><<<finish_grid, dim3(kWarp, detail::kFinishLanes), 0, ctx.stream>>>(
-      out, partial, chunks, C);
+      out, partial, chunks, C, accumulate);
   XT_CUDA_LAUNCH_CHECK();
 }
 
-// column_reduce_accumulate: out.dst[k] (C) += sum_{n < N} f(n, c).v[k] for k < K; f a __device__ functor
-// (int n, int c) -> ColumnTerms<K>. Scratch: K * min(N, 256) * C doubles from ctx.alloc.
+// column_zero: out.dst[k] (C) = 0 for k < K (null ones skipped): an empty sum (N == 0) assigned.
+template <int K>
+void column_zero(const OpContext& ctx, ColumnOut<K> out, int C) {
+  for (int k = 0; k < K; ++k)
+    if (out.dst[k] && C > 0) XT_CUDA_CHECK(cudaMemsetAsync(out.dst[k], 0, size_t(C) * sizeof(float), ctx.stream));
+}
+
+// column_reduce_accumulate: out.dst[k] (C) += sum_{n < N} f(n, c).v[k] for k < K (= when accumulate is false:
+// column_finish); f a __device__ functor (int n, int c) -> ColumnTerms<K>. Scratch: K * min(N, 256) * C doubles
+// from ctx.alloc.
 template <int K, typename F>
-void column_reduce_accumulate(const OpContext& ctx, ColumnOut<K> out, F f, int N, int C) {
-  if (N <= 0 || C <= 0) return;
+void column_reduce_accumulate(const OpContext& ctx, ColumnOut<K> out, F f, int N, int C, bool accumulate) {
+  if (C <= 0) return;
+  if (N <= 0) {
+    if (!accumulate) column_zero<K>(ctx, out, C);
+    return;
+  }
   const RowChunks rc = row_chunks(N);
   ScratchBuffer<double> partial(*ctx.alloc, size_t(K) * rc.chunks * C);
   const unsigned bx = unsigned((C + detail::kColumnThreads - 1) / detail::kColumnThreads);
   detail::column_partial_kernel<K><<<dim3(bx, unsigned(rc.chunks)), detail::kColumnThreads, 0, ctx.stream>>>(
       partial.get(), f, N, C, rc.rows_per_chunk);
   XT_CUDA_LAUNCH_CHECK();
-  column_finish<K>(ctx, out, partial.get(), rc.chunks, C);
+  column_finish<K>(ctx, out, partial.get(), rc.chunks, C, accumulate);
 }
 
 }  // namespace xtrain::cuda

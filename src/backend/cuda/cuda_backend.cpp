@@ -383,8 +383,9 @@ void CudaBackend::residual_layernorm_forward(void* res, void* out, float* mean, 
   cuda::residual_layernorm_forward(ctx_, res, out, mean, rstd, a, b, w, bias, N, C);
 }
 void CudaBackend::layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp,
-                                     const float* w, const float* mean, const float* rstd, int N, int C) {
-  cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C);
+                                     const float* w, const float* mean, const float* rstd, int N, int C,
+                                     Grad dw_mode) {
+  cuda::layernorm_backward(ctx_, dinp, dw, db, dout, inp, w, mean, rstd, N, C, dw_mode == Grad::accumulate);
 }
 void CudaBackend::rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) {
   cuda::rmsnorm_forward(ctx_, out, rstd, inp, w, N, C, eps);
@@ -394,8 +395,8 @@ void CudaBackend::residual_rmsnorm_forward(void* res, void* out, float* rstd, co
   cuda::residual_rmsnorm_forward(ctx_, res, out, rstd, a, b, w, N, C, eps);
 }
 void CudaBackend::rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w,
-                                   const float* rstd, int N, int C) {
-  cuda::rmsnorm_backward(ctx_, dinp, dw, dout, inp, w, rstd, N, C);
+                                   const float* rstd, int N, int C, Grad dw_mode) {
+  cuda::rmsnorm_backward(ctx_, dinp, dw, dout, inp, w, rstd, N, C, dw_mode == Grad::accumulate);
 }
 void CudaBackend::rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) {
   cuda::rotary_forward(ctx_, qkv, pos, B, T, NH, KVH, HS, theta);
@@ -432,8 +433,9 @@ void CudaBackend::matmul_forward(void* out, const void* inp, const float* w, con
   });
 }
 void CudaBackend::matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                                  const float* w, int N, int IC, int OC, Grad dinp_mode) {
-  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_mode == Grad::accumulate);
+                                  const float* w, int N, int IC, int OC, Grad dinp_mode, Grad dw_mode) {
+  cuda::matmul_backward(ctx_, dinp, dw, dbias, dout, inp, w, N, IC, OC, dinp_mode == Grad::accumulate,
+                        dw_mode == Grad::accumulate);
 }
 void CudaBackend::attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                                     int HS) {
@@ -489,9 +491,10 @@ bool CudaBackend::matmul_residual_forward(void* res, const void* residual, const
   return cuda::fused_row_forward(ctx_, res, nullptr, inp, w, bias, IC, OC, f);
 }
 void CudaBackend::gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp,
-                                       const void* pre, const float* w, void* scratch, int N, int IC, int OC) {
-  if (!cuda::gelu_matmul_backward(ctx_, dpre, dw, dbias, dout, inp, pre, w, N, IC, OC))
-    Backend::gelu_matmul_backward(dpre, dw, dbias, dout, inp, pre, w, scratch, N, IC, OC);
+                                       const void* pre, const float* w, void* scratch, int N, int IC, int OC,
+                                       Grad dw_mode) {
+  if (!cuda::gelu_matmul_backward(ctx_, dpre, dw, dbias, dout, inp, pre, w, N, IC, OC, dw_mode == Grad::accumulate))
+    Backend::gelu_matmul_backward(dpre, dw, dbias, dout, inp, pre, w, scratch, N, IC, OC, dw_mode);
 }
 void CudaBackend::gelu_forward(void* out, const void* inp, size_t count) {
   cuda::gelu_forward(ctx_, out, inp, count);

@@ -71,12 +71,12 @@ class CudaBackend final : public Backend {
   void residual_layernorm_forward(void* res, void* out, float* mean, float* rstd, const void* a, const void* b,
                                   const float* w, const float* bias, int N, int C) override;
   void layernorm_backward(void* dinp, float* dw, float* db, const void* dout, const void* inp, const float* w,
-                          const float* mean, const float* rstd, int N, int C) override;
+                          const float* mean, const float* rstd, int N, int C, Grad dw_mode) override;
   void rmsnorm_forward(void* out, float* rstd, const void* inp, const float* w, int N, int C, float eps) override;
   void residual_rmsnorm_forward(void* res, void* out, float* rstd, const void* a, const void* b, const float* w, int N,
                                 int C, float eps) override;  // one kernel, the bits of the two ops (rmsnorm.cu)
   void rmsnorm_backward(void* dinp, float* dw, const void* dout, const void* inp, const float* w, const float* rstd,
-                        int N, int C) override;
+                        int N, int C, Grad dw_mode) override;
   void rotary_forward(void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS, float theta) override;
   void rotary_backward(void* dqkv, int B, int T, int NH, int KVH, int HS, float theta) override;
   void swiglu_forward(void* out, const void* inp, int N, int F) override;
@@ -86,12 +86,15 @@ class CudaBackend final : public Backend {
   void matmul_gelu_forward(void* pre, void* out, const void* inp, const float* w, const float* bias, int N, int IC,
                            int OC) override;
   void gelu_matmul_backward(void* dpre, float* dw, float* dbias, const void* dout, const void* inp, const void* pre,
-                            const float* w, void* scratch, int N, int IC, int OC) override;
+                            const float* w, void* scratch, int N, int IC, int OC, Grad dw_mode) override;
   using Backend::attention_backward;  // the accumulating overloads of the base class
   using Backend::gelu_backward;
+  using Backend::gelu_matmul_backward;
+  using Backend::layernorm_backward;
   using Backend::matmul_backward;
+  using Backend::rmsnorm_backward;
   void matmul_backward(void* dinp, float* dw, float* dbias, const void* dout, const void* inp, const float* w,
-                       int N, int IC, int OC, Grad dinp_mode) override;
+                       int N, int IC, int OC, Grad dinp_mode, Grad dw_mode) override;
   void attention_forward(void* out, float* att, const void* qkv, int B, int T, int NH, int KVH,
                          int HS) override;
   // Per route (ops.h, attention_scratch_count): flash B*NH*T*(HS+1) (log-sum-exp and the output copy,

@@ -163,8 +163,13 @@ void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, floa
 }
 
 void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
-                        const void* inp, const float* w, const float* mean, const float* rstd, int N, int C) {
-  if (N <= 0 || C <= 0) return;
+                        const void* inp, const float* w, const float* mean, const float* rstd, int N, int C,
+                        bool accumulate_dw) {
+  if (C <= 0) return;
+  if (N <= 0) {  // empty sums: dw, db assigned zeros, or left as they are
+    if (!accumulate_dw) column_zero<2>(ctx, {{dw, db}}, C);
+    return;
+  }
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dinp);
@@ -173,7 +178,7 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
     const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
     constexpr int kV = Pack<T>::kN;
     if (C <= kFusedMaxC) {  // dw, db from the row kernel's per-block sums, then the finish stage
-      launch_norm_backward<2>(ctx, {{dw, db}}, N, C, [&](const NormBackwardShape& s) {
+      launch_norm_backward<2>(ctx, {{dw, db}}, N, C, accumulate_dw, [&](const NormBackwardShape& s) {
         const auto kernel = vec ? layernorm_backward_kernel<T, kV, kLaneCols / kV, true>
                                 : layernorm_backward_kernel<T, 1, kLaneCols, true>;
         kernel<<<s.grid, kBackwardThreads, s.smem, ctx.stream>>>(dx, s.partial, dy, x, w, mean, rstd, N, C,
@@ -184,7 +189,7 @@ void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, 
       const auto kernel = vec ? layernorm_backward_kernel<T, kV, 1, false> : layernorm_backward_kernel<T, 1, 1, false>;
       kernel<<<blocks, kBackwardThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, mean, rstd, N, C, kBackwardWarps);
       XT_CUDA_LAUNCH_CHECK();
-      column_reduce_accumulate<2>(ctx, {{dw, db}}, ParamGradTerms<T>{dy, x, mean, rstd, C}, N, C);
+      column_reduce_accumulate<2>(ctx, {{dw, db}}, ParamGradTerms<T>{dy, x, mean, rstd, C}, N, C, accumulate_dw);
     }
   });
 }

@@ -6,7 +6,9 @@
 // weights are read in bf16 from the copy prepare_weights made at the start of the forward (ctx.weights), or
 // rounded into a scratch bf16 copy per call where they are not in it (to_bf16; Bf16Copy), every product is bf16 x
 // bf16 on tensor cores with fp32 accumulation (CUBLAS_COMPUTE_32F); out and dinp are written in bf16,
-// dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16).
+// dw accumulates in fp32. dinp += accumulates through the GEMM's beta (C read and written in bf16); dw too (beta
+// 0 for the first writer of a weight gradient, Grad::assign: the fp32 buffer is then not read, and dbias's column
+// sum stores instead of adding).
 // With a bias, the forward is one cuBLASLt GEMM with the bias in its epilogue (fp32 bias with fp32, a bf16
 // copy with bf16: cuBLASLt takes the bias in the output's type), and dbias is a column sum of dout; where
 // cuBLASLt is off or has no algorithm for a case (e.g. rows not a multiple of 8 elements) the forward takes
@@ -136,38 +138,39 @@ void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float*
 }
 
 void backward_f32(const OpContext& ctx, float* dinp, float* dw, float* dbias, const float* dout, const float* inp,
-                  const float* w, int N, int IC, int OC, float beta) {
+                  const float* w, int N, int IC, int OC, float beta, bool accumulate_dw) {
   if (IC > 0) {
     const LinearGemm dx = linear_dinp(N, IC, OC), dwg = linear_dw(N, IC, OC);
     gemm(ctx, dx.ta, dx.tb, dx.M, dx.N, dx.K, 1.0f, dout, OC, 0, w, IC, 0, beta, dinp, IC, 0);  // dinp (+)= dout w
-    gemm(ctx, dwg.ta, dwg.tb, dwg.M, dwg.N, dwg.K, 1.0f, dout, OC, 0, inp, IC, 0, 1.0f, dw, IC, 0);  // dw += dout^T inp
+    gemm(ctx, dwg.ta, dwg.tb, dwg.M, dwg.N, dwg.K, 1.0f, dout, OC, 0, inp, IC, 0, accumulate_dw ? 1.0f : 0.0f, dw,
+         IC, 0);  // dw (+)= dout^T inp
   }
-  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);  // double partial sums (kFp32Rel)
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC, accumulate_dw);  // double partial sums (kFp32Rel)
 }
 
-// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0), then dbias += dout's column sums (the
-// fixed-order column reduction of column_reduce.cuh). Not cuBLASLt's BGRADB epilogue: with it the heuristic
-// picks split-K algorithms with a reduce kernel plus a separate bias-gradient kernel per call, and the plain
-// GEMM plus one column sum measured faster (seed config +1.4% tok/s, GPT-2 124M within noise; one H200,
-// bench/results/training_h200_2026-12.md "Small kernels").
+// weight_grads_bf16: dw (OC,IC) += dout^T inp in fp32 (IC > 0), then dbias += dout's column sums (the fixed-order
+// column reduction of column_reduce.cuh); both = when accumulate_dw is false (beta 0). Not cuBLASLt's BGRADB
+// epilogue: with it the heuristic picks split-K algorithms with a reduce kernel plus a separate bias-gradient kernel
+// per call, and the plain GEMM plus one column sum measured faster (seed config +1.4% tok/s, GPT-2 124M within noise;
+// one H200, bench/results/training_h200_2026-12.md "Small kernels").
 void weight_grads_bf16(const OpContext& ctx, float* dw, float* dbias, const bf16* dout, const bf16* inp, int N, int IC,
-                       int OC) {
+                       int OC, bool accumulate_dw) {
   const LinearGemm g = linear_dw(N, IC, OC);
-  gemm_bf16(ctx, g.ta, g.tb, g.M, g.N, g.K, 1.0f, dout, OC, inp, IC, 1.0f, dw, CUDA_R_32F, IC);
-  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+  gemm_bf16(ctx, g.ta, g.tb, g.M, g.N, g.K, 1.0f, dout, OC, inp, IC, accumulate_dw ? 1.0f : 0.0f, dw, CUDA_R_32F, IC);
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC, accumulate_dw);
 }
 
 void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp,
-                   const float* w, int N, int IC, int OC, float beta) {
+                   const float* w, int N, int IC, int OC, float beta, bool accumulate_dw) {
   if (IC == 0) {
-    if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC);
+    if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC, accumulate_dw);
     return;
   }
   const Bf16Copy w16(ctx, w, OC, IC);
   // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
   const LinearGemm g = linear_dinp(N, IC, OC);
   gemm_bf16(ctx, g.ta, g.tb, g.M, g.N, g.K, 1.0f, dout, OC, w16.get(), w16.ld, beta, dinp, CUDA_R_16BF, IC);
-  weight_grads_bf16(ctx, dw, dbias, dout, inp, N, IC, OC);
+  weight_grads_bf16(ctx, dw, dbias, dout, inp, N, IC, OC, accumulate_dw);
 }
 }  // namespace
 
@@ -219,7 +222,8 @@ bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void*
 }
 
 bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
-                          const void* inp, const void* pre, const float* w, int N, int IC, int OC) {
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC,
+                          bool accumulate_dw) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
   const Bf16Copy w16(ctx, w, OC, IC);
@@ -228,23 +232,28 @@ bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* db
   if (!gemm_lt(ctx, LtGemm{g.ta, g.tb, g.M, g.N, g.K, dout, OC, w16.get(), w16.ld, CUDA_R_16BF, 0.0f, dpre, IC,
                            CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_DGELU, nullptr, CUDA_R_16BF, const_cast<void*>(pre)}))
     return false;
-  weight_grads_bf16(ctx, dw, dbias, static_cast<const bf16*>(dout), static_cast<const bf16*>(inp), N, IC, OC);
+  weight_grads_bf16(ctx, dw, dbias, static_cast<const bf16*>(dout), static_cast<const bf16*>(inp), N, IC, OC,
+                    accumulate_dw);
   return true;
 }
 
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout, const void* inp,
-                     const float* w, int N, int IC, int OC, bool accumulate) {
+                     const float* w, int N, int IC, int OC, bool accumulate, bool accumulate_dw) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
   if (N > 0 && IC > 0 && (OC == 0 && !accumulate))  // an empty sum assigned: dinp = 0
     XT_CUDA_CHECK(cudaMemsetAsync(dinp, 0, size_t(N) * IC * (ctx.bf16 ? 2 : 4), ctx.stream));
+  if (N == 0 && OC > 0 && !accumulate_dw) {  // empty sums assigned: dw = 0, dbias = 0
+    if (IC > 0) XT_CUDA_CHECK(cudaMemsetAsync(dw, 0, size_t(OC) * IC * sizeof(float), ctx.stream));
+    if (dbias) XT_CUDA_CHECK(cudaMemsetAsync(dbias, 0, size_t(OC) * sizeof(float), ctx.stream));
+  }
   if (N == 0 || OC == 0) return;  // every gradient term is an empty sum
   const float beta = accumulate ? 1.0f : 0.0f;  // GEMM beta on dinp: += or =
   if (ctx.bf16)
     backward_bf16(ctx, static_cast<bf16*>(dinp), dw, dbias, static_cast<const bf16*>(dout),
-                  static_cast<const bf16*>(inp), w, N, IC, OC, beta);
+                  static_cast<const bf16*>(inp), w, N, IC, OC, beta, accumulate_dw);
   else
     backward_f32(ctx, static_cast<float*>(dinp), dw, dbias, static_cast<const float*>(dout),
-                 static_cast<const float*>(inp), w, N, IC, OC, beta);
+                 static_cast<const float*>(inp), w, N, IC, OC, beta, accumulate_dw);
 }
 
 }  // namespace xtrain::cuda

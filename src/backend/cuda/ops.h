@@ -98,9 +98,11 @@ void layernorm_forward(const OpContext& ctx, void* out, float* mean, float* rstd
 // residual_layernorm_forward: res = a + b, then layernorm_forward(res) in one kernel, the same bits.
 void residual_layernorm_forward(const OpContext& ctx, void* res, void* out, float* mean, float* rstd, const void* a,
                                 const void* b, const float* w, const float* bias, int N, int C);
+// accumulate_dw: dw, db += (Backend's Grad::accumulate) or = (Grad::assign); likewise rmsnorm's dw, the matmuls'
+// dw and dbias.
 void layernorm_backward(const OpContext& ctx, void* dinp, float* dw, float* db, const void* dout,
                         const void* inp, const float* w, const float* mean, const float* rstd, int N,
-                        int C);
+                        int C, bool accumulate_dw);
 
 // The Llama family's ops (rmsnorm.cu, rotary.cu, swiglu.cu). residual_rmsnorm_forward: res = a + b, then
 // rmsnorm_forward(res) in one kernel, the same bits. rotary_*: throw Error for an odd HS or HS > 512.
@@ -109,7 +111,7 @@ void rmsnorm_forward(const OpContext& ctx, void* out, float* rstd, const void* i
 void residual_rmsnorm_forward(const OpContext& ctx, void* res, void* out, float* rstd, const void* a, const void* b,
                               const float* w, int N, int C, float eps);
 void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* dout, const void* inp, const float* w,
-                      const float* rstd, int N, int C);
+                      const float* rstd, int N, int C, bool accumulate_dw);
 void rotary_forward(const OpContext& ctx, void* qkv, const int32_t* pos, int B, int T, int NH, int KVH, int HS,
                     float theta);
 void rotary_backward(const OpContext& ctx, void* dqkv, int B, int T, int NH, int KVH, int HS, float theta);
@@ -127,7 +129,7 @@ void matmul_forward(const OpContext& ctx, void* out, const void* inp, const floa
                     const float* bias, int N, int IC, int OC, MatmulRoute route = MatmulRoute::automatic);
 // accumulate: dinp += (Backend's Grad::accumulate) or dinp = (Grad::assign); likewise dqkv, GELU's dinp.
 void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, const void* dout,
-                     const void* inp, const float* w, int N, int IC, int OC, bool accumulate);
+                     const void* inp, const float* w, int N, int IC, int OC, bool accumulate, bool accumulate_dw);
 
 // matmul_gelu_forward / gelu_matmul_backward: the Backend ops of that name fused into cuBLASLt epilogues
 // (bf16, IC and OC multiples of 8), and the forward for N <= kGemvMaxRows into gemv_forward (fp32 and bf16, any
@@ -136,7 +138,7 @@ void matmul_backward(const OpContext& ctx, void* dinp, float* dw, float* dbias, 
 bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void* inp, const float* w,
                          const float* bias, int N, int IC, int OC, MatmulRoute route = MatmulRoute::automatic);
 bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* dbias, const void* dout,
-                          const void* inp, const void* pre, const float* w, int N, int IC, int OC);
+                          const void* inp, const void* pre, const float* w, int N, int IC, int OC, bool accumulate_dw);
 
 // gemv_forward (gemv.cu): the few-row product, any N (kGemvMaxRows is where matmul.cu uses it).
 // inp (N,IC), w (OC,IC) with row stride ldw >= IC, both of the activation type (bf16: the weight's bf16 copy),
@@ -329,9 +331,10 @@ void to_bf16(const OpContext& ctx, __nv_bfloat16* dst, const float* src, int row
 // to_bf16_flat: dst (count) = src (count) rounded as to_bf16, in one launch (prepare_weights' copy).
 void to_bf16_flat(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count);
 
-// column_sum_accumulate: dst (C) += sum over rows of src (N,C), in a fixed order (deterministic).
-void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C);
-void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C);
+// column_sum_accumulate: dst (C) += sum over rows of src (N,C) (= when accumulate is false: dst not read; N == 0
+// then writes zeros), in a fixed order (deterministic).
+void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C, bool accumulate);
+void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C, bool accumulate);
 
 // Conversions between bf16 activations and fp32 scratch (count elements, contiguous; convert.cu).
 // to_f32: dst = src. from_f32: dst = src rounded to nearest even, or dst += src when accumulate.

@@ -64,8 +64,8 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int
   return result[0];
 }
 
-void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C) {
-  column_reduce_accumulate<1>(ctx, {{dst}}, Identity<float>{src, C}, N, C);
+void column_sum_accumulate(const OpContext& ctx, float* dst, const float* src, int N, int C, bool accumulate) {
+  column_reduce_accumulate<1>(ctx, {{dst}}, Identity<float>{src, C}, N, C, accumulate);
 }
 
 // column_partial_bf16x2_kernel: the partial stage of the bf16 column sum where C is even and src 4-byte
@@ -92,10 +92,10 @@ __global__ void column_partial_bf16x2_kernel(double* partial, const __nv_bfloat1
   out[1] = a1;
 }
 
-void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C) {
-  if (N <= 0 || C <= 0) return;
-  if (C % 2 != 0 || reinterpret_cast<uintptr_t>(src) % 4 != 0) {  // the element path (double per element)
-    column_reduce_accumulate<1>(ctx, {{dst}}, Identity<__nv_bfloat16>{src, C}, N, C);
+void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16* src, int N, int C, bool accumulate) {
+  if (N <= 0 || C <= 0 || C % 2 != 0 || reinterpret_cast<uintptr_t>(src) % 4 != 0) {  // the element path (double
+    // per element; it also takes the empty sums)
+    column_reduce_accumulate<1>(ctx, {{dst}}, Identity<__nv_bfloat16>{src, C}, N, C, accumulate);
     return;
   }
   const RowChunks rc = row_chunks(N);
@@ -104,7 +104,7 @@ void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16
   column_partial_bf16x2_kernel<<<dim3(bx, unsigned(rc.chunks)), kThreads, 0, ctx.stream>>>(
       partial.get(), reinterpret_cast<const __nv_bfloat162*>(src), N, C, rc.rows_per_chunk);
   XT_CUDA_LAUNCH_CHECK();
-  column_finish<1>(ctx, {{dst}}, partial.get(), rc.chunks, C);
+  column_finish<1>(ctx, {{dst}}, partial.get(), rc.chunks, C, accumulate);
 }
 
 }  // namespace xtrain::cuda

@@ -165,8 +165,12 @@ void residual_rmsnorm_forward(const OpContext& ctx, void* res, void* out, float*
 }
 
 void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* dout, const void* inp, const float* w,
-                      const float* rstd, int N, int C) {
-  if (N <= 0 || C <= 0) return;
+                      const float* rstd, int N, int C, bool accumulate_dw) {
+  if (C <= 0) return;
+  if (N <= 0) {  // an empty sum: dw assigned zeros, or left as it is
+    if (!accumulate_dw) column_zero<1>(ctx, {{dw}}, C);
+    return;
+  }
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
     T* dx = static_cast<T*>(dinp);
@@ -175,7 +179,7 @@ void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* d
     const bool vec = vec_rows<T>(C, {dinp, dout, inp, w});
     constexpr int kV = Pack<T>::kN;
     if (C <= kFusedMaxC) {  // dw from the row kernel's per-block sums, then the finish stage
-      launch_norm_backward<1>(ctx, {{dw}}, N, C, [&](const NormBackwardShape& s) {
+      launch_norm_backward<1>(ctx, {{dw}}, N, C, accumulate_dw, [&](const NormBackwardShape& s) {
         const auto kernel = vec ? rmsnorm_backward_kernel<T, kV, kLaneCols / kV, true>
                                 : rmsnorm_backward_kernel<T, 1, kLaneCols, true>;
         kernel<<<s.grid, kBackwardThreads, s.smem, ctx.stream>>>(dx, s.partial, dy, x, w, rstd, N, C,
@@ -186,7 +190,7 @@ void rmsnorm_backward(const OpContext& ctx, void* dinp, float* dw, const void* d
       const auto kernel = vec ? rmsnorm_backward_kernel<T, kV, 1, false> : rmsnorm_backward_kernel<T, 1, 1, false>;
       kernel<<<blocks, kBackwardThreads, 0, ctx.stream>>>(dx, nullptr, dy, x, w, rstd, N, C, kBackwardWarps);
       XT_CUDA_LAUNCH_CHECK();
-      column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{dy, x, rstd, C}, N, C);
+      column_reduce_accumulate<1>(ctx, {{dw}}, RmsWeightTerm<T>{dy, x, rstd, C}, N, C, accumulate_dw);
     }
   });
 }

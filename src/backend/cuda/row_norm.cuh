@@ -164,17 +164,17 @@ struct NormBackwardShape {
 };
 
 // launch_norm_backward: a row kernel that also writes the per-block column sums of the K weight gradients
-// (C <= fused_norm_max_c(K)), then column_finish adds them into out: out.dst[k] (C) += sum over blocks, in a
-// fixed order (the same bits on every run; no atomics). launch(shape) launches the kernel
-// <<<shape.grid, kBackwardThreads, shape.smem, ctx.stream>>>. Scratch: K * min(N, 256) * C doubles.
+// (C <= fused_norm_max_c(K)), then column_finish adds them into out: out.dst[k] (C) += sum over blocks (= when
+// accumulate is false), in a fixed order (the same bits on every run; no atomics). launch(shape) launches the
+// kernel <<<shape.grid, kBackwardThreads, shape.smem, ctx.stream>>>. Scratch: K * min(N, 256) * C doubles.
 template <int K, typename Launch>
-void launch_norm_backward(const OpContext& ctx, ColumnOut<K> out, int N, int C, Launch&& launch) {
+void launch_norm_backward(const OpContext& ctx, ColumnOut<K> out, int N, int C, bool accumulate, Launch&& launch) {
   const RowChunks rc = row_chunks(N);
   ScratchBuffer<double> partial(*ctx.alloc, size_t(K) * rc.chunks * C, "column sums");
   launch(NormBackwardShape{unsigned(rc.chunks), sizeof(float) * norm_stage_warps(K) * C, rc.rows_per_chunk,
                            partial.get()});
   XT_CUDA_LAUNCH_CHECK();
-  column_finish<K>(ctx, out, partial.get(), rc.chunks, C);
+  column_finish<K>(ctx, out, partial.get(), rc.chunks, C, accumulate);
 }
 
 }  // namespace xtrain::cuda
