@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <optional>
@@ -237,6 +238,74 @@ TEST_CASE("bf16 training through the weight mirror gives the bits of per-call we
     CHECK(b.params == a.params);
     std::printf("bf16 --recompute %d: %d steps through the weight mirror bitwise equal to per-call copies: %s\n",
                 recompute, kSteps, b.loss == a.loss && b.params == a.params ? "yes" : "NO");
+  }
+}
+
+// The first micro-step's backward writes the weight gradients on the GPU (GPT::backward(Grad::assign): the GEMMs'
+// beta 0, the column sums stored, wte's and wpe's gradients zeroed before the embeddings' scatter-add) instead of
+// adding them to a zeroed buffer. Over a buffer of NaNs it must give the bits it gives over zeros (nothing reads
+// the old values, every element is written; the backward is deterministic), for one and two micro-steps, fp32 and
+// bf16, gpt2 and llama (own head and tied), with dropout. Against zero_grads() + accumulating backwards the
+// difference is at most cuBLAS picking another kernel for beta 0 than for beta 1: another fp32 summation order
+// inside one dW GEMM (a weight gradient feeds nothing else in the backward), ~1e-6 of the buffer's largest
+// element; 1e-5 of it bounds that, while a NaN, a stale value or a lost term moves it by far more.
+constexpr double kAssignVsZeroedRel = 1e-5;
+TEST_CASE("backward(Grad::assign) over NaNs: the bits of assigning over zeros, close to zero_grads() + accumulate") {
+  const int B = 2;
+  std::vector<int32_t> tok(B * kT), tgt(B * kT);
+  GPTConfig gpt2 = config(), llama = config(), tied = config();
+  llama.arch = tied.arch = Arch::llama;
+  llama.tie_embeddings = 0, tied.tie_embeddings = 1;
+  for (const char* dtype : {"fp32", "bf16"}) {
+    auto be = gpu(dtype);
+    for (const GPTConfig& c : {gpt2, llama, tied})
+      for (int K : {1, 2}) {
+        CAPTURE(dtype);
+        CAPTURE(c.describe());
+        CAPTURE(K);
+        const DropoutKeys drop{0.1f, {hash_key(9, 1), hash_key(9, 2)}};
+        // run: K micro-steps, the first backward with mode `first`: assigned over a buffer filled with `fill`, or
+        // accumulated into the buffer zero_grads() clears
+        auto run = [&](float fill, Grad first) {
+          GPT model(c, *be);
+          model.init_params(kSeed);
+          if (first == Grad::accumulate) {
+            model.zero_grads();
+          } else {
+            const std::vector<float> filled(model.num_params(), fill);
+            be->copy_to_device(model.grads(), filled.data(), filled.size() * sizeof(float));
+          }
+          for (int k = 0; k < K; ++k) {
+            for (size_t i = 0; i < tok.size(); ++i) {
+              tok[i] = int32_t(uniform_u64(80 + k, i) % uint64_t(c.V));
+              tgt[i] = int32_t(uniform_u64(90 + k, i) % uint64_t(c.V));
+            }
+            model.forward(tok.data(), tgt.data(), B, kT, true, 1.0f / (B * kT), &drop);
+            model.backward(k == 0 ? first : Grad::accumulate);
+          }
+          std::vector<float> g(model.num_params());
+          be->copy_to_host(g.data(), model.grads(), g.size() * sizeof(float));
+          return g;
+        };
+        const std::vector<float> over_nan = run(std::nanf(""), Grad::assign), over_zero = run(0.0f, Grad::assign),
+                                 zeroed = run(0.0f, Grad::accumulate);
+        size_t nans = 0, differ = 0;
+        double max_abs = 0.0, max_diff = 0.0;
+        for (size_t i = 0; i < zeroed.size(); ++i) {
+          nans += std::isnan(over_nan[i]);
+          differ += std::memcmp(&over_nan[i], &over_zero[i], sizeof(float)) != 0;
+          max_abs = std::max(max_abs, std::fabs(double(zeroed[i])));
+          max_diff = std::max(max_diff, std::fabs(double(over_nan[i]) - zeroed[i]));
+        }
+        std::printf("%s %s K=%d: assigned over NaN: %zu NaN, %zu elements unlike assigned over zeros; vs zero_grads() "
+                    "+ accumulate: max difference %.3e of max |g| %.3e (tolerance %.0e relative)\n",
+                    dtype, c.arch == Arch::llama ? (c.tied() ? "llama tied" : "llama") : "gpt2", K, nans, differ,
+                    max_diff, max_abs, kAssignVsZeroedRel);
+        CHECK(nans == 0);
+        CHECK(differ == 0);
+        CHECK(max_abs > 0.0);
+        CHECK(max_diff <= kAssignVsZeroedRel * max_abs);
+      }
   }
 }
 

@@ -253,8 +253,9 @@ class GPT {
   uint64_t buffers_generation() const { return buffers_generation_; }
   // backward: after forward(train=true): ADDS d(sum of losses * dloss)/d(params) into grads(), for
   // that forward's batch (grads accumulate: the later micro-steps of a step), or WRITES it there (Grad::assign:
-  // the first micro-step, instead of zero_grads() and an accumulating backward: the same bits, with no memset of
-  // grads() and no read of what it held). Assigned, each weight gradient is written by its first writer (the
+  // the first micro-step, instead of zero_grads() and an accumulating backward, with no memset of grads() and no
+  // read of what it held: the same bits on the CPU backend; on CUDA cuBLAS may take another kernel, hence another
+  // fp32 summation order, for a GEMM's beta 0). Assigned, each weight gradient is written by its first writer (the
   // matmuls' beta 0, the norms' and biases' column sums stored); the embeddings' scatter-add, which touches only
   // the rows the batch uses, accumulates into wte's and wpe's gradients after a zeroing of just those two (a tied
   // wte's is first written whole by the head). Throws Error without a preceding forward(train=true).
