@@ -632,6 +632,79 @@ TEST_CASE("Grad::assign overwrites activation gradients (matmul, GELU, attention
   }
 }
 
+// Grad::assign for weight gradients (the first micro-step's backward, GPT::backward): the writers must overwrite
+// dw and dbias whatever they held (NaN here) and give what the CPU oracle gives, as the += tests do. The matmul
+// (cuBLASLt-aligned and unfused shapes: GEMM beta 0, the bias column sum's bf16x2 and element paths), the fused
+// GELU matmul (bf16 DGELU route), layernorm's fused per-block sums (C <= 1024) and column-reduction route (4096),
+// rmsnorm, odd C (element paths); an empty sum (N == 0) assigned writes zeros. fp32 and bf16 storage.
+TEST_CASE("Grad::assign overwrites weight gradients (matmul, fused GELU matmul, layernorm, rmsnorm)") {
+  const float kNaN = std::nanf("");
+  for (Backend* g : {be().gpu.get(), &g16()}) {
+    CAPTURE(to_string(g->dtype()));
+    const bool b16 = g->activation_bytes() == 2;
+    const double tol_mm = b16 ? kBf16GemmRel : kFp32Rel;
+    for (int IC : {96, 36}) {
+      CAPTURE(IC);
+      const int N = 33, OC = 64;
+      Act inp(*g, rnd(size_t(N) * IC, 231)), dout(*g, rnd(size_t(N) * OC, 232)), dinp(*g, filled(size_t(N) * IC));
+      Twin<float> w(rnd(size_t(OC) * IC, 233), g), dw(filled(size_t(OC) * IC, kNaN), g), db(filled(OC, kNaN), g);
+      be().cpu->matmul_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), N, IC, OC,
+                                Grad::assign, Grad::assign);
+      g->matmul_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), N, IC, OC, Grad::assign,
+                         Grad::assign);
+      expect_close("matmul_backward dw (assign)", dw, tol_mm);
+      expect_close("matmul_backward dbias (assign)", db, tol_mm);
+      Twin<float> dw0(filled(size_t(OC) * IC, kNaN), g), db0(filled(OC, kNaN), g);
+      g->matmul_backward(dinp.gp(), dw0.g.get(), db0.g.get(), dout.gp(), inp.gp(), w.g.get(), 0, IC, OC, Grad::assign,
+                         Grad::assign);
+      CHECK(down(*g, dw0.g) == filled(size_t(OC) * IC));
+      CHECK(down(*g, db0.g) == filled(OC));
+    }
+    {
+      const int N = 64, IC = 96, OC = 160;
+      const size_t nin = size_t(N) * IC, nout = size_t(N) * OC;
+      Act dout(*g, rnd(nout, 241)), x(*g, rnd(nin, 242, -4.0, 4.0)), y(*g, rnd(nin, 243)), dx(*g, filled(nin)),
+          scratch(*g, filled(nin));
+      Twin<float> w(rnd(size_t(OC) * IC, 244), g), dw(filled(size_t(OC) * IC, kNaN), g), db(filled(OC, kNaN), g);
+      be().cpu->gelu_matmul_backward(dx.cp(), dw.c.get(), db.c.get(), dout.cp(), y.cp(), x.cp(), w.c.get(),
+                                     scratch.cp(), N, IC, OC, Grad::assign);
+      g->gelu_matmul_backward(dx.gp(), dw.g.get(), db.g.get(), dout.gp(), y.gp(), x.gp(), w.g.get(), scratch.gp(), N,
+                              IC, OC, Grad::assign);
+      expect_close("gelu_matmul_backward dw (assign)", dw, tol_mm);
+      expect_close("gelu_matmul_backward dbias (assign)", db, tol_mm);
+    }
+    for (int C : {33, 768, 4096}) {
+      CAPTURE(C);
+      const int N = 1000;
+      const size_t n = size_t(N) * C;
+      Act inp(*g, rnd(n, 251, 1.0, 3.0)), out(*g, filled(n)), dout(*g, rnd(n, 252)), dinp(*g, filled(n));
+      Twin<float> w(rnd(C, 253, 0.5, 1.5), g), mean(filled(N), g), rstd(filled(N), g);
+      Twin<float> dw(filled(C, kNaN), g), db(filled(C, kNaN), g), rms_dw(filled(C, kNaN), g);
+      be().cpu->layernorm_forward(out.cp(), mean.c.get(), rstd.c.get(), inp.cp(), w.c.get(), w.c.get(), N, C);
+      g->layernorm_forward(out.gp(), mean.g.get(), rstd.g.get(), inp.gp(), w.g.get(), w.g.get(), N, C);
+      be().cpu->layernorm_backward(dinp.cp(), dw.c.get(), db.c.get(), dout.cp(), inp.cp(), w.c.get(), mean.c.get(),
+                                   rstd.c.get(), N, C, Grad::assign);
+      g->layernorm_backward(dinp.gp(), dw.g.get(), db.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                            rstd.g.get(), N, C, Grad::assign);
+      expect_close("layernorm_backward dw (assign)", dw, kFp32Rel);
+      expect_close("layernorm_backward db (assign)", db, kFp32Rel);
+      be().cpu->rmsnorm_forward(out.cp(), rstd.c.get(), inp.cp(), w.c.get(), N, C, 1e-5f);
+      g->rmsnorm_forward(out.gp(), rstd.g.get(), inp.gp(), w.g.get(), N, C, 1e-5f);
+      be().cpu->rmsnorm_backward(dinp.cp(), rms_dw.c.get(), dout.cp(), inp.cp(), w.c.get(), rstd.c.get(), N, C,
+                                 Grad::assign);
+      g->rmsnorm_backward(dinp.gp(), rms_dw.g.get(), dout.gp(), inp.gp(), w.g.get(), rstd.g.get(), N, C, Grad::assign);
+      expect_close("rmsnorm_backward dw (assign)", rms_dw, kFp32Rel);
+      Twin<float> dw0(filled(C, kNaN), g), db0(filled(C, kNaN), g), rms0(filled(C, kNaN), g);
+      g->layernorm_backward(dinp.gp(), dw0.g.get(), db0.g.get(), dout.gp(), inp.gp(), w.g.get(), mean.g.get(),
+                            rstd.g.get(), 0, C, Grad::assign);
+      g->rmsnorm_backward(dinp.gp(), rms0.g.get(), dout.gp(), inp.gp(), w.g.get(), rstd.g.get(), 0, C, Grad::assign);
+      CHECK(down(*g, dw0.g) == filled(C));
+      CHECK(down(*g, db0.g) == filled(C));
+      CHECK(down(*g, rms0.g) == filled(C));
+    }
+  }
+}
+
 TEST_CASE("dropout recomputes the CPU mask bit for bit") {
   const int B = 3;
   const size_t per_seq = 5000;
