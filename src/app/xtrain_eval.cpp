@@ -56,13 +56,13 @@ po::options_description make_options(TokenizerFiles& files) {
       ("loss", po::value<std::vector<std::string>>()->composing(),
        "held-out data, repeatable, as xtrain_mpi --data (a file, a directory of shards or a comma-separated list, any "
        "--data-format): the mean loss over consecutive windows of --seq tokens (default: none)")
-      ("seq", po::value<int>()->default_value(0), "tokens per --loss window (0 = the model's context)")
+      ("seq", po::value<int>()->default_value(0), "tokens per --loss window (0 = the model's context; given, needs --loss)")
       ("max-seqs", po::value<int>()->default_value(0),
-       "windows per --loss set at most, from its start (0 = every whole window; the trainer's --eval takes --val-seqs)")
+       "windows per --loss set at most, from its start (0 = every whole window; the trainer's --eval takes --val-seqs; given, needs --loss)")
       ("eval-batch", po::value<int>()->default_value(8),
        "sequences per forward: --loss windows, or the choices of whole --mc items (as xtrain_mpi --eval-batch; the "
        "same value gives the trainer's figures bit for bit)")
-      ("data-format", po::value<std::string>()->default_value("auto"), "format of the --loss files, as xtrain_mpi --data-format")
+      ("data-format", po::value<std::string>()->default_value("auto"), "format of the --loss files, as xtrain_mpi --data-format (given, needs --loss)")
       ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document (given, some --loss file must be JSON lines)")
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
@@ -189,6 +189,14 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (corpus.jsonl_field.empty()) throw UsageError("--jsonl-field must not be empty");
   if (!vm["jsonl-field"].defaulted())  // read by some --loss file, as the trainer's by some --data file
     check_jsonl_field_read(corpus.jsonl_field, corpus.format, all_loss_files, "--loss");
+  // the other options only --loss sets read: given with none, refused as an unread --jsonl-field is
+  auto check_read_by_loss = [&](const char* option, const std::string& value, const char* what) {
+    if (loss_sets.empty() && !vm[option].defaulted())
+      throw UsageError(std::string("--") + option + " " + value + " is not read: no --loss file (" + what + ")");
+  };
+  check_read_by_loss("data-format", data_format_name(corpus.format), "the --loss files' format");
+  check_read_by_loss("seq", std::to_string(seq), "tokens per --loss window");
+  check_read_by_loss("max-seqs", std::to_string(max_seqs), "windows per --loss set");
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");

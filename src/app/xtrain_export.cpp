@@ -56,7 +56,7 @@ Options parse(int argc, char** argv) {
                cli_group("Options"), {}, {}};
   po::options_description& opts = spec.options;
   opts.add_options()
-    ("out", po::value(&o.out), "output directory (created if absent; default: none)")
+    ("out", po::value(&o.out), "output directory (created if absent; neither the token cache directory nor inside it; default: none)")
     ("format", po::value(&o.format)->default_value("auto"), "hf | xtrain | auto: hf = Hugging Face layout of the model's family (GPT2LMHeadModel, LlamaForCausalLM); xtrain = xtrain's own names (any shape, e.g. GPT-2 with --kv-heads < --heads); auto = hf when it can express the model, else xtrain");
   add_tokenizer_options(opts, o.tokenizer, {"the one the model was trained with, written as vocab.json",
                                             "the one the model was trained with, written as merges.txt"});
@@ -185,14 +185,17 @@ int verify(const Options& o) {
 
 // check_outputs_apart: no file this export writes (DIR's four files, the registry) is one it reads
 // (the checkpoint, the tokenizer files) or another of its outputs, nor is the registry's lock file an
-// input, nor is DIR the per-user cache directory (check_output_outside_cache_dirs); UsageError naming both otherwise.
+// input, nor is DIR the per-user cache directory or inside it (check_directory_outside_cache_dirs); UsageError naming
+// both otherwise.
 // Checked before anything is read or written.
 void check_outputs_apart(const Options& o) {
   std::vector<std::string> inputs = {o.input};
   for (const auto& [option, path] : tokenizer_inputs(o.tokenizer)) inputs.push_back(path);
   std::vector<std::string> outputs;
   for (const char* f : kExportFileNames) outputs.push_back((fs::path(o.out) / f).string());
-  // DIR is not the per-user cache directory, whose tokenizer tables are named by content (token_cache.h)
+  // DIR is neither the per-user cache directory, whose tokenizer tables are named by content (token_cache.h),
+  // nor inside it; nor is a file of it a link into it
+  check_directory_outside_cache_dirs(o.out, "--out", "");
   check_output_outside_cache_dirs(outputs.front(), "--out", "");
   if (!o.registry.empty()) {
     for (const std::string& out : outputs)

@@ -87,7 +87,9 @@ po::options_description make_options(TokenizerFiles& files) {
        "the tokenizer, encoding the prompt, waiting for the backend set-up, reading the model file (--model: into the "
        "backend's memory), weights to the device, decoder allocation and weight preparation, the prompt to the first "
        "token, recording the one-token graph, the first one-token step; then steady decoding (tokens, ms, tok/s) and "
-       "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks)")
+       "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks); "
+       "--dump-logits adds its phase (the prompt's forward and the file) before the decoder's; with "
+       "--max-new-tokens 0 the lines end there: no token is made, so no decoder, decoding or first-token lines")
       ("repeat", po::value<int>()->default_value(1),
        "generate N times in this process from the same prompt (only the first is printed; every one must give "
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
@@ -413,10 +415,22 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     write_logits(vm["dump-logits"].as<std::string>(), dec.forward(prompt.data(), int(prompt.size())));
     std::fprintf(stderr, "wrote logits (%zu, %d) to %s\n", prompt.size(), lm.config.V,
                  vm["dump-logits"].as<std::string>().c_str());
+    phases.lap("the prompt's forward and the file for --dump-logits (" + std::to_string(prompt.size()) + " tokens)",
+               be.get());
   }
-  if (opts.max_new_tokens == 0) return 0;
+  // --timing's set-up line and its parts, then the phases so far
+  auto print_phases = [&] {
+    // the set-up ran in its own thread from the start, beside the phases up to the wait for it
+    std::fprintf(stderr, "timing | backend set-up (%s), in a thread beside the phases up to the wait: %.3f ms\n",
+                 be->name().c_str(), set_up.ms);
+    for (const auto& [what, ms] : be->setup_ms()) std::fprintf(stderr, "timing |   %s: %.3f ms\n", what.c_str(), ms);
+    for (const auto& [what, ms] : phases.ms) std::fprintf(stderr, "timing | %s: %.3f ms\n", what.c_str(), ms);
+  };
+  if (opts.max_new_tokens == 0) {  // no token: no decoder, no decoding and no first-token lines
+    if (timing) print_phases();
+    return 0;
+  }
 
-  if (vm.count("dump-logits")) phases.lap("--dump-logits", be.get());
   Decoder dec(*model, batch, use_graph);
   phases.lap("decoder allocation and weight preparation", be.get());
   Utf8Stream stream;
@@ -470,11 +484,7 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()),
                dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
   if (timing) {
-    // the set-up ran in its own thread from the start, beside the phases up to the wait for it
-    std::fprintf(stderr, "timing | backend set-up (%s), in a thread beside the phases up to the wait: %.3f ms\n",
-                 be->name().c_str(), set_up.ms);
-    for (const auto& [what, ms] : be->setup_ms()) std::fprintf(stderr, "timing |   %s: %.3f ms\n", what.c_str(), ms);
-    for (const auto& [what, ms] : phases.ms) std::fprintf(stderr, "timing | %s: %.3f ms\n", what.c_str(), ms);
+    print_phases();
     const double steady_s = st.decode_s - st.first_step_s;
     const int steady_tokens = st.decode_tokens - st.first_step_tokens;
     std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,

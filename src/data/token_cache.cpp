@@ -265,6 +265,21 @@ std::filesystem::path final_target(std::filesystem::path p) {
   }
   return p;
 }
+
+// for_each_cache_dir: fn(dir, origin) for the cache directories check_output_outside_cache_dirs names
+template <typename Fn>
+void for_each_cache_dir(const std::string& cache_dir_option, Fn fn) {
+  const std::pair<std::string, std::string> dirs[] = {{token_cache_dir(cache_dir_option), token_cache_dir_origin(cache_dir_option)},
+                                                      {default_token_cache_dir(), token_cache_dir_origin("")}};
+  for (const auto& [dir, origin] : dirs)
+    if (!dir.empty()) fn(dir, origin);
+}
+
+[[noreturn]] void refuse_in_cache_dir(const std::string& opt, const std::string& path, const char* relation,
+                                      const std::string& dir, const std::string& origin) {
+  throw UsageError(opt + " " + path + " " + relation + " the token cache directory " + dir + " (" + origin +
+                   ": token caches and tokenizer tables, replaced by name when stale): choose another directory");
+}
 }  // namespace
 
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
@@ -275,12 +290,29 @@ void check_output_outside_cache_dirs(const std::string& path, const std::string&
     const std::string parent = p.parent_path().string();
     parents.push_back(parent.empty() ? "." : parent);
   }
-  const std::pair<std::string, std::string> dirs[] = {{token_cache_dir(cache_dir_option), token_cache_dir_origin(cache_dir_option)},
-                                                      {default_token_cache_dir(), token_cache_dir_origin("")}};
-  for (const auto& [dir, origin] : dirs)
-    if (!dir.empty() && (same_file(parents[0], dir) || same_file(parents[1], dir)))
-      throw UsageError(opt + " " + path + " is inside the token cache directory " + dir + " (" + origin +
-                       ": token caches and tokenizer tables, replaced by name when stale): choose another directory");
+  for_each_cache_dir(cache_dir_option, [&](const std::string& dir, const std::string& origin) {
+    if (same_file(parents[0], dir) || same_file(parents[1], dir)) refuse_in_cache_dir(opt, path, "is inside", dir, origin);
+  });
+}
+
+void check_directory_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
+  if (path.empty()) return;
+  std::error_code ec;
+  for_each_cache_dir(cache_dir_option, [&](const std::string& dir, const std::string& origin) {
+    // the directory and each one above it, as given and from a symbolic link's final target, each with the
+    // symbolic links and ".." of its existing part resolved first (weakly_canonical: "cache/x/../../out" is
+    // beside the cache, not in it), then compared by same_file
+    for (std::filesystem::path p : {std::filesystem::path(path), final_target(path)}) {
+      p = std::filesystem::absolute(p, ec);
+      if (ec) continue;
+      if (std::filesystem::path c = std::filesystem::weakly_canonical(p, ec); !ec) p = c;
+      for (bool top = true;; top = false) {
+        if (same_file(p.string(), dir)) refuse_in_cache_dir(opt, path, top ? "is" : "is inside", dir, origin);
+        if (!p.has_relative_path()) break;  // the root
+        p = p.parent_path();
+      }
+    }
+  });
 }
 
 std::string keyed_cache_path(const std::string& dir, uint64_t text_hash, uint64_t tok_fingerprint) {

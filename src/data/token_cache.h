@@ -154,6 +154,13 @@ bool not_a_directory(const std::string& dir);
 // Throws UsageError "<opt> <path> is inside the token cache directory <dir> (<origin>: ...)".
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
 
+// check_directory_outside_cache_dirs: an output directory (opt: the option naming it, e.g. xtrain_export's
+// --out) is neither one of the cache directories check_output_outside_cache_dirs names nor below one at any
+// depth (a subdirectory of a cache is refused as the files directly in it are): same_file compares it and
+// each directory above it (as given, and from a symbolic link's final target) with each cache directory.
+// Throws UsageError "<opt> <path> is [inside] the token cache directory <dir> (<origin>: ...)".
+void check_directory_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
+
 // keyed_cache_path: the cache of a text in a cache directory, named by its content and the tokenizer:
 // "<dir>/<xxh3_64 of the text, 16 hex>-<tokenizer fingerprint, 16 hex>.tokcache". A copied, moved or
 // touched text finds its cache; two texts never share one.

@@ -408,7 +408,7 @@ std::string Tokenizer::describe() const {
   switch (impl_->kind) {
     case Kind::Gpt2Files: return "GPT-2 BPE " + impl_->files.at(0) + " + " + impl_->files.at(1);
     case Kind::Tiktoken: return "tiktoken " + impl_->name;
-    case Kind::HfJson: return "tokenizer.json " + impl_->files.at(0);
+    case Kind::HfJson: return "Hugging Face BPE " + impl_->files.at(0);  // the kind, then its file, as the others
     case Kind::SentencePiece: break;
   }
   return "SentencePiece " + impl_->files.at(0);

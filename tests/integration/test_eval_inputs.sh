@@ -5,7 +5,8 @@
 # naming the option given and the file, exit 1 (2 for a usage error), within seconds; --mc reads .zst
 # (the same figures as the plain file, also in the trainer's --eval-mc); --loss files are cached as the
 # trainer caches --data (--cache-dir, next-to-data, --no-cache, the default $XDG_CACHE_HOME/xtrain), with
-# the same loss every way (--no-cache with --cache-dir is refused, as the trainer's); --eval-mc's help and its error say NAME=FILE. Needs data/ (scripts/setup.sh).
+# the same loss every way (--no-cache with --cache-dir is refused, as the trainer's; --data-format, --seq and
+# --max-seqs without --loss too); --eval-mc's help and its error say NAME=FILE. Needs data/ (scripts/setup.sh).
 source "$(dirname "$0")/common.sh"
 xt_data
 EVAL="$XTRAIN_BIN_DIR/xtrain_eval"
@@ -66,6 +67,12 @@ refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data
 refused 2 "--jsonl-field body is not read: no --loss file is JSON lines \(--data-format text" "${M[@]}" --loss "$WORK/hs.jsonl" \
   --data-format text --jsonl-field body
 refused 2 "--jsonl-field body is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --jsonl-field body
+# the other options only --loss sets read, the same rule: given with no --loss set, one line, exit 2
+refused 2 "--data-format jsonl is not read: no --loss file \(the --loss files' format\)" "${M[@]}" --mc "$WORK/hs.jsonl" \
+  --data-format jsonl
+refused 2 "--data-format auto is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --data-format auto
+refused 2 "--seq 16 is not read: no --loss file \(tokens per --loss window\)" "${M[@]}" --mc "$WORK/hs.jsonl" --seq 16
+refused 2 "--max-seqs 4 is not read: no --loss file \(windows per --loss set\)" "${M[@]}" --mc "$WORK/hs.jsonl" --max-seqs 4
 refused 1 "--loss: .*hs.jsonl:1: no \"body\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/small.txt,$WORK/hs.jsonl" --jsonl-field body
 refused 1 "--loss: llm.c shard .*small.txt: magic" "${M[@]}" --loss "$WORK/small.txt" --data-format llmc
 refused 2 "--seq 33 is longer than the model's context 32" "${M[@]}" --loss "$WORK/small.txt" --seq 33

@@ -4,7 +4,8 @@
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
 # unwritable output, shape mismatches and a missing or bad config.json (--init-from and xtrain_generate
-# --model alike) are one line with exit 1; an input is never an output; 6
+# --model alike) are one line with exit 1; an input is never an output, nor --out the token cache directory or
+# below it (beside it is fine); 6
 # concurrent exports to one registry record 6 entries; a bad registry or a taken name writes nothing;
 # a refused re-export leaves the previous export; symlinks in --out and FIFO inputs
 # are refused with one line; a failed stdout write is exit 1.
@@ -168,11 +169,25 @@ mkdir -p "$WORK/d"
 cp "$WORK/a.ckpt" "$WORK/d/config.json"
 expect_export 2 "usage error: input .*d/config.json is also an output" "$WORK/d/config.json" --out "$WORK/d" "${TOK[@]}"
 cmp "$WORK/a.ckpt" "$WORK/d/config.json" || fail "the input checkpoint was changed"
-# nor is DIR the per-user cache directory, where tokenizer tables are named by content
+# nor is DIR the per-user cache directory, where tokenizer tables are named by content, nor inside it at any
+# depth (as given, through a symbolic link to it, or not yet made); beside it is fine
 mkdir -p "$WORK/xdg/xtrain"
-XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*xdg/xtrain/model.safetensors is inside the token cache directory" \
+XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*xdg/xtrain is the token cache directory .*xdg/xtrain (.XDG_CACHE_HOME/xtrain:" \
   "$WORK/a.ckpt" --out "$WORK/xdg/xtrain" "${TOK[@]}"
-[[ -z $(ls -A "$WORK/xdg/xtrain") ]] || fail "--out into the cache directory wrote $(ls -A "$WORK/xdg/xtrain")"
+XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*xdg/xtrain/models/run is inside the token cache directory .*xdg/xtrain " \
+  "$WORK/a.ckpt" --out "$WORK/xdg/xtrain/models/run" "${TOK[@]}"
+mkdir -p "$WORK/xdg/xtrain/models"
+ln -s "$WORK/xdg/xtrain" "$WORK/cache-link"
+XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*cache-link/models is inside the token cache directory" \
+  "$WORK/a.ckpt" --out "$WORK/cache-link/models" "${TOK[@]}"
+ln -s "$WORK/xdg/xtrain/models" "$WORK/models-link"
+XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*models-link is inside the token cache directory" \
+  "$WORK/a.ckpt" --out "$WORK/models-link" "${TOK[@]}"
+[[ $(cd "$WORK/xdg/xtrain" && find . | sort | tr '\n' ' ') == ". ./models " ]] \
+  || fail "--out into the cache directory wrote $(cd "$WORK/xdg/xtrain" && find .)"
+XDG_CACHE_HOME="$WORK/xdg" "$EXPORT" "$WORK/a.ckpt" --out "$WORK/xdg/models" "${TOK[@]}" > "$WORK/x.log" 2>&1 \
+  && [[ -s "$WORK/xdg/models/model.safetensors" ]] && echo "ok   --out beside the cache directory" \
+  || fail "--out beside the cache directory: $(cat "$WORK/x.log")"
 expect_export 2 "usage error: input .*a.ckpt is also an output" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/a.ckpt"
 expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/d2/config.json"
 expect_export 2 "usage error: --registry .* is also the export's --out directory" "$WORK/a.ckpt" --out "$WORK/d9" "${TOK[@]}" \

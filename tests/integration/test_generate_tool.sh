@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # xtrain_generate end to end on the CPU: a 2-step model trained by xtrain_mpi and its export
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
-# repeats and another seed differs; --timing prints the cold start's phases and --repeat 3 the warm figures,
+# repeats and another seed differs; --timing prints the cold start's phases (with --max-new-tokens 0 those that
+# ran, up to the weights and --dump-logits's forward) and --repeat 3 the warm figures,
 # with every repeat's tokens those of one run; --dump-logits writes (T, V) float32; --help (and -h) lists every option;
 # --model DIR takes the tokenizer file not given from DIR;
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
@@ -87,9 +88,32 @@ done
 grep '^timing |' "$WORK/err"
 
 # --dump-logits: "Hello, world!" is 4 tokens: 4 x 50257 float32
-"$GEN" --model "$WORK/export" --prompt "Hello, world!" --dump-logits "$WORK/l.bin" --max-new-tokens 0 > "$WORK/out" 2> /dev/null
+"$GEN" --model "$WORK/export" --prompt "Hello, world!" --dump-logits "$WORK/l.bin" --max-new-tokens 0 --timing \
+  > "$WORK/out" 2> "$WORK/err"
 [[ $(stat -c %s "$WORK/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$WORK/l.bin")"
 [[ ! -s "$WORK/out" ]] || fail "--max-new-tokens 0 printed text"
+# --timing with no token made: the phases that ran, in order, the prompt's forward for --dump-logits last; no
+# decoder, decoding or first-token line (with or without --dump-logits)
+want="backend set-up (cpu), in a thread beside the phases up to the wait
+loading the tokenizer
+encoding the prompt
+waiting for the backend set-up
+reading the model file
+weights to the device
+the prompt's forward and the file for --dump-logits (4 tokens)"
+got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+[[ "$got" == "$want" ]] && echo "ok   --max-new-tokens 0 --timing --dump-logits: the phases that ran" \
+  || fail "--max-new-tokens 0 --timing --dump-logits: phases '$got', want '$want': $(cat "$WORK/err")"
+"$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 0 --timing > "$WORK/out" 2> "$WORK/err"
+got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+want="backend set-up (cpu), in a thread beside the phases up to the wait
+reading the model file
+loading the tokenizer
+encoding the prompt
+waiting for the backend set-up
+weights to the device"
+[[ "$got" == "$want" && ! -s "$WORK/out" ]] && echo "ok   --max-new-tokens 0 --timing: the phases up to the weights" \
+  || fail "--max-new-tokens 0 --timing: phases '$got', want '$want': $(cat "$WORK/err")"
 
 # errors: usage -> 2 ("usage error: .. (see --help)"), runtime -> 1 ("error: .."), one line each, never a
 # hang (a FIFO as input must not block: timeout)

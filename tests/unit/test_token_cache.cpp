@@ -486,3 +486,23 @@ TEST_CASE("check_cache_dir_owner: another user's directory is refused whatever c
   if (was) ::setenv("XDG_CACHE_HOME", saved.c_str(), 1);
   else ::unsetenv("XDG_CACHE_HOME");
 }
+
+TEST_CASE("check_directory_outside_cache_dirs: a cache directory and any directory below it are refused, beside it not") {
+  ScratchDir d;
+  const std::string cache = d.file("cache");
+  fs::create_directories(cache + "/models");
+  fs::create_directory_symlink(cache, d.file("cache-link"));
+  const std::string tail = " the token cache directory " + cache + " (--cache-dir: ";
+  auto refusal = [&](const std::string& dir) { return error_of([&] { check_directory_outside_cache_dirs(dir, "--out", cache); }); };
+  CHECK(refusal(cache).rfind("--out " + cache + " is" + tail, 0) == 0);
+  CHECK(refusal(cache + "/").rfind("--out " + cache + "/ is" + tail, 0) == 0);
+  CHECK(refusal(cache + "/models").rfind("--out " + cache + "/models is inside" + tail, 0) == 0);
+  CHECK(refusal(cache + "/not/made/yet").rfind("--out " + cache + "/not/made/yet is inside" + tail, 0) == 0);
+  CHECK(refusal(d.file("cache-link/models")).find("is inside" + tail) != std::string::npos);  // through a link
+  CHECK(refusal(d.file("elsewhere/../cache/x")).find("is inside" + tail) != std::string::npos);
+  CHECK(refusal(d.file("cache/models/../../out")) == "(no error)");  // beside the cache, spelt through it
+  CHECK(refusal(d.file("cache-and-more")) == "(no error)");  // a name that only starts like the cache's
+  CHECK(refusal(d.file("out")) == "(no error)");
+  CHECK(refusal(d.path.string()) == "(no error)");  // the cache's own parent holds it, is not in it
+  CHECK_NOTHROW(check_directory_outside_cache_dirs("", "--out", cache));
+}

@@ -104,6 +104,9 @@ TEST_CASE("tiny vocabulary: tiktoken merge rule, specials, both formats, fingerp
   CHECK(s.fingerprint() == t.fingerprint());
   CHECK(a.fingerprint() == t.fingerprint());
   CHECK(t.fingerprint() != gpt2().fingerprint());
+  // messages and the run log name the kind, then its files (a tokenizer.json's kind is not its file name)
+  CHECK(t.describe() == "GPT-2 BPE " + d.file("encoder.json") + " + " + d.file("vocab.bpe"));
+  CHECK(s.describe() == "Hugging Face BPE " + d.file("strings.json"));
 
   // Another merge order is another tokenizer.
   write_file(d.file("vocab2.bpe"), "#version: 0.2\na b\nb c\nab c\n");

@@ -89,8 +89,8 @@ class Tokenizer {
   // What the tokenizer is, for exports and messages.
   enum class Kind { Gpt2Files, Tiktoken, HfJson, SentencePiece };
   Kind kind() const;
-  // describe: "GPT-2 BPE <encoder.json> + <vocab.bpe>", "tiktoken cl100k_base", "tokenizer.json <file>",
-  // "SentencePiece <file>".
+  // describe: the kind, then what it was read from: "GPT-2 BPE <encoder.json> + <vocab.bpe>", "tiktoken
+  // cl100k_base", "Hugging Face BPE <tokenizer.json>", "SentencePiece <file>".
   std::string describe() const;
   // source_files: the files it was read from (GPT-2: encoder.json and vocab.bpe; else one).
   const std::vector<std::string>& source_files() const;
