@@ -178,6 +178,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("timeline", po::value(&t.timeline)->default_value(""), "write rank 0's timeline of the 3 steps after the run's first (steps 2-4 of a fresh run; the only step of a 1-step run) as a Chrome trace (chrome://tracing, ui.perfetto.dev): forward, each block's backward, each gradient all-reduce's start and completion, the optimizer (host clock on CPUs, CUDA events on GPUs)")
     ("memory-report", po::bool_switch(&t.memory_report), "after the last step, rank 0 prints every buffer its allocator holds (parameters, gradients, optimizer state, activations by table row, the backend's workspaces and cache) summed by category, beside the allocator's peak (docs/cuda.md, \"Memory\")")
     ("recompute", po::value(&recompute)->default_value("auto"), "auto | 0 | 1 | 2: activation recompute: 0 = keep every layer's activations; 1 = recompute the MLP activation (GELU or SwiGLU output) in the backward; 2 = also the norm outputs (less memory, a little more compute; results bitwise unchanged); auto = 1 for SwiGLU models (one elementwise pass over the kept gate/up product, cheaper to recompute than to keep), 0 for GELU ones (GELU is fused into the fc matmul on CUDA: recomputing it costs that matmul)")
+    ("logits-chunk-rows", po::value(&t.logits_chunk_rows)->default_value(0), "the head and the cross-entropy run in chunks of this many rows (positions) of the micro-batch, each chunk's head backward at once, so only one chunk's logits (rows x padded vocabulary) are held. 0 = automatic: all rows where their logits fit in 256 MiB, else the fewest equal chunks under that (Llama-3.2-1B, 8192 rows: 8 of 1024). Each chunk adds one read and write of the head's fp32 weight gradient; another value changes that gradient in the last bits (summation order), so a resume bitwise needs the same value")
     ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (off by default with several GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
   po::options_description sys = cli_group("System");
   sys.add_options()
@@ -328,6 +329,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(recompute == "auto" || recompute == "0" || recompute == "1" || recompute == "2",
        "--recompute must be auto, 0, 1 or 2");
   t.recompute = recompute == "auto" ? -1 : std::stoi(recompute);
+  need(t.logits_chunk_rows >= 0, "--logits-chunk-rows must be >= 0 (0 = automatic), got " + std::to_string(t.logits_chunk_rows));
   need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");
   t.cuda_graph = cuda_graph == "on"    ? TrainConfig::CudaGraph::on
                  : cuda_graph == "off" ? TrainConfig::CudaGraph::off

@@ -209,7 +209,8 @@ void GPT::init_params(uint64_t seed) {
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
 }
 
-TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute) {
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute,
+                                  int logits_chunk_rows) {
   TrainMemory m;
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
   m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
@@ -217,7 +218,7 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
   const double att_bound = double(B) * cfg.NH * double(T) * T;
   const size_t att = att_bound < 1e18 ? be.attention_scratch_count(B, T, cfg.NH, cfg.KVH, cfg.HS) : 0;
-  const ActDims dims = act_dims(cfg, B, T, att);
+  const ActDims dims = act_dims(cfg, B, T, att, be.activation_bytes(), logits_chunk_rows);
   const double act_bytes = double(be.activation_bytes());
   auto bytes = [&](const ActSpec& a) {
     const double count = a.cols == ActDim::att && att_bound >= 1e18 ? att_bound : double(dims[a.rows]) * double(dims[a.cols]);
@@ -229,10 +230,11 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
   return m;
 }
 
-void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute) {
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute,
+                        int logits_chunk_rows) {
   const double avail = double(be.available_memory_bytes());
   if (avail <= 0) return;
-  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute);
+  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute, logits_chunk_rows);
   if (m.total() * ranks_sharing <= avail) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
@@ -247,8 +249,9 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
 void GPT::ensure_acts(int B, int T) {
   XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
   if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
-  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, T, cfg_.NH, cfg_.KVH, cfg_.HS));
   const size_t act_bytes = be_.activation_bytes();
+  const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, T, cfg_.NH, cfg_.KVH, cfg_.HS), act_bytes,
+                                logits_chunk_rows_);
   auto alloc = [&](const ActSpec& a) {
     acts_.emplace_back(be_, a.count(dims) * (a.store == ActStore::fp32 ? sizeof(float) : act_bytes));
   };
@@ -308,10 +311,17 @@ std::vector<MemoryEntry> GPT::memory_entries() const {
       }
     out.push_back(e);
   }
+  const size_t N = size_t(B_) * T_;
+  const size_t R = logits_buffer_rows(cfg_, int(N), be_.activation_bytes(), logits_chunk_rows_);
+  const std::string logits_note = (R == N ? "all " + std::to_string(N) + " rows (one chunk)"
+                                          : std::to_string(R) + " of " + std::to_string(N) + " rows per chunk") +
+                                  " (--logits-chunk-rows " +
+                                  (logits_chunk_rows_ > 0 ? std::to_string(logits_chunk_rows_) : "0: automatic") +
+                                  "): logits, then dlogits in place";
   for (const ActSpec& a : kGlobalActTable) {
     const DeviceBuffer<unsigned char>& b = acts_[size_t(cfg_.L) * kPerLayerActs + a.id];
     out.push_back({a.name, b.count(), dtype(a),
-                   a.id == kLogits   ? "logits, then dlogits in place"
+                   a.id == kLogits   ? logits_note
                    : a.id == kBranch ? "forward scratch, one buffer for every layer"
                    : a.id >= kDRes   ? "backward scratch, one buffer for every layer"
                                    : "forward output, one buffer",
@@ -322,6 +332,19 @@ std::vector<MemoryEntry> GPT::memory_entries() const {
   return out;
 }
 
-const void* GPT::logits() const { return acts_.empty() ? nullptr : gact(kLogits); }
+const void* GPT::logits() const {
+  if (acts_.empty()) return nullptr;
+  XT_CHECK(logits_chunks_ <= 1, "logits(): the last forward ran the head in " << logits_chunks_
+                                    << " chunks of rows (--logits-chunk-rows); the buffer holds the last chunk only");
+  return gact(kLogits);
+}
+
+void GPT::set_logits_chunk_rows(int rows) {
+  XT_CHECK(rows >= 0, "logits chunk rows must be >= 0 (0 = automatic), got " << rows);
+  if (rows == logits_chunk_rows_) return;
+  logits_chunk_rows_ = rows;
+  T_ = 0;  // the logits buffer's rows change: the next set_batch allocates the buffers again
+  batch_B_ = 0, batch_T_ = 0, fwd_B_ = 0, fwd_T_ = 0;
+}
 
 }  // namespace xtrain

@@ -3,6 +3,7 @@
 // Shared by model.cpp (allocation) and model_step.cpp (forward, backward).
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 
 #include <xtrain/model/model.h>
@@ -29,14 +30,47 @@ enum class ActStore { act, fp32 };
 // one layer, Backend::attention_scratch_count(B,T,NH,KVH,HS): (B,NH,T,T) probabilities on the CPU, less
 // on the CUDA flash route (B,NH,T,HS+1).
 // FC: the fc layer's outputs, GPTConfig::fc_width(): F, or 2F for SwiGLU ([gate | up], swiglu_forward's input).
-enum class ActDim { one, N, C, QKV, A, F, FC, Vp, att, count };
+// R: the rows of the logits buffer, logits_buffer_rows (the head and the loss run in chunks of rows).
+enum class ActDim { one, N, C, QKV, A, F, FC, Vp, att, R, count };
 struct ActDims {
   size_t size[static_cast<int>(ActDim::count)];
   size_t operator[](ActDim d) const { return size[static_cast<int>(d)]; }
 };
-inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att) {
+
+// The head and the loss in chunks of rows (GPT::head_and_loss, model_step.cpp): each chunk's logits (R,Vp) are computed,
+// turned into the loss and dlogits in place and, when training, taken through the head's backward at once,
+// so the logits buffer holds R rows, not N. logits_chunk_rows: R for N = B*T rows: `requested`
+// (--logits-chunk-rows) capped at N where > 0; 0 = automatic: all N rows where their logits (N x Vp
+// activations of act_bytes) fit in kLogitsChunkBytes (small models: one chunk, the bits of no chunking),
+// else the fewest chunks of at most that many bytes, of equal rows (rounded up to a multiple of 64 where
+// that stays under the bound). 256 MiB: at the Llama-3.2-1B shape (Vp 128,256, bf16, N 8192) 8 chunks of
+// 1024 rows instead of 2.0 GiB; each chunk reads and writes the head's fp32 gradient once (dW +=), so a
+// smaller bound costs that traffic more often.
+inline constexpr size_t kLogitsChunkBytes = size_t(256) << 20;
+inline int logits_chunk_most(const GPTConfig& c, size_t act_bytes, int requested) {
+  if (requested > 0) return requested;
+  const size_t most = kLogitsChunkBytes / (size_t(c.Vp()) * act_bytes);  // Vp <= 2^24: most >= 4
+  return int(std::min<size_t>(most, size_t(1) << 30));
+}
+inline int logits_chunk_rows(const GPTConfig& c, int N, size_t act_bytes, int requested) {
+  const int most = logits_chunk_most(c, act_bytes, requested);
+  if (N <= most) return N;
+  if (requested > 0) return requested;
+  const long long chunks = (N + (long long)most - 1) / most, even = (N + chunks - 1) / chunks;
+  const long long rounded = (even + 63) / 64 * 64;
+  return int(rounded <= most ? rounded : even);
+}
+// logits_buffer_rows: the rows the logits buffer of buffers for N rows holds: the largest chunk of any
+// batch of at most N rows (logits_chunk_rows(n) <= min(n, most) for every n), so a smaller batch in the
+// same buffers chunks as it would in its own.
+inline int logits_buffer_rows(const GPTConfig& c, int N, size_t act_bytes, int requested) {
+  return std::min(N, logits_chunk_most(c, act_bytes, requested));
+}
+
+inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att, size_t act_bytes, int logits_chunk) {
   return ActDims{{1, size_t(B) * T, size_t(c.C), size_t(c.qkv_width()), size_t(c.NH) * c.HS, size_t(c.F),
-                  size_t(c.fc_width()), size_t(c.Vp()), att}};
+                  size_t(c.fc_width()), size_t(c.Vp()), att,
+                  size_t(logits_buffer_rows(c, B * T, act_bytes, logits_chunk))}};
 }
 
 // Activation recompute (--recompute, llm.c's model->recompute): 0 keeps every per-layer buffer;
@@ -87,7 +121,7 @@ constexpr ActSpec kGlobalActTable[] = {  // once; the backward's buffers are reu
     {kLnf, "lnf", ActDim::N, ActDim::C, ActStore::act},        // (B,T,C)    final layernorm
     {kLnfMean, "lnf.mean", ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
     {kLnfRstd, "lnf.rstd", ActDim::one, ActDim::N, ActStore::fp32}, // (B,T)
-    {kLogits, "logits", ActDim::N, ActDim::Vp, ActStore::act},    // (B,T,Vp)   logits, then dlogits in place
+    {kLogits, "logits", ActDim::R, ActDim::Vp, ActStore::act},    // (R,Vp)     one chunk's logits, then dlogits in place
     {kLosses, "losses", ActDim::one, ActDim::N, ActStore::fp32},  // (B,T)      per-position cross-entropy
     // (B,T,C) a block's projection output (attention's, then the MLP's), dropout applied in place, read only by
     // the residual add that follows it: no backward reads it, so every layer writes the same buffer

@@ -1,10 +1,14 @@
 // GPT forward and backward over the Backend ops (llm.c's gpt2_forward / gpt2_backward structure), every
 // family (GPTConfig::traits(); absent tensors are null): the embeddings, the blocks (block_forward,
-// block_backward: src/model/block.h), the final norm, the head and the loss.
+// block_backward: src/model/block.h), the final norm, the head and the loss. The head, the loss and the
+// head's backward run in chunks of rows at the end of the forward (head_and_loss), so the whole logits
+// are never held; backward() starts at the final norm.
 // Dropout (GPT-2's embd/resid dropout) sits on the embedding output and on each residual branch
 // before it is added; its masks are recomputed from keys in backward, never stored. Under
 // --recompute the backward also recomputes act(fch) (1) and ln1, ln2 (2) just before their use
 // (block_backward, BlockRecompute).
+#include <algorithm>
+
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
 #include "model/block.h"
@@ -23,9 +27,9 @@ std::vector<uint64_t> site_keys(const DropoutKeys& d, int site) {
 }  // namespace
 
 double GPT::forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
-                    const DropoutKeys* dropout) {
+                    const DropoutKeys* dropout, Grad grads) {
   set_batch(tokens, targets, B, T);
-  forward_pass(B, T, train, dloss, dropout);
+  forward_pass(B, T, train, dloss, dropout, grads);
   return loss_sum(B, T);
 }
 
@@ -51,13 +55,16 @@ void GPT::position_losses(float* out, int B, int T) {
   be_.copy_to_host(out, gact(kLosses), static_cast<size_t>(B) * T * sizeof(float));
 }
 
-void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout) {
+void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout, Grad grads) {
   XT_CHECK(B == batch_B_ && T == batch_T_ && B > 0,
            "forward_pass(B=" << B << ", T=" << T << ") without set_batch of that shape");
-  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS;
+  const int C = cfg_.C, L = cfg_.L, NH = cfg_.NH, KVH = cfg_.KVH, HS = cfg_.HS;
   const int N = B * T;
   const bool drop = train && dropout && dropout->p > 0.0f;
   XT_CHECK(!drop || dropout->seq_keys.size() == static_cast<size_t>(B), "one dropout key per sequence");
+  XT_CHECK(!train || grads_.get() || num_params_ == 0,
+           "forward(train=true): this model was made without gradients (with_grads false); the head's backward "
+           "runs in the forward");
   dropout_ = drop ? dropout : nullptr;
   dloss_ = dloss;
   fwd_B_ = 0, fwd_T_ = 0;  // set once this forward has completed (an exception leaves backward() refused)
@@ -101,12 +108,39 @@ void GPT::forward_pass(int B, int T, bool train, float dloss, const DropoutKeys*
     block_forward(be_, cfg_, B, T, residual, block_weights(l), a, next, attention, block_dropout, nullptr);
     residual = act(l, kRes3);
   }
-  // head (wte when tied, else lm_head): logits (N,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
-  be_.matmul_forward(gact(kLogits), gact(kLnf), head(), nullptr, N, C, Vp);
-  // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
-  be_.cross_entropy_forward_backward(gstat(kLosses), train ? gact(kLogits) : nullptr, gact(kLogits),
-                                     targets_.get(), dloss, N, V, Vp);
-  if (train) fwd_B_ = B, fwd_T_ = T;
+  head_and_loss(N, train, grads);
+  if (train) fwd_B_ = B, fwd_T_ = T, fwd_grads_ = grads;
+}
+
+void GPT::head_and_loss(int N, bool train, Grad grads) {
+  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp();
+  const size_t ab = be_.activation_bytes();
+  // R rows a chunk (model_acts.h: at most the buffer's rows); the loop is the same for every step of a
+  // shape, so a recorded graph (graph_step.cpp) holds it whole
+  const int R = xtrain::logits_chunk_rows(cfg_, N, ab, logits_chunk_rows_);
+  auto rows = [&](int which, int r0) { return static_cast<unsigned char*>(gact(which)) + size_t(r0) * C * ab; };
+  void* logits = gact(kLogits);  // (R,Vp) one chunk's logits, then its dlogits in place
+  float* losses = static_cast<float*>(gact(kLosses));
+  const size_t head_idx = cfg_.tied() ? size_t(kWte) : final_param_index(cfg_.L, kLmHead);
+  float* dhead = train ? grads_.get() + layout_[head_idx].offset : nullptr;  // (Vp,C) the head's gradient
+  logits_chunks_ = 0;
+  for (int r0 = 0; r0 < N; r0 += R, ++logits_chunks_) {
+    const int n = std::min(R, N - r0);
+    const void* lnf = rows(kLnf, r0);  // (n,C)
+    // head (wte when tied, else lm_head): logits (n,Vp) over the padded vocabulary (model.h, GPTConfig::Vp)
+    be_.matmul_forward(logits, lnf, head(), nullptr, n, C, Vp);
+    // fused loss + dlogits (in place over logits) when training; softmax over the first V columns only
+    be_.cross_entropy_forward_backward(losses + r0, train ? logits : nullptr, logits, targets_.get() + r0, dloss_, n,
+                                       V, Vp);
+    if (!train) continue;
+    // the head's backward of these rows: the final norm's output gradient (n,C) into dtmp_c's rows (written:
+    // Grad::assign; backward() reads it whole), and the head's weight gradient dW (Vp,C) += dlogits^T lnf.
+    // dW: the first chunk writes it whole with `grads` (Grad::assign: the first micro-step, no memset of
+    // the gradients before), the later chunks add to it; a tied wte's embedding part is added last by
+    // backward()'s encoder_backward.
+    be_.matmul_backward(rows(kDTmpC, r0), dhead, nullptr, logits, lnf, head(), n, C, Vp, Grad::assign,
+                        r0 == 0 ? grads : Grad::accumulate);
+  }
 }
 
 BlockActs GPT::block_acts(int l) const {
@@ -129,8 +163,13 @@ BlockGrads GPT::block_grads(int l, Grad mode) {
 void GPT::backward(Grad grads) {
   XT_CHECK(fwd_B_ > 0, "backward() needs a forward(train=true) first");
   XT_CHECK(grads_.get() || num_params_ == 0, "backward(): this model was made without gradients (with_grads false)");
+  // the forward wrote the head's weight gradient (head_and_loss) in its mode: an assigning backward after an
+  // accumulating forward would leave a tied wte's stale contents in, the reverse would drop a micro-step's head
+  auto name = [](Grad m) { return m == Grad::assign ? "Grad::assign" : "Grad::accumulate"; };
+  XT_CHECK(grads == fwd_grads_, "backward(" << name(grads) << ") after forward(train=true, " << name(fwd_grads_)
+                                            << "): the forward writes the head's gradient, so both take one mode");
   const int B = fwd_B_, T = fwd_T_;
-  const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L;
+  const int C = cfg_.C, L = cfg_.L;
   const int N = B * T;
   const size_t NC = static_cast<size_t>(N) * C;
   auto stat = [&](int l, int which) { return static_cast<float*>(act(l, which)); };
@@ -143,17 +182,14 @@ void GPT::backward(Grad grads) {
   const size_t act_bytes = be_.activation_bytes();
   auto zero = [&](void* p, size_t count) { be_.zero(p, count * act_bytes); };  // activation gradients
   const size_t lnf_idx = final_param_index(L, kLnfW);
-  const size_t head_idx = cfg_.tied() ? size_t(kWte) : final_param_index(L, kLmHead);
 
   // the gradient buffers every block shares (Activation-gradient buffers are written first with
   // Grad::assign, no zeroing; the residual stream's gradient dres accumulates: each norm backward adds
   // its branch into it)
   const BlockGradBuffers g{gact(kDRes), gact(kDTmpC), gact(kDQkv), gact(kDAtty), gact(kDFch), gact(kDFchAct)};
   void* dtmp2 = gact(kDTmpC2);  // (N,C) the dropout-masked branch gradient
-  // head: logits = lnf @ head^T (wte or lm_head), dlogits (N,Vp) already in the logits buffer (padded columns 0);
-  // the first weight gradient written (assigned with `grads`: a tied wte's whole, the embedding's rows added last)
-  be_.matmul_backward(g.dtmp, grad(head_idx), nullptr, gact(kLogits), gact(kLnf), head(), N, C, Vp, Grad::assign,
-                      grads);
+  // the head's backward ran in the forward (head_and_loss): the gradient at lnf's output is in g.dtmp,
+  // the head's weight gradient is complete (tied wte: its head part)
   const void* last = L > 0 ? act(L - 1, kRes3) : gact(kEncoded);
   zero(g.dres, NC);
   norm_backward(be_, cfg_, g.dres, grad(lnf_idx), grad(lnf_idx + 1), g.dtmp, last, tensor(lnf_idx),

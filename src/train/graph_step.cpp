@@ -50,7 +50,7 @@ void GraphStep::record(int step, int micro_local, float dloss) {
   graph_.reset();
   try {
     graph_ = be_.capture_graph([&] {
-      model.forward_pass(micro_local, T, true, dloss, nullptr);
+      model.forward_pass(micro_local, T, true, dloss, nullptr, Grad::assign);  // the head's gradient written
       if (!buckets) {
         model.backward(Grad::assign);  // one micro-step (K == 1): it writes the gradients, no memset first
         return;

@@ -97,7 +97,11 @@ double StepRunner::eager_step(int step) {
   for (int k = 0; k < K; ++k) {
     fill_batch(data_, cfg_, step, k, rank, world, &batch_);
     drop_.seq_keys.swap(batch_.dropout_keys);
-    loss_sum += model_.forward(batch_.tokens.data(), batch_.targets.data(), micro_local_, T, true, dloss_, &drop_);
+    // the first micro-step writes the gradients (no memset of them first), the later ones add to them; the
+    // forward writes the head's (GPT::head_and_loss), the backward the rest
+    const Grad grads = k == 0 ? Grad::assign : Grad::accumulate;
+    loss_sum +=
+        model_.forward(batch_.tokens.data(), batch_.targets.data(), micro_local_, T, true, dloss_, &drop_, grads);
     if (tl) tl->phase("forward");
     const bool reduce = buckets_ && k == K - 1;  // only the last micro-step's gradients are final
     if (reduce) buckets_->begin(model_.grads(), n, ReduceOp::avg);
@@ -106,8 +110,7 @@ double StepRunner::eager_step(int step) {
         if (tl) tl->grads_ready(offset);  // this block's backward has ended
         if (reduce) buckets_->ready(offset);
       });
-    // the first micro-step writes the gradients (no memset of them first), the later ones add to them
-    model_.backward(k == 0 ? Grad::assign : Grad::accumulate);
+    model_.backward(grads);
     model_.set_grad_ready_hook(nullptr);
   }
   if (buckets_) {

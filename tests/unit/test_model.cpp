@@ -103,8 +103,9 @@ TEST_CASE("padded vocabulary rows of wte start at zero, get no gradient and do n
 }
 
 // A model made only to decode (xtrain_generate) has no gradient buffer: the same loss from the same
-// parameters, no memory for gradients, and the calls that would write gradients refuse.
-TEST_CASE("a model without gradients computes the same loss and refuses backward and zero_grads") {
+// parameters, no memory for gradients, and the calls that would write gradients refuse: zero_grads, a
+// training forward (it runs the head's backward) and backward.
+TEST_CASE("a model without gradients computes the same loss and refuses training and zero_grads") {
   auto be = make_cpu_backend();
   const GPTConfig c = tiny_gpt2();
   GPT full(c, *be), decode_only(c, *be, 0, /*with_grads=*/false);
@@ -117,8 +118,9 @@ TEST_CASE("a model without gradients computes the same loss and refuses backward
   CHECK(decode_only.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr) ==
         full.forward(tok.data(), tgt.data(), B, T, false, 1.0f, nullptr));
   CHECK_THROWS_WITH_AS(decode_only.zero_grads(), doctest::Contains("without gradients"), Error);
-  decode_only.forward(tok.data(), tgt.data(), B, T, true, 1.0f, nullptr);
-  CHECK_THROWS_WITH_AS(decode_only.backward(), doctest::Contains("without gradients"), Error);
+  CHECK_THROWS_WITH_AS(decode_only.forward(tok.data(), tgt.data(), B, T, true, 1.0f, nullptr),
+                       doctest::Contains("without gradients"), Error);
+  CHECK_THROWS_AS(decode_only.backward(), Error);
 }
 
 // Activation buffers sized for a larger batch serve a smaller one; backward() must then differentiate
@@ -230,8 +232,9 @@ TEST_CASE("backward(Grad::assign) over a buffer of NaNs gives bitwise zero_grads
             }
             for (int k = 0; k < K; ++k) {
               random_tokens(tok, c.V, 60 + k), random_tokens(tgt, c.V, 70 + k);
-              model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop);
-              model.backward(k == 0 ? first : Grad::accumulate);
+              const Grad mode = k == 0 ? first : Grad::accumulate;  // the forward writes the head's gradient
+              model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop, mode);
+              model.backward(mode);
             }
             std::vector<float> g(model.num_params());
             be->copy_to_host(g.data(), model.grads(), g.size() * sizeof(float));

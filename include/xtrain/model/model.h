@@ -177,15 +177,17 @@ struct TrainMemory {
   double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
   double total() const { return weights + activations; }
 };
-// estimate_train_memory: the memory GPT(cfg, be, recompute) and a training step on B sequences of
-// T tokens take on `be` (its activation dtype and attention scratch; buffers shared under
-// `recompute` counted once).
-TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0);
+// estimate_train_memory: the memory GPT(cfg, be, recompute) with set_logits_chunk_rows(logits_chunk_rows)
+// and a training step on B sequences of T tokens take on `be` (its activation dtype and attention scratch;
+// buffers shared under `recompute` counted once; the logits buffer of one chunk of rows).
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0,
+                                  int logits_chunk_rows = 0);
 // check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
 // available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
 // (no check where that is unknown). Called before the model is allocated, so an oversized model
 // is one line naming the estimate instead of an allocation failure at step 1.
-void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0);
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0,
+                        int logits_chunk_rows = 0);
 
 // auto_recompute: --recompute auto's level for a family: 1 where the MLP activation is its own
 // elementwise pass over a kept product (SwiGLU: silu(gate) * up from the kept gate/up matmul output, so
@@ -221,8 +223,19 @@ class GPT {
   const float* head() const { return tensor(cfg_.tied() ? size_t(kWte) : final_param_index(cfg_.L, kLmHead)); }
   Backend& backend() { return be_; }
   // logits: the logits (B,T,Vp) of the last forward(train=false), backend memory in the activation type
-  // (forward(train=true) overwrites them with dlogits); null before the first forward.
+  // (forward(train=true) overwrites them with dlogits); null before the first forward. Throws Error where
+  // that forward ran the head in more than one chunk of rows (set_logits_chunk_rows): the buffer holds the
+  // last chunk only (the decoder, inference.h, keeps whole logits).
   const void* logits() const;
+  // set_logits_chunk_rows (--logits-chunk-rows): the rows of each chunk in which forward_pass runs the head,
+  // the loss and (training) the head's backward; the logits buffer holds one chunk. 0 (the default) =
+  // automatic: all rows where their logits fit in a bound, else the fewest equal chunks under it
+  // (src/model/model_acts.h, kLogitsChunkBytes, logits_chunk_rows). Within a row nothing changes; the head's weight gradient
+  // is summed chunk by chunk, so another chunking changes it in the last bits (fp32 summation order).
+  // A change takes effect at the next set_batch, which allocates the activation buffers again. Throws
+  // Error for rows < 0.
+  void set_logits_chunk_rows(int rows);
+  int logits_chunk_rows() const { return logits_chunk_rows_; }
 
   // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:
   // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper, sec. 2.3), biases 0,
@@ -230,11 +243,15 @@ class GPT {
   void init_params(uint64_t seed);
 
   // forward: tokens, targets host (B,T) int32 with T <= maxT. Returns the SUM of the B*T per-position
-  // cross-entropy losses (nats). When `train`, the fused loss kernel also leaves dlogits = dloss *
-  // (softmax - onehot) for backward(); dropout (when keys given and p > 0) is applied.
-  // Equal to set_batch, then forward_pass, then loss_sum.
+  // cross-entropy losses (nats). When `train`, dropout (when keys given and p > 0) is applied, and the
+  // head's backward runs here, chunk by chunk of rows right after each chunk's fused loss (dlogits = dloss
+  // * (softmax - onehot)): it ADDS the head's weight gradient (lm_head, or wte's head part when tied) into
+  // grads(), or WRITES it there with `grads` Grad::assign (the first chunk assigns, the others add; the
+  // backward() of this forward must take the same mode), and leaves the gradient at the final norm's output
+  // for backward(); throws Error for a model without gradients. Equal to set_batch, then forward_pass, then
+  // loss_sum.
   double forward(const int32_t* tokens, const int32_t* targets, int B, int T, bool train, float dloss,
-                 const DropoutKeys* dropout);
+                 const DropoutKeys* dropout, Grad grads = Grad::accumulate);
   // The three parts of forward, for a step recorded as a graph (Backend::capture_graph): set_batch
   // copies the batch to the model's device buffers (the host-device copy a recording may not hold) and
   // refuses backward() until a forward of it; forward_pass queues the forward of that batch (device work
@@ -242,7 +259,7 @@ class GPT {
   // per-position losses of the last forward run on the device, of a (B,T) batch: the caller names the
   // shape, since a launch of a recorded forward runs no host code (B, T must fit the buffers).
   void set_batch(const int32_t* tokens, const int32_t* targets, int B, int T);
-  void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout);
+  void forward_pass(int B, int T, bool train, float dloss, const DropoutKeys* dropout, Grad grads = Grad::accumulate);
   double loss_sum(int B, int T);
   // position_losses: the per-position losses (B,T) of the last forward run on the device (nats, fp32, the
   // cross-entropy kernel's own values: -log p(target)) copied to `out` (host, B*T floats); the evaluations
@@ -258,7 +275,9 @@ class GPT {
   // fp32 summation order, for a GEMM's beta 0). Assigned, each weight gradient is written by its first writer (the
   // matmuls' beta 0, the norms' and biases' column sums stored); the embeddings' scatter-add, which touches only
   // the rows the batch uses, accumulates into wte's and wpe's gradients after a zeroing of just those two (a tied
-  // wte's is first written whole by the head). Throws Error without a preceding forward(train=true).
+  // wte's is first written whole by the head). The head's weight gradient is not written here: the forward wrote
+  // it (head and loss in chunks of rows), with its own `grads`, which must be this one (Error otherwise). Throws
+  // Error without a preceding forward(train=true).
   void backward(Grad grads = Grad::accumulate);
   // zero_grads: grads() = 0 (one memset of the buffer).
   void zero_grads();
@@ -287,10 +306,17 @@ class GPT {
   // parameter gradients (views into grads(), null where absent)
   BlockActs block_acts(int l) const;
   BlockGrads block_grads(int l, Grad mode);
+  // head_and_loss: the head, the fused loss and, when training, the head's backward over the N rows of
+  // lnf in chunks of logits_chunk_rows, its weight gradient written with `grads` by the first chunk
+  // (model_step.cpp)
+  void head_and_loss(int N, bool train, Grad grads);
 
   GPTConfig cfg_;
   Backend& be_;
   int recompute_ = 0;
+  int logits_chunk_rows_ = 0;  // set_logits_chunk_rows; 0 = automatic
+  int logits_chunks_ = 0;      // the chunks of the last forward's head (logits() needs 1)
+  Grad fwd_grads_ = Grad::accumulate;  // how the last training forward wrote the head's gradient (backward checks)
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
   DeviceBuffer<float> params_, grads_;
