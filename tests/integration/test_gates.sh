@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Gates 1 and 2: world 2 and 4 train what world 1 trains, over 20 steps of the same
 # global batch stream; grad accumulation 2 at world 1 equals world 2; dropout masks do not depend
-# on the world size. The same for ranks that are threads of one xtrain_threads process,
+# on the world size; the head and the loss in chunks of rows (--logits-chunk-rows) train what one chunk
+# trains, at world 1 and 2. The same for ranks that are threads of one xtrain_threads process,
 # which must also train what mpirun processes train at the same world size. Figures are printed by
 # gate_compare.py. Usage: test_gates.sh FAMILY [OPTIMIZER] (common.sh's XT_FAMILIES; adamw, the default, or
 # muon; a ctest test each).
@@ -47,6 +48,12 @@ python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w2.jsonl" --label "$FAMILY: world 2 vs 1"
 python3 "$CMP" "$WORK/w1.jsonl" "$WORK/w4.jsonl" --label "$FAMILY: world 4 vs 1"
 run 1 acc.jsonl --grad-accum 2
 python3 "$CMP" "$WORK/acc.jsonl" "$WORK/w2.jsonl" --label "$FAMILY: world 1 grad-accum 2 vs world 2"
+# --logits-chunk-rows 100: world 1's 256 rows a micro-step in chunks of 100, 100, 56; world 2's 128 in 100, 28
+# (TINY's logits, 256 x 50304 fp32, fit in one automatic chunk)
+run 1 c1.jsonl --logits-chunk-rows 100
+run 2 c2.jsonl --logits-chunk-rows 100
+python3 "$CMP" "$WORK/w1.jsonl" "$WORK/c1.jsonl" --label "$FAMILY: world 1: --logits-chunk-rows 100 vs one chunk"
+python3 "$CMP" "$WORK/c1.jsonl" "$WORK/c2.jsonl" --label "$FAMILY: --logits-chunk-rows 100: world 2 vs 1"
 run 1 d1.jsonl --dropout 0.1
 run 2 d2.jsonl --dropout 0.1 --grad-accum 2
 python3 "$CMP" "$WORK/d1.jsonl" "$WORK/d2.jsonl" --label "$FAMILY: dropout 0.1: world 2 grad-accum 2 vs world 1"

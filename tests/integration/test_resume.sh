@@ -30,6 +30,9 @@ echo "final checkpoints are byte-identical ($(stat -c %s "$WORK/straight.ckpt") 
 # SECOND, each half LAUNCHER:RANKS for 6 steps. Against the family's straight run (12 steps at world 2
 # under mpirun): at world 2 in both halves the final checkpoint is byte-identical; across world sizes
 # the summation order differs, so gates 1 and 2 (gate_compare.py) over the 12 losses of both halves.
+# llama runs with the head and the loss in chunks of 20 rows (--logits-chunk-rows; 64 rows a micro-step
+# at world 2, 128 at world 1, 32 at world 4: several chunks, a short last one), given to both halves (the
+# checkpoint does not hold it), so a resume with the same chunking is byte-identical too.
 CASES=(
   "gpt2 mpi:2 threads:2"
   "gpt2 threads:2 mpi:2"
@@ -38,15 +41,18 @@ CASES=(
   "llama threads:4 mpi:2"
 )
 xt_family llama
-run l_straight --ckpt "$WORK/l_straight.ckpt" --metrics "$WORK/l_straight.jsonl" "${FAM[@]}"
+run l_straight --ckpt "$WORK/l_straight.ckpt" --metrics "$WORK/l_straight.jsonl" "${FAM[@]}" --logits-chunk-rows 20
 for c in "${CASES[@]}"; do
   read -r family first second <<< "$c"
   xt_family "$family"
+  chunk=()
+  if [[ $family == llama ]]; then chunk=(--logits-chunk-rows 20); fi
   straight=$([[ $family == gpt2 ]] && echo straight || echo l_straight)
   name="x_${family}_${first/:/}_${second/:/}"
-  LAUNCHER=${first%:*} NP=${first#*:} run "$name" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" --stop-after 6 "${FAM[@]}"
+  LAUNCHER=${first%:*} NP=${first#*:} run "$name" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" --stop-after 6 "${FAM[@]}" \
+    "${chunk[@]}"
   LAUNCHER=${second%:*} NP=${second#*:} run "$name.2" --ckpt "$WORK/$name.ckpt" --metrics "$WORK/$name.jsonl" \
-    --resume "$WORK/$name.ckpt"
+    --resume "$WORK/$name.ckpt" "${chunk[@]}"
   grep -q "resumed from .* at step 6" "$WORK/$name.2.log" || { cat "$WORK/$name.2.log"; fatal "$name.2: no resume line"; }
   if [[ ${first#*:} == 2 && ${second#*:} == 2 ]]; then
     cmp "$WORK/$straight.ckpt" "$WORK/$name.ckpt" || fatal "$c: checkpoints differ"
