@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # --cuda-graph: the step's forward and backward recorded as a CUDA graph at step 2 and
 # launched from then on give the losses of launching every kernel exactly (metrics text) and a
-# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2, with --optimizer muon and with validation passes
+# byte-identical final checkpoint, in bf16 and fp32, with --recompute 2, with --optimizer muon, with the head and the
+# loss in chunks of rows (--logits-chunk-rows) and with validation passes
 # between steps (they use the batch and loss buffers the graph reads): on one GPU with --cuda-graph auto
 # and on, and, where two GPUs are visible, at world 2 with --cuda-graph on (the bucketed NCCL gradient
 # all-reduce recorded inside the graph; several buckets, one bucket, --bucket-mb 0), under mpirun and
@@ -38,6 +39,8 @@ check_same() {  # check_same NAME LAUNCHER NP MODE ARGS...: --cuda-graph MODE vs
 check_same bf16 mpi 1 auto --dtype bf16
 check_same fp32 mpi 1 auto --dtype fp32
 check_same recompute2 mpi 1 auto --dtype bf16 --recompute 2
+# 2048 rows a step in 7 chunks (6 of 300, one of 248), validation's 2048 and 512 rows likewise: the chunk loop recorded
+check_same chunks mpi 1 auto --dtype bf16 --logits-chunk-rows 300
 check_same bf16-on mpi 1 on --dtype bf16
 # Muon runs after the recorded step, as AdamW does: its state and updates the same bits (checkpoints included)
 check_same muon mpi 1 auto --dtype bf16 --optimizer muon --lr-schedule wsd
@@ -48,6 +51,7 @@ if ((ngpu >= 2)); then
   check_same w2-fp32 mpi 2 on --dtype fp32
   check_same w2-one mpi 2 on --dtype bf16 --bucket-mb 0
   check_same w2-threads threads 2 on --dtype bf16 --bucket-mb 0.3
+  check_same w2-chunks mpi 2 on --dtype bf16 --bucket-mb 0.3 --logits-chunk-rows 300
   xt_run_ok w2auto mpi 2 "${ARGS[@]}"
   grep -qF "cuda graph: not used (several ranks: --cuda-graph on records their step too)" "$WORK/w2auto.log" \
     || { grep "cuda graph" "$WORK/w2auto.log"; fatal "world 2 auto: no line saying why there is no graph"; }

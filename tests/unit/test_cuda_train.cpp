@@ -1,7 +1,8 @@
 // Whole training on one GPU against the CPU backend (the oracle): 20 optimizer steps of the real training
 // step (StepRunner, src/train/step.h: the sampler's batches and dropout keys, LR schedule, clipping, AdamW or Muon)
 // on one rank; the per-step loss trajectories must agree. Then --dtype bf16 against fp32 on the GPU, and activation recompute
-// (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise. Label gpu;
+// (1, 2) against none in bf16, and the bf16 weight mirror against per-call weight copies, bitwise, and the head and
+// the loss in chunks of rows (--logits-chunk-rows) against one chunk. Label gpu;
 // exits 77 (skipped) when the CUDA runtime sees no device, before doctest runs (gpu_test_main.cpp).
 #include <doctest/doctest.h>
 
@@ -80,9 +81,11 @@ struct Trajectory {
 // rank's communicator is the in-process one of a world of 1: at world 1 the step runs no gradient
 // collective, only the host all-reduce of the loss, so the backend's memory never reaches it.
 // opt: --optimizer (muon: Muon at --muon-lr 0.02 on the blocks' matrices, AdamW on the rest).
+// logits_chunk_rows: --logits-chunk-rows (0: automatic, one chunk for this model).
 Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0,
-                 OptimizerKind opt_kind = OptimizerKind::adamw) {
+                 OptimizerKind opt_kind = OptimizerKind::adamw, int logits_chunk_rows = 0) {
   GPT model(config(), be, recompute);
+  model.set_logits_chunk_rows(logits_chunk_rows);
   model.init_params(kSeed);
   const size_t n = model.num_params();
   TrainConfig cfg;
@@ -199,6 +202,34 @@ TEST_CASE("cuDNN attention trains like the flash kernels and repeats bitwise (bf
   CHECK(c2.loss == c.loss);
   CHECK(c2.params == c.params);
   CHECK(c.loss.back() < (1.0 - kMinRelativeFall) * c.loss.front());
+}
+
+// The head and the loss in chunks of 100 of the 256 rows (100, 100, 56; the fp32 and bf16 GEMMs of 100 and 56 rows,
+// the cross-entropy kernel on row offsets, the head's dW accumulated by three GEMMs): fp32 against the CPU's one
+// chunk within the fp32 trajectory bound (chunking changes summation order only); bf16 against bf16 in one chunk
+// within the bf16 bound (another GEMM shape may round a bf16 output the other way), and a rerun bitwise (the chunk
+// loop is deterministic).
+TEST_CASE("the head and loss in chunks of rows train like one chunk (fp32 against the CPU, bf16)") {
+  const std::vector<int32_t> data = corpus(20000, config().V);
+  constexpr int kChunk = 100;
+  auto cpu = make_cpu_backend();
+  auto f32 = gpu("fp32");
+  const Trajectory c = train(*cpu, data, 0.1f), g = train(*f32, data, 0.1f, 0, OptimizerKind::adamw, kChunk);
+  const double rel = max_rel_diff(g.loss, c.loss);
+  std::printf("--logits-chunk-rows %d: max relative loss difference gpu fp32 vs cpu (one chunk) over %d steps: %.3e "
+              "(tolerance %.0e)\n", kChunk, kSteps, rel, kFp32TrajectoryRel);
+  CHECK(rel <= kFp32TrajectoryRel);
+  auto b16 = gpu("bf16");
+  const Trajectory one = train(*b16, data, 0.1f), parts = train(*b16, data, 0.1f, 0, OptimizerKind::adamw, kChunk),
+                   again = train(*b16, data, 0.1f, 0, OptimizerKind::adamw, kChunk);
+  const double rel16 = max_rel_diff(parts.loss, one.loss);
+  std::printf("--logits-chunk-rows %d: max relative loss difference bf16 vs bf16 in one chunk over %d steps: %.3e "
+              "(tolerance %.0e); rerun bitwise equal: %s\n", kChunk, kSteps, rel16, kBf16TrajectoryRel,
+              again.loss == parts.loss && again.params == parts.params ? "yes" : "NO");
+  CHECK(rel16 <= kBf16TrajectoryRel);
+  CHECK(again.loss == parts.loss);
+  CHECK(again.params == parts.params);
+  CHECK(parts.loss.back() < (1.0 - kMinRelativeFall) * parts.loss.front());
 }
 
 TEST_CASE("activation recompute 1 and 2 give the bf16 losses and parameters of 0 bitwise") {
