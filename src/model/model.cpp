@@ -313,11 +313,13 @@ std::vector<MemoryEntry> GPT::memory_entries() const {
   }
   const size_t N = size_t(B_) * T_;
   const size_t R = logits_buffer_rows(cfg_, int(N), be_.activation_bytes(), logits_chunk_rows_);
-  const std::string logits_note = (R == N ? "all " + std::to_string(N) + " rows (one chunk)"
-                                          : std::to_string(R) + " of " + std::to_string(N) + " rows per chunk") +
-                                  " (--logits-chunk-rows " +
-                                  (logits_chunk_rows_ > 0 ? std::to_string(logits_chunk_rows_) : "0: automatic") +
-                                  "): logits, then dlogits in place";
+  // the rows the buffer holds: a chunk's at most (logits_buffer_rows; automatic chunks may be a little smaller)
+  const std::string held = R == N ? "all " + std::to_string(N) + " rows, one chunk"
+                                  : std::to_string(R) + " of the " + std::to_string(N) + " rows, a chunk at a time";
+  const std::string logits_note =
+      held + " (--logits-chunk-rows " +
+      (logits_chunk_rows_ > 0 ? std::to_string(logits_chunk_rows_) : std::string("0: automatic")) +
+      "): logits, then dlogits in place";
   for (const ActSpec& a : kGlobalActTable) {
     const DeviceBuffer<unsigned char>& b = acts_[size_t(cfg_.L) * kPerLayerActs + a.id];
     out.push_back({a.name, b.count(), dtype(a),

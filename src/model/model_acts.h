@@ -37,9 +37,9 @@ struct ActDims {
   size_t operator[](ActDim d) const { return size[static_cast<int>(d)]; }
 };
 
-// The head and the loss in chunks of rows (GPT::head_and_loss, model_step.cpp): each chunk's logits (R,Vp) are computed,
-// turned into the loss and dlogits in place and, when training, taken through the head's backward at once,
-// so the logits buffer holds R rows, not N. logits_chunk_rows: R for N = B*T rows: `requested`
+// The head and the loss in chunks of rows (GPT::head_and_loss, model_step.cpp): each chunk's logits (R,Vp)
+// are computed, turned into the loss and dlogits in place and, when training, taken through the head's
+// backward at once, so the logits buffer holds R rows, not N. logits_chunk_rows: R for N = B*T rows: `requested`
 // (--logits-chunk-rows) capped at N where > 0; 0 = automatic: all N rows where their logits (N x Vp
 // activations of act_bytes) fit in kLogitsChunkBytes (small models: one chunk, the bits of no chunking),
 // else the fewest chunks of at most that many bytes, of equal rows (rounded up to a multiple of 64 where

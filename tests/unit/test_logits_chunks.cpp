@@ -98,8 +98,9 @@ TEST_CASE("logits chunk rows: all rows where they fit, else the fewest equal chu
 // gradients differ only by fp32 summation order: the head's dW sums its N rows chunk by chunk, and the BLAS
 // kernel of the head's dinp GEMM (over Vp) depends on its row count, so its sums round differently; every
 // later gradient inherits that. Measured (OpenBLAS, x86-64): at most 4.6e-7 of a tensor's largest gradient
-// (~8 ulp of it); bound kChunkRel = 2e-6 (~34 ulp: room for another BLAS kernel's blocking). A wrong chunking (a row left out or counted twice, a chunk's dW assigned, not
-// added) moves a gradient by about a row's share of it, 1/N = 7%.
+// (~8 ulp of it); bound kChunkRel = 2e-6 (~34 ulp: room for another BLAS kernel's blocking). A wrong
+// chunking (a row left out or counted twice, a chunk's dW assigned, not added) moves a gradient by about a
+// row's share of it, 1/N = 7%.
 TEST_CASE("the head and loss in chunks of rows give the losses and gradients of one chunk") {
   constexpr double kChunkRel = 2e-6;
   const int B = 2, T = 7, K = 2;  // N = 14 rows a micro-step
@@ -161,10 +162,11 @@ TEST_CASE("the logits buffer holds one chunk of rows, in the estimate and the me
     model.zero_grads();
     model.forward(tok.data(), tgt.data(), B, T, true, 1.0f, nullptr);
     const std::vector<MemoryEntry> entries = model.memory_entries();
-    const auto logits = std::find_if(entries.begin(), entries.end(), [](const MemoryEntry& e) { return e.name == "logits"; });
+    const auto logits =
+        std::find_if(entries.begin(), entries.end(), [](const MemoryEntry& e) { return e.name == "logits"; });
     REQUIRE(logits != entries.end());
     CHECK(logits->bytes == size_t(chunk ? chunk : N) * c.Vp() * sizeof(float));
-    CHECK(logits->why.find(chunk ? "3 of 14 rows per chunk (--logits-chunk-rows 3)" : "all 14 rows (one chunk)") !=
-          std::string::npos);
+    CHECK(logits->why.find(chunk ? "3 of the 14 rows, a chunk at a time (--logits-chunk-rows 3)"
+                                 : "all 14 rows, one chunk (--logits-chunk-rows 0: automatic)") != std::string::npos);
   }
 }

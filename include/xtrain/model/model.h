@@ -230,8 +230,9 @@ class GPT {
   // set_logits_chunk_rows (--logits-chunk-rows): the rows of each chunk in which forward_pass runs the head,
   // the loss and (training) the head's backward; the logits buffer holds one chunk. 0 (the default) =
   // automatic: all rows where their logits fit in a bound, else the fewest equal chunks under it
-  // (src/model/model_acts.h, kLogitsChunkBytes, logits_chunk_rows). Within a row nothing changes; the head's weight gradient
-  // is summed chunk by chunk, so another chunking changes it in the last bits (fp32 summation order).
+  // (src/model/model_acts.h, kLogitsChunkBytes, logits_chunk_rows). Within a row nothing changes; the
+  // head's weight gradient is summed chunk by chunk, so another chunking changes it in the last bits (fp32
+  // summation order).
   // A change takes effect at the next set_batch, which allocates the activation buffers again. Throws
   // Error for rows < 0.
   void set_logits_chunk_rows(int rows);
