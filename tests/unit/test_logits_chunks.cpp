@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -169,4 +170,46 @@ TEST_CASE("the logits buffer holds one chunk of rows, in the estimate and the me
     CHECK(logits->why.find(chunk ? "3 of the 14 rows, a chunk at a time (--logits-chunk-rows 3)"
                                  : "all 14 rows, one chunk (--logits-chunk-rows 0: automatic)") != std::string::npos);
   }
+}
+
+// The first micro-step writes the gradients (Grad::assign, no memset): with the head in chunks, the forward's
+// first chunk writes the head's gradient and the later chunks add, so over a buffer of NaNs the gradients
+// are bitwise those of zero_grads() + accumulating, chunked the same way (tied wte: the head part written
+// whole, the embedding's rows added last). A backward in another mode than its forward is refused.
+TEST_CASE("chunks of rows: the first micro-step assigns the head's gradient over NaNs, bitwise") {
+  const int B = 2, T = 7, K = 2, chunk = 3;
+  for (const GPTConfig& c : {test::tiny_gpt2(), test::tiny_llama(0), test::tiny_llama(1)}) {
+    CAPTURE(c.describe());
+    auto run = [&](Grad first) {
+      auto be = make_cpu_backend();
+      GPT model(c, *be);
+      model.set_logits_chunk_rows(chunk);
+      model.init_params(23);
+      if (first == Grad::assign) std::fill(model.grads(), model.grads() + model.num_params(), std::nanf(""));
+      else model.zero_grads();
+      for (int k = 0; k < K; ++k) {
+        const auto tok = tokens_of(size_t(B) * T, c.V, 400 + k), tgt = tokens_of(size_t(B) * T, c.V, 500 + k);
+        const DropoutKeys drop{0.1f, {hash_key(600 + k, 0), hash_key(600 + k, 1)}};
+        const Grad mode = k == 0 ? first : Grad::accumulate;
+        model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, &drop, mode);
+        model.backward(mode);
+      }
+      return std::vector<float>(model.grads(), model.grads() + model.num_params());
+    };
+    const std::vector<float> zeroed = run(Grad::accumulate), assigned = run(Grad::assign);
+    size_t differ = 0;
+    for (size_t i = 0; i < zeroed.size(); ++i) differ += std::memcmp(&zeroed[i], &assigned[i], sizeof(float)) != 0;
+    CHECK(differ == 0);
+  }
+  auto be = make_cpu_backend();
+  const GPTConfig c = test::tiny_llama(1);
+  GPT model(c, *be);
+  model.set_logits_chunk_rows(chunk);
+  model.init_params(3);
+  const auto tok = tokens_of(size_t(B) * T, c.V, 1), tgt = tokens_of(size_t(B) * T, c.V, 2);
+  model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, nullptr, Grad::accumulate);
+  CHECK_THROWS_WITH_AS(model.backward(Grad::assign), doctest::Contains("both take one mode"), Error);
+  model.forward(tok.data(), tgt.data(), B, T, true, 0.5f, nullptr, Grad::assign);
+  CHECK_THROWS_AS(model.backward(Grad::accumulate), Error);
+  model.backward(Grad::assign);
 }
