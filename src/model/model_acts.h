@@ -40,15 +40,21 @@ struct ActDims {
 // The head and the loss in chunks of rows (GPT::head_and_loss, model_step.cpp): each chunk's logits (R,Vp)
 // are computed, turned into the loss and dlogits in place and, when training, taken through the head's
 // backward at once, so the logits buffer holds R rows, not N. logits_chunk_rows: R for N = B*T rows: `requested`
-// (--logits-chunk-rows) capped at N where > 0; 0 = automatic: all N rows where their logits (N x Vp
-// activations of act_bytes) fit in kLogitsChunkBytes (small models: one chunk, the bits of no chunking),
-// else the fewest chunks of at most that many bytes, of equal rows (rounded up to a multiple of 64 where
-// that stays under the bound). 256 MiB: at the Llama-3.2-1B shape (Vp 128,256, bf16, N 8192) 8 chunks of
-// 1024 rows instead of 2.0 GiB; each chunk reads and writes the head's fp32 gradient once (dW +=), so a
-// smaller bound costs that traffic more often.
+// (--logits-chunk-rows) capped at N where > 0; 0 = automatic: for a vocabulary of more than
+// kLogitsChunkVocab tokens, all N rows where their logits (N x Vp activations of act_bytes) fit in
+// kLogitsChunkBytes, else the fewest chunks of at most that many bytes, of equal rows (rounded up to a
+// multiple of 64 where that stays under the bound); a smaller vocabulary keeps all N rows (one chunk, the
+// bits of no chunking). 256 MiB: at the Llama-3.2-1B shape (Vp 128,256, bf16, N 8192) 8 chunks of 1024
+// rows instead of 2.0 GiB (one H100: the default peak 34,491 -> 30,823 MiB with --recompute auto, the
+// step as fast). Each chunk reads and writes the head's fp32 gradient once (dW +=), which weighs more in a
+// small model's short step: GPT-2 124M (V 50,257, B=16, T=1024) in 6 chunks was 3.3% slower for 1.3 GB
+// (bench/results/training_h100_2026-12.md), hence the vocabulary bound: large vocabularies (Llama 3, Qwen)
+// are where the logits dominate the activations.
 inline constexpr size_t kLogitsChunkBytes = size_t(256) << 20;
+inline constexpr int kLogitsChunkVocab = 65536;
 inline int logits_chunk_most(const GPTConfig& c, size_t act_bytes, int requested) {
   if (requested > 0) return requested;
+  if (c.V <= kLogitsChunkVocab) return 1 << 30;  // one chunk
   const size_t most = kLogitsChunkBytes / (size_t(c.Vp()) * act_bytes);  // Vp <= 2^24: most >= 4
   return int(std::min<size_t>(most, size_t(1) << 30));
 }

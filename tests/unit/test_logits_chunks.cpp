@@ -76,6 +76,15 @@ TEST_CASE("logits chunk rows: all rows where they fit, else the fewest equal chu
   CHECK(logits_buffer_rows(llama1b, 8192, 2, 3) == 3);
   const GPTConfig tiny = test::tiny_gpt2();
   CHECK(logits_chunk_rows(tiny, 16, 4, 0) == 16);  // a small model keeps one chunk
+  // a vocabulary of at most kLogitsChunkVocab keeps one chunk whatever the logits' size: GPT-2 124M, B 16 x T
+  // 1024 (1.5 GiB of bf16 logits); one more token than the bound and it chunks
+  const GPTConfig gpt2_124m = test::gpt2_124m();
+  CHECK(logits_chunk_rows(gpt2_124m, 16384, 2, 0) == 16384);
+  CHECK(logits_buffer_rows(gpt2_124m, 16384, 2, 0) == 16384);
+  CHECK(logits_chunk_rows(gpt2_124m, 16384, 2, 4096) == 4096);  // asked for
+  GPTConfig over = gpt2_124m;
+  over.V = kLogitsChunkVocab + 1;
+  CHECK(logits_chunk_rows(over, 16384, 2, 0) < 16384);
   // every batch of at most N rows chunks within the buffer for N rows; the chunk's bytes stay under the bound
   for (int req : {0, 5})
     for (int N = 1; N <= 20000; N += 7) {
