@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <filesystem>
 #include <iostream>
 #include <mutex>
@@ -253,17 +254,38 @@ bool not_a_directory(const std::string& dir) {
 }
 
 namespace {
-// final_target: path with each symbolic link at its end followed (relative targets from the link's
-// directory, existing or dangling, at most 40 links as the kernel's ELOOP limit): the file a write
-// through it reaches
-std::filesystem::path final_target(std::filesystem::path p) {
+// resolved_path: path made absolute with every symbolic link on it followed, at any component and not only
+// the last (relative targets from the link's directory, dangling ones too: a write through "link/x" makes
+// the link's target), and "." and ".." applied in turn (".." of a directory reached: its parent on disk, as
+// the kernel takes it; below a missing one, lexically, as open_output_directory makes it): where a write
+// through path lands. Empty past 40 links (the kernel's ELOOP limit; a loop, where that write fails).
+std::filesystem::path resolved_path(const std::string& path) {
+  namespace fs = std::filesystem;
   std::error_code ec;
-  for (int links = 0; links < 40 && std::filesystem::is_symlink(std::filesystem::symlink_status(p, ec)); ++links) {
-    const std::filesystem::path target = std::filesystem::read_symlink(p, ec);
-    if (ec) break;
-    p = target.is_absolute() ? target : p.parent_path() / target;
+  const fs::path abs = fs::absolute(path, ec);
+  if (ec) return {};
+  const fs::path below_root = abs.relative_path();
+  std::deque<fs::path> rest(below_root.begin(), below_root.end());
+  fs::path out = abs.root_path();
+  for (int links = 0; !rest.empty();) {
+    const fs::path c = rest.front();
+    rest.pop_front();
+    if (c.empty() || c == ".") continue;  // "d/" and "d/." are d
+    if (c == "..") {
+      out = out.parent_path();  // out holds no symbolic link: its parent is the one on disk
+      continue;
+    }
+    if (!fs::is_symlink(fs::symlink_status(out / c, ec))) {
+      out /= c;
+      continue;
+    }
+    const fs::path target = fs::read_symlink(out / c, ec);
+    if (ec || ++links > 40) return {};
+    const fs::path parts = target.relative_path();
+    rest.insert(rest.begin(), parts.begin(), parts.end());
+    if (target.is_absolute()) out = target.root_path();
   }
-  return p;
+  return out;
 }
 
 // for_each_cache_dir: fn(dir, origin) for the cache directories check_output_outside_cache_dirs names
@@ -284,9 +306,10 @@ void for_each_cache_dir(const std::string& cache_dir_option, Fn fn) {
 
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
   if (path.empty()) return;
-  // the directory as given and, for a symbolic link, its final target's (the file a write reaches)
+  // the directory as given and the one a write reaches (every symbolic link on the way followed)
   std::vector<std::string> parents;
-  for (const std::filesystem::path& p : {std::filesystem::path(path), final_target(path)}) {
+  const std::filesystem::path resolved = resolved_path(path);  // empty for a loop: the write fails on it
+  for (const std::filesystem::path& p : {std::filesystem::path(path), resolved.empty() ? std::filesystem::path(path) : resolved}) {
     const std::string parent = p.parent_path().string();
     parents.push_back(parent.empty() ? "." : parent);
   }
@@ -297,20 +320,17 @@ void check_output_outside_cache_dirs(const std::string& path, const std::string&
 
 void check_directory_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option) {
   if (path.empty()) return;
-  std::error_code ec;
+  // the directory and each one above it with every symbolic link on the way followed (resolved_path:
+  // "link/" to a directory not made yet inside the cache is in it; "cache/x/../../out" is beside it), then
+  // compared by same_file with the cache directory, itself resolved so (it may be a link, or not made yet)
+  std::filesystem::path p = resolved_path(path);
+  if (p.empty()) return;  // a symbolic link loop: the write fails on it
   for_each_cache_dir(cache_dir_option, [&](const std::string& dir, const std::string& origin) {
-    // the directory and each one above it, as given and from a symbolic link's final target, each with the
-    // symbolic links and ".." of its existing part resolved first (weakly_canonical: "cache/x/../../out" is
-    // beside the cache, not in it), then compared by same_file
-    for (std::filesystem::path p : {std::filesystem::path(path), final_target(path)}) {
-      p = std::filesystem::absolute(p, ec);
-      if (ec) continue;
-      if (std::filesystem::path c = std::filesystem::weakly_canonical(p, ec); !ec) p = c;
-      for (bool top = true;; top = false) {
-        if (same_file(p.string(), dir)) refuse_in_cache_dir(opt, path, top ? "is" : "is inside", dir, origin);
-        if (!p.has_relative_path()) break;  // the root
-        p = p.parent_path();
-      }
+    const std::filesystem::path resolved_dir = resolved_path(dir);
+    const std::string cache = resolved_dir.empty() ? dir : resolved_dir.string();
+    for (std::filesystem::path q = p, top = p;; q = q.parent_path()) {
+      if (same_file(q.string(), cache)) refuse_in_cache_dir(opt, path, q == top ? "is" : "is inside", dir, origin);
+      if (!q.has_relative_path()) break;  // the root
     }
   });
 }

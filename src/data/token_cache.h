@@ -149,15 +149,17 @@ bool not_a_directory(const std::string& dir);
 // default_token_cache_dir() (where every program keeps its tokenizer tables, data/tokenizer_cache.h). Their
 // entries are named by content (<hash>-<fingerprint>.tokcache, <key>.toktables) and one that is damaged or
 // foreign is replaced, so an output there could be overwritten by a later start or read as a cache.
-// same_file compares the output's directory (also through a symlink, or not yet created) with each, and
-// for an output that is a symbolic link (or a chain of them, dangling or not) its final target's directory too.
+// same_file compares the output's directory (also through a symlink, or not yet created) with each, and the
+// directory a write reaches: every symbolic link on the path followed (any component, dangling or not).
 // Throws UsageError "<opt> <path> is inside the token cache directory <dir> (<origin>: ...)".
 void check_output_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
 
 // check_directory_outside_cache_dirs: an output directory (opt: the option naming it, e.g. xtrain_export's
 // --out) is neither one of the cache directories check_output_outside_cache_dirs names nor below one at any
 // depth (a subdirectory of a cache is refused as the files directly in it are): same_file compares it and
-// each directory above it (as given, and from a symbolic link's final target) with each cache directory.
+// each directory above it with each cache directory, both with every symbolic link on their path followed
+// (any component, dangling or not: "link/" to a directory not made yet in a cache is in it) and ".." applied
+// after them, as the kernel does. A symbolic link loop is left to the write, which fails on it.
 // Throws UsageError "<opt> <path> is [inside] the token cache directory <dir> (<origin>: ...)".
 void check_directory_outside_cache_dirs(const std::string& path, const std::string& opt, const std::string& cache_dir_option);
 

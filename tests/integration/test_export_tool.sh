@@ -183,6 +183,20 @@ XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*cache-link/mode
 ln -s "$WORK/xdg/xtrain/models" "$WORK/models-link"
 XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .*models-link is inside the token cache directory" \
   "$WORK/a.ckpt" --out "$WORK/models-link" "${TOK[@]}"
+# a symbolic link to a directory not made yet inside it, followed wherever it stands on the path (a write
+# through "link/" would make the link's target)
+ln -s "$WORK/xdg/xtrain/new" "$WORK/new-link"
+mkdir -p "$WORK/sub"
+ln -s "$WORK/xdg/xtrain/nd2" "$WORK/sub/dl"
+for out in "$WORK/new-link/" "$WORK/new-link/m" "$WORK/sub/dl/x/y"; do
+  XDG_CACHE_HOME="$WORK/xdg" expect_export 2 "usage error: --out .* is inside the token cache directory .*xdg/xtrain " \
+    "$WORK/a.ckpt" --out "$out" "${TOK[@]}"
+done
+# and to a cache directory not made yet
+ln -s "$WORK/xdg2/xtrain" "$WORK/later-link"
+XDG_CACHE_HOME="$WORK/xdg2" expect_export 2 "usage error: --out .*later-link/ is the token cache directory .*xdg2/xtrain " \
+  "$WORK/a.ckpt" --out "$WORK/later-link/" "${TOK[@]}"
+[[ ! -e "$WORK/xdg2" ]] || fail "--out into a cache directory not made yet wrote $(cd "$WORK/xdg2" && find .)"
 [[ $(cd "$WORK/xdg/xtrain" && find . | sort | tr '\n' ' ') == ". ./models " ]] \
   || fail "--out into the cache directory wrote $(cd "$WORK/xdg/xtrain" && find .)"
 XDG_CACHE_HOME="$WORK/xdg" "$EXPORT" "$WORK/a.ckpt" --out "$WORK/xdg/models" "${TOK[@]}" > "$WORK/x.log" 2>&1 \

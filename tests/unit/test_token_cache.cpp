@@ -506,3 +506,44 @@ TEST_CASE("check_directory_outside_cache_dirs: a cache directory and any directo
   CHECK(refusal(d.path.string()) == "(no error)");  // the cache's own parent holds it, is not in it
   CHECK_NOTHROW(check_directory_outside_cache_dirs("", "--out", cache));
 }
+
+TEST_CASE("check_directory_outside_cache_dirs: every symbolic link on the way is followed, dangling ones too") {
+  ScratchDir d;
+  const std::string cache = d.file("cache");
+  fs::create_directories(cache);
+  auto refused = [&](const std::string& dir, const std::string& cache_dir) {
+    return error_of([&] { check_directory_outside_cache_dirs(dir, "--out", cache_dir); }).find(" the token cache directory " + cache_dir) !=
+           std::string::npos;
+  };
+  // a link to a directory not made yet inside the cache: a write through "link/" makes it there
+  fs::create_symlink(cache + "/new", d.file("link1"));
+  CHECK(refused(d.file("link1"), cache));
+  CHECK(refused(d.file("link1/"), cache));
+  CHECK(refused(d.file("link1/m"), cache));
+  CHECK(refused(d.file("link1/m/"), cache));
+  // a dangling link deeper on the way, and one with a relative target
+  fs::create_directories(d.file("sub"));
+  fs::create_symlink(cache + "/nd2", d.file("sub/dl"));
+  CHECK(refused(d.file("sub/dl/x/y"), cache));
+  fs::create_symlink("../cache/nd3", d.file("sub/rel"));
+  CHECK(refused(d.file("sub/rel/x"), cache));
+  // a chain of links, the first one dangling only at its end
+  fs::create_symlink(d.file("link1"), d.file("chain"));
+  CHECK(refused(d.file("chain/z/"), cache));
+  // a link to a cache directory that does not exist yet
+  const std::string later = d.file("later-cache");
+  fs::create_symlink(later, d.file("link-later"));
+  CHECK(refused(d.file("link-later/"), later));
+  CHECK(refused(d.file("link-later/m"), later));
+  // the cache spelt through a dangling link, the output as the path the link names
+  fs::create_symlink(d.file("later2"), d.file("cache-via-link"));
+  CHECK(refused(d.file("later2/m"), d.file("cache-via-link")));
+  // beside the cache: a dangling link out of it, and ".." past a link's directory
+  fs::create_symlink(d.file("elsewhere/new"), d.file("out-link"));
+  CHECK(!refused(d.file("out-link/"), cache));
+  CHECK(refused(d.file("link1/../x"), cache));  // ".." of the link's target (cache/new): the cache, as the kernel does
+  CHECK(!refused(d.file("link1/../../side"), cache));
+  // a loop is left to the write, which fails there (too many levels of symbolic links)
+  fs::create_symlink(d.file("loop"), d.file("loop"));
+  CHECK(!refused(d.file("loop/x"), cache));
+}
