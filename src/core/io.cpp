@@ -278,6 +278,15 @@ OutputLocation walk_output(const std::string& path, const std::string& what, boo
       return loc;
     }
     if (fd < 0 && errno == ENOENT && want_dir && create && c != "..") {
+      // a missing c that a later ".." leaves again ("nx/../out", "nx/a/../../out"): nothing below it exists,
+      // so no link can stand there and the components up to that ".." cancel out; none of them is made
+      int depth = 1;
+      size_t k = 0;
+      while (k < rest.size() && depth > 0) depth += rest[k++] == ".." ? -1 : 1;
+      if (depth == 0) {
+        rest.erase(rest.begin(), rest.begin() + static_cast<std::ptrdiff_t>(k));
+        continue;
+      }
       if (::mkdirat(loc.dir_fd, c.c_str(), 0777) != 0 && errno != EEXIST) fail("cannot create " + shown + ": " + std::strerror(errno));
       fd = ::openat(loc.dir_fd, c.c_str(), O_PATH | O_NOFOLLOW | O_CLOEXEC);
     }

@@ -91,7 +91,8 @@ bool may_follow_output_symlink(uid_t link_uid, uid_t euid);
 OutputLocation locate_output(const std::string& path, const std::string& what);
 
 // open_output_directory: the directory `path` as locate_output walks (name ""), each missing
-// component created (mkdirat, 0777 minus the umask) when `create`. Throws Error as locate_output
+// component created (mkdirat, 0777 minus the umask) when `create`, except one that a later ".." leaves
+// again ("a/nx/../out" makes a/out only). Throws Error as locate_output
 // does, and "<what> <path>: cannot create <dir>: <strerror>".
 OutputLocation open_output_directory(const std::string& path, const std::string& what, bool create);
 

@@ -202,6 +202,12 @@ XDG_CACHE_HOME="$WORK/xdg2" expect_export 2 "usage error: --out .*later-link/ is
 XDG_CACHE_HOME="$WORK/xdg" "$EXPORT" "$WORK/a.ckpt" --out "$WORK/xdg/models" "${TOK[@]}" > "$WORK/x.log" 2>&1 \
   && [[ -s "$WORK/xdg/models/model.safetensors" ]] && echo "ok   --out beside the cache directory" \
   || fail "--out beside the cache directory: $(cat "$WORK/x.log")"
+# spelt through the cache: only the directory reached is made, nothing in the cache on the way
+XDG_CACHE_HOME="$WORK/xdg" "$EXPORT" "$WORK/a.ckpt" --out "$WORK/xdg/xtrain/nx/../../side" "${TOK[@]}" > "$WORK/x.log" 2>&1 \
+  && [[ -s "$WORK/xdg/side/model.safetensors" ]] || fail "--out beside the cache, spelt through it: $(cat "$WORK/x.log")"
+[[ $(cd "$WORK/xdg/xtrain" && find . | sort | tr '\n' ' ') == ". ./models " ]] \
+  && echo "ok   --out beside the cache directory, spelt through it, made nothing in it" \
+  || fail "--out cache/nx/../../side made $(cd "$WORK/xdg/xtrain" && find .)"
 expect_export 2 "usage error: input .*a.ckpt is also an output" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/a.ckpt"
 expect_export 2 "usage error: --registry .* is also the export's" "$WORK/a.ckpt" --out "$WORK/d2" "${TOK[@]}" --registry "$WORK/d2/config.json"
 expect_export 2 "usage error: --registry .* is also the export's --out directory" "$WORK/a.ckpt" --out "$WORK/d9" "${TOK[@]}" \

@@ -231,6 +231,18 @@ TEST_CASE("open_output_directory creates what is missing, and nothing through an
   write_file_atomic(loc.in("f.json"), "f.json", "{}");
   CHECK(read_file(d.file("a/b/c/f.json")) == "{}");
   CHECK_THROWS_WITH_AS(open_output_directory(d.file("x/y"), "--out", false), doctest::Contains("x does not exist"), Error);
+  // a missing directory that a later ".." leaves again is not made: only the directory reached and its parents
+  open_output_directory(d.file("a/nx/../side"), "--out", true);
+  open_output_directory(d.file("a/n1/n2/../../n3/./../side2/"), "--out", true);
+  open_output_directory(d.file("a/nx/.."), "--out", true);
+  CHECK(fs::is_directory(d.file("a/side")));
+  CHECK(fs::is_directory(d.file("a/side2")));
+  CHECK(!fs::exists(d.file("a/nx")));
+  CHECK(!fs::exists(d.file("a/n1")));
+  CHECK(!fs::exists(d.file("a/n3")));
+  open_output_directory(d.file("a/nx/y/.."), "--out", true);  // nx is left for y only: made
+  CHECK(fs::is_directory(d.file("a/nx")));
+  CHECK(!fs::exists(d.file("a/nx/y")));
   { std::ofstream(d.file("plain")) << "p"; }
   CHECK_THROWS_WITH_AS(open_output_directory(d.file("plain/y"), "--out", true), doctest::Contains("plain is not a directory"), Error);
   if (::geteuid() != 0) return;
