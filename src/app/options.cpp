@@ -327,7 +327,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   need(t.ckpt_every >= 0, "--ckpt-every must be >= 0");
   need(t.log_every > 0, "--log-every must be positive");
   need(recompute == "auto" || recompute == "0" || recompute == "1" || recompute == "2",
-       "--recompute must be auto, 0, 1 or 2");
+       "--recompute must be auto, 0, 1 or 2, got " + recompute);
   t.recompute = recompute == "auto" ? -1 : std::stoi(recompute);
   need(t.logits_chunk_rows >= 0, "--logits-chunk-rows must be >= 0 (0 = automatic), got " + std::to_string(t.logits_chunk_rows));
   need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");

@@ -108,6 +108,8 @@ TEST_CASE("option values and combinations") {
   usage_error(run, {"--bucket-mb", "-0.5"}, "--bucket-mb must be between 0 and 1e6", 2);
   usage_error(run, {"--logits-chunk-rows", "-1"}, R"(usage error: --logits-chunk-rows must be >= 0 \(0 = automatic\), got -1)", 2);
   usage_error(run, {"--logits-chunk-rows", "two"}, "usage error: .*logits-chunk-rows");
+  usage_error(run, {"--recompute", "3"}, "usage error: --recompute must be auto, 0, 1 or 2, got 3", 2);
+  usage_error(run, {"--recompute", "on"}, "usage error: --recompute must be auto, 0, 1 or 2, got on", 2);
   CHECK(startup([&] { auto a = run.ok(); a.insert(a.end(), {"--logits-chunk-rows", "3"}); return a; }(), 1).exit_code == 0);
   usage_error(run, {"--tokens-cache", run.dir.file("x.tokcache"), "--no-cache"},
               "usage error: --tokens-cache and --no-cache exclude each other", 2);
