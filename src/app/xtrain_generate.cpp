@@ -89,7 +89,8 @@ po::options_description make_options(TokenizerFiles& files) {
        "token, recording the one-token graph, the first one-token step; then steady decoding (tokens, ms, tok/s) and "
        "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks); "
        "--dump-logits adds its phase (the prompt's forward and the file) before the decoder's; with "
-       "--max-new-tokens 0 the lines end there: no token is made, so no decoder, decoding or first-token lines")
+       "--max-new-tokens 0 the lines end there: no token is made, so no decoder, decoding or first-token lines; a "
+       "phase that did not run has no line (no one-token step with --max-new-tokens 1: no first-step or steady line)")
       ("repeat", po::value<int>()->default_value(1),
        "generate N times in this process from the same prompt (only the first is printed; every one must give "
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
@@ -450,9 +451,11 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   phases.add("prompt to first token (" + std::to_string(st.prompt_tokens) + " tokens x " + std::to_string(batch) + ")",
              st.prefill_s);
   if (dec.graph_recordings() > 0) phases.add("recording the one-token graph", dec.graph_record_seconds());
-  // "(recording included)" only where a graph was recorded: on the CPU, or with --cuda-graph off, there is none
-  phases.add(dec.graph_recordings() > 0 ? "first one-token step (recording included)" : "first one-token step",
-             st.first_step_s);
+  // "(recording included)" only where a graph was recorded: on the CPU, or with --cuda-graph off, there is none;
+  // no line where no one-token step ran (one new token, or eos first: all sampled from the prompt's logits)
+  if (st.decode_tokens > 0)
+    phases.add(dec.graph_recordings() > 0 ? "first one-token step (recording included)" : "first one-token step",
+               st.first_step_s);
   // the warm generations: the same prompt again on the same decoder (weights prepared, graph recorded)
   std::vector<double> warm_first_token_s;
   double warm_decode_s = 0.0;
@@ -478,25 +481,34 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     std::fprintf(stderr, "%d tokens past the model's context of %d: each sampled from the last %d tokens\n",
                  st.context_crops, lm.config.maxT, lm.config.maxT);
   const double prompt_tps = st.prefill_s > 0 ? double(st.prompt_tokens) * batch / st.prefill_s : 0.0;
-  const double gen_tps = st.decode_s > 0 ? double(st.decode_tokens) / st.decode_s : 0.0;
-  std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s at %.1f tok/s (%s, %s%s)\n",
+  // the generation speed is that of the one-token steps: with none (every token from the prompt's logits) there
+  // is no speed to give, and the line says where the tokens came from
+  char gen_speed[64] = " from the prompt's logits, no one-token step";
+  if (st.decode_tokens > 0)
+    std::snprintf(gen_speed, sizeof gen_speed, " at %.1f tok/s", st.decode_s > 0 ? st.decode_tokens / st.decode_s : 0.0);
+  std::fprintf(stderr, "prompt: %d token%s x %d at %.1f tok/s; generation: %d token%s%s (%s, %s%s)\n",
                st.prompt_tokens, st.prompt_tokens == 1 ? "" : "s", batch, prompt_tps, st.new_tokens,
-               st.new_tokens == 1 ? "" : "s", gen_tps, be->device_name().c_str(), to_string(be->dtype()),
+               st.new_tokens == 1 ? "" : "s", gen_speed, be->device_name().c_str(), to_string(be->dtype()),
                dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
   if (timing) {
     print_phases();
     const double steady_s = st.decode_s - st.first_step_s;
     const int steady_tokens = st.decode_tokens - st.first_step_tokens;
-    std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,
-                 steady_s > 0 ? steady_tokens / steady_s : 0.0);
+    if (steady_tokens > 0)  // the one-token steps after the first: none with two new tokens or fewer
+      std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,
+                   steady_s > 0 ? steady_tokens / steady_s : 0.0);
     if (first_token_ms >= 0) std::fprintf(stderr, "timing | process start to first token: %.3f ms\n", first_token_ms);
   }
-  if (repeat > 1)
+  if (repeat > 1) {
+    char warm_speed[96] = "";  // none where no one-token step ran
+    if (warm_decode_tokens > 0)
+      std::snprintf(warm_speed, sizeof warm_speed, "; steady decoding: %lld tokens at %.1f tok/s", warm_decode_tokens,
+                    warm_decode_s > 0 ? warm_decode_tokens / warm_decode_s : 0.0);
     std::fprintf(stderr,
                  "repeat | %d generations, the same tokens each time; warm prompt to first token: median %.3f ms over "
-                 "generations 2..%d; steady decoding: %lld tokens at %.1f tok/s\n",
-                 repeat, median(warm_first_token_s) * 1e3, repeat, warm_decode_tokens,
-                 warm_decode_s > 0 ? warm_decode_tokens / warm_decode_s : 0.0);
+                 "generations 2..%d%s\n",
+                 repeat, median(warm_first_token_s) * 1e3, repeat, warm_speed);
+  }
   return 0;
 }
 

@@ -114,6 +114,25 @@ waiting for the backend set-up
 weights to the device"
 [[ "$got" == "$want" && ! -s "$WORK/out" ]] && echo "ok   --max-new-tokens 0 --timing: the phases up to the weights" \
   || fail "--max-new-tokens 0 --timing: phases '$got', want '$want': $(cat "$WORK/err")"
+# one new token: sampled from the prompt's logits, no one-token step ran: no first-step or steady decoding line,
+# no steady part on the 'repeat |' line, and a speed line that claims no decoding speed
+"$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 1 --ignore-eos --timing --repeat 2 > "$WORK/out" 2> "$WORK/err" \
+  || fail "--max-new-tokens 1 --timing: $(cat "$WORK/err")"
+got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+want="backend set-up (cpu), in a thread beside the phases up to the wait
+reading the model file
+loading the tokenizer
+encoding the prompt
+waiting for the backend set-up
+weights to the device
+decoder allocation and weight preparation
+prompt to first token (1 tokens x 1)
+process start to first token"
+[[ "$got" == "$want" ]] && ! grep -q "steady decoding" "$WORK/err" \
+  && grep -qE "^repeat \| 2 generations, the same tokens each time; warm prompt to first token: median [0-9.]+ ms over generations 2\.\.2\$" "$WORK/err" \
+  && grep -q "generation: 1 token from the prompt's logits, no one-token step (cpu" "$WORK/err" \
+  && echo "ok   --max-new-tokens 1 --timing: the phases that ran, no decoding speed" \
+  || fail "--max-new-tokens 1 --timing: phases '$got', want '$want': $(cat "$WORK/err")"
 
 # errors: usage -> 2 ("usage error: .. (see --help)"), runtime -> 1 ("error: .."), one line each, never a
 # hang (a FIFO as input must not block: timeout)
