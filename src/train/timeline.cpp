@@ -11,8 +11,12 @@ namespace xtrain {
 
 StepTimeline::StepTimeline(const std::vector<ParamTensor>& layout, TimelineClock& compute) : compute_(compute) {
   for (const ParamTensor& p : layout) {
+    // a tensor absent from this model (llama's wpe and biases: zero elements) shares the next one's offset:
+    // it names no block
+    if (p.count == 0) continue;
     const std::string block = p.name.substr(0, p.name.find('.'));  // "h3.ln1.w" -> "h3"
-    blocks_.emplace_back(p.offset, block == "wte" ? "embeddings" : block == "lnf" ? "lm_head + lnf" : block);
+    // "lnf": the head's backward runs in the forward (head and loss in chunks of rows), lnf's after the loss
+    blocks_.emplace_back(p.offset, block == "wte" ? "embeddings" : block);
   }
 }
 

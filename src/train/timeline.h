@@ -28,8 +28,8 @@ struct TraceEvent {
 // StepTimeline: the recorder train_rank drives on rank 0, with the backend's compute clock. Between
 // begin(step) and end() (called after the step's work has run: Backend::synchronize), phase(name)
 // closes a compute span [last mark, now] and grads_ready(offset) (from GPT's GradReadyHook) names it
-// after the block whose gradients just became final ("backward h3", "backward lm_head + lnf",
-// "backward embeddings"); collectives arrive through CollectiveTrace. end() reads the marks' times.
+// after the block whose gradients just became final ("backward lnf", "backward h3", "backward embeddings";
+// the head's backward runs in the forward); collectives arrive through CollectiveTrace. end() reads the marks' times.
 class StepTimeline final : public CollectiveTrace {
  public:
   StepTimeline(const std::vector<ParamTensor>& layout, TimelineClock& compute);

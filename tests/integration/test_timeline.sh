@@ -26,7 +26,7 @@ for s in steps:
     comp = [e for e in spans if e["args"]["step"] == s and tracks[e["tid"]] == "compute"]
     comm = [e for e in spans if e["args"]["step"] == s and tracks[e["tid"]] == "communication"]
     names = [e["name"] for e in comp]
-    want = ["forward", "backward lm_head + lnf", "backward h3", "backward h2", "backward h1", "backward h0",
+    want = ["forward", "backward lnf", "backward h3", "backward h2", "backward h1", "backward h0",
             "backward embeddings", "wait for the gradient all-reduce", "loss all-reduce, gradient norm, AdamW"]
     if names != want:
         fail(f"step {s}: compute spans {names}")

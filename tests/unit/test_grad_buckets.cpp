@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <set>
+#include <string>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
@@ -14,6 +15,7 @@
 #include <xtrain/core/error.h>
 #include <xtrain/model/model.h>
 #include "train/grad_buckets.h"
+#include "train/timeline.h"
 
 using namespace xtrain;
 
@@ -102,6 +104,30 @@ TEST_CASE("backward reports final gradients from the end of the buffer, and buck
   CHECK(comm.finished == 1);
   CHECK(comm.started.size() == buckets.num_buckets());  // all started exactly once, in plan order
   CHECK(comm.names.front().find("gradient bucket 1 of ") != std::string::npos);
+}
+
+TEST_CASE("--timeline's backward spans name the block each hook call finished, for gpt2 and llama") {
+  // the head's backward runs in the forward: after the loss only lnf's backward precedes the layers; llama
+  // has no wpe (zero elements at h0's offset), so h0's span is h0's
+  for (const GPTConfig& c : {tiny_config(), test::tiny_llama(0, 3), test::tiny_llama(1, 3)}) {
+    auto be = make_cpu_backend();
+    GPT model(c, *be);
+    model.init_params(7);
+    std::vector<int32_t> tok(2 * 8), tgt(2 * 8);
+    for (size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<int32_t>(i * 7 % c.V), tgt[i] = static_cast<int32_t>(i * 5 % c.V);
+    HostClock clock;
+    StepTimeline timeline(model.layout(), clock);
+    timeline.begin(1);
+    model.forward(tok.data(), tgt.data(), 2, 8, true, 1.0f / 16, nullptr);
+    timeline.phase("forward");
+    model.set_grad_ready_hook([&](size_t off) { timeline.grads_ready(off); });
+    model.backward();
+    model.set_grad_ready_hook(nullptr);
+    timeline.end();
+    std::string names;
+    for (const TraceEvent& e : timeline.events()) names += (names.empty() ? "" : ", ") + e.name;
+    CHECK(names == "forward, backward lnf, backward h2, backward h1, backward h0, backward embeddings");
+  }
 }
 
 TEST_CASE("a recorded step: join starts the buckets left and joins; wait only after join; cancel reopens") {
