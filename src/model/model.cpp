@@ -248,8 +248,18 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
 
 void GPT::ensure_acts(int B, int T) {
   XT_CHECK(T <= cfg_.maxT, "sequence length " << T << " exceeds the model's context " << cfg_.maxT);
-  if (T == T_ && B <= B_) return;  // buffers for a larger batch serve a smaller one
   const size_t act_bytes = be_.activation_bytes();
+  const int chunk = xtrain::logits_chunk_rows(cfg_, B * T, act_bytes, logits_chunk_rows_);
+  if (T == T_ && B <= B_) {  // buffers for a larger batch serve a smaller one
+    if (chunk <= logits_rows_) return;
+    // whose chunk may be larger (automatic chunks: all of its rows where they fit): the logits buffer alone
+    // grows to it, so the smaller batch chunks as in buffers of its own (the same bits)
+    acts_[static_cast<size_t>(cfg_.L) * kPerLayerActs + kLogits] =
+        DeviceBuffer<unsigned char>(be_, size_t(chunk) * cfg_.Vp() * act_bytes);
+    logits_rows_ = chunk;
+    ++buffers_generation_;
+    return;
+  }
   const ActDims dims = act_dims(cfg_, B, T, be_.attention_scratch_count(B, T, cfg_.NH, cfg_.KVH, cfg_.HS), act_bytes,
                                 logits_chunk_rows_);
   auto alloc = [&](const ActSpec& a) {
@@ -267,6 +277,7 @@ void GPT::ensure_acts(int B, int T) {
   tokens_ = DeviceBuffer<int32_t>(be_, N);
   targets_ = DeviceBuffer<int32_t>(be_, N);
   B_ = B, T_ = T;
+  logits_rows_ = int(dims[ActDim::R]);
   ++buffers_generation_;
   fwd_B_ = 0, fwd_T_ = 0;  // the activations backward() would read are gone
 }
@@ -312,10 +323,14 @@ std::vector<MemoryEntry> GPT::memory_entries() const {
     out.push_back(e);
   }
   const size_t N = size_t(B_) * T_;
-  const size_t R = logits_buffer_rows(cfg_, int(N), be_.activation_bytes(), logits_chunk_rows_);
-  // the rows the buffer holds: a chunk's at most (logits_buffer_rows; automatic chunks may be a little smaller)
-  const std::string held = R == N ? "all " + std::to_string(N) + " rows, one chunk"
-                                  : std::to_string(R) + " of the " + std::to_string(N) + " rows, a chunk at a time";
+  const size_t R = size_t(logits_rows_);
+  // the rows the buffer holds: the chunk of the B_ x T_ rows the buffers are sized for (after an evaluation of
+  // another length, the evaluation's), or a smaller batch's larger chunk it grew to (ensure_acts)
+  const std::string shape = " (B " + std::to_string(B_) + " x T " + std::to_string(T_) + ")";
+  const bool grown = R > size_t(logits_buffer_rows(cfg_, int(N), be_.activation_bytes(), logits_chunk_rows_));
+  const std::string held = R == N ? "all " + std::to_string(N) + " rows" + shape + ", one chunk"
+                                  : std::to_string(R) + " of the " + std::to_string(N) + " rows" + shape +
+                                        (grown ? ", grown to a smaller batch's larger chunk" : "") + ", a chunk at a time";
   const std::string logits_note =
       held + " (--logits-chunk-rows " +
       (logits_chunk_rows_ > 0 ? std::to_string(logits_chunk_rows_) : std::string("0: automatic")) +

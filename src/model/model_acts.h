@@ -45,7 +45,8 @@ struct ActDims {
 // kLogitsChunkBytes, else the fewest chunks of at most that many bytes, of equal rows (rounded up to a
 // multiple of 64 where that stays under the bound); a smaller vocabulary keeps all N rows (one chunk, the
 // bits of no chunking). 256 MiB: at the Llama-3.2-1B shape (Vp 128,256, bf16, N 8192) 8 chunks of 1024
-// rows instead of 2.0 GiB (one H100: the default peak 34,491 -> 30,823 MiB with --recompute auto, the
+// rows, a buffer of 250.5 MiB, instead of 2.0 GiB (test_logits_chunks asserts these figures, docs/usage.md
+// quotes them; one H100: the default peak 34,491 -> 30,823 MiB with --recompute auto, the
 // step as fast). Each chunk reads and writes the head's fp32 gradient once (dW +=), which weighs more in a
 // small model's short step: GPT-2 124M (V 50,257, B=16, T=1024) in 6 chunks was 3.3% slower for 1.3 GB
 // (bench/results/training_h100_2026-12.md), hence the vocabulary bound: large vocabularies (Llama 3, Qwen)
@@ -66,11 +67,12 @@ inline int logits_chunk_rows(const GPTConfig& c, int N, size_t act_bytes, int re
   const long long rounded = (even + 63) / 64 * 64;
   return int(rounded <= most ? rounded : even);
 }
-// logits_buffer_rows: the rows the logits buffer of buffers for N rows holds: the largest chunk of any
-// batch of at most N rows (logits_chunk_rows(n) <= min(n, most) for every n), so a smaller batch in the
-// same buffers chunks as it would in its own.
+// logits_buffer_rows: the rows the logits buffer of buffers for N rows holds: the chunk N rows use, so no
+// row of it is held unused. A smaller batch in the same buffers chunks as in buffers of its own (the same
+// bits); where its chunk is larger (automatic chunks: 669 rows fit at once, 1024 are 2 x 512), the logits
+// buffer alone grows to it (GPT::ensure_acts).
 inline int logits_buffer_rows(const GPTConfig& c, int N, size_t act_bytes, int requested) {
-  return std::min(N, logits_chunk_most(c, act_bytes, requested));
+  return logits_chunk_rows(c, N, act_bytes, requested);
 }
 
 inline ActDims act_dims(const GPTConfig& c, int B, int T, size_t att, size_t act_bytes, int logits_chunk) {

@@ -118,6 +118,7 @@ void GPT::head_and_loss(int N, bool train, Grad grads) {
   // R rows a chunk (model_acts.h: at most the buffer's rows); the loop is the same for every step of a
   // shape, so a recorded graph (graph_step.cpp) holds it whole
   const int R = xtrain::logits_chunk_rows(cfg_, N, ab, logits_chunk_rows_);
+  XT_CHECK(R <= logits_rows_, "head_and_loss: chunks of " << R << " rows, a logits buffer of " << logits_rows_);
   auto rows = [&](int which, int r0) { return static_cast<unsigned char*>(gact(which)) + size_t(r0) * C * ab; };
   void* logits = gact(kLogits);  // (R,Vp) one chunk's logits, then its dlogits in place
   float* losses = static_cast<float*>(gact(kLosses));

@@ -67,9 +67,17 @@ Run train(const GPTConfig& c, int chunk, int B, int T, int K, float p, int recom
 TEST_CASE("logits chunk rows: all rows where they fit, else the fewest equal chunks under the bound") {
   GPTConfig llama1b = test::model_config(128256, 2048, 2048, 16, 32, 8, 64, 8192);
   llama1b.arch = Arch::llama;
-  // Llama-3.2-1B, bf16, B 4 x T 2048: 8 chunks of 1024 rows (250.5 MiB each) instead of 2.0 GiB
+  // Llama-3.2-1B, bf16, B 4 x T 2048: 8 chunks of 1024 rows, a buffer of 250.5 MiB instead of 2.0 GiB (the
+  // figures model_acts.h and docs/usage.md give)
   CHECK(logits_chunk_rows(llama1b, 8192, 2, 0) == 1024);
-  CHECK(logits_buffer_rows(llama1b, 8192, 2, 0) == int(kLogitsChunkBytes / (128256 * 2)));  // 1046
+  CHECK(logits_buffer_rows(llama1b, 8192, 2, 0) == 1024);  // the chunk used, not the 1046 rows the bound allows
+  CHECK(double(logits_buffer_rows(llama1b, 8192, 2, 0)) * llama1b.Vp() * 2 / (1 << 20) == 250.5);
+  CHECK(std::round(8192.0 * llama1b.Vp() * 2 / (1 << 30) * 10) / 10 == 2.0);
+  // cl100k's vocabulary in fp32, 1024 rows: two chunks of 512, and a buffer of 512 rows, not of the 669 that fit
+  GPTConfig cl100k = test::model_config(100277, 1024, 64, 2, 4, 4, 16, 256);
+  CHECK(logits_chunk_rows(cl100k, 1024, 4, 0) == 512);
+  CHECK(logits_buffer_rows(cl100k, 1024, 4, 0) == 512);
+  CHECK(logits_chunk_most(cl100k, 4, 0) > 600);
   CHECK(logits_chunk_rows(llama1b, 1000, 2, 0) == 1000);  // fits: one chunk
   CHECK(logits_chunk_rows(llama1b, 8192, 2, 3) == 3);     // asked for
   CHECK(logits_chunk_rows(llama1b, 2, 2, 3) == 2);        // capped at the rows
@@ -85,17 +93,14 @@ TEST_CASE("logits chunk rows: all rows where they fit, else the fewest equal chu
   GPTConfig over = gpt2_124m;
   over.V = kLogitsChunkVocab + 1;
   CHECK(logits_chunk_rows(over, 16384, 2, 0) < 16384);
-  // every batch of at most N rows chunks within the buffer for N rows; the chunk's bytes stay under the bound
+  // the buffer for N rows is the chunk N rows use; every chunk is at most its rows and under the bound
   for (int req : {0, 5})
     for (int N = 1; N <= 20000; N += 7) {
-      const int buffer = logits_buffer_rows(llama1b, N, 2, req);
-      for (int n : {1, N / 3 + 1, N / 2 + 1, N - 1, N}) {
-        if (n < 1) continue;
-        const int R = logits_chunk_rows(llama1b, n, 2, req);
-        REQUIRE(R >= 1);
-        REQUIRE(R <= buffer);
-        if (req == 0) REQUIRE(size_t(R) * 128256 * 2 <= kLogitsChunkBytes);
-      }
+      REQUIRE(logits_buffer_rows(llama1b, N, 2, req) == logits_chunk_rows(llama1b, N, 2, req));
+      const int R = logits_chunk_rows(llama1b, N, 2, req);
+      REQUIRE(R >= 1);
+      REQUIRE(R <= N);
+      if (req == 0) REQUIRE(size_t(R) * 128256 * 2 <= kLogitsChunkBytes);
     }
   auto be = make_cpu_backend();
   GPT model(tiny, *be);
@@ -176,9 +181,50 @@ TEST_CASE("the logits buffer holds one chunk of rows, in the estimate and the me
         std::find_if(entries.begin(), entries.end(), [](const MemoryEntry& e) { return e.name == "logits"; });
     REQUIRE(logits != entries.end());
     CHECK(logits->bytes == size_t(chunk ? chunk : N) * c.Vp() * sizeof(float));
-    CHECK(logits->why.find(chunk ? "3 of the 14 rows, a chunk at a time (--logits-chunk-rows 3)"
-                                 : "all 14 rows, one chunk (--logits-chunk-rows 0: automatic)") != std::string::npos);
+    CHECK(logits->why.find(chunk ? "3 of the 14 rows (B 2 x T 7), a chunk at a time (--logits-chunk-rows 3)"
+                                 : "all 14 rows (B 2 x T 7), one chunk (--logits-chunk-rows 0: automatic)") != std::string::npos);
+    // an evaluation of another length after it: the buffers are the evaluation's, and the row says so
+    const auto eval_tok = tokens_of(size_t(B) * 5, c.V, 3), eval_tgt = tokens_of(size_t(B) * 5, c.V, 4);
+    model.forward(eval_tok.data(), eval_tgt.data(), B, 5, false, 0.0f, nullptr);
+    const std::vector<MemoryEntry> after = model.memory_entries();
+    const auto eval_logits =
+        std::find_if(after.begin(), after.end(), [](const MemoryEntry& e) { return e.name == "logits"; });
+    REQUIRE(eval_logits != after.end());
+    CHECK(eval_logits->bytes == size_t(chunk ? chunk : B * 5) * c.Vp() * sizeof(float));
+    CHECK(eval_logits->why.find(chunk ? "3 of the 10 rows (B 2 x T 5)" : "all 10 rows (B 2 x T 5)") != std::string::npos);
   }
+}
+
+// Buffers for a larger batch serve a smaller one, whose automatic chunk may be larger (all its rows fit under
+// the bound, the larger batch's are split in equal chunks): the logits buffer alone grows to that chunk, so
+// the smaller batch chunks as in buffers of its own, and the memory report says so. A vocabulary of 671,088
+// (fp32: at most 99 rows under 256 MiB): 200 rows are 3 chunks of 67, 90 rows one chunk.
+TEST_CASE("a smaller batch with a larger chunk grows the logits buffer alone") {
+  const GPTConfig c = test::model_config(671088, 10, 8, 1, 2, 2, 4, 16);
+  auto be = make_cpu_backend();
+  REQUIRE(logits_chunk_most(c, 4, 0) == 99);
+  GPT model(c, *be, 0, /*with_grads=*/false);
+  model.init_params(3);
+  auto logits_entry = [&] {
+    const std::vector<MemoryEntry> entries = model.memory_entries();
+    const auto e = std::find_if(entries.begin(), entries.end(), [](const MemoryEntry& m) { return m.name == "logits"; });
+    REQUIRE(e != entries.end());
+    return *e;
+  };
+  const auto tok = tokens_of(200, c.V, 7), tgt = tokens_of(200, c.V, 8);
+  model.set_batch(tok.data(), tgt.data(), 20, 10);
+  CHECK(logits_entry().bytes == size_t(67) * c.Vp() * sizeof(float));
+  CHECK(logits_entry().why.find("67 of the 200 rows (B 20 x T 10), a chunk at a time") != std::string::npos);
+  const uint64_t generation = model.buffers_generation();
+  const double loss = model.forward(tok.data(), tgt.data(), 9, 10, false, 0.0f, nullptr);  // 90 rows, one chunk
+  CHECK(model.buffers_generation() != generation);  // a recorded graph records again
+  CHECK(logits_entry().bytes == size_t(90) * c.Vp() * sizeof(float));
+  CHECK(logits_entry().why.find("90 of the 200 rows (B 20 x T 10), grown to a smaller batch's larger chunk") !=
+        std::string::npos);
+  CHECK(model.logits() != nullptr);  // one chunk: the whole logits, as in buffers of its own
+  GPT own(c, *be, 0, false);
+  own.init_params(3);
+  CHECK(own.forward(tok.data(), tgt.data(), 9, 10, false, 0.0f, nullptr) == loss);
 }
 
 // The first micro-step writes the gradients (Grad::assign, no memset): with the head in chunks, the forward's

@@ -317,6 +317,7 @@ class GPT {
   int recompute_ = 0;
   int logits_chunk_rows_ = 0;  // set_logits_chunk_rows; 0 = automatic
   int logits_chunks_ = 0;      // the chunks of the last forward's head (logits() needs 1)
+  int logits_rows_ = 0;        // the logits buffer's rows (ensure_acts: the largest chunk run in these buffers)
   Grad fwd_grads_ = Grad::accumulate;  // how the last training forward wrote the head's gradient (backward checks)
   std::vector<ParamTensor> layout_;
   size_t num_params_ = 0;
