@@ -146,7 +146,7 @@ TEST_CASE("the head and loss in chunks of rows give the losses and gradients of 
         // the untied head's gradient is final when the forward returns (backward() does not write it: the
         // bucketed all-reduce may send it from the final norm's hook on)
         if (!c.tied()) {
-          const ParamTensor& head = param_layout(c)[final_param_index(c.L, kLmHead)];
+          const ParamTensor head = param_layout(c)[final_param_index(c.L, kLmHead)];  // a copy: the layout is a temporary
           CHECK(std::equal(parts.head_after_forward.begin(), parts.head_after_forward.end(),
                            parts.grads.begin() + long(head.offset)));
         }
