@@ -92,6 +92,8 @@ grep '^timing |' "$WORK/err"
   > "$WORK/out" 2> "$WORK/err"
 [[ $(stat -c %s "$WORK/l.bin") -eq $((4 * 50257 * 4)) ]] && echo "ok   --dump-logits size" || fail "--dump-logits size $(stat -c %s "$WORK/l.bin")"
 [[ ! -s "$WORK/out" ]] || fail "--max-new-tokens 0 printed text"
+# timing_phases: the names of the 'timing | NAME: X.XXX ms' lines of the last run's stderr, in order
+timing_phases() { sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err"; }
 # --timing with no token made: the phases that ran, in order, the prompt's forward for --dump-logits last; no
 # decoder, decoding or first-token line (with or without --dump-logits)
 want="backend set-up (cpu), in a thread beside the phases up to the wait
@@ -101,11 +103,11 @@ waiting for the backend set-up
 reading the model file
 weights to the device
 the prompt's forward and the file for --dump-logits (4 tokens)"
-got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+got=$(timing_phases)
 [[ "$got" == "$want" ]] && echo "ok   --max-new-tokens 0 --timing --dump-logits: the phases that ran" \
   || fail "--max-new-tokens 0 --timing --dump-logits: phases '$got', want '$want': $(cat "$WORK/err")"
 "$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 0 --timing > "$WORK/out" 2> "$WORK/err"
-got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+got=$(timing_phases)
 want="backend set-up (cpu), in a thread beside the phases up to the wait
 reading the model file
 loading the tokenizer
@@ -118,7 +120,7 @@ weights to the device"
 # no steady part on the 'repeat |' line, and a speed line that claims no decoding speed
 "$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 1 --ignore-eos --timing --repeat 2 > "$WORK/out" 2> "$WORK/err" \
   || fail "--max-new-tokens 1 --timing: $(cat "$WORK/err")"
-got=$(sed -nE 's/^timing \| (.*): [0-9]+\.[0-9]{3} ms$/\1/p' "$WORK/err")
+got=$(timing_phases)
 want="backend set-up (cpu), in a thread beside the phases up to the wait
 reading the model file
 loading the tokenizer

@@ -43,6 +43,13 @@ class RecordingComm final : public SoloCollectives<Communicator> {
   bool records = false;
 };
 
+// train_forward: a training forward of 2 sequences of 8 fixed tokens (the gradient hooks' tests' batch)
+void train_forward(GPT& model, const GPTConfig& c) {
+  std::vector<int32_t> tok(2 * 8), tgt(2 * 8);
+  for (size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<int32_t>(i * 7 % c.V), tgt[i] = static_cast<int32_t>(i * 5 % c.V);
+  model.forward(tok.data(), tgt.data(), 2, 8, true, 1.0f / 16, nullptr);
+}
+
 }  // namespace
 
 TEST_CASE("bucket plan: exact cover, reverse order, tensor boundaries, at least the bucket size") {
@@ -77,14 +84,12 @@ TEST_CASE("backward reports final gradients from the end of the buffer, and buck
   auto be = make_cpu_backend();
   GPT model(c, *be);
   model.init_params(7);
-  std::vector<int32_t> tok(2 * 8), tgt(2 * 8);
-  for (size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<int32_t>(i * 7 % c.V), tgt[i] = static_cast<int32_t>(i * 5 % c.V);
   RecordingComm comm;
   BucketedAllReduce buckets(comm, plan_grad_buckets(model.layout(), 1000));
   REQUIRE(buckets.num_buckets() > 3);
   std::vector<size_t> offsets;
   std::vector<size_t> started_at_call;  // buckets started when each hook call returned
-  model.forward(tok.data(), tgt.data(), 2, 8, true, 1.0f / 16, nullptr);
+  train_forward(model, c);
   buckets.begin(model.grads(), model.num_params(), ReduceOp::avg);
   model.set_grad_ready_hook([&](size_t off) {
     offsets.push_back(off);
@@ -113,12 +118,10 @@ TEST_CASE("--timeline's backward spans name the block each hook call finished, f
     auto be = make_cpu_backend();
     GPT model(c, *be);
     model.init_params(7);
-    std::vector<int32_t> tok(2 * 8), tgt(2 * 8);
-    for (size_t i = 0; i < tok.size(); ++i) tok[i] = static_cast<int32_t>(i * 7 % c.V), tgt[i] = static_cast<int32_t>(i * 5 % c.V);
     HostClock clock;
     StepTimeline timeline(model.layout(), clock);
     timeline.begin(1);
-    model.forward(tok.data(), tgt.data(), 2, 8, true, 1.0f / 16, nullptr);
+    train_forward(model, c);
     timeline.phase("forward");
     model.set_grad_ready_hook([&](size_t off) { timeline.grads_ready(off); });
     model.backward();
