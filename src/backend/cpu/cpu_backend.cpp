@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <cctype>
 #include <mutex>
 #include <unordered_map>
 #include <sstream>
@@ -37,9 +38,52 @@ std::string openblas_version() {
   return name + " " + version;
 }
 
+}  // namespace
+}  // namespace xtrain
+
+// OpenBLAS built with DYNAMIC_ARCH (Debian's, most distributions') exports these two: the kernel table chosen
+// at load from OPENBLAS_CORETYPE or the CPU's model, and its reset. Weak, so a build without them links and
+// keeps the library's own choice.
+extern "C" void gotoblas_dynamic_init(void) __attribute__((weak));
+extern "C" void gotoblas_dynamic_quit(void) __attribute__((weak));
+
+namespace xtrain {
+namespace {
+
+// OpenBLAS picks its kernels when it loads, from the CPU's family and model number. A release older than the
+// CPU does not know the model and falls back to its generic Prescott (SSE3) kernels: Debian 12's 0.3.21 on an
+// Intel Xeon of family 6, model 207 (Emerald Rapids, AVX-512) ran the default model's GEMMs at ~30 GFLOP/s
+// instead of ~125 with its SkylakeX kernels (`build/bench_cpu_ops 8 3`, bench/results/cpu_2core_2026-12.md).
+// Where the library fell back so although the CPU has AVX2 and FMA, and the user chose no kernels
+// (OPENBLAS_CORETYPE unset), the kernels are chosen by the CPU's features as OPENBLAS_CORETYPE would choose
+// them: SkylakeX with AVX-512 (F, CD, BW, DQ, VL), otherwise Haswell. Done once per process, before the first
+// BLAS call of any backend; a no-op elsewhere.
+void select_blas_kernels() {
+#if defined(__x86_64__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) return;
+    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice stands
+    std::string core = openblas_get_corename();
+    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+    if (core != "prescott") return;
+    __builtin_cpu_init();
+    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                        __builtin_cpu_supports("avx512vl");
+    ::setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1);
+    gotoblas_dynamic_quit();
+    gotoblas_dynamic_init();
+    ::unsetenv("OPENBLAS_CORETYPE");  // the environment as the user left it (child processes detect for themselves)
+  });
+#endif
+}
+
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(RowKernels rows) : rows_(rows) {
+    select_blas_kernels();
     // One BLAS thread: xtrain's parallelism is MPI ranks, one per core; BLAS threads on top of them
     // would oversubscribe the cores (ranks x threads runnable threads) and slow every rank down.
     openblas_set_num_threads(1);
@@ -49,7 +93,8 @@ class CpuBackend final : public Backend {
   std::string device_name() const override {
     const int threads = openblas_get_num_threads();
     std::ostringstream os;
-    os << "cpu (" << openblas_version() << ", " << threads << (threads == 1 ? " thread)" : " threads)");
+    os << "cpu (" << openblas_version() << " " << openblas_get_corename() << ", " << threads
+       << (threads == 1 ? " thread)" : " threads)");
     return os.str();
   }
 
