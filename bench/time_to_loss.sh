@@ -13,13 +13,15 @@
 # steps and training wall seconds (validation excluded, the first step counted at the median step) to reach
 # xtrain AdamW's final val loss; and the goals (muon in <= 0.55x the steps and 0.6x the time of xtrain AdamW,
 # its final val loss within 0.02 of torch.optim.Muon's or below, <= 0.4x torch.compile AdamW's time).
+# XTRAIN=0 skips xtrain's runs and keeps those an earlier invocation left in the same LOGDIR (so PyTorch's grid can
+# be smaller than xtrain's: the table reads every run in the folder).
 # Usage: CONFIG=small bench/time_to_loss.sh   (env: BIN=build-gpu DATA=data LOGDIR=<tmp> PY=python3
 #        ADAMW_LRS="6e-4 1.5e-3 3e-3" MUON_LRS="0.01 0.02 0.04" MUON_ADAMW_LRS=3e-3 STEPS=600 VAL_EVERY=25
-#        PYTORCH=auto)
+#        PYTORCH=auto XTRAIN=1)
 # Exits 1 when a run failed, 2 on a bad setting.
 set -euo pipefail
 
-: "${BIN:=build-gpu}" "${CONFIG:=small}" "${STEPS:=600}" "${PYTORCH:=auto}" "${VAL_EVERY:=25}"
+: "${BIN:=build-gpu}" "${CONFIG:=small}" "${STEPS:=600}" "${PYTORCH:=auto}" "${VAL_EVERY:=25}" "${XTRAIN:=1}"
 source "$(dirname "$0")/common.sh"
 xt_help "$@"
 xt_require_bin "$BIN"
@@ -39,11 +41,12 @@ SHARD="$LOGDIR/brown"
 COMMON=(--data "${SHARD}_000000.bin" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
         "${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --log-every 100 --device cuda)
 failed=0
-for lr in $ADAMW_LRS; do
+[[ $XTRAIN == 0 ]] && xt_adamw_lrs="" xt_muon_lrs="" || xt_adamw_lrs=$ADAMW_LRS xt_muon_lrs=$MUON_LRS
+for lr in $xt_adamw_lrs; do
   mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
     > "$RUNS/xt-adamw-$lr.log" 2>&1 || { echo "xtrain adamw lr $lr failed: $RUNS/xt-adamw-$lr.log"; failed=1; }
 done
-for lr in $MUON_LRS; do
+for lr in $xt_muon_lrs; do
   for alr in $MUON_ADAMW_LRS; do
     mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$alr" \
       --metrics "$RUNS/xt-muon-$lr,$alr.jsonl" > "$RUNS/xt-muon-$lr,$alr.log" 2>&1 ||
