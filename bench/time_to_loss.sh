@@ -13,11 +13,15 @@
 # steps and training wall seconds (validation excluded, the first step counted at the median step) to reach
 # xtrain AdamW's final val loss; and the goals (muon in <= 0.55x the steps and 0.6x the time of xtrain AdamW,
 # its final val loss within 0.02 of torch.optim.Muon's or below, <= 0.4x torch.compile AdamW's time).
+# MUON_STEPS: the lengths Muon's runs are planned for (default STEPS; e.g. "600 330"): the schedule's cosine ends at
+# each run's own last step, as a user who plans a shorter run would set it; a run planned for fewer steps than
+# STEPS is named with @STEPS (xt-muon-0.02,3e-3@330) and counts for the steps and time to the target only
+# (the final-loss comparisons take the full-length runs).
 # XTRAIN=0 skips xtrain's runs and keeps those an earlier invocation left in the same LOGDIR (so PyTorch's grid can
 # be smaller than xtrain's: the table reads every run in the folder).
 # Usage: CONFIG=small bench/time_to_loss.sh   (env: BIN=build-gpu DATA=data LOGDIR=<tmp> PY=python3
 #        ADAMW_LRS="6e-4 1.5e-3 3e-3" MUON_LRS="0.01 0.02 0.04" MUON_ADAMW_LRS=3e-3 STEPS=600 VAL_EVERY=25
-#        PYTORCH=auto XTRAIN=1)
+#        MUON_STEPS=$STEPS PYTORCH=auto XTRAIN=1)
 # Exits 1 when a run failed, 2 on a bad setting.
 set -euo pipefail
 
@@ -25,7 +29,13 @@ set -euo pipefail
 source "$(dirname "$0")/common.sh"
 xt_help "$@"
 xt_require_bin "$BIN"
-: "${ADAMW_LRS:=6e-4 1.5e-3 3e-3}" "${MUON_LRS:=0.01 0.02 0.04}" "${MUON_ADAMW_LRS:=3e-3}"
+: "${ADAMW_LRS:=6e-4 1.5e-3 3e-3}" "${MUON_LRS:=0.01 0.02 0.04}" "${MUON_ADAMW_LRS:=3e-3}" "${MUON_STEPS:=$STEPS}"
+for n in $STEPS $MUON_STEPS; do
+  [[ $n =~ ^[1-9][0-9]*$ && $n -le $STEPS ]] ||
+    { echo "time_to_loss.sh: STEPS and each of MUON_STEPS must be positive integers, MUON_STEPS <= STEPS (got '$n')" >&2; exit 2; }
+done
+# run_name STEPS: "" for a full-length run, "@STEPS" for one planned shorter
+run_name() { [[ $1 == "$STEPS" ]] || echo "@$1"; }
 case "$CONFIG" in
   small) MODEL=(--dim 384 --heads 6 --layers 6 --seq 256 --batch 32) ;;
   gpt2) MODEL=(--dim 768 --heads 12 --layers 12 --seq 1024 --batch 8) ;;
@@ -39,31 +49,35 @@ SHARD="$LOGDIR/brown"
   "$BIN/xtrain_tokenize" --input "$DATA/brown.txt" --encoder-json "$DATA/gpt2/encoder.json" \
     --vocab-bpe "$DATA/gpt2/vocab.bpe" --shard-tokens 100000000 --output "$SHARD" > "$LOGDIR/tokenize.log"
 COMMON=(--data "${SHARD}_000000.bin" --encoder-json "$DATA/gpt2/encoder.json" --vocab-bpe "$DATA/gpt2/vocab.bpe"
-        "${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --log-every 100 --device cuda)
+        "${MODEL[@]}" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --log-every 100 --device cuda)
 failed=0
 [[ $XTRAIN == 0 ]] && xt_adamw_lrs="" xt_muon_lrs="" || xt_adamw_lrs=$ADAMW_LRS xt_muon_lrs=$MUON_LRS
 for lr in $xt_adamw_lrs; do
-  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
+  mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --steps "$STEPS" --optimizer adamw --lr "$lr" --metrics "$RUNS/xt-adamw-$lr.jsonl" \
     > "$RUNS/xt-adamw-$lr.log" 2>&1 || { echo "xtrain adamw lr $lr failed: $RUNS/xt-adamw-$lr.log"; failed=1; }
 done
 for lr in $xt_muon_lrs; do
   for alr in $MUON_ADAMW_LRS; do
-    mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --optimizer muon --muon-lr "$lr" --lr "$alr" \
-      --metrics "$RUNS/xt-muon-$lr,$alr.jsonl" > "$RUNS/xt-muon-$lr,$alr.log" 2>&1 ||
-      { echo "xtrain muon lr $lr,$alr failed: $RUNS/xt-muon-$lr,$alr.log"; failed=1; }
+    for n in $MUON_STEPS; do
+      f="$RUNS/xt-muon-$lr,$alr$(run_name "$n")"
+      mpirun --allow-run-as-root -np 1 "$BIN/xtrain_mpi" "${COMMON[@]}" --steps "$n" --optimizer muon --muon-lr "$lr" --lr "$alr" \
+        --metrics "$f.jsonl" > "$f.log" 2>&1 || { echo "xtrain muon lr $lr,$alr, $n steps failed: $f.log"; failed=1; }
+    done
   done
 done
 if [[ $PYTORCH != 0 ]] && "$PY" -c 'import torch, sys; sys.exit(0 if torch.cuda.is_available() and hasattr(torch.optim, "Muon") else 1)'; then
-  PTM=("${MODEL[@]}" --steps "$STEPS" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --shard "${SHARD}_000000.bin")
+  PTM=("${MODEL[@]}" --warmup 30 --val-every "$VAL_EVERY" --val-seqs 64 --shard "${SHARD}_000000.bin")
   for lr in $ADAMW_LRS; do
-    "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --optimizer adamw --lr "$lr" --out "$RUNS/pt-adamw-$lr.jsonl" \
+    "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --steps "$STEPS" --optimizer adamw --lr "$lr" --out "$RUNS/pt-adamw-$lr.jsonl" \
       > "$RUNS/pt-adamw-$lr.log" 2>&1 || { echo "torch adamw lr $lr failed: $RUNS/pt-adamw-$lr.log"; failed=1; }
   done
   for lr in $MUON_LRS; do
     for alr in $MUON_ADAMW_LRS; do
-      "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --optimizer muon --muon-lr "$lr" --lr "$alr" \
-        --out "$RUNS/pt-muon-$lr,$alr.jsonl" > "$RUNS/pt-muon-$lr,$alr.log" 2>&1 ||
-        { echo "torch muon lr $lr,$alr failed: $RUNS/pt-muon-$lr,$alr.log"; failed=1; }
+      for n in $MUON_STEPS; do
+        f="$RUNS/pt-muon-$lr,$alr$(run_name "$n")"
+        "$PY" "$XT_BENCH_DIR/time_to_loss.py" train "${PTM[@]}" --steps "$n" --optimizer muon --muon-lr "$lr" --lr "$alr" \
+          --out "$f.jsonl" > "$f.log" 2>&1 || { echo "torch muon lr $lr,$alr, $n steps failed: $f.log"; failed=1; }
+      done
     done
   done
 elif [[ $PYTORCH == 1 ]]; then
