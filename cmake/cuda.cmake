@@ -50,6 +50,7 @@ xtrain_find_prefixed(CUDNN cudnn_graph.h cudnn "cuDNN 9 (cudnn_graph.h, libcudnn
 
 target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/allocator.cpp
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/chunk_table.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/cuda_backend.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/event_clock.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/adamw.cu

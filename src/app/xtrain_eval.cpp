@@ -66,8 +66,8 @@ po::options_description make_options(TokenizerFiles& files) {
       ("jsonl-field", po::value<std::string>()->default_value("text"), "JSON lines --loss files: the string field holding each document (given, some --loss file must be JSON lines)")
       ("cache-dir", po::value<std::string>()->default_value(""),
        "directory of the --loss files' token caches, as xtrain_mpi --cache-dir and shared with it (default: "
-       "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file")
-      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache; not with --cache-dir)")
+       "$XDG_CACHE_HOME/xtrain or ~/.cache/xtrain); next-to-data: <file>.tokcache beside each file (given, needs --loss: --mc reads no cache)")
+      ("no-cache", po::bool_switch(), "neither read nor write token caches: tokenize every --loss file in memory (as xtrain_mpi --no-cache; not with --cache-dir; given, needs --loss)")
       ("json", po::value<std::string>(),
        "also write FILE: one JSON object with each set's figures and, for --mc, every item's per-choice "
        "log-probability sums (full precision), token counts and byte lengths (default: none)")
@@ -190,13 +190,18 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   if (!vm["jsonl-field"].defaulted())  // read by some --loss file, as the trainer's by some --data file
     check_jsonl_field_read(corpus.jsonl_field, corpus.format, all_loss_files, "--loss");
   // the other options only --loss sets read: given with none, refused as an unread --jsonl-field is
+  // (a switch has no value to quote: value "")
   auto check_read_by_loss = [&](const char* option, const std::string& value, const char* what) {
     if (loss_sets.empty() && !vm[option].defaulted())
-      throw UsageError(std::string("--") + option + " " + value + " is not read: no --loss file (" + what + ")");
+      throw UsageError(std::string("--") + option + (value.empty() ? "" : " ") + value + " is not read: no --loss file (" +
+                       what + ")");
   };
   check_read_by_loss("data-format", data_format_name(corpus.format), "the --loss files' format");
   check_read_by_loss("seq", std::to_string(seq), "tokens per --loss window");
   check_read_by_loss("max-seqs", std::to_string(max_seqs), "windows per --loss set");
+  // --mc reads no cache (its items are tokenized in memory, and this tool keeps no tokenizer tables)
+  check_read_by_loss("cache-dir", cache_dir, "the --loss files' token caches");
+  check_read_by_loss("no-cache", "", "the --loss files' token caches");
   if (!json.empty()) {  // never over an input or a cache, and writable, before the (possibly long) scoring
     if (is_token_cache_name(json))
       throw UsageError("--json " + json + " ends in " + kTokenCacheExt + ", the name of token caches: choose another name");
@@ -221,8 +226,8 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
     std::fprintf(stderr, "cache  | neither XDG_CACHE_HOME nor HOME is set: no token cache (--cache-dir DIR names one)\n");
     corpus.no_cache = true;
   }
-  // the directory whatever chose it (the default only when --loss uses it)
-  if (!no_cache && !corpus.cache_dir.empty() && (!cache_dir.empty() || !loss_sets.empty()))
+  // the directory whatever chose it (--cache-dir is refused above without --loss)
+  if (!no_cache && !corpus.cache_dir.empty() && !loss_sets.empty())
     check_cache_dir_owner(corpus.cache_dir, token_cache_dir_origin(cache_dir));
   // the files first: a bad item is refused in seconds, before the model is read
   std::vector<std::vector<McItem>> items;

@@ -94,7 +94,7 @@ po::options_description make_options(TokenizerFiles& files) {
       ("repeat", po::value<int>()->default_value(1),
        "generate N times in this process from the same prompt (only the first is printed; every one must give "
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
-       "generations 2..N) and the steady decoding speed over them; 1..1000");
+       "generations 2..N) and the steady decoding speed over them; 1..1000; above 1, needs --max-new-tokens >= 1");
   add_tokenizer_options(o, files, {"with --model: DIR/vocab.json unless given", "with --model: DIR/merges.txt unless given"});
   // (with --model and no tokenizer option at all, the directory's tokenizer: model_dir_tokenizer)
   return o;
@@ -308,6 +308,12 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const bool timing = vm.count("timing") > 0;
   const int repeat = vm["repeat"].as<int>();
   if (repeat < 1 || repeat > 1000) throw UsageError("--repeat must be in [1, 1000], got " + std::to_string(repeat));
+  // --repeat's figures are the warm generations' first token and decoding: with no new token there is
+  // nothing to generate again or to time, so the option would be ignored
+  if (repeat > 1 && opts.max_new_tokens == 0)
+    throw UsageError("--repeat " + std::to_string(repeat) +
+                     " needs --max-new-tokens >= 1: it times the warm generations' first token, and --max-new-tokens 0 "
+                     "generates none");
   read_tokenizer_options(vm, files);
   files.cache_dir = default_token_cache_dir();  // the per-user cache directory of the trainer's default (token_cache.h)
   files.cache_dir_origin = token_cache_dir_origin("");  // no --cache-dir here: the variable that chose it

@@ -247,11 +247,13 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
   // a NaN behind a valid checksum (model/param_check.h) is refused before anything is built or written
   if (const std::string bad = non_finite_param(cfg, params); !bad.empty())
     XT_FAIL("the weights are not finite: " << bad << "; not exporting");
+  // the options the user gave picked another tokenizer: a usage error (exit 2), as the trainer's --init-from
+  // and xtrain_generate / xtrain_eval refuse it
   if (tokenizer_fingerprint != 0 && tok.fingerprint() != tokenizer_fingerprint)
-    XT_FAIL("tokenizer " << tok.describe() << " (fingerprint " << hex64(tok.fingerprint())
-                         << ") is not the one the model was trained with (" << hex64(tokenizer_fingerprint)
-                         << "): give the run's tokenizer options (--tokenizer NAME, --tokenizer-json FILE, --tokenizer-model FILE "
-                            "or --encoder-json/--vocab-bpe)");
+    throw UsageError("tokenizer " + tok.describe() + " (fingerprint " + hex64(tok.fingerprint()) +
+                     ") is not the one the model was trained with (" + hex64(tokenizer_fingerprint) +
+                     "): give the run's tokenizer options (--tokenizer NAME, --tokenizer-json FILE, --tokenizer-model FILE "
+                     "or --encoder-json/--vocab-bpe)");
   if (tok.vocab_size() != cfg.V)
     XT_FAIL("tokenizer " << tok.describe() << " has " << tok.vocab_size() << " tokens, the model " << cfg.V
                          << " (give the tokenizer options the model was trained with)");

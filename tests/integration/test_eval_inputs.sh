@@ -5,8 +5,9 @@
 # naming the option given and the file, exit 1 (2 for a usage error), within seconds; --mc reads .zst
 # (the same figures as the plain file, also in the trainer's --eval-mc); --loss files are cached as the
 # trainer caches --data (--cache-dir, next-to-data, --no-cache, the default $XDG_CACHE_HOME/xtrain), with
-# the same loss every way (--no-cache with --cache-dir is refused, as the trainer's; --data-format, --seq and
-# --max-seqs without --loss too); --eval-mc's help and its error say NAME=FILE. Needs data/ (scripts/setup.sh).
+# the same loss every way (--no-cache with --cache-dir is refused, as the trainer's; --data-format, --seq,
+# --max-seqs, --cache-dir and --no-cache without --loss too: --mc reads no cache); --eval-mc's help and its
+# error say NAME=FILE. Needs data/ (scripts/setup.sh).
 source "$(dirname "$0")/common.sh"
 xt_data
 EVAL="$XTRAIN_BIN_DIR/xtrain_eval"
@@ -73,6 +74,11 @@ refused 2 "--data-format jsonl is not read: no --loss file \(the --loss files' f
 refused 2 "--data-format auto is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --data-format auto
 refused 2 "--seq 16 is not read: no --loss file \(tokens per --loss window\)" "${M[@]}" --mc "$WORK/hs.jsonl" --seq 16
 refused 2 "--max-seqs 4 is not read: no --loss file \(windows per --loss set\)" "${M[@]}" --mc "$WORK/hs.jsonl" --max-seqs 4
+# --mc reads no cache (its items are tokenized in memory): the cache options are --loss's alone
+refused 2 "--cache-dir .*/cd is not read: no --loss file \(the --loss files' token caches\)" "${M[@]}" --mc "$WORK/hs.jsonl" \
+  --cache-dir "$WORK/cd"
+refused 2 "--cache-dir next-to-data is not read: no --loss file" "${M[@]}" --mc "$WORK/hs.jsonl" --cache-dir next-to-data
+refused 2 "--no-cache is not read: no --loss file \(the --loss files' token caches\)" "${M[@]}" --mc "$WORK/hs.jsonl" --no-cache
 refused 1 "--loss: .*hs.jsonl:1: no \"body\" field \(--jsonl-field\)" "${M[@]}" --loss "$WORK/small.txt,$WORK/hs.jsonl" --jsonl-field body
 refused 1 "--loss: llm.c shard .*small.txt: magic" "${M[@]}" --loss "$WORK/small.txt" --data-format llmc
 refused 2 "--seq 33 is longer than the model's context 32" "${M[@]}" --loss "$WORK/small.txt" --seq 33
@@ -103,7 +109,7 @@ refused 2 "--cache-dir was given an empty value" "${M[@]}" --loss "$WORK/small.t
 refused 2 "--json .*x.tokcache ends in .tokcache" "${M[@]}" --loss "$WORK/small.txt" --json "$WORK/x.tokcache"
 refused 2 "--json .*/xdg-cache/xtrain/0123456789abcdef.toktables is inside the token cache directory .*\\(\\\$XDG_CACHE_HOME/xtrain" \
   "${M[@]}" --mc "$WORK/hs.jsonl" --json "$XDG_CACHE_HOME/xtrain/0123456789abcdef.toktables"
-refused 2 "--json .*/cd/r.json is inside the token cache directory .*/cd \\(--cache-dir" "${M[@]}" --mc "$WORK/hs.jsonl" \
+refused 2 "--json .*/cd/r.json is inside the token cache directory .*/cd \\(--cache-dir" "${M[@]}" --loss "$WORK/small.txt" \
   --cache-dir "$WORK/cd" --json "$WORK/cd/r.json"
 refused 2 "--json .*hs.jsonl.zst is an input of this run" "${M[@]}" --mc "$WORK/hs.jsonl.zst" --json "$WORK/hs.jsonl.zst"
 

@@ -125,7 +125,7 @@ if [[ -f "$ranks" ]]; then
     > "$WORK/r.log" 2>&1 || { cat "$WORK/r.log"; fatal "training with r50k_base"; }
   cp -r "$d/e1" "$WORK/e_r"  # over an export that has GPT-2's files: they go
   rc=0; "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" > "$WORK/er.log" 2>&1 || rc=$?
-  [[ $rc -eq 1 ]] && grep -q "is not the one the model was trained with (.*): give the run's tokenizer options (--tokenizer NAME" "$WORK/er.log" ||
+  [[ $rc -eq 2 ]] && grep -q "is not the one the model was trained with (.*): give the run's tokenizer options (--tokenizer NAME" "$WORK/er.log" ||
     { cat "$WORK/er.log"; fail "export of an r50k_base model with GPT-2's files: exit $rc"; }
   cmp "$d/e1/model.safetensors" "$WORK/e_r/model.safetensors" || fail "a refused export changed the directory"
   "$EXPORT" "$WORK/r.ckpt" --out "$WORK/e_r" --tokenizer r50k_base --tokenizer-ranks "$ranks" > "$WORK/er.log" || fail "export with --tokenizer r50k_base"

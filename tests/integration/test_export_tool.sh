@@ -4,7 +4,8 @@
 # export changes; export -> --init-from -> checkpoint -> export gives the same bytes (bitwise round
 # trip); GPT-2-inexpressible shapes go to the xtrain layout and refuse --format hf with one line;
 # unwritable output, shape mismatches and a missing or bad config.json (--init-from and xtrain_generate
-# --model alike) are one line with exit 1; an input is never an output, nor --out the token cache directory or
+# --model alike) are one line with exit 1; another tokenizer than the checkpoint's is a usage error (exit 2)
+# at export as at --init-from; an input is never an output, nor --out the token cache directory or
 # below it (beside it is fine); 6
 # concurrent exports to one registry record 6 entries; a bad registry or a taken name writes nothing;
 # a refused re-export leaves the previous export; symlinks in --out and FIFO inputs
@@ -129,6 +130,15 @@ rc=$?
 set -e
 [[ $rc -eq 2 ]] || { cat "$WORK/tk.log"; fail "--init-from with another tokenizer: exit $rc, expected 2"; }
 one_line "$WORK/tk.log" "usage error: --init-from .*e_tok was trained with another tokenizer"
+# the same mismatch at export (the checkpoint trained with GPT-2's files, the swapped merges given): a usage
+# error too, exit 2 as the trainer's, and nothing written
+set +e
+"$EXPORT" "$WORK/a.ckpt" --out "$WORK/e_tokx" --encoder-json "$WORK/e_tok/vocab.json" --vocab-bpe "$WORK/e_tok/merges.txt" \
+  > "$WORK/tkx.log" 2>&1
+rc=$?
+set -e
+[[ $rc -eq 2 && ! -e "$WORK/e_tokx/model.safetensors" ]] || { cat "$WORK/tkx.log"; fail "export with another tokenizer: exit $rc, expected 2"; }
+one_line "$WORK/tkx.log" "^xtrain_export: usage error: tokenizer .* is not the one the model was trained with (.*): give the run's tokenizer options"
 
 # 5. grouped-query attention: xtrain layout by default, --format hf refused with the reason
 "$XT" "${DATA[@]}" "${TINY[@]}" --steps 1 --ckpt "$WORK/g.ckpt" > "$WORK/g.log" 2>&1 || { cat "$WORK/g.log"; fatal "GQA training"; }

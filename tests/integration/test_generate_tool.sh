@@ -3,7 +3,7 @@
 # (xtrain_export) give the same tokens (seeded sampling and greedy, 5 prompts x 64 tokens); a seed
 # repeats and another seed differs; --timing prints the cold start's phases (with --max-new-tokens 0 those that
 # ran, up to the weights and --dump-logits's forward) and --repeat 3 the warm figures,
-# with every repeat's tokens those of one run; --dump-logits writes (T, V) float32; --help (and -h) lists every option;
+# with every repeat's tokens those of one run (--repeat 2 with --max-new-tokens 0, nothing to time, refused); --dump-logits writes (T, V) float32; --help (and -h) lists every option;
 # --model DIR takes the tokenizer file not given from DIR;
 # usage errors exit 2 and runtime errors 1, each with one line (--dump-logits over an input, a prompt
 # longer than the context, FIFO and device inputs, a crafted config.json, >/dev/full). Needs data/
@@ -189,6 +189,9 @@ grep -q -- "--seed must be an integer" "$WORK/err" || fail "--seed -1: $(cat "$W
 expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --batch 1000000000
 expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --cuda-graph yes
 expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --repeat 0
+# --repeat times the warm generations' first token: with --max-new-tokens 0 there is none, so it is refused
+expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --max-new-tokens 0 --repeat 2
+grep -q -- "--repeat 2 needs --max-new-tokens >= 1" "$WORK/err" || fail "--repeat 2 --max-new-tokens 0: $(cat "$WORK/err")"
 expect_rc 2 --ckpt "$WORK/m.ckpt" --prompt x --dump-logits ""
 grep -q -- "--dump-logits was given an empty value" "$WORK/err" || fail "--dump-logits \"\": $(cat "$WORK/err")"
 # a prompt longer than the context (96) is refused up front, before any text is streamed

@@ -417,10 +417,12 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
             .find(out + "/tokenizer.json (fingerprint " + hex64(fp_swapped) + ") is not the tokenizer the model was trained with") !=
         std::string::npos);
   CHECK(entries() == 2);  // its own entry: other source bytes
-  // another tokenizer at export time: refused naming both
+  // another tokenizer at export time: refused naming both, a usage error (exit 2) as at --init-from
+  // (check_model_tokenizer above) and in xtrain_generate and xtrain_eval
   CHECK(error_of([&] { make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp); })
             .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=
         std::string::npos);
+  CHECK_THROWS_AS(make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp), UsageError);
 }
 
 TEST_CASE("hf layout: GPT-2 names, Conv1D (in, out) weights, V rows of wte, no lm_head") {

@@ -165,9 +165,9 @@ std::string model_config_json(const GPTConfig& cfg, ModelLayout layout, const Co
 
 // Bytes of a whole export, in memory: file name -> contents: model.safetensors, config.json,
 // generation_config.json and the tokenizer (the header comment lists the files; docs/serving.md which
-// file each tokenizer gives). Deterministic for given inputs. Throws Error when tok's fingerprint is not
-// tokenizer_fingerprint (when != 0, e.g. a checkpoint's), naming both and the options that pick a
-// tokenizer, when its vocabulary size is not cfg.V, when it cannot be written as a tokenizer.json
+// file each tokenizer gives). Deterministic for given inputs. Throws UsageError when tok's fingerprint is
+// not tokenizer_fingerprint (when != 0, e.g. a checkpoint's), naming both and the options that pick a
+// tokenizer; Error when its vocabulary size is not cfg.V, when it cannot be written as a tokenizer.json
 // exactly (Tokenizer::hf_tokenizer_json's reason), and export_tensors' error for hf.
 using ExportFiles = std::map<std::string, std::string>;
 ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, ModelLayout layout, const Tokenizer& tok,

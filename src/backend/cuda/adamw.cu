@@ -1,8 +1,7 @@
 // AdamW (Loshchilov & Hutter 2019, Alg. 2) with bias correction and decoupled weight decay scaled
 // by lr (as PyTorch AdamW), one fused elementwise kernel in fp32 over every tensor of the parameter
 // buffer in one launch: a chunk table (as PyTorch's multi_tensor_apply) gives each block its ranges and
-// their weight decay. Bias corrections are computed once on the host in double.
-#include <algorithm>
+// their weight decay (AdamWTable, chunk_table.h). Bias corrections are computed once on the host in double.
 #include <cmath>
 #include <cstdint>
 #include <vector>
@@ -13,19 +12,6 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr int kThreads = 256;
-// Elements per chunk (one block each): 64 per thread, so a 124M-parameter model is ~7.6K blocks, ~7 waves of
-// resident blocks on an H200's 132 SMs (a part-filled last wave costs little), and the table ~120 KiB; a
-// tensor smaller than this is one chunk.
-constexpr size_t kChunkElems = size_t(kThreads) * 64;
-
-// One block's slice of the update: elements [begin, begin + count) of the flat buffers.
-struct AdamWChunk {
-  size_t begin;
-  uint32_t count;
-  uint32_t decay;  // 1: weight decay applies (the span's ParamSpan::decay)
-};
-
 // One element's update (the expression of the single-tensor kernel this replaces: the same bits).
 struct AdamWStep {
   float lr, beta1, beta2, eps, wd, grad_scale, bc1, bc2;
@@ -67,38 +53,6 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 }
 }  // namespace
 
-AdamWTable::~AdamWTable() {
-  if (alloc_) alloc_->free(table_);
-}
-
-int AdamWTable::chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans) {
-  if (table_ && spans.size() == spans_.size() &&
-      std::equal(spans.begin(), spans.end(), spans_.begin(), [](const ParamSpan& a, const ParamSpan& b) {
-        return a.offset == b.offset && a.count == b.count && a.decay == b.decay;
-      }))
-    return num_chunks_;
-  std::vector<AdamWChunk> chunks;
-  for (const ParamSpan& s : spans)
-    for (size_t done = 0; done < s.count; done += kChunkElems)
-      chunks.push_back({s.offset + done, uint32_t(std::min(kChunkElems, s.count - done)), s.decay ? 1u : 0u});
-  XT_CHECK(chunks.size() <= size_t(INT32_MAX), "AdamW: " << chunks.size() << " chunks exceed the launch limit");
-  // Drop the old table first: a failed allocation below then leaves no table, never a stale one.
-  spans_.clear();
-  num_chunks_ = 0;
-  alloc_ = ctx.alloc;
-  alloc_->free(table_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
-  table_ = nullptr;
-  if (!chunks.empty()) {
-    table_ = alloc_->alloc(chunks.size() * sizeof(AdamWChunk), kAdamWTableTag);
-    XT_CUDA_CHECK(cudaMemcpyAsync(table_, chunks.data(), chunks.size() * sizeof(AdamWChunk), cudaMemcpyHostToDevice,
-                                  ctx.stream));
-    XT_CUDA_CHECK(cudaStreamSynchronize(ctx.stream));  // once per layout; `chunks` goes out of scope
-  }
-  spans_ = spans;
-  num_chunks_ = int(chunks.size());
-  return num_chunks_;
-}
-
 void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,
                   const std::vector<ParamSpan>& spans, float lr, float beta1, float beta2, float eps,
                   float weight_decay, float grad_scale, int t) {
@@ -107,9 +61,8 @@ void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const f
   if (num_chunks == 0) return;
   const float bc1 = float(1.0 - std::pow(double(beta1), t));
   const float bc2 = float(1.0 - std::pow(double(beta2), t));
-  const auto* chunks = static_cast<const AdamWChunk*>(table.device());
-  adamw_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(
-      param, grad, m, v, chunks, num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2,
+  adamw_kernel<<<blocks_for(size_t(num_chunks), 1), kChunkThreads, 0, ctx.stream>>>(
+      param, grad, m, v, table.device(), num_chunks, lr, beta1, beta2, eps, weight_decay, grad_scale, bc1, bc2,
       aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v));
   XT_CUDA_LAUNCH_CHECK();
 }

@@ -8,8 +8,8 @@
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <type_traits>
-#include <utility>
 
 #include "backend/cuda/cuda_check.h"
 #include "backend/cuda/gemm_lt_batched.h"
@@ -54,6 +54,41 @@ bool lt_enabled() {
   }();
   return on;
 }
+
+// matmul_desc: a cuBLASLt matmul of `compute` math with fp32 scalars (alpha, beta).
+Desc matmul_desc(cublasComputeType_t compute) {
+  cublasLtMatmulDesc_t raw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, compute, CUDA_R_32F));
+  return Desc(raw);
+}
+
+// pick_algorithm: cuBLASLt's first heuristic choice for desc on the layouts la, lb and lc (C's, also D's)
+// within ctx's workspace, given align: the real alignment in bytes of cuBLASLt's A, B, C and D. The heuristic
+// assumes 256-byte aligned operands unless told otherwise (cuBLASLt docs, cublasLtMatmulPreferenceAttributes_t),
+// so a pointer into a buffer gets a suitable algorithm (or none) instead of a fault. nullopt when cuBLASLt
+// offers none or does not support the case (the caller then takes its unfused route); throws Error on any
+// other cuBLASLt failure.
+std::optional<cublasLtMatmulAlgo_t> pick_algorithm(const OpContext& ctx, cublasLtMatmulDesc_t desc, const Layout& la,
+                                                   const Layout& lb, const Layout& lc, const uint32_t (&align)[4]) {
+  cublasLtMatmulPreference_t praw = nullptr;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+  Pref pref(praw);
+  const uint64_t ws = ctx.workspace_bytes;
+  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
+                                                       sizeof(ws)));
+  const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+  for (int i = 0; i < 4; ++i)
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attrs[i], &align[i], sizeof(align[i])));
+  cublasLtMatmulHeuristicResult_t result{};
+  int found = 0;
+  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc, la.get(), lb.get(), lc.get(), lc.get(),
+                                                           pref.get(), 1, &result, &found);
+  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return std::nullopt;
+  XT_CUBLAS_CHECK(st);
+  return result.algo;
+}
 }  // namespace
 
 bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
@@ -61,9 +96,7 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt: no cuBLASLt handle");
   if (!lt_enabled()) return false;
   // Column-major view: D (N, M) = op(B)^T-stored (N, K) x op(A)^T-stored (K, M): cuBLASLt's A is our B.
-  cublasLtMatmulDesc_t raw = nullptr;
-  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, g.compute, CUDA_R_32F));
-  Desc desc(raw);
+  const Desc desc = matmul_desc(g.compute);
   const cublasOperation_t opa = g.tb ? CUBLAS_OP_T : CUBLAS_OP_N, opb = g.ta ? CUBLAS_OP_T : CUBLAS_OP_N;
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, opa);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, opb);
@@ -82,35 +115,14 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
   const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
   const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);
-
-  cublasLtMatmulPreference_t praw = nullptr;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
-  Pref pref(praw);
-  const uint64_t ws = ctx.workspace_bytes;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                       sizeof(ws)));
-  // The heuristic assumes 256-byte aligned operands unless told otherwise (cuBLASLt docs,
-  // cublasLtMatmulPreferenceAttributes_t): state the real alignment of each pointer, so a caller passing
-  // a pointer into a buffer gets a suitable algorithm (or none: the unfused route) instead of a fault.
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, const void*> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, g.B},  // cuBLASLt's A is our B (column-major view)
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, g.A},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, g.C},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, g.C}};
-  for (const auto& [attr, ptr] : aligns) {
-    const uint32_t align = alignment_bytes(ptr);
-    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
-  }
   if (g.bias != nullptr && alignment_bytes(g.bias) < 16) return false;  // epilogue vectors: keep them 16-byte aligned
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
-                                                           lc.get(), pref.get(), 1, &result, &found);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
-  XT_CUBLAS_CHECK(st);
+  // each pointer's real alignment: cuBLASLt's A is our B (column-major view), D is C
+  const uint32_t align[4] = {alignment_bytes(g.B), alignment_bytes(g.A), alignment_bytes(g.C), alignment_bytes(g.C)};
+  const std::optional<cublasLtMatmulAlgo_t> algo = pick_algorithm(ctx, desc.get(), la, lb, lc, align);
+  if (!algo) return false;
   const float alpha = 1.0f;
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &alpha, g.B, la.get(), g.A, lb.get(), &g.beta, g.C, lc.get(),
-                                 g.C, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
+                                 g.C, lc.get(), &*algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
   return true;
 }
 
@@ -119,9 +131,7 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
            "bad gemm_lt_batched shape m=" << g.m << " n=" << g.n << " k=" << g.k << " batch=" << g.batch);
   XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt_batched: no cuBLASLt handle");
   if (!lt_enabled()) return false;
-  cublasLtMatmulDesc_t raw = nullptr;
-  XT_CUBLAS_CHECK(cublasLtMatmulDescCreate(&raw, g.compute, CUDA_R_32F));
-  Desc desc(raw);
+  const Desc desc = matmul_desc(g.compute);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, g.ta);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, g.tb);
   // each layout as stored (column-major), with the batch's count and stride (cublasLtMatrixLayoutAttribute_t)
@@ -139,13 +149,6 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
   const Layout la = na ? batched(g.m, g.k, g.lda, g.stride_a) : batched(g.k, g.m, g.lda, g.stride_a);
   const Layout lb = nb ? batched(g.k, g.n, g.ldb, g.stride_b) : batched(g.n, g.k, g.ldb, g.stride_b);
   const Layout lc = batched(g.m, g.n, g.ldc, g.stride_c);
-
-  cublasLtMatmulPreference_t praw = nullptr;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
-  Pref pref(praw);
-  const uint64_t ws = ctx.workspace_bytes;
-  XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws,
-                                                       sizeof(ws)));
   // the real alignment of every matrix of the batch, as gemm_lt states it for its pointers: that of the
   // first one and of the stride between them (in bytes)
   XT_CHECK(g.type == CUDA_R_16BF || g.type == CUDA_R_32F, "gemm_lt_batched: bf16 or fp32 matrices only");
@@ -156,22 +159,12 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
     const uint32_t step = alignment_bytes(reinterpret_cast<const void*>(uintptr_t(stride) * elem_bytes));
     return first < step ? first : step;
   };
-  const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> aligns[] = {
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, batch_alignment(g.A, g.stride_a)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, batch_alignment(g.B, g.stride_b)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, batch_alignment(g.C, g.stride_c)},
-      {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, batch_alignment(g.D, g.stride_c)}};
-  for (const auto& [attr, align] : aligns)
-    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.get(), attr, &align, sizeof(align)));
-  cublasLtMatmulHeuristicResult_t result{};
-  int found = 0;
-  const cublasStatus_t st = cublasLtMatmulAlgoGetHeuristic(ctx.cublaslt, desc.get(), la.get(), lb.get(), lc.get(),
-                                                           lc.get(), pref.get(), 1, &result, &found);
-  if (st == CUBLAS_STATUS_NOT_SUPPORTED || (st == CUBLAS_STATUS_SUCCESS && found == 0)) return false;
-  XT_CUBLAS_CHECK(st);
+  const uint32_t align[4] = {batch_alignment(g.A, g.stride_a), batch_alignment(g.B, g.stride_b),
+                             batch_alignment(g.C, g.stride_c), batch_alignment(g.D, g.stride_c)};
+  const std::optional<cublasLtMatmulAlgo_t> algo = pick_algorithm(ctx, desc.get(), la, lb, lc, align);
+  if (!algo) return false;
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &g.alpha, g.A, la.get(), g.B, lb.get(), &g.beta, g.C,
-                                 lc.get(), g.D, lc.get(), &result.algo, ctx.workspace, ctx.workspace_bytes,
-                                 ctx.stream));
+                                 lc.get(), g.D, lc.get(), &*algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
   return true;
 }
 

@@ -81,43 +81,31 @@ __global__ void __launch_bounds__(kBackwardThreads)
     const T* dy = dout + size_t(row) * C;
     const float mu = mean[row], rs = rstd[row];
     float g_sum = 0.0f, gx_sum = 0.0f;
-    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+    for_backward_slots<T, kN, kSlots>(x, dy, w, lane, nv, [&](int, int, const Vec<T, kN>& xv, const Vec<T, kN>& dv,
+                                                             const Vec<float, kN>& wv) {
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const int p = p0 + i * kWarp;
-        if (p >= nv) continue;
-        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          const float g = to_f(dv.v[k]) * wv.v[k];
-          g_sum += g;
-          gx_sum += g * (to_f(xv.v[k]) - mu) * rs;
-        }
+      for (int k = 0; k < kN; ++k) {
+        const float g = to_f(dv.v[k]) * wv.v[k];
+        g_sum += g;
+        gx_sum += g * (to_f(xv.v[k]) - mu) * rs;
       }
-    }
+    });
     const float g_mean = warp_sum(g_sum) / C, gx_mean = warp_sum(gx_sum) / C;
     T* dx = dinp + size_t(row) * C;
-    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+    for_backward_slots<T, kN, kSlots>(x, dy, w, lane, nv, [&](int i, int p, const Vec<T, kN>& xv, const Vec<T, kN>& dv,
+                                                             const Vec<float, kN>& wv) {
+      Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const int p = p0 + i * kWarp;
-        if (p >= nv) continue;
-        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-        Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          const float d = to_f(dv.v[k]), xhat = (to_f(xv.v[k]) - mu) * rs;
-          dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (d * wv.v[k] - g_mean - xhat * gx_mean));
-          if constexpr (kParams) {
-            dw_sum[i].v[k] += d * xhat;
-            db_sum[i].v[k] += d;
-          }
+      for (int k = 0; k < kN; ++k) {
+        const float d = to_f(dv.v[k]), xhat = (to_f(xv.v[k]) - mu) * rs;
+        dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (d * wv.v[k] - g_mean - xhat * gx_mean));
+        if constexpr (kParams) {
+          dw_sum[i].v[k] += d * xhat;
+          db_sum[i].v[k] += d;
         }
-        store_vec<T, kN>(dx + p * kN, dxv);
       }
-    }
+      store_vec<T, kN>(dx + p * kN, dxv);
+    });
   }
   if constexpr (kParams) {
     constexpr int kStageWarps = norm_stage_warps(2);

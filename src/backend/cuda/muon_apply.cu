@@ -10,8 +10,6 @@
 namespace xtrain::cuda {
 
 namespace {
-constexpr int kThreads = 256;
-
 // block b takes chunks b, b + gridDim.x, ...; a chunk's lr is its span's adjusted one, float(double(lr) *
 // lr_ratio) as the host computes it (IEEE double multiply, round to nearest float: the same bits)
 __global__ void muon_apply_kernel(float* param, const float* update, const MuonChunk* chunks, int num_chunks,
@@ -33,7 +31,7 @@ void muon_apply(const OpContext& ctx, MuonTable& table, float* param, const floa
                 const std::vector<MuonSpan>& spans, float decay, float lr) {
   const int num_chunks = table.chunks_for(ctx, spans);
   if (num_chunks == 0) return;
-  muon_apply_kernel<<<blocks_for(size_t(num_chunks), 1), kThreads, 0, ctx.stream>>>(param, update, table.device(),
+  muon_apply_kernel<<<blocks_for(size_t(num_chunks), 1), kChunkThreads, 0, ctx.stream>>>(param, update, table.device(),
                                                                                     num_chunks, decay, lr);
   XT_CUDA_LAUNCH_CHECK();
 }

@@ -16,6 +16,7 @@
 
 #include <xtrain/backend/backend.h>
 #include "backend/cuda/allocator.h"
+#include "backend/cuda/chunk_table.h"
 #include "backend/cuda/gemv.h"
 
 namespace xtrain::cuda {
@@ -213,66 +214,15 @@ void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int row
 // same copy as the result, so a caller checking for bad input needs no second round trip.
 double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int* device_error = nullptr);
 
-// kAdamWTableTag: the allocator tag of AdamWTable's block (the memory report names it).
-constexpr const char* kAdamWTableTag = "AdamW chunk table";
-// Muon's ops (Backend::muon_momentum, newton_schulz, muon_apply): muon_momentum.cu (with MuonTable),
-// newton_schulz.cu (bf16 tensor-core GEMMs batched over the matrices, scratch from ctx.alloc), muon_apply.cu.
-// MuonChunk: one block's slice of muon_momentum / muon_apply: count elements of one span, starting at
-// param_at, state_at and update_at of its buffers, with the span's lr_ratio.
-struct MuonChunk {
-  size_t param_at, state_at, update_at;
-  uint32_t count;
-  double lr_ratio;
-};
-// MuonTable: the spans of Muon's elementwise ops cut into MuonChunks of at most 16Ki elements, in device
-// memory; built on the first call and again only when the spans change (never during training), so a step
-// uploads nothing. Owned by the backend; frees its block.
-class MuonTable {
- public:
-  MuonTable() = default;
-  ~MuonTable();
-  MuonTable(const MuonTable&) = delete;
-  MuonTable& operator=(const MuonTable&) = delete;
-  // chunks_for: the number of chunks of `spans` (checked by the caller, check_muon_spans), the table rebuilt
-  // (and uploaded on ctx.stream) first when they differ from the last call's.
-  int chunks_for(const OpContext& ctx, const std::vector<MuonSpan>& spans);
-  const MuonChunk* device() const { return table_; }
-
- private:
-  CachingAllocator* alloc_ = nullptr;
-  MuonChunk* table_ = nullptr;
-  int num_chunks_ = 0;
-  std::vector<MuonSpan> spans_;  // what the table was built from
-};
-// kMuonTableTag: the allocator tag of MuonTable's block (the memory report names it).
-constexpr const char* kMuonTableTag = "Muon chunk table";
+// Muon's ops (Backend::muon_momentum, newton_schulz, muon_apply): muon_momentum.cu, newton_schulz.cu (bf16
+// tensor-core GEMMs batched over the matrices, scratch from ctx.alloc), muon_apply.cu; MuonTable and AdamWTable
+// (the optimizers' chunk tables): chunk_table.h.
 // muon_momentum, muon_apply: the Backend ops over every span in one launch (a block per chunk of `table`).
 void muon_momentum(const OpContext& ctx, MuonTable& table, float* buf, float* out, const float* grad,
                    const std::vector<MuonSpan>& spans, float momentum, bool nesterov, float grad_scale);
 void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps);
 void muon_apply(const OpContext& ctx, MuonTable& table, float* param, const float* update,
                 const std::vector<MuonSpan>& spans, float decay, float lr);
-
-// AdamWTable: the chunk table of adamw_update in device memory (adamw.cu): the spans cut into chunks of at
-// most 16Ki elements, each with its span's decay flag. Built on the first call and again only when the spans
-// change (a model's layout never does), so a step uploads nothing. Owned by the backend; frees its block.
-class AdamWTable {
- public:
-  AdamWTable() = default;
-  ~AdamWTable();
-  AdamWTable(const AdamWTable&) = delete;
-  AdamWTable& operator=(const AdamWTable&) = delete;
-  // chunks_for: the number of chunks of `spans`, the table rebuilt (and uploaded on ctx.stream) first when
-  // they differ from the last call's. The spans must pass check_adamw_args (adamw_update checks them).
-  int chunks_for(const OpContext& ctx, const std::vector<ParamSpan>& spans);
-  const void* device() const { return table_; }
-
- private:
-  CachingAllocator* alloc_ = nullptr;
-  void* table_ = nullptr;  // num_chunks_ chunks (adamw.cu's AdamWChunk)
-  int num_chunks_ = 0;
-  std::vector<ParamSpan> spans_;  // what the table was built from
-};
 
 // adamw_update: the Backend op over every span in one launch (a block per chunk of `table`).
 void adamw_update(const OpContext& ctx, AdamWTable& table, float* param, const float* grad, float* m, float* v,

@@ -39,29 +39,22 @@ __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const 
   float ss = 0.0f;
   for (int p0 = lane; p0 < nv; p0 += kRowSlots * kWarp) {
     residual_row_slots<T, kN, kAdd, kRowSlots>(v, inp, inp2, res, at, p0, nv);
-#pragma unroll
-    for (int i = 0; i < kRowSlots; ++i) {
-      if (p0 + i * kWarp >= nv) continue;
+    for_trip_slots<kRowSlots>(p0, nv, [&](int i, int) {
 #pragma unroll
       for (int k = 0; k < kN; ++k) ss += to_f(v[i].v[k]) * to_f(v[i].v[k]);
-    }
+    });
   }
   const float rs = rsqrtf(warp_sum(ss) / C + eps);
   const bool kept = nv <= kRowSlots * kWarp;  // one trip: v still holds the lane's vectors of the row
   T* o = out + at;
-  for (int p0 = lane; p0 < nv; p0 += kRowSlots * kWarp) {
+  for_row_slots<kRowSlots>(lane, nv, [&](int i, int p) {
+    const Vec<T, kN> xv = kept ? v[i] : load_vec<T, kN>(x + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+    Vec<T, kN> r;
 #pragma unroll
-    for (int i = 0; i < kRowSlots; ++i) {
-      const int p = p0 + i * kWarp;
-      if (p >= nv) continue;
-      const Vec<T, kN> xv = kept ? v[i] : load_vec<T, kN>(x + p * kN);
-      const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-      Vec<T, kN> r;
-#pragma unroll
-      for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>(to_f(xv.v[k]) * rs * wv.v[k]);
-      store_vec<T, kN>(o + p * kN, r);
-    }
-  }
+    for (int k = 0; k < kN; ++k) r.v[k] = from_f<T>(to_f(xv.v[k]) * rs * wv.v[k]);
+    store_vec<T, kN>(o + p * kN, r);
+  });
   if (lane == 0 && rstd) rstd[row] = rs;
 }
 
@@ -95,36 +88,24 @@ __global__ void __launch_bounds__(kBackwardThreads)
     const T* dy = dout + size_t(row) * C;
     const float rs = rstd[row];
     float gx_sum = 0.0f;
-    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+    for_backward_slots<T, kN, kSlots>(x, dy, w, lane, nv, [&](int, int, const Vec<T, kN>& xv, const Vec<T, kN>& dv,
+                                                             const Vec<float, kN>& wv) {
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const int p = p0 + i * kWarp;
-        if (p >= nv) continue;
-        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) gx_sum += to_f(dv.v[k]) * wv.v[k] * (to_f(xv.v[k]) * rs);
-      }
-    }
+      for (int k = 0; k < kN; ++k) gx_sum += to_f(dv.v[k]) * wv.v[k] * (to_f(xv.v[k]) * rs);
+    });
     const float gx_mean = warp_sum(gx_sum) / C;
     T* dx = dinp + size_t(row) * C;
-    for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) {
+    for_backward_slots<T, kN, kSlots>(x, dy, w, lane, nv, [&](int i, int p, const Vec<T, kN>& xv, const Vec<T, kN>& dv,
+                                                             const Vec<float, kN>& wv) {
+      Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
 #pragma unroll
-      for (int i = 0; i < kSlots; ++i) {
-        const int p = p0 + i * kWarp;
-        if (p >= nv) continue;
-        const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
-        const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
-        Vec<T, kN> dxv = load_vec<T, kN>(dx + p * kN);
-#pragma unroll
-        for (int k = 0; k < kN; ++k) {
-          const float xhat = to_f(xv.v[k]) * rs;
-          dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (to_f(dv.v[k]) * wv.v[k] - xhat * gx_mean));
-          if constexpr (kParams) dw_sum[i].v[k] += to_f(dv.v[k]) * xhat;
-        }
-        store_vec<T, kN>(dx + p * kN, dxv);
+      for (int k = 0; k < kN; ++k) {
+        const float xhat = to_f(xv.v[k]) * rs;
+        dxv.v[k] = from_f<T>(to_f(dxv.v[k]) + rs * (to_f(dv.v[k]) * wv.v[k] - xhat * gx_mean));
+        if constexpr (kParams) dw_sum[i].v[k] += to_f(dv.v[k]) * xhat;
       }
-    }
+      store_vec<T, kN>(dx + p * kN, dxv);
+    });
   }
   if constexpr (kParams) block_column_partial<norm_stage_warps(1)>(partial + size_t(blockIdx.x) * C, dw_sum, stage, C);
 }

@@ -1,7 +1,9 @@
 // What the row-normalizing kernels (layernorm.cu, rmsnorm.cu) share: one launch shape for every norm
-// (ggml-cuda's norm.cu keeps one too), the read of a row's input that, in their fused residual forms,
-// is the residual add itself, and their backwards' blocks of rows that also sum the weight gradients
-// per block (block_column_partial), finished in a fixed order by column_finish (column_reduce.cuh).
+// (ggml-cuda's norm.cu keeps one too), a lane's walk over a row's vectors in trips of slots (for_row_slots;
+// the backwards' loads of x, dout and w per slot: for_backward_slots), the read of a row's input that, in
+// their fused residual forms, is the residual add itself, and their backwards' blocks of rows that also sum
+// the weight gradients per block (block_column_partial), finished in a fixed order by column_finish
+// (column_reduce.cuh).
 #pragma once
 
 #include <initializer_list>
@@ -36,6 +38,36 @@ __device__ __forceinline__ Vec<T, kN> residual_row_vec(const T* inp, const T* in
   }
 }
 
+// A lane's walk over a row of nv vectors (kN elements each) in trips of kSlots: trip p0 = lane, lane +
+// 32 kSlots, ... holds the vectors p = p0 + 32 i, i < kSlots, p < nv (slot i). for_trip_slots: f(i, p) for the
+// slots of trip p0, in slot order; for_row_slots: every trip in order, so a lane meets its vectors in the order
+// p = lane, lane + 32, ... (what the norms' statistics and fused column sums add in). With kSlots fixed and
+// the slots unrolled, a caller's per-slot arrays (v[i], sums[i]) stay in registers.
+template <int kSlots, typename F>
+__device__ __forceinline__ void for_trip_slots(int p0, int nv, F&& f) {
+#pragma unroll
+  for (int i = 0; i < kSlots; ++i) {
+    const int p = p0 + i * kWarp;
+    if (p >= nv) continue;
+    f(i, p);
+  }
+}
+template <int kSlots, typename F>
+__device__ __forceinline__ void for_row_slots(int lane, int nv, F&& f) {
+  for (int p0 = lane; p0 < nv; p0 += kSlots * kWarp) for_trip_slots<kSlots>(p0, nv, f);
+}
+// for_backward_slots: for_row_slots with what a norm backward reads per slot: f(i, p, xv, dv, wv), xv and dv
+// the vector p of the row's input x and gradient dy (T), wv that of the weight w (fp32), loaded in that order
+// (layernorm_backward_kernel, rmsnorm_backward_kernel: both passes over a row).
+template <typename T, int kN, int kSlots, typename F>
+__device__ __forceinline__ void for_backward_slots(const T* x, const T* dy, const float* w, int lane, int nv, F&& f) {
+  for_row_slots<kSlots>(lane, nv, [&](int i, int p) {
+    const Vec<T, kN> xv = load_vec<T, kN>(x + p * kN), dv = load_vec<T, kN>(dy + p * kN);
+    const Vec<float, kN> wv = load_vec<float, kN>(w + p * kN);
+    f(i, p, xv, dv, wv);
+  });
+}
+
 // residual_row_slots: the vectors p = p0 + 32 i (i < kSlots, p < nv) of a row's input, element offset `at`,
 // into v, with residual_row_vec's values (kAdd: inp + inp2 rounded to T, stored to res), but every load issued
 // before the first store to res, so a lane has the whole slice's loads in flight at once (a store between
@@ -45,21 +77,15 @@ template <typename T, int kN, bool kAdd, int kSlots>
 __device__ __forceinline__ void residual_row_slots(Vec<T, kN> (&v)[kSlots], const T* inp, const T* inp2, T* res,
                                                    size_t at, int p0, int nv) {
   [[maybe_unused]] Vec<T, kN> b[kSlots];
-#pragma unroll
-  for (int i = 0; i < kSlots; ++i) {
-    const int p = p0 + i * kWarp;
-    if (p >= nv) continue;
+  for_trip_slots<kSlots>(p0, nv, [&](int i, int p) {
     v[i] = load_vec<T, kN>(inp + at + size_t(p) * kN);
     if constexpr (kAdd) b[i] = load_vec<T, kN>(inp2 + at + size_t(p) * kN);
-  }
+  });
   if constexpr (kAdd) {
-#pragma unroll
-    for (int i = 0; i < kSlots; ++i) {
-      const int p = p0 + i * kWarp;
-      if (p >= nv) continue;
+    for_trip_slots<kSlots>(p0, nv, [&](int i, int p) {
       v[i] = residual_sum<T, kN>(v[i], b[i]);
       store_vec<T, kN>(res + at + size_t(p) * kN, v[i]);
-    }
+    });
   }
 }
 
