@@ -19,12 +19,17 @@
 // RMSNorm ("rmsnorm_forward.llama32_1b", "residual_rmsnorm_forward...", "rmsnorm_backward...") is timed at Llama
 // 3.2 1B's training shape instead (B=4, T=2048: N=8192 rows of C=2048, whatever B), with "gbs" the rows read and
 // written (the backward: dout, inp and dinp read, dinp written).
+// Newton-Schulz ("newton_schulz.gpt2_124m.blocks<p>", p = 1, 2, 3, 4, 6): one call per shape group of GPT-2 124M's Muon
+// matrices (muon_matrices: q, k, v apart), 5 steps, as a Muon step runs them (inside one CUDA graph), with the
+// symmetric products over p x p blocks (cuda::newton_schulz; 1: the full products); "tflops" counts the full
+// products' FLOPs (2 r^2 c + 2 r^3 + 2 r^2 c per matrix and step) whatever p, so the rows compare as times.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -34,6 +39,7 @@
 #include "bench_args.h"
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
+#include <xtrain/train/optim.h>
 
 using namespace xtrain;
 
@@ -227,6 +233,36 @@ int main(int argc, char** argv) {
   DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);
   report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), spans, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
          0, 7.0 * P * 4);  // fp32 state whatever the activation type
+  {  // Newton-Schulz over GPT-2 124M's Muon groups (see the header)
+    std::map<std::pair<int, int>, int> groups;  // (rows, cols) -> matrices, as Muon groups them
+    {
+      const GPT model(gpt2, *be, 0, false);
+      for (const MuonMatrix& m : muon_matrices(model)) ++groups[{m.rows, m.cols}];
+    }
+    size_t total = 0;
+    double flops = 0;
+    for (const auto& [shape, count] : groups) {
+      const double r = std::min(shape.first, shape.second), c = std::max(shape.first, shape.second);
+      total += size_t(count) * shape.first * shape.second;
+      flops += 5.0 * count * (4.0 * r * r * c + 2.0 * r * r * r);
+    }
+    std::vector<float> host(total);
+    for (size_t i = 0; i < total; ++i) host[i] = 0.04f * float(uniform01(hash_key(42, 9), uint64_t(i))) - 0.02f;
+    DeviceBuffer<float> u(*be, total);
+    const cuda::OpContext& ctx = cuda_op_context(*be);
+    for (const int blocks : {1, 2, 3, 4, 6}) {
+      auto graph = be->capture_graph([&] {
+        size_t at = 0;
+        for (const auto& [shape, count] : groups) {
+          cuda::newton_schulz(ctx, u.get() + at, count, shape.first, shape.second, 5, kMuonEps, blocks);
+          at += size_t(count) * shape.first * shape.second;
+        }
+      });
+      be->copy_to_device(u.get(), host.data(), u.bytes());  // each route from the same values
+      report(("newton_schulz.gpt2_124m.blocks" + std::to_string(blocks)).c_str(),
+             time_ms(*be, reps, [&] { graph->launch(); }), flops, 0);
+    }
+  }
   report("prepare_weights", time_ms(*be, reps, [&] { be->prepare_weights(p.get(), P); }), 0,
          be->weight_copy_bytes() > 0 ? double(P) * (4 + be->weight_copy_bytes()) : 0.0);  // a no-op with fp32
   report("sum_squares", time_ms(*be, reps, [&] { be->sum_squares(g.get(), P); }), 0, double(P) * 4);

@@ -5,11 +5,17 @@
 // A = X X^T, B = b A + c A A, X = a X + B X (the last two through cuBLASLt, which writes the result apart
 // from the term it adds, so neither needs a copy first). PyTorch rounds b A and c (A A) apart before adding them;
 // here the GEMM's epilogue adds them in fp32 and rounds once (within bf16 rounding of PyTorch's result).
+// A and B are symmetric: by default only their blocks on and above the diagonal are multiplied (a 3x3 split,
+// symmetric_gemm.h), 2/3 of those two products' work, the lower blocks mirrored.
 #include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm_lt_batched.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/symmetric_gemm.h"
 
 namespace xtrain::cuda {
 
@@ -185,7 +191,20 @@ void gemm_batched(const OpContext& ctx, cublasOperation_t ta, cublasOperation_t 
 }
 }  // namespace
 
-void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps) {
+int newton_schulz_blocks() {
+  static const int blocks = [] {
+    const char* env = std::getenv("XTRAIN_NS_BLOCKS");
+    if (env == nullptr) return kNewtonSchulzBlocks;
+    XT_CHECK(std::strlen(env) == 1 && env[0] >= '1' && env[0] <= '8',
+             "XTRAIN_NS_BLOCKS must be a block count from 1 to 8, got '" << env << "'");
+    return env[0] - '0';
+  }();
+  return blocks;
+}
+
+void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps,
+                   int blocks) {
+  XT_CHECK(blocks >= 1, "newton_schulz: " << blocks << " blocks a side");
   if (batch == 0) return;
   // grid limits: the batch is gridDim.y (norm, flat) or gridDim.z (tall), a tall matrix's c / 32 gridDim.y
   XT_CHECK(batch <= 65535 && (rows + kTile - 1) / kTile <= 65535,
@@ -224,15 +243,28 @@ void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols
   XT_CUDA_LAUNCH_CHECK();
   const float ca = kMuonNsCoefficients[0], cb = kMuonNsCoefficients[1], cc = kMuonNsCoefficients[2];
   __nv_bfloat16 *cur = X.get(), *next = Xn.get();
+  // the symmetric products over upper blocks: A = X X^T from either X buffer (0, 1), B = c A A^T + b A (2)
+  const int p = steps > 0 ? symmetric_blocks(r, blocks) : 1;
+  std::optional<SymmetricProducts> sym;
+  if (p > 1)
+    sym.emplace(ctx, batch, r, p,
+                std::initializer_list<SymmetricProduct>{{X.get(), c, static_cast<long long>(n), nullptr, A.get()},
+                                                        {Xn.get(), c, static_cast<long long>(n), nullptr, A.get()},
+                                                        {A.get(), r, static_cast<long long>(rr), A.get(), B.get()}});
   // Row-major (r, c) X is column-major X^T (ld c); each product below is the row-major one written for
   // cuBLAS (gemm.cpp's convention).
   for (int k = 0; k < steps; ++k) {
-    // A (r, r) = X X^T: column-major (X^T)^T (X^T)
-    gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, nullptr, A.get(), r, rr,
-                 batch);
-    // B = b A + c A A (A symmetric: its column-major storage is itself)
-    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, A.get(), B.get(), r, rr,
-                 batch);
+    if (sym) {
+      sym->run(cur == X.get() ? 0 : 1, 1.0f, 0.0f);
+      sym->run(2, cc, cb);
+    } else {
+      // A (r, r) = X X^T: column-major (X^T)^T (X^T)
+      gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, nullptr, A.get(), r, rr,
+                   batch);
+      // B = b A + c A A (A symmetric: its column-major storage is itself)
+      gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, A.get(), B.get(), r,
+                   rr, batch);
+    }
     // X' = a X + B X: column-major (B X)^T = X^T B^T, B^T being B's column-major storage
     gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, cur, next, c, n, batch);
     std::swap(cur, next);
