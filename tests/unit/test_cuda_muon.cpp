@@ -54,8 +54,8 @@ TEST_CASE("newton_schulz: the symmetric products over upper blocks, any block co
     int batch, rows, cols, blocks, split;  // split: the blocks a side symmetric_blocks takes
   };
   // r = 768 in 2, 3 (the default) and 4 blocks, wide, tall (r = 768 after the transpose) and square; r = 520
-  // asked in 8 takes 5 blocks of 104 rows, so the mirror's 32x32 tiles straddle block edges; r = 8 and r = 200
-  // (100-row blocks: not a multiple of 8) take the full products
+  // asked in 8 takes 5 blocks of 104 rows, not a multiple of the mirror's 32x32 tiles (partial tiles at each
+  // block's edge); r = 8 and r = 200 (100-row blocks: not a multiple of 8) take the full products
   for (const Shape& s : {Shape{3, 768, 768, 2, 2}, Shape{3, 768, 768, 3, 3}, Shape{2, 768, 2304, 4, 4},
                          Shape{2, 3072, 768, 3, 3}, Shape{2, 520, 1040, 8, 5}, Shape{2, 8, 24, 3, 1},
                          Shape{2, 200, 300, 2, 1}}) {

@@ -37,37 +37,44 @@ __global__ void block_pointers_kernel(ProductTable t, int count, int batch, int 
   out[3 * per] = s.D + at;
 }
 
-// block_tiles_kernel over (r, r) matrices split into blocks of h rows, one 32x32 tile per block of threads
-// (blockIdx.x: tile column, blockIdx.y: tile row, blockIdx.z: matrix):
-//   kCopy false: in place in `dst`, each element of a lower block (row / h > col / h) = its mirror
-//                dst[col][row], which lies in an upper block (read only, so no element is read and written);
-//   kCopy true:  dst = src on the upper blocks (row / h <= col / h): the C term of the in-place route.
-// Tiles with no such element leave at once. The mirror reads its tile transposed through shared memory
-// (33 columns: a column read hits 32 banks), so both sides go along rows.
+// block_tiles_kernel over (r, r) matrices split into p x p blocks of h rows: one 32x32 tile of one block pair
+// per block of threads (blockIdx.x: the pair, then the tile inside it; blockIdx.y: the matrix), so no block
+// is launched for a block pair it does not write and a tile never straddles two blocks:
+//   kCopy false: in place in `dst`, each lower block (I, J), I > J, = the transpose of upper block (J, I)
+//                (only upper blocks read, only lower ones written);
+//   kCopy true:  dst = src on the upper blocks (I <= J): the C term of the in-place route.
+// The mirror reads its tile transposed through shared memory (33 columns: a column read hits 32 banks), so
+// both sides go along rows.
 constexpr int kTile = 32, kTileRows = 8;
 template <bool kCopy>
-__global__ void block_tiles_kernel(const __nv_bfloat16* src, __nv_bfloat16* dst, int r, int h) {
-  const int row0 = blockIdx.y * kTile, col0 = blockIdx.x * kTile;
-  const int row_last = min(row0 + kTile, r) - 1, col_last = min(col0 + kTile, r) - 1;
-  const size_t at = size_t(blockIdx.z) * r * r;
+__global__ void block_tiles_kernel(const __nv_bfloat16* src, __nv_bfloat16* dst, int r, int p, int h) {
+  const int tiles = (h + kTile - 1) / kTile;  // a side of a block
+  int u = blockIdx.x / (tiles * tiles), I = 0, J = 0;
+  if constexpr (kCopy) {  // upper pairs (I, J), I <= J, in row order
+    while (u >= p - I) u -= p - I, ++I;
+    J = I + u;
+  } else {  // strictly upper pairs (J, I), J < I, in row order
+    while (u >= p - 1 - J) u -= p - 1 - J, ++J;
+    I = J + 1 + u;
+  }
+  const int t = blockIdx.x % (tiles * tiles), a0 = (t / tiles) * kTile, b0 = (t % tiles) * kTile;
+  const int row0 = I * h + a0, col0 = J * h + b0;  // the tile: rows row0.. (a0 + y < h), columns col0.. (b0 + x < h)
+  const size_t at = size_t(blockIdx.y) * r * r;
   if constexpr (kCopy) {
-    if (row0 / h > col_last / h) return;  // every element in a lower block
-    for (int y = threadIdx.y; y < kTile; y += kTileRows) {
-      const int row = row0 + y, col = col0 + threadIdx.x;
-      if (row < r && col < r && row / h <= col / h) dst[at + size_t(row) * r + col] = src[at + size_t(row) * r + col];
-    }
+    for (int y = threadIdx.y; y < kTile; y += kTileRows)
+      if (a0 + y < h && b0 + threadIdx.x < h) {
+        const size_t e = at + size_t(row0 + y) * r + col0 + threadIdx.x;
+        dst[e] = src[e];
+      }
   } else {
-    if (row_last / h <= col0 / h) return;  // no element in a lower block
     __shared__ float tile[kTile][kTile + 1];
-    for (int y = threadIdx.y; y < kTile; y += kTileRows) {  // tile[y][x] = dst[col0 + y][row0 + x]
-      const int row = col0 + y, col = row0 + threadIdx.x;
-      if (row < r && col < r && row / h < col / h) tile[y][threadIdx.x] = __bfloat162float(dst[at + size_t(row) * r + col]);
-    }
+    for (int y = threadIdx.y; y < kTile; y += kTileRows)  // tile[y][x] = dst[col0 + y][row0 + x]
+      if (b0 + y < h && a0 + threadIdx.x < h)
+        tile[y][threadIdx.x] = __bfloat162float(dst[at + size_t(col0 + y) * r + row0 + threadIdx.x]);
     __syncthreads();
-    for (int y = threadIdx.y; y < kTile; y += kTileRows) {  // dst[row0 + y][col0 + x] = tile[x][y]
-      const int row = row0 + y, col = col0 + threadIdx.x;
-      if (row < r && col < r && row / h > col / h) dst[at + size_t(row) * r + col] = __float2bfloat16_rn(tile[threadIdx.x][y]);
-    }
+    for (int y = threadIdx.y; y < kTile; y += kTileRows)  // dst[row0 + y][col0 + x] = tile[x][y]
+      if (a0 + y < h && b0 + threadIdx.x < h)
+        dst[at + size_t(row0 + y) * r + col0 + threadIdx.x] = __float2bfloat16_rn(tile[threadIdx.x][y]);
   }
 }
 
@@ -125,19 +132,20 @@ void SymmetricProducts::run(int i, float alpha, float beta) const {
   const SymmetricProduct& s = products_[i];
   const void** A = ptrs_.get() + size_t(i) * 4 * per_;
   const void **B = A + per_, **C = A + 2 * per_, **D = A + 3 * per_;
-  const dim3 grid((r_ + kTile - 1) / kTile, (r_ + kTile - 1) / kTile, batch_), block(kTile, kTileRows);
+  const unsigned tiles = unsigned((h_ + kTile - 1) / kTile) * unsigned((h_ + kTile - 1) / kTile);  // per block
+  const dim3 block(kTile, kTileRows), upper(tiles * p_ * (p_ + 1) / 2, batch_), lower(tiles * p_ * (p_ - 1) / 2, batch_);
   LtBatchedGemm g{CUBLAS_OP_T, CUBLAS_OP_N, h_, h_, s.k, alpha, A, s.k, 0, B, s.k, 0, beta, C, D, r_, 0, per_,
                   CUDA_R_16BF, CUBLAS_COMPUTE_32F, true, align_[i]};
   if (!gemm_lt_batched(ctx_, g)) {
     if (beta != 0.0f && s.C != s.D) {  // cuBLAS runs in place: D's upper blocks take C's first
-      block_tiles_kernel<true><<<grid, block, 0, ctx_.stream>>>(s.C, s.D, r_, h_);
+      block_tiles_kernel<true><<<upper, block, 0, ctx_.stream>>>(s.C, s.D, r_, p_, h_);
       XT_CUDA_LAUNCH_CHECK();
     }
     XT_CUBLAS_CHECK(cublasGemmBatchedEx(ctx_.cublas, CUBLAS_OP_T, CUBLAS_OP_N, h_, h_, s.k, &alpha, A, CUDA_R_16BF,
                                         s.k, B, CUDA_R_16BF, s.k, &beta, const_cast<void* const*>(D), CUDA_R_16BF,
                                         r_, per_, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
   }
-  block_tiles_kernel<false><<<grid, block, 0, ctx_.stream>>>(s.D, s.D, r_, h_);
+  block_tiles_kernel<false><<<lower, block, 0, ctx_.stream>>>(s.D, s.D, r_, p_, h_);
   XT_CUDA_LAUNCH_CHECK();
 }
 
