@@ -21,8 +21,9 @@
 // written (the backward: dout, inp and dinp read, dinp written).
 // Newton-Schulz ("newton_schulz.gpt2_124m.blocks<p>", p = 1, 2, 3, 4, 6): one call per shape group of GPT-2 124M's Muon
 // matrices (muon_matrices: q, k, v apart), 5 steps, as a Muon step runs them (inside one CUDA graph), with the
-// symmetric products over p x p blocks (cuda::newton_schulz; 1: the full products); "tflops" counts the full
-// products' FLOPs (2 r^2 c + 2 r^3 + 2 r^2 c per matrix and step) whatever p, so the rows compare as times.
+// symmetric products over p x p blocks (cuda::newton_schulz; 1: the full products); then each group alone
+// ("newton_schulz.<rows>x<cols>x<matrices>.blocks<p>"). "tflops" counts the full products' FLOPs
+// (2 r^2 c + 2 r^3 + 2 r^2 c per matrix and step) whatever p, so the rows compare as times.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
@@ -234,33 +235,48 @@ int main(int argc, char** argv) {
   report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), spans, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
          0, 7.0 * P * 4);  // fp32 state whatever the activation type
   {  // Newton-Schulz over GPT-2 124M's Muon groups (see the header)
-    std::map<std::pair<int, int>, int> groups;  // (rows, cols) -> matrices, as Muon groups them
+    struct Group {
+      int rows, cols, count;
+      size_t at;  // elements into u
+    };
+    std::vector<Group> groups;  // as Muon groups them: by (rows, cols)
     {
+      std::map<std::pair<int, int>, int> count;
       const GPT model(gpt2, *be, 0, false);
-      for (const MuonMatrix& m : muon_matrices(model)) ++groups[{m.rows, m.cols}];
+      for (const MuonMatrix& m : muon_matrices(model)) ++count[{m.rows, m.cols}];
+      size_t at = 0;
+      for (const auto& [shape, k] : count) {
+        groups.push_back({shape.first, shape.second, k, at});
+        at += size_t(k) * shape.first * shape.second;
+      }
     }
-    size_t total = 0;
-    double flops = 0;
-    for (const auto& [shape, count] : groups) {
-      const double r = std::min(shape.first, shape.second), c = std::max(shape.first, shape.second);
-      total += size_t(count) * shape.first * shape.second;
-      flops += 5.0 * count * (4.0 * r * r * c + 2.0 * r * r * r);
-    }
+    const size_t total = groups.back().at + size_t(groups.back().count) * groups.back().rows * groups.back().cols;
     std::vector<float> host(total);
     for (size_t i = 0; i < total; ++i) host[i] = 0.04f * float(uniform01(hash_key(42, 9), uint64_t(i))) - 0.02f;
     DeviceBuffer<float> u(*be, total);
     const cuda::OpContext& ctx = cuda_op_context(*be);
-    for (const int blocks : {1, 2, 3, 4, 6}) {
+    // one row: the groups [first, last) in one CUDA graph, with the full products' FLOPs
+    auto row = [&](const std::string& name, size_t first, size_t last, int blocks) {
+      double flops = 0;
+      for (size_t i = first; i < last; ++i) {
+        const double r = std::min(groups[i].rows, groups[i].cols), c = std::max(groups[i].rows, groups[i].cols);
+        flops += 5.0 * groups[i].count * (4.0 * r * r * c + 2.0 * r * r * r);
+      }
       auto graph = be->capture_graph([&] {
-        size_t at = 0;
-        for (const auto& [shape, count] : groups) {
-          cuda::newton_schulz(ctx, u.get() + at, count, shape.first, shape.second, 5, kMuonEps, blocks);
-          at += size_t(count) * shape.first * shape.second;
-        }
+        for (size_t i = first; i < last; ++i)
+          cuda::newton_schulz(ctx, u.get() + groups[i].at, groups[i].count, groups[i].rows, groups[i].cols, 5,
+                              kMuonEps, blocks);
       });
       be->copy_to_device(u.get(), host.data(), u.bytes());  // each route from the same values
-      report(("newton_schulz.gpt2_124m.blocks" + std::to_string(blocks)).c_str(),
-             time_ms(*be, reps, [&] { graph->launch(); }), flops, 0);
+      report(name.c_str(), time_ms(*be, reps, [&] { graph->launch(); }), flops, 0);
+    };
+    for (const int blocks : {1, 2, 3, 4, 6}) {
+      const std::string suffix = ".blocks" + std::to_string(blocks);
+      row("newton_schulz.gpt2_124m" + suffix, 0, groups.size(), blocks);
+      for (size_t i = 0; i < groups.size(); ++i)  // each group alone: where the blocks pay and where not
+        row("newton_schulz." + std::to_string(groups[i].rows) + "x" + std::to_string(groups[i].cols) + "x" +
+                std::to_string(groups[i].count) + suffix,
+            i, i + 1, blocks);
     }
   }
   report("prepare_weights", time_ms(*be, reps, [&] { be->prepare_weights(p.get(), P); }), 0,
