@@ -69,15 +69,45 @@ TEST_CASE("newton_schulz: the symmetric products over upper blocks, any block co
     Twin<float> x(v);
     be().cpu->newton_schulz(x.c.get(), s.batch, s.rows, s.cols, 5, kMuonEps);
     const cuda::OpContext& ctx = cuda_op_context(*be().gpu);
-    cuda::newton_schulz(ctx, x.g.get(), s.batch, s.rows, s.cols, 5, kMuonEps, s.blocks);
+    cuda::newton_schulz(ctx, x.g.get(), s.batch, s.rows, s.cols, 5, kMuonEps, 0, s.blocks);
     expect_close("newton_schulz, upper blocks", x, kBf16NsRel);
     // the same bits again (no atomics, the same GEMMs)
     DeviceBuffer<float> again(*be().gpu, n);
     be().gpu->copy_to_device(again.get(), v.data(), again.bytes());
-    cuda::newton_schulz(ctx, again.get(), s.batch, s.rows, s.cols, 5, kMuonEps, s.blocks);
+    cuda::newton_schulz(ctx, again.get(), s.batch, s.rows, s.cols, 5, kMuonEps, 0, s.blocks);
     const std::vector<float> first = down(*be().gpu, x.g), second = down(*be().gpu, again);
     CHECK(first == second);
   }
+}
+
+TEST_CASE("newton_schulz over a shape and its transpose in one call (GPT-2's fc and fcproj) vs the CPU oracle") {
+  struct Shape {
+    int batch, batch_t, rows, cols;
+  };
+  // tall then wide and wide then tall, a part empty, and odd sizes (the element paths)
+  for (const Shape& s : {Shape{2, 1, 3072, 768}, Shape{1, 2, 768, 3072}, Shape{0, 2, 768, 2304},
+                         Shape{2, 0, 2304, 768}, Shape{2, 3, 129, 301}}) {
+    CAPTURE(s.batch);
+    CAPTURE(s.batch_t);
+    CAPTURE(s.rows);
+    CAPTURE(s.cols);
+    const size_t per = size_t(s.rows) * s.cols, n = size_t(s.batch + s.batch_t) * per;
+    const std::vector<float> v = rnd(n, 801 + s.rows, -0.02, 0.02);
+    Twin<float> x(v);
+    be().cpu->newton_schulz(x.c.get(), s.batch, s.rows, s.cols, 5, kMuonEps, s.batch_t);
+    be().gpu->newton_schulz(x.g.get(), s.batch, s.rows, s.cols, 5, kMuonEps, s.batch_t);
+    expect_close("newton_schulz, two parts", x, kBf16NsRel);
+    // with 0 steps (norm, load and store only, no GEMM) each part has the bits of a call of its own
+    Twin<float> y(v);
+    be().gpu->newton_schulz(y.g.get(), s.batch, s.rows, s.cols, 0, kMuonEps, s.batch_t);
+    DeviceBuffer<float> a(*be().gpu, n);
+    be().gpu->copy_to_device(a.get(), v.data(), a.bytes());
+    be().gpu->newton_schulz(a.get(), s.batch, s.rows, s.cols, 0, kMuonEps);
+    be().gpu->newton_schulz(a.get() + s.batch * per, s.batch_t, s.cols, s.rows, 0, kMuonEps);
+    CHECK(down(*be().gpu, y.g) == down(*be().gpu, a));
+  }
+  DeviceBuffer<float> z(*be().gpu, 4);
+  CHECK_THROWS_AS(be().gpu->newton_schulz(z.get(), 1, 2, 2, 5, kMuonEps, -1), Error);
 }
 
 TEST_CASE("newton_schulz with 0 steps: X / ||X||_F, any alignment, the same bits alone as in a batch") {
