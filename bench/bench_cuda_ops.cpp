@@ -39,6 +39,7 @@
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/ops.h"
+#include "backend/cuda/symmetric_gemm.h"
 #include "bench_args.h"
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
@@ -283,6 +284,14 @@ int main(int argc, char** argv) {
       be->copy_to_device(u.get(), host.data(), u.bytes());  // each route from the same values
       report(name.c_str(), time_ms(*be, reps, [&] { graph->launch(); }), flops, 0);
     };
+    // the route of the default split's block products (symmetric_gemm.h): X X^T (k = c), then A A (k = r)
+    for (const Group& g : groups)
+      if (const int bp = cuda::symmetric_blocks(g.rows, cuda::kNewtonSchulzBlocks); bp > 1)
+        for (const int k : {g.cols, g.rows})
+          std::printf("# newton_schulz %dx%d in %d blocks a side, k=%d: %s\n", g.rows, g.cols, bp, k,
+                      cuda::symmetric_products_lt(ctx, g.count + g.count_t, g.rows, bp, k)
+                          ? "cuBLASLt pointer arrays"
+                          : "no cuBLASLt algorithm: cublasGemmBatchedEx in place (C copied first)");
     for (const int blocks : {1, 2, 3, 4, 6}) {
       const std::string suffix = ".blocks" + std::to_string(blocks);
       row("newton_schulz.gpt2_124m" + suffix, 0, groups.size(), blocks);

@@ -14,7 +14,8 @@ namespace xtrain::cuda {
 // D_i (m, n) = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * stride_x (elements), C and D sharing ldc and
 // stride_c. Operands, C and D of `type`; fp32 scalars; math `compute`. pointer_array: A, B, C and D are
 // instead device arrays of `batch` pointers, one matrix each (the strides unused), every matrix aligned to
-// `align` bytes (stated to the heuristic, which cannot read device memory).
+// `align` bytes (stated to the heuristic, which cannot read device memory). query_only: only ask whether
+// cuBLASLt offers an algorithm; nothing runs.
 struct LtBatchedGemm {
   cublasOperation_t ta, tb;
   int m, n, k;
@@ -35,6 +36,7 @@ struct LtBatchedGemm {
   cublasComputeType_t compute;
   bool pointer_array = false;
   uint32_t align = 0;
+  bool query_only = false;
 };
 // Returns false, doing nothing, when cuBLASLt offers no algorithm for the case or XTRAIN_CUDA_LT=off (the
 // caller then takes its cuBLAS route); throws Error on any other cuBLASLt failure.

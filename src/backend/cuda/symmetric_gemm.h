@@ -18,6 +18,10 @@ namespace xtrain::cuda {
 // (below that the mirror's launch costs more than the products it saves); 1 (the full product) when none.
 constexpr int kMinSymmetricBlock = 64;
 int symmetric_blocks(int r, int requested);
+// symmetric_products_lt: whether SymmetricProducts' block GEMMs of `batch` matrices of r rows in p blocks,
+// inner dimension k, take cuBLASLt's pointer arrays (else the copy and cublasGemmBatchedEx in place), for
+// 256-byte aligned matrices and beta != 0; asks the heuristic, runs nothing (benchmarks report the route).
+bool symmetric_products_lt(const OpContext& ctx, int batch, int r, int p, int k);
 
 // SymmetricProduct: for b < batch, D_b (r, r) = alpha Y_b Y_b^T + beta C_b, row-major bf16: Y_b = Y + b
 // stride_y is (r, k) with ld k, C_b = C + b r r and D_b = D + b r r (ld r); C_b symmetric (its upper blocks
