@@ -102,26 +102,65 @@ XT_LANES_INLINE void add_rounded(float* p, D<W> x, size_t n) {
   for (size_t j = 0; j < n; ++j) p[j] += float(x[j]);
 }
 
-// exp_lanes: e^x in each lane, within 1 ulp of the correctly rounded value. x = n ln2 + r with |r| <= ln2/2
-// (Cody & Waite reduction with ln2 in two parts, fdlibm's e_exp.c constants: n ln2hi is exact), e^r by its
-// Taylor polynomial to degree 13 (remainder below 2^-57 of e^r), times 2^n made in the exponent bits. x is
-// clamped to [-708, 709]: e^-708 (~3e-308) is 0 once rounded to float and adds nothing next to a sum >= 1;
+// kExp2Sixteenths[j] = 2^(j/16), j in [0, 16), each the double nearest the exact value (relative error <= 2^-53;
+// printed with 17 significant digits, which round-trip a double).
+alignas(64) constexpr double kExp2Sixteenths[16] = {
+    1.0,
+    1.0442737824274138,
+    1.0905077326652577,
+    1.1387886347566916,
+    1.1892071150027210,
+    1.2418578120734840,
+    1.2968395546510096,
+    1.3542555469368927,
+    1.4142135623730951,
+    1.4768261459394993,
+    1.5422108254079407,
+    1.6104903319492543,
+    1.6817928305074290,
+    1.7562521603732995,
+    1.8340080864093424,
+    1.9152065613971474,
+};
+
+// exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16): for W = 8 one permute across the table's two vectors,
+// else one load per lane (the same values either way).
+template <int W>
+XT_LANES_INLINE D<W> exp2_sixteenths(typename Lanes<W>::I j) {
+  if constexpr (W == 8) {
+    return __builtin_shuffle(load<8>(kExp2Sixteenths), load<8>(kExp2Sixteenths + 8), j);
+  } else {
+    D<W> x;
+    for (int l = 0; l < W; ++l) x[l] = kExp2Sixteenths[j[l]];
+    return x;
+  }
+}
+
+// exp_lanes: e^x in each lane, relative error below 3 * 2^-53 (the largest over 96 million random arguments in
+// [-708, 709], [-104, 0] and [-1, 1], against expl: 2.7 * 2^-53); the float results built on it are the exact values
+// rounded to nearest (test_cpu_vec_ops). The table-driven reduction of Tang (ACM TOMS 15(2), 1989,
+// "Table-driven implementation of the exponential function in IEEE floating-point arithmetic") with 16 entries:
+// x = (16 n + j) ln2/16 + r, k = 16 n + j = round(16 x / ln2), |r| <= ln2/32 (Cody & Waite: ln2/16 in two parts,
+// fdlibm's e_exp.c split of ln2 scaled by 1/16, so k ln2hi/16 is exact for |k| < 2^21); e^x = 2^n 2^(j/16) e^r
+// with e^r by its Taylor polynomial to degree 7 (remainder below r^8/8! < 2^-59), 2^(j/16) from kExp2Sixteenths
+// (2^-53) and 2^n made in the exponent bits (exact). Error sum: table 2^-53, reduction (r's two roundings,
+// relative to e^r) about 2^-58, Horner's 14 roundings on a sum near 1 under 2^-51, the last product 2^-53.
+// x is clamped to [-708, 709]: e^-708 (~3e-308) is 0 once rounded to float and adds nothing next to a sum >= 1;
 // 2^1023 bounds the scale. NaN stays NaN.
 template <int W>
 XT_LANES_INLINE D<W> exp_lanes(D<W> x) {
   using I = typename Lanes<W>::I;
   x = x < -708.0 ? splat<W>(-708.0) : x;
   x = x > 709.0 ? splat<W>(709.0) : x;
-  const double shifter = 0x1.8p52;                   // adding it rounds to an integer, kept in the low mantissa bits
-  const D<W> t = x * 0x1.71547652b82fep0 + shifter;  // x log2(e) + shifter
-  const D<W> n = t - shifter;
-  const D<W> r = (x - n * 0x1.62e42fee00000p-1) - n * 0x1.a39ef35793c76p-33;  // x - n ln2hi - n ln2lo
-  D<W> p = splat<W>(1.0 / 6227020800.0);                                      // 1/13!
-  for (const double c : {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
-                         1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0})
-    p = p * r + c;
-  const I scale = ((I)t - (I)splat<W>(shifter) + 1023) << 52;  // 2^n: n + bias in the exponent field
-  return p * (D<W>)scale;
+  const double shifter = 0x1.8p52;                        // adding it rounds to an integer, kept in the low bits
+  const D<W> t = x * (16.0 * 0x1.71547652b82fep0) + shifter;  // 16 x log2(e) + shifter
+  const D<W> kd = t - shifter;                            // k, exactly
+  const D<W> r = (x - kd * (0x1.62e42fee00000p-1 / 16.0)) - kd * (0x1.a39ef35793c76p-33 / 16.0);
+  D<W> p = splat<W>(1.0 / 5040.0);                        // 1/7!
+  for (const double c : {1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0}) p = p * r + c;
+  const I k = (I)t - (I)splat<W>(shifter);
+  const I scale = ((k >> 4) + 1023) << 52;  // 2^n, n = floor(k / 16): n + bias in the exponent field
+  return p * (exp2_sixteenths<W>(k & 15) * (D<W>)scale);
 }
 
 // gelu_y: y = k (x + a x^3), the tanh argument, in the reference's order of operations.
@@ -146,19 +185,27 @@ XT_LANES_INLINE D<W> sqrt_lanes(D<W> x) {
   return x;
 }
 
-// row_max: the largest of x[0, n) (NaN ignored, as std::fmax; -inf for none), exact in float.
+// row_max: the largest of x[0, n) (NaN ignored, as std::fmax; -inf for none), exact in float (in any order: four
+// running maxima, so that consecutive vectors do not wait on one another).
 template <int W>
 XT_LANES_INLINE float row_max(const float* x, size_t n) {
   using F = typename Lanes<W>::F;
-  F m = F{} - INFINITY;
+  F m[4] = {F{} - INFINITY, F{} - INFINITY, F{} - INFINITY, F{} - INFINITY};
   size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+    for (int k = 0; k < 4; ++k) {
+      F f;
+      std::memcpy(&f, x + i + k * W, sizeof f);
+      m[k] = f > m[k] ? f : m[k];
+    }
   for (; i + W <= n; i += W) {
     F f;
     std::memcpy(&f, x + i, sizeof f);
-    m = f > m ? f : m;
+    m[0] = f > m[0] ? f : m[0];
   }
   float mx = -INFINITY;
-  for (int j = 0; j < W; ++j) mx = std::fmax(mx, m[j]);
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < W; ++j) mx = std::fmax(mx, m[k][j]);
   for (; i < n; ++i) mx = std::fmax(mx, x[i]);
   return mx;
 }
@@ -180,12 +227,17 @@ XT_LANES_INLINE void cross_entropy_impl(float* losses, float* dlogits, const flo
     const double mx = row_max<W>(l, Vs);
     const D<W> shift = splat<W>(mx);
     D<W> acc[kSums / W] = {};
-    for (size_t i = 0; i < full; i += kSums)
+    // the next row's logits are fetched into cache while this row's exponentials keep the core busy (the row
+    // max alone would wait on memory): one 64-byte line every 16 logits
+    const char* next = n + 1 < size_t(N) ? reinterpret_cast<const char*>(l + Vp) : nullptr;
+    for (size_t i = 0; i < full; i += kSums) {
+      if (next && i % 16 == 0) __builtin_prefetch(next + i * sizeof(float));
       for (int k = 0; k < kSums / W; ++k) {
         const D<W> x = exp_lanes<W>(load<W>(l + i + k * W) - shift);
         store<W>(e.data() + i + k * W, x);
         acc[k] += x;
       }
+    }
     double part[kSums];
     for (int k = 0; k < kSums / W; ++k) store<W>(part + k * W, acc[k]);
     for (size_t i = full; i < Vs; ++i) {  // the last V % 8 elements, one lane each
@@ -197,12 +249,15 @@ XT_LANES_INLINE void cross_entropy_impl(float* losses, float* dlogits, const flo
     const int tgt = targets[n];
     losses[n] = float(std::log(s) + mx - l[tgt]);  // l[tgt] read before d (maybe l itself) is written
     if (!dlogits) continue;
-    // dlogits = (softmax - onehot) dloss, softmax = e / s (may be l: each element was read before)
+    // dlogits = (softmax - onehot) dloss, softmax dloss = e (dloss / s): one product a logit, not a division
+    // (a vector division takes as long as the exponential); two roundings in double, 2^-52 relative.
+    // d may be l: each element was read before.
     float* d = dlogits + n * Vp;
-    const D<W> sum = splat<W>(s);
+    const double f = dloss / s;
+    const D<W> fv = splat<W>(f);
     size_t i = 0;
-    for (; i + W <= Vs; i += W) store<W>(d + i, load<W>(e.data() + i) / sum * dloss);
-    for (; i < Vs; ++i) d[i] = float(e[i] / s * dloss);
+    for (; i + W <= Vs; i += W) store<W>(d + i, load<W>(e.data() + i) * fv);
+    for (; i < Vs; ++i) d[i] = float(e[i] * f);
     d[tgt] = float((e[tgt] / s - 1.0) * dloss);
     std::fill(d + Vs, d + Vp, 0.0f);
   }

@@ -2,10 +2,11 @@
 // scalar libm calls or in loops the compiler leaves scalar: the cross-entropy over the vocabulary, GELU, the
 // attention's dot products, AdamW. Each has its reference's contract and double arithmetic, vectorized across
 // independent outputs, so that every output sums its terms in the reference's order. What differs, and only in
-// the last bits of a double before its rounding to float: exp is exp_lanes (vec_ops.cpp, within 1 ulp of the
-// correctly rounded value, where the reference calls std::exp), a row's sum of exponentials is taken in 8
-// partial sums, and GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged. test_cpu_backend checks each against
-// its double reference; the finite-difference tests check the references.
+// the last bits of a double before its rounding to float: exp is exp_lanes (vec_ops.cpp, within 3 double ulps
+// of the exact value, where the reference calls std::exp), a row's sum of exponentials is taken in 8 partial sums
+// and its probabilities times dloss are e (dloss / s) where the reference takes e^(l - max - log s) dloss, and
+// GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged. test_cpu_vec_ops checks each against its double reference;
+// the finite-difference tests check the references.
 #pragma once
 
 #include <cstddef>
@@ -14,7 +15,10 @@
 namespace xtrain::cpu::vec {
 
 // cross_entropy_forward_backward: ops.h's contract (losses (N); dlogits (N,Vp) or null, may alias logits;
-// targets checked before anything is written). The loss takes log of the row's sum in double.
+// targets checked before anything is written). The loss takes log of the row's sum in double; every loss and
+// dlogit is the exact value rounded to float, up to 2^-50 of its own size (exp_lanes and a few double roundings).
+// A row at a time, in three passes: its max (float), its exponentials (double, kept in a row buffer of V doubles,
+// 393 KiB for GPT-2's vocabulary, which stays in L2), its dlogits; the next row is prefetched meanwhile.
 void cross_entropy_forward_backward(float* losses, float* dlogits, const float* logits, const int32_t* targets,
                                     double dloss, int N, int V, int Vp);
 
