@@ -194,8 +194,11 @@ TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bi
       all.insert(all.end(), f->begin(), f->end());
     return all;
   };
+  // sum_squares over 1003 elements (a tail of 3 at every width): the reference's 8 partial sums, bit for bit
+  const double squares = cpu::sum_squares(x.data(), x.size());
   const vec::Build widest = vec::use_build(vec::Build::automatic);
   const Floats ref = run();
+  CHECK(vec::sum_squares(x.data(), x.size()) == squares);
   int builds = 1;
   for (const vec::Build b : {vec::Build::avx512, vec::Build::avx2, vec::Build::baseline}) {
     if (b == widest || (b == vec::Build::avx512 && widest != vec::Build::avx512) ||
@@ -203,6 +206,7 @@ TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bi
       continue;  // the reference itself, or one this CPU cannot run
     vec::use_build(b);
     check_same_bits("build " + std::to_string(int(b)) + " against the widest", run(), ref);
+    CHECK(vec::sum_squares(x.data(), x.size()) == squares);
     ++builds;
   }
   vec::use_build(vec::Build::automatic);

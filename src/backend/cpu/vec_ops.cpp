@@ -396,7 +396,7 @@ template <int W>
 XT_LANES_INLINE void adamw_impl(float* param, const float* grad, float* m, float* v, size_t count, double lr,
                                 double beta1, double beta2, double eps, double weight_decay, double grad_scale, int t) {
   XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
-  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+  const double rbc1 = 1.0 / (1.0 - std::pow(beta1, t)), rbc2 = 1.0 / (1.0 - std::pow(beta2, t));
   for (size_t i = 0; i < count; i += W) {
     const size_t n = std::min(size_t(W), count - i);
     const bool whole = n == W;
@@ -404,13 +404,31 @@ XT_LANES_INLINE void adamw_impl(float* param, const float* grad, float* m, float
     const D<W> mi = beta1 * (whole ? load<W>(m + i) : load<W>(m + i, n, 0.0)) + (1.0 - beta1) * g;
     const D<W> vi = beta2 * (whole ? load<W>(v + i) : load<W>(v + i, n, 0.0)) + (1.0 - beta2) * g * g;
     const D<W> p = whole ? load<W>(param + i) : load<W>(param + i, n, 0.0);
-    const D<W> next = p - lr * ((mi / bc1) / (sqrt_lanes<W>(vi / bc2) + eps) + weight_decay * p);
+    const D<W> next = p - lr * ((mi * rbc1) / (sqrt_lanes<W>(vi * rbc2) + eps) + weight_decay * p);
     if (whole) {
       store<W>(m + i, mi), store<W>(v + i, vi), store<W>(param + i, next);
     } else {
       store<W>(m + i, mi, n), store<W>(v + i, vi, n), store<W>(param + i, next, n);
     }
   }
+}
+
+template <int W>
+XT_LANES_INLINE double sum_squares_impl(const float* x, size_t count) {
+  constexpr int kSums = kSquareSums;  // ops.h's partial sums: element i into sum i % 8, whatever W
+  D<W> acc[kSums / W] = {};
+  size_t i = 0;
+  for (; i + kSums <= count; i += kSums)
+    for (int k = 0; k < kSums / W; ++k) {
+      const D<W> v = load<W>(x + i + k * W);
+      acc[k] += v * v;
+    }
+  double part[kSums];
+  for (int k = 0; k < kSums / W; ++k) store<W>(part + k * W, acc[k]);
+  for (; i < count; ++i) part[i % kSums] += double(x[i]) * x[i];
+  double s = 0.0;
+  for (const double p : part) s += p;
+  return s;
 }
 
 // ---- the builds and the choice among them ----
@@ -428,50 +446,51 @@ std::atomic<Build> g_build{widest()};  // what the kernels run (use_build)
 
 }  // namespace
 
-// XT_VEC_BUILDS(name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2> for
-// the baseline) and name itself, which calls the one in use (g_build).
+// XT_VEC_BUILDS(ret, name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2>
+// for the baseline) and name itself, returning ret, which calls the one in use (g_build).
 #if defined(__x86_64__)
-#define XT_VEC_BUILDS(name, impl, params, args)                                  \
-  namespace {                                                                    \
-  __attribute__((target("avx512f"))) void name##_avx512 params { impl<8> args; } \
-  __attribute__((target("avx2"))) void name##_avx2 params { impl<4> args; }      \
-  void name##_baseline params { impl<2> args; }                                  \
-  }                                                                              \
-  void name params {                                                             \
-    switch (g_build.load(std::memory_order_relaxed)) {                           \
-      case Build::avx512:                                                        \
-        return name##_avx512 args;                                               \
-      case Build::avx2:                                                          \
-        return name##_avx2 args;                                                 \
-      default:                                                                   \
-        break;                                                                   \
-    }                                                                            \
-    name##_baseline args;                                                        \
+#define XT_VEC_BUILDS(ret, name, impl, params, args)                                    \
+  namespace {                                                                           \
+  __attribute__((target("avx512f"))) ret name##_avx512 params { return impl<8> args; } \
+  __attribute__((target("avx2"))) ret name##_avx2 params { return impl<4> args; }      \
+  ret name##_baseline params { return impl<2> args; }                                   \
+  }                                                                                     \
+  ret name params {                                                                     \
+    switch (g_build.load(std::memory_order_relaxed)) {                                  \
+      case Build::avx512:                                                               \
+        return name##_avx512 args;                                                      \
+      case Build::avx2:                                                                 \
+        return name##_avx2 args;                                                        \
+      default:                                                                          \
+        break;                                                                          \
+    }                                                                                   \
+    return name##_baseline args;                                                        \
   }
 #else
-#define XT_VEC_BUILDS(name, impl, params, args) \
-  void name params { impl<2> args; }
+#define XT_VEC_BUILDS(ret, name, impl, params, args) \
+  ret name params { return impl<2> args; }
 #endif
 
-XT_VEC_BUILDS(cross_entropy_forward_backward, cross_entropy_impl,
+XT_VEC_BUILDS(void, cross_entropy_forward_backward, cross_entropy_impl,
               (float* losses, float* dlogits, const float* logits, const int32_t* targets, double dloss, int N, int V,
                int Vp),
               (losses, dlogits, logits, targets, dloss, N, V, Vp))
-XT_VEC_BUILDS(gelu_forward, gelu_forward_impl, (float* out, const float* inp, size_t count), (out, inp, count))
-XT_VEC_BUILDS(gelu_backward, gelu_backward_impl,
+XT_VEC_BUILDS(void, gelu_forward, gelu_forward_impl, (float* out, const float* inp, size_t count), (out, inp, count))
+XT_VEC_BUILDS(void, gelu_backward, gelu_backward_impl,
               (float* dinp, const float* inp, const float* dout, size_t count, bool assign),
               (dinp, inp, dout, count, assign))
-XT_VEC_BUILDS(attention_forward, attention_forward_impl,
+XT_VEC_BUILDS(void, attention_forward, attention_forward_impl,
               (float* out, float* att, const float* qkv, int B, int T, int NH, int KVH, int HS),
               (out, att, qkv, B, T, NH, KVH, HS))
-XT_VEC_BUILDS(attention_backward, attention_backward_impl,
+XT_VEC_BUILDS(void, attention_backward, attention_backward_impl,
               (float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int NH, int KVH,
                int HS),
               (dqkv, dout, qkv, att, B, T, NH, KVH, HS))
-XT_VEC_BUILDS(adamw_update, adamw_impl,
+XT_VEC_BUILDS(void, adamw_update, adamw_impl,
               (float* param, const float* grad, float* m, float* v, size_t count, double lr, double beta1, double beta2,
                double eps, double weight_decay, double grad_scale, int t),
               (param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t))
+XT_VEC_BUILDS(double, sum_squares, sum_squares_impl, (const float* x, size_t count), (x, count))
 
 Build use_build(Build b) {
   const Build top = widest();

@@ -39,6 +39,9 @@ void attention_backward(float* dqkv, const float* dout, const float* qkv, const 
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t count, double lr, double beta1,
                   double beta2, double eps, double weight_decay, double grad_scale, int t);
 
+// sum_squares: x (count) -> sum of x^2 in double, ops.h's 8 partial sums (the same bits).
+double sum_squares(const float* x, size_t count);
+
 // Build: the kernels' builds (vec_ops.cpp): vectors of 8 doubles for AVX-512, 4 for AVX2, 2 for the x86-64 baseline
 // (SSE2; the only build elsewhere). Every build gives the same bits. automatic: the widest this CPU runs.
 enum class Build { automatic, avx512, avx2, baseline };
