@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "backend/cpu/exp_table.h"
 #include "backend/cpu/ops.h"
 #include <xtrain/backend/qkv_layout.h>
 #include <xtrain/core/error.h>
@@ -102,29 +103,8 @@ XT_LANES_INLINE void add_rounded(float* p, D<W> x, size_t n) {
   for (size_t j = 0; j < n; ++j) p[j] += float(x[j]);
 }
 
-// kExp2Sixteenths[j] = 2^(j/16), j in [0, 16), each the double nearest the exact value (relative error <= 2^-53;
-// printed with 17 significant digits, which round-trip a double).
-alignas(64) constexpr double kExp2Sixteenths[16] = {
-    1.0,
-    1.0442737824274138,
-    1.0905077326652577,
-    1.1387886347566916,
-    1.1892071150027210,
-    1.2418578120734840,
-    1.2968395546510096,
-    1.3542555469368927,
-    1.4142135623730951,
-    1.4768261459394993,
-    1.5422108254079407,
-    1.6104903319492543,
-    1.6817928305074290,
-    1.7562521603732995,
-    1.8340080864093424,
-    1.9152065613971474,
-};
-
-// exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16): for W = 8 one permute across the table's two vectors,
-// else one load per lane (the same values either way).
+// exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16) (exp_table.h's kExp2Sixteenths): for W = 8 one permute
+// across the table's two vectors, else one load per lane (the same values either way).
 template <int W>
 XT_LANES_INLINE D<W> exp2_sixteenths(typename Lanes<W>::I j) {
   if constexpr (W == 8) {
@@ -136,30 +116,20 @@ XT_LANES_INLINE D<W> exp2_sixteenths(typename Lanes<W>::I j) {
   }
 }
 
-// exp_lanes: e^x in each lane, relative error below 3 * 2^-53 (the largest over 96 million random arguments in
-// [-708, 709], [-104, 0] and [-1, 1], against expl: 2.7 * 2^-53); the float results built on it are the exact values
-// rounded to nearest (test_cpu_vec_ops). The table-driven reduction of Tang (ACM TOMS 15(2), 1989,
-// "Table-driven implementation of the exponential function in IEEE floating-point arithmetic") with 16 entries:
-// x = (16 n + j) ln2/16 + r, k = 16 n + j = round(16 x / ln2), |r| <= ln2/32 (Cody & Waite: ln2/16 in two parts,
-// fdlibm's e_exp.c split of ln2 scaled by 1/16, so k ln2hi/16 is exact for |k| < 2^21); e^x = 2^n 2^(j/16) e^r
-// with e^r by its Taylor polynomial to degree 7 (remainder below r^8/8! < 2^-59), 2^(j/16) from kExp2Sixteenths
-// (2^-53) and 2^n made in the exponent bits (exact). Error sum: table 2^-53, reduction (r's two roundings,
-// relative to e^r) about 2^-58, Horner's 14 roundings on a sum near 1 under 2^-51, the last product 2^-53.
-// x is clamped to [-708, 709]: e^-708 (~3e-308) is 0 once rounded to float and adds nothing next to a sum >= 1;
-// 2^1023 bounds the scale. NaN stays NaN.
+// exp_lanes: exp_table (exp_table.h) in each lane, the same operations in the same order: the same bits, relative
+// error below 3 * 2^-53; the float results built on it are the exact values rounded to nearest (test_cpu_vec_ops).
 template <int W>
 XT_LANES_INLINE D<W> exp_lanes(D<W> x) {
   using I = typename Lanes<W>::I;
-  x = x < -708.0 ? splat<W>(-708.0) : x;
-  x = x > 709.0 ? splat<W>(709.0) : x;
-  const double shifter = 0x1.8p52;                        // adding it rounds to an integer, kept in the low bits
-  const D<W> t = x * (16.0 * 0x1.71547652b82fep0) + shifter;  // 16 x log2(e) + shifter
-  const D<W> kd = t - shifter;                            // k, exactly
-  const D<W> r = (x - kd * (0x1.62e42fee00000p-1 / 16.0)) - kd * (0x1.a39ef35793c76p-33 / 16.0);
-  D<W> p = splat<W>(1.0 / 5040.0);                        // 1/7!
-  for (const double c : {1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0}) p = p * r + c;
-  const I k = (I)t - (I)splat<W>(shifter);
-  const I scale = ((k >> 4) + 1023) << 52;  // 2^n, n = floor(k / 16): n + bias in the exponent field
+  x = x < kExpLo ? splat<W>(kExpLo) : x;
+  x = x > kExpHi ? splat<W>(kExpHi) : x;
+  const D<W> t = x * kExpSixteenOverLn2 + kExpShifter;
+  const D<W> kd = t - kExpShifter;
+  const D<W> r = (x - kd * kExpLn2HiOver16) - kd * kExpLn2LoOver16;
+  D<W> p = splat<W>(kExpTaylor[0]);
+  for (int c = 1; c < 8; ++c) p = p * r + kExpTaylor[c];
+  const I k = (I)t - (I)splat<W>(kExpShifter);
+  const I scale = ((k >> 4) + 1023) << 52;
   return p * (exp2_sixteenths<W>(k & 15) * (D<W>)scale);
 }
 
@@ -328,12 +298,20 @@ XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float*
           for (int i = 0; i < HS; ++i) s += double(q[i]) * load<W>(ktb + size_t(i) * Tp + t0);
           store<W>(p.data() + t0, s * scale);
         }
+        // causal_softmax_row's softmax: the max (exact in any order), exponentials a vector at a time
+        // (exp_lanes, exp_table's bits), their sum z in order, the probabilities p / z; the lanes past t (the
+        // last vector's) are computed and left unused
         double mx = -INFINITY;
         for (int t2 = 0; t2 <= t; ++t2) mx = std::fmax(mx, p[t2]);
-        double z = 0.0;  // softmax shifted by the row max: no overflow
-        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        const D<W> shift = splat<W>(mx);
+        for (size_t t0 = 0; t0 <= size_t(t); t0 += W)
+          store<W>(p.data() + t0, exp_lanes<W>(load<W>(p.data() + t0) - shift));
+        double z = 0.0;
+        for (int t2 = 0; t2 <= t; ++t2) z += p[t2];
+        const D<W> zv = splat<W>(z);
+        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) store<W>(p.data() + t0, load<W>(p.data() + t0) / zv);
         float* a = att + ((size_t(b) * NH + h) * T + t) * T;
-        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? float(p[t2] /= z) : 0.0f;
+        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? float(p[t2]) : 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0);
         const double* vb = vr.data() + size_t(kh) * T * HSp;
         for (int t2 = 0; t2 <= t; ++t2)

@@ -2,10 +2,10 @@
 // scalar libm calls or in loops the compiler leaves scalar: the cross-entropy over the vocabulary, GELU, the
 // attention's dot products, AdamW. Each has its reference's contract and double arithmetic, vectorized across
 // independent outputs, so that every output sums its terms in the reference's order. What differs, and only in
-// the last bits of a double before its rounding to float: exp is exp_lanes (vec_ops.cpp, within 3 double ulps
-// of the exact value, where the reference calls std::exp), a row's sum of exponentials is taken in 8 partial sums
-// and its probabilities times dloss are e (dloss / s) where the reference takes e^(l - max - log s) dloss, and
-// GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged. test_cpu_vec_ops checks each against its double reference;
+// the last bits of a double before its rounding to float: the cross-entropy's and GELU's exp is exp_lanes
+// (exp_table.h's method, within 3 double ulps of the exact value, where their references call std::exp), a row's
+// sum of exponentials is taken in 8 partial sums and its probabilities times dloss are e (dloss / s) where the
+// reference takes e^(l - max - log s) dloss, and GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged. test_cpu_vec_ops checks each against its double reference;
 // the finite-difference tests check the references.
 #pragma once
 
@@ -30,7 +30,7 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t coun
 
 // attention_forward / attention_backward: attention.h's contracts and arithmetic; scores and weighted sums
 // vectorized across positions and channels (every dot product in the reference's order; the softmax's exp is
-// std::exp as in attention_decode, so prefill through the cache still gives these bits).
+// exp_table's, vectorized, as in attention_decode, so prefill through the cache still gives these bits).
 void attention_forward(float* out, float* att, const float* qkv, int B, int T, int NH, int KVH, int HS);
 void attention_backward(float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int NH,
                         int KVH, int HS);
