@@ -2,7 +2,8 @@
 // built three times, for AVX-512 (W = 8), AVX2 (W = 4) and the x86-64 baseline (SSE2, W = 2), and the widest the
 // CPU runs is used (g_build; use_build for tests). Elements are independent across lanes, except the cross-entropy's
 // sum of exponentials, which keeps 8 partial sums at every W, so the width changes no bits. The file is compiled with
-// -ffp-contract=off (src/CMakeLists.txt): no a*b+c is fused into one rounding, so every build, and the scalar
+// -ffp-contract=off (src/CMakeLists.txt): no a*b+c is fused into one rounding unless written so (fma_lanes, the
+// exponential's: one FMA instruction in the wide builds, std::fma in the baseline's), so every build, and the scalar
 // tails of a row, give each element the same bits; and with -fno-math-errno, so that a lane's sqrt is one
 // instruction (the correctly rounded root all the same).
 #include "backend/cpu/vec_ops.h"
@@ -12,6 +13,10 @@
 #include <cmath>
 #include <cstring>
 #include <vector>
+
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
 
 #include "backend/cpu/exp_table.h"
 #include "backend/cpu/ops.h"
@@ -103,6 +108,31 @@ XT_LANES_INLINE void add_rounded(float* p, D<W> x, size_t n) {
   for (size_t j = 0; j < n; ++j) p[j] += float(x[j]);
 }
 
+// fma_lanes: a * b + c in each lane with one rounding (the same bits as std::fma): one instruction in the AVX-512
+// and AVX2 builds (which need FMA3), std::fma per lane in the baseline's. The wide ones are plain inline functions
+// of their target, inlined into the builds that call them (XT_VEC_BUILDS's flatten), never across targets.
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma"))) inline D<8> fma8(D<8> a, D<8> b, D<8> c) {
+  return (D<8>)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+}
+__attribute__((target("avx2,fma"))) inline D<4> fma4(D<4> a, D<4> b, D<4> c) {
+  return (D<4>)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+}
+#endif
+template <int W>
+XT_LANES_INLINE D<W> fma_lanes(D<W> a, D<W> b, D<W> c) {
+#if defined(__x86_64__)
+  if constexpr (W == 8) return fma8(a, b, c);
+  if constexpr (W == 4) return fma4(a, b, c);
+#endif
+  for (int j = 0; j < W; ++j) a[j] = std::fma(a[j], b[j], c[j]);
+  return a;
+}
+template <int W>
+XT_LANES_INLINE D<W> fma_lanes(D<W> a, double b, double c) {
+  return fma_lanes<W>(a, splat<W>(b), splat<W>(c));
+}
+
 // exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16) (exp_table.h's kExp2Sixteenths): for W = 8 one permute
 // across the table's two vectors, else one load per lane (the same values either way).
 template <int W>
@@ -123,11 +153,11 @@ XT_LANES_INLINE D<W> exp_lanes(D<W> x) {
   using I = typename Lanes<W>::I;
   x = x < kExpLo ? splat<W>(kExpLo) : x;
   x = x > kExpHi ? splat<W>(kExpHi) : x;
-  const D<W> t = x * kExpSixteenOverLn2 + kExpShifter;
+  const D<W> t = fma_lanes<W>(x, kExpSixteenOverLn2, kExpShifter);
   const D<W> kd = t - kExpShifter;
-  const D<W> r = (x - kd * kExpLn2HiOver16) - kd * kExpLn2LoOver16;
+  const D<W> r = fma_lanes<W>(-kd, splat<W>(kExpLn2LoOver16), fma_lanes<W>(-kd, splat<W>(kExpLn2HiOver16), x));
   D<W> p = splat<W>(kExpTaylor[0]);
-  for (int c = 1; c < 8; ++c) p = p * r + kExpTaylor[c];
+  for (int c = 1; c < 8; ++c) p = fma_lanes<W>(p, r, splat<W>(kExpTaylor[c]));
   const I k = (I)t - (I)splat<W>(kExpShifter);
   const I scale = ((k >> 4) + 1023) << 52;
   return p * (exp2_sixteenths<W>(k & 15) * (D<W>)scale);
@@ -415,6 +445,7 @@ XT_LANES_INLINE double sum_squares_impl(const float* x, size_t count) {
 Build widest() {
 #if defined(__x86_64__)
   __builtin_cpu_init();  // g_build's initializer may run before libgcc's own constructor has read the CPU
+  if (!__builtin_cpu_supports("fma")) return Build::baseline;  // the wide builds fuse multiply-adds (fma_lanes)
   if (__builtin_cpu_supports("avx512f")) return Build::avx512;
   if (__builtin_cpu_supports("avx2")) return Build::avx2;
 #endif
@@ -427,22 +458,22 @@ std::atomic<Build> g_build{widest()};  // what the kernels run (use_build)
 // XT_VEC_BUILDS(ret, name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2>
 // for the baseline) and name itself, returning ret, which calls the one in use (g_build).
 #if defined(__x86_64__)
-#define XT_VEC_BUILDS(ret, name, impl, params, args)                                    \
-  namespace {                                                                           \
-  __attribute__((target("avx512f"))) ret name##_avx512 params { return impl<8> args; } \
-  __attribute__((target("avx2"))) ret name##_avx2 params { return impl<4> args; }      \
-  ret name##_baseline params { return impl<2> args; }                                   \
-  }                                                                                     \
-  ret name params {                                                                     \
-    switch (g_build.load(std::memory_order_relaxed)) {                                  \
-      case Build::avx512:                                                               \
-        return name##_avx512 args;                                                      \
-      case Build::avx2:                                                                 \
-        return name##_avx2 args;                                                        \
-      default:                                                                          \
-        break;                                                                          \
-    }                                                                                   \
-    return name##_baseline args;                                                        \
+#define XT_VEC_BUILDS(ret, name, impl, params, args)                                                \
+  namespace {                                                                                       \
+  __attribute__((target("avx512f,fma"), flatten)) ret name##_avx512 params { return impl<8> args; } \
+  __attribute__((target("avx2,fma"), flatten)) ret name##_avx2 params { return impl<4> args; }      \
+  ret name##_baseline params { return impl<2> args; }                                               \
+  }                                                                                                 \
+  ret name params {                                                                                 \
+    switch (g_build.load(std::memory_order_relaxed)) {                                              \
+      case Build::avx512:                                                                           \
+        return name##_avx512 args;                                                                  \
+      case Build::avx2:                                                                             \
+        return name##_avx2 args;                                                                    \
+      default:                                                                                      \
+        break;                                                                                      \
+    }                                                                                               \
+    return name##_baseline args;                                                                    \
   }
 #else
 #define XT_VEC_BUILDS(ret, name, impl, params, args) \
@@ -474,8 +505,9 @@ Build use_build(Build b) {
   const Build top = widest();
   if (b == Build::automatic) b = top;
   XT_CHECK(top == Build::avx512 || b != Build::avx512,
-           "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F");
-  XT_CHECK(top != Build::baseline || b == Build::baseline, "the AVX2 build of the CPU kernels needs a CPU with AVX2");
+           "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F and FMA");
+  XT_CHECK(top != Build::baseline || b == Build::baseline,
+           "the AVX2 build of the CPU kernels needs a CPU with AVX2 and FMA");
   g_build.store(b);
   return b;
 }

@@ -5,8 +5,8 @@
 // the last bits of a double before its rounding to float: the cross-entropy's and GELU's exp is exp_lanes
 // (exp_table.h's method, within 3 double ulps of the exact value, where their references call std::exp), a row's
 // sum of exponentials is taken in 8 partial sums and its probabilities times dloss are e (dloss / s) where the
-// reference takes e^(l - max - log s) dloss, and GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged. test_cpu_vec_ops checks each against its double reference;
-// the finite-difference tests check the references.
+// reference takes e^(l - max - log s) dloss, and GELU uses tanh(y) = 1 - 2 / (1 + e^{2y}) rearranged.
+// test_cpu_vec_ops checks each against its double reference; the finite-difference tests check the references.
 #pragma once
 
 #include <cstddef>
@@ -42,8 +42,9 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t co
 // sum_squares: x (count) -> sum of x^2 in double, ops.h's 8 partial sums (the same bits).
 double sum_squares(const float* x, size_t count);
 
-// Build: the kernels' builds (vec_ops.cpp): vectors of 8 doubles for AVX-512, 4 for AVX2, 2 for the x86-64 baseline
-// (SSE2; the only build elsewhere). Every build gives the same bits. automatic: the widest this CPU runs.
+// Build: the kernels' builds (vec_ops.cpp): vectors of 8 doubles for AVX-512, 4 for AVX2 (both with FMA3), 2 for the
+// x86-64 baseline (SSE2; the only build elsewhere). Every build gives the same bits. automatic: the widest this CPU
+// runs.
 enum class Build { automatic, avx512, avx2, baseline };
 // use_build: every kernel runs build `b` from now on, in every thread (automatic: the default); for tests that
 // compare the builds. Throws Error for a build this CPU cannot run. Returns the build now in use (never automatic).
