@@ -287,6 +287,30 @@ XT_LANES_INLINE void gelu_backward_impl(float* dinp, const float* inp, const flo
   }
 }
 
+// position_dots: out[t2] = (sum over i in order of x[i] tr[i][t2]) * post for t2 in [0, n) rounded up to whole
+// vectors (tr: HS rows of stride Tp, each padded to whole vectors): the scores q . k and the dP = dout . v of
+// one query row. Four vectors of positions at a time: each lane's sum is one chain of dependent adds, and four
+// independent chains keep the core busy where one waits on each add (the same operations per lane: the same bits).
+template <int W, typename X>
+XT_LANES_INLINE void position_dots(double* out, const X* x, const double* tr, size_t Tp, int HS, size_t n,
+                                   double post) {
+  constexpr int kChains = 4;
+  size_t t0 = 0;
+  for (; t0 + kChains * W <= n; t0 += kChains * W) {
+    D<W> s[kChains] = {};
+    for (int i = 0; i < HS; ++i) {
+      const D<W> xi = splat<W>(double(x[i]));
+      for (int k = 0; k < kChains; ++k) s[k] += xi * load<W>(tr + size_t(i) * Tp + t0 + k * W);
+    }
+    for (int k = 0; k < kChains; ++k) store<W>(out + t0 + k * W, s[k] * post);
+  }
+  for (; t0 < n; t0 += W) {
+    D<W> s = {};
+    for (int i = 0; i < HS; ++i) s += double(x[i]) * load<W>(tr + size_t(i) * Tp + t0);
+    store<W>(out + t0, s * post);
+  }
+}
+
 // pack_kv: batch row b's keys and values of every key/value head, in double (exact copies of the floats):
 // one of them transposed, tr[kh][i][t2] (row stride Tp), the other as rows, rows[kh][t2][i] (row stride HSp);
 // keys_transposed picks which (the forward's scores read keys by position, the backward's dP values). The
@@ -322,12 +346,8 @@ XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float*
         const int kh = L.kv_head(h);
         const float* q = qkv + L.q(b, t, h);
         const double* ktb = kt.data() + size_t(kh) * HS * Tp;
-        // scores of positions [t0, t0 + W), each lane q . k summed over i in order (causal_softmax_row's s)
-        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) {
-          D<W> s = {};
-          for (int i = 0; i < HS; ++i) s += double(q[i]) * load<W>(ktb + size_t(i) * Tp + t0);
-          store<W>(p.data() + t0, s * scale);
-        }
+        // the scores of positions [0, t], each q . k summed over i in order (causal_softmax_row's s)
+        position_dots<W>(p.data(), q, ktb, Tp, HS, size_t(t) + 1, scale);
         // causal_softmax_row's softmax: the max (exact in any order), exponentials a vector at a time
         // (exp_lanes, exp_table's bits), their sum z in order, the probabilities p / z; the lanes past t (the
         // last vector's) are computed and left unused
@@ -373,11 +393,7 @@ XT_LANES_INLINE void attention_backward_impl(float* dqkv, const float* dout, con
         const float* y = dout + L.out(b, t, h);
         for (int i = 0; i < HS; ++i) dy[i] = y[i], qd[i] = q[i];  // the padding stays 0
         const double* vtb = vt.data() + size_t(kh) * HS * Tp;
-        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) {  // dP of W positions, each summed over i in order
-          D<W> s = {};
-          for (int i = 0; i < HS; ++i) s += dy[i] * load<W>(vtb + size_t(i) * Tp + t0);
-          store<W>(dp.data() + t0, s);
-        }
+        position_dots<W>(dp.data(), dy.data(), vtb, Tp, HS, size_t(t) + 1, 1.0);  // dP, each summed over i in order
         double dot = 0.0;  // sum_j P_j dP_j
         for (int t2 = 0; t2 <= t; ++t2) dot += double(a[t2]) * dp[t2];
         for (int t2 = 0; t2 <= t; ++t2) {
