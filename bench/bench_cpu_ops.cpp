@@ -9,7 +9,9 @@
 //   {"summary": ..., "gemm_ms", "step_ms", "step_over_gemm", "ops_ms", ...}: the sums per step.
 // ms: the median wall time of `reps` runs after one warm-up; cpu_ms: the median CPU time of this thread over
 // the same runs (CLOCK_THREAD_CPUTIME_ID), the figure to read on a machine shared with other work.
-// Usage: bench_cpu_ops [B=8] [reps=5]   (command recorded in the output's first line)
+// Usage: bench_cpu_ops [B=8] [reps=5] [logits_chunk_rows=0]   (command recorded in the output's first line);
+// logits_chunk_rows: the step's head and cross-entropy in chunks of this many rows (--logits-chunk-rows; 0: the
+// model's automatic choice, one chunk for GPT-2's vocabulary).
 #include <cblas.h>
 
 #include <algorithm>
@@ -30,7 +32,7 @@
 
 namespace {
 
-constexpr const char* kUsage = "usage: bench_cpu_ops [B=8] [reps=5]";
+constexpr const char* kUsage = "usage: bench_cpu_ops [B=8] [reps=5] [logits_chunk_rows=0]";
 
 struct Timing {
   double ms = 0, cpu_ms = 0;  // medians
@@ -72,9 +74,11 @@ std::vector<float> random_floats(size_t n, uint64_t key, float scale) {
 int main(int argc, char** argv) {
   const xtrain::bench::BenchArgs args{argc, argv, "bench_cpu_ops", kUsage};
   if (args.help("Times one rank's CPU training step of the default model and each of its GEMMs alone.")) return 0;
-  args.check(2);
-  const int B = args.integer(1, 8, 1, 256), reps = args.integer(2, 5, 1, 1000);
-  std::printf("# bench_cpu_ops B=%d reps=%d (command: %s %d %d)\n", B, reps, argv[0], B, reps);
+  args.check(3);
+  const int B = args.integer(1, 8, 1, 256), reps = args.integer(2, 5, 1, 1000),
+            chunk_rows = args.integer(3, 0, 0, 1 << 20);
+  std::printf("# bench_cpu_ops B=%d reps=%d logits_chunk_rows=%d (command: %s %d %d %d)\n", B, reps, chunk_rows,
+              argv[0], B, reps, chunk_rows);
 
   xtrain::GPTConfig cfg;  // the built-in default model
   const int T = cfg.maxT, C = cfg.C, L = cfg.L, F = cfg.F, V = cfg.V, Vp = cfg.Vp(), N = B * T;
@@ -152,6 +156,7 @@ int main(int argc, char** argv) {
   auto fch = buf(size_t(N) * F, 24, 1.0f), fchg = buf(size_t(N) * F, 25, 0.0f), dfch = buf(size_t(N) * F, 26, 1.0f);
   xtrain::GPT model(cfg, b);
   model.init_params(1);
+  model.set_logits_chunk_rows(chunk_rows);
   const size_t P = model.num_params();
   auto m = buf(P, 27, 0.0f), v = buf(P, 28, 0.0f), g = buf(P, 29, 1e-3f);
   std::vector<xtrain::ParamSpan> spans = {{0, P, true}};

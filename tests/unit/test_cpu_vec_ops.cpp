@@ -2,14 +2,16 @@
 // not multiples of 8; grouped-query heads): the float reference's bits where they keep its arithmetic (attention,
 // AdamW, the matmul's assigned dinp and bias sums), and correctly rounded to float (against long double and the double
 // reference) where they replace a libm call (the cross-entropy over GPT-2's vocabulary, GELU over the whole float
-// range).
+// range); their exponential, exp_table, within its stated bound against expl.
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <tuple>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cpu/exp_table.h"
 #include "backend/cpu/ops.h"
 #include "backend/cpu/vec_ops.h"
 #include <xtrain/backend/qkv_layout.h>
@@ -172,6 +174,23 @@ TEST_CASE("vectorized cross-entropy over GPT-2's vocabulary and GELU: the exact 
   check_ulps("gelu backward", down(*be, dx_d), ref_dx);
 }
 
+TEST_CASE("exp_table: e^x within its stated 3 double ulps (relative) over its whole range, NaN kept") {
+  // the bound exp_table.h states, against expl (64-bit mantissa: its own error is ~2^-63); a wrong table entry,
+  // constant or polynomial degree is off by more (one degree fewer: 6.1 of these units)
+  constexpr double kBound = 3.0;  // units of 2^-53, relative
+  double worst = 0.0;
+  for (const auto& [lo, hi, key] :
+       {std::tuple{-708.0, 709.0, 40}, std::tuple{-104.0, 0.0, 41}, std::tuple{-1.0, 1.0, 42}})
+    for (const double x : random_vec(200000, key, lo, hi)) {
+      const long double r = expl((long double)x);
+      worst = std::max(worst, double(fabsl(((long double)cpu::exp_table(x) - r) / r)) * 0x1p53);
+    }
+  MESSAGE("exp_table: largest relative error " << worst << " x 2^-53 over 600,000 arguments");
+  CHECK(worst < kBound);
+  CHECK(cpu::exp_table(0.0) == 1.0);
+  CHECK(std::isnan(cpu::exp_table(std::numeric_limits<double>::quiet_NaN())));
+}
+
 TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bits (AVX-512, AVX2, baseline)") {
   namespace vec = cpu::vec;
   constexpr int B = 2, T = 19, NH = 4, KVH = 2, HS = 12, N = 5, V = 1003, Vp = 1024;
@@ -194,8 +213,11 @@ TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bi
       all.insert(all.end(), f->begin(), f->end());
     return all;
   };
+  // sum_squares over 1003 elements (a tail of 3 at every width): the reference's 8 partial sums, bit for bit
+  const double squares = cpu::sum_squares(x.data(), x.size());
   const vec::Build widest = vec::use_build(vec::Build::automatic);
   const Floats ref = run();
+  CHECK(vec::sum_squares(x.data(), x.size()) == squares);
   int builds = 1;
   for (const vec::Build b : {vec::Build::avx512, vec::Build::avx2, vec::Build::baseline}) {
     if (b == widest || (b == vec::Build::avx512 && widest != vec::Build::avx512) ||
@@ -203,6 +225,7 @@ TEST_CASE("every build of the vectorized kernels this CPU runs gives the same bi
       continue;  // the reference itself, or one this CPU cannot run
     vec::use_build(b);
     check_same_bits("build " + std::to_string(int(b)) + " against the widest", run(), ref);
+    CHECK(vec::sum_squares(x.data(), x.size()) == squares);
     ++builds;
   }
   vec::use_build(vec::Build::automatic);

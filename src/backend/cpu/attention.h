@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <vector>
 
+#include "backend/cpu/exp_table.h"
 #include <xtrain/backend/qkv_layout.h>
 
 namespace xtrain::cpu {
@@ -15,7 +16,8 @@ namespace xtrain::cpu {
 namespace detail {
 // att_row: offset of row t of attention probabilities (B,NH,T,T) for batch b, query head h.
 inline size_t att_row(const QkvLayout& L, int b, int h, int t) { return ((size_t(b) * L.NH + h) * L.T + t) * L.T; }
-// causal_softmax_row: p[t2] = exp(q . key(t2) * scale - max) for t2 in [0, t], accumulated in double;
+// causal_softmax_row: p[t2] = exp(q . key(t2) * scale - max) for t2 in [0, t], accumulated in double, exp by
+// exp_table (exp_table.h: vec_ops' attention takes the same exponentials a vector at a time);
 // returns their sum z (so the probabilities are p / z). key(t2) gives the key vector of position t2.
 // The one score + softmax of the CPU oracle, shared by attention_forward and attention_decode.
 template <typename Real, typename KeyAt>
@@ -29,7 +31,7 @@ double causal_softmax_row(double* p, const Real* q, KeyAt key, int t, int HS, do
     mx = std::fmax(mx, p[t2]);
   }
   double z = 0.0;  // softmax shifted by the row max: no overflow
-  for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+  for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = exp_table(p[t2] - mx));
   return z;
 }
 }  // namespace detail

@@ -262,7 +262,7 @@ class CpuBackend final : public Backend {
     for (int r = 0; r < rows; ++r) out[r] = argmax_code(F(logits) + size_t(r) * ld, V);  // the rule's home
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
-  double sum_squares(const float* x, size_t count) override { return cpu::sum_squares(x, count); }
+  double sum_squares(const float* x, size_t count) override { return cpu::vec::sum_squares(x, count); }
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,
                     float lr, float beta1, float beta2, float eps, float weight_decay, float grad_scale,
                     int t) override {

