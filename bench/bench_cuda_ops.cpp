@@ -19,31 +19,21 @@
 // RMSNorm ("rmsnorm_forward.llama32_1b", "residual_rmsnorm_forward...", "rmsnorm_backward...") is timed at Llama
 // 3.2 1B's training shape instead (B=4, T=2048: N=8192 rows of C=2048, whatever B), with "gbs" the rows read and
 // written (the backward: dout, inp and dinp read, dinp written).
-// Newton-Schulz ("newton_schulz.gpt2_124m.blocks<p>", p = 1, 2, 3, 4, 6): one call per shape group of GPT-2
-// 124M's Muon matrices (muon_matrices: q, k, v apart; a shape and its transpose together, as Muon groups
-// them), 5 steps, as a Muon step runs them (inside one CUDA graph), with the symmetric products over p x p
-// blocks (cuda::newton_schulz; 1: the full products); "...apart.blocks<p>": a shape and its transpose in
-// calls of their own (p = 1: the calls before both changes); then each group alone
-// ("newton_schulz.<r>x<c>x<matrices>.blocks<p>", r <= c). "tflops" counts the full products' FLOPs
-// (2 r^2 c + 2 r^3 + 2 r^2 c per matrix and step) whatever p, so the rows compare as times.
 // Usage: bench_cuda_ops [B=8] [reps=5] [dtype=fp32|bf16]   (command recorded in the output's first line)
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <functional>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/ops.h"
-#include "backend/cuda/symmetric_gemm.h"
 #include "bench_args.h"
 #include <xtrain/core/rng.h>
 #include <xtrain/model/model.h>
-#include <xtrain/train/optim.h>
 
 using namespace xtrain;
 
@@ -237,71 +227,6 @@ int main(int argc, char** argv) {
   DeviceBuffer<float> p = buf(P), g = buf(P), m1 = buf(P), m2 = buf(P);
   report("adamw_update", time_ms(*be, reps, [&] { be->adamw_update(p.get(), g.get(), m1.get(), m2.get(), spans, 3e-4f, 0.9f, 0.95f, 1e-8f, 0.1f, 1.0f, 1); }),
          0, 7.0 * P * 4);  // fp32 state whatever the activation type
-  {  // Newton-Schulz over GPT-2 124M's Muon groups (see the header)
-    struct Group {
-      int rows, cols, count, count_t;  // count (rows, cols) matrices, then count_t (cols, rows)
-      size_t at;                       // elements into u
-    };
-    std::vector<Group> groups;  // as Muon groups them: by shape up to the transpose (optim.h)
-    {
-      std::map<std::pair<int, int>, std::pair<int, int>> count;  // (r, c) -> wide (or square), tall matrices
-      const GPT model(gpt2, *be, 0, false);
-      for (const MuonMatrix& m : muon_matrices(model)) {
-        auto& k = count[{std::min(m.rows, m.cols), std::max(m.rows, m.cols)}];
-        ++(m.rows <= m.cols ? k.first : k.second);
-      }
-      size_t at = 0;
-      for (const auto& [shape, k] : count) {
-        groups.push_back({shape.first, shape.second, k.first, k.second, at});
-        at += size_t(k.first + k.second) * shape.first * shape.second;
-      }
-    }
-    const Group& last = groups.back();
-    const size_t total = last.at + size_t(last.count + last.count_t) * last.rows * last.cols;
-    std::vector<float> host(total);
-    for (size_t i = 0; i < total; ++i) host[i] = 0.04f * float(uniform01(hash_key(42, 9), uint64_t(i))) - 0.02f;
-    DeviceBuffer<float> u(*be, total);
-    const cuda::OpContext& ctx = cuda_op_context(*be);
-    // one row: the groups [first, last) in one CUDA graph, with the full products' FLOPs
-    auto row = [&](const std::string& name, size_t first, size_t last, int blocks, bool apart = false) {
-      double flops = 0;
-      for (size_t i = first; i < last; ++i) {
-        const double r = groups[i].rows, c = groups[i].cols;
-        flops += 5.0 * (groups[i].count + groups[i].count_t) * (4.0 * r * r * c + 2.0 * r * r * r);
-      }
-      auto graph = be->capture_graph([&] {
-        for (size_t i = first; i < last; ++i) {
-          const Group& g = groups[i];
-          if (!apart) {
-            cuda::newton_schulz(ctx, u.get() + g.at, g.count, g.rows, g.cols, 5, kMuonEps, g.count_t, blocks);
-            continue;
-          }
-          const size_t tall_at = g.at + size_t(g.count) * g.rows * g.cols;
-          if (g.count > 0) cuda::newton_schulz(ctx, u.get() + g.at, g.count, g.rows, g.cols, 5, kMuonEps, 0, blocks);
-          if (g.count_t > 0) cuda::newton_schulz(ctx, u.get() + tall_at, g.count_t, g.cols, g.rows, 5, kMuonEps, 0, blocks);
-        }
-      });
-      be->copy_to_device(u.get(), host.data(), u.bytes());  // each route from the same values
-      report(name.c_str(), time_ms(*be, reps, [&] { graph->launch(); }), flops, 0);
-    };
-    // the route of the default split's block products (symmetric_gemm.h): X X^T (k = c), then A A (k = r)
-    for (const Group& g : groups)
-      if (const int bp = cuda::symmetric_blocks(g.rows, cuda::kNewtonSchulzBlocks); bp > 1)
-        for (const int k : {g.cols, g.rows})
-          std::printf("# newton_schulz %dx%d in %d blocks a side, k=%d: %s\n", g.rows, g.cols, bp, k,
-                      cuda::symmetric_products_lt(ctx, g.count + g.count_t, g.rows, bp, k)
-                          ? "cuBLASLt pointer arrays"
-                          : "no cuBLASLt algorithm: cublasGemmBatchedEx in place (C copied first)");
-    for (const int blocks : {1, 2, 3, 4, 6}) {
-      const std::string suffix = ".blocks" + std::to_string(blocks);
-      row("newton_schulz.gpt2_124m" + suffix, 0, groups.size(), blocks);
-      if (blocks == 1 || blocks == 3) row("newton_schulz.gpt2_124m.apart" + suffix, 0, groups.size(), blocks, true);
-      for (size_t i = 0; i < groups.size(); ++i)  // each group alone: where the blocks pay and where not
-        row("newton_schulz." + std::to_string(groups[i].rows) + "x" + std::to_string(groups[i].cols) + "x" +
-                std::to_string(groups[i].count + groups[i].count_t) + suffix,
-            i, i + 1, blocks);
-    }
-  }
   report("prepare_weights", time_ms(*be, reps, [&] { be->prepare_weights(p.get(), P); }), 0,
          be->weight_copy_bytes() > 0 ? double(P) * (4 + be->weight_copy_bytes()) : 0.0);  // a no-op with fp32
   report("sum_squares", time_ms(*be, reps, [&] { be->sum_squares(g.get(), P); }), 0, double(P) * 4);

@@ -78,7 +78,6 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/rmsnorm.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/rotary.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/swiglu.cu
-  ${PROJECT_SOURCE_DIR}/src/backend/cuda/symmetric_gemm.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/weight_upload.cu
 )
 target_link_libraries(xtrain_backend PUBLIC CUDA::cudart_static CUDA::cublas CUDA::cublasLt xtrain_nccl xtrain_cudnn)
@@ -91,7 +90,7 @@ set_source_files_properties(${PROJECT_SOURCE_DIR}/src/distributed/communicators.
 
 # Per-op timings at GPT-2 124M sizes (bench/bench_cuda_ops.cpp); not a test.
 add_executable(bench_cuda_ops ${PROJECT_SOURCE_DIR}/bench/bench_cuda_ops.cpp)
-target_link_libraries(bench_cuda_ops PRIVATE xtrain_train)  # muon_matrices: the Newton-Schulz rows' groups
+target_link_libraries(bench_cuda_ops PRIVATE xtrain_model)
 xtrain_internal(bench_cuda_ops)
 set_target_properties(bench_cuda_ops PROPERTIES RUNTIME_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR})
 # Every cuBLASLt algorithm the heuristic offers for GPT-2 124M's GEMMs, timed (bench/gemm_algos.cpp); not a test.

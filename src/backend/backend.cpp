@@ -47,11 +47,10 @@ void check_muon_spans(const std::vector<MuonSpan>& spans) {
   }
 }
 
-void check_newton_schulz_args(int batch, int rows, int cols, int steps, int batch_t) {
-  XT_CHECK(batch >= 0 && batch_t >= 0 && rows >= 1 && cols >= 1 && steps >= 0,
-           "newton_schulz of " << batch << " + " << batch_t << " transposed matrices (" << rows << ", " << cols
-                               << "), " << steps
-                               << " steps: needs batch and batch_t >= 0, rows and cols >= 1, steps >= 0");
+void check_newton_schulz_args(int batch, int rows, int cols, int steps) {
+  XT_CHECK(batch >= 0 && rows >= 1 && cols >= 1 && steps >= 0,
+           "newton_schulz of " << batch << " matrices (" << rows << ", " << cols << "), " << steps
+                               << " steps: needs batch >= 0, rows and cols >= 1, steps >= 0");
 }
 
 const char* to_string(MemoryCategory c) {

@@ -128,23 +128,13 @@ Muon::Muon(Backend& be, Communicator& comm, const GPT& model, const MuonConfig& 
   momentum_ = DeviceBuffer<float>(be, n);
   update_ = DeviceBuffer<float>(be, n);
   be_.zero(momentum_.get(), momentum_.bytes());
-  // groups by shape up to the transpose, in order of first appearance: first the matrices of the shape that
-  // appeared first, then those of its transpose, each in buffer order (one newton_schulz call per group)
+  // groups by shape, in order of first appearance; each group's matrices in buffer order
   std::map<std::pair<int, int>, size_t> index;
-  std::vector<std::vector<size_t>> transposed;
   for (size_t i = 0; i < mats_.size(); ++i) {
-    const int rows = mats_[i].rows, cols = mats_[i].cols;
-    auto [it, fresh] = index.emplace(std::make_pair(std::min(rows, cols), std::max(rows, cols)), groups_.size());
-    if (fresh) {
-      groups_.push_back({rows, cols, 0, {}, 0, 0, 0});
-      transposed.emplace_back();
-    }
-    Group& g = groups_[it->second];
-    (g.rows == rows && g.cols == cols ? g.mats : transposed[it->second]).push_back(i);
-  }
-  for (size_t k = 0; k < groups_.size(); ++k) {
-    groups_[k].split = static_cast<int>(groups_[k].mats.size());
-    groups_[k].mats.insert(groups_[k].mats.end(), transposed[k].begin(), transposed[k].end());
+    const auto key = std::make_pair(mats_[i].rows, mats_[i].cols);
+    auto [it, fresh] = index.emplace(key, groups_.size());
+    if (fresh) groups_.push_back({key.first, key.second, 0, {}, 0, 0});
+    groups_[it->second].mats.push_back(i);
   }
   const int world = comm.world_size(), rank = comm.rank();
   mom_at_.resize(mats_.size());
@@ -173,10 +163,7 @@ void Muon::step(GPT& model, float lr, float grad_scale) {
       be_.zero(update_.get() + g.at, (mine - g.at) * sizeof(float));
       be_.zero(update_.get() + mine_end, (end - mine_end) * sizeof(float));
     }
-    // this rank's share in each part: (rows, cols) before g.split, transposed after
-    const int first = std::max(0, std::min(g.mine_end, g.split) - g.mine_begin);
-    be_.newton_schulz(update_.get() + mine, first, g.rows, g.cols, c_.ns_steps, kMuonEps,
-                      g.mine_end - g.mine_begin - first);
+    be_.newton_schulz(update_.get() + mine, g.mine_end - g.mine_begin, g.rows, g.cols, c_.ns_steps, kMuonEps);
   }
   if (shared) comm_.all_reduce(update_.get(), update_.count(), ReduceOp::sum);
   const float decay = static_cast<float>(1.0 - static_cast<double>(lr) * c_.weight_decay);  // torch: in Python floats

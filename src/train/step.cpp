@@ -46,7 +46,7 @@ StepRunner::StepRunner(const TrainConfig& cfg, const TrainData& data, GPT& model
     std::printf("gradient all-reduce: one all-reduce after the backward pass (--bucket-mb 0)\n");
   if (rank == 0 && opt.muon()) {  // what Muon takes and how its work is split
     const Muon& mu = *opt.muon();
-    std::printf("optimizer: muon on %zu matrices in %zu shape groups (%.1f MiB of momentum), AdamW on the other tensors",
+    std::printf("optimizer: muon on %zu matrices of %zu shapes (%.1f MiB of momentum), AdamW on the other tensors",
                 mu.matrices().size(), mu.num_shapes(), mu.count() * sizeof(float) / (1024.0 * 1024.0));
     if (world > 1)
       std::printf("; each of the %d ranks orthogonalizes its share, one all-reduce shares the updates", world);

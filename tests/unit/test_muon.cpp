@@ -9,12 +9,10 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
 #include "comm/solo_group.h"
-#include "comm/thread_world.h"
 #include "fixtures.h"
 #include <xtrain/checkpoint/checkpoint.h>
 #include <xtrain/core/error.h>
@@ -138,21 +136,6 @@ TEST_CASE("newton_schulz: each singular value of X/||X||_F goes through the scal
   CHECK(one[1] == doctest::Approx(0.8).epsilon(1e-7));
   CHECK_THROWS(be->newton_schulz(one.data(), 1, 0, 2, 5, kMuonEps));
   CHECK_THROWS(be->newton_schulz(one.data(), 1, 1, 2, -1, kMuonEps));
-  CHECK_THROWS(be->newton_schulz(one.data(), 1, 1, 2, 5, kMuonEps, -1));
-  // a shape and its transpose in one call: each matrix as in a call of its own shape, bit for bit
-  const int rows = 3, cols = 5;
-  std::vector<float> both(4 * rows * cols);
-  for (size_t i = 0; i < both.size(); ++i) both[i] = static_cast<float>(normal(31, i));
-  std::vector<float> apart = both;
-  be->newton_schulz(both.data(), 1, rows, cols, 5, kMuonEps, 3);
-  be->newton_schulz(apart.data(), 1, rows, cols, 5, kMuonEps);
-  be->newton_schulz(apart.data() + rows * cols, 3, cols, rows, 5, kMuonEps);
-  CHECK(both == apart);
-  // (the part's shape matters: the second matrix's values taken as (3, 5) give another result)
-  std::vector<float> reshaped(rows * cols);
-  for (size_t i = 0; i < reshaped.size(); ++i) reshaped[i] = static_cast<float>(normal(31, rows * cols + i));
-  be->newton_schulz(reshaped.data(), 1, rows, cols, 5, kMuonEps);
-  CHECK(!std::equal(reshaped.begin(), reshaped.end(), apart.begin() + rows * cols));
 }
 
 TEST_CASE("muon_momentum: Nesterov momentum as torch.optim.Muon, against a plain reference") {
@@ -292,44 +275,6 @@ TEST_CASE("Optimizer muon: one step of a model equals torch.optim.Muon's written
   }
   // the momentum buffers kept are the reference's, matrices in buffer order
   for (size_t i = 0; i < ref_buf.size(); ++i) CHECK(opt.muon()->momentum()[i] == doctest::Approx(ref_buf[i]).epsilon(1e-5));
-}
-
-TEST_CASE("Muon on 2 ranks: each rank's share of a shape group, across its transposed part, gives world 1's bits") {
-  // tiny_llama's (F, C) gate and up (4 matrices at L = 2) and (C, F) proj (2) are one group of 6, the
-  // transposed part from index 4: rank 1 takes [3, 6), one matrix of each part
-  const GPTConfig c = test::tiny_llama(/*tie=*/0);
-  MuonConfig mc;
-  auto run = [&](int world) {
-    ThreadWorld tw(world);
-    std::vector<std::vector<float>> params(world);
-    std::vector<std::string> errors(world);
-    std::vector<std::thread> threads;
-    for (int r = 0; r < world; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          auto be = make_cpu_backend();
-          const auto comm = make_thread_communicator(tw, r, 30.0);
-          GPT model(c, *be);
-          model.init_params(5);
-          Muon muon(*be, *comm, model, mc);
-          for (int t = 1; t <= 2; ++t) {
-            for (size_t i = 0; i < model.num_params(); ++i) model.grads()[i] = static_cast<float>(0.01 * normal(40 + t, i));
-            muon.step(model, 0.02f, 1.0f);
-          }
-          params[r].assign(model.params(), model.params() + model.num_params());
-        } catch (const std::exception& e) {
-          errors[r] = e.what();
-          tw.abort();
-        }
-      });
-    for (std::thread& t : threads) t.join();
-    for (const std::string& e : errors) CHECK(e.empty());
-    for (int r = 1; r < world; ++r) CHECK(params[r] == params[0]);
-    return params[0];
-  };
-  const std::vector<float> one = run(1), two = run(2);
-  REQUIRE(one.size() == two.size());
-  CHECK(one == two);
 }
 
 TEST_CASE("muon_adjusted_lr: torch.optim.Muon's adjust_lr_fn") {

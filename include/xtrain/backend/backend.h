@@ -97,9 +97,9 @@ struct MuonSpan {
 // check_muon_spans: throws Error unless the spans' ranges are disjoint in each of the three layouts (so one
 // launch over all of them equals one call per span) and none wraps around the address range.
 void check_muon_spans(const std::vector<MuonSpan>& spans);
-// check_newton_schulz_args: throws Error unless batch >= 0, batch_t >= 0, rows >= 1, cols >= 1 and steps >= 0
+// check_newton_schulz_args: throws Error unless batch >= 0, rows >= 1, cols >= 1 and steps >= 0
 // (Backend::newton_schulz).
-void check_newton_schulz_args(int batch, int rows, int cols, int steps, int batch_t);
+void check_newton_schulz_args(int batch, int rows, int cols, int steps);
 // check_argmax_rows_args: throws Error unless rows >= 0, V >= 1 and ld >= V (Backend::argmax_rows).
 void check_argmax_rows_args(int rows, int V, int ld);
 
@@ -455,11 +455,8 @@ class Backend {
   // X / ||X||_F alone (s -> a s + b s^3 + c s^5 per step): after 5 steps every s >= 0.003 lies in
   // [0.68, 1.21] (kMuonNsBand; the coefficients trade exact convergence to 1 for slope at zero). The CPU backend runs in
   // fp32; CUDA in bf16 on tensor cores (as PyTorch, which rounds to bf16 on every device), fp32
-  // accumulation, batched over the matrices. batch_t: x goes on with batch_t matrices (cols, rows), each
-  // orthogonalized as by a call of its own shape (a tall and a wide group that are one problem after the
-  // transpose, e.g. GPT-2's fc and fcproj: CUDA runs them in the same GEMM launches). Throws Error unless
-  // batch, batch_t >= 0, rows, cols >= 1 and steps >= 0.
-  virtual void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps, int batch_t = 0) = 0;
+  // accumulation, batched over the matrices. Throws Error unless batch >= 0, rows, cols >= 1 and steps >= 0.
+  virtual void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) = 0;
   // muon_apply: over every span (CUDA: one launch), param = param * decay - lr_s * update, fp32, param +
   // s.param_at and update + s.update_at (s.count each): decay = 1 - lr * weight_decay (the unadjusted lr, as
   // torch.optim.Muon), lr_s = float(double(lr) * s.lr_ratio) the span's adjusted learning rate. Throws

@@ -120,8 +120,7 @@ struct MuonMatrix {
 std::vector<MuonMatrix> muon_matrices(const GPT& model);
 
 // Muon: the momentum buffers of muon_matrices (buffer order, concatenated: `count` floats) and the
-// update scratch, grouped by shape up to the transpose so that each is one batched Newton-Schulz (GPT-2's fc
-// and fcproj, (F, C) and (C, F), together). On several ranks,
+// update scratch, grouped by shape so that each shape is one batched Newton-Schulz. On several ranks,
 // rank r orthogonalizes a contiguous share of each shape's matrices and one all-reduce (sum) of the
 // update scratch, zero outside each rank's share, gives every rank every update (exact: x + 0 = x), so
 // parameters stay bitwise identical across ranks and the Newton-Schulz cost falls with the world size.
@@ -134,7 +133,7 @@ class Muon {
   float* momentum() { return momentum_.get(); }
   size_t count() const { return momentum_.count(); }
   const std::vector<MuonMatrix>& matrices() const { return mats_; }
-  size_t num_shapes() const { return groups_.size(); }  // shape groups: a shape and its transpose count once
+  size_t num_shapes() const { return groups_.size(); }
   std::vector<MemoryEntry> memory_entries() const {
     return {{"muon.momentum", momentum_.bytes(), "fp32", "Muon momentum buffers, its matrices in buffer order",
              MemoryCategory::optimizer, {momentum_.get()}},
@@ -143,12 +142,11 @@ class Muon {
   }
 
  private:
-  struct Group {  // the matrices of one shape and its transpose, contiguous in update_
-    int rows = 0, cols = 0;    // the shape of mats[0, split); the rest are (cols, rows)
+  struct Group {  // the matrices of one shape, contiguous in update_
+    int rows = 0, cols = 0;
     size_t at = 0;             // first element in update_
     std::vector<size_t> mats;  // indices into mats_
     int mine_begin = 0, mine_end = 0;  // this rank's share [begin, end) of mats
-    int split = 0;
   };
   Backend& be_;
   Communicator& comm_;

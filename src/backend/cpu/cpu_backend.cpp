@@ -280,12 +280,12 @@ class CpuBackend final : public Backend {
       cpu::muon_momentum(buf + s.state_at, out + s.update_at, grad + s.param_at, s.count, momentum, nesterov,
                          grad_scale);
   }
-  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps, int batch_t) override {
-    check_newton_schulz_args(batch, rows, cols, steps, batch_t);
+  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override {
+    check_newton_schulz_args(batch, rows, cols, steps);
     const size_t r = std::min(rows, cols), c = std::max(rows, cols);
     std::vector<float> work(2 * r * c + 2 * r * r);
-    for (int b = 0; b < batch + batch_t; ++b)  // the transposed part: the same matrices as (cols, rows)
-      cpu::newton_schulz(x + size_t(b) * r * c, b < batch ? rows : cols, b < batch ? cols : rows, steps, eps, work.data());
+    for (int b = 0; b < batch; ++b)
+      cpu::newton_schulz(x + size_t(b) * rows * cols, rows, cols, steps, eps, work.data());
   }
   void muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
                   float lr) override {

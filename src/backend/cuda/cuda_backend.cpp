@@ -541,9 +541,9 @@ void CudaBackend::muon_momentum(float* buf, float* out, const float* grad, const
   check_muon_spans(spans);
   cuda::muon_momentum(ctx_, muon_table_, buf, out, grad, spans, momentum, nesterov, grad_scale);
 }
-void CudaBackend::newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps, int batch_t) {
-  check_newton_schulz_args(batch, rows, cols, steps, batch_t);
-  cuda::newton_schulz(ctx_, x, batch, rows, cols, steps, eps, batch_t);
+void CudaBackend::newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) {
+  check_newton_schulz_args(batch, rows, cols, steps);
+  cuda::newton_schulz(ctx_, x, batch, rows, cols, steps, eps);
 }
 void CudaBackend::muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
                              float lr) {

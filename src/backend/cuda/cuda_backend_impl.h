@@ -124,7 +124,7 @@ class CudaBackend final : public Backend {
                     int t) override;
   void muon_momentum(float* buf, float* out, const float* grad, const std::vector<MuonSpan>& spans, float momentum,
                      bool nesterov, float grad_scale) override;
-  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps, int batch_t) override;
+  void newton_schulz(float* x, int batch, int rows, int cols, int steps, float eps) override;
   void muon_apply(float* param, const float* update, const std::vector<MuonSpan>& spans, float decay,
                   float lr) override;
 

@@ -134,19 +134,13 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
   const Desc desc = matmul_desc(g.compute);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, g.ta);
   set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSB, g.tb);
-  // each layout as stored (column-major), with the batch's count and stride, or read from pointer arrays
-  // (cublasLtMatrixLayoutAttribute_t)
+  // each layout as stored (column-major), with the batch's count and stride (cublasLtMatrixLayoutAttribute_t)
   auto batched = [&](int rows, int cols, int ld, long long stride) {
     Layout l = layout(g.type, rows, cols, ld);
     const int32_t count = g.batch;
+    const int64_t offset = stride;
     XT_CUBLAS_CHECK(
         cublasLtMatrixLayoutSetAttribute(l.get(), CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT, &count, sizeof(count)));
-    if (g.pointer_array) {
-      const uint32_t mode = CUBLASLT_BATCH_MODE_POINTER_ARRAY;
-      XT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.get(), CUBLASLT_MATRIX_LAYOUT_BATCH_MODE, &mode, sizeof(mode)));
-      return l;
-    }
-    const int64_t offset = stride;
     XT_CUBLAS_CHECK(cublasLtMatrixLayoutSetAttribute(l.get(), CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET, &offset,
                                                      sizeof(offset)));
     return l;
@@ -159,10 +153,7 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
   // first one and of the stride between them (in bytes)
   XT_CHECK(g.type == CUDA_R_16BF || g.type == CUDA_R_32F, "gemm_lt_batched: bf16 or fp32 matrices only");
   const size_t elem_bytes = g.type == CUDA_R_16BF ? 2 : 4;
-  XT_CHECK(!g.pointer_array || (g.align >= elem_bytes && g.align <= 256 && (g.align & (g.align - 1)) == 0),
-           "gemm_lt_batched: pointer arrays need a power-of-two alignment of at least one element, got " << g.align);
   auto batch_alignment = [&](const void* p, long long stride) {
-    if (g.pointer_array) return g.align;
     const uint32_t first = alignment_bytes(p);
     if (g.batch == 1) return first;
     const uint32_t step = alignment_bytes(reinterpret_cast<const void*>(uintptr_t(stride) * elem_bytes));
@@ -172,7 +163,6 @@ bool gemm_lt_batched(const OpContext& ctx, const LtBatchedGemm& g) {
                              batch_alignment(g.C, g.stride_c), batch_alignment(g.D, g.stride_c)};
   const std::optional<cublasLtMatmulAlgo_t> algo = pick_algorithm(ctx, desc.get(), la, lb, lc, align);
   if (!algo) return false;
-  if (g.query_only) return true;
   XT_CUBLAS_CHECK(cublasLtMatmul(ctx.cublaslt, desc.get(), &g.alpha, g.A, la.get(), g.B, lb.get(), &g.beta, g.C,
                                  lc.get(), g.D, lc.get(), &*algo, ctx.workspace, ctx.workspace_bytes, ctx.stream));
   return true;

@@ -1,7 +1,6 @@
-// gemm_lt_batched: a batched GEMM through cuBLASLt with its output D apart from the input C (gemm_lt.cpp),
-// for Newton-Schulz's D = alpha A B + beta C steps, which cublasGemm(Strided)BatchedEx can only run in place
-// (C = D, so C would need a copy first): strided, or over arrays of pointers (the upper blocks of symmetric
-// products, symmetric_gemm.h).
+// gemm_lt_batched: a strided-batched GEMM through cuBLASLt with its output D apart from the input C
+// (gemm_lt.cpp), for Newton-Schulz's D = alpha A B + beta C steps, which cublasGemmStridedBatchedEx can only
+// run in place (C = D, so C would need a copy first).
 #pragma once
 
 #include <cublasLt.h>
@@ -12,10 +11,7 @@ namespace xtrain::cuda {
 
 // LtBatchedGemm: COLUMN-MAJOR, as cublasGemmStridedBatchedEx: for each of `batch` matrices i,
 // D_i (m, n) = alpha op(A_i) op(B_i) + beta C_i, X_i = X + i * stride_x (elements), C and D sharing ldc and
-// stride_c. Operands, C and D of `type`; fp32 scalars; math `compute`. pointer_array: A, B, C and D are
-// instead device arrays of `batch` pointers, one matrix each (the strides unused), every matrix aligned to
-// `align` bytes (stated to the heuristic, which cannot read device memory). query_only: only ask whether
-// cuBLASLt offers an algorithm; nothing runs.
+// stride_c. Operands, C and D of `type`; fp32 scalars; math `compute`.
 struct LtBatchedGemm {
   cublasOperation_t ta, tb;
   int m, n, k;
@@ -34,9 +30,6 @@ struct LtBatchedGemm {
   int batch;
   cudaDataType_t type;
   cublasComputeType_t compute;
-  bool pointer_array = false;
-  uint32_t align = 0;
-  bool query_only = false;
 };
 // Returns false, doing nothing, when cuBLASLt offers no algorithm for the case or XTRAIN_CUDA_LT=off (the
 // caller then takes its cuBLAS route); throws Error on any other cuBLASLt failure.

@@ -5,20 +5,11 @@
 // A = X X^T, B = b A + c A A, X = a X + B X (the last two through cuBLASLt, which writes the result apart
 // from the term it adds, so neither needs a copy first). PyTorch rounds b A and c (A A) apart before adding them;
 // here the GEMM's epilogue adds them in fp32 and rounds once (within bf16 rounding of PyTorch's result).
-// One call may take two parts, `batch` matrices (rows, cols) then `batch_t` of the transposed shape (cols, rows),
-// as GPT-2's fc and fcproj: after the tall ones' transpose they are one problem, so they share every GEMM
-// launch (fuller waves, fewer launches) and only the load and the store run per part.
-// A and B are symmetric: by default only their blocks on and above the diagonal are multiplied (a 3x3 split,
-// symmetric_gemm.h), 2/3 of those two products' work, the lower blocks mirrored.
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
-#include <optional>
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gemm_lt_batched.h"
 #include "backend/cuda/ops.h"
-#include "backend/cuda/symmetric_gemm.h"
 
 namespace xtrain::cuda {
 
@@ -194,108 +185,65 @@ void gemm_batched(const OpContext& ctx, cublasOperation_t ta, cublasOperation_t 
 }
 }  // namespace
 
-int newton_schulz_blocks() {
-  static const int blocks = [] {
-    const char* env = std::getenv("XTRAIN_NS_BLOCKS");
-    if (env == nullptr) return kNewtonSchulzBlocks;
-    XT_CHECK(std::strlen(env) == 1 && env[0] >= '1' && env[0] <= '8',
-             "XTRAIN_NS_BLOCKS must be a block count from 1 to 8, got '" << env << "'");
-    return env[0] - '0';
-  }();
-  return blocks;
-}
-
-void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps, int batch_t,
-                   int blocks) {
-  XT_CHECK(blocks >= 1 && batch_t >= 0, "newton_schulz: " << blocks << " blocks a side, " << batch_t
-                                                           << " transposed matrices");
-  const int total = batch + batch_t;  // parts: `batch` matrices (rows, cols), then `batch_t` (cols, rows)
-  if (total == 0) return;
+void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps) {
+  if (batch == 0) return;
   // grid limits: the batch is gridDim.y (norm, flat) or gridDim.z (tall), a tall matrix's c / 32 gridDim.y
-  XT_CHECK(total <= 65535 && (std::max(rows, cols) + kTile - 1) / kTile <= 65535,
-           "newton_schulz: " << total << " matrices (" << rows << ", " << cols
+  XT_CHECK(batch <= 65535 && (rows + kTile - 1) / kTile <= 65535,
+           "newton_schulz: " << batch << " matrices (" << rows << ", " << cols
                              << ") exceed the launch grid (at most 65535 matrices, 65535 * 32 rows)");
+  const bool tall = rows > cols;
   const int r = std::min(rows, cols), c = std::max(rows, cols);
   const size_t n = size_t(r) * c, rr = size_t(r) * r;
-  const int batch_of[2] = {batch, batch_t};
-  const bool tall_of[2] = {rows > cols, cols > rows};
-  ScratchBuffer<__nv_bfloat16> X(*ctx.alloc, total * n, "newton_schulz X"), Xn(*ctx.alloc, total * n, "newton_schulz X");
-  ScratchBuffer<__nv_bfloat16> A(*ctx.alloc, total * rr, "newton_schulz A"), B(*ctx.alloc, total * rr, "newton_schulz B");
-  ScratchBuffer<float> norms(*ctx.alloc, total, "newton_schulz norms");
+  ScratchBuffer<__nv_bfloat16> X(*ctx.alloc, batch * n, "newton_schulz X"), Xn(*ctx.alloc, batch * n, "newton_schulz X");
+  ScratchBuffer<__nv_bfloat16> A(*ctx.alloc, batch * rr, "newton_schulz A"), B(*ctx.alloc, batch * rr, "newton_schulz B");
+  ScratchBuffer<float> norms(*ctx.alloc, batch, "newton_schulz norms");
   const size_t chunk = norm_chunk(n);
   const int parts = static_cast<int>((n + chunk - 1) / chunk);  // every block's chunk starts inside the matrix
-  ScratchBuffer<float> partials(*ctx.alloc, size_t(total) * parts, "newton_schulz norm partials");
-  const dim3 norm_grid(parts, total);
+  ScratchBuffer<float> partials(*ctx.alloc, size_t(batch) * parts, "newton_schulz norm partials");
+  const dim3 norm_grid(parts, batch);
   if (n % 4 == 0 && aligned16(x))
     norm_partial_kernel<true><<<norm_grid, kThreads, 0, ctx.stream>>>(x, n, chunk, partials.get());
   else
     norm_partial_kernel<false><<<norm_grid, kThreads, 0, ctx.stream>>>(x, n, chunk, partials.get());
   XT_CUDA_LAUNCH_CHECK();
   constexpr int kFinishThreads = 4 * kWarp;  // four matrices per block
-  norm_finish_kernel<<<(total + 3) / 4, kFinishThreads, 0, ctx.stream>>>(partials.get(), parts, total, eps,
+  norm_finish_kernel<<<(batch + 3) / 4, kFinishThreads, 0, ctx.stream>>>(partials.get(), parts, batch, eps,
                                                                          norms.get());
   XT_CUDA_LAUNCH_CHECK();
-  // flat: 4 elements a thread where vec (the second part starts n elements per matrix later: n % 4 == 0
-  // keeps it aligned); tall: one block per 32x32 tile. Each part's launches: its matrices, norms and X.
+  // flat: 4 elements a thread where vec; tall: one block per 32x32 tile
   const bool vec = n % 4 == 0 && aligned16(x) && reinterpret_cast<uintptr_t>(X.get()) % 8 == 0 &&
                    reinterpret_cast<uintptr_t>(Xn.get()) % 8 == 0;
-  const dim3 tile_block(kTile, kTileRows);
-  auto move = [&](bool load, const __nv_bfloat16* result) {
-    size_t first = 0;  // the part's first matrix
-    for (int part = 0; part < 2; ++part) {
-      const int count = batch_of[part];
-      if (count == 0) continue;
-      float* xp = x + first * n;
-      const float* np = norms.get() + first;
-      const size_t off = first * n;
-      const dim3 flat_grid(std::min<unsigned>(blocks_for(vec ? n / 4 : n, kThreads), 4096u), count);
-      const dim3 tile_grid((r + kTile - 1) / kTile, (c + kTile - 1) / kTile, count);
-      if (load && tall_of[part])
-        load_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(xp, X.get() + off, np, r, c);
-      else if (load && vec)
-        load_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(xp, X.get() + off, np, n);
-      else if (load)
-        load_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(xp, X.get() + off, np, n);
-      else if (tall_of[part])
-        store_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(xp, result + off, r, c);
-      else if (vec)
-        store_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(xp, result + off, n);
-      else
-        store_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(xp, result + off, n);
-      XT_CUDA_LAUNCH_CHECK();
-      first += count;
-    }
-  };
-  move(true, nullptr);
+  const dim3 flat_grid(std::min<unsigned>(blocks_for(vec ? n / 4 : n, kThreads), 4096u), batch);
+  const dim3 tile_grid((r + kTile - 1) / kTile, (c + kTile - 1) / kTile, batch), tile_block(kTile, kTileRows);
+  if (tall)
+    load_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(x, X.get(), norms.get(), r, c);
+  else if (vec)
+    load_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), n);
+  else
+    load_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(x, X.get(), norms.get(), n);
+  XT_CUDA_LAUNCH_CHECK();
   const float ca = kMuonNsCoefficients[0], cb = kMuonNsCoefficients[1], cc = kMuonNsCoefficients[2];
   __nv_bfloat16 *cur = X.get(), *next = Xn.get();
-  // the symmetric products over upper blocks: A = X X^T from either X buffer (0, 1), B = c A A^T + b A (2)
-  const int p = steps > 0 ? symmetric_blocks(r, blocks) : 1;
-  std::optional<SymmetricProducts> sym;
-  if (p > 1)
-    sym.emplace(ctx, total, r, p,
-                std::initializer_list<SymmetricProduct>{{X.get(), c, static_cast<long long>(n), nullptr, A.get()},
-                                                        {Xn.get(), c, static_cast<long long>(n), nullptr, A.get()},
-                                                        {A.get(), r, static_cast<long long>(rr), A.get(), B.get()}});
   // Row-major (r, c) X is column-major X^T (ld c); each product below is the row-major one written for
   // cuBLAS (gemm.cpp's convention).
   for (int k = 0; k < steps; ++k) {
-    if (sym) {
-      sym->run(cur == X.get() ? 0 : 1, 1.0f, 0.0f);
-      sym->run(2, cc, cb);
-    } else {
-      // A (r, r) = X X^T: column-major (X^T)^T (X^T)
-      gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, nullptr, A.get(), r, rr,
-                   total);
-      // B = b A + c A A (A symmetric: its column-major storage is itself)
-      gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, A.get(), B.get(), r,
-                   rr, total);
-    }
+    // A (r, r) = X X^T: column-major (X^T)^T (X^T)
+    gemm_batched(ctx, CUBLAS_OP_T, CUBLAS_OP_N, r, r, c, 1.0f, cur, c, n, cur, c, n, 0.0f, nullptr, A.get(), r, rr,
+                 batch);
+    // B = b A + c A A (A symmetric: its column-major storage is itself)
+    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, r, r, r, cc, A.get(), r, rr, A.get(), r, rr, cb, A.get(), B.get(), r, rr,
+                 batch);
     // X' = a X + B X: column-major (B X)^T = X^T B^T, B^T being B's column-major storage
-    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, cur, next, c, n, total);
+    gemm_batched(ctx, CUBLAS_OP_N, CUBLAS_OP_N, c, r, r, 1.0f, cur, c, n, B.get(), r, rr, ca, cur, next, c, n, batch);
     std::swap(cur, next);
   }
-  move(false, cur);
+  if (tall)
+    store_tall_kernel<<<tile_grid, tile_block, 0, ctx.stream>>>(x, cur, r, c);
+  else if (vec)
+    store_flat_kernel<true><<<flat_grid, kThreads, 0, ctx.stream>>>(x, cur, n);
+  else
+    store_flat_kernel<false><<<flat_grid, kThreads, 0, ctx.stream>>>(x, cur, n);
+  XT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace xtrain::cuda

@@ -220,15 +220,7 @@ double sum(const OpContext& ctx, const float* x, size_t count, bool squares, int
 // muon_momentum, muon_apply: the Backend ops over every span in one launch (a block per chunk of `table`).
 void muon_momentum(const OpContext& ctx, MuonTable& table, float* buf, float* out, const float* grad,
                    const std::vector<MuonSpan>& spans, float momentum, bool nesterov, float grad_scale);
-// newton_schulz: Backend::newton_schulz (batch_t: its transposed part) with the products A = X X^T and A A over `blocks` blocks a side
-// (symmetric_gemm.h: only the upper ones computed, the rest mirrored; 1: the full products).
-// kNewtonSchulzBlocks, the default: 3 (GPT-2 124M's r = 768 in blocks of 256, whole tiles of cuBLAS's 128
-// and 256), unless XTRAIN_NS_BLOCKS=1..8 says otherwise (read once; Error for anything else), so a benchmark
-// can time both routes with the same binary.
-constexpr int kNewtonSchulzBlocks = 3;
-int newton_schulz_blocks();
-void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps,
-                   int batch_t = 0, int blocks = newton_schulz_blocks());
+void newton_schulz(const OpContext& ctx, float* x, int batch, int rows, int cols, int steps, float eps);
 void muon_apply(const OpContext& ctx, MuonTable& table, float* param, const float* update,
                 const std::vector<MuonSpan>& spans, float decay, float lr);
 
