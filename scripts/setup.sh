@@ -34,7 +34,7 @@ for arg in "$@"; do
     --no-build) do_build=0 ;;
     --tokenizers) do_tokenizers=1 ;;
     --tests) do_tests=1 ;;
-    -h | --help) sed -n '2,16s/^# \{0,1\}//p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,/^[^#]/{/^#/s/^# \{0,1\}//p}' "$0"; exit 0 ;;
     *) die "unknown option '$arg' (try --help)" ;;
   esac
 done
