@@ -134,16 +134,16 @@ XT_LANES_INLINE D<W> fma_lanes(D<W> a, double b, double c) {
 }
 
 // exp2_sixteenths: 2^(j/16) in each lane, j in [0, 16) (exp_table.h's kExp2Sixteenths): for W = 8 one permute
-// across the table's two vectors, else one load per lane (the same values either way).
+// across the table's two vectors (GCC's __builtin_shuffle; clang, e.g. the sanitizer build, has no shuffle by a
+// variable index), else one load per lane (the same values either way).
 template <int W>
 XT_LANES_INLINE D<W> exp2_sixteenths(typename Lanes<W>::I j) {
-  if constexpr (W == 8) {
-    return __builtin_shuffle(load<8>(kExp2Sixteenths), load<8>(kExp2Sixteenths + 8), j);
-  } else {
-    D<W> x;
-    for (int l = 0; l < W; ++l) x[l] = kExp2Sixteenths[j[l]];
-    return x;
-  }
+#if defined(__GNUC__) && !defined(__clang__)
+  if constexpr (W == 8) return __builtin_shuffle(load<8>(kExp2Sixteenths), load<8>(kExp2Sixteenths + 8), j);
+#endif
+  D<W> x;
+  for (int l = 0; l < W; ++l) x[l] = kExp2Sixteenths[j[l]];
+  return x;
 }
 
 // exp_lanes: exp_table (exp_table.h) in each lane, the same operations in the same order: the same bits, relative
