@@ -110,8 +110,11 @@ XT_LANES_INLINE void add_rounded(float* p, D<W> x, size_t n) {
 
 // fma_lanes: a * b + c in each lane with one rounding (the same bits as std::fma): one instruction in the AVX-512
 // and AVX2 builds (which need FMA3), std::fma per lane in the baseline's. The wide ones are plain inline functions
-// of their target, inlined into the builds that call them (XT_VEC_BUILDS's flatten), never across targets.
-#if defined(__x86_64__)
+// of their target, inlined into the builds that call them (XT_VEC_BUILDS's flatten), never across targets. GCC
+// only: clang refuses a wide vector argument in the untargeted fma_lanes (an ABI error), so a clang build (the
+// sanitizer build) takes std::fma per lane everywhere: the same bits, slower.
+#if defined(__x86_64__) && !defined(__clang__)
+#define XT_FMA_INSTRUCTIONS 1
 __attribute__((target("avx512f,fma"))) inline D<8> fma8(D<8> a, D<8> b, D<8> c) {
   return (D<8>)_mm512_fmadd_pd((__m512d)a, (__m512d)b, (__m512d)c);
 }
@@ -121,7 +124,7 @@ __attribute__((target("avx2,fma"))) inline D<4> fma4(D<4> a, D<4> b, D<4> c) {
 #endif
 template <int W>
 XT_LANES_INLINE D<W> fma_lanes(D<W> a, D<W> b, D<W> c) {
-#if defined(__x86_64__)
+#if defined(XT_FMA_INSTRUCTIONS)
   if constexpr (W == 8) return fma8(a, b, c);
   if constexpr (W == 4) return fma4(a, b, c);
 #endif
