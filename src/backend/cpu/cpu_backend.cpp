@@ -53,37 +53,36 @@ namespace {
 // OpenBLAS picks its kernels when it loads, from the CPU's family and model number. A release older than the
 // CPU does not know the model and falls back to its generic Prescott (SSE3) kernels: Debian 12's 0.3.21 on an
 // Intel Xeon of family 6, model 207 (Emerald Rapids, AVX-512) ran the default model's GEMMs at ~30 GFLOP/s
-// instead of ~125 with its SkylakeX kernels (`build/bench_cpu_ops 8 3`, bench/results/cpu_2core_2026-12.md).
+// instead of ~150 with its SkylakeX kernels (`build/bench_cpu_ops 8 3`, bench/results/cpu_2core_2026-12.md).
 // Where the library fell back so although the CPU has AVX2 and FMA, and the user chose no kernels
-// (OPENBLAS_CORETYPE unset), the kernels are chosen by the CPU's features as OPENBLAS_CORETYPE would choose
-// them: SkylakeX with AVX-512 (F, CD, BW, DQ, VL), otherwise Haswell. Done once per process, before the first
-// BLAS call of any backend; a no-op elsewhere.
-void select_blas_kernels() {
+// (OPENBLAS_CORETYPE unset; any value, even "Prescott", keeps the library's choice), the kernels of the CPU's
+// vector width are taken, as OPENBLAS_CORETYPE=SkylakeX (AVX-512 F, CD, BW, DQ, VL) or =Haswell would give them.
+// It runs when the program loads (a constructor: after OpenBLAS's own, before main and before any thread of the
+// program can be running BLAS, so no call sees the kernel table change under it; a program that links xtrain as
+// a library gets the same kernels for its own BLAS calls, docs/embedding.md). A no-op elsewhere (no DYNAMIC_ARCH
+// build, another CPU, another library choice).
+__attribute__((constructor)) void select_blas_kernels() {
 #if defined(__x86_64__)
-  static std::once_flag once;
-  std::call_once(once, [] {
-    if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) return;
-    if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice stands
-    std::string core = openblas_get_corename();
-    for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-    if (core != "prescott") return;
-    __builtin_cpu_init();
-    if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
-    const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
-                        __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vl");
-    ::setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1);
-    gotoblas_dynamic_quit();
-    gotoblas_dynamic_init();
-    ::unsetenv("OPENBLAS_CORETYPE");  // the environment as the user left it (child processes detect for themselves)
-  });
+  if (gotoblas_dynamic_init == nullptr || gotoblas_dynamic_quit == nullptr) return;
+  if (std::getenv("OPENBLAS_CORETYPE") != nullptr) return;  // the user's choice stands
+  std::string core = openblas_get_corename();
+  for (char& c : core) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  if (core != "prescott") return;
+  __builtin_cpu_init();
+  if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma")) return;
+  const bool avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512cd") &&
+                      __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512dq") &&
+                      __builtin_cpu_supports("avx512vl");
+  ::setenv("OPENBLAS_CORETYPE", avx512 ? "SkylakeX" : "Haswell", 1);
+  gotoblas_dynamic_quit();
+  gotoblas_dynamic_init();
+  ::unsetenv("OPENBLAS_CORETYPE");  // the environment as the user left it (child processes detect for themselves)
 #endif
 }
 
 class CpuBackend final : public Backend {
  public:
   explicit CpuBackend(RowKernels rows) : rows_(rows) {
-    select_blas_kernels();
     // One BLAS thread: xtrain's parallelism is MPI ranks, one per core; BLAS threads on top of them
     // would oversubscribe the cores (ranks x threads runnable threads) and slow every rank down.
     openblas_set_num_threads(1);
