@@ -255,8 +255,8 @@ ExportFiles make_export(const GPTConfig& cfg, const std::vector<float>& params, 
                      "): give the run's tokenizer options (--tokenizer NAME, --tokenizer-json FILE, --tokenizer-model FILE "
                      "or --encoder-json/--vocab-bpe)");
   if (tok.vocab_size() != cfg.V)
-    XT_FAIL("tokenizer " << tok.describe() << " has " << tok.vocab_size() << " tokens, the model " << cfg.V
-                         << " (give the tokenizer options the model was trained with)");
+    throw UsageError("tokenizer " + tok.describe() + " has " + std::to_string(tok.vocab_size()) + " tokens, the model " +
+                     std::to_string(cfg.V) + " (give the tokenizer options the model was trained with)");
   std::vector<std::vector<float>> storage;
   const std::vector<StTensorF32> tensors = export_tensors(cfg, params, layout, storage);
   ExportFiles files;

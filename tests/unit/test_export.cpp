@@ -423,6 +423,11 @@ TEST_CASE("the fingerprint an export records refuses a same-size tokenizer with 
             .find("(fingerprint " + hex64(fp_swapped) + ") is not the one the model was trained with (" + hex64(fp) + ")") !=
         std::string::npos);
   CHECK_THROWS_AS(make_export(cfg, random_params(cfg), ModelLayout::Hf, swapped.encoder, swapped.bpe, fp), UsageError);
+  // a tokenizer of another size than the model's vocabulary (a checkpoint that records no fingerprint): a usage
+  // error too, as xtrain_generate and xtrain_eval refuse it
+  GPTConfig wider = cfg;
+  wider.V = cfg.V + 1;
+  CHECK_THROWS_AS(make_export(wider, random_params(wider), ModelLayout::Hf, swapped.encoder, swapped.bpe, 0), UsageError);
 }
 
 TEST_CASE("hf layout: GPT-2 names, Conv1D (in, out) weights, V rows of wte, no lm_head") {
