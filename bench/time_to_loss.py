@@ -13,11 +13,16 @@ xtrain orthogonalizes them), AdamW at --lr on the rest. Writes JSON lines {"type
 carries the compilation, counted at the median step time, as the table counts xtrain's).
 
 table: reads the runs' files (xtrain's --metrics files: "xt-<optimizer>-<lr>.jsonl"; this script's:
-"pt-<optimizer>-<lr>.jsonl"; "...@<steps>.jsonl" for a run planned for fewer steps than the others), keeps each
-(implementation, optimizer)'s best learning rate by final validation loss among the full-length runs, and prints
-per run: final val loss, steps and wall seconds to reach xtrain AdamW's final val loss; then a row for each
-shorter-planned run that reaches it in fewer steps (it then counts for that optimizer's steps and time to the
-target; the final val loss stays the full-length run's); then the goals as PASS/FAIL lines.
+"pt-<optimizer>-<lr>.jsonl"; a Muon run's lr is its pair MUON_LR,ADAMW_LR; "...@<steps>.jsonl" for a run planned
+for fewer steps than the others), keeps each (implementation, optimizer)'s best learning rate by final validation
+loss among the full-length runs (a NaN loss ranks last; ties: the first by file name), and prints per run: final
+val loss, steps and wall seconds to reach xtrain AdamW's final val loss ("-" where the file has no wall time for
+that step); then a row for every shorter-planned run that reaches it in fewer steps than its optimizer's
+full-length run, sorted by steps, then wall seconds (a missing one last), then file name: the first of each
+optimizer counts for its steps and time to the target (its final val loss stays the full-length run's); shorter-
+planned runs of an optimizer without a full-length run are named in a "#" line and not counted. Then a JSON
+summary line and the goals as PASS/FAIL lines (a time goal without the wall times it needs: FAIL). A file whose
+name or contents it cannot read: one line on stderr naming it, exit 2; no xtrain AdamW run: exit 1.
 """
 import argparse
 import glob
@@ -120,19 +125,61 @@ def train(a):
     return 0
 
 
+NAMES = {"xt": "xtrain", "pt": "torch.compile"}  # the implementations of the run files' names
+
+
+class RunFileError(Exception):
+    """A run file the table cannot use; its message names the file."""
+
+
+def _is_float(x):
+    try:
+        float(x)
+        return True
+    except ValueError:
+        return False
+
+
+def parse_name(path):
+    """(impl, opt, lr, planned steps or None) of a run file named <impl>-<opt>-<lr>[@<steps>].jsonl: impl xt or
+    pt, opt a word, lr one learning rate or a Muon run's pair MUON_LR,ADAMW_LR, steps a positive integer."""
+    parts = os.path.basename(path)[:-len(".jsonl")].split("-", 2)
+    if len(parts) == 3:
+        impl, opt, rest = parts
+        lr, at, planned = rest.partition("@")
+        if impl in NAMES and opt.isalnum() and lr and all(_is_float(x) for x in lr.split(",")) and \
+                (not at or (planned.isascii() and planned.isdigit() and int(planned) > 0)):
+            return impl, opt, lr, int(planned) if at else None
+    raise RunFileError(f"{path}: not a run file name (<xt|pt>-<optimizer>-<lr>[,<lr>][@<steps>].jsonl, "
+                       "e.g. xt-muon-0.02,3e-3@330.jsonl)")
+
+
 def read_run(path):
-    """(val {step: loss}, wall {step: seconds}) of a run file: xtrain's metrics or this script's output."""
+    """(val {step: loss}, wall {step: seconds}) of a run file: xtrain's metrics or this script's output. A val
+    loss of null (JSON's non-finite) reads as NaN. Raises RunFileError on a line that is not such a record."""
     val, ms, wall = {}, {}, {}
-    for line in open(path):
-        r = json.loads(line)
-        if r.get("type") == "val":
-            val[r["step"]] = r["val_loss"]
-            if "wall_s" in r:
-                wall[r["step"]] = r["wall_s"]
-        elif r.get("type") == "train":
-            ms[r["step"]] = r["ms"]
+    n = 0
+    try:
+        with open(path) as f:
+            for line in f:
+                n += 1
+                if not line.strip():
+                    continue
+                r = json.loads(line)
+                if r.get("type") == "val":
+                    v = r["val_loss"]
+                    val[int(r["step"])] = math.nan if v is None else float(v)
+                    if r.get("wall_s") is not None:
+                        wall[int(r["step"])] = float(r["wall_s"])
+                elif r.get("type") == "train":
+                    ms[int(r["step"])] = float(r["ms"])
+    except UnicodeDecodeError:
+        raise RunFileError(f"{path}: not a text file") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as e:
+        why = e.msg if isinstance(e, json.JSONDecodeError) else f"{type(e).__name__}: {e}"
+        raise RunFileError(f"{path}:{n}: not a run record ({why})") from None
     if ms:  # xtrain: step 1 (warm-up) counted at the median, as for PyTorch
-        med = statistics.median([ms[s] for s in ms if s > 1] or [ms[1]])
+        med = statistics.median([ms[s] for s in ms if s > 1] or [ms[min(ms)]])
         total, acc = 0.0, {}
         for s in sorted(ms):
             total += med if s == 1 else ms[s]
@@ -142,44 +189,68 @@ def read_run(path):
 
 
 def table(a):
-    runs = []  # (impl, opt, lr, planned steps or None, val, wall)
-    for path in sorted(glob.glob(os.path.join(a.dir, "*.jsonl"))):
-        impl, opt, rest = os.path.basename(path)[:-6].split("-", 2)
-        lr, _, planned = rest.partition("@")
-        val, wall = read_run(path)
-        if val:
-            runs.append((impl, opt, lr, int(planned) if planned else None, val, wall))
-    best = {}  # each (implementation, optimizer)'s full-length run of the lowest final val loss
-    for impl, opt, lr, planned, val, wall in runs:
+    runs = []  # (file name, impl, opt, lr, planned steps or None, val, wall)
+    try:
+        for path in sorted(glob.glob(os.path.join(a.dir, "*.jsonl"))):
+            impl, opt, lr, planned = parse_name(path)
+            val, wall = read_run(path)
+            if val:
+                runs.append((os.path.basename(path), impl, opt, lr, planned, val, wall))
+    except (RunFileError, OSError) as e:
+        print(f"table: {e}", file=sys.stderr)
+        return 2
+    def loss_key(v):  # a NaN loss (a diverged run) ranks last
+        return math.inf if math.isnan(v) else v
+    best = {}  # each (implementation, optimizer)'s full-length run of the lowest final val loss (ties: file name)
+    for _, impl, opt, lr, planned, val, wall in runs:
         last = max(val)
-        if planned is None and ((impl, opt) not in best or val[last] < best[(impl, opt)]["final"]):
+        if planned is None and ((impl, opt) not in best or loss_key(val[last]) < loss_key(best[(impl, opt)]["final"])):
             best[(impl, opt)] = {"lr": lr, "final": val[last], "steps": last, "val": val, "wall": wall}
     if ("xt", "adamw") not in best:
         print("table: no xtrain AdamW run (xt-adamw-*.jsonl)")
         return 1
     target = best[("xt", "adamw")]["final"]
 
-    def reach(val, wall):  # (first validated step at or below the target, its wall seconds), or (None, None)
+    def reach(val, wall):  # (first validated step at or below the target, its wall seconds or None), or (None, None)
         hit = next((s for s in sorted(val) if val[s] <= target), None)
-        return hit, (wall.get(hit) if hit else None)
-    names = {"xt": "xtrain", "pt": "torch.compile"}
+        return hit, (wall.get(hit) if hit is not None else None)
+
+    def wall_text(w):
+        return "-" if w is None else f"{w:.1f}"
+
+    def speed(hit, w, name):  # the order of "faster": fewer steps, then less wall (a missing wall last), then name
+        return hit, w is None, w or 0.0, name
     res = {}
     print(f"# {a.label}: target = xtrain AdamW's final val loss {target:.4f}")
-    print(f"{'run':<24} {'lr':>14} {'final val':>10} {'steps to target':>16} {'wall s to target':>17}")
+    print(f"{'run':<32} {'lr':>14} {'final val':>10} {'steps to target':>16} {'wall s to target':>17}")
     for (impl, opt), r in sorted(best.items()):
         hit, w = reach(r["val"], r["wall"])
         res[(impl, opt)] = (hit, w, r)
-        print(f"{names[impl] + ' ' + opt:<24} {r['lr']:>14} {r['final']:>10.4f} {str(hit or 'not reached'):>16} "
-              f"{(f'{w:.1f}' if w else '-'):>17}")
-    # runs planned for fewer steps: the fewest steps to the target over every run of that optimizer
-    for impl, opt, lr, planned, val, wall in runs:
-        hit, w = reach(val, wall)
-        if planned is None or hit is None or (impl, opt) not in res:
+        print(f"{NAMES[impl] + ' ' + opt:<32} {r['lr']:>14} {r['final']:>10.4f} {str(hit or 'not reached'):>16} "
+              f"{wall_text(w):>17}")
+    # runs planned for fewer steps: a row for each that reaches the target in fewer steps than its optimizer's
+    # full-length best; the fastest of them counts for that optimizer's steps and time to the target
+    faster, orphans = [], set()  # faster: (speed, impl, opt, lr, planned, final val loss, wall)
+    for name, impl, opt, lr, planned, val, wall in runs:
+        if planned is None:
             continue
-        if res[(impl, opt)][0] is None or (hit, w) < res[(impl, opt)][:2]:
+        if (impl, opt) not in res:
+            orphans.add(f"{NAMES[impl]} {opt}")
+            continue
+        hit, w = reach(val, wall)
+        full_hit = res[(impl, opt)][0]
+        if hit is not None and (full_hit is None or hit < full_hit):
+            faster.append((speed(hit, w, name), impl, opt, lr, planned, val[max(val)], w))
+    faster.sort(key=lambda f: f[0])  # the speed tuple ends with the file name: no two are equal
+    counted = set()
+    for (hit, _, _, _), impl, opt, lr, planned, final, w in faster:
+        print(f"{NAMES[impl] + ' ' + opt + f' ({planned} steps)':<32} {lr:>14} {final:>10.4f} {hit:>16} "
+              f"{wall_text(w):>17}")
+        if (impl, opt) not in counted:  # the fastest
+            counted.add((impl, opt))
             res[(impl, opt)] = (hit, w, dict(res[(impl, opt)][2], fastest={"lr": lr, "planned_steps": planned}))
-            print(f"{names[impl] + ' ' + opt + f' ({planned} steps)':<24} {lr:>14} {val[max(val)]:>10.4f} {hit:>16} "
-                  f"{w:>17.1f}")
+    for o in sorted(orphans):
+        print(f"# {o}: runs planned for fewer steps but no full-length run to compare with: not counted")
     print(json.dumps({"label": a.label, "target": target, "runs": {f"{i}-{o}": {"lr": r["lr"], "final_val": r["final"],
                       "steps_to_target": h, "wall_s_to_target": w, "reached_by": r.get("fastest")}
                       for (i, o), (h, w, r) in res.items()}}))
@@ -189,18 +260,24 @@ def table(a):
     xa, xm, pm, pa = (res.get(k) for k in [("xt", "adamw"), ("xt", "muon"), ("pt", "muon"), ("pt", "adamw")])
     if xa and xm and xm[0]:
         goal(f"xtrain muon reaches it in {xm[0]} steps <= 0.55 x {xa[0]}", xm[0] <= 0.55 * xa[0])
-        goal(f"and in {xm[1]:.1f} s <= 0.6 x {xa[1]:.1f} s", xm[1] <= 0.6 * xa[1])
+        if xm[1] is None or xa[1] is None:  # a run file without the step times: the goal is not shown
+            goal(f"and in {wall_text(xm[1])} s <= 0.6 x {wall_text(xa[1])} s (no wall time recorded)", False)
+        else:
+            goal(f"and in {xm[1]:.1f} s <= 0.6 x {xa[1]:.1f} s", xm[1] <= 0.6 * xa[1])
     if xm and pm:
         d = xm[2]["final"] - pm[2]["final"]
         goal(f"xtrain muon's final val {xm[2]['final']:.4f} within 0.02 of torch.optim.Muon's {pm[2]['final']:.4f} or below",
              d <= 0.02)
-    if xm and pa and xm[1]:
-        if pa[1]:
+    if xm and pa and xm[0]:
+        if xm[1] is not None and pa[1] is not None:
             goal(f"xtrain muon's {xm[1]:.1f} s to it <= 0.4 x torch.compile AdamW's {pa[1]:.1f} s", xm[1] <= 0.4 * pa[1])
-        else:  # its whole run is a lower bound of its time to the target
+        elif xm[1] is not None and pa[0] is None and pa[2]["wall"]:  # its whole run bounds its time to the target
             full = pa[2]["wall"][max(pa[2]["wall"])]
             goal(f"torch.compile AdamW does not reach it in {pa[2]['steps']} steps ({full:.1f} s): xtrain muon's "
                  f"{xm[1]:.1f} s <= 0.4 x that bound", xm[1] <= 0.4 * full)
+        else:
+            goal(f"xtrain muon's {wall_text(xm[1])} s to it <= 0.4 x torch.compile AdamW's {wall_text(pa[1])} s "
+                 "(no wall time recorded)", False)
     return 0
 
 
