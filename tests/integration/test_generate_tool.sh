@@ -108,12 +108,14 @@ got=$(timing_phases)
   || fail "--max-new-tokens 0 --timing --dump-logits: phases '$got', want '$want': $(cat "$WORK/err")"
 "$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 0 --timing > "$WORK/out" 2> "$WORK/err"
 got=$(timing_phases)
-want="backend set-up (cpu), in a thread beside the phases up to the wait
+# the phases every generation runs, up to the weights on the device
+up_to_weights="backend set-up (cpu), in a thread beside the phases up to the wait
 reading the model file
 loading the tokenizer
 encoding the prompt
 waiting for the backend set-up
 weights to the device"
+want=$up_to_weights
 [[ "$got" == "$want" && ! -s "$WORK/out" ]] && echo "ok   --max-new-tokens 0 --timing: the phases up to the weights" \
   || fail "--max-new-tokens 0 --timing: phases '$got', want '$want': $(cat "$WORK/err")"
 # one new token: sampled from the prompt's logits, no one-token step ran: no first-step or steady decoding line,
@@ -121,12 +123,7 @@ weights to the device"
 "$GEN" --ckpt "$WORK/m.ckpt" --prompt "Hello" --max-new-tokens 1 --ignore-eos --timing --repeat 2 > "$WORK/out" 2> "$WORK/err" \
   || fail "--max-new-tokens 1 --timing: $(cat "$WORK/err")"
 got=$(timing_phases)
-want="backend set-up (cpu), in a thread beside the phases up to the wait
-reading the model file
-loading the tokenizer
-encoding the prompt
-waiting for the backend set-up
-weights to the device
+want="$up_to_weights
 decoder allocation and weight preparation
 prompt to first token (1 tokens x 1)
 process start to first token"
