@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "backend/cpu/cpu_backend.h"
+#include "backend/cuda/attention_decode.h"
 #include "backend/cuda/cuda_backend.h"
 #include "backend/cuda/gemv.h"
 #include <xtrain/backend/qkv_layout.h>
@@ -997,14 +998,14 @@ TEST_CASE("attention_decode: KV-cache append and attention against the CPU (pref
 }
 
 TEST_CASE("attention_decode: a long context (online softmax across tiles and chunks)") {
-  // 60000 cached positions: the kernel cuts position t's rows into 32 chunks of ceil((t + 1) / 32) rows
-  // (one block each) and takes a chunk in tiles of 256 scores, so t = 59999 has chunks of 1875 rows in 8
-  // tiles, t = 8192 chunks of 257 rows (a second tile of one row); sized by the whole context, a block's
-  // shared memory (60000 scores) would exceed what a block may take on an H200 (227 KiB). Queries at
-  // t = 4094..4096, 8190..8192 and at the end. Keys of rows < 4096 are small and later ones large, so the
-  // max jumps by ~15 between chunks (t = 8190..8192: at the chunk boundary 4096) and the chunks' weights
-  // exp(m_s - m) ~1e-7 matter; values zero-mean, scores peaked (sd ~4), so the output is a few rows'
-  // values, not a mean near a constant. Two shapes: batch 2 over 60000 positions, batch 40 over 9000.
+  // 60000 cached positions: the kernel cuts position t's rows into 32 chunks of ceil((t + 1) / 32) rows where that
+  // exceeds kDecodeChunkRows (attention_decode.h; one block each) and takes a chunk in tiles of 256 scores, so t =
+  // 59999 has chunks of 1875 rows in 8 tiles, t = 8192 chunks of 257 rows (a second tile of one row); sized by the
+  // whole context, a block's shared memory (60000 scores) would exceed what a block may take on an H200 (227 KiB).
+  // Queries at t = 4094..4096, 8190..8192 and at the end. Keys of rows < 4096 are small and later ones large, so the
+  // max jumps by ~15 between chunks (t = 8190..8192: at the chunk boundary 4096) and the chunks' weights exp(m_s - m)
+  // ~1e-7 matter; values zero-mean, scores peaked (sd ~4), so the output is a few rows' values, not a mean near a
+  // constant. Two shapes: batch 2 over 60000 positions, batch 40 over 9000.
   for (const std::pair<int, int>& shape : {std::pair{2, 60000}, std::pair{40, 9000}}) {
     const int B = shape.first, maxT = shape.second;
     CAPTURE(B);
@@ -1030,10 +1031,10 @@ TEST_CASE("attention_decode: a long context (online softmax across tiles and chu
 }
 
 TEST_CASE("attention_decode: cache rows split across blocks (flash-decoding), grouped heads, odd head sizes") {
-  // Position t's rows [0, t] make chunks of max(32, ceil((t + 1) / 32)) rows, one block each, combined in
-  // chunk order (attention_decode.cu). Queries: a prefill at t = 0..4 (one chunk, fewer rows than the
-  // launch's blocks per head), a prefill across the first boundary (t = 29..33), t = 63, 64 (the first row
-  // of a third chunk), mid-cache, and the end (t = maxT - 1: up to 32 chunks). Shapes: GPT-2's (12 heads
+  // Position t's rows [0, t] make chunks of max(R, ceil((t + 1) / 32)) rows, R = kDecodeChunkRows, one block
+  // each, combined in chunk order (attention_decode.h). Queries: a prefill at t = 0..4 (one chunk, fewer rows
+  // than the launch's blocks per head), a prefill across the first boundary (t = R - 3 .. R + 1), t = 2R - 1,
+  // 2R (the first row of a third chunk), mid-cache, and the end (t = maxT - 1: up to 32 chunks). Shapes: GPT-2's (12 heads
   // of 64, a cache of 1024), 3 query heads per kv head (one head per block) with 128-wide heads and batch
   // 3, 4 per kv head (four heads per block), and head size 18, not a whole number of 16-byte packs in
   // either type (the element-by-element loads), 2 per kv head.
@@ -1044,15 +1045,16 @@ TEST_CASE("attention_decode: cache rows split across blocks (flash-decoding), gr
     int32_t pos;
     int Tn;
   };
-  for (const Shape& sh : {Shape{1, 12, 12, 64, 1024}, Shape{3, 6, 2, 128, 300}, Shape{2, 8, 2, 64, 200},
-                          Shape{1, 4, 2, 18, 160}}) {
+  constexpr int R = cuda::kDecodeChunkRows;
+  for (const Shape& sh : {Shape{1, 12, 12, 64, 1024}, Shape{3, 6, 2, 128, 2 * R + 44}, Shape{2, 8, 2, 64, 2 * R + 16},
+                          Shape{1, 4, 2, 18, 2 * R + 32}}) {
     const int B = sh.B, NH = sh.NH, KVH = sh.KVH, HS = sh.HS, maxT = sh.maxT;
     CAPTURE(NH);
     CAPTURE(KVH);
     CAPTURE(HS);
     const int QKV = QkvLayout::row_width(NH, KVH, HS), kv_row = KVH * HS;
     const std::vector<float> keys = rnd(size_t(B) * maxT * kv_row, 91), values = rnd(size_t(B) * maxT * kv_row, 92);
-    const std::vector<Step> steps = {{0, 5}, {29, 5}, {63, 2}, {maxT / 2 + 1, 1}, {maxT - 3, 3}};
+    const std::vector<Step> steps = {{0, 5}, {R - 3, 5}, {2 * R - 1, 2}, {maxT / 2 + 1, 1}, {maxT - 3, 3}};
     for (Backend* gpu : {be().gpu.get(), &g16()}) {
       const bool b16 = gpu->activation_bytes() == 2;
       CAPTURE(b16);

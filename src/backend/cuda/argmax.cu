@@ -7,6 +7,7 @@
 #include <climits>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -38,7 +39,8 @@ __device__ __forceinline__ void scan(Best& b, float x, int i) {
 // grid (rows), block kThreads. logits of type T (float or bf16, ops.h), rows ld elements apart; kVec: every
 // row starts 16-byte aligned (logits aligned, ld a whole number of packs).
 template <typename T, bool kVec>
-__global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* out, const T* logits, int V, int ld) {
+__global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* out, const T* logits, int V, int ld, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (argmax_rows)
   const T* l = logits + size_t(blockIdx.x) * ld;
   Best b{0.0f, -1, INT_MAX};
   int tail = 0;  // the first column the single-column loop takes
@@ -76,12 +78,11 @@ void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int row
   if (rows == 0) return;
   with_act(ctx, [&](auto tag) {
     using T = decltype(tag);
-    if (aligned16(logits) && ld % Pack<T>::kN == 0)
-      argmax_rows_kernel<T, true><<<rows, kThreads, 0, ctx.stream>>>(out, static_cast<const T*>(logits), V, ld);
-    else
-      argmax_rows_kernel<T, false><<<rows, kThreads, 0, ctx.stream>>>(out, static_cast<const T*>(logits), V, ld);
+    const auto kernel = aligned16(logits) && ld % Pack<T>::kN == 0 ? argmax_rows_kernel<T, true>
+                                                                   : argmax_rows_kernel<T, false>;
+    launch_kernel(decoding_rows(rows), ctx.stream, dim3(rows), dim3(kThreads), 0, kernel, out,
+                  static_cast<const T*>(logits), V, ld, decoding_rows(rows));
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 
 }  // namespace xtrain::cuda

@@ -8,11 +8,16 @@
 // The first new position comes from device memory, so a recorded decoding step (Decoder's CUDA graph) runs
 // at whatever position the cache has reached; chunk boundaries depend on t only, never on the launch
 // (B, Tn, maxT), so a query row has the same bits in a decoding step and in RowKernels::per_row's
-// training forward (backend.h), and on every run.
+// training forward (backend.h), and on every run. Launched programmatically (launch.cuh): before its wait a
+// block only prefetches into L2 the cache rows it will read that earlier launches wrote, so that reading them
+// overlaps the kernel before (the qkv product), and lets the next kernel (the output projection) start loading
+// its weights.
 #include <algorithm>
 
+#include "backend/cuda/attention_decode.h"
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/cuda_check.h"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 #include <xtrain/backend/qkv_layout.h>
 #include <xtrain/core/error.h>
@@ -23,9 +28,11 @@ namespace {
 
 constexpr int kThreads = 128;  // 4 warps per block
 constexpr int kTile = 256;     // cache rows whose scores a block holds at once (per query head)
-// A chunk has at least kMinRows rows, and a position's rows [0, t] make at most kMaxSplits chunks (in a
-// cache of 1024, position 1023 takes 32 chunks of 32 rows: 32 blocks per query head)
-constexpr int kMinRows = 32, kMaxSplits = 32;
+// A chunk has at least kMinRows rows, and a position's rows [0, t] make at most kMaxSplits chunks (attention_decode.h; in
+// a cache of 1024, position 1023 takes 8 chunks of 128 rows: 8 blocks per query head). At batch 1 a short
+// context in one chunk (positions below 128) or few is faster than many small ones whose partials need the
+// combining pass (GPT-2 124M, 128 new tokens: 12% more tokens a second on an H100 than with chunks of 32 rows).
+constexpr int kMinRows = kDecodeChunkRows, kMaxSplits = kDecodeMaxChunks;
 
 // Split: position t's cache rows [0, t] cut into `count` chunks of `rows` rows (the last one shorter):
 // chunk c is rows [c * rows, min(t + 1, (c + 1) * rows)). count <= kMaxSplits and count <=
@@ -54,6 +61,7 @@ struct DecodeArgs {
   int* error_flag;
   int B, Tn, maxT, NH, KVH, HS, S, row0;
   float scale;
+  bool trigger;  // let the next kernel start early (a decoding step's launch: the next is a GEMV of gemv.cu)
 };
 
 // position_ok: the first new position, read from device memory, leaves room for Tn rows in the cache;
@@ -104,6 +112,32 @@ int decode_smem_floats(int G, int HS, int kN) {
   return G * HS + G * kTile + (kThreads / packs) * G * HS;
 }
 
+// prefetch_cache: before the wait, L2 prefetches of the key and value rows of block (bi * S + s, y)'s chunk that
+// lie below the first new position: cache rows that earlier launches wrote (the rows from pos on are this
+// launch's, read from qkv). Hints only: the position read here may be one that an earlier kernel of the stream
+// has yet to write; then other rows of the cache are prefetched and nothing else changes.
+template <typename T, int G>
+__device__ void prefetch_cache(const DecodeArgs<T>& a) {
+  constexpr int kLine = 128;  // bytes of an L2 line
+  const int pos = min(max(*a.pos_p, 0), a.maxT - a.Tn);
+  const int local = blockIdx.x / a.S, s = blockIdx.x % a.S, bi = a.row0 + local;
+  const int b = bi / a.Tn, t = pos + bi % a.Tn;
+  const Split split = split_rows(t);
+  const int lo = s * split.rows, hi = min(min(t + 1, lo + split.rows), pos);
+  if (s >= split.count || hi <= lo) return;
+  const QkvLayout lay{a.B, a.Tn, a.NH, a.KVH, a.HS};
+  const int kh = lay.kv_head(blockIdx.y * G), bytes = a.HS * int(sizeof(T));
+  // a head's row of bytes spans at most bytes / kLine + 1 lines: offsets 0, kLine, ... and its last byte
+  const int lines = bytes / kLine + 1;
+  const size_t kv_row = size_t(a.KVH) * a.HS, seq = size_t(b) * a.maxT;
+  for (int idx = threadIdx.x; idx < (hi - lo) * 2 * lines; idx += kThreads) {
+    const int r = lo + idx / (2 * lines), line = idx % lines;
+    const T* cache = (idx / lines) % 2 ? a.vcache : a.kcache;
+    const char* row = reinterpret_cast<const char*>(cache + (seq + r) * kv_row + size_t(kh) * a.HS);
+    ptx::prefetch_l2(row + min(line * kLine, bytes - 1));
+  }
+}
+
 // decode_kernel: block (bi * S + s, y): query heads h0 = y * G .. h0 + G - 1 (one key/value head kh; G
 // divides NH / KVH: grouped-query attention, Ainslie et al. 2023, the key and value rows read once for G
 // heads) of new position t = pos + i of sequence b, over chunk s of split_rows(t); blocks of a chunk past
@@ -121,6 +155,9 @@ int decode_smem_floats(int G, int HS, int kN) {
 // The block of chunk 0 of the first head group of kh writes new position i's key and value rows.
 template <typename T, int G, bool kVec>
 __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeArgs<T> a) {
+  if (a.trigger) ptx::griddepcontrol_launch_dependents();
+  if (a.trigger) prefetch_cache<T, G>(a);
+  ptx::griddepcontrol_wait();  // qkv, the position, the counters and the scratch: the earlier kernels' from here on
   const int pos = *a.pos_p;
   if (!position_ok(pos, a.Tn, a.maxT, a.error_flag)) return;
   constexpr int kN = Pack<T>::kN;
@@ -326,7 +363,7 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
     DecodeArgs<T> args{static_cast<T*>(out), static_cast<T*>(kcache), static_cast<T*>(vcache),
                        static_cast<const T*>(qkv), pos, reinterpret_cast<float2*>(partial.get()),
                        partial.get() + ml_floats, ctx.split_counters, ctx.error_flag, B, Tn, maxT, NH, KVH, HS,
-                       S, 0, scale};
+                       S, 0, scale, decoding_rows(rows)};
     const bool vec = HS % kN == 0 && aligned16(kcache) && aligned16(vcache) && aligned16(qkv);
     using Kernel = void (*)(DecodeArgs<T>);
     const Kernel kernel = G == 4   ? (vec ? decode_kernel<T, 4, true> : decode_kernel<T, 4, false>)
@@ -335,8 +372,8 @@ void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcach
     for (int row0 = 0; row0 < rows; row0 += launch_rows) {
       args.row0 = row0;
       const int n = std::min(launch_rows, rows - row0);
-      kernel<<<dim3(unsigned(n) * S, unsigned(head_groups)), kThreads, smem, ctx.stream>>>(args);
-      XT_CUDA_LAUNCH_CHECK();
+      launch_kernel(args.trigger, ctx.stream, dim3(unsigned(n) * S, unsigned(head_groups)), dim3(kThreads), smem, kernel,
+                    args);
     }
   });
 }

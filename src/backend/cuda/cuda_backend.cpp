@@ -154,6 +154,9 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   lap("workspace and allocator (32 MiB cuBLAS workspace, error flag, split counters)");
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
   lap("cuBLASLt handle");
+  // cuBLASLt's heuristics loaded beside whatever the caller does next (a model read, the data), not in its
+  // first GEMM (setup_ms reports the time once done)
+  gemm_warmup_ = std::async(std::launch::async, [device = device_] { return warm_gemm_heuristics(device); }).share();
   const Attention route = resolve_attention(opts.attention, opts.dtype);
   if (route == Attention::cudnn) {
     // --attention cudnn: the handle now (a cuDNN that cannot start fails the set-up); auto: at its first use
@@ -173,6 +176,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
 }
 
 CudaBackend::~CudaBackend() {
+  if (gemm_warmup_.valid()) gemm_warmup_.wait();
   if (stream_) cudaStreamSynchronize(stream_);
   cudnn_.reset();  // its handle is bound to the stream
   if (cublaslt_) cublasLtDestroy(cublaslt_);
@@ -187,6 +191,9 @@ CudaBackend::~CudaBackend() {
 
 std::vector<std::pair<std::string, double>> CudaBackend::setup_ms() const {
   std::vector<std::pair<std::string, double>> parts = setup_ms_;
+  if (gemm_warmup_.valid() && gemm_warmup_.wait_for(std::chrono::seconds(0)) == std::future_status::ready)
+    parts.emplace_back("cuBLASLt heuristics (in a thread of their own, beside what follows the set-up)",
+                       gemm_warmup_.get());
   if (cudnn_ && !cudnn_->strict() && cudnn_->created())
     parts.emplace_back("cuDNN handle (made at the first cuDNN attention)", cudnn_->created_ms());
   return parts;

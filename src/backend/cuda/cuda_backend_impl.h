@@ -8,6 +8,7 @@
 #include <cuda_runtime.h>
 
 #include <functional>
+#include <future>
 #include <memory>
 #include <string>
 #include <utility>
@@ -180,6 +181,7 @@ class CudaBackend final : public Backend {
                                      // of a block overlapping it releases the mirror
   uint64_t weights_generation_ = 0;  // +1 when the mirror is dropped, moved or made for another source
   std::vector<std::pair<std::string, double>> setup_ms_;  // the constructor's parts (setup_ms)
+  std::shared_future<double> gemm_warmup_;  // warm_gemm_heuristics in a thread the constructor starts (ms, or -1)
 };
 
 }  // namespace xtrain::cuda

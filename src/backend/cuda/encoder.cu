@@ -5,6 +5,7 @@
 #include <cub/device/device_radix_sort.cuh>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -15,7 +16,8 @@ constexpr int kThreads = 256;
 // grid-stride over B*T*C; out activations of type A (float or bf16, ops.h); wpe null: no positions
 template <typename A>
 __global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const float* wte, const float* wpe,
-                                       int T, int C, size_t count, int* error_flag) {
+                                       int T, int C, size_t count, int* error_flag, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (encoder_forward)
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     const size_t bt = i / C;
     const int c = int(i % C), t = int(bt % T);
@@ -86,10 +88,10 @@ void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, con
   if (count == 0) return;
   with_act(ctx, [&](auto tag) {
     using A = decltype(tag);
-    encoder_forward_kernel<A><<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(
-        static_cast<A*>(out), tokens, wte, wpe, T, C, count, ctx.error_flag);
+    const bool decoding = decoding_rows(size_t(B) * T);
+    launch_kernel(decoding, ctx.stream, dim3(blocks_for(count, kThreads)), dim3(kThreads), 0, encoder_forward_kernel<A>,
+                  static_cast<A*>(out), tokens, wte, wpe, T, C, count, ctx.error_flag, decoding);
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 
 void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void* dout, const int32_t* tokens,

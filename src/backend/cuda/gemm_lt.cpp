@@ -5,6 +5,7 @@
 // Also gemm_lt_batched (gemm_lt_batched.h): strided-batched, column-major, its output apart from C.
 #include <cublasLt.h>
 
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -90,6 +91,31 @@ std::optional<cublasLtMatmulAlgo_t> pick_algorithm(const OpContext& ctx, cublasL
   return result.algo;
 }
 }  // namespace
+
+double warm_gemm_heuristics(int device) noexcept {
+  const auto t0 = std::chrono::steady_clock::now();
+  cublasLtHandle_t h = nullptr;
+  try {
+    XT_CUDA_CHECK(cudaSetDevice(device));
+    XT_CUBLAS_CHECK(cublasLtCreate(&h));
+    // a bf16 GEMM with fp32 accumulation, as the bf16 forward asks for (any query loads the heuristics)
+    const Desc desc = matmul_desc(CUBLAS_COMPUTE_32F);
+    set_desc(desc.get(), CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    const Layout a = layout(CUDA_R_16BF, 64, 64, 64), b = layout(CUDA_R_16BF, 64, 64, 64), c = layout(CUDA_R_16BF, 64, 64, 64);
+    cublasLtMatmulPreference_t praw = nullptr;
+    XT_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&praw));
+    const Pref pref(praw);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    XT_CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(h, desc.get(), a.get(), b.get(), c.get(), c.get(), pref.get(), 1,
+                                                   &result, &found));
+  } catch (const Error&) {
+    if (h) cublasLtDestroy(h);
+    return -1.0;
+  }
+  cublasLtDestroy(h);
+  return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+}
 
 bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   XT_CHECK(g.M > 0 && g.N > 0 && g.K > 0, "bad gemm_lt shape M=" << g.M << " N=" << g.N << " K=" << g.K);

@@ -10,6 +10,7 @@
 
 #include "backend/cuda/common.cuh"
 #include "backend/cuda/gelu.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/ptx.cuh"
 #include "backend/cuda/row_norm.cuh"
@@ -136,7 +137,7 @@ __global__ void __launch_bounds__(kThreads)
 //   weight packs are loaded before it, so their latency overlaps the norm.
 // - residual set: out = residual + the product rounded to T, rounded again as residual_forward rounds (out may
 //   alias residual: each element is read, then written, by the same lane).
-// Launched with programmatic dependent launch (launch_row): the kernel may start before the previous one has
+// Launched with programmatic dependent launch (launch_row, launch.cuh): the kernel may start before the previous one has
 // finished and reads inp, residual, bias and writes only after griddepcontrol_wait; with `prefetch` (the
 // caller's promise that the previous kernel does not write w: the decoder's weights during a step) it loads
 // its first weight packs before the wait, overlapping the previous kernel's tail. It lets the next kernel
@@ -305,15 +306,6 @@ void launch_rows(const OpContext& ctx, T* out, T* pre, const T* inp, const T* w,
   else if (rows <= 8) launch<T, kVec, 8>(ctx, out, pre, inp, w, bias, rows, IC, OC, ldw, split);
   else launch<T, kVec, kRowTile>(ctx, out, pre, inp, w, bias, rows, IC, OC, ldw, split);
 }
-// programmatic_launch: whether the current device takes programmatic dependent launch (compute capability 9.0+;
-// CUDA programming guide, "Programmatic Dependent Launch and Synchronization"); older devices launch plainly.
-bool programmatic_launch() {
-  int device = 0, major = 0;
-  XT_CUDA_CHECK(cudaGetDevice(&device));
-  XT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
-
 // launch_row: gemv_row_kernel for one row, unrolled 4 packs per lane where that holds a lane's packs of a column (IC
 // = 768: 3), else 8 (fewer registers, so more warps per SM, for the short rows). Neither changes an output's bits.
 template <typename T, int kNorm>
@@ -326,15 +318,8 @@ void launch_row(const OpContext& ctx, T* out, T* pre, const T* inp, const T* w, 
   const unsigned blocks = unsigned((groups + per_block - 1) / per_block);
   const int lane_packs = (IC / Pack<T>::kN + split * kWarp - 1) / (split * kWarp);
   auto kernel = lane_packs <= 4 ? gemv_row_kernel<T, 4, kNorm> : gemv_row_kernel<T, 8, kNorm>;
-  cudaLaunchConfig_t cfg = {};
-  cfg.gridDim = dim3(blocks), cfg.blockDim = dim3(kThreads), cfg.dynamicSmemBytes = smem, cfg.stream = ctx.stream;
-  cudaLaunchAttribute pdl[1] = {};
-  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl, cfg.numAttrs = programmatic_launch() ? 1 : 0;
-  XT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, out, pre, inp, w, bias, residual, norm_w, norm_b, eps, IC, OC, ldw,
-                                   split, prefetch));
-  XT_CUDA_LAUNCH_CHECK();
+  launch_kernel(true, ctx.stream, dim3(blocks), dim3(kThreads), smem, kernel, out, pre, inp, w, bias, residual, norm_w,
+                norm_b, eps, IC, OC, ldw, split, prefetch);
 }
 }  // namespace
 

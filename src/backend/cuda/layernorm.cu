@@ -6,6 +6,7 @@
 // elements) when C and the pointers allow, else element by element (kN = 1), same code.
 #include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/row_norm.cuh"
 
@@ -20,7 +21,8 @@ namespace {
 // or inp2 (each element is read before the same thread overwrites it); out aliases none of them.
 template <typename T, int kN, bool kAdd>
 __global__ void layernorm_forward_kernel(T* out, float* mean, float* rstd, const T* inp, const float* w,
-                                         const float* b, int N, int C, const T* inp2, T* res) {
+                                         const float* b, int N, int C, const T* inp2, T* res, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (launch_layernorm_forward)
   const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const T* x = (kAdd ? res : inp) + size_t(row) * C;
@@ -133,9 +135,9 @@ void launch_layernorm_forward(const OpContext& ctx, void* out, float* mean, floa
   launch_row_norm(ctx, N, C, {out, inp, w, b}, inp2, res, [&](auto shape) {
     using S = decltype(shape);
     using T = typename S::type;
-    layernorm_forward_kernel<T, S::kN, S::kAdd><<<shape.grid, shape.block, 0, ctx.stream>>>(
-        static_cast<T*>(out), mean, rstd, static_cast<const T*>(inp), w, b, N, C, static_cast<const T*>(inp2),
-        static_cast<T*>(res));
+    launch_kernel(decoding_rows(N), ctx.stream, shape.grid, shape.block, 0, layernorm_forward_kernel<T, S::kN, S::kAdd>,
+                  static_cast<T*>(out), mean, rstd, static_cast<const T*>(inp), w, b, N, C,
+                  static_cast<const T*>(inp2), static_cast<T*>(res), decoding_rows(N));
   });
 }
 }  // namespace

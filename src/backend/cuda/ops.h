@@ -187,7 +187,8 @@ void attention_forward(const OpContext& ctx, void* out, float* att, const void* 
 void attention_backward(const OpContext& ctx, void* dqkv, const void* dout, const void* qkv, const void* out,
                         const float* att, int B, int T, int NH, int KVH, int HS, bool accumulate);
 
-// attention_decode: append to the KV cache and attend over it (attention_decode.cu; Backend contract).
+// attention_decode: append to the KV cache and attend over it (attention_decode.cu, its split in
+// attention_decode.h; Backend contract).
 void attention_decode(const OpContext& ctx, void* out, void* kcache, void* vcache, const void* qkv, int B, int Tn,
                       const int32_t* pos, int maxT, int NH, int KVH, int HS);
 
@@ -272,6 +273,12 @@ struct LtGemm {
   const float* b_scale = nullptr;
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
+
+// warm_gemm_heuristics: one cuBLASLt heuristic query on a handle of its own on `device`, for a thread beside the
+// start-up. A process's first query loads cuBLASLt's heuristics (about 0.1 s on an H100, also for the cuBLAS
+// calls, which choose through them), which its first GEMM would otherwise wait for. Returns the milliseconds it
+// took, or -1 where a CUDA or cuBLASLt call failed (nothing else changes: a hint). Never throws.
+double warm_gemm_heuristics(int device) noexcept;
 
 // bf16_ld: the row stride of a bf16 copy of a matrix with `cols` columns: rounded up to 8 elements,
 // so every row starts 16-byte aligned (cuBLAS's tensor-core kernels want aligned rows; V = 50257).

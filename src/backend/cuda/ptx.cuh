@@ -1,7 +1,8 @@
 // Inline-PTX wrappers for the tensor-core and async-copy instructions the flash attention kernels use
 // (sm_80+), one instruction each, named after the PTX ISA sections that define them: "Warp-level
 // matrix load instruction: ldmatrix", "Matrix Fragments for mma.m16n8k16", "cp.async"; and the programmatic
-// dependent launch pair of "griddepcontrol" (sm_90+) that gemv.cu's one-row kernel uses.
+// dependent launch pair of "griddepcontrol" (sm_90+) that the decoding step's kernels use (launch.cuh), and the
+// L2 prefetch ("prefetch") attention_decode issues before its wait.
 // (FlashAttention keeps the same wrappers apart from its kernels, through CUTLASS's cute/arch.)
 #pragma once
 
@@ -66,6 +67,12 @@ __device__ __forceinline__ void griddepcontrol_wait() {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
   asm volatile("griddepcontrol.wait;\n" ::: "memory");
 #endif
+}
+
+// prefetch_l2: brings the line holding the global address p into L2. A hint: nothing is read into a register, and
+// a line another kernel is writing is still read coherently later (L2 is where global memory is coherent).
+__device__ __forceinline__ void prefetch_l2(const void* p) {
+  asm volatile("prefetch.global.L2 [%0];\n" ::"l"(__cvta_generic_to_global(p)));
 }
 
 }  // namespace xtrain::cuda::ptx

@@ -7,6 +7,7 @@
 // (vec_rows), else element by element (kN = 1), same code.
 #include "backend/cuda/column_reduce.cuh"
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 #include "backend/cuda/row_norm.cuh"
 
@@ -29,7 +30,8 @@ constexpr int kRowSlots = 8;
 // gemv.cu's fused norm prologue does (the same bits).
 template <typename T, int kN, bool kAdd>
 __global__ void rmsnorm_forward_kernel(T* out, float* rstd, const T* inp, const float* w, int N, int C, float eps,
-                                       const T* inp2, T* res) {
+                                       const T* inp2, T* res, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (launch_rmsnorm_forward)
   const int row = row_norm_row(), lane = threadIdx.x % kWarp;
   if (row >= N) return;
   const size_t at = size_t(row) * C;
@@ -128,9 +130,9 @@ void launch_rmsnorm_forward(const OpContext& ctx, void* out, float* rstd, const 
   launch_row_norm(ctx, N, C, {out, inp, w}, inp2, res, [&](auto shape) {
     using S = decltype(shape);
     using T = typename S::type;
-    rmsnorm_forward_kernel<T, S::kN, S::kAdd><<<shape.grid, shape.block, 0, ctx.stream>>>(
-        static_cast<T*>(out), rstd, static_cast<const T*>(inp), w, N, C, eps, static_cast<const T*>(inp2),
-        static_cast<T*>(res));
+    launch_kernel(decoding_rows(N), ctx.stream, shape.grid, shape.block, 0, rmsnorm_forward_kernel<T, S::kN, S::kAdd>,
+                  static_cast<T*>(out), rstd, static_cast<const T*>(inp), w, N, C, eps, static_cast<const T*>(inp2),
+                  static_cast<T*>(res), decoding_rows(N));
   });
 }
 }  // namespace

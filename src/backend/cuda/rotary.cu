@@ -8,6 +8,7 @@
 #include <algorithm>
 
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 #include <xtrain/backend/qkv_layout.h>
 #include "backend/rotary.h"
@@ -52,7 +53,8 @@ __device__ __forceinline__ void rotate_pair(float& x0, float& x1, float c, float
 // arithmetic, A storage.
 template <typename A>
 __global__ void rotary_pairs_kernel(A* qkv, const int32_t* pos, QkvLayout s, const __grid_constant__ InvFreq inv_freq,
-                                    float sign) {
+                                    float sign, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (launch_rotary)
   const int half = s.HS / 2, heads = s.NH + s.KVH;
   const int start = pos ? *pos : 0;
   const size_t count = size_t(s.B) * s.T * heads * half;
@@ -80,7 +82,9 @@ __global__ void rotary_pairs_kernel(A* qkv, const int32_t* pos, QkvLayout s, con
 // whole multiples of 2 kN elements); 32-bit index math within a row.
 template <typename A>
 __global__ void __launch_bounds__(kMaxRowThreads)
-    rotary_rows_kernel(A* qkv, const int32_t* pos, QkvLayout s, const __grid_constant__ InvFreq inv_freq, float sign) {
+    rotary_rows_kernel(A* qkv, const int32_t* pos, QkvLayout s, const __grid_constant__ InvFreq inv_freq, float sign,
+                       bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (launch_rotary)
   constexpr int kN = Pack<A>::kN;
   // (ty, HS) fp32: per position, cos a(p, i) for i < HS/2, then sign * sin a(p, i)
   extern __shared__ __align__(16) float trig[];
@@ -145,12 +149,13 @@ void launch_rotary(const OpContext& ctx, void* qkv, const int32_t* pos, int B, i
       const int tx = std::min((items + kWarp - 1) / kWarp * kWarp, kMaxRowThreads);
       const int ty = std::max(1, std::min(kRowThreads / tx, rows));
       const size_t smem = size_t(ty) * HS * sizeof(float);  // <= 8 rows of HS <= 512: 16 KiB
-      rotary_rows_kernel<A><<<(rows + ty - 1) / ty, dim3(tx, ty), smem, ctx.stream>>>(x, pos, s, inv_freq, sign);
+      launch_kernel(decoding_rows(rows), ctx.stream, dim3((rows + ty - 1) / ty), dim3(tx, ty), smem,
+                    rotary_rows_kernel<A>, x, pos, s, inv_freq, sign, decoding_rows(rows));
     } else {
-      rotary_pairs_kernel<A><<<blocks_for(pairs, kThreads), kThreads, 0, ctx.stream>>>(x, pos, s, inv_freq, sign);
+      launch_kernel(decoding_rows(size_t(B) * T), ctx.stream, dim3(blocks_for(pairs, kThreads)), dim3(kThreads), 0,
+                    rotary_pairs_kernel<A>, x, pos, s, inv_freq, sign, decoding_rows(size_t(B) * T));
     }
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 }  // namespace
 

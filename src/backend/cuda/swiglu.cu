@@ -3,6 +3,7 @@
 // (float or bf16, ops.h), expf (not the fast intrinsic). Whole 16-byte packs when F and the pointers allow
 // (a pack never straddles the gate and up halves then), else element by element, same code.
 #include "backend/cuda/common.cuh"
+#include "backend/cuda/launch.cuh"
 #include "backend/cuda/ops.h"
 
 namespace xtrain::cuda {
@@ -15,7 +16,8 @@ __device__ __forceinline__ float sigmoid(float x) { return 1.0f / (1.0f + expf(-
 // grid-stride over the N*F/kN vectors of out: element j of row n reads gate inp[n, j], up inp[n, F + j].
 // out (N,F) = silu(gate) * up, silu(x) = x sigmoid(x). F % kN == 0.
 template <typename T, int kN>
-__global__ void swiglu_forward_kernel(T* out, const T* inp, int F, size_t count) {
+__global__ void swiglu_forward_kernel(T* out, const T* inp, int F, size_t count, bool decoding) {
+  griddep_begin(decoding);  // a decoding step's launch is programmatic (swiglu_forward)
   for (size_t p = blockIdx.x * size_t(blockDim.x) + threadIdx.x; p < count / kN; p += size_t(gridDim.x) * blockDim.x) {
     const size_t e = p * kN, n = e / F, j = e % F;
     const T* g = inp + n * 2 * F + j;
@@ -61,11 +63,12 @@ void swiglu_forward(const OpContext& ctx, void* out, const void* inp, int N, int
     const T* x = static_cast<const T*>(inp);
     constexpr int kV = Pack<T>::kN;
     if (vec_rows<T>(F, {out, inp}))  // every row of out and of each half of inp 16-byte aligned
-      swiglu_forward_kernel<T, kV><<<blocks_for(count / kV, kThreads), kThreads, 0, ctx.stream>>>(o, x, F, count);
+      launch_kernel(decoding_rows(N), ctx.stream, dim3(blocks_for(count / kV, kThreads)), dim3(kThreads), 0,
+                    swiglu_forward_kernel<T, kV>, o, x, F, count, decoding_rows(N));
     else
-      swiglu_forward_kernel<T, 1><<<blocks_for(count, kThreads), kThreads, 0, ctx.stream>>>(o, x, F, count);
+      launch_kernel(decoding_rows(N), ctx.stream, dim3(blocks_for(count, kThreads)), dim3(kThreads), 0,
+                    swiglu_forward_kernel<T, 1>, o, x, F, count, decoding_rows(N));
   });
-  XT_CUDA_LAUNCH_CHECK();
 }
 
 void swiglu_backward(const OpContext& ctx, void* dinp, const void* dout, const void* inp, int N, int F) {

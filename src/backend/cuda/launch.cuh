@@ -1,0 +1,57 @@
+// Programmatic dependent launch (CUDA programming guide, "Programmatic Dependent Launch and Synchronization";
+// compute capability 9.0+) for the decoding step's latency-bound kernels. A kernel launched so may start while
+// the kernel before it in the stream still runs, once every block of that one has run
+// griddepcontrol_launch_dependents (ptx.cuh) or exited; it must run griddepcontrol_wait before it reads or writes
+// anything the earlier kernels write or read. At batch 1 a kernel's own work is a few microseconds of latency,
+// about what a launch after its predecessor's end costs again: launched early, a kernel's scheduling, and what it
+// may do before its wait (the GEMVs' weight loads, attention_decode's cache prefetches), overlap the kernel
+// before. Older devices, and kernels launched plainly, treat both instructions as no-ops.
+#pragma once
+
+#include <cuda_runtime.h>
+
+#include <utility>
+
+#include "backend/cuda/cuda_check.h"
+#include "backend/cuda/gemv.h"
+#include "backend/cuda/ptx.cuh"
+
+namespace xtrain::cuda {
+
+// programmatic_launch: whether the current device takes programmatic dependent launch.
+inline bool programmatic_launch() {
+  int device = 0, major = 0;
+  XT_CUDA_CHECK(cudaGetDevice(&device));
+  XT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  return major >= 9;
+}
+
+// launch_kernel: kernel<<<grid, block, smem, stream>>>(args...), launched programmatically where `programmatic`
+// and the device takes it, else plainly. Throws Error on a bad launch.
+template <typename... Params, typename... Args>
+void launch_kernel(bool programmatic, cudaStream_t stream, dim3 grid, dim3 block, size_t smem,
+                   void (*kernel)(Params...), Args&&... args) {
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = grid, cfg.blockDim = block, cfg.dynamicSmemBytes = smem, cfg.stream = stream;
+  cudaLaunchAttribute pdl[1] = {};
+  pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  pdl[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = pdl, cfg.numAttrs = programmatic && programmatic_launch() ? 1 : 0;
+  XT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
+}
+
+// decoding_rows: whether an op over `rows` rows is a decoding step's (kGemvMaxRows, gemv.h: the rows that take the
+// GEMV route), so that its small kernels are launched programmatically; training-sized launches stay plain (a
+// kernel launched early holds SM slots that the many blocks of the kernel before it would use).
+inline bool decoding_rows(long long rows) { return rows <= kGemvMaxRows; }
+
+// griddep_begin: the top of a kernel that may be launched programmatically and does nothing before its wait:
+// with `trigger` (the kernel's launch is a decoding step's, decoding_rows) lets the next kernel start, then waits
+// for the earlier ones (a plain launch's semantics). A training-sized launch never triggers: a library kernel
+// after it that is launched programmatically would otherwise take SM slots its later blocks need.
+__device__ __forceinline__ void griddep_begin(bool trigger) {
+  if (trigger) ptx::griddepcontrol_launch_dependents();
+  ptx::griddepcontrol_wait();
+}
+
+}  // namespace xtrain::cuda
