@@ -80,17 +80,20 @@ po::options_description make_options(TokenizerFiles& files) {
        "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
        "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
       ("timing",
-       "print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: the backend set-up (in a thread "
+       ("print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: the backend set-up (in a thread "
        "started first, beside the phases up to the wait for it; on cuda followed by its parts, indented: the driver, the "
-       "context, device properties and stream, the cuBLAS handle, workspace and allocator, the cuBLASLt handle; no cuDNN "
-       "handle: it is made at the first cuDNN attention, which decoding never calls), then in order: reading the model file (--ckpt), loading "
+       "context, device properties and stream, the cuBLAS handle, workspace and allocator, the cuBLASLt handle, and the "
+       "cuBLASLt heuristics once their own thread is done; no cuDNN handle: it is made at the first cuDNN attention, "
+       "which decoding never calls), then in order: reading the model file (--ckpt), loading "
        "the tokenizer, encoding the prompt, waiting for the backend set-up, reading the model file (--model: into the "
        "backend's memory), weights to the device, decoder allocation and weight preparation, the prompt to the first "
-       "token, recording the one-token graph, the first one-token step; then steady decoding (tokens, ms, tok/s) and "
+       "token, recording the decoding graphs, the first decoding call (greedy: " +
+        std::to_string(Decoder::kGreedySteps) + " one-token steps whose tokens the device feeds itself, or one); then "
+       "steady decoding (tokens, ms, tok/s) and "
        "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks); "
        "--dump-logits adds its phase (the prompt's forward and the file) before the decoder's; with "
        "--max-new-tokens 0 the lines end there: no token is made, so no decoder, decoding or first-token lines; a "
-       "phase that did not run has no line (no one-token step with --max-new-tokens 1: no first-step or steady line)")
+       "phase that did not run has no line (no one-token step with --max-new-tokens 1: no first-call or steady line)").c_str())
       ("repeat", po::value<int>()->default_value(1),
        "generate N times in this process from the same prompt (only the first is printed; every one must give "
        "the same tokens) and print a 'repeat |' line: the warm prompt-to-first-token time (median over "
@@ -456,11 +459,12 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
   const auto out = generate(dec, prompts, opts, on_token, &st);
   phases.add("prompt to first token (" + std::to_string(st.prompt_tokens) + " tokens x " + std::to_string(batch) + ")",
              st.prefill_s);
-  if (dec.graph_recordings() > 0) phases.add("recording the one-token graph", dec.graph_record_seconds());
-  // "(recording included)" only where a graph was recorded: on the CPU, or with --cuda-graph off, there is none;
+  if (dec.graph_recordings() > 0) phases.add("recording the decoding graphs", dec.graph_record_seconds());
+  // "recording included" only where a graph was recorded: on the CPU, or with --cuda-graph off, there is none;
   // no line where no one-token step ran (one new token, or eos first: all sampled from the prompt's logits)
   if (st.decode_tokens > 0)
-    phases.add(dec.graph_recordings() > 0 ? "first one-token step (recording included)" : "first one-token step",
+    phases.add("first decoding call (" + std::to_string(st.first_call_steps) + " one-token step" +
+                   (st.first_call_steps == 1 ? "" : "s") + (dec.graph_recordings() > 0 ? ", recording included)" : ")"),
                st.first_step_s);
   // the warm generations: the same prompt again on the same decoder (weights prepared, graph recorded)
   std::vector<double> warm_first_token_s;

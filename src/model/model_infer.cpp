@@ -2,8 +2,10 @@
 // training forward's (block_forward, src/model/block.h) without dropout and loss; attention reads and
 // extends the cache through Backend::attention_decode; rotary runs at the absolute positions
 // from the device position the attention reads too.
+#include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <functional>
 
 #include <xtrain/core/error.h>
 #include "model/block.h"
@@ -45,6 +47,8 @@ Decoder::Decoder(GPT& model, int B, bool cuda_graph)
   tokens_ = DeviceBuffer<int32_t>(be_, 1 + N);
   ids_ = DeviceBuffer<int32_t>(be_, B);
   pos_dev_ = tokens_.get(), tok_dev_ = tokens_.get() + 1;
+  steps_ = DeviceBuffer<int32_t>(be_, size_t(kGreedySteps + 1) * (1 + B));
+  codes_ = DeviceBuffer<int32_t>(be_, size_t(kGreedySteps) * B);
   const size_t cache = N * cfg_.KVH * cfg_.HS;
   for (int l = 0; l < cfg_.L; ++l) kcache_.push_back(act(cache)), vcache_.push_back(act(cache));
   prepare_weights();
@@ -59,21 +63,23 @@ void* Decoder::row(const DeviceBuffer<unsigned char>& buf, size_t elems) const {
   return buf.get() + elems * be_.activation_bytes();
 }
 
-void Decoder::blocks_and_head(int Tn, bool all_positions) {
+void Decoder::blocks_and_head(int Tn, bool all_positions, const int32_t* pos, const int32_t* tokens) {
   const int C = cfg_.C, Vp = cfg_.Vp(), L = cfg_.L, N = B_ * Tn;
+  // positions *pos.. read wpe rows *pos.. (no wpe with rotary positions; rotary reads the same position)
+  be_.encoder_forward(x_.get(), tokens, wte_, wpe_, B_, Tn, C, pos);
   const BlockActs a{ln_.get(),   qkv_.get(),  atty_.get(), branch_.get(),  x2_.get(),     ln_.get(),
                     mean_.get(), rstd_.get(), fch_.get(),  fch_act_.get(), branch_.get(), x_.get()};
   auto attention_of = [&](int l) {
     // the one difference from training: attention against the cache, which it extends by these Tn positions
-    return [this, l, Tn](void* atty, const void* qkv) {
-      be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos_dev_, cfg_.maxT, cfg_.NH,
+    return [this, l, Tn, pos](void* atty, const void* qkv) {
+      be_.attention_decode(atty, kcache_[l].get(), vcache_[l].get(), qkv, B_, Tn, pos, cfg_.maxT, cfg_.NH,
                            cfg_.KVH, cfg_.HS);
     };
   };
   if (N == 1 && be_.fuses_rows()) {
     // batch 1, one token (block_forward_row): each norm in the next product's launch, each residual add in the
     // projection's; the same bits as the op sequence below, with 2 launches fewer per block
-    for (int l = 0; l < L; ++l) block_forward_row(be_, cfg_, x_.get(), layers_[l], a, attention_of(l), pos_dev_);
+    for (int l = 0; l < L; ++l) block_forward_row(be_, cfg_, x_.get(), layers_[l], a, attention_of(l), pos);
     norm_forward(be_, cfg_, ln_.get(), mean_.get(), rstd_.get(), x_.get(), lnfw_, lnfb_, N);
     be_.matmul_forward(logits_.get(), ln_.get(), head_, nullptr, N, C, Vp);
     return;
@@ -88,7 +94,7 @@ void Decoder::blocks_and_head(int Tn, bool all_positions) {
   for (int l = 0; l < L; ++l) {
     const NextNorm next{ln_.get(), mean_.get(), rstd_.get(), l + 1 < L ? layers_[l + 1][kLn1W] : lnfw_,
                         l + 1 < L ? layers_[l + 1][kLn1B] : lnfb_};
-    block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention_of(l), BlockDropout(), pos_dev_);
+    block_forward(be_, cfg_, B_, Tn, x_.get(), layers_[l], a, next, attention_of(l), BlockDropout(), pos);
   }
   // head (wte, or the untied lm_head) over ln_ = lnf(x): every new position, or the last new position of each sequence
   if (all_positions || Tn == 1) {
@@ -103,53 +109,107 @@ void Decoder::step(const int32_t* tokens, int Tn, bool all_positions, bool argma
   XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
   XT_CHECK(Tn <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + Tn
                                                  << ") exceed the model's context of " << cfg_.maxT << " tokens");
-  const int C = cfg_.C, V = cfg_.V, Vp = cfg_.Vp(), N = B_ * Tn;
+  const int V = cfg_.V, Vp = cfg_.Vp(), N = B_ * Tn;
   for (int i = 0; i < N; ++i)
     XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
-  if (be_.weights_generation() != weights_generation_) {  // the backend's copy no longer holds our weights
-    prepare_weights();
-    graph_.reset();  // it may hold the address of a copy that moved: recorded again
-    graph_failed_ = false;
-  }
+  refresh_weights();
   staging_.assign(1, pos_);  // [first new position, token ids]: one transfer
   staging_.insert(staging_.end(), tokens, tokens + N);
   be_.copy_to_device(tokens_.get(), staging_.data(), sizeof(int32_t) * staging_.size());
 
-  // positions pos_.. read wpe rows pos_..: encoder_forward adds wpe[t] for t in [0, Tn) (no wpe with rotary positions;
-  // rotary reads the position from pos_dev_ in the blocks)
-  be_.encoder_forward(x_.get(), tok_dev_, wte_, wpe_ ? wpe_ + size_t(pos_) * C : nullptr, B_, Tn, C);
   logit_rows_ = all_positions ? N : B_;
-  const size_t logits_bytes = size_t(logit_rows_) * Vp * be_.activation_bytes();
-  if (logits_.bytes() < logits_bytes) {
-    graph_.reset();  // it writes the old buffer: recorded again
-    logits_ = DeviceBuffer<unsigned char>(be_, logits_bytes);
-  }
+  reserve_logits(logit_rows_);
   // the one-token step: the forward and the greedy ids of its B logit rows (argmax_rows, a few microseconds,
   // recorded with it so that the greedy path launches one graph per token)
   auto one_token_step = [&] {
-    blocks_and_head(1, false);
+    blocks_and_head(1, false, pos_dev_, tok_dev_);
     be_.argmax_rows(ids_.get(), logits_.get(), B_, V, Vp);
   };
   const bool one_token = Tn == 1 && !all_positions;
-  if (one_token && use_graph_ && !graph_ && !graph_failed_) {
-    const auto t0 = std::chrono::steady_clock::now();
-    try {
-      graph_ = be_.capture_graph(one_token_step);
-    } catch (const Error&) {  // e.g. an op that cannot be recorded: launched one by one instead
-    }
-    graph_failed_ = graph_ == nullptr;  // also the CPU backend, which records nothing
-    if (graph_) {
-      ++graph_recordings_;
-      graph_record_s_ = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    }
-  }
-  if (one_token && graph_) {
+  if (one_token && record(graph_, graph_failed_, one_token_step)) {
     graph_->launch();
   } else {
-    blocks_and_head(Tn, all_positions);
+    blocks_and_head(Tn, all_positions, pos_dev_, tok_dev_);
     if (argmax) be_.argmax_rows(ids_.get(), logits_.get(), B_, V, Vp);  // (B) rows: the last new positions
   }
   pos_ += Tn;
+}
+
+void Decoder::refresh_weights() {
+  if (be_.weights_generation() == weights_generation_) return;
+  prepare_weights();  // the backend's copy no longer holds our weights
+  graph_.reset(), steps_graph_.reset();  // they may hold the address of a copy that moved: recorded again
+  graph_failed_ = steps_graph_failed_ = false;
+}
+
+void Decoder::reserve_logits(int rows) {
+  const size_t bytes = size_t(rows) * cfg_.Vp() * be_.activation_bytes();
+  if (logits_.bytes() >= bytes) return;
+  graph_.reset(), steps_graph_.reset();  // they write the old buffer: recorded again
+  logits_ = DeviceBuffer<unsigned char>(be_, bytes);
+}
+
+bool Decoder::record(std::unique_ptr<StepGraph>& graph, bool& failed, const std::function<void()>& work) {
+  if (graph) return true;
+  if (!use_graph_ || failed) return false;
+  const auto t0 = std::chrono::steady_clock::now();
+  try {
+    graph = be_.capture_graph(work);
+  } catch (const Error&) {  // e.g. an op that cannot be recorded: launched one by one instead
+  }
+  failed = graph == nullptr;  // also the CPU backend, which records nothing
+  if (!graph) return false;
+  ++graph_recordings_;
+  graph_record_s_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return true;
+}
+
+const std::vector<int32_t>& Decoder::append_greedy_steps(const int32_t* tokens, int steps) {
+  XT_CHECK(steps >= 1, "append_greedy_steps needs at least one step (got " << steps << ")");
+  XT_CHECK(steps <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + steps
+                                                    << ") exceed the model's context of " << cfg_.maxT << " tokens");
+  const int V = cfg_.V, Vp = cfg_.Vp();
+  for (int b = 0; b < B_; ++b)
+    XT_CHECK(tokens[b] >= 0 && tokens[b] < V, "token id " << tokens[b] << " outside the vocabulary [0, " << V << ")");
+  host_steps_.resize(size_t(steps) * B_);
+  if (steps != kGreedySteps) {  // another count: one recorded step at a time, the same tokens
+    std::vector<int32_t> cur(tokens, tokens + B_);
+    for (int k = 0; k < steps; ++k) {
+      const std::vector<int32_t>& ids = append_greedy(cur.data(), 1);
+      for (int b = 0; b < B_; ++b) {
+        host_steps_[size_t(k) * B_ + b] = ids[b];
+        cur[b] = ids[b] >= 0 ? ids[b] : -1 - ids[b];  // what argmax_rows' tokens hold
+      }
+    }
+    return host_steps_;
+  }
+  refresh_weights();
+  // steps_: blocks of (1 + B) int32, block k = [the position of step k | its tokens]; step k's argmax writes
+  // block k + 1's tokens. One transfer of the positions and the first tokens, one of the (steps, B) codes back.
+  const size_t block = size_t(1) + B_;
+  staging_.assign(size_t(steps) * block, 0);
+  for (int k = 0; k < steps; ++k) staging_[size_t(k) * block] = pos_ + k;
+  std::copy(tokens, tokens + B_, staging_.begin() + 1);
+  be_.copy_to_device(steps_.get(), staging_.data(), sizeof(int32_t) * staging_.size());
+  logit_rows_ = B_;
+  reserve_logits(B_);
+  auto run = [&] {
+    for (int k = 0; k < steps; ++k) {
+      int32_t* blk = steps_.get() + size_t(k) * block;
+      blocks_and_head(1, false, blk, blk + 1);
+      be_.argmax_rows(codes_.get() + size_t(k) * B_, logits_.get(), B_, V, Vp, blk + block + 1);
+    }
+  };
+  if (record(steps_graph_, steps_graph_failed_, run)) steps_graph_->launch();
+  else run();
+  be_.copy_to_host(host_steps_.data(), codes_.get(), sizeof(int32_t) * host_steps_.size());
+  pos_ += steps;
+  return host_steps_;
+}
+
+void Decoder::rewind(int pos) {
+  XT_CHECK(pos >= 0 && pos <= pos_, "rewind to position " << pos << " outside [0, " << pos_ << "]");
+  pos_ = pos;
 }
 
 const std::vector<float>& Decoder::append(const int32_t* tokens, int Tn, bool all_positions) {

@@ -39,8 +39,10 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   std::vector<char> done(B, 0);
   std::vector<std::vector<int32_t>> seqs(prompts);  // every token fed so far: the crop's source
   int live = B;
-  // temperature 0 with the device path: the argmax on the device, B ids copied back per step (append_greedy);
-  // otherwise the host sampler on the copied logits. The same tokens (greedy_token is the rule of both).
+  // temperature 0 with the device path: the argmax on the device, B ids copied back per step (append_greedy),
+  // and from the second token on runs of Decoder::kGreedySteps steps whose tokens the device feeds itself
+  // (append_greedy_steps: the host neither waits nor launches between them); otherwise the host sampler on the
+  // copied logits. The same tokens (greedy_token is the rule of all three).
   const bool device_greedy = opts.sampler.temperature == 0.0f && opts.device_greedy;
   const std::vector<float>* logits = nullptr;
   const std::vector<int32_t>* ids = nullptr;
@@ -52,8 +54,19 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   dec.reset();
   forward(batch.data(), int(T));
   std::vector<int32_t> next(B);
+  // a run of append_greedy_steps: its (run_steps, B) codes, the step whose ids come next, the position of its
+  // first step, and the (run_steps, B) tokens its steps were fed (next, then each step's ids made valid)
+  const std::vector<int32_t>* run = nullptr;
+  int run_steps = 0, run_at = 0, run_pos0 = 0;
+  std::vector<int32_t> run_in;
+  const int32_t* step_ids = nullptr;  // this step's B greedy codes (device_greedy)
   for (int n = 0; n < opts.max_new_tokens && live > 0; ++n) {
-    if (n > 0) {
+    if (n == 0 && device_greedy) step_ids = ids->data();
+    if (n > 0 && run_at < run_steps) {  // the run's next step, already computed
+      step_ids = run->data() + size_t(run_at) * B;
+      for (int b = 0; b < B; ++b) seqs[b].push_back(run_in[size_t(run_at) * B + b]);
+      ++run_at;
+    } else if (n > 0) {
       if (dec.position() >= maxT) {  // full: the window becomes the last maxT - 1 tokens and `next`
         dec.reset();
         if (maxT > 1) {
@@ -63,15 +76,34 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
         }
         ++st.context_crops;
       }
-      forward(next.data(), 1);
+      const int left = opts.max_new_tokens - n;  // steps this generation can still use
+      if (device_greedy && left >= Decoder::kGreedySteps && maxT - dec.position() >= Decoder::kGreedySteps) {
+        run_pos0 = dec.position(), run_steps = Decoder::kGreedySteps, run_at = 1;
+        run = &dec.append_greedy_steps(next.data(), run_steps);
+        run_in.assign(next.begin(), next.end());
+        for (size_t i = 0; i + B < size_t(run_steps) * B; ++i) run_in.push_back((*run)[i] >= 0 ? (*run)[i] : -1 - (*run)[i]);
+        step_ids = run->data();
+      } else {
+        run_steps = run_at = 0;
+        forward(next.data(), 1);
+        if (device_greedy) step_ids = ids->data();
+      }
+      if (n == 1) st.first_call_steps = std::max(run_steps, 1);
       for (int b = 0; b < B; ++b) seqs[b].push_back(next[b]);
     }
     int emitted = 0;
     for (int b = 0; b < B; ++b) {
       if (done[b]) continue;  // a finished sequence keeps feeding its last token; its output is ignored
       if (device_greedy) {
-        const int32_t code = (*ids)[b];
-        if (code < 0) fail_non_finite_logit(-1 - code, dec.logit(b, -1 - code));  // the host sampler's error
+        const int32_t code = step_ids[b];
+        if (code < 0) {  // the host sampler's error, with the logit of the step that made it
+          if (run_at > 0 && run_at < run_steps) {  // not the run's last step: that step again, alone
+            const int k = run_at - 1;
+            dec.rewind(run_pos0 + k);
+            dec.append_greedy(run_in.data() + size_t(k) * B, 1);
+          }
+          fail_non_finite_logit(-1 - code, dec.logit(b, -1 - code));
+        }
         next[b] = code;
       } else {
         next[b] = sample_token(logits->data() + size_t(b) * V, V, opts.sampler, keys[b], uint64_t(n));
@@ -86,7 +118,8 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
       if (on_token) on_token(b, next[b]);
     }
     if (n == 0) st.prefill_s = seconds_since(t0), t0 = std::chrono::steady_clock::now();
-    if (n == 1) st.first_step_s = seconds_since(t0), st.first_step_tokens = emitted;
+    if (n == 1) st.first_step_s = seconds_since(t0);
+    if (n >= 1 && n < 1 + st.first_call_steps) st.first_step_tokens += emitted;  // the first call's steps
   }
   st.decode_s = seconds_since(t0);
   if (stats) *stats = st;

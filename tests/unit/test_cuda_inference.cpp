@@ -216,9 +216,10 @@ TEST_CASE("GPU argmax_rows is the host sampler's greedy token (fp32 and bf16: ti
   }
 }
 
-// Greedy generation with the argmax inside the recorded one-token graph (append_greedy) against the host sampler
-// on the copied logits of the same decoder, in both types, and a second generation on the warm decoder (no new
-// recording, the same tokens).
+// Greedy generation with the argmax inside the recorded graphs (runs of append_greedy_steps, then one-token
+// append_greedy steps for the last 7 tokens) against the host sampler on the copied logits of the same decoder,
+// in both types, and a second generation on the warm decoder (no new recording, the same tokens); then recorded
+// runs of kGreedySteps steps fed on the device against one-token steps fed by the host: the same ids and logits.
 TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the host sampler's tokens (fp32 and bf16)") {
   for (const NamedConfig& nc : inference_configs()) {
     CAPTURE(nc.name);
@@ -236,8 +237,26 @@ TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the hos
       CHECK(generate(dec, prompts, opts, nullptr) == device);
       opts.device_greedy = false;
       CHECK(generate(dec, prompts, opts, nullptr) == device);
-      CHECK(dec.graph_recordings() == 1);
+      CHECK(dec.graph_recordings() == 2);  // the run of Decoder::kGreedySteps steps and the one-token step
       CHECK(device[0].size() == 48);
+      const int B = 3, K = Decoder::kGreedySteps;
+      Decoder one(*m.gpu, B, true), run(*m.gpu, B, true);
+      std::vector<int32_t> batch;
+      for (const auto& p : prompts) batch.insert(batch.end(), p.begin(), p.end());
+      std::vector<int32_t> ids = one.append_greedy(batch.data(), 6);
+      REQUIRE(run.append_greedy(batch.data(), 6) == ids);
+      for (int r = 0; r < 3; ++r) {  // the run recorded once, launched three times
+        const std::vector<int32_t> first = ids;
+        std::vector<int32_t> want;
+        for (int k = 0; k < K; ++k) {
+          ids = std::vector<int32_t>(one.append_greedy(ids.data(), 1));
+          want.insert(want.end(), ids.begin(), ids.end());
+        }
+        CHECK(run.append_greedy_steps(first.data(), K) == want);
+        for (int b = 0; b < B; ++b) CHECK(run.logit(b, ids[size_t(b)]) == one.logit(b, ids[size_t(b)]));
+      }
+      CHECK(run.graph_recordings() == 1);  // the run only: the prefill is not recorded
+      CHECK(run.position() == one.position());
     }
   }
 }

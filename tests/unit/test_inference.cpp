@@ -373,3 +373,77 @@ TEST_CASE("greedy generation: the device argmax gives the host sampler's tokens 
   CHECK(messages[0] == messages[1]);
   CHECK(messages[0].find("logit of token 5 is") != std::string::npos);
 }
+
+// Decoder::append_greedy_steps: a run of one-token greedy steps whose tokens the decoder feeds itself gives, step
+// by step, what append_greedy gives when the host feeds each step's ids back (a run of kGreedySteps and a run of
+// another length), leaves the decoder at the same position with the last step's logits, and refuses what
+// append_greedy refuses. In generate, a NaN that first appears in the middle of a run (GPT-2's position embedding
+// of one position made NaN) fails with the host sampler's line, as without runs.
+TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and errors") {
+  auto be = make_cpu_backend();
+  for (const NamedConfig& nc : inference_configs()) {
+    CAPTURE(nc.name);
+    GPT model(nc.cfg, *be);
+    random_params(model, 43, 0.3);
+    const int B = 3, V = nc.cfg.V;
+    std::vector<int32_t> batch;
+    for (int b = 0; b < B; ++b) {
+      const std::vector<int32_t> p = random_tokens(4, V, uint64_t(b + 7));
+      batch.insert(batch.end(), p.begin(), p.end());
+    }
+    for (const int steps : {Decoder::kGreedySteps, 3}) {
+      CAPTURE(steps);
+      Decoder one(model, B), run(model, B);
+      std::vector<int32_t> ids = one.append_greedy(batch.data(), 4);
+      CHECK(run.append_greedy(batch.data(), 4) == ids);
+      const std::vector<int32_t> first = ids;
+      std::vector<int32_t> want;
+      for (int k = 0; k < steps; ++k) {
+        ids = std::vector<int32_t>(one.append_greedy(ids.data(), 1));
+        want.insert(want.end(), ids.begin(), ids.end());
+      }
+      CHECK(run.append_greedy_steps(first.data(), steps) == want);
+      CHECK(run.position() == one.position());
+      for (int b = 0; b < B; ++b) CHECK(run.logit(b, ids[size_t(b)]) == one.logit(b, ids[size_t(b)]));
+    }
+    Decoder d(model, B);
+    d.append_greedy(batch.data(), 4);
+    const std::vector<int32_t> bad = {0, V, 1};
+    CHECK_THROWS_AS(d.append_greedy_steps(bad.data(), 2), Error);  // a token outside the vocabulary
+    CHECK_THROWS_AS(d.append_greedy_steps(batch.data(), 0), Error);
+    CHECK_THROWS_AS(d.append_greedy_steps(batch.data(), nc.cfg.maxT - d.position() + 1), Error);  // past the context
+    CHECK(d.position() == 4);
+    CHECK_THROWS_AS(d.rewind(5), Error);
+    d.rewind(2);
+    CHECK(d.position() == 2);
+  }
+
+  // position 7's embedding NaN: the prompt (positions 0..3) and the first run's steps at positions 4..6 are
+  // finite, the step at position 7 (the run's fourth) is not
+  GPT model(small_config(), *be);
+  random_params(model, 44, 0.3);
+  std::vector<float> p(model.num_params());
+  be->copy_to_host(p.data(), model.params(), p.size() * sizeof(float));
+  p[model.layout()[kWpe].offset + 7 * size_t(model.config().C)] = std::nanf("");
+  be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+  const std::vector<int32_t> prompt = random_tokens(4, model.config().V, 1);
+  std::vector<std::string> messages;
+  std::vector<std::vector<int32_t>> streamed(2);
+  for (const bool device_greedy : {true, false}) {
+    GenerateOptions opts;
+    opts.sampler.temperature = 0.0f;
+    opts.max_new_tokens = 20;
+    opts.device_greedy = device_greedy;
+    Decoder dec(model, 1);
+    try {
+      generate(dec, {prompt}, opts, [&](int, int32_t id) { streamed[device_greedy ? 0 : 1].push_back(id); });
+    } catch (const Error& e) {
+      messages.push_back(e.what());
+    }
+  }
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0] == messages[1]);
+  CHECK(messages[0].find("logit of token") != std::string::npos);
+  CHECK(streamed[0] == streamed[1]);
+  CHECK(streamed[0].size() == 4);  // the prompt's token and the steps at positions 4..6
+}

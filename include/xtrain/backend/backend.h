@@ -225,10 +225,13 @@ class Backend {
   virtual size_t weight_copy_bytes() const { return 0; }
 
   // ---- ops ----
-  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[t];
-  // wpe null: no learned positions (the Llama family), out = wte[tok]
+  // encoder_forward: tokens (B,T) int32, wte (V,C), wpe (maxT,C) -> out (B,T,C) = wte[tok] + wpe[p + t];
+  // wpe null: no learned positions (the Llama family), out = wte[tok]. p: the int32 at pos in backend memory,
+  // read when the op runs (as attention_decode, so that one recorded decoding step serves every position), 0
+  // where pos is null; p + T must not exceed wpe's rows. Throws Error for a negative token id (CPU at once,
+  // CUDA at the next copy to the host).
   virtual void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe,
-                               int B, int T, int C) = 0;
+                               int B, int T, int C, const int32_t* pos = nullptr) = 0;
   // encoder_backward: dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (dwpe null: no learned positions)
   virtual void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens,
                                 int B, int T, int C) = 0;
@@ -421,9 +424,12 @@ class Backend {
   // in backend memory: argmax_code (backend/greedy.h) of each row's [0, V): the lowest id among equal maxima,
   // or -1 - v when the row holds a non-finite logit, v the lowest id of one. Bad logits are reported in `out`,
   // not thrown, so the op can be recorded in a graph and the caller raises fail_non_finite_logit for the
-  // rows it uses (the host sampler's message). Deterministic. Throws Error for what check_argmax_rows_args
-  // refuses.
-  virtual void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) = 0;
+  // rows it uses (the host sampler's message). Deterministic. tokens non-null: also (rows) int32 in backend
+  // memory, each row's greedy id as a valid token id (out's id, or v where out is -1 - v), so that recorded
+  // decoding steps can feed each step's tokens to the next (Decoder::append_greedy_steps). Throws Error for
+  // what check_argmax_rows_args refuses.
+  virtual void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld,
+                           int32_t* tokens = nullptr) = 0;
 
   // sum / sum_squares over x (count), accumulated in double, returned on the host.
   virtual double sum(const float* x, size_t count) = 0;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -42,9 +43,10 @@ class Decoder {
   int vocab_size() const { return cfg_.V; }
   int context() const { return cfg_.maxT; }  // positions the cache holds (the model's maxT)
   int position() const { return pos_; }  // positions already in the cache (tokens per sequence)
-  bool graph_recorded() const { return graph_ != nullptr; }  // one-token steps launch a recorded graph
-  int graph_recordings() const { return graph_recordings_; }  // one-token graphs recorded so far
-  double graph_record_seconds() const { return graph_record_s_; }  // host seconds of the last recording (0: none)
+  // graph_recorded: one-token steps launch a recorded graph (append_greedy's, or a run of append_greedy_steps)
+  bool graph_recorded() const { return graph_ != nullptr || steps_graph_ != nullptr; }
+  int graph_recordings() const { return graph_recordings_; }  // graphs recorded so far (one-token and multi-step)
+  double graph_record_seconds() const { return graph_record_s_; }  // host seconds of the recordings so far (0: none)
   // reset: empties the cache (its contents are simply overwritten later) for a new sequence or a new window
   // over unchanged parameters (e.g. a cropped context); keeps the prepared weights and the recorded graph
   // (see the constructor for when they are made again).
@@ -65,6 +67,18 @@ class Decoder {
   // fail_non_finite_logit(v, logit(b, v)) where the sequence is used). The reference stays valid until the
   // next call. Throws as append.
   const std::vector<int32_t>& append_greedy(const int32_t* tokens, int Tn);
+  // append_greedy_steps: `steps` one-token steps of greedy decoding on the device: tokens host (B) at
+  // position(), then each step's greedy ids (argmax_rows' tokens: a non-finite row's lowest non-finite id) as
+  // the next step's tokens. Returns host (steps, B) int32, row k = what append_greedy would return at step k
+  // (the same kernels: the same bits); the reference stays valid until the next call. With kGreedySteps steps
+  // the whole run is one recorded graph (as the one-token step: the same fallbacks), with one transfer each
+  // way, so the host does not wait between tokens; other counts take one append_greedy per step. logit() then
+  // reads the last step's logits. Throws as append_greedy, for steps < 1, or past the context.
+  static constexpr int kGreedySteps = 8;
+  const std::vector<int32_t>& append_greedy_steps(const int32_t* tokens, int steps);
+  // rewind: drops positions [pos, position()) (later appends overwrite their cache rows), e.g. to run one
+  // step of append_greedy_steps again alone. Throws Error unless 0 <= pos <= position().
+  void rewind(int pos);
   // logit: logit v of row `row` of the last append or append_greedy (rows as append returns them), copied
   // from the device and widened to fp32 (for messages: one copy per call). Throws Error outside those rows.
   float logit(int row, int v) const;
@@ -77,15 +91,22 @@ class Decoder {
 
  private:
   void* row(const DeviceBuffer<unsigned char>& buf, size_t elems) const;  // activation at element offset
-  // blocks_and_head: the forward after the encoder for the Tn positions in x_ (attention at the position
-  // held in device memory, pos_dev_), logits into logits_ (`rows` rows); device work only.
-  void blocks_and_head(int Tn, bool all_positions);
+  // blocks_and_head: the forward of Tn positions from the token ids `tokens` (B,Tn) at the position `pos`
+  // (both in device memory: the encoder, rotary and attention read it when they run), logits into logits_
+  // (B*Tn rows with all_positions, else B); device work only.
+  void blocks_and_head(int Tn, bool all_positions, const int32_t* pos, const int32_t* tokens);
   // step: append's device work: checks, the tokens copied, the forward of the Tn positions into logits_
   // (logit_rows_ rows), and with `argmax` (last positions only) argmax_rows into ids_. The one-token step
   // records or launches the graph, which always ends with the argmax.
   void step(const int32_t* tokens, int Tn, bool all_positions, bool argmax);
   // prepare_weights: the backend's weight copy made from this model's parameters (weights_generation_)
   void prepare_weights();
+  // refresh_weights: prepare_weights and the graphs dropped where the backend's copy no longer holds ours
+  void refresh_weights();
+  // reserve_logits: logits_ holds `rows` rows (a larger buffer drops the graphs, which write the old one)
+  void reserve_logits(int rows);
+  // record: whether `graph` holds `work` recorded, recording it once where graphs are used and not failed
+  bool record(std::unique_ptr<StepGraph>& graph, bool& failed, const std::function<void()>& work);
 
   Backend& be_;
   GPTConfig cfg_;
@@ -103,15 +124,20 @@ class Decoder {
   int32_t *pos_dev_ = nullptr, *tok_dev_ = nullptr;
   std::vector<int32_t> staging_;  // host: the tokens and the position, copied in one transfer
   DeviceBuffer<int32_t> ids_;  // (B) argmax_rows of the last step's logit rows
+  DeviceBuffer<int32_t> steps_;  // append_greedy_steps: (kGreedySteps + 1) blocks [position | B token ids]
+  DeviceBuffer<int32_t> codes_;  // append_greedy_steps: (kGreedySteps, B) argmax_rows codes
   int logit_rows_ = 0;         // rows of logits_ the last step wrote
   bool use_graph_ = true, graph_failed_ = false;
   std::unique_ptr<StepGraph> graph_;  // the one-token step, recorded
+  std::unique_ptr<StepGraph> steps_graph_;  // kGreedySteps one-token steps, recorded
+  bool steps_graph_failed_ = false;
   int graph_recordings_ = 0;
   double graph_record_s_ = 0.0;
   std::vector<DeviceBuffer<unsigned char>> kcache_, vcache_;  // per layer (B,maxT,KVH*HS)
   std::vector<unsigned char> host_raw_;                       // logits as copied from the device
   std::vector<float> host_logits_;
   std::vector<int32_t> host_ids_;
+  std::vector<int32_t> host_steps_;  // append_greedy_steps' (steps, B) codes
 };
 
 }  // namespace xtrain

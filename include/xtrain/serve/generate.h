@@ -31,8 +31,9 @@ struct GenerateStats {
   int decode_tokens = 0;     // of which sampled after a one-token step (not from the prompt's logits)
   double prefill_s = 0.0;    // seconds for the prompt forward (including its first sampling)
   double decode_s = 0.0;     // seconds for the one-token steps
-  double first_step_s = 0.0;  // of which the first one-token step (a decoder records its graph there)
-  int first_step_tokens = 0;  // tokens emitted by that step
+  double first_step_s = 0.0;  // of which the first decoding call (a decoder records its graph there)
+  int first_call_steps = 0;   // one-token steps of that call (Decoder::kGreedySteps for a greedy run, else 1)
+  int first_step_tokens = 0;  // tokens emitted from that call's steps
   int context_crops = 0;     // steps past the model's context (maxT): the cache re-filled from a cropped window
 };
 

@@ -180,8 +180,10 @@ class CpuBackend final : public Backend {
   using Backend::rmsnorm_backward;
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
-                       int C) override {
-    cpu::encoder_forward(F(out), tokens, wte, wpe, B, T, C);
+                       int C, const int32_t* pos) override {
+    const int p = pos ? *pos : 0;
+    XT_CHECK(p >= 0, "encoder_forward: negative position " << p);
+    cpu::encoder_forward(F(out), tokens, wte, wpe ? wpe + size_t(p) * C : nullptr, B, T, C);
   }
   void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
                         int C) override {
@@ -256,9 +258,12 @@ class CpuBackend final : public Backend {
                                       const int32_t* targets, float dloss, int N, int V, int Vp) override {
     cpu::vec::cross_entropy_forward_backward(losses, F(dlogits), F(logits), targets, dloss, N, V, Vp);
   }
-  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) override {
+  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld, int32_t* tokens) override {
     check_argmax_rows_args(rows, V, ld);
-    for (int r = 0; r < rows; ++r) out[r] = argmax_code(F(logits) + size_t(r) * ld, V);  // the rule's home
+    for (int r = 0; r < rows; ++r) {
+      out[r] = argmax_code(F(logits) + size_t(r) * ld, V);  // the rule's home
+      if (tokens) tokens[r] = out[r] >= 0 ? out[r] : -1 - out[r];
+    }
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
   double sum_squares(const float* x, size_t count) override { return cpu::vec::sum_squares(x, count); }

@@ -39,7 +39,8 @@ __device__ __forceinline__ void scan(Best& b, float x, int i) {
 // grid (rows), block kThreads. logits of type T (float or bf16, ops.h), rows ld elements apart; kVec: every
 // row starts 16-byte aligned (logits aligned, ld a whole number of packs).
 template <typename T, bool kVec>
-__global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* out, const T* logits, int V, int ld, bool decoding) {
+__global__ void __launch_bounds__(kThreads)
+    argmax_rows_kernel(int32_t* out, const T* logits, int V, int ld, int32_t* tokens, bool decoding) {
   griddep_begin(decoding);  // a decoding step's launch is programmatic (argmax_rows)
   const T* l = logits + size_t(blockIdx.x) * ld;
   Best b{0.0f, -1, INT_MAX};
@@ -69,11 +70,12 @@ __global__ void __launch_bounds__(kThreads) argmax_rows_kernel(int32_t* out, con
     Best r = warp_best[0];
     for (int w = 1; w < int(blockDim.x) / kWarp; ++w) r = combine(r, warp_best[w]);
     out[blockIdx.x] = r.bad != INT_MAX ? -1 - r.bad : r.id;
+    if (tokens) tokens[blockIdx.x] = r.bad != INT_MAX ? r.bad : r.id;  // a valid id either way
   }
 }
 }  // namespace
 
-void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld) {
+void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld, int32_t* tokens) {
   check_argmax_rows_args(rows, V, ld);
   if (rows == 0) return;
   with_act(ctx, [&](auto tag) {
@@ -81,7 +83,7 @@ void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int row
     const auto kernel = aligned16(logits) && ld % Pack<T>::kN == 0 ? argmax_rows_kernel<T, true>
                                                                    : argmax_rows_kernel<T, false>;
     launch_kernel(decoding_rows(rows), ctx.stream, dim3(rows), dim3(kThreads), 0, kernel, out,
-                  static_cast<const T*>(logits), V, ld, decoding_rows(rows));
+                  static_cast<const T*>(logits), V, ld, tokens, decoding_rows(rows));
   });
 }
 

@@ -373,8 +373,8 @@ void CudaBackend::zero(void* ptr, size_t bytes) {
 void CudaBackend::synchronize() { check_device_errors(); }
 
 void CudaBackend::encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B,
-                                  int T, int C) {
-  cuda::encoder_forward(ctx_, out, tokens, wte, wpe, B, T, C);
+                                  int T, int C, const int32_t* pos) {
+  cuda::encoder_forward(ctx_, out, tokens, wte, wpe, B, T, C, pos);
 }
 void CudaBackend::encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B,
                                    int T, int C) {
@@ -520,8 +520,8 @@ void CudaBackend::cross_entropy_forward_backward(float* losses, void* dlogits, c
                                                  const int32_t* targets, float dloss, int N, int V, int Vp) {
   cuda::cross_entropy_forward_backward(ctx_, losses, dlogits, logits, targets, dloss, N, V, Vp);
 }
-void CudaBackend::argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) {
-  cuda::argmax_rows(ctx_, out, logits, rows, V, ld);
+void CudaBackend::argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld, int32_t* tokens) {
+  cuda::argmax_rows(ctx_, out, logits, rows, V, ld, tokens);
 }
 // The sums read the device error flag in the copy that brings the result (one round trip, not two).
 double CudaBackend::sum(const float* x, size_t count) {

@@ -64,7 +64,7 @@ class CudaBackend final : public Backend {
   uint64_t weights_generation() const override { return weights_generation_; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
-                       int C) override;
+                       int C, const int32_t* pos) override;
   void encoder_backward(float* dwte, float* dwpe, const void* dout, const int32_t* tokens, int B, int T,
                         int C) override;
   void layernorm_forward(void* out, float* mean, float* rstd, const void* inp, const float* w, const float* b,
@@ -117,7 +117,7 @@ class CudaBackend final : public Backend {
   void dropout_apply(void* x, const uint64_t* seq_keys, int B, size_t per_seq, float p) override;
   void cross_entropy_forward_backward(float* losses, void* dlogits, const void* logits, const int32_t* targets,
                                       float dloss, int N, int V, int Vp) override;
-  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld) override;
+  void argmax_rows(int32_t* out, const void* logits, int rows, int V, int ld, int32_t* tokens) override;
   double sum(const float* x, size_t count) override;
   double sum_squares(const float* x, size_t count) override;
   void adamw_update(float* param, const float* grad, float* m, float* v, const std::vector<ParamSpan>& spans,

@@ -13,11 +13,14 @@ namespace xtrain::cuda {
 namespace {
 constexpr int kThreads = 256;
 
-// grid-stride over B*T*C; out activations of type A (float or bf16, ops.h); wpe null: no positions
+// grid-stride over B*T*C; out activations of type A (float or bf16, ops.h); wpe null: no positions; the
+// positions start at *pos (null: 0), read after the wait
 template <typename A>
 __global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const float* wte, const float* wpe,
-                                       int T, int C, size_t count, int* error_flag, bool decoding) {
+                                       int T, int C, size_t count, int* error_flag, const int32_t* pos,
+                                       bool decoding) {
   griddep_begin(decoding);  // a decoding step's launch is programmatic (encoder_forward)
+  const int start = pos ? *pos : 0;
   for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < count; i += size_t(gridDim.x) * blockDim.x) {
     const size_t bt = i / C;
     const int c = int(i % C), t = int(bt % T);
@@ -27,7 +30,7 @@ __global__ void encoder_forward_kernel(A* out, const int32_t* tokens, const floa
       continue;
     }
     float v = wte[size_t(tok) * C + c];
-    if (wpe) v += wpe[size_t(t) * C + c];
+    if (wpe) v += wpe[size_t(start + t) * C + c];
     out[i] = from_f<A>(v);
   }
 }
@@ -83,14 +86,14 @@ __global__ void iota_kernel(int32_t* x, int n) {
 }  // namespace
 
 void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte, const float* wpe,
-                     int B, int T, int C) {
+                     int B, int T, int C, const int32_t* pos) {
   const size_t count = size_t(B) * T * C;
   if (count == 0) return;
   with_act(ctx, [&](auto tag) {
     using A = decltype(tag);
     const bool decoding = decoding_rows(size_t(B) * T);
     launch_kernel(decoding, ctx.stream, dim3(blocks_for(count, kThreads)), dim3(kThreads), 0, encoder_forward_kernel<A>,
-                  static_cast<A*>(out), tokens, wte, wpe, T, C, count, ctx.error_flag, decoding);
+                  static_cast<A*>(out), tokens, wte, wpe, T, C, count, ctx.error_flag, pos, decoding);
   });
 }
 

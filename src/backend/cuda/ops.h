@@ -90,7 +90,7 @@ void with_act(const OpContext& ctx, F&& f) {
 enum DeviceError : int { kDeviceOk = 0, kBadTarget = 1, kBadToken = 2, kBadPosition = 3 };
 
 void encoder_forward(const OpContext& ctx, void* out, const int32_t* tokens, const float* wte,
-                     const float* wpe, int B, int T, int C);
+                     const float* wpe, int B, int T, int C, const int32_t* pos = nullptr);
 void encoder_backward(const OpContext& ctx, float* dwte, float* dwpe, const void* dout,
                       const int32_t* tokens, int B, int T, int C);
 
@@ -208,7 +208,8 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
                                     int V, int Vp);
 
 // argmax_rows: greedy next tokens, one block per row (argmax.cu; Backend contract).
-void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld);
+void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld,
+                 int32_t* tokens = nullptr);
 
 // sum / sum_squares: double accumulation in a fixed order (deterministic); synchronizes the stream.
 // device_error (optional): receives the device error flag (ctx.error_flag, DeviceError codes) read by the
