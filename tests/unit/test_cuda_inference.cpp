@@ -327,9 +327,10 @@ DecodeVsTraining decode_vs_training(Models& m, int B = 2) {
 // training) and attention (the training's flash/cuDNN kernel, the decoder's cache kernel). With
 // RowKernels::per_row both compute each row alone, and then every logit must be the training's, bit for bit:
 // a decoder that composed the ops differently (another order, a missing fusion, another rounding point)
-// fails here. Attention splits positions 32..39 into two chunks of cache rows, in the training forward's
-// launch (a 40-row scratch cache, 2 blocks per head) as in the decoder's (the 80-row cache, 3 blocks per
-// head): the chunks must depend on the position alone. At batch 1 the decoder takes the one-row fused ops
+// fails here. Attention takes each of these 40 positions in one chunk of cache rows (attention_decode.h), in the
+// training forward's launch (a 40-row scratch cache) as in the decoder's (the 80-row cache); that the chunks of
+// longer contexts depend on the position alone, not on the launch, test_cuda_ops.cpp checks on the op itself
+// ("a position has the same bits over whole sequences, ..."). At batch 1 the decoder takes the one-row fused ops
 // instead (block_forward_row: norms in the products' prologues, residual adds in the projections' epilogues),
 // which must give the same bits too.
 TEST_CASE("GPU one-token decoding gives the training forward's logits bit for bit (per-row kernels, fp32 and bf16)") {

@@ -1030,11 +1030,66 @@ TEST_CASE("attention_decode: a long context (online softmax across tiles and chu
   }
 }
 
+// RowKernels::per_row's training forward runs attention_decode once over whole sequences (Tn = T new positions
+// from position 0 in a scratch cache of exactly T rows: CudaBackend::attention_forward); a decoding step runs it one
+// position at a time in the model's larger cache (another count of blocks per head), and at batch 1 it is launched
+// programmatically with its L2 prefetch before the wait (launch.cuh). The chunks depend on the position alone, so
+// each query row and each appended cache row must have the same bits in all three: T = 2R + 8 positions, R =
+// kDecodeChunkRows, take one, two and three chunks (the combine across the boundaries R and 2R).
+TEST_CASE("attention_decode: a position has the same bits over whole sequences, in batch steps and in batch-1 steps") {
+  constexpr int R = cuda::kDecodeChunkRows;
+  const int B = 2, T = 2 * R + 8, maxT = 3 * R + 40, NH = 4, KVH = 2, HS = 64;
+  const int QKV = QkvLayout::row_width(NH, KVH, HS), A = NH * HS, kv_row = KVH * HS;
+  const std::vector<float> qkv = rnd(size_t(B) * T * QKV, 95, -3.0, 3.0);
+  for (Backend* gpu : {be().gpu.get(), &g16()}) {
+    const size_t ab = gpu->activation_bytes();
+    CAPTURE(ab);
+    DeviceBuffer<int32_t> pos_dev(*gpu, 1);
+    auto set_pos = [&](int32_t p) { gpu->copy_to_device(pos_dev.get(), &p, sizeof p); };
+    Act q(*gpu, qkv), whole(*gpu, filled(size_t(B) * T * A, 7.0f));
+    Act kc(*gpu, filled(size_t(B) * T * kv_row)), vc(*gpu, filled(size_t(B) * T * kv_row));
+    set_pos(0);
+    gpu->attention_decode(whole.gp(), kc.gp(), vc.gp(), q.gp(), B, T, pos_dev.get(), T, NH, KVH, HS);
+    const std::vector<unsigned char> want = whole.gpu_bytes(), want_k = kc.gpu_bytes(), want_v = vc.gpu_bytes();
+    // a row's bytes: row r of a (rows, width) tensor of the activation type
+    auto same_row = [&](const std::vector<unsigned char>& a, size_t ra, const std::vector<unsigned char>& b, size_t rb,
+                        int width) {
+      const size_t n = size_t(width) * ab;
+      return std::equal(a.begin() + std::ptrdiff_t(ra * n), a.begin() + std::ptrdiff_t((ra + 1) * n),
+                        b.begin() + std::ptrdiff_t(rb * n));
+    };
+    for (const int batch : {B, 1}) {  // both sequences a step (a plain launch), then sequence 0 alone (programmatic)
+      CAPTURE(batch);
+      Act kd(*gpu, filled(size_t(batch) * maxT * kv_row)), vd(*gpu, filled(size_t(batch) * maxT * kv_row));
+      int rows_equal = 0;
+      for (int t = 0; t < T; ++t) {
+        std::vector<float> step(size_t(batch) * QKV);
+        for (int b = 0; b < batch; ++b)
+          std::copy_n(qkv.begin() + std::ptrdiff_t((size_t(b) * T + t) * QKV), QKV, step.begin() + std::ptrdiff_t(b) * QKV);
+        Act qs(*gpu, step), out(*gpu, filled(size_t(batch) * A, 7.0f));
+        set_pos(t);
+        gpu->attention_decode(out.gp(), kd.gp(), vd.gp(), qs.gp(), batch, 1, pos_dev.get(), maxT, NH, KVH, HS);
+        const std::vector<unsigned char> got = out.gpu_bytes();
+        for (int b = 0; b < batch; ++b) rows_equal += same_row(want, size_t(b) * T + t, got, size_t(b), A);
+      }
+      CHECK(rows_equal == batch * T);
+      const std::vector<unsigned char> k = kd.gpu_bytes(), v = vd.gpu_bytes();
+      int cache_equal = 0;
+      for (int b = 0; b < batch; ++b)
+        for (int t = 0; t < T; ++t)
+          cache_equal += same_row(want_k, size_t(b) * T + t, k, size_t(b) * maxT + t, kv_row) &&
+                         same_row(want_v, size_t(b) * T + t, v, size_t(b) * maxT + t, kv_row);
+      CHECK(cache_equal == batch * T);
+    }
+  }
+}
+
 TEST_CASE("attention_decode: cache rows split across blocks (flash-decoding), grouped heads, odd head sizes") {
   // Position t's rows [0, t] make chunks of max(R, ceil((t + 1) / 32)) rows, R = kDecodeChunkRows, one block
-  // each, combined in chunk order (attention_decode.h). Queries: a prefill at t = 0..4 (one chunk, fewer rows
-  // than the launch's blocks per head), a prefill across the first boundary (t = R - 3 .. R + 1), t = 2R - 1,
-  // 2R (the first row of a third chunk), mid-cache, and the end (t = maxT - 1: up to 32 chunks). Shapes: GPT-2's (12 heads
+  // each, combined in chunk order (attention_decode.h). Queries: a prefill at t = 0..4 (one chunk; in the cache
+  // of 1024 fewer rows than the launch's 8 blocks per head), a prefill across the first boundary (t = R - 3 ..
+  // R + 1), t = 2R - 1, 2R (the first row of a third chunk), mid-cache, and the end (t = maxT - 1: 8 chunks in the
+  // cache of 1024, 3 in the others; 32 chunks: the long context above). Shapes: GPT-2's (12 heads
   // of 64, a cache of 1024), 3 query heads per kv head (one head per block) with 128-wide heads and batch
   // 3, 4 per kv head (four heads per block), and head size 18, not a whole number of 16-byte packs in
   // either type (the element-by-element loads), 2 per kv head.

@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <functional>
 #include <string>
+#include <system_error>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -156,7 +157,10 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   lap("cuBLASLt handle");
   // cuBLASLt's heuristics loaded beside whatever the caller does next (a model read, the data), not in its
   // first GEMM (setup_ms reports the time once done)
-  gemm_warmup_ = std::async(std::launch::async, [device = device_] { return warm_gemm_heuristics(device); }).share();
+  try {
+    gemm_warmup_ = std::async(std::launch::async, [device = device_] { return warm_gemm_heuristics(device); }).share();
+  } catch (const std::system_error&) {  // no thread to be had: a hint, not a failed set-up (the first GEMM loads them)
+  }
   const Attention route = resolve_attention(opts.attention, opts.dtype);
   if (route == Attention::cudnn) {
     // --attention cudnn: the handle now (a cuDNN that cannot start fails the set-up); auto: at its first use

@@ -46,7 +46,8 @@ class CudaBackend final : public Backend {
   size_t allocation_bytes(const void* ptr) const override { return alloc_.block_bytes(ptr); }
   std::optional<GpuId> gpu_id() const override { return gpu_id_; }
   size_t available_memory_bytes() const override;  // cudaMemGetInfo's free bytes of this rank's device
-  // setup_ms: the constructor's parts (cuda_backend.cpp), then, once made, the cuDNN handle of --attention auto
+  // setup_ms: the constructor's parts (cuda_backend.cpp), the cuBLASLt heuristics' load once its thread is done
+  // (warm_gemm_heuristics), then, once made, the cuDNN handle of --attention auto
   // (made at its first use, CudnnAttention::handle; --attention cudnn makes it in the constructor)
   std::vector<std::pair<std::string, double>> setup_ms() const override;
   // make_timeline_clock: CUDA events on the compute stream; its clear() records the shared base.

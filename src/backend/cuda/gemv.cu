@@ -139,9 +139,9 @@ __global__ void __launch_bounds__(kThreads)
 //   alias residual: each element is read, then written, by the same lane).
 // Launched with programmatic dependent launch (launch_row, launch.cuh): the kernel may start before the previous one has
 // finished and reads inp, residual, bias and writes only after griddepcontrol_wait; with `prefetch` (the
-// caller's promise that the previous kernel does not write w: the decoder's weights during a step) it loads
-// its first weight packs before the wait, overlapping the previous kernel's tail. It lets the next kernel
-// start likewise as soon as all of its own blocks run.
+// caller's promise that no kernel still running writes w, GemvFusion::prefetch_weights: the decoder's weights
+// during a step) it loads its first weight packs before the wait, overlapping the previous kernel's tail. It lets
+// the next kernel start likewise as soon as all of its own blocks run.
 // dynamic shared memory: IC elements of T with kNorm, else none.
 constexpr int kNone = 0, kLayerNorm = 1, kRmsNorm = 2;
 

@@ -161,9 +161,11 @@ struct GemvFusion {
   const float* norm_b = nullptr;
   float rms_eps = 0.0f;
   const void* residual = nullptr;
-  // prefetch_weights: the kernel launched just before does not write w, so the launch may read it before that
-  // kernel finishes (gemv.cu's programmatic dependent launch); fused_row_forward sets it for weights that are
-  // not a per-call scratch copy (the decoder's weights do not change during a step).
+  // prefetch_weights: no kernel that may still run writes w, so the launch may read it before its wait (gemv.cu's
+  // programmatic dependent launch). A decoding step's kernels each let the next start at their top (launch.cuh),
+  // so that is every kernel since the last plain launch or host synchronization, not only the one just before;
+  // fused_row_forward sets it for weights that are not a per-call scratch copy (the decoder's weights do not
+  // change during a step, which starts after copy_to_device's synchronization).
   bool prefetch_weights = false;
 };
 // gemv_fused_forward: gemv_forward's N = 1 (pre: the fc layer's GELU, not with residual) with f's prologue and
