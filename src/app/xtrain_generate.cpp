@@ -89,7 +89,7 @@ po::options_description make_options(TokenizerFiles& files) {
        "backend's memory), weights to the device, decoder allocation and weight preparation, the prompt to the first "
        "token, recording the decoding graphs, the first decoding call (greedy: " +
         std::to_string(Decoder::kGreedySteps) + " one-token steps whose tokens the device feeds itself, or one); then "
-       "steady decoding (tokens, ms, tok/s) and "
+       "steady decoding (tokens, ms, tok/s; a graph recorded after the first call left out) and "
        "the process start to the first token (from the process's start time in /proc/self/stat: 10 ms ticks); "
        "--dump-logits adds its phase (the prompt's forward and the file) before the decoder's; with "
        "--max-new-tokens 0 the lines end there: no token is made, so no decoder, decoding or first-token lines; a "
@@ -502,7 +502,8 @@ int run(const po::variables_map& vm, TokenizerFiles& files) {
                dec.graph_recorded() ? ", one-token steps as a CUDA graph" : "");
   if (timing) {
     print_phases();
-    const double steady_s = st.decode_s - st.first_step_s;
+    // a graph recorded after the first call (the one-token step after the greedy runs) is set-up, not decoding
+    const double steady_s = st.decode_s - st.first_step_s - st.late_record_s;
     const int steady_tokens = st.decode_tokens - st.first_step_tokens;
     if (steady_tokens > 0)  // the one-token steps after the first: none with two new tokens or fewer
       std::fprintf(stderr, "timing | steady decoding: %d tokens in %.3f ms, %.1f tok/s\n", steady_tokens, steady_s * 1e3,

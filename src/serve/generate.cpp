@@ -60,6 +60,7 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
   int run_steps = 0, run_at = 0, run_pos0 = 0;
   std::vector<int32_t> run_in;
   const int32_t* step_ids = nullptr;  // this step's B greedy codes (device_greedy)
+  double record_s = 0.0;  // the decoder's recording seconds at the end of the first decoding call
   for (int n = 0; n < opts.max_new_tokens && live > 0; ++n) {
     if (n == 0 && device_greedy) step_ids = ids->data();
     if (n > 0 && run_at < run_steps) {  // the run's next step, already computed
@@ -118,10 +119,11 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
       if (on_token) on_token(b, next[b]);
     }
     if (n == 0) st.prefill_s = seconds_since(t0), t0 = std::chrono::steady_clock::now();
-    if (n == 1) st.first_step_s = seconds_since(t0);
+    if (n == 1) st.first_step_s = seconds_since(t0), record_s = dec.graph_record_seconds();
     if (n >= 1 && n < 1 + st.first_call_steps) st.first_step_tokens += emitted;  // the first call's steps
   }
   st.decode_s = seconds_since(t0);
+  if (st.first_call_steps > 0) st.late_record_s = dec.graph_record_seconds() - record_s;
   if (stats) *stats = st;
   return out;
 }

@@ -218,7 +218,8 @@ TEST_CASE("GPU argmax_rows is the host sampler's greedy token (fp32 and bf16: ti
 
 // Greedy generation with the argmax inside the recorded graphs (runs of append_greedy_steps, then one-token
 // append_greedy steps for the last 7 tokens) against the host sampler on the copied logits of the same decoder,
-// in both types, and a second generation on the warm decoder (no new recording, the same tokens); then recorded
+// in both types, and a second generation on the warm decoder (no new recording, the same tokens; the cold one's
+// later recording of the one-token step reported apart: GenerateStats::late_record_s); then recorded
 // runs of kGreedySteps steps fed on the device against one-token steps fed by the host: the same ids and logits.
 TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the host sampler's tokens (fp32 and bf16)") {
   for (const NamedConfig& nc : inference_configs()) {
@@ -232,9 +233,16 @@ TEST_CASE("GPU greedy generation: the argmax in the recorded graph gives the hos
       opts.max_new_tokens = 48;
       opts.sampler.temperature = 0.0f;
       Decoder dec(*m.gpu, 3, true);
-      const auto device = generate(dec, prompts, opts, nullptr);
+      GenerateStats cold, warm;
+      const auto device = generate(dec, prompts, opts, nullptr, &cold);
       CHECK(dec.graph_recorded());
-      CHECK(generate(dec, prompts, opts, nullptr) == device);
+      CHECK(generate(dec, prompts, opts, nullptr, &warm) == device);
+      // the one-token step is first needed (and recorded) at the 42nd token, after the first call (a run): its
+      // recording is counted apart, so that steady decoding leaves it out; the warm generation records nothing
+      CHECK(cold.first_call_steps == Decoder::kGreedySteps);
+      CHECK(cold.late_record_s > 0.0);
+      CHECK(cold.late_record_s < cold.decode_s - cold.first_step_s);
+      CHECK(warm.late_record_s == 0.0);
       opts.device_greedy = false;
       CHECK(generate(dec, prompts, opts, nullptr) == device);
       CHECK(dec.graph_recordings() == 2);  // the run of Decoder::kGreedySteps steps and the one-token step

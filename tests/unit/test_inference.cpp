@@ -378,7 +378,8 @@ TEST_CASE("greedy generation: the device argmax gives the host sampler's tokens 
 // by step, what append_greedy gives when the host feeds each step's ids back (a run of kGreedySteps and a run of
 // another length), leaves the decoder at the same position with the last step's logits, and refuses what
 // append_greedy refuses. In generate, a NaN that first appears in the middle of a run (GPT-2's position embedding
-// of one position made NaN) fails with the host sampler's line, as without runs.
+// of one position made NaN) fails with the host sampler's line, as without runs; without it, the stats count the
+// first run's 8 tokens with the first decoding call and no later recording (GenerateStats::late_record_s).
 TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and errors") {
   auto be = make_cpu_backend();
   for (const NamedConfig& nc : inference_configs()) {
@@ -446,4 +447,20 @@ TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and err
   CHECK(messages[0].find("logit of token") != std::string::npos);
   CHECK(streamed[0] == streamed[1]);
   CHECK(streamed[0].size() == 4);  // the prompt's token and the steps at positions 4..6
+  // without the NaN: the first decoding call is a run, its 8 tokens counted with it; 20 new tokens end with 3
+  // one-token steps after two runs, whose graph (none on the CPU) would be recorded after the first call
+  {
+    std::vector<float> clean = p;
+    clean[model.layout()[kWpe].offset + 7 * size_t(model.config().C)] = 0.0f;
+    be->copy_to_device(model.params(), clean.data(), clean.size() * sizeof(float));
+    GenerateOptions opts;
+    opts.sampler.temperature = 0.0f;
+    opts.max_new_tokens = 20;
+    Decoder dec(model, 1);
+    GenerateStats st;
+    CHECK(generate(dec, {prompt}, opts, nullptr, &st)[0].size() == 20);
+    CHECK(st.first_call_steps == Decoder::kGreedySteps);
+    CHECK(st.first_step_tokens == Decoder::kGreedySteps);
+    CHECK(st.late_record_s == 0.0);  // the CPU records no graph
+  }
 }

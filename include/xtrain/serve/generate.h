@@ -34,6 +34,9 @@ struct GenerateStats {
   double first_step_s = 0.0;  // of which the first decoding call (a decoder records its graph there)
   int first_call_steps = 0;   // one-token steps of that call (Decoder::kGreedySteps for a greedy run, else 1)
   int first_step_tokens = 0;  // tokens emitted from that call's steps
+  // late_record_s: of decode_s after the first call, the seconds of graphs recorded there (the one-token step,
+  // first needed for the steps after the greedy runs): a steady decoding figure leaves it out
+  double late_record_s = 0.0;
   int context_crops = 0;     // steps past the model's context (maxT): the cache re-filled from a cropped window
 };
 
