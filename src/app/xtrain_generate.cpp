@@ -77,8 +77,9 @@ po::options_description make_options(TokenizerFiles& files) {
       ("device", po::value<std::string>()->default_value("auto"), "auto | cpu | cuda")
       ("dtype", po::value<std::string>()->default_value("auto"), "auto (bf16 on cuda, fp32 on cpu) | fp32 | bf16")
       ("cuda-graph", po::value<std::string>()->default_value("auto"),
-       "auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token "
-       "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu")
+       ("auto | off: on cuda, record the one-token decoding step once as a CUDA graph and launch it per token, and "
+       "for greedy decoding a run of " + std::to_string(Decoder::kGreedySteps) + " steps as one graph "
+       "(same logits bit for bit, fewer launches); off = launch every kernel; no effect on cpu").c_str())
       ("timing",
        ("print on stderr one 'timing | PHASE: MS ms' line per phase of this cold start: the backend set-up (in a thread "
        "started first, beside the phases up to the wait for it; on cuda followed by its parts, indented: the driver, the "
