@@ -120,7 +120,7 @@ void Decoder::step(const int32_t* tokens, int Tn, bool all_positions, bool argma
   logit_rows_ = all_positions ? N : B_;
   reserve_logits(logit_rows_);
   // the one-token step: the forward and the greedy ids of its B logit rows (argmax_rows, a few microseconds,
-  // recorded with it so that the greedy path launches one graph per token)
+  // recorded with it so that a greedy one-token step is one graph launch)
   auto one_token_step = [&] {
     blocks_and_head(1, false, pos_dev_, tok_dev_);
     be_.argmax_rows(ids_.get(), logits_.get(), B_, V, Vp);
