@@ -12,6 +12,10 @@ namespace xtrain {
 // row holds a non-finite logit (NaN, +-inf), v the lowest id of one (the encoding of Backend::argmax_rows).
 int32_t argmax_code(const float* logits, int V);
 
+// argmax_code_id: the id an argmax_code names either way: the argmax, or v of -1 - v (the lowest non-finite
+// logit's id). A valid token id: what argmax_rows' `tokens` hold, what a run of greedy steps feeds on.
+inline int32_t argmax_code_id(int32_t code) { return code >= 0 ? code : -1 - code; }
+
 // fail_non_finite_logit: throws Error "logit of token v is x" (x as printed by an ostream), the one message
 // for a non-finite logit, from the host sampler or from a device's argmax_rows.
 [[noreturn]] void fail_non_finite_logit(int v, float x);

@@ -8,6 +8,7 @@
 #include <functional>
 
 #include <xtrain/core/error.h>
+#include "backend/greedy.h"
 #include "model/block.h"
 #include <xtrain/model/inference.h>
 
@@ -105,13 +106,18 @@ void Decoder::blocks_and_head(int Tn, bool all_positions, const int32_t* pos, co
   }
 }
 
+void Decoder::check_append(const int32_t* tokens, int count, int positions) const {
+  XT_CHECK(positions <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + positions
+                                                        << ") exceed the model's context of " << cfg_.maxT << " tokens");
+  for (int i = 0; i < count; ++i)
+    XT_CHECK(tokens[i] >= 0 && tokens[i] < cfg_.V,
+             "token id " << tokens[i] << " outside the vocabulary [0, " << cfg_.V << ")");
+}
+
 void Decoder::step(const int32_t* tokens, int Tn, bool all_positions, bool argmax) {
   XT_CHECK(Tn >= 1, "append needs at least one token per sequence (got " << Tn << ")");
-  XT_CHECK(Tn <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + Tn
-                                                 << ") exceed the model's context of " << cfg_.maxT << " tokens");
   const int V = cfg_.V, Vp = cfg_.Vp(), N = B_ * Tn;
-  for (int i = 0; i < N; ++i)
-    XT_CHECK(tokens[i] >= 0 && tokens[i] < V, "token id " << tokens[i] << " outside the vocabulary [0, " << V << ")");
+  check_append(tokens, N, Tn);
   refresh_weights();
   staging_.assign(1, pos_);  // [first new position, token ids]: one transfer
   staging_.insert(staging_.end(), tokens, tokens + N);
@@ -166,11 +172,8 @@ bool Decoder::record(std::unique_ptr<StepGraph>& graph, bool& failed, const std:
 
 const std::vector<int32_t>& Decoder::append_greedy_steps(const int32_t* tokens, int steps) {
   XT_CHECK(steps >= 1, "append_greedy_steps needs at least one step (got " << steps << ")");
-  XT_CHECK(steps <= cfg_.maxT - pos_, "positions [" << pos_ << ", " << int64_t(pos_) + steps
-                                                    << ") exceed the model's context of " << cfg_.maxT << " tokens");
+  check_append(tokens, B_, steps);
   const int V = cfg_.V, Vp = cfg_.Vp();
-  for (int b = 0; b < B_; ++b)
-    XT_CHECK(tokens[b] >= 0 && tokens[b] < V, "token id " << tokens[b] << " outside the vocabulary [0, " << V << ")");
   host_steps_.resize(size_t(steps) * B_);
   if (steps != kGreedySteps) {  // another count: one recorded step at a time, the same tokens
     std::vector<int32_t> cur(tokens, tokens + B_);
@@ -178,7 +181,7 @@ const std::vector<int32_t>& Decoder::append_greedy_steps(const int32_t* tokens, 
       const std::vector<int32_t>& ids = append_greedy(cur.data(), 1);
       for (int b = 0; b < B_; ++b) {
         host_steps_[size_t(k) * B_ + b] = ids[b];
-        cur[b] = ids[b] >= 0 ? ids[b] : -1 - ids[b];  // what argmax_rows' tokens hold
+        cur[b] = argmax_code_id(ids[b]);  // what argmax_rows' tokens hold
       }
     }
     return host_steps_;

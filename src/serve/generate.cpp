@@ -82,7 +82,7 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
         run_pos0 = dec.position(), run_steps = Decoder::kGreedySteps, run_at = 1;
         run = &dec.append_greedy_steps(next.data(), run_steps);
         run_in.assign(next.begin(), next.end());
-        for (size_t i = 0; i + B < size_t(run_steps) * B; ++i) run_in.push_back((*run)[i] >= 0 ? (*run)[i] : -1 - (*run)[i]);
+        for (size_t i = 0; i + B < size_t(run_steps) * B; ++i) run_in.push_back(argmax_code_id((*run)[i]));
         step_ids = run->data();
       } else {
         run_steps = run_at = 0;
@@ -103,7 +103,7 @@ std::vector<std::vector<int32_t>> generate(Decoder& dec, const std::vector<std::
             dec.rewind(run_pos0 + k);
             dec.append_greedy(run_in.data() + size_t(k) * B, 1);
           }
-          fail_non_finite_logit(-1 - code, dec.logit(b, -1 - code));
+          fail_non_finite_logit(argmax_code_id(code), dec.logit(b, argmax_code_id(code)));
         }
         next[b] = code;
       } else {

@@ -18,6 +18,7 @@
 #include "fixtures.h"
 #include <xtrain/core/error.h>
 #include <xtrain/core/rng.h>
+#include <xtrain/model/inference.h>
 #include <xtrain/model/model.h>
 #include <xtrain/serve/sampler.h>
 
@@ -62,6 +63,22 @@ inline double rel_diff(const float* a, const float* b, size_t n) {
   double d = 0.0, m = 0.0;
   for (size_t i = 0; i < n; ++i) d = std::max(d, std::fabs(double(a[i]) - b[i])), m = std::max(m, std::fabs(double(b[i])));
   return d / m;
+}
+
+// check_greedy_run: from the same state of `one` and `run` (decoders of one model and batch), `steps` greedy steps
+// as one run.append_greedy_steps against one.append_greedy per step with each step's ids fed back by the host: the
+// same (steps, B) ids, the same position afterwards and the same logits of the last step's ids. ids: the first
+// step's tokens (B) in, the last step's ids out.
+inline void check_greedy_run(Decoder& one, Decoder& run, std::vector<int32_t>& ids, int steps) {
+  const std::vector<int32_t> first = ids;
+  std::vector<int32_t> want;
+  for (int k = 0; k < steps; ++k) {
+    ids = std::vector<int32_t>(one.append_greedy(ids.data(), 1));
+    want.insert(want.end(), ids.begin(), ids.end());
+  }
+  CHECK(run.append_greedy_steps(first.data(), steps) == want);
+  CHECK(run.position() == one.position());
+  for (size_t b = 0; b < ids.size(); ++b) CHECK(run.logit(int(b), ids[b]) == one.logit(int(b), ids[b]));
 }
 
 // check_argmax_rows: Backend::argmax_rows of `be` on 6 rows of an odd vocabulary (V 1001) with a padded row

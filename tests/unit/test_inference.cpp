@@ -301,6 +301,14 @@ TEST_CASE("argmax_rows on the CPU backend is the host sampler's greedy token (ti
   test::check_argmax_rows(*be);
 }
 
+// set_row_first: the first element of row `row` (C wide) of parameter tensor `tensor` of `model` set to x.
+static void set_row_first(Backend& be, GPT& model, int tensor, int row, float x) {
+  std::vector<float> p(model.num_params());
+  be.copy_to_host(p.data(), model.params(), p.size() * sizeof(float));
+  p[model.layout()[size_t(tensor)].offset + size_t(row) * model.config().C] = x;
+  be.copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+}
+
 // Greedy generation with the argmax on the device (append_greedy) against the host sampler on the copied
 // logits: the same tokens for B = 3 sequences with an eos that stops some of them early (their rows keep
 // running), and for logits with a NaN the same error line from both paths.
@@ -351,10 +359,7 @@ TEST_CASE("greedy generation: the device argmax gives the host sampler's tokens 
   // the sampler's line, naming token 5
   GPT model(small_config(), *be);
   random_params(model, 42, 0.3);
-  std::vector<float> p(model.num_params());
-  be->copy_to_host(p.data(), model.params(), p.size() * sizeof(float));
-  p[model.layout()[kWte].offset + 5 * size_t(model.config().C)] = std::nanf("");
-  be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+  set_row_first(*be, model, kWte, 5, std::nanf(""));
   std::vector<int32_t> prompt = random_tokens(4, model.config().V, 1);
   std::replace(prompt.begin(), prompt.end(), 5, 6);  // token 5's embedding is NaN too: not in the prompt
   std::vector<std::string> messages;
@@ -397,15 +402,7 @@ TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and err
       Decoder one(model, B), run(model, B);
       std::vector<int32_t> ids = one.append_greedy(batch.data(), 4);
       CHECK(run.append_greedy(batch.data(), 4) == ids);
-      const std::vector<int32_t> first = ids;
-      std::vector<int32_t> want;
-      for (int k = 0; k < steps; ++k) {
-        ids = std::vector<int32_t>(one.append_greedy(ids.data(), 1));
-        want.insert(want.end(), ids.begin(), ids.end());
-      }
-      CHECK(run.append_greedy_steps(first.data(), steps) == want);
-      CHECK(run.position() == one.position());
-      for (int b = 0; b < B; ++b) CHECK(run.logit(b, ids[size_t(b)]) == one.logit(b, ids[size_t(b)]));
+      test::check_greedy_run(one, run, ids, steps);
     }
     Decoder d(model, B);
     d.append_greedy(batch.data(), 4);
@@ -423,10 +420,7 @@ TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and err
   // finite, the step at position 7 (the run's fourth) is not
   GPT model(small_config(), *be);
   random_params(model, 44, 0.3);
-  std::vector<float> p(model.num_params());
-  be->copy_to_host(p.data(), model.params(), p.size() * sizeof(float));
-  p[model.layout()[kWpe].offset + 7 * size_t(model.config().C)] = std::nanf("");
-  be->copy_to_device(model.params(), p.data(), p.size() * sizeof(float));
+  set_row_first(*be, model, kWpe, 7, std::nanf(""));
   const std::vector<int32_t> prompt = random_tokens(4, model.config().V, 1);
   std::vector<std::string> messages;
   std::vector<std::vector<int32_t>> streamed(2);
@@ -450,9 +444,7 @@ TEST_CASE("greedy runs fed on the device: append_greedy's tokens, logits and err
   // without the NaN: the first decoding call is a run, its 8 tokens counted with it; 20 new tokens end with 3
   // one-token steps after two runs, whose graph (none on the CPU) would be recorded after the first call
   {
-    std::vector<float> clean = p;
-    clean[model.layout()[kWpe].offset + 7 * size_t(model.config().C)] = 0.0f;
-    be->copy_to_device(model.params(), clean.data(), clean.size() * sizeof(float));
+    set_row_first(*be, model, kWpe, 7, 0.0f);
     GenerateOptions opts;
     opts.sampler.temperature = 0.0f;
     opts.max_new_tokens = 20;

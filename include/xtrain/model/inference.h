@@ -99,6 +99,8 @@ class Decoder {
   // (logit_rows_ rows), and with `argmax` (last positions only) argmax_rows into ids_. The one-token step
   // records or launches the graph, which always ends with the argmax.
   void step(const int32_t* tokens, int Tn, bool all_positions, bool argmax);
+  // check_append: throws Error unless `positions` more fit the context and tokens (count) are in [0, V)
+  void check_append(const int32_t* tokens, int count, int positions) const;
   // prepare_weights: the backend's weight copy made from this model's parameters (weights_generation_)
   void prepare_weights();
   // refresh_weights: prepare_weights and the graphs dropped where the backend's copy no longer holds ours

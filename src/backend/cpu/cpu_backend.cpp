@@ -262,7 +262,7 @@ class CpuBackend final : public Backend {
     check_argmax_rows_args(rows, V, ld);
     for (int r = 0; r < rows; ++r) {
       out[r] = argmax_code(F(logits) + size_t(r) * ld, V);  // the rule's home
-      if (tokens) tokens[r] = out[r] >= 0 ? out[r] : -1 - out[r];
+      if (tokens) tokens[r] = argmax_code_id(out[r]);
     }
   }
   double sum(const float* x, size_t count) override { return cpu::sum(x, count); }
