@@ -81,16 +81,17 @@ inline void check_greedy_run(Decoder& one, Decoder& run, std::vector<int32_t>& i
   for (size_t b = 0; b < ids.size(); ++b) CHECK(run.logit(int(b), ids[b]) == one.logit(int(b), ids[b]));
 }
 
-// check_argmax_rows: Backend::argmax_rows of `be` on 6 rows of an odd vocabulary (V 1001) with a padded row
-// stride (1008; the padding holds NaN and a huge value, which must not be read) against sample_token with
-// temperature 0 on the same values: the same id where the host sampler gives one, and where it throws, the
-// code -1 - v of the lowest non-finite id whose fail_non_finite_logit message is the sampler's. The values
-// are multiples of 1/8 in [-16, 16], exact in bf16 (a bf16 backend stores them as they are), so random rows
-// tie often. Rows: 0 random, its maximum placed at two ids (the lower wins); 1 all zeros, -0 and +0 mixed
-// (id 0); 2 the maximum at the last id V - 1 (past every whole 16-byte pack); 3 -inf at id 7 (non-finite:
-// an error, as on the host); 4 NaN at 500 and +inf at 600 (the error names 500); 5 random.
+// check_argmax_rows: Backend::argmax_rows of `be` (all rows in one call, then each alone) on 6 rows of an odd
+// vocabulary (V 5001: a row alone is several blocks' slices on CUDA) with a padded row stride (5008; the padding
+// holds NaN and a huge value, which must not be read) against sample_token with temperature 0 on the same values:
+// the same id where the host sampler gives one, and where it throws, the code -1 - v of the lowest non-finite id
+// whose fail_non_finite_logit message is the sampler's. The values are multiples of 1/8 in [-16, 16], exact in
+// bf16 (a bf16 backend stores them as they are), so random rows tie often. Rows: 0 random, its maximum placed at
+// two ids far apart (the lower wins); 1 all zeros, -0 and +0 mixed (id 0); 2 the maximum at the last id V - 1
+// (past every whole 16-byte pack); 3 -inf at id 7 (non-finite: an error, as on the host); 4 NaN at 4500 and +inf
+// at 600 (the error names 600); 5 random.
 inline void check_argmax_rows(Backend& be) {
-  const int rows = 6, V = 1001, ld = 1008;
+  const int rows = 6, V = 5001, ld = 5008;
   std::vector<float> l(size_t(rows) * ld);
   for (size_t i = 0; i < l.size(); ++i) l[i] = std::round(float(normal(77, i)) * 40.0f) / 8.0f;
   for (float& x : l) x = std::max(-16.0f, std::min(16.0f, x));
@@ -98,13 +99,13 @@ inline void check_argmax_rows(Backend& be) {
     for (int v = V; v < ld; ++v) l[size_t(r) * ld + v] = v % 2 ? std::numeric_limits<float>::quiet_NaN() : 1e30f;
   float* r0 = l.data();
   for (int v = 0; v < V; ++v) r0[v] = std::min(r0[v], 15.0f);
-  r0[123] = r0[456] = 16.0f;
+  r0[123] = r0[4567] = 16.0f;
   for (int v = 0; v < V; ++v) l[size_t(ld) + v] = v % 3 ? 0.0f : -0.0f;
   float* r2 = l.data() + 2 * size_t(ld);
   for (int v = 0; v < V; ++v) r2[v] = std::min(r2[v], 15.0f);
   r2[V - 1] = 15.5f;
   l[3 * size_t(ld) + 7] = -std::numeric_limits<float>::infinity();
-  l[4 * size_t(ld) + 500] = std::numeric_limits<float>::quiet_NaN();
+  l[4 * size_t(ld) + 4500] = std::numeric_limits<float>::quiet_NaN();
   l[4 * size_t(ld) + 600] = std::numeric_limits<float>::infinity();
 
   // to the backend in its activation type: fp32 as is, bf16 as the upper half of each float (exact here)
@@ -122,7 +123,7 @@ inline void check_argmax_rows(Backend& be) {
   CHECK(got[1] == 0);
   CHECK(got[2] == V - 1);
   CHECK(got[3] == -1 - 7);
-  CHECK(got[4] == -1 - 500);
+  CHECK(got[4] == -1 - 600);
   SamplerOptions greedy;
   greedy.temperature = 0.0f, greedy.top_k = 5, greedy.top_p = 0.5f;  // top-k/top-p do not matter at temperature 0
   for (int r = 0; r < rows; ++r) {
@@ -146,6 +147,18 @@ inline void check_argmax_rows(Backend& be) {
       device_error = e.what();
     }
     CHECK(device_error == host_error);
+  }
+  // each row alone (a decoding step's launch: a CUDA backend spreads the row over several blocks), with its id
+  // for the next step: the same codes, each launch after the one before
+  DeviceBuffer<int32_t> token(be, 1);
+  for (int r = 0; r < rows; ++r) {
+    CAPTURE(r);
+    be.argmax_rows(out.get(), dev.get() + size_t(r) * ld * ab, 1, V, ld, token.get());
+    int32_t code = 0, id = 0;
+    be.copy_to_host(&code, out.get(), sizeof(int32_t));
+    be.copy_to_host(&id, token.get(), sizeof(int32_t));
+    CHECK(code == got[r]);
+    CHECK(id == argmax_code_id(got[r]));
   }
   CHECK_NOTHROW(be.argmax_rows(out.get(), dev.get(), 0, V, ld));  // no rows: nothing to do
   CHECK_THROWS_AS(be.argmax_rows(out.get(), dev.get(), rows, V, V - 1), Error);  // row stride < V

@@ -159,12 +159,21 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeArgs<T> a) {
   if (a.trigger) prefetch_cache<T, G>(a);
   ptx::griddepcontrol_wait();  // qkv, the position, the counters and the scratch: the earlier kernels' from here on
   const int pos = *a.pos_p;
-  if (!position_ok(pos, a.Tn, a.maxT, a.error_flag)) return;
   constexpr int kN = Pack<T>::kN;
   const QkvLayout lay{a.B, a.Tn, a.NH, a.KVH, a.HS};
   const int HS = a.HS, local = blockIdx.x / a.S, s = blockIdx.x % a.S, bi = a.row0 + local;
-  const int b = bi / a.Tn, i = bi % a.Tn, t = pos + i;
+  const int b = bi / a.Tn, i = bi % a.Tn;
   const int h0 = blockIdx.y * G, kh = lay.kv_head(h0);
+  extern __shared__ float smem[];
+  __shared__ float red[kThreads / kWarp * G];
+  float* q = smem;              // (G,HS), times scale
+  float* sc = q + G * HS;       // (G,kTile): a tile's scores, then their exponentials
+  float* part = sc + G * kTile;  // (groups,G,HS)
+  // the query rows, whose place does not depend on the position: loaded while the position's load is in flight
+  const T* qp = a.qkv + lay.q(b, i, h0);  // the G query heads are consecutive
+  for (int j = threadIdx.x; j < G * HS; j += kThreads) q[j] = to_f(qp[j]) * a.scale;
+  if (!position_ok(pos, a.Tn, a.maxT, a.error_flag)) return;
+  const int t = pos + i;
   const Split split = split_rows(t);
   if (s >= split.count) return;
   const int lo = s * split.rows, hi = min(t + 1, lo + split.rows);
@@ -184,14 +193,7 @@ __global__ void __launch_bounds__(kThreads) decode_kernel(DecodeArgs<T> a) {
     return r < pos ? a.vcache + (seq + r) * kv_row + size_t(kh) * HS : a.qkv + lay.v(b, r - pos, kh);
   };
 
-  extern __shared__ float smem[];
-  __shared__ float red[kThreads / kWarp * G];
-  float* q = smem;              // (G,HS), times scale
-  float* sc = q + G * HS;       // (G,kTile): a tile's scores, then their exponentials
-  float* part = sc + G * kTile;  // (groups,G,HS)
-  const T* qp = a.qkv + lay.q(b, i, h0);  // the G query heads are consecutive
-  for (int j = threadIdx.x; j < G * HS; j += kThreads) q[j] = to_f(qp[j]) * a.scale;
-  __syncthreads();
+  __syncthreads();  // q
 
   const int g = threadIdx.x % G;  // this thread's head for the scores (kThreads % G == 0)
   const int packs = (HS + kN - 1) / kN, groups = kThreads / packs;

@@ -42,7 +42,8 @@ constexpr OwnBlock kOwnBlocks[] = {
     {cuda::kMuonTableTag, MemoryCategory::optimizer, "bytes",
      "muon_momentum's and muon_apply's chunk table (one launch for every matrix)"},
     {kErrorFlagTag, MemoryCategory::other, "int32", "kernels flag bad input here (checked at the next sync)"},
-    {cuda::kSplitCountersTag, MemoryCategory::other, "uint32", "attention_decode's chunk counters (0 between launches)"},
+    {cuda::kSplitCountersTag, MemoryCategory::other, "uint32",
+     "attention_decode's chunk counters and argmax_rows' slices of a decoding row (counters 0 between launches)"},
 };
 
 // gemm_compute: the cuBLAS compute type of gemm() on fp32 operands (the attention GEMM route). bf16:
@@ -148,9 +149,10 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   XT_CUBLAS_CHECK(cublasSetWorkspace(cublas_, cublas_workspace_, kCublasWorkspaceBytes));
   error_flag_ = static_cast<int*>(alloc_.alloc(sizeof(int), kErrorFlagTag));
   XT_CUDA_CHECK(cudaMemsetAsync(error_flag_, 0, sizeof(int), stream_));
-  split_counters_ =
-      static_cast<unsigned*>(alloc_.alloc(cuda::kSplitCounters * sizeof(unsigned), cuda::kSplitCountersTag));
-  XT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, cuda::kSplitCounters * sizeof(unsigned), stream_));
+  // attention_decode's chunk counters, then argmax_rows' state (OpContext::argmax_state): one allocation
+  constexpr size_t kCounterBytes = (cuda::kSplitCounters + cuda::kArgmaxStateWords) * sizeof(unsigned);
+  split_counters_ = static_cast<unsigned*>(alloc_.alloc(kCounterBytes, cuda::kSplitCountersTag));
+  XT_CUDA_CHECK(cudaMemsetAsync(split_counters_, 0, kCounterBytes, stream_));
   XT_CUDA_CHECK(cudaStreamSynchronize(stream_));  // the memsets' time counted here
   lap("workspace and allocator (32 MiB cuBLAS workspace, error flag, split counters)");
   XT_CUBLAS_CHECK(cublasLtCreate(&cublaslt_));
@@ -176,7 +178,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   rows_ = opts.rows;
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
                    route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{},
-                   split_counters_};
+                   split_counters_, split_counters_ + cuda::kSplitCounters};
 }
 
 CudaBackend::~CudaBackend() {

@@ -138,10 +138,12 @@ __global__ void __launch_bounds__(kThreads)
 // - residual set: out = residual + the product rounded to T, rounded again as residual_forward rounds (out may
 //   alias residual: each element is read, then written, by the same lane).
 // Launched with programmatic dependent launch (launch_row, launch.cuh): the kernel may start before the previous one has
-// finished and reads inp, residual, bias and writes only after griddepcontrol_wait; with `prefetch` (the
-// caller's promise that no kernel still running writes w, GemvFusion::prefetch_weights: the decoder's weights
-// during a step) it loads its first weight packs before the wait, overlapping the previous kernel's tail. It lets
-// the next kernel start likewise as soon as all of its own blocks run.
+// finished and reads inp, residual, the weights, bias and the norm's weights and writes only after
+// griddepcontrol_wait; with `prefetch` (the caller's promise that no kernel still running writes w, bias or the
+// norm's weights, GemvFusion::prefetch_weights: the decoder's weights during a step) it loads its first weight
+// packs, its bias and the norm weights it applies first before the wait, overlapping the previous kernel's tail,
+// and reads its residual element right after it, so that the chain after the wait holds no load from HBM. It
+// lets the next kernel start likewise as soon as all of its own blocks run.
 // dynamic shared memory: IC elements of T with kNorm, else none.
 constexpr int kNone = 0, kLayerNorm = 1, kRmsNorm = 2;
 
@@ -173,14 +175,29 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kCols; ++j) wv[u][j] = load_vec<T, kVec>(wrow[j] + size_t(p0 + u * stride) * kVec);
   };
-  if (prefetch) load_weights();
+  // the parameters this thread reads late (its output column's bias, the norm's weights of its first normalized
+  // pack), loaded with the weights so that no load from memory waits at the end of the chain
+  const int nv = IC / kVec;
+  float bias_v = 0.0f;
+  Vec<float, kVec> wn0{}, bn0{};
+  auto load_params = [&] {
+    if (bias && lane < kCols) bias_v = bias[min(c0 + lane, OC - 1)];
+    if constexpr (kNorm != kNone) {
+      if (int(threadIdx.x) < nv) wn0 = load_vec<float, kVec>(norm_w + threadIdx.x * kVec);
+      if constexpr (kNorm == kLayerNorm)
+        if (int(threadIdx.x) < nv) bn0 = load_vec<float, kVec>(norm_b + threadIdx.x * kVec);
+    }
+  };
+  if (prefetch) load_weights(), load_params();
   ptx::griddepcontrol_wait();  // the previous kernels' outputs (inp, residual) from here on
-  if (!prefetch) load_weights();
+  if (!prefetch) load_weights(), load_params();
+  // the residual element this lane adds at the end, read now so that its latency overlaps the product (out may
+  // alias residual: the same lane reads it here and writes it last)
+  const float res_v = residual && lane < kCols ? to_f(residual[min(c0 + lane, OC - 1)]) : 0.0f;
   const T* x = inp;
   if constexpr (kNorm != kNone) {
     T* xs = reinterpret_cast<T*>(row_smem);
     // the statistics: every warp the same lane order as the norm kernels' one warp per row (the same bits in each)
-    const int nv = IC / kVec;
     float mu = 0.0f, rs;
     if constexpr (kNorm == kLayerNorm) {
       float s = 0.0f;
@@ -209,10 +226,11 @@ __global__ void __launch_bounds__(kThreads)
     // the normalized row, each element as the norm kernel computes it, spread over the block
     for (int p = threadIdx.x; p < nv; p += kThreads) {
       const Vec<T, kVec> v = load_vec<T, kVec>(inp + p * kVec);
-      const Vec<float, kVec> wn = load_vec<float, kVec>(norm_w + p * kVec);
+      const bool first = p == int(threadIdx.x);
+      const Vec<float, kVec> wn = first ? wn0 : load_vec<float, kVec>(norm_w + p * kVec);
       Vec<T, kVec> r;
       if constexpr (kNorm == kLayerNorm) {
-        const Vec<float, kVec> bn = load_vec<float, kVec>(norm_b + p * kVec);
+        const Vec<float, kVec> bn = first ? bn0 : load_vec<float, kVec>(norm_b + p * kVec);
 #pragma unroll
         for (int k = 0; k < kVec; ++k) r.v[k] = from_f<T>((to_f(v.v[k]) - mu) * rs * wn.v[k] + bn.v[k]);
       } else {
@@ -265,12 +283,12 @@ __global__ void __launch_bounds__(kThreads)
   for (int j = 0; j < kCols; ++j) {
     const int c = c0 + j;
     if (lane == j && c < OC) {
-      const float s = bias ? acc[j] + bias[c] : acc[j];
+      const float s = bias ? acc[j] + bias_v : acc[j];
       if (pre) {
         pre[c] = from_f<T>(s);
         out[c] = from_f<T>(gelu_tanh(s));
       } else if (residual) {
-        out[c] = from_f<T>(to_f(residual[c]) + to_f(from_f<T>(s)));
+        out[c] = from_f<T>(res_v + to_f(from_f<T>(s)));
       } else {
         out[c] = from_f<T>(s);
       }

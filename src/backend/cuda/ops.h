@@ -71,11 +71,19 @@ struct OpContext {
   // kSplitCounters counters of attention_decode's chunks (attention_decode.cu), zero between its launches:
   // the launch's last block of each row resets its counter, so a recorded graph needs no memset node.
   unsigned* split_counters = nullptr;
+  // kArgmaxStateWords words of argmax_rows' decoding launches (argmax.cu): per row a counter of the slices done,
+  // zero between launches (the row's last block resets it), and the slices' candidates.
+  unsigned* argmax_state = nullptr;
 };
 
 // kSplitCounters: the counters OpContext::split_counters holds (one per query row and head group of an
 // attention_decode launch; a larger call launches several times). kSplitCountersTag: their allocator tag.
 constexpr int kSplitCounters = 1 << 14;
+// kArgmaxSlices: the most blocks argmax_rows spreads a decoding row over (argmax.cu); kArgmaxStateWords: the
+// words of OpContext::argmax_state, per row of a decoding launch (kGemvMaxRows, gemv.h) a counter and the
+// slices' candidates (3 words each).
+constexpr int kArgmaxSlices = 64;
+constexpr int kArgmaxStateWords = kGemvMaxRows * (1 + 3 * kArgmaxSlices);
 constexpr const char* kSplitCountersTag = "attention_decode split counters";
 
 // with_act: calls f(T()) with T the activation storage type of ctx: __nv_bfloat16 when ctx.bf16, else
@@ -161,9 +169,10 @@ struct GemvFusion {
   const float* norm_b = nullptr;
   float rms_eps = 0.0f;
   const void* residual = nullptr;
-  // prefetch_weights: no kernel that may still run writes w, so the launch may read it before its wait (gemv.cu's
-  // programmatic dependent launch). A decoding step's kernels each let the next start at their top (launch.cuh),
-  // so that is every kernel since the last plain launch or host synchronization, not only the one just before;
+  // prefetch_weights: no kernel that may still run writes w, the bias or the norm's weights, so the launch may
+  // read them before its wait (gemv.cu's programmatic dependent launch). A decoding step's kernels each let the
+  // next start at their top (launch.cuh), so that is every kernel since the last plain launch or host
+  // synchronization, not only the one just before;
   // fused_row_forward sets it for weights that are not a per-call scratch copy (the decoder's weights do not
   // change during a step, which starts after copy_to_device's synchronization).
   bool prefetch_weights = false;
