@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <cstring>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,15 +82,15 @@ inline void check_greedy_run(Decoder& one, Decoder& run, std::vector<int32_t>& i
   for (size_t b = 0; b < ids.size(); ++b) CHECK(run.logit(int(b), ids[b]) == one.logit(int(b), ids[b]));
 }
 
-// check_argmax_rows: Backend::argmax_rows of `be` (all rows in one call, then each alone) on 6 rows of an odd
-// vocabulary (V 5001: a row alone is several blocks' slices on CUDA) with a padded row stride (5008; the padding
-// holds NaN and a huge value, which must not be read) against sample_token with temperature 0 on the same values:
-// the same id where the host sampler gives one, and where it throws, the code -1 - v of the lowest non-finite id
-// whose fail_non_finite_logit message is the sampler's. The values are multiples of 1/8 in [-16, 16], exact in
-// bf16 (a bf16 backend stores them as they are), so random rows tie often. Rows: 0 random, its maximum placed at
-// two ids far apart (the lower wins); 1 all zeros, -0 and +0 mixed (id 0); 2 the maximum at the last id V - 1
-// (past every whole 16-byte pack); 3 -inf at id 7 (non-finite: an error, as on the host); 4 NaN at 4500 and +inf
-// at 600 (the error names 600); 5 random.
+// check_argmax_rows: Backend::argmax_rows of `be` (all rows in one call, then each alone, also recorded) on 6 rows
+// of an odd vocabulary (V 5001: a row alone is several blocks' slices on CUDA) with a padded row stride (5008; the
+// padding holds NaN and a huge value, which must not be read) against sample_token with temperature 0 on the same
+// values: the same id where the host sampler gives one, and where it throws, the code -1 - v of the lowest non-finite
+// id whose fail_non_finite_logit message is the sampler's. The values are multiples of 1/8 in [-16, 16], exact in bf16
+// (a bf16 backend stores them as they are), so random rows tie often. Rows: 0 random, its maximum placed at two ids far
+// apart (the lower wins); 1 all zeros, -0 and +0 mixed (id 0); 2 the maximum at the last id V - 1 (past every whole
+// 16-byte pack); 3 -inf at id 7 (non-finite: an error, as on the host); 4 NaN at 4500 and +inf at 600 (the error names
+// 600); 5 random.
 inline void check_argmax_rows(Backend& be) {
   const int rows = 6, V = 5001, ld = 5008;
   std::vector<float> l(size_t(rows) * ld);
@@ -149,16 +150,35 @@ inline void check_argmax_rows(Backend& be) {
     CHECK(device_error == host_error);
   }
   // each row alone (a decoding step's launch: a CUDA backend spreads the row over several blocks), with its id
-  // for the next step: the same codes, each launch after the one before
-  DeviceBuffer<int32_t> token(be, 1);
-  for (int r = 0; r < rows; ++r) {
-    CAPTURE(r);
-    be.argmax_rows(out.get(), dev.get() + size_t(r) * ld * ab, 1, V, ld, token.get());
-    int32_t code = 0, id = 0;
-    be.copy_to_host(&code, out.get(), sizeof(int32_t));
-    be.copy_to_host(&id, token.get(), sizeof(int32_t));
-    CHECK(code == got[r]);
-    CHECK(id == argmax_code_id(got[r]));
+  // for the next step, launched back to back with no wait between: with the padded stride (16-byte packs), then
+  // with stride V (not a whole number of packs: single columns); then those launches recorded (where the
+  // backend records) and the recording launched twice in a row over junk. The same codes each time: a slice
+  // counter left unreset, or a launch combining another launch's candidates, gives another code or none.
+  const int alone = 2 * rows;
+  DeviceBuffer<int32_t> codes(be, alone), ids(be, alone);
+  auto launch_alone = [&] {
+    for (int k = 0; k < alone; ++k)
+      be.argmax_rows(codes.get() + k, dev.get() + size_t(k % rows) * ld * ab, 1, V, k < rows ? ld : V, ids.get() + k);
+  };
+  auto check_alone = [&] {
+    std::vector<int32_t> code(alone), id(alone);
+    be.copy_to_host(code.data(), codes.get(), sizeof(int32_t) * alone);
+    be.copy_to_host(id.data(), ids.get(), sizeof(int32_t) * alone);
+    for (int k = 0; k < alone; ++k) {
+      CAPTURE(k);
+      CHECK(code[k] == got[k % rows]);
+      CHECK(id[k] == argmax_code_id(got[k % rows]));
+    }
+  };
+  launch_alone();
+  check_alone();
+  if (const std::unique_ptr<StepGraph> graph = be.capture_graph(launch_alone)) {
+    const std::vector<int32_t> junk(alone, V + 7);
+    be.copy_to_device(codes.get(), junk.data(), sizeof(int32_t) * alone);
+    be.copy_to_device(ids.get(), junk.data(), sizeof(int32_t) * alone);
+    graph->launch();
+    graph->launch();
+    check_alone();
   }
   CHECK_NOTHROW(be.argmax_rows(out.get(), dev.get(), 0, V, ld));  // no rows: nothing to do
   CHECK_THROWS_AS(be.argmax_rows(out.get(), dev.get(), rows, V, V - 1), Error);  // row stride < V
