@@ -137,13 +137,13 @@ __global__ void __launch_bounds__(kThreads)
 //   weight packs are loaded before it, so their latency overlaps the norm.
 // - residual set: out = residual + the product rounded to T, rounded again as residual_forward rounds (out may
 //   alias residual: each element is read, then written, by the same lane).
-// Launched with programmatic dependent launch (launch_row, launch.cuh): the kernel may start before the previous one has
-// finished and reads inp, residual, the weights, bias and the norm's weights and writes only after
-// griddepcontrol_wait; with `prefetch` (the caller's promise that no kernel still running writes w, bias or the
-// norm's weights, GemvFusion::prefetch_weights: the decoder's weights during a step) it loads its first weight
-// packs, its bias and the norm weights it applies first before the wait, overlapping the previous kernel's tail,
-// and reads its residual element right after it, so that the chain after the wait holds no load from HBM. It
-// lets the next kernel start likewise as soon as all of its own blocks run.
+// Launched with programmatic dependent launch (launch_row, launch.cuh): the kernel may start before the previous one
+// has finished. It reads inp and residual, and writes, only after griddepcontrol_wait; it reads the weights, bias
+// and the norm's weights after the wait too, unless `prefetch` (the caller's promise that no kernel still running
+// writes them, GemvFusion::prefetch_weights: the decoder's weights during a step): then it loads its first weight
+// packs, its bias and the norm weights it applies first before the wait, overlapping the previous kernel's tail.
+// The residual element is read right after the wait, so that the chain after it holds no load from HBM. It lets
+// the next kernel start likewise as soon as all of its own blocks run.
 // dynamic shared memory: IC elements of T with kNorm, else none.
 constexpr int kNone = 0, kLayerNorm = 1, kRmsNorm = 2;
 
