@@ -1,6 +1,6 @@
 // The token cache (format, id width, refusal of damaged or foreign files, reuse by load_tokens, JSON
 // lines through jsonl_recipe), the TokenStream views the sampler reads, and the --data file list and
-// join rule (corpus.h). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
+// join rule (corpus.h). Part of the test_tokenizer_files executable (main in test_tokenizer_files.cpp).
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/stat.h>

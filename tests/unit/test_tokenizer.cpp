@@ -1,8 +1,8 @@
 // GPT-2 tokenizer tests against the real vocabulary in $XTRAIN_SHARED_DATA/gpt2: tiktoken reference
 // encodings, hand-derived pre-token splits checked with an independent reference BPE (encoder.py's
 // algorithm, written here again), both file formats, round trips and the corpus token counts.
-// Exits 77 (skipped) when XTRAIN_SHARED_DATA or its gpt2/tokenizer_examples.json is missing. The same
-// executable also runs test_tokenizer_files.cpp (synthetic vocabularies, loader errors, token cache).
+// Exits 77 (skipped) when XTRAIN_SHARED_DATA or its gpt2/tokenizer_examples.json is missing (the synthetic
+// vocabularies, loader errors and caches, which need no shared data, are test_tokenizer_files).
 #define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
 

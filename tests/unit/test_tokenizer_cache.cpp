@@ -2,7 +2,9 @@
 // a tokenizer that encodes, decodes and fingerprints as the built one (GPT-2's files, a tiktoken rank file,
 // a tokenizer.json with its pipeline read again by the file's own reader); other source bytes are another
 // entry; a damaged, truncated, foreign, older-format or other user's entry is ignored and rebuilt (never
-// trusted), and a payload with a field out of range is refused by the reader.
+// trusted), and a payload with a field out of range is refused by the reader. Part of the test_tokenizer_files
+// executable (main in test_tokenizer_files.cpp); the tokenizer.json cases read GPT-2's tokenizer.json from the
+// shared data and return at once without it.
 #include <doctest/doctest.h>
 
 #include <fcntl.h>
@@ -29,8 +31,8 @@ namespace {
 const std::string kText = "The jury said it's 2024!\n  Ünïcödé, 東京 <|endoftext|> tabs\tand   spaces \xff\xfe bytes";
 
 // load: the GPT-2 files through the cache in dir; *hit says whether the entry was used
-Tokenizer load(const std::string& dir, bool* hit, const std::string& encoder = test::gpt2_file("encoder.json")) {
-  const std::string bpe = test::gpt2_file("vocab.bpe");
+Tokenizer load(const std::string& dir, bool* hit, const std::string& encoder = test::gpt2_bpe_file("encoder.json")) {
+  const std::string bpe = test::gpt2_bpe_file("vocab.bpe");
   return load_tokenizer_cached(dir, "gpt2", {encoder, bpe}, [&](const std::vector<std::string>* b) {
     return b ? Tokenizer::from_gpt2_bytes(encoder, b->at(0), bpe, b->at(1)) : Tokenizer::from_gpt2_files(encoder, bpe);
   }, hit);
@@ -119,7 +121,7 @@ TEST_CASE("tokenizer cache: a miss writes the entry, a hit restores the same tok
   check_same(test::gpt2(), built);
   check_same(test::gpt2(), restored);
   // other source bytes (the same vocabulary, written with a trailing newline): another entry
-  write_file_atomic(d.file("encoder.json"), read_file(test::gpt2_file("encoder.json")) + "\n");
+  write_file_atomic(d.file("encoder.json"), read_file(test::gpt2_bpe_file("encoder.json")) + "\n");
   const Tokenizer other = load(dir, &hit, d.file("encoder.json"));
   CHECK_FALSE(hit);
   CHECK(other.fingerprint() == built.fingerprint());
@@ -249,7 +251,7 @@ TEST_CASE_FIXTURE(WrittenEntry, "tokenizer cache: a forged Merger table row behi
   REQUIRE(byte_ids != std::string::npos);
   bytes.replace(byte_ids, 4, b_row);
   for (const std::string& bad : {forged, bytes}) {
-    CHECK_THROWS_AS(TokenizerTables::restore(bad, {test::gpt2_file("encoder.json"), test::gpt2_file("vocab.bpe")}, gpt2_want), Error);
+    CHECK_THROWS_AS(TokenizerTables::restore(bad, {test::gpt2_bpe_file("encoder.json"), test::gpt2_bpe_file("vocab.bpe")}, gpt2_want), Error);
     write_file_atomic(entry, as_entry(good, bad));
     Tokenizer t = [&] {
       StderrTo err(d.file("err"));
@@ -270,8 +272,8 @@ TEST_CASE("tokenizer cache: a source replaced between hashing and building leave
   // vocab.bpe replaced (an atomic rename, A -> B) after load_tokenizer_cached read and hashed it: the
   // build gets the bytes of the key (A), so the entry named key(A) holds A's tables, and B is its own entry
   test::ScratchDir d;
-  const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = d.file("vocab.bpe");
-  const std::string a = read_file(test::gpt2_file("vocab.bpe"));
+  const std::string dir = d.file("cache"), encoder = test::gpt2_bpe_file("encoder.json"), bpe = d.file("vocab.bpe");
+  const std::string a = read_file(test::gpt2_bpe_file("vocab.bpe"));
   const size_t l1 = a.find('\n') + 1, l2 = a.find('\n', l1) + 1, l3 = a.find('\n', l2) + 1;
   const std::string b = a.substr(0, l1) + a.substr(l2, l3 - l2) + a.substr(l1, l2 - l1) + a.substr(l3);  // merges 0, 1 swapped
   write_file_atomic(bpe, b);
@@ -305,7 +307,7 @@ TEST_CASE("tokenizer cache: a source replaced between hashing and building leave
 
 TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read nor written through") {
   test::ScratchDir d;
-  const std::string dir = d.file("cache"), encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
+  const std::string dir = d.file("cache"), encoder = test::gpt2_bpe_file("encoder.json"), bpe = test::gpt2_bpe_file("vocab.bpe");
   bool hit = true;
   load(dir, &hit);
   const std::string entry = entry_of(dir);
@@ -327,7 +329,7 @@ TEST_CASE("tokenizer cache: a symbolic link at the entry's name is neither read 
 TEST_CASE("tokenizer cache: a directory that cannot be made is named as its origin names it") {
   test::ScratchDir d;
   write_file_atomic(d.file("file"), "x");
-  const std::string encoder = test::gpt2_file("encoder.json"), bpe = test::gpt2_file("vocab.bpe");
+  const std::string encoder = test::gpt2_bpe_file("encoder.json"), bpe = test::gpt2_bpe_file("vocab.bpe");
   bool hit = true;
   {
     StderrTo err(d.file("err"));
@@ -388,6 +390,7 @@ std::string with_source(const std::string& payload, const std::string& old, cons
 }  // namespace
 
 TEST_CASE("tokenizer cache: a tokenizer.json through load_tokenizer: a hit restores its tables and its pipeline") {
+  if (!std::filesystem::exists(test::gpt2_file("tokenizer.json"))) return;  // the shared data's (XTRAIN_SHARED_DATA)
   test::ScratchDir d;
   const std::string variant = d.file("tokenizer.json");
   write_file_atomic(variant, hf_variant().dump());
@@ -421,6 +424,7 @@ TEST_CASE("tokenizer cache: a tokenizer.json through load_tokenizer: a hit resto
 }
 
 TEST_CASE("tokenizer cache: a tokenizer.json entry's pipeline passes only what the file's reader passes") {
+  if (!std::filesystem::exists(test::gpt2_file("tokenizer.json"))) return;  // the shared data's (XTRAIN_SHARED_DATA)
   const nlohmann::json root = hf_variant();
   test::ScratchDir d;
   write_file_atomic(d.file("tokenizer.json"), root.dump());

@@ -1,7 +1,12 @@
 // Tokenizer file handling: small synthetic vocabularies in both formats (merge semantics, specials,
-// fingerprints), loader error messages, and encode's progress reports (the token cache is tested in
-// test_token_cache.cpp). Part of the test_tokenizer executable (main in test_tokenizer.cpp).
+// fingerprints), loader error messages, and encode's progress reports. The test_tokenizer_files executable,
+// with test_token_cache.cpp and test_tokenizer_cache.cpp: GPT-2's BPE files from $XTRAIN_DATA_DIR/gpt2
+// (scripts/setup.sh), no shared data; exits 77 (skipped) without them. main is here.
+#define DOCTEST_CONFIG_IMPLEMENT
 #include <doctest/doctest.h>
+
+#include <cstdio>
+#include <filesystem>
 
 #include <algorithm>
 #include <fstream>
@@ -626,4 +631,15 @@ TEST_CASE("tokenizer.json added_tokens: the ids tokenizers gives them") {
     CHECK(e.find("expected an array; tokenizers refuses the file") != std::string::npos);
     CHECK(e.find('\n') == std::string::npos);
   }
+}
+
+int main(int argc, char** argv) {
+  // CMake sets XTRAIN_DATA_DIR to the source tree's data/, which scripts/setup.sh fills
+  if (!std::filesystem::exists(gpt2_bpe_file("encoder.json")) || !std::filesystem::exists(gpt2_bpe_file("vocab.bpe"))) {
+    std::fprintf(stderr, "test_tokenizer_files: no GPT-2 BPE files at '%s' (scripts/setup.sh fetches them); skipped\n",
+                 gpt2_bpe_file("").c_str());
+    return 77;
+  }
+  doctest::Context ctx(argc, argv);
+  return ctx.run();
 }

@@ -24,6 +24,12 @@ inline std::string shared_data() {
   return d ? d : "";
 }
 inline std::string gpt2_file(const std::string& name) { return shared_data() + "/gpt2/" + name; }
+// gpt2_bpe_file: GPT-2's encoder.json or vocab.bpe from $XTRAIN_DATA_DIR/gpt2 (scripts/setup.sh fetches and
+// sha256-checks them; the same bytes as the shared data's), so the tests on them need no shared data.
+inline std::string gpt2_bpe_file(const std::string& name) {
+  const char* d = std::getenv("XTRAIN_DATA_DIR");
+  return std::string(d ? d : "") + "/gpt2/" + name;
+}
 
 // parse_tokenizer_options: argv (options only, no program name) through the tokenizer options as every
 // program declares and reads them (data/tokenizer_options.h), into `files`; throws what a program sees.
@@ -39,7 +45,7 @@ inline void parse_tokenizer_options(std::vector<const char*> argv, TokenizerFile
 }
 
 inline const Tokenizer& gpt2() {
-  static const Tokenizer t = Tokenizer::from_gpt2_files(gpt2_file("encoder.json"), gpt2_file("vocab.bpe"));
+  static const Tokenizer t = Tokenizer::from_gpt2_files(gpt2_bpe_file("encoder.json"), gpt2_bpe_file("vocab.bpe"));
   return t;
 }
 inline const Tokenizer& hf() {
@@ -49,7 +55,7 @@ inline const Tokenizer& hf() {
 
 // encoder_id: the id encoder.json gives a token written in GPT-2's byte alphabet ("Ġhello").
 inline int32_t encoder_id(const std::string& token_text) {
-  static const nlohmann::json enc = nlohmann::json::parse(read_file(gpt2_file("encoder.json")));
+  static const nlohmann::json enc = nlohmann::json::parse(read_file(gpt2_bpe_file("encoder.json")));
   return enc.at(token_text).get<int32_t>();
 }
 
