@@ -5,11 +5,14 @@
 // anything the earlier kernels write or read. At batch 1 a kernel's own work is a few microseconds of latency,
 // about what a launch after its predecessor's end costs again: launched early, a kernel's scheduling, and what it
 // may do before its wait (the GEMVs' weight loads, attention_decode's cache prefetches), overlap the kernel
-// before. Older devices, and kernels launched plainly, treat both instructions as no-ops.
+// before. Older devices, and kernels launched plainly, treat both instructions as no-ops; a kernel compiled for an
+// older architecture (no instructions to wait with) is launched plainly on any device.
 #pragma once
 
 #include <cuda_runtime.h>
 
+#include <map>
+#include <mutex>
 #include <utility>
 
 #include "backend/cuda/cuda_check.h"
@@ -26,8 +29,27 @@ inline bool programmatic_launch() {
   return major >= 9;
 }
 
-// launch_kernel: kernel<<<grid, block, smem, stream>>>(args...), launched programmatically where `programmatic`
-// and the device takes it, else plainly. Throws Error on a bad launch.
+// compiled_for_programmatic_launch: whether `kernel`'s code on the current device was compiled from PTX of compute
+// capability 9.0 or later (cudaFuncAttributes::ptxVersion), the only code in which ptx.cuh's griddepcontrol
+// instructions exist: a build for an older architecture only, JIT-compiled on Hopper, has them compiled out, and
+// such a kernel launched early would not wait for the one before it. One cudaFuncGetAttributes per kernel and
+// device, then a lookup.
+inline bool compiled_for_programmatic_launch(const void* kernel) {
+  int device = 0;
+  XT_CUDA_CHECK(cudaGetDevice(&device));
+  static std::mutex mutex;
+  static std::map<std::pair<const void*, int>, bool> known;
+  const std::lock_guard<std::mutex> lock(mutex);
+  const auto key = std::make_pair(kernel, device);
+  if (const auto it = known.find(key); it != known.end()) return it->second;
+  cudaFuncAttributes attr{};
+  XT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
+  return known[key] = attr.ptxVersion >= 90;
+}
+
+// launch_kernel: kernel<<<grid, block, smem, stream>>>(args...), launched programmatically where `programmatic`,
+// the device takes it and the kernel was compiled with the griddepcontrol instructions, else plainly. Throws Error
+// on a bad launch.
 template <typename... Params, typename... Args>
 void launch_kernel(bool programmatic, cudaStream_t stream, dim3 grid, dim3 block, size_t smem,
                    void (*kernel)(Params...), Args&&... args) {
@@ -36,7 +58,9 @@ void launch_kernel(bool programmatic, cudaStream_t stream, dim3 grid, dim3 block
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  cfg.attrs = pdl, cfg.numAttrs = programmatic && programmatic_launch() ? 1 : 0;
+  const bool early = programmatic && programmatic_launch() &&
+                     compiled_for_programmatic_launch(reinterpret_cast<const void*>(kernel));
+  cfg.attrs = pdl, cfg.numAttrs = early ? 1 : 0;
   XT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }
 
