@@ -21,20 +21,13 @@
 
 namespace xtrain::cuda {
 
-// programmatic_launch: whether the current device takes programmatic dependent launch.
-inline bool programmatic_launch() {
-  int device = 0, major = 0;
-  XT_CUDA_CHECK(cudaGetDevice(&device));
-  XT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
-  return major >= 9;
-}
-
-// compiled_for_programmatic_launch: whether `kernel`'s code on the current device was compiled from PTX of compute
-// capability 9.0 or later (cudaFuncAttributes::ptxVersion), the only code in which ptx.cuh's griddepcontrol
-// instructions exist: a build for an older architecture only, JIT-compiled on Hopper, has them compiled out, and
-// such a kernel launched early would not wait for the one before it. One cudaFuncGetAttributes per kernel and
-// device, then a lookup.
-inline bool compiled_for_programmatic_launch(const void* kernel) {
+// takes_programmatic_launch: whether `kernel` may be launched programmatically on the current device: the device
+// takes it (compute capability 9.0+) and the kernel's code there was compiled from PTX of compute capability 9.0 or
+// later (cudaFuncAttributes::ptxVersion), the only code in which ptx.cuh's griddepcontrol instructions exist: a
+// build for an older architecture only, JIT-compiled on Hopper, has them compiled out, and such a kernel launched
+// early would not wait for the one before it. The device and the kernel asked once per (kernel, device), then a
+// lookup.
+inline bool takes_programmatic_launch(const void* kernel) {
   int device = 0;
   XT_CUDA_CHECK(cudaGetDevice(&device));
   static std::mutex mutex;
@@ -42,9 +35,11 @@ inline bool compiled_for_programmatic_launch(const void* kernel) {
   const std::lock_guard<std::mutex> lock(mutex);
   const auto key = std::make_pair(kernel, device);
   if (const auto it = known.find(key); it != known.end()) return it->second;
+  int major = 0;
+  XT_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
   cudaFuncAttributes attr{};
   XT_CUDA_CHECK(cudaFuncGetAttributes(&attr, kernel));
-  return known[key] = attr.ptxVersion >= 90;
+  return known[key] = major >= 9 && attr.ptxVersion >= 90;
 }
 
 // launch_kernel: kernel<<<grid, block, smem, stream>>>(args...), launched programmatically where `programmatic`,
@@ -58,8 +53,7 @@ void launch_kernel(bool programmatic, cudaStream_t stream, dim3 grid, dim3 block
   cudaLaunchAttribute pdl[1] = {};
   pdl[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
   pdl[0].val.programmaticStreamSerializationAllowed = 1;
-  const bool early = programmatic && programmatic_launch() &&
-                     compiled_for_programmatic_launch(reinterpret_cast<const void*>(kernel));
+  const bool early = programmatic && takes_programmatic_launch(reinterpret_cast<const void*>(kernel));
   cfg.attrs = pdl, cfg.numAttrs = early ? 1 : 0;
   XT_CUDA_CHECK(cudaLaunchKernelEx(&cfg, kernel, std::forward<Args>(args)...));
 }

@@ -172,9 +172,9 @@ struct GemvFusion {
   // prefetch_weights: no kernel that may still run writes w, the bias or the norm's weights, so the launch may
   // read them before its wait (gemv.cu's programmatic dependent launch). A decoding step's kernels each let the
   // next start at their top (launch.cuh), so that is every kernel since the last plain launch or host
-  // synchronization, not only the one just before;
-  // fused_row_forward sets it for weights that are not a per-call scratch copy (the decoder's weights do not
-  // change during a step, which starts after copy_to_device's synchronization).
+  // synchronization, not only the one just before; fused_row_forward sets it for weights that are not a per-call
+  // scratch copy (the decoder's weights do not change during a step, which starts after copy_to_device's
+  // synchronization).
   bool prefetch_weights = false;
 };
 // gemv_fused_forward: gemv_forward's N = 1 (pre: the fc layer's GELU, not with residual) with f's prologue and
@@ -218,7 +218,8 @@ void cross_entropy_forward_backward(const OpContext& ctx, float* losses, void* d
                                     const void* logits, const int32_t* targets, float dloss, int N,
                                     int V, int Vp);
 
-// argmax_rows: greedy next tokens, one block per row (argmax.cu; Backend contract).
+// argmax_rows: greedy next tokens, one block per row, or a decoding row over up to kArgmaxSlices blocks (argmax.cu;
+// Backend contract).
 void argmax_rows(const OpContext& ctx, int32_t* out, const void* logits, int rows, int V, int ld,
                  int32_t* tokens = nullptr);
 
