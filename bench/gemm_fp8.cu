@@ -1,12 +1,13 @@
-// FP8 GEMM sizing (measurement only; training has no FP8): for each GEMM of a GPT-2 training step (qkv,
-// attention projection, fc, fc projection, lm_head; forward, dinp and dw) the bf16 GEMM as the training step
-// runs it today (matmul.cu's calls of gemm_lt / gemm_bf16, with their epilogues) against the same product with
-// E4M3 operands through cuBLASLt (per-tensor scales as A_SCALE_POINTER / B_SCALE_POINTER, fp32 accumulation,
-// bf16 output; dw into the fp32 gradient with beta 1 as training needs, bf16 where cuBLASLt refuses that),
-// plus what making the FP8 operands costs: per operand an amax reduction and a bf16 -> E4M3 cast, a cast
-// with a transpose where the product needs it. cuBLASLt's FP8 GEMMs take only ta false, tb true in the
-// row-major convention of ops.h (cuBLASLt's "TN": both operands K-contiguous): forward as stored, dinp with
-// w transposed, dw with dout and inp transposed. Layouts: linear_gemms.h. Not a test.
+// FP8 GEMM sizing, product by product (training's --fp8 is matmul.cu's FP8 route): for each GEMM of a GPT-2
+// training step (qkv, attention projection, fc, fc projection, lm_head; forward, dinp and dw) the bf16 GEMM as the
+// training step runs it (matmul.cu's calls of gemm_lt / gemm_bf16, with their epilogues) against the same product
+// with E4M3 operands through cuBLASLt (per-tensor scales as A_SCALE_POINTER / B_SCALE_POINTER, fp32 accumulation,
+// bf16 output; dw into the fp32 gradient with beta 1 as training needs, bf16 where cuBLASLt refuses that), plus
+// what making the FP8 operands costs: per operand an amax reduction and a bf16 -> E4M3 cast, with a transpose
+// where the product needs it (fp8_cast, the casts of --fp8; here every operand E4M3, none shared, the weights cast
+// per product: --fp8 casts them once per step and its gradients to E5M2). cuBLASLt's FP8 GEMMs take only ta
+// false, tb true in the row-major convention of ops.h (cuBLASLt's "TN": both operands K-contiguous): forward as
+// stored, dinp with w transposed, dw with dout and inp transposed. Layouts: linear_gemms.h. Not a test.
 // One JSON line per (model, gemm, product), then one per model for the whole step (layer GEMMs x L + lm_head).
 // Usage: gemm_fp8 [reps=20]. Exit 77 without a GPU; one "skipped" line on a GPU without FP8 (cc < 8.9).
 #include <cublasLt.h>
@@ -31,8 +32,6 @@ using namespace xtrain::cuda;
 
 namespace {
 using bf16 = __nv_bfloat16;
-using fp8 = __nv_fp8_e4m3;
-constexpr float kE4M3Max = 448.0f;  // the largest finite E4M3 value (OCP 8-bit floating point spec, 2023)
 constexpr int kThreads = 256;
 
 #define CK(x) XT_BENCH_CHECK("gemm_fp8", x)
@@ -45,61 +44,6 @@ __global__ void fill_kernel(bf16* x, size_t n, uint64_t seed) {
     uint64_t z = seed * 0x9E3779B97F4A7C15ull + i;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull, z = (z ^ (z >> 27)) * 0x94D049BB133111EBull, z ^= z >> 31;
     x[i] = __float2bfloat16(float(z >> 40) / float(1ull << 24) * 2.0f - 1.0f);
-  }
-}
-
-// amax: *amax = max |x| over x (n), 8 bf16 per 16-byte load (n % 8 == 0, x 16-byte aligned); *amax must
-// start at 0. Non-negative floats order as their bit patterns, so atomicMax on the int view is a float max.
-__global__ void amax_kernel(const bf16* x, size_t n, float* amax) {
-  float m = 0.0f;
-  const size_t n8 = n / 8;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n8; i += size_t(gridDim.x) * blockDim.x) {
-    const uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    const bf16* e = reinterpret_cast<const bf16*>(&v);
-    for (int k = 0; k < 8; ++k) m = fmaxf(m, fabsf(__bfloat162float(e[k])));
-  }
-  for (int o = 16; o > 0; o /= 2) m = fmaxf(m, __shfl_xor_sync(0xffffffffu, m, o));
-  __shared__ float warp_max[kThreads / 32];
-  if (threadIdx.x % 32 == 0) warp_max[threadIdx.x / 32] = m;
-  __syncthreads();
-  if (threadIdx.x == 0) {
-    for (int w = 1; w < kThreads / 32; ++w) m = fmaxf(m, warp_max[w]);
-    atomicMax(reinterpret_cast<int*>(amax), __float_as_int(m));
-  }
-}
-
-// scale_of: the factor that maps amax onto the largest E4M3 value (1 for an all-zero tensor)
-__device__ float scale_of(float amax) { return amax > 0.0f ? kE4M3Max / amax : 1.0f; }
-
-// cast: y (n) = E4M3(x * s), s = scale_of(*amax), saturating to +-448; *inv = 1/s, the dequantizing factor
-// cuBLASLt multiplies back (its A/B scale). 8 elements per thread (16-byte load, 8-byte store).
-__global__ void cast_kernel(const bf16* x, size_t n, const float* amax, fp8* y, float* inv) {
-  const float s = scale_of(*amax);
-  if (blockIdx.x == 0 && threadIdx.x == 0) *inv = 1.0f / s;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < n / 8; i += size_t(gridDim.x) * blockDim.x) {
-    const uint4 v = reinterpret_cast<const uint4*>(x)[i];
-    const bf16* e = reinterpret_cast<const bf16*>(&v);
-    alignas(8) fp8 out[8];
-    for (int k = 0; k < 8; ++k) out[k] = fp8(__bfloat162float(e[k]) * s);  // __NV_SATFINITE
-    reinterpret_cast<uint2*>(y)[i] = *reinterpret_cast<const uint2*>(out);
-  }
-}
-
-// cast_transpose: y (cols, rows) = E4M3(x^T * s) for x (rows, cols), 32x32 tiles through shared memory
-// (blocks of 32x8 threads, each thread 4 rows of its tile); *inv as cast_kernel.
-__global__ void cast_transpose_kernel(const bf16* x, int rows, int cols, const float* amax, fp8* y, float* inv) {
-  __shared__ float tile[32][33];  // +1: no bank conflicts on the transposed read
-  const float s = scale_of(*amax);
-  if (blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0 && threadIdx.y == 0) *inv = 1.0f / s;
-  const int c0 = blockIdx.x * 32, r0 = blockIdx.y * 32;
-  for (int k = threadIdx.y; k < 32; k += 8) {
-    const int r = r0 + k, c = c0 + threadIdx.x;
-    if (r < rows && c < cols) tile[k][threadIdx.x] = __bfloat162float(x[size_t(r) * cols + c]);
-  }
-  __syncthreads();
-  for (int k = threadIdx.y; k < 32; k += 8) {
-    const int c = c0 + k, r = r0 + threadIdx.x;  // output row c, column r
-    if (r < rows && c < cols) y[size_t(c) * rows + r] = fp8(tile[threadIdx.x][k] * s);
   }
 }
 
@@ -139,19 +83,11 @@ struct Fp8Operand {
   bool transposed;
   Fp8Operand(const bf16* s, int r, int c, bool t)
       : data(size_t(r) * c), amax(sizeof(float)), inv(sizeof(float)), src(s), rows(r), cols(c), transposed(t) {}
-  // make: amax, then the cast (with the transpose): what a training step would run per operand
-  void make(cudaStream_t stream) const {
-    const size_t n = size_t(rows) * cols;
-    CK(cudaMemsetAsync(amax.p, 0, sizeof(float), stream));
-    amax_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(src, n, amax.as<float>());
-    CK(cudaGetLastError());
-    if (transposed) {
-      const dim3 grid((cols + 31) / 32, (rows + 31) / 32), block(32, 8);
-      cast_transpose_kernel<<<grid, block, 0, stream>>>(src, rows, cols, amax.as<float>(), data.as<fp8>(), inv.as<float>());
-    } else {
-      cast_kernel<<<grid_for(n / 8), kThreads, 0, stream>>>(src, n, amax.as<float>(), data.as<fp8>(), inv.as<float>());
-    }
-    CK(cudaGetLastError());
+  // make: amax, then the cast (with the transpose), fp8_cast of the training's --fp8 (src/backend/cuda/fp8.cu):
+  // what a training step runs per operand
+  void make(const OpContext& ctx) const {
+    fp8_cast(ctx, src, rows, cols, CUDA_R_8F_E4M3, transposed ? nullptr : data.p, transposed ? data.p : nullptr,
+             amax.as<float>(), inv.as<float>());
   }
 };
 
@@ -271,8 +207,8 @@ int main(int argc, char** argv) {
         // FP8: both operands K-contiguous (ta false, tb true), each cast (and transposed) from its bf16 source
         const Fp8Operand a8(p.a, g.ta ? g.K : g.M, g.ta ? g.M : g.K, g.ta);  // stored (M,K) after the cast
         const Fp8Operand b8(p.b, g.tb ? g.N : g.K, g.tb ? g.K : g.N, !g.tb);  // stored (N,K) after the cast
-        const double cast_a = timer.ms([&] { a8.make(stream); });
-        const double cast_b = timer.ms([&] { b8.make(stream); });
+        const double cast_a = timer.ms([&] { a8.make(ctx); });
+        const double cast_b = timer.ms([&] { b8.make(ctx); });
         const char* fp8_out = is_dw ? "fp32" : "bf16";
         const char* fp8_epi = p.epi == CUBLASLT_EPILOGUE_DEFAULT ? "none" : "same";
         auto fp8_gemm = [&](cublasLtEpilogue_t epi, bool fp32_out) {
@@ -284,7 +220,7 @@ int main(int argc, char** argv) {
           f.a_scale = a8.inv.as<float>(), f.b_scale = b8.inv.as<float>();
           return gemm_lt(ctx, f);
         };
-        a8.make(stream), b8.make(stream);
+        a8.make(ctx), b8.make(ctx);
         cublasLtEpilogue_t epi = p.epi;
         bool fp32_out = is_dw, ok = fp8_gemm(epi, fp32_out);
         if (!ok && epi != CUBLASLT_EPILOGUE_DEFAULT) epi = CUBLASLT_EPILOGUE_DEFAULT, fp8_epi = "none (refused)", ok = fp8_gemm(epi, fp32_out);

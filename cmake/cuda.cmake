@@ -64,6 +64,7 @@ target_sources(xtrain_backend PRIVATE
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/dropout.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/encoder.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/flash_attention.cu
+  ${PROJECT_SOURCE_DIR}/src/backend/cuda/fp8.cu
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gemm_lt.cpp
   ${PROJECT_SOURCE_DIR}/src/backend/cuda/gelu.cu

@@ -192,6 +192,9 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
     bo.attention = o.attention;  // likewise any route but auto
     bo.weight_copy = o.weight_copy;  // and per-use (there and with fp32: no copy to make per use)
     be = make_backend(bo);
+    // --fp8 where the backend has no FP8 products: refused here, before the data is read
+    if (o.train.fp8.any())
+      if (const std::string why = be->fp8_unavailable(); !why.empty()) throw UsageError(why);
   });
 
   // Tokenizer, then the token stream: the node's ranks share tokenizing the files that lack a valid
@@ -269,13 +272,15 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   GPT model(cfg.model, *be, recompute);
   model.set_logits_chunk_rows(cfg.logits_chunk_rows);
+  if (cfg.fp8.any()) agree(mpi, [&] { model.set_fp8(cfg.fp8); });
   model.init_params(cfg.seed);
   if (!init_params.empty())
     be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
-    std::printf("xtrain | world %d | backend %s | dtype %s | comm %s\n", world, be->name().c_str(), to_string(be->dtype()),
+    std::printf("xtrain | world %d | backend %s | dtype %s%s | comm %s\n", world, be->name().c_str(),
+                to_string(be->dtype()), cfg.fp8.any() ? (" (fp8: " + fp8_linears_name(cfg.fp8) + ")").c_str() : "",
                 comm->name().c_str());
     // num_params counts wte's padding rows (GPTConfig::Vp), which stay zero; the model's own count does not
     const size_t padding = static_cast<size_t>(cfg.model.Vp() - cfg.model.V) * cfg.model.C;

@@ -109,7 +109,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
   OptimConfig& oc = t.optim;
   int kv_heads = 0, head_dim = 0, ffn = 0;
   std::string seed = std::to_string(t.seed);  // text: Boost parses "-1" into uint64_t as 2^64-1
-  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto", recompute = "auto";
+  std::string device = "auto", dtype = "auto", attention = "auto", cuda_graph = "auto", data_format = "auto", recompute = "auto", fp8 = "none";
   std::string weight_copy = "persistent";
   std::string optimizer = "adamw", lr_schedule = "cosine", muon_adjust = "original";
   std::vector<std::string> eval_specs, eval_mc_specs;
@@ -179,6 +179,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
     ("memory-report", po::bool_switch(&t.memory_report), "after the last step, rank 0 prints every buffer its allocator holds (parameters, gradients, optimizer state, activations by table row, the backend's workspaces and cache) summed by category, beside the allocator's peak (docs/cuda.md, \"Memory\")")
     ("recompute", po::value(&recompute)->default_value("auto"), "auto | 0 | 1 | 2: activation recompute: 0 = keep every layer's activations; 1 = recompute the MLP activation (GELU or SwiGLU output) in the backward; 2 = also the norm outputs (less memory, a little more compute; results bitwise unchanged); auto = 1 for SwiGLU models (one elementwise pass over the kept gate/up product, cheaper to recompute than to keep), 0 for GELU ones (GELU is fused into the fc matmul on CUDA: recomputing it costs that matmul)")
     ("logits-chunk-rows", po::value(&t.logits_chunk_rows)->default_value(0), "the head and the cross-entropy run in chunks of this many rows (positions) of the micro-batch, each chunk's head backward at once, so only one chunk's logits (rows x padded vocabulary) are held. 0 = automatic: for a vocabulary of more than 65,536 tokens, all rows where their logits fit in 256 MiB, else the fewest equal chunks under that (Llama-3.2-1B, 8192 rows: 8 of 1024); a smaller vocabulary (GPT-2's) keeps one chunk. Each chunk adds one read and write of the head's fp32 weight gradient; another value changes the results in the last bits (summation order), so a bitwise --resume needs the same value (not stored in the checkpoint)")
+    ("fp8", po::value(&fp8)->default_value("none"), "none | mlp | head | mlp,head: linear layers multiplied in FP8 on CUDA (--dtype bf16, compute capability 8.9 or newer, e.g. H100, H200, L40S): mlp = each block's MLP (SwiGLU's gate/up and down projections, GELU's fc and fc_proj), head = the output head. Forward E4M3 x E4M3, input gradient E5M2 x E4M3, weight gradient E5M2 x E4M3, each tensor with one current scale (amax over the tensor, torchao's tensor-wise float8 recipe), fp32 accumulation, bf16 activations and fp32 master weights and gradients as without it; products whose rows or features are not multiples of 16 stay bf16. Costs 2 bytes per selected parameter (both layouts of the E4M3 weights) plus the casts' scratch. Not stored in a checkpoint: a --resume runs with the --fp8 it is given (docs/cuda.md, \"FP8\")")
     ("cuda-graph", po::value(&cuda_graph)->default_value("auto"), "auto | on | off: with --grad-accum 1, --dropout 0 and no --timeline, record the step's forward and backward as a CUDA graph at the second step and launch that graph from then on (fewer launch gaps; results bitwise unchanged). auto = on one GPU (world 1); on = also with several GPUs, the bucketed gradient all-reduce (NCCL) recorded inside the graph (off by default with several GPUs); off = launch every kernel; no effect on the CPU backend (docs/cuda.md)");
   po::options_description sys = cli_group("System");
   sys.add_options()
@@ -330,6 +331,7 @@ RunOptions parse_options(int argc, char** argv, Launcher launcher) {
        "--recompute must be auto, 0, 1 or 2, got " + recompute);
   t.recompute = recompute == "auto" ? -1 : std::stoi(recompute);
   need(t.logits_chunk_rows >= 0, "--logits-chunk-rows must be >= 0 (0 = automatic), got " + std::to_string(t.logits_chunk_rows));
+  t.fp8 = parse_fp8_linears(fp8);
   need(cuda_graph == "auto" || cuda_graph == "on" || cuda_graph == "off", "--cuda-graph must be auto, on or off");
   t.cuda_graph = cuda_graph == "on"    ? TrainConfig::CudaGraph::on
                  : cuda_graph == "off" ? TrainConfig::CudaGraph::off

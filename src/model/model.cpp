@@ -356,6 +356,41 @@ const void* GPT::logits() const {
   return gact(kLogits);
 }
 
+Fp8Linears parse_fp8_linears(const std::string& text) {
+  Fp8Linears which;
+  if (text == "none") return which;
+  size_t at = 0;
+  while (true) {
+    const size_t comma = text.find(',', at);
+    const std::string part = text.substr(at, comma == std::string::npos ? std::string::npos : comma - at);
+    if (part == "mlp" && !which.mlp) which.mlp = true;
+    else if (part == "head" && !which.head) which.head = true;
+    else
+      throw UsageError("--fp8 must be none, mlp, head or mlp,head (got '" + text + "')");
+    if (comma == std::string::npos) return which;
+    at = comma + 1;
+  }
+}
+
+std::string fp8_linears_name(const Fp8Linears& which) {
+  if (which.mlp && which.head) return "mlp,head";
+  return which.mlp ? "mlp" : which.head ? "head" : "none";
+}
+
+void GPT::set_fp8(const Fp8Linears& which) {
+  std::vector<Backend::WeightMatrix> list;
+  if (which.mlp) {
+    for (int l = 0; l < cfg_.L; ++l) {
+      const BlockWeights w = block_weights(l);
+      list.push_back({w[kFcW], cfg_.fc_width(), cfg_.C});
+      list.push_back({w[kFcProjW], cfg_.C, cfg_.F});
+    }
+  }
+  if (which.head) list.push_back({head(), cfg_.Vp(), cfg_.C});
+  be_.set_fp8_weights(list);
+  fp8_ = which;
+}
+
 void GPT::set_logits_chunk_rows(int rows) {
   XT_CHECK(rows >= 0, "logits chunk rows must be >= 0 (0 = automatic), got " << rows);
   if (rows == logits_chunk_rows_) return;

@@ -28,6 +28,7 @@ expect "batch not divisible (world 4)" 2 "divisible by world size" 4 "${OK[@]}" 
 expect "unknown option" 2 "usage error: .*--bogus" 2 "${OK[@]}" --bogus 1
 # the CPU backend keeps no bf16 weight copy: per-use is refused on every rank, as --attention is
 expect "--weight-copy per-use on the CPU" 2 "usage error: --weight-copy per-use needs --dtype bf16 on the CUDA backend" 2 "${OK[@]}" --weight-copy per-use
+expect "--fp8 on the CPU" 2 "usage error: --fp8 needs the CUDA backend with --dtype bf16" 2 "${OK[@]}" --fp8 mlp
 
 expect "--ckpt in a missing directory" 1 "--ckpt .*does not exist" 2 "${OK[@]}" --ckpt "$WORK/nodir/x.ckpt"
 # a name that fits NAME_MAX (255) but not with the temporary suffix the write adds: refused at start

@@ -186,6 +186,89 @@ TEST_CASE("matmul forward and backward with --dtype bf16 (bf16 activations, cuBL
   }
 }
 
+// --fp8 matmuls (matmul.cu, fp8.cu) vs the fp32 CPU oracle on the same bf16 activations. E4M3 keeps 4
+// significant bits (half an ulp: 2^-4 = 6.3% relative), E5M2 3 (2^-3 = 12.5%); each tensor is scaled so its
+// largest magnitude lands on the format's largest value, so the uniform inputs here stay normal numbers. The
+// rounding errors of the K products of an output are independent and of random sign, so they add as a random
+// walk to ~ (relative error / sqrt(3)) x the output's own size: ~5% for the forward (two E4M3 operands), ~8%
+// where one operand is E5M2 (dinp, dw), norm-wise with the max over outputs. 0.1 and 0.2 bound those, while a
+// missing or inverted scale (factors up to 448 or 57344), a transposed operand or a wrong layout gives O(1). The
+// FP8 route must also differ from the bf16 one (which it replaces), and a product whose rows are not a multiple
+// of 16 must give the bf16 route's bits (it takes that route).
+constexpr double kFp8ForwardRel = 0.1, kFp8BackwardRel = 0.2;
+
+TEST_CASE("--fp8 matmuls: E4M3 forward, E5M2 gradients, against the fp32 oracle; other shapes stay bf16") {
+  std::unique_ptr<Backend> g = make_cuda_backend(BackendOptions{Device::cuda, 0, 1, DType::bf16});
+  const GpuId id = *g->gpu_id();
+  if (id.cc_major * 10 + id.cc_minor < 89) {
+    MESSAGE("skipped: FP8 needs compute capability 8.9 (this GPU: " << id.cc_major << "." << id.cc_minor << ")");
+    CHECK_THROWS_AS(g->set_fp8_weights({{nullptr, 16, 16}}), UsageError);
+    return;
+  }
+  struct Shape { int N, IC, OC; bool bias; };
+  for (Shape s : {Shape{256, 512, 384, false}, Shape{128, 64, 1024, true}}) {
+    CAPTURE(s.N);
+    CAPTURE(s.IC);
+    CAPTURE(s.OC);
+    const size_t nw = size_t(s.OC) * s.IC;
+    Act inp(*g, rnd(size_t(s.N) * s.IC, 51)), out(*g, filled(size_t(s.N) * s.OC)), dout(*g, rnd(size_t(s.N) * s.OC, 54)),
+        dinp(*g, filled(size_t(s.N) * s.IC));
+    Twin<float> w(rnd(nw, 52), g.get()), bias(rnd(s.OC, 53), g.get()), dw(filled(nw), g.get()), db(filled(s.OC), g.get());
+    const float* b = s.bias ? bias.g.get() : nullptr;
+    // the bf16 route first (no FP8 weights), then the same products with w in FP8
+    g->prepare_weights(w.g.get(), nw);
+    DeviceBuffer<unsigned char> out16(*g, out.g.bytes()), dinp16(*g, dinp.g.bytes());
+    DeviceBuffer<float> dw16(*g, nw);
+    g->matmul_forward(out16.get(), inp.gp(), w.g.get(), b, s.N, s.IC, s.OC);
+    g->matmul_backward(dinp16.get(), dw16.get(), nullptr, dout.gp(), inp.gp(), w.g.get(), s.N, s.IC, s.OC, Grad::assign,
+                       Grad::assign);
+    g->set_fp8_weights({{w.g.get(), s.OC, s.IC}});
+    CHECK(g->fp8_copy_bytes() >= 2 * nw);
+    g->prepare_weights(w.g.get(), nw);
+    be().cpu->matmul_forward(out.cp(), inp.cp(), w.c.get(), s.bias ? bias.c.get() : nullptr, s.N, s.IC, s.OC);
+    g->matmul_forward(out.gp(), inp.gp(), w.g.get(), b, s.N, s.IC, s.OC);
+    expect_close("fp8 matmul_forward out", out, kFp8ForwardRel);
+    be().cpu->matmul_backward(dinp.cp(), dw.c.get(), s.bias ? db.c.get() : nullptr, dout.cp(), inp.cp(), w.c.get(), s.N,
+                              s.IC, s.OC, Grad::assign, Grad::assign);
+    g->matmul_backward(dinp.gp(), dw.g.get(), s.bias ? db.g.get() : nullptr, dout.gp(), inp.gp(), w.g.get(), s.N, s.IC,
+                       s.OC, Grad::assign, Grad::assign);
+    expect_close("fp8 matmul_backward dinp", dinp, kFp8BackwardRel);
+    expect_close("fp8 matmul_backward dw", dw, kFp8BackwardRel);
+    if (s.bias) expect_close("fp8 matmul_backward dbias (bf16 column sum)", db, kBf16GemmRel);
+    // FP8 changed the arithmetic: the bf16 route's outputs are not these
+    CHECK(out.gpu_bytes() != [&] {
+      std::vector<unsigned char> v(out16.bytes());
+      g->copy_to_host(v.data(), out16.get(), v.size());
+      return v;
+    }());
+    CHECK(down(*g, dw.g) != down(*g, dw16));
+  }
+  // 24 rows (not a multiple of 16): the bf16 route, bitwise, with FP8 weights set
+  const int N = 24, IC = 64, OC = 128;
+  Twin<float> w(rnd(size_t(OC) * IC, 62), g.get());
+  Act inp(*g, rnd(size_t(N) * IC, 61)), a(*g, filled(size_t(N) * OC)), b(*g, filled(size_t(N) * OC));
+  g->set_fp8_weights({});
+  g->prepare_weights(w.g.get(), size_t(OC) * IC);
+  g->matmul_forward(a.gp(), inp.gp(), w.g.get(), nullptr, N, IC, OC);
+  g->set_fp8_weights({{w.g.get(), OC, IC}});
+  g->prepare_weights(w.g.get(), size_t(OC) * IC);
+  g->matmul_forward(b.gp(), inp.gp(), w.g.get(), nullptr, N, IC, OC);
+  CHECK(a.gpu_bytes() == b.gpu_bytes());
+  // bad shapes are refused, naming the option
+  CHECK_THROWS_AS(g->set_fp8_weights({{w.g.get(), OC, 40}}), UsageError);
+  g->set_fp8_weights({});
+}
+
+TEST_CASE("--fp8 is refused where there is no FP8: the CPU backend, fp32 and --weight-copy per-use on CUDA") {
+  const float x = 0.0f;
+  CHECK_THROWS_AS(be().cpu->set_fp8_weights({{&x, 16, 16}}), UsageError);
+  be().cpu->set_fp8_weights({});  // empty: nothing to refuse
+  CHECK_THROWS_AS(be().gpu->set_fp8_weights({{&x, 16, 16}}), UsageError);  // fp32
+  BackendOptions per_use{Device::cuda, 0, 1, DType::bf16};
+  per_use.weight_copy = WeightCopy::per_use;
+  CHECK_THROWS_AS(make_cuda_backend(per_use)->set_fp8_weights({{&x, 16, 16}}), UsageError);
+}
+
 // bf16 dbias: the column sum of dout takes column pairs summed in fp32 per row chunk where C is even and
 // dout 4-byte aligned, and single elements added in double otherwise. dout at an aligned address and the
 // same values one element further (2 bytes: the element path) must give dbias within fp32 rounding of

@@ -82,14 +82,17 @@ struct Trajectory {
 // collective, only the host all-reduce of the loss, so the backend's memory never reaches it.
 // opt: --optimizer (muon: Muon at --muon-lr 0.02 on the blocks' matrices, AdamW on the rest).
 // logits_chunk_rows: --logits-chunk-rows (0: automatic, one chunk for this model).
+// fp8: --fp8; cfg_model: the model (config() unless given).
 Trajectory train(Backend& be, const std::vector<int32_t>& tokens, float dropout, int recompute = 0,
-                 OptimizerKind opt_kind = OptimizerKind::adamw, int logits_chunk_rows = 0) {
-  GPT model(config(), be, recompute);
+                 OptimizerKind opt_kind = OptimizerKind::adamw, int logits_chunk_rows = 0, Fp8Linears fp8 = {},
+                 const GPTConfig& model_cfg = config()) {
+  GPT model(model_cfg, be, recompute);
   model.set_logits_chunk_rows(logits_chunk_rows);
+  model.set_fp8(fp8);
   model.init_params(kSeed);
   const size_t n = model.num_params();
   TrainConfig cfg;
-  cfg.model = config(), cfg.batch = kB, cfg.seq = kT, cfg.grad_accum = 1, cfg.seed = kSeed, cfg.steps = kSteps;
+  cfg.model = model_cfg, cfg.batch = kB, cfg.seq = kT, cfg.grad_accum = 1, cfg.seed = kSeed, cfg.steps = kSteps;
   cfg.optim.lr = 5e-3f, cfg.optim.warmup_steps = 3, cfg.optim.grad_clip = 1.0f, cfg.optim.kind = opt_kind;
   cfg.dropout = dropout, cfg.recompute = recompute;
   cfg.cuda_graph = TrainConfig::CudaGraph::off;
@@ -181,6 +184,42 @@ TEST_CASE("bf16 mixed precision follows the fp32 loss trajectory") {
   CHECK(rel > 0.0);  // bf16 must actually change the arithmetic
   CHECK(a.loss.back() < (1.0 - kMinRelativeFall) * a.loss.front());
   CHECK(b.loss.back() < (1.0 - kMinRelativeFall) * b.loss.front());
+}
+
+// --fp8 mlp,head against bf16, in both MLP families (GELU: GPT-2 layout; SwiGLU: the Llama layout with its own
+// head). FP8 rounds the operands of the selected products to 4 significant bits (E4M3, forward) and 3 (E5M2,
+// gradients), 16 and 32 times bf16's rounding: the losses carry ~10x the bf16-vs-fp32 noise measured above
+// (5.7e-3 over 20 steps), so 5e-2 relative bounds them, while a wrong scale or layout in any of the three
+// products stalls or diverges the loss (it must still fall by kMinRelativeFall). The bf16 run is bitwise
+// deterministic, so any difference at all shows the FP8 products ran.
+constexpr double kFp8TrajectoryRel = 5e-2;
+
+TEST_CASE("--fp8 mlp,head follows the bf16 loss trajectory (GELU and SwiGLU MLPs)") {
+  auto b16 = gpu("bf16");
+  const GpuId id = *b16->gpu_id();
+  if (id.cc_major * 10 + id.cc_minor < 89) {
+    MESSAGE("skipped: FP8 needs compute capability 8.9 (this GPU: " << id.cc_major << "." << id.cc_minor << ")");
+    return;
+  }
+  GPTConfig llama = config();
+  llama.arch = Arch::llama, llama.tie_embeddings = 0;
+  struct Run { GPTConfig c; Fp8Linears fp8; };
+  for (const Run& run : {Run{config(), {true, false}}, Run{config(), {false, true}}, Run{config(), {true, true}},
+                         Run{llama, {true, true}}}) {
+    const std::string name = run.c.describe() + " --fp8 " + fp8_linears_name(run.fp8);
+    CAPTURE(name);
+    const std::vector<int32_t> data = corpus(20000, run.c.V);
+    const Trajectory ref = train(*b16, data, 0.0f, 0, OptimizerKind::adamw, 0, {}, run.c),
+                     f8 = train(*b16, data, 0.0f, 0, OptimizerKind::adamw, 0, run.fp8, run.c);
+    print("gpu bf16", ref);
+    print("gpu fp8", f8);
+    const double rel = max_rel_diff(f8.loss, ref.loss);
+    std::printf("%s: max relative loss difference vs bf16 over %d steps: %.3e (tolerance %.0e)\n", name.c_str(),
+                kSteps, rel, kFp8TrajectoryRel);
+    CHECK(rel <= kFp8TrajectoryRel);
+    CHECK(rel > 0.0);
+    CHECK(f8.loss.back() < (1.0 - kMinRelativeFall) * f8.loss.front());
+  }
 }
 
 // The cuDNN route in training: the same bf16 steps as through the flash kernels (GQA, KVH = 2), whose

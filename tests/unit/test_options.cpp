@@ -42,7 +42,8 @@ struct Run {
 
 // startup: what xtrain_mpi does with a command line on a world of `world` ranks up to its first file
 // read, in its order: parse_options (main.cpp), check_world (run_training), list_data_files and
-// (and of --val-data), check_distinct_paths and check_jsonl_field, then make_backend (run_rank, app.cpp). Returns the exit code and message the
+// (and of --val-data), check_distinct_paths and check_jsonl_field, then make_backend and --fp8's check (run_rank,
+// app.cpp). Returns the exit code and message the
 // program prints for the first exception (cli_failure, core/cli.h), or {0, ""} when every check passes.
 CliFailure startup(std::vector<std::string> args, int world) {
   args.insert(args.begin(), "xtrain_mpi");
@@ -57,7 +58,9 @@ CliFailure startup(std::vector<std::string> args, int world) {
     check_jsonl_field(o, data_files, val_files);
     BackendOptions bo;
     bo.device = o.device, bo.dtype = o.dtype, bo.attention = o.attention, bo.weight_copy = o.weight_copy;
-    make_backend(bo);
+    const std::unique_ptr<Backend> be = make_backend(bo);
+    if (o.train.fp8.any())  // run_rank's check of --fp8 right after the backend's set-up
+      if (const std::string why = be->fp8_unavailable(); !why.empty()) throw UsageError(why);
   } catch (const std::exception& e) {
     return cli_failure(e);
   }
@@ -145,6 +148,12 @@ TEST_CASE("option values and combinations") {
   usage_error(run, {"--weight-copy", "off"}, "usage error: --weight-copy must be persistent or per-use \\(got 'off'\\)");
   usage_error(run, {"--weight-copy", "per-use"}, "usage error: --weight-copy per-use needs --dtype bf16 on the CUDA backend", 2);
   usage_error(run, {"--device", "cpu", "--weight-copy", "per-use"}, "--weight-copy per-use needs --dtype bf16", 2);
+  // --fp8: none, mlp, head or both, each once; the CPU backend has no FP8 products (refused at the backend's set-up)
+  for (const char* bad : {"mlp,", "MLP", "mlp,mlp", "attn", ""})
+    usage_error(run, {"--fp8", bad}, "usage error: --fp8 must be none, mlp, head or mlp,head");
+  usage_error(run, {"--fp8", "mlp,head"}, "usage error: --fp8 needs the CUDA backend with --dtype bf16", 2);
+  CHECK(fp8_linears_name(parse_fp8_linears("head,mlp")) == "mlp,head");
+  CHECK(!parse_fp8_linears("none").any());
 }
 
 TEST_CASE("an option the run would not read is refused naming both options (kOptionScopes), and --help says so") {

@@ -195,6 +195,19 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
 // fc matmul on CUDA (GELU: recomputing it repeats that matmul, ~2% of a GPT-2 124M step).
 inline int auto_recompute(const GPTConfig& cfg) { return cfg.traits().mlp == MlpKind::swiglu ? 1 : 0; }
 
+// Fp8Linears (--fp8): the linear layers that multiply in FP8 where the backend has it (Backend::set_fp8_weights,
+// CUDA bf16 on compute capability 8.9 or newer): `mlp` the MLP's two of every block (fc: SwiGLU's gate and up
+// projections or GELU's fc, and fc_proj), `head` the output head (Vp,C). Everything else stays bf16.
+struct Fp8Linears {
+  bool mlp = false;
+  bool head = false;
+  bool any() const { return mlp || head; }
+};
+// parse_fp8_linears: "none", "mlp", "head" or a comma-separated list of them ("mlp,head"); throws UsageError
+// naming --fp8 for anything else. fp8_linears_name: the canonical spelling ("none", "mlp", "head", "mlp,head").
+Fp8Linears parse_fp8_linears(const std::string& text);
+std::string fp8_linears_name(const Fp8Linears& which);
+
 class GPT {
  public:
   // recompute (--recompute, llm.c's): 0 keeps every layer's activations for the backward; 1 keeps
@@ -237,6 +250,10 @@ class GPT {
   // Error for rows < 0.
   void set_logits_chunk_rows(int rows);
   int logits_chunk_rows() const { return logits_chunk_rows_; }
+  // set_fp8 (--fp8): hands the selected weights to the backend (Backend::set_fp8_weights), whose matmuls with
+  // them then multiply in FP8 from the next forward on. Throws UsageError where the backend has no FP8.
+  void set_fp8(const Fp8Linears& which);
+  const Fp8Linears& fp8() const { return fp8_; }
 
   // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:
   // weights N(0, 0.02), residual projections N(0, 0.02/sqrt(2L)) (GPT-2 paper, sec. 2.3), biases 0,
@@ -316,6 +333,7 @@ class GPT {
   Backend& be_;
   int recompute_ = 0;
   int logits_chunk_rows_ = 0;  // set_logits_chunk_rows; 0 = automatic
+  Fp8Linears fp8_;              // set_fp8
   int logits_chunks_ = 0;      // the chunks of the last forward's head (logits() needs 1)
   int logits_rows_ = 0;        // the logits buffer's rows (ensure_acts: the largest chunk run in these buffers)
   Grad fwd_grads_ = Grad::accumulate;  // how the last training forward wrote the head's gradient (backward checks)

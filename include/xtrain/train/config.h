@@ -26,6 +26,7 @@ struct TrainConfig {
   float dropout = 0.0f;    // GPT-2 embd/resid dropout probability
   int recompute = -1;      // activation recompute in the backward: 0 none, 1 MLP activation, 2 also the norms (GPT ctor); -1 auto (auto_recompute)
   int logits_chunk_rows = 0;  // rows per chunk of the head + loss (GPT::set_logits_chunk_rows); 0 = automatic
+  Fp8Linears fp8;             // --fp8: the linear layers multiplied in FP8 (GPT::set_fp8); none by default
   // --cuda-graph: record the step's forward and backward once and launch them as a CUDA graph where the step
   // allows it (src/train/graph_step.h): auto = on one rank; on = also on several ranks whose communicator records
   // its collectives (NCCL: the bucketed gradient all-reduce inside the graph); off = launch every kernel.

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,7 @@ constexpr size_t kCublasWorkspaceBytes = 32u << 20;
 constexpr const char* kWorkspaceTag = "cuBLAS workspace";
 constexpr const char* kErrorFlagTag = "device error flag";
 constexpr const char* kMirrorTag = "bf16 weight mirror";
+constexpr const char* kFp8Tag = "fp8 weight copies";
 struct OwnBlock {
   const char* tag;
   MemoryCategory category;
@@ -37,6 +39,8 @@ struct OwnBlock {
 };
 constexpr OwnBlock kOwnBlocks[] = {
     {kMirrorTag, MemoryCategory::parameters, "bf16", "the weights rounded once per forward for the GEMMs (prepare_weights)"},
+    {kFp8Tag, MemoryCategory::parameters, "fp8",
+     "--fp8's weights in E4M3, both layouts, made with the bf16 copy (set_fp8_weights)"},
     {kWorkspaceTag, MemoryCategory::workspace, "bytes", "cuBLAS and cuBLASLt workspace (cublasSetWorkspace; 32 MiB for Hopper)"},
     {cuda::kAdamWTableTag, MemoryCategory::optimizer, "bytes", "adamw_update's chunk table (one launch for every tensor)"},
     {cuda::kMuonTableTag, MemoryCategory::optimizer, "bytes",
@@ -177,7 +181,7 @@ CudaBackend::CudaBackend(const BackendOptions& opts) : host_(host_name()) {
   mirror_enabled_ = opts.dtype == DType::bf16 && opts.weight_copy == WeightCopy::persistent;
   rows_ = opts.rows;
   ctx_ = OpContext{stream_, cublas_, &alloc_, error_flag_, gemm_compute(opts.dtype), opts.dtype == DType::bf16,
-                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{},
+                   route, cudnn_.get(), cublaslt_, cublas_workspace_, kCublasWorkspaceBytes, WeightMirror{}, nullptr,
                    split_counters_, split_counters_ + cuda::kSplitCounters};
 }
 
@@ -191,6 +195,7 @@ CudaBackend::~CudaBackend() {
   alloc_.free(error_flag_);
   alloc_.free(split_counters_);
   alloc_.free(mirror_);
+  alloc_.free(fp8_block_);
   if (timeline_base_) cudaEventDestroy(timeline_base_);
   if (stream_) cudaStreamDestroy(stream_);
 }
@@ -328,9 +333,23 @@ void CudaBackend::free(void* ptr) noexcept {
   if (ptr != nullptr && mirror_source_.overlaps(ptr, alloc_.block_bytes(ptr))) {
     // the parameters go: so does their copy (its memory follows theirs), valid or already dropped
     ctx_.weights = mirror_source_ = WeightMirror{};
+    ctx_.fp8 = nullptr;
     ++weights_generation_;
     alloc_.free(mirror_);
     mirror_ = nullptr, mirror_capacity_ = 0;
+  }
+  // a selected FP8 weight's buffer goes: so does the FP8 list (set_fp8_weights({}))
+  if (ptr != nullptr && !fp8_.list.empty()) {
+    const uintptr_t a = reinterpret_cast<uintptr_t>(ptr), end = a + alloc_.block_bytes(ptr);
+    for (const cuda::Fp8Weight& e : fp8_.list) {
+      const uintptr_t w = reinterpret_cast<uintptr_t>(e.w);
+      if (w < end && a < w + size_t(e.rows) * e.cols * sizeof(float)) {
+        ctx_.fp8 = nullptr;
+        alloc_.free(fp8_block_);
+        fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
+        break;
+      }
+    }
   }
   alloc_.free(ptr);
 }
@@ -339,6 +358,7 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
   if (!mirror_enabled_ || count == 0) return;  // fp32 GEMMs read the fp32 weights themselves
   const WeightMirror before = ctx_.weights;
   ctx_.weights = WeightMirror{};         // none valid until the refresh below is queued
+  ctx_.fp8 = nullptr;
   if (mirror_capacity_ < count) {
     alloc_.free(mirror_);  // stream-ordered reuse: kernels queued before still read it first (allocator.h)
     mirror_ = nullptr, mirror_capacity_ = 0;
@@ -347,9 +367,60 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
   }
   cuda::to_bf16_flat(ctx_, mirror_, params, count);
   ctx_.weights = mirror_source_ = WeightMirror{params, mirror_, count};
+  // the FP8 copies of --fp8's matrices, current exactly as long as the mirror; only where every one lies in this
+  // buffer (another buffer's weights, e.g. another model's, get no FP8 products: their copies would be stale)
+  const bool fp8_inside = std::all_of(fp8_.list.begin(), fp8_.list.end(), [&](const cuda::Fp8Weight& e) {
+    return ctx_.weights.find(e.w, size_t(e.rows) * e.cols) != nullptr;
+  });
+  if (!fp8_.list.empty() && fp8_inside) {
+    cuda::fp8_prepare_weights(ctx_, fp8_);
+    ctx_.fp8 = &fp8_;
+  }
   // the same valid copy refreshed in place (the weights of one source read again) is not a new one
   if (before.count == 0 || before.src != params || before.bf16 != mirror_ || before.count != count)
     ++weights_generation_;
+}
+
+std::string CudaBackend::fp8_unavailable() const {
+  if (!ctx_.bf16) return "--fp8 needs --dtype bf16 (the FP8 products replace bf16 ones)";
+  if (!mirror_enabled_) return "--fp8 needs --weight-copy persistent (the FP8 copies are made with the bf16 copy)";
+  if (gpu_id_.cc_major * 10 + gpu_id_.cc_minor < 89)
+    return "--fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); " + device_name_ + " has " +
+           std::to_string(gpu_id_.cc_major) + "." + std::to_string(gpu_id_.cc_minor);
+  return "";
+}
+
+void CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
+  if (!weights.empty()) {
+    if (const std::string why = fp8_unavailable(); !why.empty()) throw UsageError(why);
+    for (const WeightMatrix& m : weights)
+      if (m.w == nullptr || m.rows <= 0 || m.cols <= 0 || m.rows % 16 != 0 || m.cols % 16 != 0)
+        throw UsageError("--fp8: a selected weight is " + std::to_string(m.rows) + " x " + std::to_string(m.cols) +
+                         "; FP8 GEMMs need both dimensions multiples of 16");
+  }
+  // the previous block goes (stream-ordered: queued kernels still read it first), the new one is laid out as
+  // per matrix w8 | w8t | amax, inv, each part on a 256-byte boundary
+  ctx_.fp8 = nullptr;
+  alloc_.free(fp8_block_);
+  fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
+  if (weights.empty()) return;
+  auto round = [](size_t b) { return (b + 255) / 256 * 256; };
+  size_t bytes = 0;
+  for (const WeightMatrix& m : weights) bytes += 2 * round(size_t(m.rows) * m.cols) + 256;
+  fp8_block_ = alloc_.alloc(bytes, kFp8Tag);
+  fp8_block_bytes_ = bytes;
+  auto* p = static_cast<uint8_t*>(fp8_block_);
+  for (const WeightMatrix& m : weights) {
+    cuda::Fp8Weight e;
+    e.w = m.w, e.rows = m.rows, e.cols = m.cols;
+    const size_t n = round(size_t(m.rows) * m.cols);
+    e.w8 = reinterpret_cast<__nv_fp8_e4m3*>(p), e.w8t = reinterpret_cast<__nv_fp8_e4m3*>(p + n);
+    e.amax = reinterpret_cast<float*>(p + 2 * n), e.inv = e.amax + 4;  // inv 16-byte aligned (scale pointer)
+    p += 2 * n + 256;
+    fp8_.list.push_back(e);
+  }
+  // copies made now where the mirror is current (else by the next prepare_weights)
+  if (ctx_.weights.count > 0) prepare_weights(ctx_.weights.src, ctx_.weights.count);
 }
 
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return

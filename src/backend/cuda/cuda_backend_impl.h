@@ -62,6 +62,11 @@ class CudaBackend final : public Backend {
   // buffer comes) and freed with the buffer it copies or with the backend.
   void prepare_weights(const float* params, size_t count) override;
   size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
+  // set_fp8_weights: one block for every matrix's two E4M3 layouts and scales (Fp8Weight), made in each
+  // prepare_weights after the mirror and valid with it (ctx_.fp8).
+  void set_fp8_weights(const std::vector<WeightMatrix>& weights) override;
+  std::string fp8_unavailable() const override;  // bf16, --weight-copy persistent, compute capability >= 8.9
+  size_t fp8_copy_bytes() const override { return fp8_block_bytes_; }
   uint64_t weights_generation() const override { return weights_generation_; }
 
   void encoder_forward(void* out, const int32_t* tokens, const float* wte, const float* wpe, int B, int T,
@@ -150,7 +155,7 @@ class CudaBackend final : public Backend {
   // weights_written: this backend is about to write bytes [p, p + bytes): drop the weight mirror if they
   // touch its source (ops then convert weights per call until the next prepare_weights).
   void weights_written(const void* p, size_t bytes) {
-    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ++weights_generation_;
+    if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ctx_.fp8 = nullptr, ++weights_generation_;
   }
 
   // for_each_row (RowKernels::per_row): op(out1_row, out2_row or null, inp_row) for each of N rows, every call
@@ -180,6 +185,9 @@ class CudaBackend final : public Backend {
   size_t mirror_capacity_ = 0;       // its size in elements
   WeightMirror mirror_source_;       // the range last prepared, kept when ctx_.weights is dropped: free()
                                      // of a block overlapping it releases the mirror
+  cuda::Fp8Weights fp8_;             // set_fp8_weights' matrices, their copies in fp8_block_
+  void* fp8_block_ = nullptr;
+  size_t fp8_block_bytes_ = 0;
   uint64_t weights_generation_ = 0;  // +1 when the mirror is dropped, moved or made for another source
   std::vector<std::pair<std::string, double>> setup_ms_;  // the constructor's parts (setup_ms)
   std::shared_future<double> gemm_warmup_;  // warm_gemm_heuristics in a thread the constructor starts (ms, or -1)

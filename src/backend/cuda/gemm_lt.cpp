@@ -138,8 +138,10 @@ bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   }
   if (g.a_scale != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_B_SCALE_POINTER, g.a_scale);  // our A: its B
   if (g.b_scale != nullptr) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_A_SCALE_POINTER, g.b_scale);
+  if (g.fast_accum) set_desc(desc.get(), CUBLASLT_MATMUL_DESC_FAST_ACCUM, int8_t(1));
+  const cudaDataType_t a_type = g.a_type.value_or(g.ab_type);  // our A: cuBLASLt's B
   const Layout la = g.tb ? layout(g.ab_type, g.K, g.N, g.ldb) : layout(g.ab_type, g.N, g.K, g.ldb);
-  const Layout lb = g.ta ? layout(g.ab_type, g.M, g.K, g.lda) : layout(g.ab_type, g.K, g.M, g.lda);
+  const Layout lb = g.ta ? layout(a_type, g.M, g.K, g.lda) : layout(a_type, g.K, g.M, g.lda);
   const Layout lc = layout(g.c_type, g.N, g.M, g.ldc);
   if (g.bias != nullptr && alignment_bytes(g.bias) < 16) return false;  // epilogue vectors: keep them 16-byte aligned
   // each pointer's real alignment: cuBLASLt's A is our B (column-major view), D is C

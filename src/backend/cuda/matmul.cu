@@ -19,7 +19,15 @@
 // the fp32 weights or the same bf16 copy (Bf16Copy), the bias added in fp32; the fc layer's pre and gelu(pre)
 // from that kernel's fp32 sum (gelu.cuh). A row's bits do not depend on the other rows there, so
 // RowKernels::per_row and a decoding batch agree. The backward always takes the GEMMs.
+// --fp8 (bf16 only; the weights in OpContext::fp8, made with the mirror): the forward multiplies inp cast to E4M3
+// by the weights' E4M3 copy (fast accumulation, as torchao's forward), dinp the output gradient cast to E5M2 by
+// the weights' transposed copy, dw the output gradient's transposed E5M2 cast by the input's transposed E4M3
+// cast (fp32 accumulation in both), every cast with one current scale for the tensor (fp8.cu); outputs as in bf16
+// (out and dinp bf16, dw fp32 with beta, the bias in the forward's epilogue, dbias dout's bf16 column sum).
+// Rows (N) and features (IC, OC) must be multiples of 16 (cuBLASLt's FP8 layouts); a product of other sizes (a
+// decoding step's few rows) takes the bf16 route with the mirror's bf16 weights.
 #include <optional>
+#include <string>
 #include <type_traits>
 
 #include "backend/cuda/common.cuh"
@@ -99,6 +107,70 @@ bool use_gemv(MatmulRoute route, int N) {
 // kernels expect; other shapes take the unfused route (cuBLAS GEMM + bias kernel / column sum).
 bool lt_aligned(int IC, int OC) { return IC % 8 == 0 && OC % 8 == 0; }
 
+// Fp8Scratch: FP8 operands of one product from the allocator, and their amax and inverse scale (fp8_cast)
+struct Fp8Scratch {
+  ScratchBuffer<uint8_t> data;
+  ScratchBuffer<float> scales;
+  Fp8Scratch(const OpContext& ctx, size_t bytes) : data(*ctx.alloc, bytes, "fp8 operand"), scales(*ctx.alloc, 8, "fp8 scale") {}
+  uint8_t* at(size_t offset) const { return data.get() + offset; }
+  float* amax() const { return scales.get(); }
+  float* inv() const { return scales.get() + 4; }  // 16-byte aligned, as cuBLASLt's scale pointers
+  void cast(const OpContext& ctx, const bf16* x, int rows, int cols, cudaDataType_t format, size_t y, size_t yt,
+            bool with_y, bool with_yt) const {
+    fp8_cast(ctx, x, rows, cols, format, with_y ? at(y) : nullptr, with_yt ? at(yt) : nullptr, amax(), inv());
+  }
+};
+
+// fp8_weight: the FP8 copy of w (OC, IC) for a product of N rows, or null where that product takes bf16
+const Fp8Weight* fp8_weight(const OpContext& ctx, const float* w, int N, int IC, int OC) {
+  if (!ctx.bf16 || ctx.fp8 == nullptr || N % 16 != 0 || IC % 16 != 0 || OC % 16 != 0) return nullptr;
+  return ctx.fp8->find(w, OC, IC);
+}
+
+void fp8_failed(const char* what, int N, int IC, int OC) {
+  throw Error(std::string("--fp8: cuBLASLt has no FP8 algorithm for the ") + what + " of a linear layer with N=" +
+              std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
+              " on this GPU (FP8 GEMMs need compute capability 8.9 or newer)");
+}
+
+// forward_fp8: out (N,OC) = E4M3(inp) E4M3(w)^T (+ bias), bf16 out
+void forward_fp8(const OpContext& ctx, bf16* out, const bf16* inp, const Fp8Weight& w8, const float* bias, int N,
+                 int IC, int OC) {
+  const Fp8Scratch a(ctx, size_t(N) * IC);
+  a.cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, 0, 0, true, false);
+  std::optional<Bf16Copy> b16;  // cuBLASLt's bias of a bf16 D is bf16 (forward_bf16)
+  if (bias) b16.emplace(ctx, bias, 1, OC);
+  const LinearGemm g = linear_forward(N, IC, OC);
+  LtGemm lt{g.ta, g.tb, g.M, g.N, g.K, a.at(0), IC, w8.w8, IC, CUDA_R_8F_E4M3, 0.0f, out, OC, CUBLAS_COMPUTE_32F,
+            bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT, bias ? const_cast<bf16*>(b16->get()) : nullptr,
+            CUDA_R_16BF};
+  lt.a_scale = a.inv(), lt.b_scale = w8.inv, lt.fast_accum = true;
+  if (!gemm_lt(ctx, lt)) fp8_failed("forward", N, IC, OC);
+}
+
+// backward_fp8: dinp (N,IC) (+)= E5M2(dout) E4M3(w), dw (OC,IC) (+)= E5M2(dout)^T E4M3(inp), dbias as bf16's
+void backward_fp8(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, const bf16* dout, const bf16* inp,
+                  const Fp8Weight& w8, int N, int IC, int OC, float beta, bool accumulate_dw) {
+  const size_t dout_bytes = size_t(N) * OC;
+  const Fp8Scratch d(ctx, 2 * dout_bytes);  // dout (N,OC), then its transpose (OC,N), one scale
+  d.cast(ctx, dout, N, OC, CUDA_R_8F_E5M2, 0, dout_bytes, true, true);
+  const LinearGemm gx = linear_dinp(N, IC, OC);
+  // cuBLASLt's FP8 layout: dinp's B is w transposed (IC,OC), stored K-contiguous (w8t), so tb = true
+  LtGemm lx{gx.ta, true, gx.M, gx.N, gx.K, d.at(0), OC, w8.w8t, OC, CUDA_R_8F_E4M3, beta, dinp, IC, CUBLAS_COMPUTE_32F,
+            CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_16BF};
+  lx.a_type = CUDA_R_8F_E5M2, lx.a_scale = d.inv(), lx.b_scale = w8.inv;
+  if (!gemm_lt(ctx, lx)) fp8_failed("input gradient", N, IC, OC);
+  const Fp8Scratch x(ctx, size_t(N) * IC);  // inp transposed (IC,N)
+  x.cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, 0, 0, false, true);
+  const LinearGemm gw = linear_dw(N, IC, OC);
+  // dw's A is dout^T (OC,N) stored as such (ta = false), its B inp^T (IC,N) (tb = true): both N-contiguous
+  LtGemm lw{false, true, gw.M, gw.N, gw.K, d.at(dout_bytes), N, x.at(0), N, CUDA_R_8F_E4M3,
+            accumulate_dw ? 1.0f : 0.0f, dw, IC, CUBLAS_COMPUTE_32F, CUBLASLT_EPILOGUE_DEFAULT, nullptr, CUDA_R_32F};
+  lw.a_type = CUDA_R_8F_E5M2, lw.a_scale = d.inv(), lw.b_scale = x.inv();
+  if (!gemm_lt(ctx, lw)) fp8_failed("weight gradient", N, IC, OC);
+  if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC, accumulate_dw);
+}
+
 void forward_f32(const OpContext& ctx, float* out, const float* inp, const float* w, const float* bias, int N,
                  int IC, int OC, bool gemv) {
   if (IC > 0 && gemv) return gemv_forward(ctx, out, nullptr, inp, w, IC, bias, N, IC, OC);
@@ -122,6 +194,8 @@ void forward_bf16(const OpContext& ctx, bf16* out, const bf16* inp, const float*
     if (bias) add_bias(ctx, out, bias, N, OC);
     return;
   }
+  if (!gemv)
+    if (const Fp8Weight* w8 = fp8_weight(ctx, w, N, IC, OC)) return forward_fp8(ctx, out, inp, *w8, bias, N, IC, OC);
   const Bf16Copy w16(ctx, w, OC, IC);
   if (gemv) return gemv_forward(ctx, out, nullptr, inp, w16.get(), w16.ld, bias, N, IC, OC);
   const LinearGemm fwd = linear_forward(N, IC, OC);
@@ -166,6 +240,8 @@ void backward_bf16(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, co
     if (dbias) column_sum_accumulate(ctx, dbias, dout, N, OC, accumulate_dw);
     return;
   }
+  if (const Fp8Weight* w8 = fp8_weight(ctx, w, N, IC, OC))
+    return backward_fp8(ctx, dinp, dw, dbias, dout, inp, *w8, N, IC, OC, beta, accumulate_dw);
   const Bf16Copy w16(ctx, w, OC, IC);
   // dinp (N,IC) (+)= dout w, read (beta 1) and written in bf16
   const LinearGemm g = linear_dinp(N, IC, OC);
@@ -210,7 +286,8 @@ bool matmul_gelu_forward(const OpContext& ctx, void* pre, void* out, const void*
     gemv_forward(ctx, out, pre, inp, w16.get(), w16.ld, bias, N, IC, OC);
     return true;
   }
-  if (!ctx.bf16 || !lt_aligned(IC, OC)) return false;
+  // FP8 weights: the unfused route (matmul_forward's FP8 product, then gelu_forward)
+  if (!ctx.bf16 || !lt_aligned(IC, OC) || fp8_weight(ctx, w, N, IC, OC)) return false;
   const Bf16Copy w16(ctx, w, OC, IC);
   std::optional<Bf16Copy> b16;  // a bf16 bias, as in forward_bf16
   if (bias) b16.emplace(ctx, bias, 1, OC);
@@ -225,7 +302,7 @@ bool gelu_matmul_backward(const OpContext& ctx, void* dpre, float* dw, float* db
                           const void* inp, const void* pre, const float* w, int N, int IC, int OC,
                           bool accumulate_dw) {
   XT_CHECK(N >= 0 && IC >= 0 && OC >= 0, "bad matmul shape N=" << N << " IC=" << IC << " OC=" << OC);
-  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC)) return false;
+  if (!ctx.bf16 || N == 0 || IC == 0 || OC == 0 || !lt_aligned(IC, OC) || fp8_weight(ctx, w, N, IC, OC)) return false;
   const Bf16Copy w16(ctx, w, OC, IC);
   // dpre (N,IC) = gelu'(pre) * (dout w): the dinp GEMM with GELU's gradient in its epilogue (pre as aux)
   const LinearGemm g = linear_dinp(N, IC, OC);

@@ -8,10 +8,12 @@
 #include <cublasLt.h>
 #include <cublas_v2.h>
 #include <cuda_bf16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <vector>
 
 #include <xtrain/backend/backend.h>
@@ -45,6 +47,32 @@ struct WeightMirror {
   }
 };
 
+// Fp8Weight: the FP8 copies of one fp32 weight matrix w (rows, cols), a matmul's (OC, IC), that the matmuls of
+// --fp8 multiply (matmul.cu): E4M3 values with one scale for the whole tensor, tensor-wise current scaling as in
+// torchao's float8 training (the recipe torchtitan uses): scale = 448 / amax(w), 448 the largest finite E4M3
+// value (OCP 8-bit floating point specification), values saturated there. Both layouts the FP8 GEMMs of Hopper
+// take (both operands contiguous along the reduction, LtGemm): w8 (rows, cols) for the forward, w8t (cols, rows)
+// for dinp. amax and inv (= 1 / scale, the factor cuBLASLt multiplies the product back by) are one device fp32
+// each, 16-byte aligned. Written by fp8_prepare_weights (fp8.cu) from the current weights.
+struct Fp8Weight {
+  const float* w = nullptr;
+  int rows = 0, cols = 0;
+  __nv_fp8_e4m3* w8 = nullptr;
+  __nv_fp8_e4m3* w8t = nullptr;
+  float* amax = nullptr;
+  float* inv = nullptr;
+};
+// Fp8Weights: the matrices --fp8 selects (CudaBackend::set_fp8_weights). find: the entry of w with that shape,
+// or null.
+struct Fp8Weights {
+  std::vector<Fp8Weight> list;
+  const Fp8Weight* find(const float* w, int rows, int cols) const {
+    for (const Fp8Weight& e : list)
+      if (e.w == w && e.rows == rows && e.cols == cols) return &e;
+    return nullptr;
+  }
+};
+
 struct OpContext {
   cudaStream_t stream = nullptr;
   cublasHandle_t cublas = nullptr;
@@ -68,6 +96,9 @@ struct OpContext {
   // --dtype bf16: the bf16 copy of the parameters from the last prepare_weights; matmul.cu takes weights and
   // biases from it where they lie inside it (else a scratch copy per call). Empty with fp32.
   WeightMirror weights;
+  // --fp8: the FP8 copies of the selected weights, set by the prepare_weights that made `weights` and dropped with
+  // it (so they hold the current weights); null otherwise, and then those matmuls take the bf16 route.
+  const Fp8Weights* fp8 = nullptr;
   // kSplitCounters counters of attention_decode's chunks (attention_decode.cu), zero between its launches:
   // the launch's last block of each row resets its counter, so a recorded graph needs no memset node.
   unsigned* split_counters = nullptr;
@@ -256,7 +287,7 @@ void gemm_bf16(const OpContext& ctx, bool ta, bool tb, int M, int N, int K, floa
                int lda, const __nv_bfloat16* B, int ldb, float beta, void* C, cudaDataType_t c_type, int ldc);
 
 // LtGemm / gemm_lt: ROW-MAJOR C (M,N) = op(A) op(B) + beta C through cuBLASLt with a fused epilogue
-// (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F or CUDA_R_16BF),
+// (gemm_lt.cpp), same operand convention as gemm. Operands of type ab_type (CUDA_R_32F, CUDA_R_16BF or FP8),
 // C of type c_type (fp32, or bf16 for bf16 activations), math `compute`; the bias vector of C's type. epilogue CUBLASLT_EPILOGUE_BIAS: C += bias (N) broadcast over rows (before
 // beta C is added; use beta 0). CUBLASLT_EPILOGUE_GELU_AUX_BIAS (GELU_AUX without a bias):
 // aux (M,N) (row stride ldc, C's type) = the sum with bias, then C = gelu(aux) (GELU's tanh approximation,
@@ -279,11 +310,16 @@ struct LtGemm {
   void* bias;  // BIAS, GELU_AUX_BIAS: of c_type (fp32, or bf16 for a bf16 C)
   cudaDataType_t c_type = CUDA_R_32F;
   void* aux = nullptr;  // GELU_AUX(_BIAS): written; DGELU: read. (M,N) of c_type, row stride ldc
-  // FP8 operands (ab_type CUDA_R_8F_E4M3, bench/gemm_fp8.cu; training has none): one fp32 in device memory
+  // FP8 operands (ab_type CUDA_R_8F_E4M3: --fp8 in matmul.cu, bench/gemm_fp8.cu): one fp32 in device memory
   // each, the factor that turns A's and B's stored values back into theirs (cuBLASLt's A_SCALE_POINTER and
   // B_SCALE_POINTER). cuBLASLt takes FP8 only with ta false and tb true (both operands K-contiguous) on Hopper.
   const float* a_scale = nullptr;
   const float* b_scale = nullptr;
+  // FP8: A's type where it is not ab_type (an E5M2 gradient times E4M3 weights or activations; cuBLASLt takes
+  // E4M3 x E4M3, E4M3 x E5M2 and E5M2 x E4M3), and CUBLASLT_MATMUL_DESC_FAST_ACCUM (accumulation in the tensor
+  // cores' own precision, no periodic promotion to fp32; torchao uses it for the forward only).
+  std::optional<cudaDataType_t> a_type = std::nullopt;
+  bool fast_accum = false;
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
 
@@ -310,5 +346,19 @@ void column_sum_accumulate(const OpContext& ctx, float* dst, const __nv_bfloat16
 // to_f32: dst = src. from_f32: dst = src rounded to nearest even, or dst += src when accumulate.
 void to_f32(const OpContext& ctx, float* dst, const __nv_bfloat16* src, size_t count);
 void from_f32(const OpContext& ctx, __nv_bfloat16* dst, const float* src, size_t count, bool accumulate);
+
+// FP8 casts (fp8.cu) for the matmuls of --fp8, tensor-wise current scaling (Fp8Weight): amax over the whole
+// tensor, then every value times scale = fmax / amax (1 for an all-zero tensor) rounded to nearest and saturated
+// to +-fmax, fmax the format's largest finite value (E4M3 448, E5M2 57344). The last dimension of every matrix
+// is a multiple of 16 and every pointer 16-byte aligned, as cuBLASLt's FP8 GEMMs require anyway.
+// fp8_prepare_weights: each entry's w8, w8t, amax and inv from its fp32 weights (two kernels a matrix).
+void fp8_prepare_weights(const OpContext& ctx, const Fp8Weights& weights);
+// fp8_cast: x (rows, cols) bf16 -> y (rows, cols) and/or yt (cols, rows), either may be null, of format
+// `format` (CUDA_R_8F_E4M3 or CUDA_R_8F_E5M2); amax and inv (= 1 / scale): one device float each, inv 16-byte
+// aligned (cuBLASLt reads it as a scale pointer).
+void fp8_cast(const OpContext& ctx, const __nv_bfloat16* x, int rows, int cols, cudaDataType_t format, void* y,
+              void* yt, float* amax, float* inv);
+// fp8_max: the largest finite value of an FP8 format (448 for E4M3, 57344 for E5M2).
+float fp8_max(cudaDataType_t format);
 
 }  // namespace xtrain::cuda
