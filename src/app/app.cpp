@@ -268,7 +268,7 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   // Up front, not as an allocation failure at step 1: host memory is shared by the node's ranks.
   agree(mpi, [&] {
     check_train_memory(cfg.model, cfg.batch / (world * cfg.grad_accum), cfg.seq, *be,
-                       be->kind() == Device::cpu ? launch.local_size : 1, recompute, cfg.logits_chunk_rows);
+                       be->kind() == Device::cpu ? launch.local_size : 1, recompute, cfg.logits_chunk_rows, cfg.fp8);
   });
   GPT model(cfg.model, *be, recompute);
   model.set_logits_chunk_rows(cfg.logits_chunk_rows);

@@ -209,11 +209,30 @@ void GPT::init_params(uint64_t seed) {
   be_.copy_to_device(params_.get(), host.data(), num_params_ * sizeof(float));
 }
 
+namespace {
+// Fp8Matrix / fp8_matrices: the weight matrices --fp8 selects, as matmuls see them (rows = OC, cols = IC): each
+// block's fc (fc_width, C) and fc_proj (C, F) for `mlp`, the head (Vp, C) for `head` (layer -1)
+struct Fp8Matrix {
+  int layer, which, rows, cols;
+};
+std::vector<Fp8Matrix> fp8_matrices(const GPTConfig& c, const Fp8Linears& f) {
+  std::vector<Fp8Matrix> m;
+  for (int l = 0; f.mlp && l < c.L; ++l) {
+    m.push_back({l, kFcW, c.fc_width(), c.C});
+    m.push_back({l, kFcProjW, c.C, c.F});
+  }
+  if (f.head) m.push_back({-1, -1, c.Vp(), c.C});
+  return m;
+}
+}  // namespace
+
 TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute,
-                                  int logits_chunk_rows) {
+                                  int logits_chunk_rows, const Fp8Linears& fp8) {
   TrainMemory m;
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
   m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
+  if (fp8.any() && be.fp8_unavailable().empty())  // GPT::set_fp8's matrices, E4M3 in both layouts
+    for (const Fp8Matrix& f : fp8_matrices(cfg, fp8)) m.weights += 2.0 * double(f.rows) * f.cols;
   // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
   const double att_bound = double(B) * cfg.NH * double(T) * T;
@@ -231,10 +250,10 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
 }
 
 void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute,
-                        int logits_chunk_rows) {
+                        int logits_chunk_rows, const Fp8Linears& fp8) {
   const double avail = double(be.available_memory_bytes());
   if (avail <= 0) return;
-  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute, logits_chunk_rows);
+  const TrainMemory m = estimate_train_memory(cfg, B, T, be, recompute, logits_chunk_rows, fp8);
   if (m.total() * ranks_sharing <= avail) return;
   const double gib = 1024.0 * 1024.0 * 1024.0;
   XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
@@ -356,6 +375,7 @@ const void* GPT::logits() const {
   return gact(kLogits);
 }
 
+
 Fp8Linears parse_fp8_linears(const std::string& text) {
   Fp8Linears which;
   if (text == "none") return which;
@@ -379,14 +399,8 @@ std::string fp8_linears_name(const Fp8Linears& which) {
 
 void GPT::set_fp8(const Fp8Linears& which) {
   std::vector<Backend::WeightMatrix> list;
-  if (which.mlp) {
-    for (int l = 0; l < cfg_.L; ++l) {
-      const BlockWeights w = block_weights(l);
-      list.push_back({w[kFcW], cfg_.fc_width(), cfg_.C});
-      list.push_back({w[kFcProjW], cfg_.C, cfg_.F});
-    }
-  }
-  if (which.head) list.push_back({head(), cfg_.Vp(), cfg_.C});
+  for (const Fp8Matrix& f : fp8_matrices(cfg_, which))
+    list.push_back({f.layer < 0 ? head() : block_weights(f.layer)[f.which], f.rows, f.cols});
   be_.set_fp8_weights(list);
   fp8_ = which;
 }

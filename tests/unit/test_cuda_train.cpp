@@ -208,6 +208,18 @@ TEST_CASE("--fp8 mlp,head follows the bf16 loss trajectory (GELU and SwiGLU MLPs
                          Run{llama, {true, true}}}) {
     const std::string name = run.c.describe() + " --fp8 " + fp8_linears_name(run.fp8);
     CAPTURE(name);
+    {  // the memory estimate counts the FP8 copies the backend makes (its block rounds each part to 256 bytes)
+      GPT model(run.c, *b16);
+      model.set_fp8(run.fp8);
+      const double est = estimate_train_memory(run.c, kB, kT, *b16, 0, 0, run.fp8).weights -
+                         estimate_train_memory(run.c, kB, kT, *b16).weights;
+      const double made = double(b16->fp8_copy_bytes());
+      const int matrices = (run.fp8.mlp ? 2 * run.c.L : 0) + (run.fp8.head ? 1 : 0);
+      CHECK(est > 0.0);
+      CHECK(made >= est);
+      CHECK(made <= est + 3.0 * 256 * matrices);
+    }
+    CHECK(b16->fp8_copy_bytes() == 0);  // the model's parameters freed: the FP8 list with them
     const std::vector<int32_t> data = corpus(20000, run.c.V);
     const Trajectory ref = train(*b16, data, 0.0f, 0, OptimizerKind::adamw, 0, {}, run.c),
                      f8 = train(*b16, data, 0.0f, 0, OptimizerKind::adamw, 0, run.fp8, run.c);

@@ -168,33 +168,6 @@ struct DropoutKeys {
   std::vector<uint64_t> seq_keys;  // (B) base key per local sequence
 };
 
-// TrainMemory: what training one rank needs, in bytes (doubles: an estimate that never overflows,
-// whatever the sizes asked for).
-struct TrainMemory {
-  double num_params = 0;   // parameters of the model
-  double weights = 0;      // params + grads + AdamW m and v (4 x num_params x 4 bytes) + the backend's
-                           // copy of the weights for its GEMMs (num_params x Backend::weight_copy_bytes())
-  double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
-  double total() const { return weights + activations; }
-};
-// estimate_train_memory: the memory GPT(cfg, be, recompute) with set_logits_chunk_rows(logits_chunk_rows)
-// and a training step on B sequences of T tokens take on `be` (its activation dtype and attention scratch;
-// buffers shared under `recompute` counted once; the logits buffer of one chunk of rows).
-TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0,
-                                  int logits_chunk_rows = 0);
-// check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
-// available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
-// (no check where that is unknown). Called before the model is allocated, so an oversized model
-// is one line naming the estimate instead of an allocation failure at step 1.
-void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0,
-                        int logits_chunk_rows = 0);
-
-// auto_recompute: --recompute auto's level for a family: 1 where the MLP activation is its own
-// elementwise pass over a kept product (SwiGLU: silu(gate) * up from the kept gate/up matmul output, so
-// recomputing it costs one such pass and saves an (N, F) buffer per layer), 0 where it is fused into the
-// fc matmul on CUDA (GELU: recomputing it repeats that matmul, ~2% of a GPT-2 124M step).
-inline int auto_recompute(const GPTConfig& cfg) { return cfg.traits().mlp == MlpKind::swiglu ? 1 : 0; }
-
 // Fp8Linears (--fp8): the linear layers that multiply in FP8 where the backend has it (Backend::set_fp8_weights,
 // CUDA bf16 on compute capability 8.9 or newer): `mlp` the MLP's two of every block (fc: SwiGLU's gate and up
 // projections or GELU's fc, and fc_proj), `head` the output head (Vp,C). Everything else stays bf16.
@@ -207,6 +180,37 @@ struct Fp8Linears {
 // naming --fp8 for anything else. fp8_linears_name: the canonical spelling ("none", "mlp", "head", "mlp,head").
 Fp8Linears parse_fp8_linears(const std::string& text);
 std::string fp8_linears_name(const Fp8Linears& which);
+
+// TrainMemory: what training one rank needs, in bytes (doubles: an estimate that never overflows,
+// whatever the sizes asked for).
+struct TrainMemory {
+  double num_params = 0;   // parameters of the model
+  double weights = 0;      // params + grads + AdamW m and v (4 x num_params x 4 bytes) + the backend's
+                           // copy of the weights for its GEMMs (num_params x Backend::weight_copy_bytes()) and
+                           // the FP8 copies of --fp8 (2 bytes per selected parameter)
+  double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
+  double total() const { return weights + activations; }
+};
+// estimate_train_memory: the memory GPT(cfg, be, recompute) with set_logits_chunk_rows(logits_chunk_rows)
+// and a training step on B sequences of T tokens take on `be` (its activation dtype and attention scratch;
+// buffers shared under `recompute` counted once; the logits buffer of one chunk of rows).
+// fp8 (--fp8): the selected weights' FP8 copies (2 bytes per selected parameter: both layouts) where `be` makes
+// them (Backend::fp8_unavailable empty), in `weights`.
+TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0,
+                                  int logits_chunk_rows = 0, const Fp8Linears& fp8 = {});
+// check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
+// available ..." when `ranks_sharing` ranks of this estimate exceed be.available_memory_bytes()
+// (no check where that is unknown). Called before the model is allocated, so an oversized model
+// is one line naming the estimate instead of an allocation failure at step 1.
+void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int ranks_sharing, int recompute = 0,
+                        int logits_chunk_rows = 0, const Fp8Linears& fp8 = {});
+
+// auto_recompute: --recompute auto's level for a family: 1 where the MLP activation is its own
+// elementwise pass over a kept product (SwiGLU: silu(gate) * up from the kept gate/up matmul output, so
+// recomputing it costs one such pass and saves an (N, F) buffer per layer), 0 where it is fused into the
+// fc matmul on CUDA (GELU: recomputing it repeats that matmul, ~2% of a GPT-2 124M step).
+inline int auto_recompute(const GPTConfig& cfg) { return cfg.traits().mlp == MlpKind::swiglu ? 1 : 0; }
+
 
 class GPT {
  public:
