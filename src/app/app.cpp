@@ -272,16 +272,23 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   });
   GPT model(cfg.model, *be, recompute);
   model.set_logits_chunk_rows(cfg.logits_chunk_rows);
-  if (cfg.fp8.any()) agree(mpi, [&] { model.set_fp8(cfg.fp8); });
+  std::pair<size_t, size_t> fp8_taken{0, 0};  // --fp8: the matrices in FP8, of those selected
+  if (cfg.fp8.any()) agree(mpi, [&] { fp8_taken = model.set_fp8(cfg.fp8); });
   model.init_params(cfg.seed);
   if (!init_params.empty())
     be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));
   if (rank == 0) {
     print_placement(placement);
     const double tok_per_step = static_cast<double>(cfg.batch) * cfg.seq;
+    std::string fp8;
+    if (cfg.fp8.any()) {
+      fp8 = " (fp8: " + fp8_linears_name(cfg.fp8) + ", " + std::to_string(fp8_taken.first) + " matrices";
+      if (fp8_taken.first < fp8_taken.second)
+        fp8 += " of " + std::to_string(fp8_taken.second) + "; the rest bf16: not multiples of 16 or not 16-byte aligned";
+      fp8 += ")";
+    }
     std::printf("xtrain | world %d | backend %s | dtype %s%s | comm %s\n", world, be->name().c_str(),
-                to_string(be->dtype()), cfg.fp8.any() ? (" (fp8: " + fp8_linears_name(cfg.fp8) + ")").c_str() : "",
-                comm->name().c_str());
+                to_string(be->dtype()), fp8.c_str(), comm->name().c_str());
     // num_params counts wte's padding rows (GPTConfig::Vp), which stay zero; the model's own count does not
     const size_t padding = static_cast<size_t>(cfg.model.Vp() - cfg.model.V) * cfg.model.C;
     std::printf("model  | %s | %s parameters (+%zu in wte's %d zero padding rows)\n", cfg.model.describe().c_str(),

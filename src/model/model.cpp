@@ -231,8 +231,16 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
   TrainMemory m;
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
   m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
-  if (fp8.any() && be.fp8_unavailable().empty())  // GPT::set_fp8's matrices, E4M3 in both layouts
+  if (fp8.any() && be.fp8_unavailable().empty()) {
+    // GPT::set_fp8's matrices, E4M3 in both layouts; and the largest scratch of one product's casts (matmul.cu's
+    // backward: its output gradient in both layouts and its input transposed, a byte each), counted with the
+    // activations: the MLP's fc over N = B*T rows, or the head over one chunk of rows
     for (const Fp8Matrix& f : fp8_matrices(cfg, fp8)) m.weights += 2.0 * double(f.rows) * f.cols;
+    const double N = double(B) * T;
+    const double R = xtrain::logits_chunk_rows(cfg, B * T, be.activation_bytes(), logits_chunk_rows);
+    m.activations += std::max(fp8.mlp ? N * (2.0 * cfg.fc_width() + cfg.C) : 0.0,
+                              fp8.head ? R * (2.0 * cfg.Vp() + cfg.C) : 0.0);
+  }
   // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
   const double att_bound = double(B) * cfg.NH * double(T) * T;
@@ -397,12 +405,13 @@ std::string fp8_linears_name(const Fp8Linears& which) {
   return which.mlp ? "mlp" : which.head ? "head" : "none";
 }
 
-void GPT::set_fp8(const Fp8Linears& which) {
+std::pair<size_t, size_t> GPT::set_fp8(const Fp8Linears& which) {
   std::vector<Backend::WeightMatrix> list;
   for (const Fp8Matrix& f : fp8_matrices(cfg_, which))
     list.push_back({f.layer < 0 ? head() : block_weights(f.layer)[f.which], f.rows, f.cols});
-  be_.set_fp8_weights(list);
+  const size_t taken = be_.set_fp8_weights(list);
   fp8_ = which;
+  return {taken, list.size()};
 }
 
 void GPT::set_logits_chunk_rows(int rows) {

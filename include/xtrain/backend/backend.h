@@ -228,23 +228,26 @@ class Backend {
   // cols = IC) inside the buffer prepare_weights is given; an empty list turns FP8 off. A backend that keeps
   // FP8 copies (CUDA bf16 with --weight-copy persistent, compute capability 8.9 or newer) makes them in each
   // prepare_weights, beside the bf16 copy (2 bytes per selected parameter: both layouts), and its matmuls
-  // with one of these weights and N, IC, OC multiples of 16 multiply in FP8 (src/backend/cuda/matmul.cu); every
-  // other product is unchanged. Throws UsageError, keeping the previous list, where FP8 is not available (this
-  // base: the CPU backend) or a shape is not a multiple of 16. Freeing the buffer that holds a selected weight
-  // empties the list; a prepare_weights of a buffer that does not hold them all makes no FP8 copies (those
-  // matmuls take bf16 until a prepare_weights of their buffer).
+  // with one of these weights and N multiple of 16 multiply in FP8 (src/backend/cuda/matmul.cu); every other
+  // product is unchanged. A matrix whose rows or cols are not multiples of 16, or that does not start 16-byte
+  // aligned, is not taken (its products stay bf16). Returns the number of matrices taken. Throws UsageError,
+  // keeping the previous list, where FP8 is not available (fp8_unavailable; this base: the CPU backend). Freeing
+  // the buffer that holds a selected weight empties the list; a prepare_weights of a buffer that does not hold
+  // them all makes no FP8 copies (those matmuls take bf16 until a prepare_weights of their buffer). Call it before
+  // recording a graph of steps that use it: a new list moves the copies (weights_generation changes).
   struct WeightMatrix {
     const float* w = nullptr;
     int rows = 0, cols = 0;
   };
-  virtual void set_fp8_weights(const std::vector<WeightMatrix>& weights) {
+  virtual size_t set_fp8_weights(const std::vector<WeightMatrix>& weights) {
     if (!weights.empty()) throw UsageError(fp8_unavailable());
+    return 0;
   }
   // fp8_unavailable: why set_fp8_weights would refuse any weight here (one line naming --fp8 and the cause), or
   // empty where FP8 products are available.
   virtual std::string fp8_unavailable() const {
-    return "--fp8 needs the CUDA backend with --dtype bf16 (this backend multiplies in " + std::string(to_string(dtype())) +
-           " only)";
+    return "--fp8 needs the CUDA backend with --dtype bf16 (the " + name() + " backend multiplies in " +
+           std::string(to_string(dtype())) + " only)";
   }
   // fp8_copy_bytes: device bytes of the FP8 copies set_fp8_weights' list keeps (0 without one).
   virtual size_t fp8_copy_bytes() const { return 0; }

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <xtrain/backend/backend.h>
@@ -255,8 +256,10 @@ class GPT {
   void set_logits_chunk_rows(int rows);
   int logits_chunk_rows() const { return logits_chunk_rows_; }
   // set_fp8 (--fp8): hands the selected weights to the backend (Backend::set_fp8_weights), whose matmuls with
-  // them then multiply in FP8 from the next forward on. Throws UsageError where the backend has no FP8.
-  void set_fp8(const Fp8Linears& which);
+  // them then multiply in FP8 from the next forward on. Returns {taken, selected}: the matrices the backend took
+  // and those `which` names (a shape not a multiple of 16 stays bf16). Throws UsageError where the backend has no
+  // FP8.
+  std::pair<size_t, size_t> set_fp8(const Fp8Linears& which);
   const Fp8Linears& fp8() const { return fp8_; }
 
   // init_params: GPT-2 initialization, identical for a given seed on every rank and backend:

@@ -345,6 +345,7 @@ void CudaBackend::free(void* ptr) noexcept {
       const uintptr_t w = reinterpret_cast<uintptr_t>(e.w);
       if (w < end && a < w + size_t(e.rows) * e.cols * sizeof(float)) {
         ctx_.fp8 = nullptr;
+        ++weights_generation_;
         alloc_.free(fp8_block_);
         fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
         break;
@@ -384,33 +385,37 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
 std::string CudaBackend::fp8_unavailable() const {
   if (!ctx_.bf16) return "--fp8 needs --dtype bf16 (the FP8 products replace bf16 ones)";
   if (!mirror_enabled_) return "--fp8 needs --weight-copy persistent (the FP8 copies are made with the bf16 copy)";
+  if (!cuda::gemm_lt_enabled()) return "--fp8 needs cuBLASLt's route, which XTRAIN_CUDA_LT=off turns off";
   if (gpu_id_.cc_major * 10 + gpu_id_.cc_minor < 89)
     return "--fp8 needs a GPU with FP8 tensor cores (compute capability 8.9 or newer); " + device_name_ + " has " +
            std::to_string(gpu_id_.cc_major) + "." + std::to_string(gpu_id_.cc_minor);
   return "";
 }
 
-void CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
-  if (!weights.empty()) {
+size_t CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
+  if (!weights.empty())
     if (const std::string why = fp8_unavailable(); !why.empty()) throw UsageError(why);
-    for (const WeightMatrix& m : weights)
-      if (m.w == nullptr || m.rows <= 0 || m.cols <= 0 || m.rows % 16 != 0 || m.cols % 16 != 0)
-        throw UsageError("--fp8: a selected weight is " + std::to_string(m.rows) + " x " + std::to_string(m.cols) +
-                         "; FP8 GEMMs need both dimensions multiples of 16");
-  }
+  // the matrices cuBLASLt's FP8 GEMMs and the casts take: dimensions multiples of 16, 16-byte aligned (a Vp x C
+  // head always is; a GPT-2 layout with a qkv width not a multiple of 4 shifts the later tensors by 8 bytes)
+  std::vector<WeightMatrix> taken;
+  for (const WeightMatrix& m : weights)
+    if (m.w != nullptr && m.rows > 0 && m.cols > 0 && m.rows % 16 == 0 && m.cols % 16 == 0 &&
+        reinterpret_cast<uintptr_t>(m.w) % 16 == 0)
+      taken.push_back(m);
   // the previous block goes (stream-ordered: queued kernels still read it first), the new one is laid out as
   // per matrix w8 | w8t | amax, inv, each part on a 256-byte boundary
   ctx_.fp8 = nullptr;
+  if (fp8_block_ != nullptr) ++weights_generation_;  // copies a recorded graph wrote move
   alloc_.free(fp8_block_);
   fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
-  if (weights.empty()) return;
+  if (taken.empty()) return 0;
   auto round = [](size_t b) { return (b + 255) / 256 * 256; };
   size_t bytes = 0;
-  for (const WeightMatrix& m : weights) bytes += 2 * round(size_t(m.rows) * m.cols) + 256;
+  for (const WeightMatrix& m : taken) bytes += 2 * round(size_t(m.rows) * m.cols) + 256;
   fp8_block_ = alloc_.alloc(bytes, kFp8Tag);
   fp8_block_bytes_ = bytes;
   auto* p = static_cast<uint8_t*>(fp8_block_);
-  for (const WeightMatrix& m : weights) {
+  for (const WeightMatrix& m : taken) {
     cuda::Fp8Weight e;
     e.w = m.w, e.rows = m.rows, e.cols = m.cols;
     const size_t n = round(size_t(m.rows) * m.cols);
@@ -421,6 +426,7 @@ void CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
   }
   // copies made now where the mirror is current (else by the next prepare_weights)
   if (ctx_.weights.count > 0) prepare_weights(ctx_.weights.src, ctx_.weights.count);
+  return taken.size();
 }
 
 // The host buffer may be pageable or pinned; the stream sync makes the copy complete before return

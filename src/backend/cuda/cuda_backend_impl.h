@@ -64,8 +64,9 @@ class CudaBackend final : public Backend {
   size_t weight_copy_bytes() const override { return mirror_enabled_ ? sizeof(__nv_bfloat16) : 0; }
   // set_fp8_weights: one block for every matrix's two E4M3 layouts and scales (Fp8Weight), made in each
   // prepare_weights after the mirror and valid with it (ctx_.fp8).
-  void set_fp8_weights(const std::vector<WeightMatrix>& weights) override;
-  std::string fp8_unavailable() const override;  // bf16, --weight-copy persistent, compute capability >= 8.9
+  size_t set_fp8_weights(const std::vector<WeightMatrix>& weights) override;
+  // bf16, --weight-copy persistent, cuBLASLt on (XTRAIN_CUDA_LT), compute capability >= 8.9
+  std::string fp8_unavailable() const override;
   size_t fp8_copy_bytes() const override { return fp8_block_bytes_; }
   uint64_t weights_generation() const override { return weights_generation_; }
 

@@ -16,6 +16,7 @@ constexpr int kTile = 64;                // a cast block's tile: kTile x kTile e
 constexpr unsigned kAmaxMaxBlocks = 1024;  // enough to fill the GPU; each block loops
 constexpr float kE4M3Max = 448.0f;       // OCP 8-bit floating point specification (2023), E4M3 and E5M2
 constexpr float kE5M2Max = 57344.0f;
+constexpr float kMinAmax = 1e-12f;       // the smallest amax a scale is taken from (torchao's EPS)
 
 // load8: 8 consecutive elements of x from index i (16-byte aligned: i % 8 == 0) as floats
 __device__ inline void load8(const __nv_bfloat16* x, size_t i, float (&v)[8]) {
@@ -59,15 +60,17 @@ __global__ void amax_kernel(const T* x, size_t n, float* amax) {
   }
 }
 
-// cast_kernel: y (rows, cols) = F8(x * s) and yt (cols, rows) = its transpose, either null, s = fmax / *amax (1
-// when *amax is 0 or not finite: such a tensor is cast unscaled and saturates); *inv = 1 / s when inv is non-null.
+// cast_kernel: y (rows, cols) = F8(x * s) and yt (cols, rows) = its transpose, either null, s = fmax / *amax with
+// *amax clamped below at kMinAmax (an all-zero tensor casts to zeros; torchao clamps likewise), s = NaN when *amax is
+// not finite (every value NaN: an overflow reaches the loss, and the run's non-finite stop, as it would in bf16,
+// instead of saturating to a finite value); *inv = 1 / s when inv is non-null.
 // rows % 8 == 0, cols % 8 == 0. Blocks of 256 threads, one 64x64 tile each: a thread loads 8 consecutive
 // elements of two rows, and stores 8 consecutive elements of two rows of each output.
 template <typename T, typename F8>
 __global__ void cast_kernel(const T* x, int rows, int cols, const float* amax, float fmax, F8* y, F8* yt, float* inv) {
   __shared__ float tile[kTile][kTile + 1];  // +1: two-way bank conflicts at most on the transposed read
   const float a = *amax;
-  const float s = a > 0.0f && isfinite(a) ? fmax / a : 1.0f;
+  const float s = isfinite(a) ? fmax / fmaxf(a, kMinAmax) : __int_as_float(0x7fc00000);
   if (inv != nullptr && blockIdx.x == 0 && blockIdx.y == 0 && threadIdx.x == 0) *inv = 1.0f / s;
   const int r0 = blockIdx.y * kTile, c0 = blockIdx.x * kTile;
   const int lr = threadIdx.x / 8, lc = (threadIdx.x % 8) * 8;  // row (of 32) and first column (of 64)

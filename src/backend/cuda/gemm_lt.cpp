@@ -117,6 +117,8 @@ double warm_gemm_heuristics(int device) noexcept {
   return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
 }
 
+bool gemm_lt_enabled() { return lt_enabled(); }
+
 bool gemm_lt(const OpContext& ctx, const LtGemm& g) {
   XT_CHECK(g.M > 0 && g.N > 0 && g.K > 0, "bad gemm_lt shape M=" << g.M << " N=" << g.N << " K=" << g.K);
   XT_CHECK(ctx.cublaslt != nullptr, "gemm_lt: no cuBLASLt handle");

@@ -128,9 +128,9 @@ const Fp8Weight* fp8_weight(const OpContext& ctx, const float* w, int N, int IC,
 }
 
 void fp8_failed(const char* what, int N, int IC, int OC) {
-  throw Error(std::string("--fp8: cuBLASLt has no FP8 algorithm for the ") + what + " of a linear layer with N=" +
+  throw Error(std::string("--fp8: cuBLASLt offers no FP8 algorithm for the ") + what + " of a linear layer with N=" +
               std::to_string(N) + " IC=" + std::to_string(IC) + " OC=" + std::to_string(OC) +
-              " on this GPU (FP8 GEMMs need compute capability 8.9 or newer)");
+              " on this GPU; run without --fp8, or with it naming other layers");
 }
 
 // forward_fp8: out (N,OC) = E4M3(inp) E4M3(w)^T (+ bias), bf16 out

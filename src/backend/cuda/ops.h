@@ -322,6 +322,8 @@ struct LtGemm {
   bool fast_accum = false;
 };
 bool gemm_lt(const OpContext& ctx, const LtGemm& g);
+// gemm_lt_enabled: false where XTRAIN_CUDA_LT=off turns cuBLASLt's route off (gemm_lt then returns false at once).
+bool gemm_lt_enabled();
 
 // warm_gemm_heuristics: one cuBLASLt heuristic query on a handle of its own on `device`, for a thread beside the
 // start-up. A process's first query loads cuBLASLt's heuristics (about 0.1 s on an H100, also for the cuBLAS
