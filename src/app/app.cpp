@@ -273,7 +273,13 @@ int run_rank(const RunOptions& o, const RankLaunch& launch) {
   GPT model(cfg.model, *be, recompute);
   model.set_logits_chunk_rows(cfg.logits_chunk_rows);
   std::pair<size_t, size_t> fp8_taken{0, 0};  // --fp8: the matrices in FP8, of those selected
-  if (cfg.fp8.any()) agree(mpi, [&] { fp8_taken = model.set_fp8(cfg.fp8); });
+  if (cfg.fp8.any()) agree(mpi, [&] {
+    fp8_taken = model.set_fp8(cfg.fp8);
+    if (fp8_taken.first == 0)
+      throw UsageError("--fp8 " + fp8_linears_name(cfg.fp8) + ": none of the " + std::to_string(fp8_taken.second) +
+                       " selected weights can be multiplied in FP8 (dimensions not multiples of 16 or not 16-byte "
+                       "aligned); run without --fp8");
+  });
   model.init_params(cfg.seed);
   if (!init_params.empty())
     be->copy_to_device(model.params(), init_params.data(), init_params.size() * sizeof(float));

@@ -210,19 +210,30 @@ void GPT::init_params(uint64_t seed) {
 }
 
 namespace {
-// Fp8Matrix / fp8_matrices: the weight matrices --fp8 selects, as matmuls see them (rows = OC, cols = IC): each
-// block's fc (fc_width, C) and fc_proj (C, F) for `mlp`, the head (Vp, C) for `head` (layer -1)
+// Fp8Matrix / fp8_matrices: the weight matrices --fp8 selects that the FP8 GEMMs take, as matmuls see them (rows =
+// OC, cols = IC): each block's fc (fc_width, C) and fc_proj (C, F) for `mlp`, the head (Vp, C) for `head` (layer
+// -1); of those, the ones whose dimensions are multiples of 16 and that start 16-byte aligned in the parameters
+// (their buffer starts on a 256-byte boundary, so: an offset a multiple of 4 floats). The rule the CUDA backend
+// applies (set_fp8_weights), here so that the memory estimate counts what it will take.
 struct Fp8Matrix {
   int layer, which, rows, cols;
 };
-std::vector<Fp8Matrix> fp8_matrices(const GPTConfig& c, const Fp8Linears& f) {
+std::vector<Fp8Matrix> fp8_matrices(const GPTConfig& c, const Fp8Linears& f, bool only_taken = false) {
   std::vector<Fp8Matrix> m;
   for (int l = 0; f.mlp && l < c.L; ++l) {
     m.push_back({l, kFcW, c.fc_width(), c.C});
     m.push_back({l, kFcProjW, c.C, c.F});
   }
   if (f.head) m.push_back({-1, -1, c.Vp(), c.C});
-  return m;
+  if (!only_taken) return m;
+  const std::vector<ParamTensor> layout = param_layout(c);
+  std::vector<Fp8Matrix> taken;
+  for (const Fp8Matrix& x : m) {
+    const size_t index = x.layer >= 0 ? layer_param_index(x.layer, x.which)
+                                      : c.tied() ? size_t(kWte) : final_param_index(c.L, kLmHead);
+    if (x.rows % 16 == 0 && x.cols % 16 == 0 && layout[index].offset % 4 == 0) taken.push_back(x);
+  }
+  return taken;
 }
 }  // namespace
 
@@ -232,14 +243,15 @@ TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Back
   for (const ParamTensor& p : param_layout(cfg)) m.num_params += double(p.count);
   m.weights = (4.0 * sizeof(float) + double(be.weight_copy_bytes())) * m.num_params;
   if (fp8.any() && be.fp8_unavailable().empty()) {
-    // GPT::set_fp8's matrices, E4M3 in both layouts; and the largest scratch of one product's casts (matmul.cu's
-    // backward: its output gradient in both layouts and its input transposed, a byte each), counted with the
-    // activations: the MLP's fc over N = B*T rows, or the head over one chunk of rows
-    for (const Fp8Matrix& f : fp8_matrices(cfg, fp8)) m.weights += 2.0 * double(f.rows) * f.cols;
+    // the matrices the backend takes, E4M3 in both layouts; and the largest scratch of one product's casts
+    // (matmul.cu's backward of a (OC, IC) weight over n rows: its output gradient in both layouts and its input
+    // transposed, a byte each, n (2 OC + IC)): the MLP's over N = B*T rows, the head's over one chunk of rows
     const double N = double(B) * T;
     const double R = xtrain::logits_chunk_rows(cfg, B * T, be.activation_bytes(), logits_chunk_rows);
-    m.activations += std::max(fp8.mlp ? N * (2.0 * cfg.fc_width() + cfg.C) : 0.0,
-                              fp8.head ? R * (2.0 * cfg.Vp() + cfg.C) : 0.0);
+    for (const Fp8Matrix& f : fp8_matrices(cfg, fp8, true)) {
+      m.weights += 2.0 * double(f.rows) * f.cols;
+      m.scratch = std::max(m.scratch, (f.layer < 0 ? R : N) * (2.0 * f.rows + f.cols));
+    }
   }
   // The backend's scratch count is a size_t product; ask it only where that cannot overflow, else
   // use the CPU's (B,NH,T,T), an upper bound that no memory holds anyway.
@@ -267,7 +279,9 @@ void check_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, i
   XT_FAIL(std::fixed << std::setprecision(1) << "the model needs about " << m.total() / gib << " GiB per rank ("
           << std::setprecision(0) << m.num_params << " parameters: " << std::setprecision(1) << m.weights / gib
           << " GiB for parameters, gradients and AdamW state; " << m.activations / gib << " GiB of activations for "
-          << B << " x " << T << " tokens per micro-step) but " << avail / gib << " GiB are available on "
+          << B << " x " << T << " tokens per micro-step"
+          << (m.scratch > 0 ? "; " + std::to_string(int(m.scratch / (1024.0 * 1024.0))) + " MiB of --fp8 cast scratch" : std::string())
+          << ") but " << avail / gib << " GiB are available on "
           << be.device_name() << (ranks_sharing > 1 ? " for " + std::to_string(ranks_sharing) + " ranks" : std::string())
           << "; reduce --dim, --layers, --ffn, --seq or the per-rank batch (--batch / --grad-accum / ranks)"
           << (recompute < kMaxRecompute ? ", or raise --recompute" : ""));

@@ -244,7 +244,7 @@ TEST_CASE("wsd's decay has at least one step; Muon's options are bounded as thei
 
 // check_options_agree compares the canonical option texts ("texts are equal exactly when values are"): two
 // spellings of one --fp8 value must give one text, or ranks given "mlp,head" and "head,mlp" (one value:
-// parse_fp8_linears) are refused as disagreeing. Fails today: the raw string is compared.
+// parse_fp8_linears) would be refused as disagreeing.
 TEST_CASE("--fp8 head,mlp and --fp8 mlp,head are one configuration for check_options_agree") {
   const Run run;
   auto canonical_fp8 = [&](const char* value) {

@@ -190,13 +190,14 @@ struct TrainMemory {
                            // copy of the weights for its GEMMs (num_params x Backend::weight_copy_bytes()) and
                            // the FP8 copies of --fp8 (2 bytes per selected parameter)
   double activations = 0;  // the activation table (model_acts.h) for (B, T), tokens and targets
-  double total() const { return weights + activations; }
+  double scratch = 0;      // --fp8: the largest scratch of one product's casts (matmul.cu), held while it runs
+  double total() const { return weights + activations + scratch; }
 };
 // estimate_train_memory: the memory GPT(cfg, be, recompute) with set_logits_chunk_rows(logits_chunk_rows)
 // and a training step on B sequences of T tokens take on `be` (its activation dtype and attention scratch;
 // buffers shared under `recompute` counted once; the logits buffer of one chunk of rows).
-// fp8 (--fp8): the selected weights' FP8 copies (2 bytes per selected parameter: both layouts) where `be` makes
-// them (Backend::fp8_unavailable empty), in `weights`.
+// fp8 (--fp8): where `be` makes FP8 copies (Backend::fp8_unavailable empty), those of the matrices it takes (2 bytes
+// per parameter: both layouts) in `weights`, and the casts' largest scratch in `scratch`.
 TrainMemory estimate_train_memory(const GPTConfig& cfg, int B, int T, const Backend& be, int recompute = 0,
                                   int logits_chunk_rows = 0, const Fp8Linears& fp8 = {});
 // check_train_memory: throws Error "the model needs about X GiB per rank (...) but ... GiB are
@@ -257,8 +258,8 @@ class GPT {
   int logits_chunk_rows() const { return logits_chunk_rows_; }
   // set_fp8 (--fp8): hands the selected weights to the backend (Backend::set_fp8_weights), whose matmuls with
   // them then multiply in FP8 from the next forward on. Returns {taken, selected}: the matrices the backend took
-  // and those `which` names (a shape not a multiple of 16 stays bf16). Throws UsageError where the backend has no
-  // FP8.
+  // and those `which` names (a weight whose dimensions are not multiples of 16, or that does not start 16-byte
+  // aligned, stays bf16). Throws UsageError where the backend has no FP8.
   std::pair<size_t, size_t> set_fp8(const Fp8Linears& which);
   const Fp8Linears& fp8() const { return fp8_; }
 

@@ -395,8 +395,9 @@ std::string CudaBackend::fp8_unavailable() const {
 size_t CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
   if (!weights.empty())
     if (const std::string why = fp8_unavailable(); !why.empty()) throw UsageError(why);
-  // the matrices cuBLASLt's FP8 GEMMs and the casts take: dimensions multiples of 16, 16-byte aligned (a Vp x C
-  // head always is; a GPT-2 layout with a qkv width not a multiple of 4 shifts the later tensors by 8 bytes)
+  // the matrices taken: dimensions multiples of 16 (cuBLASLt's FP8 layouts), a start 16-byte aligned (the weight
+  // casts' 16-byte loads; a GPT-2 layout whose qkv bias width is not a multiple of 4 shifts the later tensors);
+  // the rule GPT's memory estimate applies too (fp8_matrices, src/model/model.cpp)
   std::vector<WeightMatrix> taken;
   for (const WeightMatrix& m : weights)
     if (m.w != nullptr && m.rows > 0 && m.cols > 0 && m.rows % 16 == 0 && m.cols % 16 == 0 &&
@@ -405,7 +406,7 @@ size_t CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
   // the previous block goes (stream-ordered: queued kernels still read it first), the new one is laid out as
   // per matrix w8 | w8t | amax, inv, each part on a 256-byte boundary
   ctx_.fp8 = nullptr;
-  if (fp8_block_ != nullptr) ++weights_generation_;  // copies a recorded graph wrote move
+  if (fp8_block_ != nullptr || !taken.empty()) ++weights_generation_;  // a recorded graph's FP8 copies move or start
   alloc_.free(fp8_block_);
   fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
   if (taken.empty()) return 0;
