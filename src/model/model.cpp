@@ -210,11 +210,10 @@ void GPT::init_params(uint64_t seed) {
 }
 
 namespace {
-// Fp8Matrix / fp8_matrices: the weight matrices --fp8 selects that the FP8 GEMMs take, as matmuls see them (rows =
-// OC, cols = IC): each block's fc (fc_width, C) and fc_proj (C, F) for `mlp`, the head (Vp, C) for `head` (layer
-// -1); of those, the ones whose dimensions are multiples of 16 and that start 16-byte aligned in the parameters
-// (their buffer starts on a 256-byte boundary, so: an offset a multiple of 4 floats). The rule the CUDA backend
-// applies (set_fp8_weights), here so that the memory estimate counts what it will take.
+// Fp8Matrix / fp8_matrices: the weight matrices --fp8 selects, as matmuls see them (rows = OC, cols = IC): each
+// block's fc (fc_width, C) and fc_proj (C, F) for `mlp`, the head (Vp, C) for `head` (layer -1); only_taken: those
+// a backend takes (Backend::fp8_takes at their offset in the parameters, whose buffer starts 256-byte aligned), so
+// that the memory estimate counts what set_fp8_weights will take.
 struct Fp8Matrix {
   int layer, which, rows, cols;
 };
@@ -231,7 +230,7 @@ std::vector<Fp8Matrix> fp8_matrices(const GPTConfig& c, const Fp8Linears& f, boo
   for (const Fp8Matrix& x : m) {
     const size_t index = x.layer >= 0 ? layer_param_index(x.layer, x.which)
                                       : c.tied() ? size_t(kWte) : final_param_index(c.L, kLmHead);
-    if (x.rows % 16 == 0 && x.cols % 16 == 0 && layout[index].offset % 4 == 0) taken.push_back(x);
+    if (Backend::fp8_takes(x.rows, x.cols, layout[index].offset * sizeof(float))) taken.push_back(x);
   }
   return taken;
 }
@@ -396,7 +395,6 @@ const void* GPT::logits() const {
                                     << " chunks of rows (--logits-chunk-rows); the buffer holds the last chunk only");
   return gact(kLogits);
 }
-
 
 Fp8Linears parse_fp8_linears(const std::string& text) {
   Fp8Linears which;

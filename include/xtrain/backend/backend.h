@@ -239,6 +239,12 @@ class Backend {
     const float* w = nullptr;
     int rows = 0, cols = 0;
   };
+  // fp8_takes: whether a (rows, cols) fp32 matrix at `address` is one set_fp8_weights takes: dimensions multiples
+  // of 16 (cuBLASLt's FP8 layouts), a start 16-byte aligned (the weight casts' 16-byte loads). GPT's memory
+  // estimate applies it with the offset in the parameter buffer, whose start is 256-byte aligned.
+  static constexpr bool fp8_takes(int rows, int cols, uintptr_t address) {
+    return rows > 0 && cols > 0 && rows % 16 == 0 && cols % 16 == 0 && address % 16 == 0;
+  }
   virtual size_t set_fp8_weights(const std::vector<WeightMatrix>& weights) {
     if (!weights.empty()) throw UsageError(fp8_unavailable());
     return 0;

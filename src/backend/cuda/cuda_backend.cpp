@@ -344,10 +344,7 @@ void CudaBackend::free(void* ptr) noexcept {
     for (const cuda::Fp8Weight& e : fp8_.list) {
       const uintptr_t w = reinterpret_cast<uintptr_t>(e.w);
       if (w < end && a < w + size_t(e.rows) * e.cols * sizeof(float)) {
-        ctx_.fp8 = nullptr;
-        ++weights_generation_;
-        alloc_.free(fp8_block_);
-        fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
+        drop_fp8();
         break;
       }
     }
@@ -382,6 +379,13 @@ void CudaBackend::prepare_weights(const float* params, size_t count) {
     ++weights_generation_;
 }
 
+void CudaBackend::drop_fp8() {
+  ctx_.fp8 = nullptr;
+  ++weights_generation_;
+  alloc_.free(fp8_block_);  // stream-ordered: queued kernels still read it first
+  fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
+}
+
 std::string CudaBackend::fp8_unavailable() const {
   if (!ctx_.bf16) return "--fp8 needs --dtype bf16 (the FP8 products replace bf16 ones)";
   if (!mirror_enabled_) return "--fp8 needs --weight-copy persistent (the FP8 copies are made with the bf16 copy)";
@@ -395,21 +399,16 @@ std::string CudaBackend::fp8_unavailable() const {
 size_t CudaBackend::set_fp8_weights(const std::vector<WeightMatrix>& weights) {
   if (!weights.empty())
     if (const std::string why = fp8_unavailable(); !why.empty()) throw UsageError(why);
-  // the matrices taken: dimensions multiples of 16 (cuBLASLt's FP8 layouts), a start 16-byte aligned (the weight
-  // casts' 16-byte loads; a GPT-2 layout whose qkv bias width is not a multiple of 4 shifts the later tensors);
-  // the rule GPT's memory estimate applies too (fp8_matrices, src/model/model.cpp)
+  // the matrices taken (fp8_takes; a GPT-2 layout whose qkv bias width is not a multiple of 4 shifts the later
+  // tensors off 16-byte boundaries)
   std::vector<WeightMatrix> taken;
   for (const WeightMatrix& m : weights)
-    if (m.w != nullptr && m.rows > 0 && m.cols > 0 && m.rows % 16 == 0 && m.cols % 16 == 0 &&
-        reinterpret_cast<uintptr_t>(m.w) % 16 == 0)
-      taken.push_back(m);
+    if (m.w != nullptr && fp8_takes(m.rows, m.cols, reinterpret_cast<uintptr_t>(m.w))) taken.push_back(m);
   // the previous block goes (stream-ordered: queued kernels still read it first), the new one is laid out as
   // per matrix w8 | w8t | amax, inv, each part on a 256-byte boundary
-  ctx_.fp8 = nullptr;
-  if (fp8_block_ != nullptr || !taken.empty()) ++weights_generation_;  // a recorded graph's FP8 copies move or start
-  alloc_.free(fp8_block_);
-  fp8_block_ = nullptr, fp8_block_bytes_ = 0, fp8_.list.clear();
+  if (fp8_block_ != nullptr) drop_fp8();
   if (taken.empty()) return 0;
+  ++weights_generation_;  // a recorded graph's FP8 copies start
   auto round = [](size_t b) { return (b + 255) / 256 * 256; };
   size_t bytes = 0;
   for (const WeightMatrix& m : taken) bytes += 2 * round(size_t(m.rows) * m.cols) + 256;

@@ -159,6 +159,9 @@ class CudaBackend final : public Backend {
     if (ctx_.weights.overlaps(p, bytes)) ctx_.weights = WeightMirror{}, ctx_.fp8 = nullptr, ++weights_generation_;
   }
 
+  // drop_fp8: the FP8 list and its copies go (ctx_.fp8 null, the block freed); weights_generation moves.
+  void drop_fp8();
+
   // for_each_row (RowKernels::per_row): op(out1_row, out2_row or null, inp_row) for each of N rows, every call
   // on the same 256-byte aligned one-row scratch buffers (one shape, one alignment: one cuBLASLt algorithm);
   // inp (N,IC) and out1, out2 (N,OC) of the activation type; out2 may be null.

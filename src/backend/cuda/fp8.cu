@@ -118,12 +118,14 @@ void check_shape(int rows, int cols, const void* x, const void* y, const void* y
            "FP8 cast: rows and cols must be positive multiples of 16, got " << rows << " x " << cols);
   XT_CHECK(aligned16(x) && aligned16(y) && aligned16(yt), "FP8 cast: pointers must be 16-byte aligned");
 }
-}  // namespace
 
+// fp8_max: the largest finite value of an FP8 format
 float fp8_max(cudaDataType_t format) {
   XT_CHECK(format == CUDA_R_8F_E4M3 || format == CUDA_R_8F_E5M2, "FP8 cast: format must be E4M3 or E5M2");
   return format == CUDA_R_8F_E4M3 ? kE4M3Max : kE5M2Max;
 }
+}  // namespace
+
 
 void fp8_prepare_weights(const OpContext& ctx, const Fp8Weights& weights) {
   for (const Fp8Weight& e : weights.list) {

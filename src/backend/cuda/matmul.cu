@@ -115,15 +115,12 @@ struct Fp8Scratch {
   uint8_t* at(size_t offset) const { return data.get() + offset; }
   float* amax() const { return scales.get(); }
   float* inv() const { return scales.get() + 4; }  // 16-byte aligned, as cuBLASLt's scale pointers
-  void cast(const OpContext& ctx, const bf16* x, int rows, int cols, cudaDataType_t format, size_t y, size_t yt,
-            bool with_y, bool with_yt) const {
-    fp8_cast(ctx, x, rows, cols, format, with_y ? at(y) : nullptr, with_yt ? at(yt) : nullptr, amax(), inv());
-  }
 };
 
-// fp8_weight: the FP8 copy of w (OC, IC) for a product of N rows, or null where that product takes bf16
+// fp8_weight: the FP8 copy of w (OC, IC) for a product of N rows, or null where that product takes bf16 (IC and OC
+// of a listed weight are multiples of 16: Backend::fp8_takes)
 const Fp8Weight* fp8_weight(const OpContext& ctx, const float* w, int N, int IC, int OC) {
-  if (!ctx.bf16 || ctx.fp8 == nullptr || N % 16 != 0 || IC % 16 != 0 || OC % 16 != 0) return nullptr;
+  if (!ctx.bf16 || ctx.fp8 == nullptr || N % 16 != 0) return nullptr;
   return ctx.fp8->find(w, OC, IC);
 }
 
@@ -137,7 +134,7 @@ void fp8_failed(const char* what, int N, int IC, int OC) {
 void forward_fp8(const OpContext& ctx, bf16* out, const bf16* inp, const Fp8Weight& w8, const float* bias, int N,
                  int IC, int OC) {
   const Fp8Scratch a(ctx, size_t(N) * IC);
-  a.cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, 0, 0, true, false);
+  fp8_cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, a.at(0), nullptr, a.amax(), a.inv());
   std::optional<Bf16Copy> b16;  // cuBLASLt's bias of a bf16 D is bf16 (forward_bf16)
   if (bias) b16.emplace(ctx, bias, 1, OC);
   const LinearGemm g = linear_forward(N, IC, OC);
@@ -153,7 +150,7 @@ void backward_fp8(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, con
                   const Fp8Weight& w8, int N, int IC, int OC, float beta, bool accumulate_dw) {
   const size_t dout_bytes = size_t(N) * OC;
   const Fp8Scratch d(ctx, 2 * dout_bytes);  // dout (N,OC), then its transpose (OC,N), one scale
-  d.cast(ctx, dout, N, OC, CUDA_R_8F_E5M2, 0, dout_bytes, true, true);
+  fp8_cast(ctx, dout, N, OC, CUDA_R_8F_E5M2, d.at(0), d.at(dout_bytes), d.amax(), d.inv());
   const LinearGemm gx = linear_dinp(N, IC, OC);
   // cuBLASLt's FP8 layout: dinp's B is w transposed (IC,OC), stored K-contiguous (w8t), so tb = true
   LtGemm lx{gx.ta, true, gx.M, gx.N, gx.K, d.at(0), OC, w8.w8t, OC, CUDA_R_8F_E4M3, beta, dinp, IC, CUBLAS_COMPUTE_32F,
@@ -161,7 +158,7 @@ void backward_fp8(const OpContext& ctx, bf16* dinp, float* dw, float* dbias, con
   lx.a_type = CUDA_R_8F_E5M2, lx.a_scale = d.inv(), lx.b_scale = w8.inv;
   if (!gemm_lt(ctx, lx)) fp8_failed("input gradient", N, IC, OC);
   const Fp8Scratch x(ctx, size_t(N) * IC);  // inp transposed (IC,N)
-  x.cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, 0, 0, false, true);
+  fp8_cast(ctx, inp, N, IC, CUDA_R_8F_E4M3, nullptr, x.at(0), x.amax(), x.inv());
   const LinearGemm gw = linear_dw(N, IC, OC);
   // dw's A is dout^T (OC,N) stored as such (ta = false), its B inp^T (IC,N) (tb = true): both N-contiguous
   LtGemm lw{false, true, gw.M, gw.N, gw.K, d.at(dout_bytes), N, x.at(0), N, CUDA_R_8F_E4M3,

@@ -360,7 +360,5 @@ void fp8_prepare_weights(const OpContext& ctx, const Fp8Weights& weights);
 // aligned (cuBLASLt reads it as a scale pointer).
 void fp8_cast(const OpContext& ctx, const __nv_bfloat16* x, int rows, int cols, cudaDataType_t format, void* y,
               void* yt, float* amax, float* inv);
-// fp8_max: the largest finite value of an FP8 format (448 for E4M3, 57344 for E5M2).
-float fp8_max(cudaDataType_t format);
 
 }  // namespace xtrain::cuda
