@@ -23,14 +23,17 @@ bad() { echo "fp8_parity.sh: $*" >&2; exit 2; }
 [[ $VAL_EVERY =~ ^[1-9][0-9]*$ ]] || bad "VAL_EVERY must be a positive integer (got '$VAL_EVERY')"
 # shellcheck disable=SC2086
 xt_check_workloads $WORKLOADS
+for w in $WORKLOADS; do
+  batch_var="BATCH_$w"
+  [[ ${!batch_var:-} =~ ^[1-9][0-9]*$ ]] || bad "$batch_var must be a positive integer (got '${!batch_var:-}')"
+done
 xt_require_bin "$BIN"
 xt_logdir
 
 failed=0
 for w in $WORKLOADS; do
   batch_var="BATCH_$w"
-  batch=${!batch_var:-}
-  [[ $batch =~ ^[1-9][0-9]*$ ]] || bad "$batch_var must be a positive integer (got '$batch')"
+  batch=${!batch_var}
   model=$(xt_workload_model "$w")
   runs=()
   for mode in bf16 fp8; do
